@@ -1,0 +1,26 @@
+# Two entry points, both from a fresh clone: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test bench clean
+
+$(BIN)/grader: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(BIN)/grader
+
+setup: $(BIN)/grader
+
+demo: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/metrics.py
+
+clean:
+	rm -rf $(VENV) out

@@ -1,0 +1,1 @@
+"""Benchmark definitions shipped with the grader (and the bundled ``mini`` data)."""

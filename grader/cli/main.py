@@ -1,0 +1,46 @@
+"""The ``grader`` command group: the one place where errors become exit codes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from grader import __version__
+from grader.errors import GraderError
+
+
+class GraderGroup(click.Group):
+    """A click group that prints a :class:`GraderError` as one line and exits with its code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GraderError as error:
+            click.echo(f"error: {error}", err=True)
+            if error.hint:
+                click.echo(f"hint: {error.hint}", err=True)
+            sys.exit(error.exit_code)
+
+
+@click.group(cls=GraderGroup)
+@click.version_option(__version__, prog_name="grader")
+def cli() -> None:
+    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably."""
+
+
+def _register() -> None:
+    # Imported here so that each command module stays independent of the others.
+    from grader.cli import benchmarks_cmd, data_cmd, keys_cmd, score_cmd, verify_cmd
+
+    for module in (benchmarks_cmd, data_cmd, keys_cmd, score_cmd, verify_cmd):
+        module.register(cli)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="grader")

@@ -1,0 +1,71 @@
+"""``grader score``: score a run file against judgements."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from grader.data.qrels import read_qrels
+from grader.files import atomic_write_text, sha256_file
+from grader.metrics.measures import parse_measures
+from grader.metrics.output import as_coir, as_json, as_table, dumps, per_query_tsv
+from grader.metrics.policy import Policy, evaluate
+from grader.runs.readers import RunFormat, read_run
+
+
+@click.command("score")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path), help="Judgements: BEIR TSV, TREC qrels or JSON.")
+@click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="Run: TREC 6-column, JSON {qid: {docid: score}} or JSONL.")
+@click.option("--run-format", type=click.Choice([f.value for f in RunFormat]), default=None, help="Run format (default: detected).")
+@click.option("--measure", "measures", multiple=True, metavar="M", help="Measure such as NDCG@10 (repeatable, or comma-separated). Default: NDCG, MAP, Recall, P, MRR at 1,3,5,10,100,1000.")
+@click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True, help="strict: every judged query counts, missing ones score 0. coir: reproduce coir-eval/BEIR exactly.")
+@click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None, help="Also write per-query values (TSV) to this file.")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "coir"]), default="table", show_default=True, help="coir: CoIR's result shape, rounded to 5 decimals.")
+@click.option("--out", "report_path", type=click.Path(path_type=Path), default=None, help="Write a grading report here (signed envelope with --sign, plain report otherwise).")
+@click.option("--sign", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key (from `grader keygen`) to sign the report with; needs --out.")
+def score_command(
+    qrels_path: Path,
+    run_path: Path,
+    run_format: str | None,
+    measures: tuple[str, ...],
+    policy: str,
+    per_query_path: Path | None,
+    output_format: str,
+    report_path: Path | None,
+    key_path: Path | None,
+) -> None:
+    """Score a run file against judgements with trec_eval's semantics."""
+    if key_path is not None and report_path is None:
+        raise click.UsageError("--sign needs --out REPORT")
+    started_at = datetime.now(timezone.utc)
+    parsed_measures = parse_measures(list(measures))
+    qrels = read_qrels(qrels_path)
+    run = read_run(run_path, RunFormat(run_format) if run_format else None)
+    evaluation = evaluate(qrels, run, parsed_measures, Policy(policy))
+    if per_query_path is not None:
+        atomic_write_text(per_query_path, per_query_tsv(evaluation))
+    if report_path is not None:
+        from grader.reports.scoring import write_score_report
+
+        write_score_report(
+            evaluation,
+            qrels_path=qrels_path,
+            run_digest=sha256_file(run_path),
+            run_name=run_path.name,
+            started_at=started_at,
+            report_path=report_path,
+            key_path=key_path,
+        )
+    if output_format == "json":
+        click.echo(dumps(as_json(evaluation)), nl=False)
+    elif output_format == "coir":
+        click.echo(dumps(as_coir(evaluation)), nl=False)
+    else:
+        click.echo(as_table(evaluation), nl=False)
+
+
+def register(group: click.Group) -> None:
+    """Add ``score`` to ``group``."""
+    group.add_command(score_command)

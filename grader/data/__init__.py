@@ -1,0 +1,1 @@
+"""Benchmark data: BEIR-layout tasks, benchmarks, registry, digests, importers."""

@@ -1,0 +1,79 @@
+"""The one error hierarchy of the grader.
+
+Library code raises subclasses of :class:`GraderError`; only the CLI turns them
+into exit codes. ``str(error)`` is the single line a person sees: it names the
+file, line and field where one is known, and never contains secret material.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class GraderError(Exception):
+    """Base of every error the grader raises on purpose."""
+
+    #: process exit status the CLI uses for this kind of error
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(GraderError):
+    """A file given to the grader is missing, unreadable or malformed.
+
+    The message is rendered as ``file:line: field: what is wrong`` so that a
+    person can jump to the offending place.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        path: str | PathLike[str] | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.field = field
+        self.what = what
+        location = ""
+        if self.path is not None:
+            location = self.path if line is None else f"{self.path}:{line}"
+            location += ": "
+        field_part = f"{field}: " if field else ""
+        super().__init__(f"{location}{field_part}{what}", hint=hint)
+
+
+class DataError(InputError):
+    """Benchmark or task data (corpus, queries, qrels, benchmark.json) is invalid."""
+
+
+class RunFormatError(InputError):
+    """A run (ranked results) is malformed: bad JSON, duplicate documents, NaN scores..."""
+
+
+class UsageError(GraderError):
+    """The command line asks for something inconsistent (unknown measure, benchmark...)."""
+
+
+class ReportError(GraderError):
+    """A report could not be built, signed or written."""
+
+
+class VerificationError(GraderError):
+    """A signed report failed verification. Exit status 1, as ``grader verify`` documents."""
+
+    exit_code = 1
+
+
+class KeyFileError(InputError):
+    """A key file is missing, malformed, or has unsafe permissions."""

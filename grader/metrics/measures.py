@@ -1,0 +1,82 @@
+"""Measures as values: ``NDCG@10`` is the family ``NDCG`` with cutoff 10.
+
+The printed form is the identity. trec_eval's names (``ndcg_cut_10``,
+``map_cut_10``, ``recall_10``, ``P_10``, ``recip_rank``) parse to the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from grader.errors import UsageError
+
+
+class Family(str, Enum):
+    """A measure family; its value is the canonical spelling."""
+
+    NDCG = "NDCG"
+    MAP = "MAP"
+    RECALL = "Recall"
+    P = "P"
+    MRR = "MRR"
+
+
+DEFAULT_CUTOFFS = (1, 3, 5, 10, 100, 1000)
+
+_CANONICAL = re.compile(r"^(?P<family>ndcg|map|recall|p|mrr)@(?P<k>[1-9][0-9]*)$", re.IGNORECASE)
+_TREC = re.compile(r"^(?P<family>ndcg_cut|map_cut|recall|P)_(?P<k>[1-9][0-9]*)$")
+_BY_LOWER = {family.value.lower(): family for family in Family}
+_BY_TREC = {"ndcg_cut": Family.NDCG, "map_cut": Family.MAP, "recall": Family.RECALL, "P": Family.P}
+_TREC_NAME = {Family.NDCG: "ndcg_cut", Family.MAP: "map_cut", Family.RECALL: "recall", Family.P: "P"}
+
+
+@dataclass(frozen=True, order=True)
+class Measure:
+    """One measure at one cutoff."""
+
+    family: Family
+    cutoff: int
+
+    def __str__(self) -> str:
+        return f"{self.family.value}@{self.cutoff}"
+
+    @property
+    def trec_name(self) -> str | None:
+        """trec_eval's name of this measure; MRR@k has none (trec_eval's recip_rank is uncut)."""
+        base = _TREC_NAME.get(self.family)
+        return None if base is None else f"{base}_{self.cutoff}"
+
+
+def parse_measure(text: str) -> Measure:
+    """Parse ``NDCG@10`` (any case) or a trec_eval name such as ``ndcg_cut_10``."""
+    match = _CANONICAL.match(text.strip())
+    if match:
+        return Measure(_BY_LOWER[match["family"].lower()], int(match["k"]))
+    match = _TREC.match(text.strip())
+    if match:
+        return Measure(_BY_TREC[match["family"]], int(match["k"]))
+    raise UsageError(
+        f"unknown measure {text!r}",
+        hint="use FAMILY@K with FAMILY one of NDCG, MAP, Recall, P, MRR (e.g. NDCG@10)",
+    )
+
+
+def default_measures() -> tuple[Measure, ...]:
+    """Every family at each of the default cutoffs 1, 3, 5, 10, 100, 1000."""
+    return tuple(Measure(family, k) for family in Family for k in DEFAULT_CUTOFFS)
+
+
+def parse_measures(texts: list[str] | tuple[str, ...] | None) -> tuple[Measure, ...]:
+    """Parse a list of measures (``None`` or empty = the defaults), without duplicates, in given order."""
+    if not texts:
+        return default_measures()
+    measures: list[Measure] = []
+    for text in texts:
+        for part in text.split(","):
+            if part.strip():
+                measure = parse_measure(part)
+                if measure not in measures:
+                    measures.append(measure)
+    return tuple(measures)

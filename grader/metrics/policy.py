@@ -1,0 +1,102 @@
+"""Aggregation policies: which queries count, and how a run is read, before averaging.
+
+``strict`` (the default) averages over every judged query: a query the run omits,
+or ranks nothing for, scores 0, so skipping hard queries never pays. Scores are
+ranked as float64, as trec_eval 10 does.
+
+``coir`` reproduces coir-eval 0.7 / BEIR ``EvaluateRetrieval.evaluate`` exactly:
+only judged queries present in the run are averaged (present with an empty ranking
+counts as 0), a document whose id equals the query id is removed from the run (not
+from the judgements), and scores are rounded to float32 before ranking, as
+pytrec-eval-terrier does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from grader.errors import UsageError
+from grader.metrics.engine import PerQuery, per_query_measures, select_rankings
+from grader.metrics.measures import Measure
+from grader.runs.run import Run
+
+
+class Policy(str, Enum):
+    """How queries are selected and scores read; the value is the CLI spelling."""
+
+    STRICT = "strict"
+    COIR = "coir"
+
+
+@dataclass(frozen=True)
+class QueryCounts:
+    """How the run covers the judged queries."""
+
+    judged: int
+    answered: int
+    missing: int
+    extra: int
+    evaluated: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"judged": self.judged, "answered": self.answered, "missing": self.missing, "extra": self.extra}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-query values, their means, and the query accounting of one run."""
+
+    policy: Policy
+    measures: tuple[Measure, ...]
+    per_query: PerQuery
+    counts: QueryCounts
+
+    def mean(self, measure: Measure) -> float:
+        """Mean over evaluated queries; exactly rounded (``math.fsum``), so order-independent."""
+        column = self.per_query.values[measure]
+        if len(column) == 0:
+            return 0.0
+        return math.fsum(column.tolist()) / len(column)
+
+    def means(self) -> dict[str, float]:
+        """``{"NDCG@10": mean, ...}`` in measure order."""
+        return {str(measure): self.mean(measure) for measure in self.measures}
+
+
+def evaluate(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Run,
+    measures: Sequence[Measure],
+    policy: Policy = Policy.STRICT,
+) -> Evaluation:
+    """Score ``run`` against ``qrels`` under ``policy``."""
+    if not qrels:
+        raise UsageError("the judgements contain no query")
+    in_run = run.query_index
+    answered = [q for q in qrels if q in in_run and _ranked_anything(run, in_run[q])]
+    present = [q for q in qrels if q in in_run]
+    extra = sum(1 for q in run.query_ids if q not in qrels)
+    if policy is Policy.STRICT:
+        query_ids: list[str] = list(qrels)
+        rankings = select_rankings(run, query_ids, float32_scores=False, drop_identical_ids=False)
+    elif policy is Policy.COIR:
+        query_ids = present
+        rankings = select_rankings(run, query_ids, float32_scores=True, drop_identical_ids=True)
+    else:  # pragma: no cover - exhaustive over Policy
+        raise AssertionError(policy)
+    per_query = per_query_measures(qrels, query_ids, rankings, run, measures)
+    counts = QueryCounts(
+        judged=len(qrels),
+        answered=len(answered),
+        missing=len(qrels) - len(answered),
+        extra=extra,
+        evaluated=len(query_ids),
+    )
+    return Evaluation(policy, tuple(measures), per_query, counts)
+
+
+def _ranked_anything(run: Run, index: int) -> bool:
+    return bool(run.offsets[index + 1] > run.offsets[index])

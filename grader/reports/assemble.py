@@ -1,0 +1,58 @@
+"""From grading results to report entries, and writing a report (signed or plain)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from grader.errors import ReportError
+from grader.files import atomic_write_bytes
+from grader.metrics.policy import Evaluation
+from grader.reports.model import report_json
+from grader.reports.signing import write_signed_report
+
+
+def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report entry of a task that was scored."""
+    entry: dict[str, Any] = {
+        "name": name,
+        "split": split,
+        "data_digest": {"sha256": data_digest},
+        "status": "scored",
+        "failure": None,
+        "measures": evaluation.means(),
+        "queries": evaluation.counts.as_dict(),
+    }
+    if extra:
+        entry.update(extra)
+    return entry
+
+
+def failed_task(name: str, *, split: str, data_digest: str, code: str, message: str, judged: int) -> dict[str, Any]:
+    """The report entry of a task that failed with a failure ``code``."""
+    return {
+        "name": name,
+        "split": split,
+        "data_digest": {"sha256": data_digest},
+        "status": "failed",
+        "failure": {"code": code, "message": message},
+        "measures": {},
+        "queries": {"judged": judged, "answered": 0, "missing": judged, "extra": 0},
+    }
+
+
+def write_report(report: dict[str, Any], out_path: str | os.PathLike[str], key_path: str | os.PathLike[str] | None) -> Path:
+    """Write ``report``: a signed envelope when ``key_path`` is given, else the plain report.
+
+    Returns the path written (the envelope when signed).
+    """
+    if key_path is not None:
+        envelope_path, _ = write_signed_report(report, key_path, out_path)
+        return envelope_path
+    path = Path(out_path)
+    try:
+        atomic_write_bytes(path, report_json(report))
+    except OSError as error:
+        raise ReportError(f"{path}: cannot write: {error.strerror or error}") from None
+    return path

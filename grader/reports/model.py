@@ -1,0 +1,193 @@
+"""The grading report: building it from grading results, checking it, serialising it.
+
+A report is a plain JSON-compatible dict described by
+``grader/schemas/report.schema.json``; this module is the only place that
+assembles one, so every report the grader writes or signs has been checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+import jsonschema
+
+import grader
+from grader.errors import ReportError
+from grader.schemas import first_error, json_pointer
+
+SCHEMA_NAME = "report"
+SCHEMA_VERSION = "1"
+#: Longest schema message quoted in an error; jsonschema can quote whole objects.
+_MESSAGE_LIMIT = 200
+
+
+class Violation(NamedTuple):
+    """Where a report breaks its schema (a JSON pointer) and how."""
+
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.pointer}: {self.message}"
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(error: jsonschema.ValidationError) -> str:
+    pointer = json_pointer(error)
+    # A bad object key (propertyNames) is reported at its object; point at the key itself.
+    if "propertyNames" in error.absolute_schema_path and isinstance(error.instance, str):
+        pointer = pointer.rstrip("/") + "/" + _escape(error.instance)
+    return pointer
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."
+
+
+def schema_violation(report: Any) -> Violation | None:
+    """The first (most relevant) way ``report`` breaks the report schema, or None if it is valid."""
+    error = first_error(SCHEMA_NAME, report)
+    if error is None:
+        return None
+    return Violation(_pointer(error), _one_line(error.message))
+
+
+def validate_report(report: Any) -> None:
+    """Raise :class:`ReportError` naming the JSON pointer of the first schema violation."""
+    violation = schema_violation(report)
+    if violation is not None:
+        raise ReportError(f"invalid report at {violation}")
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z`` suffix; naive datetimes are refused as ambiguous."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ReportError(f"timestamp {moment.isoformat()} has no time zone; pass an aware datetime")
+    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _plain(value: Any, pointer: str) -> Any:
+    """A copy of ``value`` made of plain JSON types, keeping floats bit-for-bit.
+
+    numpy scalars (from metric code) become int/float; NaN, infinities and
+    anything JSON cannot hold are refused with the pointer where they sit.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ReportError(f"invalid report at {pointer or '/'}: {number} is not a finite number")
+        return number
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ReportError(f"invalid report at {pointer or '/'}: object key {key!r} is not a string")
+            out[key] = _plain(item, f"{pointer}/{_escape(key)}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{pointer}/{index}") for index, item in enumerate(value)]
+    raise ReportError(f"invalid report at {pointer or '/'}: {type(value).__name__} is not JSON data")
+
+
+def _tasks_by_name(tasks: list[dict]) -> dict[str, dict]:
+    by_name: dict[str, dict] = {}
+    for index, task in enumerate(tasks):
+        if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+            raise ReportError(f"invalid report: tasks[{index}] needs a string 'name'")
+        name = task["name"]
+        if name in by_name:
+            raise ReportError(f"invalid report: task {name!r} appears twice")
+        entry = {key: value for key, value in task.items() if key != "name"}
+        # A scored task has no failure; a failed task has no measures. Fill the
+        # obvious empty value so callers need not spell it out.
+        entry.setdefault("failure", None)
+        entry.setdefault("measures", {})
+        by_name[name] = entry
+    return by_name
+
+
+def _check_consistency(report: dict) -> None:
+    """Rules the schema cannot express: the aggregate agrees with the tasks."""
+    tasks = report["tasks"]
+    aggregate = report["aggregate"]
+    all_scored = all(task["status"] == "scored" for task in tasks.values())
+    # ``complete`` means every task of the benchmark was graded and scored; a run
+    # over a subset of tasks is scored but not complete, so only one direction holds.
+    if aggregate["complete"] and not all_scored:
+        raise ReportError("invalid report at /aggregate/complete: is true but some task was not scored")
+    if not all_scored and aggregate["score"] is not None:
+        raise ReportError("invalid report at /aggregate/score: a task failed, so the benchmark score must be null")
+    measure = aggregate["measure"]
+    for name, task in tasks.items():
+        if task["status"] == "scored" and measure not in task["measures"]:
+            raise ReportError(
+                f"invalid report at /tasks/{_escape(name)}/measures: scored task lacks the aggregate measure {measure}"
+            )
+
+
+def build_report(
+    *,
+    benchmark: dict,
+    subject: dict,
+    tasks: list[dict],
+    aggregate: dict,
+    policy: str,
+    started_at: datetime,
+    finished_at: datetime,
+    sandbox: dict | None = None,
+    labels: dict | None = None,
+) -> dict:
+    """Assemble and validate a grading report.
+
+    ``benchmark`` may be the whole benchmark definition: only its name, version
+    and primary_measure are kept. Each entry of ``tasks`` carries a ``name`` plus
+    the task fields of the schema (``failure`` defaults to None, ``measures`` to
+    {}). Floats are kept at full precision. Raises :class:`ReportError` naming
+    the JSON pointer of the first problem.
+    """
+    start_text = format_timestamp(started_at)
+    finish_text = format_timestamp(finished_at)
+    if finished_at < started_at:
+        raise ReportError(f"invalid report at /finished_at: {finish_text} is before started_at {start_text}")
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "grader": {"name": "grader", "version": grader.__version__},
+        "benchmark": {key: benchmark[key] for key in ("name", "version", "primary_measure") if key in benchmark},
+        "subject": subject,
+        "policy": policy,
+        "tasks": _tasks_by_name(tasks),
+        "aggregate": aggregate,
+        "sandbox": sandbox,
+        "labels": {} if labels is None else labels,
+        "started_at": start_text,
+        "finished_at": finish_text,
+    }
+    report = _plain(report, "")
+    validate_report(report)
+    _check_consistency(report)
+    return report
+
+
+def report_json(report: dict) -> bytes:
+    """The bytes of a report file: sorted keys, indent 2, trailing newline, no NaN.
+
+    Floats are written with Python's shortest round-trip repr, so nothing is
+    rounded and the same report always gives the same bytes.
+    """
+    try:
+        text = json.dumps(report, sort_keys=True, indent=2, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ReportError(f"report cannot be written as JSON: {error}") from None
+    return (text + "\n").encode("utf-8")

@@ -1,0 +1,48 @@
+"""The human-readable summary ``grader verify`` prints for a verified report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.reports.verify import VerifiedReport
+
+
+def _clean(text: Any) -> str:
+    # Subject names come from submitters; keep escapes and newlines off the terminal.
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+
+
+def _number(value: Any) -> str:
+    # repr keeps every digit: the summary must not show a rounded score.
+    return "n/a" if value is None else repr(value)
+
+
+def format_summary(verified: VerifiedReport) -> str:
+    """Lines describing a verified report: who signed it, what was graded, and the scores."""
+    report = verified.report
+    subject = report["subject"]
+    benchmark = report["benchmark"]
+    aggregate = report["aggregate"]
+    measure = aggregate["measure"]
+    lines = [
+        f"verified: signed by key {verified.keyid}",
+        f"subject: {_clean(subject['name'])} ({subject['kind']}) sha256:{subject['digest']['sha256']}",
+        f"benchmark: {_clean(benchmark['name'])} {_clean(benchmark['version'])} "
+        f"(primary measure {benchmark['primary_measure']})",
+        f"policy: {report['policy']}",
+        f"score: {measure} = {_number(aggregate['score'])}"
+        + ("" if aggregate["complete"] else " (incomplete: some tasks failed)"),
+    ]
+    for group, value in sorted(aggregate["groups"].items()):
+        lines.append(f"group {_clean(group)}: {measure} = {_number(value)}")
+    grader_version = _clean(report["grader"]["version"])
+    lines.append(f"graded: {report['started_at']} .. {report['finished_at']} by grader {grader_version}")
+    width = max(len(name) for name in report["tasks"])
+    for name, task in sorted(report["tasks"].items()):
+        if task["status"] == "scored":
+            detail = f"{measure} = {_number(task['measures'].get(measure))}"
+        else:
+            failure = task["failure"]
+            detail = f"{failure['code']}: {_clean(failure['message'])}"
+        lines.append(f"task {name:<{width}}  {task['status']:<6}  {detail}")
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""A run in memory: the ranked documents of every query, as flat arrays.
+
+Layout is CSR: query ``i`` owns entries ``offsets[i]:offsets[i+1]``; each entry is a
+document code (an index into ``doc_vocab``) and a float64 score. A :class:`Run` is
+valid once it exists: scores are finite, no document appears twice for a query,
+and entries are stored in trec_eval order (score descending, document id
+descending), so scoring never sorts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from grader.data.ids import id_problem
+from grader.errors import RunFormatError
+from grader.metrics.ordering import byte_order_ranks, segment_ids, trec_order
+
+
+@dataclass(frozen=True)
+class RunProblem:
+    """Where a run is invalid: the query (and document) concerned."""
+
+    what: str
+    query_id: str
+    doc_id: str | None = None
+    field: str = "score"
+
+
+class InvalidRun(Exception):
+    """Raised by :meth:`Run.build` so readers can attach file and line before re-raising."""
+
+    def __init__(self, problem: RunProblem) -> None:
+        super().__init__(problem.what)
+        self.problem = problem
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Validated, trec-ordered rankings. Build with :meth:`build` or :meth:`from_mapping`."""
+
+    query_ids: tuple[str, ...]
+    offsets: np.ndarray
+    doc_codes: np.ndarray
+    doc_vocab: tuple[str, ...]
+    scores: np.ndarray
+
+    @classmethod
+    def build(
+        cls,
+        query_ids: Sequence[str],
+        offsets: np.ndarray,
+        doc_codes: np.ndarray,
+        doc_vocab: Sequence[str],
+        scores: np.ndarray,
+        *,
+        doc_ranks: np.ndarray | None = None,
+        doc_ids_checked: bool = False,
+    ) -> Run:
+        """Validate arrays and store them in trec_eval order.
+
+        Raises :class:`InvalidRun` (for readers to locate) on a non-finite score,
+        a document twice in one ranking, or a malformed identifier. A reader that
+        has already computed the byte-order ranks of ``doc_vocab``, or checked its
+        ids, passes them to skip that work.
+        """
+        query_ids = tuple(query_ids)
+        doc_vocab = tuple(doc_vocab)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        doc_codes = np.ascontiguousarray(doc_codes, dtype=np.int64)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        if len(offsets) != len(query_ids) + 1 or offsets[0] != 0 or offsets[-1] != len(doc_codes):
+            raise ValueError("offsets do not describe the entries")
+        if len(doc_codes) != len(scores) or np.any(np.diff(offsets) < 0):
+            raise ValueError("offsets, codes and scores disagree")
+        if len(doc_codes) and (doc_codes.min() < 0 or doc_codes.max() >= len(doc_vocab)):
+            raise ValueError("document code out of range")
+        if len(set(query_ids)) != len(query_ids):
+            seen: set[str] = set()
+            duplicate = next(q for q in query_ids if q in seen or seen.add(q))  # type: ignore[func-returns-value]
+            raise InvalidRun(RunProblem("query appears twice", duplicate, field="query_id"))
+        for query_id in query_ids:
+            problem = id_problem(query_id)
+            if problem:
+                raise InvalidRun(RunProblem(problem, str(query_id), field="query_id"))
+        segments = segment_ids(offsets)
+        bad = np.flatnonzero(~np.isfinite(scores))
+        if len(bad):
+            entry = int(bad[0])
+            raise InvalidRun(RunProblem(f"score must be a finite number, got {scores[entry]!r}", query_ids[segments[entry]], doc_vocab[doc_codes[entry]]))
+        if not doc_ids_checked:
+            for code, doc_id in enumerate(doc_vocab):
+                problem = id_problem(doc_id)
+                if problem:
+                    entry = int(np.flatnonzero(doc_codes == code)[0])
+                    raise InvalidRun(RunProblem(problem, query_ids[segments[entry]], doc_id, field="doc_id"))
+        if doc_ranks is None:
+            doc_ranks = byte_order_ranks(doc_vocab)
+        permutation = trec_order(offsets, scores, doc_ranks[doc_codes])
+        doc_codes = doc_codes[permutation]
+        scores = scores[permutation]
+        _check_unique_documents(offsets, doc_codes, segments, query_ids, doc_vocab)
+        run = cls(query_ids, offsets, doc_codes, doc_vocab, scores)
+        run.__dict__["doc_ranks"] = doc_ranks
+        return run
+
+    @classmethod
+    def from_mapping(cls, rankings: Mapping[str, Mapping[str, float]]) -> Run:
+        """Build from ``{query_id: {doc_id: score}}`` (the shape BEIR and pytrec_eval use)."""
+        vocab: dict[str, int] = {}
+        codes: list[int] = []
+        scores: list[float] = []
+        offsets = [0]
+        for docs in rankings.values():
+            for doc_id, score in docs.items():
+                codes.append(vocab.setdefault(doc_id, len(vocab)))
+                scores.append(score)
+            offsets.append(len(codes))
+        return cls.build(list(rankings), np.asarray(offsets), np.asarray(codes, dtype=np.int64), list(vocab), np.asarray(scores, dtype=np.float64))
+
+    @cached_property
+    def doc_ranks(self) -> np.ndarray:
+        """Byte-order rank of each vocabulary entry."""
+        return byte_order_ranks(self.doc_vocab)
+
+    @cached_property
+    def query_index(self) -> dict[str, int]:
+        """Query id -> position."""
+        return {query_id: i for i, query_id in enumerate(self.query_ids)}
+
+    @property
+    def n_entries(self) -> int:
+        return len(self.doc_codes)
+
+    def ranking(self, query_id: str) -> list[tuple[str, float]]:
+        """The ranked ``(doc_id, score)`` list of one query, in trec_eval order."""
+        i = self.query_index[query_id]
+        start, end = self.offsets[i], self.offsets[i + 1]
+        return [(self.doc_vocab[c], float(s)) for c, s in zip(self.doc_codes[start:end], self.scores[start:end])]
+
+    def to_mapping(self) -> dict[str, dict[str, float]]:
+        """``{query_id: {doc_id: score}}``, in trec order."""
+        return {query_id: dict(self.ranking(query_id)) for query_id in self.query_ids}
+
+
+def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, segments: np.ndarray, query_ids: tuple[str, ...], doc_vocab: tuple[str, ...]) -> None:
+    if len(doc_codes) < 2:
+        return
+    keys = segments * np.int64(len(doc_vocab)) + doc_codes
+    ordered = np.sort(keys)
+    repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if len(repeated):
+        key = int(ordered[repeated[0]])
+        query, code = divmod(key, len(doc_vocab))
+        raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query_ids[query], doc_vocab[code], field="doc_id"))

@@ -1,0 +1,31 @@
+"""Shared fixtures: small task folders and run files written per test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def write_task(root: Path, *, corpus: list[dict], queries: list[dict], qrels: dict[str, list[tuple[str, str, int]]]) -> Path:
+    """Write a BEIR-layout task folder and return it."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    (root / "qrels").mkdir(exist_ok=True)
+    for split, rows in qrels.items():
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q, d, r in rows]
+        (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def small_task(tmp_path: Path) -> Path:
+    """A three-document, two-query task with a test and a dev split."""
+    return write_task(
+        tmp_path / "toy",
+        corpus=[{"_id": "d1", "title": "", "text": "def add(a, b): return a + b"}, {"_id": "d2", "title": "t", "text": "print(1)"}, {"_id": "d3", "title": "", "text": "x = 1"}],
+        queries=[{"_id": "q1", "text": "add two numbers"}, {"_id": "q2", "text": "print"}, {"_id": "q3", "text": "unjudged"}],
+        qrels={"test": [("q1", "d1", 1), ("q2", "d2", 2)], "dev": [("q2", "d3", 1)]},
+    )
