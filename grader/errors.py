@@ -77,3 +77,7 @@ class VerificationError(GraderError):
 
 class KeyFileError(InputError):
     """A key file is missing, malformed, or has unsafe permissions."""
+
+
+class SubmissionError(InputError):
+    """A submission (archive, manifest, model, tokenizer, image) is unusable."""

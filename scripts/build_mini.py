@@ -509,6 +509,7 @@ def benchmark_definition(built: Sequence[BuiltTask], *, seed: int) -> dict:
             "corpus_size": task.corpus_size,
             "queries": dict(task.queries),
             "relevant_per_query": 1,
+            "usable_pairs": task.candidates,
             "source": f"CPython {version} standard library (Lib/*.py)",
             "python_version": version,
             "license": "PSF-2.0",
@@ -537,7 +538,7 @@ def validate_definition(definition: dict) -> None:
     jsonschema.validate(definition, schema)
 
 
-def readme_text(built: Sequence[BuiltTask], *, seed: int) -> str:
+def readme_text(built: Sequence[BuiltTask], *, seed: int, per_task: int) -> str:
     """README.md of the benchmark folder: tasks, counts, provenance, rebuild command, licence."""
     rows = "\n".join(
         f"| `{t.spec.name}` | {t.spec.kind} | {t.corpus_size:,} | {t.queries['train']:,} | "
@@ -545,7 +546,9 @@ def readme_text(built: Sequence[BuiltTask], *, seed: int) -> str:
         for t in built
     )
     tasks = "\n".join(f"- **`{t.spec.name}`** ({t.spec.kind}). {t.spec.description}" for t in built)
-    one_line_version = " ".join(sys.version.split())
+    # sys.version verbatim (a code span keeps its spacing); only a line break,
+    # which some builds have, would break the Markdown.
+    exact_version = sys.version.replace("\n", " ")
     return f"""# mini — a small code-retrieval benchmark from the Python standard library
 
 `mini` is bundled with the grader for tests, demos and smoke runs. It follows
@@ -568,16 +571,19 @@ and document ids are an independent random permutation, so ids carry no hint.
 |------|------|-------:|------:|----:|-----:|-----------------:|
 {rows}
 
-"Usable functions" is the number of distinct pairs that passed the filters,
-from which {DEFAULT_PER_TASK:,} per task were sampled.
+"Usable functions" is the number of distinct query/document pairs that passed
+the filters; at most {per_task:,} of them per task were kept, chosen at random
+with a fixed seed.
 
 ## How it was built
 
 Source: the `.py` files of the standard library of the interpreter that ran the
 build (`sysconfig.get_paths()["stdlib"]`), skipping `site-packages` and the
 `test`, `tests`, `idlelib` and `lib2to3` folders and files that fail to parse.
-Top-level functions and methods of top-level classes are cut out with
-`ast.get_source_segment` (decorators excluded); methods are dedented.
+Module-level functions and methods of module-level classes (including those
+under module- or class-level `if`/`try`/`with` blocks and of nested classes;
+not functions nested in functions) are cut out with `ast.get_source_segment`
+(decorators excluded); methods are dedented.
 
 Filters: docstring summary of at least {MIN_SUMMARY_WORDS} words (text2code,
 code2text); at least {MIN_BODY_LINES} non-blank body lines, {MIN_CODE2CODE_BODY_LINES}
@@ -586,7 +592,7 @@ duplicates (same text after case-folding and collapsing whitespace) among the
 queries or among the documents of a task are dropped. Splits are about 60% train,
 10% dev, 30% test of the queries. Random seed: {seed}.
 
-- Python: `{one_line_version}` (version {python_version()})
+- Python: `{exact_version}` (version {python_version()})
 - Platform: `{platform.platform()}`
 
 Rebuild with:
@@ -605,8 +611,10 @@ counts above hold only for the version named here.
 The queries and documents are derived from the source code and docstrings of
 CPython's standard library, which is distributed under the PSF License
 Agreement (Python Software Foundation License Version 2, PSF-2.0); see
-https://docs.python.org/3/license.html. Copyright © 2001 Python Software
-Foundation; All Rights Reserved.
+https://docs.python.org/3/license.html for the licence text and the PSF's
+copyright notice (Copyright © Python Software Foundation; All Rights Reserved).
+The section "How it was built" above summarises the changes made to the
+original texts, as the licence asks of derived works.
 """
 
 
@@ -625,7 +633,7 @@ def build(out: Path, stdlib: Path, *, per_task: int = DEFAULT_PER_TASK, seed: in
     definition = benchmark_definition(built, seed=seed)
     validate_definition(definition)
     write_bytes(out / "benchmark.json", (json.dumps(definition, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    write_bytes(out / "README.md", readme_text(built, seed=seed).encode("utf-8"))
+    write_bytes(out / "README.md", readme_text(built, seed=seed, per_task=per_task).encode("utf-8"))
     return built
 
 

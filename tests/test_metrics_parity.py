@@ -34,8 +34,8 @@ MEASURE_NAMES = [f"{family}@{k}" for family in FAMILIES for k in CUTOFFS]
 _CUTS = ",".join(str(k) for k in CUTOFFS)
 PYTREC_MEASURES = {f"ndcg_cut.{_CUTS}", f"map_cut.{_CUTS}", f"recall.{_CUTS}", f"P.{_CUTS}", "recip_rank"}
 
-N_PARITY_CASES = 240
-N_FLOAT64_CASES = 60
+N_PARITY_CASES = 400
+N_FLOAT64_CASES = 100
 
 # --------------------------------------------------------------------------- oracle
 
@@ -165,7 +165,8 @@ def generate_case(seed: int, score_mode: str | None = None):
         chosen = [d for d in judged_docs if rng.random() < 0.6]
         if rng.random() < 0.35 and qid not in chosen:
             chosen.append(qid)  # the query's own id, retrieved
-        rest = [d for d in pool if d not in set(chosen)]
+        taken = set(chosen)
+        rest = [d for d in pool if d not in taken]
         chosen += rng.sample(rest, max(0, min(len(rest), length - len(chosen))))
         rng.shuffle(chosen)
         run_map[qid] = {doc: _score(rng, score_mode) for doc in chosen}
@@ -241,6 +242,37 @@ def check_coir_against_beir(qrels, run_map, expected=None) -> None:
         assert abs(means[name] - oracle_means[name]) <= TOLERANCE, (name, means[name], oracle_means[name])
 
 
+def coir_reference(qrels, run_map) -> tuple[dict[str, dict[str, float]], dict[str, float] | None]:
+    """BEIR's procedure with the float64 reference in place of pytrec_eval.
+
+    Identical ids popped, scores rounded to float32 (as pytrec-eval-terrier does),
+    judged queries present in the run averaged. For queries pytrec_eval cannot take.
+    """
+    rounded = {
+        qid: {doc: float(np.float32(score)) for doc, score in docs.items() if doc != qid}
+        for qid, docs in run_map.items()
+        if qid in qrels
+    }
+    per_query = evaluate_reference({qid: qrels[qid] for qid in rounded}, rounded)
+    if not per_query:
+        return per_query, None
+    means = {name: sum(row[name] for row in per_query.values()) / len(per_query) for name in MEASURE_NAMES}
+    return per_query, means
+
+
+def check_coir_against_reference(qrels, run_map) -> None:
+    evaluation = evaluate(qrels, Run.from_mapping(run_map), MEASURES, Policy.COIR)
+    got = evaluation.per_query.as_dict()
+    reference, reference_means = coir_reference(qrels, run_map)
+    assert set(got) == set(reference)
+    for qid in reference:
+        assert_rows_close(got[qid], reference[qid], f"coir vs reference, query {qid!r}")
+    if reference_means is not None:
+        means = evaluation.means()
+        for name in MEASURE_NAMES:
+            assert abs(means[name] - reference_means[name]) <= TOLERANCE, (name, means[name], reference_means[name])
+
+
 # --------------------------------------------------------------------------- general parity
 
 
@@ -249,6 +281,50 @@ def test_parity_with_pytrec_eval(seed: int) -> None:
     qrels, run_map, expected = generate_case(seed)
     check_strict_against_pytrec(qrels, run_map, expected)
     check_strict_against_reference(qrels, run_map)
+    check_coir_against_beir(qrels, run_map, expected)
+    check_coir_against_reference(qrels, run_map)  # validates the reference's coir replica too
+
+
+def test_all_negative_judgements_against_reference() -> None:
+    """Queries whose judgements are all negative, which pytrec-eval-terrier 0.5.11 cannot take.
+
+    It reads out of bounds (segfaults, reliably for judgements <= -2 after another
+    query was evaluated, e.g. qrels {"b": {"x": 1}, "a": {"x": -2}} with run
+    {"b": {"y": 1.0}, "a": {}}), so the generator avoids them; the float64
+    reference (validated on the parity cases) is the oracle here. Such a query has
+    nothing relevant, scores 0, and still counts in both policies' means.
+    """
+    for seed in range(40):
+        qrels, run_map, _ = generate_case(20_000 + seed)
+        rng = random.Random(seed)
+        for qid in list(qrels)[: rng.randint(1, len(qrels))]:
+            qrels[qid] = {doc: rng.choice([-1, -2, -3]) for doc in qrels[qid]}
+        check_strict_against_reference(qrels, run_map)
+        check_coir_against_reference(qrels, run_map)
+        strict = evaluate(qrels, Run.from_mapping(run_map), MEASURES, Policy.STRICT)
+        for qid, judged in qrels.items():
+            if max(judged.values()) < 0:
+                assert set(strict.per_query.as_dict()[qid].values()) == {0.0}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lists_longer_than_the_largest_cutoff(seed: int) -> None:
+    """Rankings past 1000 entries: what lies beyond rank 1000 must not count."""
+    rng = random.Random(30_000 + seed)
+    docs = [f"d{i}" for i in range(1500)] + SMALL_POOL
+    qrels, run_map = {}, {}
+    for qid in ("q1", "10", "é"):
+        ranked = rng.sample(docs, rng.randint(1001, 1400))
+        judged = rng.sample(ranked, 60) + rng.sample(docs, 10)
+        qrels[qid] = {doc: rng.choice([0, 1, 2, -1]) for doc in judged}
+        qrels[qid][judged[0]] = 1
+        run_map[qid] = {doc: rng.choice([0.0, 1.0, float(np.float32(rng.random()))]) for doc in ranked}
+    # Relevant exactly around the cutoffs (1-based ranks 100, 101, 999, 1000, 1001).
+    ranked = rng.sample(docs, 1200)
+    run_map["edge"] = {doc: float(1200 - i) for i, doc in enumerate(ranked)}
+    qrels["edge"] = {ranked[rank - 1]: rng.choice([1, 2]) for rank in (100, 101, 999, 1000, 1001)}
+    expected = {"judged": set(qrels), "missing": set(), "empty": set(), "ranked": set(qrels), "extra": set()}
+    check_strict_against_pytrec(qrels, run_map, expected)
     check_coir_against_beir(qrels, run_map, expected)
 
 
@@ -312,6 +388,7 @@ def test_float32_rounding_decides(name: str) -> None:
     else:
         pytest.fail("no score pair collapses in float32")
     check_coir_against_beir(qrels, run_map)
+    check_coir_against_reference(qrels, run_map)
     check_strict_against_reference(qrels, run_map)
     strict = evaluate(qrels, Run.from_mapping(run_map), MEASURES, Policy.STRICT).per_query.as_dict()
     coir = evaluate(qrels, Run.from_mapping(run_map), MEASURES, Policy.COIR).per_query.as_dict()
@@ -327,6 +404,7 @@ def test_float32_rounding_decides(name: str) -> None:
 def test_float64_scores(seed: int) -> None:
     qrels, run_map, expected = generate_case(10_000 + seed, score_mode="f64")
     check_coir_against_beir(qrels, run_map, expected)
+    check_coir_against_reference(qrels, run_map)
     check_strict_against_reference(qrels, run_map)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from grader.data.digests import describe
@@ -33,6 +35,29 @@ def info_command(target: str, as_json: bool) -> None:
             click.echo(f"  file  {digest}  {file_name}")
         for split, info in task["splits"].items():
             click.echo(f"  split {info['sha256']}  {split} ({info['queries']} judged queries, {info['judgements']} judgements)")
+
+
+@data_group.command("import-coir")
+@click.argument("src", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--tasks", "task_list", metavar="A,B", help="Comma-separated tasks to import (default: every CoIR task found in SRC).")
+@click.option("--overwrite", is_flag=True, help="Replace task folders that exist in DEST already.")
+def import_coir_command(src: Path, dest: Path, task_list: str | None, overwrite: bool) -> None:
+    """Convert CoIR's Hugging Face parquet snapshot SRC into BEIR task folders in DEST.
+
+    SRC holds the downloaded datasets <task>-queries-corpus and <task>-qrels
+    (also named CoIR-Retrieval__<task>-...). Each task becomes DEST/<task> with
+    corpus.jsonl, queries.jsonl (judged queries only) and qrels/<split>.tsv
+    (valid renamed to dev); DEST/benchmark.json lists the tasks present, so
+    `--benchmark DEST` works. Nothing is written if any task fails.
+    """
+    from grader.data.import_coir import import_coir
+
+    tasks = [name for name in task_list.split(",") if name.strip()] if task_list else None
+    result = import_coir(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
+    if result.missing:
+        click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
+    click.echo(f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True)
 
 
 def register(group: click.Group) -> None:

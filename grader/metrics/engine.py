@@ -83,7 +83,6 @@ def select_rankings(
         keep = doc_codes != query_codes[segment_ids(offsets)]
         if not keep.all():
             kept_per_query = np.bincount(segment_ids(offsets)[keep], minlength=len(query_ids))
-            kept_per_query = np.where(lengths > 0, kept_per_query, 0)
             doc_codes, scores = doc_codes[keep], scores[keep]
             offsets = np.zeros(len(query_ids) + 1, dtype=np.int64)
             np.cumsum(kept_per_query, out=offsets[1:])

@@ -73,14 +73,17 @@ def evaluate(
     policy: Policy = Policy.STRICT,
 ) -> Evaluation:
     """Score ``run`` against ``qrels`` under ``policy``."""
-    if not qrels:
+    # A query with an empty set of judgements is not judged at all (pytrec_eval drops it too).
+    judged = [q for q, docs in qrels.items() if docs]
+    if not judged:
         raise UsageError("the judgements contain no query")
+    judged_set = set(judged)
     in_run = run.query_index
-    answered = [q for q in qrels if q in in_run and _ranked_anything(run, in_run[q])]
-    present = [q for q in qrels if q in in_run]
-    extra = sum(1 for q in run.query_ids if q not in qrels)
+    answered = [q for q in judged if q in in_run and _ranked_anything(run, in_run[q])]
+    present = [q for q in judged if q in in_run]
+    extra = sum(1 for q in run.query_ids if q not in judged_set)
     if policy is Policy.STRICT:
-        query_ids: list[str] = list(qrels)
+        query_ids: list[str] = judged
         rankings = select_rankings(run, query_ids, float32_scores=False, drop_identical_ids=False)
     elif policy is Policy.COIR:
         query_ids = present
@@ -89,9 +92,9 @@ def evaluate(
         raise AssertionError(policy)
     per_query = per_query_measures(qrels, query_ids, rankings, run, measures)
     counts = QueryCounts(
-        judged=len(qrels),
+        judged=len(judged),
         answered=len(answered),
-        missing=len(qrels) - len(answered),
+        missing=len(judged) - len(answered),
         extra=extra,
         evaluated=len(query_ids),
     )

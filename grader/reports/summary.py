@@ -31,7 +31,7 @@ def format_summary(verified: VerifiedReport) -> str:
         f"(primary measure {benchmark['primary_measure']})",
         f"policy: {report['policy']}",
         f"score: {measure} = {_number(aggregate['score'])}"
-        + ("" if aggregate["complete"] else " (incomplete: some tasks failed)"),
+        + ("" if aggregate["complete"] else " (incomplete: not every task of the benchmark was graded and scored)"),
     ]
     for group, value in sorted(aggregate["groups"].items()):
         lines.append(f"group {_clean(group)}: {measure} = {_number(value)}")

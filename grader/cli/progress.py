@@ -1,0 +1,62 @@
+"""Progress on stderr for long work: one updating line per phase on a terminal,
+occasional lines otherwise (so CI logs stay short)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import click
+
+
+class StderrReporter:
+    """Implements :class:`grader.grading.runner.Reporter` for people."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.interactive = self.stream.isatty()
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            click.echo(text, file=self.stream)
+
+    def task_started(self, task: str, *, documents: int, queries: int) -> None:
+        self._say(f"{task}: encoding {documents} documents and {queries} queries")
+
+    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
+        origin = " (stored result, resumed)" if resumed else ""
+        if entry["status"] == "scored":
+            first = next(iter(entry["measures"].items()))
+            self._say(f"{task}: scored {first[0]} = {first[1]:.4f}{origin}")
+        else:
+            self._say(f"{task}: FAILED {entry['failure']['code']}: {entry['failure']['message']}{origin}")
+
+    def progress(self, label: str, total: int) -> Callable[[int], None]:
+        done = 0
+        started = time.monotonic()
+        last = 0.0
+
+        def advance(count: int) -> None:
+            nonlocal done, last
+            done += count
+            now = time.monotonic()
+            if self.quiet or (now - last < (0.2 if self.interactive else 10.0) and done < total):
+                return
+            last = now
+            rate = done / max(now - started, 1e-9)
+            eta = (total - done) / rate if rate > 0 else 0.0
+            line = f"  {label}: {done}/{total} ({100 * done / max(total, 1):.0f}%, {rate:.0f}/s, {eta:.0f}s left)"
+            if self.interactive:
+                end = "\n" if done >= total else ""
+                self.stream.write("\r" + line + end)
+                self.stream.flush()
+            else:
+                click.echo(line, file=self.stream)
+
+        return advance
+
+    def finish(self) -> None:
+        return None

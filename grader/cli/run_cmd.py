@@ -1,0 +1,72 @@
+"""``grader run``: grade a submission on a benchmark and write its report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from grader.cli.progress import StderrReporter
+from grader.data.registry import resolve_benchmark
+from grader.errors import UsageError
+from grader.grading.runner import RunOptions, grade_submission
+from grader.metrics.measures import parse_measures
+from grader.metrics.policy import Policy
+from grader.reports.table import format_report_table
+
+
+def _split_tasks(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+@click.command("run")
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
+@click.option("--tasks", default=None, help="Comma-separated task names (default: all).")
+@click.option("--split", default=None, help="Split to grade (default: the benchmark's, usually test).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("out/run"), show_default=True, help="Folder for the report and the stored per-task results (resumable).")
+@click.option("--key", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key: also write OUT/report.dsse.json, signed.")
+@click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True)
+@click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True, help="auto: in-process for ONNX until the Docker sandbox exists.")
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for encoding (default: all cores). Fixed threads => identical embeddings.")
+@click.option("--top-k", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Documents retrieved per query.")
+@click.option("--measure", "measures", multiple=True, metavar="M", help="Measures to report (default: the benchmark's).")
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
+def run_command(
+    submission: Path,
+    benchmark_name: str,
+    tasks: str | None,
+    split: str | None,
+    out_dir: Path,
+    key_path: Path | None,
+    policy: str,
+    sandbox: str,
+    threads: int | None,
+    top_k: int,
+    measures: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
+    if sandbox == "docker":
+        raise UsageError("--sandbox docker is not available in this version; use --sandbox none (in-process ONNX)")
+    benchmark = resolve_benchmark(benchmark_name)
+    options = RunOptions(
+        benchmark=benchmark,
+        tasks=benchmark.select(_split_tasks(tasks)),
+        split=split or benchmark.spec.default_split,
+        out_dir=out_dir,
+        policy=Policy(policy),
+        key_path=key_path,
+        threads=threads or (os.cpu_count() or 1),
+        top_k=top_k,
+        measures=parse_measures(list(measures)) if measures else (),
+    )
+    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
+    click.echo(format_report_table(report), nl=False)
+    click.echo(f"report: {path}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``run`` to ``group``."""
+    group.add_command(run_command)

@@ -1,0 +1,35 @@
+"""A readable table of a report's per-task scores and aggregate (what ``grader run`` prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Measures shown beside the primary one when the report has them.
+_SHOWN = ("NDCG@10", "MAP@10", "Recall@100", "MRR@10")
+
+
+def format_report_table(report: dict[str, Any]) -> str:
+    """Per task: status, the primary and a few other measures, truncation; then groups and the aggregate."""
+    aggregate = report["aggregate"]
+    primary = aggregate["measure"]
+    columns = [primary] + [m for m in _SHOWN if m != primary and any(m in t["measures"] for t in report["tasks"].values())]
+    width = max([len("task")] + [len(name) for name in report["tasks"]])
+    header = f"{'task':<{width}}  {'status':<6}  " + "  ".join(f"{c:>10}" for c in columns) + "  truncated"
+    lines = [header, "-" * len(header)]
+    for name, task in report["tasks"].items():
+        if task["status"] == "scored":
+            values = "  ".join(f"{task['measures'][c]:>10.4f}" if c in task["measures"] else f"{'-':>10}" for c in columns)
+            encoding = task.get("encoding")
+            truncated = f"{100 * encoding['corpus']['truncated_share']:.1f}% docs, {100 * encoding['queries']['truncated_share']:.1f}% queries" if encoding else ""
+            lines.append(f"{name:<{width}}  {'scored':<6}  {values}  {truncated}")
+        else:
+            failure = task["failure"]
+            lines.append(f"{name:<{width}}  {'FAILED':<6}  {failure['code']}: {failure['message']}")
+    for group, value in aggregate["groups"].items():
+        shown = "n/a" if value is None else f"{value:.4f}"
+        lines.append(f"group {group}: {primary} = {shown}")
+    score = aggregate["score"]
+    shown = "n/a (a task failed)" if score is None else f"{score:.4f}"
+    note = "" if aggregate["complete"] else "  [partial: not every task of the benchmark graded and scored]"
+    lines.append(f"{report['benchmark']['name']} {primary} ({report['policy']} policy) = {shown}{note}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Dense retrieval: encoding texts with a submitted encoder, exact search with faiss."""

@@ -1,0 +1,194 @@
+"""Encoding texts with a submitted ONNX encoder and its Hugging Face tokenizer.
+
+Texts are tokenised in chunks, sorted by token count inside a chunk, and cut into
+batches under a token budget, so padding stays small; vectors go back to input
+order. The manifest's ``max_length`` overrides whatever truncation or padding the
+tokenizer file carries (exported files often disagree with the model). With the
+same model, data and thread count the output is bit-for-bit repeatable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from grader.errors import SubmissionError
+from grader.submissions.manifest import OnnxManifest
+from grader.submissions.onnx_intake import OnnxModelInfo, inspect_onnx_model
+
+Progress = Callable[[int], None]
+
+_NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+
+
+@dataclass(frozen=True)
+class EncodingStats:
+    """How many texts were encoded and how many had to be truncated."""
+
+    texts: int
+    truncated: int
+
+    @property
+    def truncated_share(self) -> float:
+        return self.truncated / self.texts if self.texts else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"texts": self.texts, "truncated": self.truncated, "truncated_share": self.truncated_share}
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """How texts are grouped for the model."""
+
+    max_batch_tokens: int = 16384
+    max_batch_size: int = 256
+    chunk_size: int = 8192
+
+
+class OnnxEncoder:
+    """A loaded, checked ONNX encoder. Construct with :meth:`load`."""
+
+    def __init__(self, manifest: OnnxManifest, session: ort.InferenceSession, tokenizer: Tokenizer, info: OnnxModelInfo, batching: BatchPolicy) -> None:
+        self.manifest = manifest
+        self.session = session
+        self.tokenizer = tokenizer
+        self.info = info
+        self.batching = batching
+        self._input_types = {i.name: _NUMPY_TYPES.get(i.type) for i in session.get_inputs()}
+        for name, dtype in self._input_types.items():
+            if dtype is None:
+                raise SubmissionError(f"model input {name!r} must be int64 or int32", path=manifest.model, field="inputs")
+        self.dimension = self._probe_dimension()
+
+    @classmethod
+    def load(cls, folder: Path, manifest: OnnxManifest, *, threads: int, batching: BatchPolicy = BatchPolicy()) -> OnnxEncoder:
+        """Check the model (:func:`inspect_onnx_model`), then load it and the tokenizer."""
+        info = inspect_onnx_model(folder, manifest)
+        tokenizer = load_tokenizer(folder / manifest.tokenizer, manifest.max_length)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(str(folder / manifest.model), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise SubmissionError(f"onnxruntime cannot load the model: {_one_line(exc)}", path=folder / manifest.model) from None
+        return cls(manifest, session, tokenizer, info, batching)
+
+    def _probe_dimension(self) -> int:
+        """Run one short text through the model: the output width is the dimension."""
+        encoding = self.tokenizer.encode("def probe(): return 1")
+        n = len(encoding.ids)
+        vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids])
+        return int(vectors.shape[1])
+
+    def encode(self, texts: Sequence[str], *, prefix: str = "", progress: Progress | None = None) -> tuple[np.ndarray, EncodingStats]:
+        """Embed ``texts`` (each prefixed) into a float32 matrix, one row per text, in input order."""
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        truncated = 0
+        chunk = self.batching.chunk_size
+        for start in range(0, len(texts), chunk):
+            batch_texts = [prefix + text for text in texts[start : start + chunk]]
+            encodings = self.tokenizer.encode_batch(batch_texts)
+            truncated += sum(1 for encoding in encodings if encoding.overflowing)
+            lengths = np.array([len(encoding.ids) for encoding in encodings], dtype=np.int64)
+            # Stable sort by length: equal lengths keep input order, so batches are deterministic.
+            order = np.argsort(lengths, kind="stable")
+            for indices in self._batches(order, lengths):
+                longest = int(lengths[indices[-1]])
+                ids = np.zeros((len(indices), longest), dtype=np.int64)
+                mask = np.zeros((len(indices), longest), dtype=np.int64)
+                types = np.zeros((len(indices), longest), dtype=np.int64)
+                for row, index in enumerate(indices):
+                    encoding = encodings[index]
+                    n = len(encoding.ids)
+                    ids[row, :n] = encoding.ids
+                    mask[row, :n] = 1
+                    types[row, :n] = encoding.type_ids
+                vectors, _ = self._run_batch(ids, mask, types)
+                out[start + indices] = vectors
+                if progress is not None:
+                    progress(len(indices))
+        return out, EncodingStats(len(texts), truncated)
+
+    def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Cut length-sorted ``order`` into batches whose padded size fits the token budget."""
+        batches: list[np.ndarray] = []
+        begin = 0
+        budget, cap = self.batching.max_batch_tokens, self.batching.max_batch_size
+        while begin < len(order):
+            end = begin + 1
+            while end < len(order) and end - begin < cap and (end - begin + 1) * max(int(lengths[order[end]]), 1) <= budget:
+                end += 1
+            batches.append(order[begin:end])
+            begin = end
+        return batches
+
+    def _run_batch(self, ids: object, mask: object, types: object) -> tuple[np.ndarray, np.ndarray]:
+        ids_array = np.asarray(ids, dtype=np.int64)
+        mask_array = np.asarray(mask, dtype=np.int64)
+        feeds = {}
+        for name, dtype in self._input_types.items():
+            source = {"input_ids": ids_array, "attention_mask": mask_array, "token_type_ids": np.asarray(types, dtype=np.int64)}[name]
+            feeds[name] = source.astype(dtype, copy=False)
+        try:
+            (hidden,) = self.session.run([self.manifest.output], feeds)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise SubmissionError(f"the model failed on a batch of shape {ids_array.shape}: {_one_line(exc)}", path=self.manifest.model) from None
+        hidden = np.asarray(hidden)
+        vectors = pool(hidden, mask_array, self.manifest.pooling)
+        if vectors.ndim != 2 or vectors.shape[0] != ids_array.shape[0]:
+            raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}, which does not fit pooling {self.manifest.pooling!r}", path=self.manifest.model, field="output")
+        if not np.all(np.isfinite(vectors)):
+            raise SubmissionError("the model produced NaN or infinite values", path=self.manifest.model, field="output")
+        if self.manifest.normalize:
+            vectors = l2_normalize(vectors)
+        return vectors.astype(np.float32, copy=False), mask_array
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+    """Pool token vectors (batch, tokens, dim) into one vector per text.
+
+    ``mean`` averages over real tokens (as sentence-transformers does, with the
+    count clamped at 1e-9); ``cls`` takes the first token; ``none`` expects the
+    model to have pooled already (batch, dim).
+    """
+    if pooling == "none":
+        return hidden
+    if hidden.ndim != 3:
+        return hidden[:0]  # caller reports the shape mismatch
+    if pooling == "cls":
+        return hidden[:, 0, :]
+    weights = mask[:, : hidden.shape[1], None].astype(hidden.dtype)
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.maximum(weights.sum(axis=1), 1e-9)
+    return summed / counts
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows divided by their L2 norm (clamped at 1e-12, as torch's ``normalize``)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
+    """Load a ``tokenizer.json``; truncate at ``max_length`` and never pad (we pad per batch)."""
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a plain Exception on bad files
+        raise SubmissionError(f"not a loadable tokenizer.json: {_one_line(exc)}", path=path) from None
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "")

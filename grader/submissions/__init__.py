@@ -1,0 +1,1 @@
+"""Submissions: archives, manifests, digests, and intake of ONNX encoders."""

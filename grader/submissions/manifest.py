@@ -1,0 +1,109 @@
+"""The submission manifest (``submission.json``): reading and validating it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from grader.errors import SubmissionError
+from grader.schemas import first_error, json_pointer
+
+MANIFEST_NAME = "submission.json"
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Training:
+    """The training setting a submitter declares (reported next to the numbers)."""
+
+    setting: Literal["zero-shot", "fine-tuned"] | None = None
+    datasets: tuple[str, ...] = ()
+
+    def as_labels(self) -> dict[str, Any]:
+        return {"training": {"setting": self.setting, "datasets": list(self.datasets)}} if self.setting else {}
+
+
+@dataclass(frozen=True)
+class OnnxManifest:
+    """An ONNX encoder submission."""
+
+    name: str
+    model: str
+    tokenizer: str
+    max_length: int
+    pooling: Literal["mean", "cls", "none"]
+    normalize: bool
+    query_prefix: str = ""
+    document_prefix: str = ""
+    output: str = "last_hidden_state"
+    training: Training = field(default_factory=Training)
+    kind: Literal["onnx"] = "onnx"
+
+
+@dataclass(frozen=True)
+class DockerManifest:
+    """A Docker image submission."""
+
+    name: str
+    image: str
+    mode: Literal["retrieve", "encode", "translate"]
+    query_prefix: str = ""
+    document_prefix: str = ""
+    training: Training = field(default_factory=Training)
+    kind: Literal["docker"] = "docker"
+
+
+Manifest = OnnxManifest | DockerManifest
+
+
+def load_manifest(folder: Path) -> Manifest:
+    """Read, schema-validate and check ``folder/submission.json``.
+
+    Errors name the file and the JSON pointer of the offending field; files the
+    manifest names must exist inside the folder as regular files.
+    """
+    path = folder / MANIFEST_NAME
+    if not path.is_file() or path.is_symlink():
+        raise SubmissionError(f"missing {MANIFEST_NAME} at the submission's root", path=folder)
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise SubmissionError(f"larger than {MAX_MANIFEST_BYTES} bytes", path=path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise SubmissionError(f"not UTF-8: {exc.reason}", path=path) from None
+    if not isinstance(data, dict):
+        raise SubmissionError("expected a JSON object", path=path)
+    error = first_error("submission", data)
+    if error is not None:
+        raise SubmissionError(error.message, path=path, field=json_pointer(error))
+    training_data = data.get("training") or {}
+    training = Training(training_data.get("setting"), tuple(training_data.get("datasets", ())))
+    if data["kind"] == "onnx":
+        for key in ("model", "tokenizer"):
+            target = folder / data[key]
+            if not target.is_file() or target.is_symlink():
+                raise SubmissionError(f"names {data[key]!r}, which is not a file in the submission", path=path, field=f"/{key}")
+        return OnnxManifest(
+            name=data["name"],
+            model=data["model"],
+            tokenizer=data["tokenizer"],
+            max_length=data["max_length"],
+            pooling=data["pooling"],
+            normalize=data["normalize"],
+            query_prefix=data.get("query_prefix", ""),
+            document_prefix=data.get("document_prefix", ""),
+            output=data.get("output", "last_hidden_state"),
+            training=training,
+        )
+    return DockerManifest(
+        name=data["name"],
+        image=data["image"],
+        mode=data["mode"],
+        query_prefix=data.get("query_prefix", ""),
+        document_prefix=data.get("document_prefix", ""),
+        training=training,
+    )

@@ -1,0 +1,74 @@
+"""Tiny, real ONNX encoders and tokenizers built in tests (onnx.helper + tokenizers).
+
+The graphs are real: onnxruntime runs them. Embeddings are a lookup table, so
+expected vectors can be derived independently with numpy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+WORDS = ["[UNK]", "[CLS]", "[PAD]"] + [f"w{i}" for i in range(61)]
+
+
+def word_tokenizer(path: Path, *, with_cls: bool = False, file_max_length: int | None = None) -> Tokenizer:
+    """A whitespace word-level tokenizer over WORDS; optionally with a [CLS] prefix and baked-in truncation."""
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if with_cls:
+        tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A", special_tokens=[("[CLS]", 1)])
+    if file_max_length is not None:
+        tokenizer.enable_truncation(max_length=file_max_length)
+        tokenizer.enable_padding(length=file_max_length, pad_id=2, pad_token="[PAD]")
+    tokenizer.save(str(path))
+    return tokenizer
+
+
+def embedding_table(dim: int = 8, seed: int = 0) -> np.ndarray:
+    """The lookup table the tiny models use (float32, one row per word)."""
+    return np.random.default_rng(seed).standard_normal((len(WORDS), dim)).astype(np.float32)
+
+
+def lookup_model(path: Path, table: np.ndarray, *, inputs: tuple[str, ...] = ("input_ids", "attention_mask"), pooled: bool = False, output: str = "last_hidden_state", domain: str | None = None) -> None:
+    """A graph: output = table[input_ids] (batch, tokens, dim), or its plain token mean (batch, dim) when ``pooled``."""
+    nodes = [helper.make_node("Gather", ["table", "input_ids"], ["tokens" if pooled else output], axis=0)]
+    if pooled:
+        nodes.append(helper.make_node("ReduceMean", ["tokens"], [output], axes=[1], keepdims=0))
+    if domain is not None:
+        nodes.append(helper.make_node("Mystery", [output], ["mystery"], domain=domain))
+    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"]) for name in inputs]
+    shape = ["batch", table.shape[1]] if pooled else ["batch", "tokens", table.shape[1]]
+    graph_outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)]
+    graph = helper.make_graph(nodes, "lookup", graph_inputs, graph_outputs, initializer=[numpy_helper.from_array(table, "table")])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def onnx_submission(folder: Path, *, table: np.ndarray | None = None, manifest: dict | None = None, with_cls: bool = False, pooled: bool = False, file_max_length: int | None = None) -> Path:
+    """Write a complete ONNX submission folder and return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = embedding_table() if table is None else table
+    word_tokenizer(folder / "tokenizer.json", with_cls=with_cls, file_max_length=file_max_length)
+    lookup_model(folder / "model.onnx", table, pooled=pooled, output="sentence_embedding" if pooled else "last_hidden_state")
+    data = {
+        "kind": "onnx",
+        "name": "tiny-lookup",
+        "model": "model.onnx",
+        "tokenizer": "tokenizer.json",
+        "max_length": 16,
+        "pooling": "none" if pooled else "mean",
+        "normalize": True,
+        "output": "sentence_embedding" if pooled else "last_hidden_state",
+        "training": {"setting": "zero-shot", "datasets": []},
+    }
+    data.update(manifest or {})
+    (folder / "submission.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
