@@ -81,3 +81,21 @@ class KeyFileError(InputError):
 
 class SubmissionError(InputError):
     """A submission (archive, manifest, model, tokenizer, image) is unusable."""
+
+
+class SandboxUnavailable(GraderError):
+    """The container engine cannot be reached or refused an operation: an infrastructure fault."""
+
+
+class TaskFailure(GraderError):
+    """A task of a submission failed with one of the report's failure codes.
+
+    ``code`` is one of TIMEOUT, OOM, NONZERO_EXIT, OUTPUT_MISSING, OUTPUT_INVALID,
+    OUTPUT_TOO_LARGE, IMAGE_INVALID, INFRA, MODEL_ERROR. The message is one line a
+    participant can act on; full logs stay on the host.
+    """
+
+    def __init__(self, code: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{code}: {message}", hint=hint)
+        self.code = code
+        self.detail = message

@@ -35,14 +35,34 @@ def embedding_table(dim: int = 8, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((len(WORDS), dim)).astype(np.float32)
 
 
-def lookup_model(path: Path, table: np.ndarray, *, inputs: tuple[str, ...] = ("input_ids", "attention_mask"), pooled: bool = False, output: str = "last_hidden_state", domain: str | None = None) -> None:
-    """A graph: output = table[input_ids] (batch, tokens, dim), or its plain token mean (batch, dim) when ``pooled``."""
-    nodes = [helper.make_node("Gather", ["table", "input_ids"], ["tokens" if pooled else output], axis=0)]
+def lookup_model(
+    path: Path,
+    table: np.ndarray,
+    *,
+    inputs: tuple[str, ...] = ("input_ids", "attention_mask"),
+    pooled: bool = False,
+    output: str = "last_hidden_state",
+    domain: str | None = None,
+    ids_input: str = "input_ids",
+    input_type: int = TensorProto.INT64,
+) -> None:
+    """A graph: output = table[ids] (batch, tokens, dim), or its plain token mean (batch, dim) when ``pooled``.
+
+    ``ids`` is the graph input ``ids_input`` (``input_ids`` unless a test wants a model
+    without one); ``input_type`` is the element type every graph input declares
+    (INT32 is gathered directly, any other non-INT64 type is cast to INT64 first).
+    """
+    nodes = []
+    ids = ids_input
+    if input_type not in (TensorProto.INT64, TensorProto.INT32):
+        nodes.append(helper.make_node("Cast", [ids_input], ["ids_int64"], to=TensorProto.INT64))
+        ids = "ids_int64"
+    nodes.append(helper.make_node("Gather", ["table", ids], ["tokens" if pooled else output], axis=0))
     if pooled:
         nodes.append(helper.make_node("ReduceMean", ["tokens"], [output], axes=[1], keepdims=0))
     if domain is not None:
         nodes.append(helper.make_node("Mystery", [output], ["mystery"], domain=domain))
-    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"]) for name in inputs]
+    graph_inputs = [helper.make_tensor_value_info(name, input_type, ["batch", "tokens"]) for name in inputs]
     shape = ["batch", table.shape[1]] if pooled else ["batch", "tokens", table.shape[1]]
     graph_outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)]
     graph = helper.make_graph(nodes, "lookup", graph_inputs, graph_outputs, initializer=[numpy_helper.from_array(table, "table")])

@@ -9,10 +9,10 @@ import click
 
 from grader.cli.progress import StderrReporter
 from grader.data.registry import resolve_benchmark
-from grader.errors import UsageError
 from grader.grading.runner import RunOptions, grade_submission
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
+from grader.sandbox.limits import limits_from_options
 from grader.reports.table import format_report_table
 
 
@@ -28,7 +28,11 @@ def _split_tasks(value: str | None) -> list[str] | None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("out/run"), show_default=True, help="Folder for the report and the stored per-task results (resumable).")
 @click.option("--key", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key: also write OUT/report.dsse.json, signed.")
 @click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True)
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True, help="auto: in-process for ONNX until the Docker sandbox exists.")
+@click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True, help="auto: Docker when an engine answers (and, for ONNX, the runner image exists), else in-process.")
+@click.option("--time-limit", type=float, default=None, metavar="SECONDS", help="Wall-clock limit per task in the sandbox (default 3600).")
+@click.option("--memory", default=None, metavar="SIZE", help="Memory limit per task, swap included (e.g. 4g; default 8g).")
+@click.option("--cpus", type=float, default=None, metavar="N", help="CPU limit per task (default 2).")
+@click.option("--runtime", default=None, help="OCI runtime for the sandbox, e.g. runsc (gVisor); default: the engine's.")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for encoding (default: all cores). Fixed threads => identical embeddings.")
 @click.option("--top-k", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Documents retrieved per query.")
 @click.option("--measure", "measures", multiple=True, metavar="M", help="Measures to report (default: the benchmark's).")
@@ -42,14 +46,16 @@ def run_command(
     key_path: Path | None,
     policy: str,
     sandbox: str,
+    time_limit: float | None,
+    memory: str | None,
+    cpus: float | None,
+    runtime: str | None,
     threads: int | None,
     top_k: int,
     measures: tuple[str, ...],
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
-    if sandbox == "docker":
-        raise UsageError("--sandbox docker is not available in this version; use --sandbox none (in-process ONNX)")
     benchmark = resolve_benchmark(benchmark_name)
     options = RunOptions(
         benchmark=benchmark,
@@ -61,6 +67,8 @@ def run_command(
         threads=threads or (os.cpu_count() or 1),
         top_k=top_k,
         measures=parse_measures(list(measures)) if measures else (),
+        sandbox=sandbox,
+        limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=runtime),
     )
     report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
     click.echo(format_report_table(report), nl=False)

@@ -1,12 +1,14 @@
 """``grader run``: grade a submission over the tasks of a benchmark.
 
-For each task: encode the corpus and the judged queries of the split, search,
-score, store the finished task (so a rerun resumes), then assemble one report.
-A task that fails is recorded with its failure code; the others still run.
+For each task: get a ranking from the submission (an ONNX encoder in-process or
+in the runner image, or a Docker image in ``retrieve`` or ``encode`` mode), score
+it, store the finished task (so a rerun resumes), then assemble one report. A
+task that fails is recorded with its failure code; the others still run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,8 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from grader.data.benchmark import Benchmark
-from grader.data.task import Task
-from grader.errors import SubmissionError, UsageError
+from grader.data.task import Document, Query, Task
+from grader.errors import SubmissionError, TaskFailure, UsageError
 from grader.grading.store import TaskStore
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy, evaluate
@@ -24,9 +26,13 @@ from grader.reports.model import build_report
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
 from grader.retrieval.search import exact_top_k, rankings_to_run
+from grader.runs.run import Run
+from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
-from grader.submissions.manifest import OnnxManifest, load_manifest
+from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
+
+RUNNER_IMAGE = os.environ.get("GRADER_RUNNER_IMAGE", "grader-runner:dev")
 
 
 class Reporter(Protocol):
@@ -54,6 +60,8 @@ class RunOptions:
     threads: int = 1
     top_k: int = 1000
     measures: tuple[Measure, ...] = field(default_factory=tuple)
+    sandbox: str = "auto"
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""
@@ -68,33 +76,93 @@ def document_text(title: str, text: str) -> str:
     return (title + " " + text).strip()
 
 
-def grade_onnx_task(encoder: OnnxEncoder, task: Task, options: RunOptions, reporter: Reporter) -> dict[str, Any]:
-    """Encode, search and score one task; returns its report entry."""
-    qrels = task.qrels(options.split)
+@dataclass(frozen=True)
+class TaskInputs:
+    """The data of one task's split."""
+
+    task: Task
+    qrels: Any
+    documents: list[Document]
+    queries: list[Query]
+
+
+def load_task_inputs(task: Task, split: str) -> TaskInputs:
+    """Read the split's judgements, the corpus and the judged queries."""
+    qrels = task.qrels(split)
     documents = list(task.iter_corpus())
     queries = [query for query in task.iter_queries() if query.id in qrels]
-    reporter.task_started(task.name, documents=len(documents), queries=len(queries))
-    manifest = encoder.manifest
-    corpus_vectors, corpus_stats = encoder.encode(
-        [document_text(d.title, d.text) for d in documents],
-        prefix=manifest.document_prefix,
-        progress=reporter.progress(f"{task.name}: corpus", len(documents)),
-    )
-    query_vectors, query_stats = encoder.encode(
-        [q.text for q in queries],
-        prefix=manifest.query_prefix,
-        progress=reporter.progress(f"{task.name}: queries", len(queries)),
-    )
-    scores, indices = exact_top_k(query_vectors, corpus_vectors, options.top_k)
-    run = rankings_to_run([q.id for q in queries], [d.id for d in documents], scores, indices)
-    evaluation = evaluate(qrels, run, options.effective_measures(), options.policy)
-    return scored_task(
-        task.name,
-        split=options.split,
-        data_digest=task.split_digest(options.split),
-        evaluation=evaluation,
-        extra={"encoding": {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": encoder.dimension}},
-    )
+    return TaskInputs(task, qrels, documents, queries)
+
+
+class TaskGrader(Protocol):
+    """Produces one task's run (and optional extra report fields) from a submission."""
+
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]: ...
+
+
+class InProcessOnnx:
+    """An ONNX encoder run inside the grader's own process (``--sandbox none``)."""
+
+    def __init__(self, folder: Path, manifest: OnnxManifest, threads: int) -> None:
+        self.encoder = OnnxEncoder.load(folder, manifest, threads=threads)
+
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]:
+        manifest = self.encoder.manifest
+        name = inputs.task.name
+        corpus, corpus_stats = self.encoder.encode(
+            [document_text(d.title, d.text) for d in inputs.documents],
+            prefix=manifest.document_prefix,
+            progress=reporter.progress(f"{name}: corpus", len(inputs.documents)),
+        )
+        queries, query_stats = self.encoder.encode(
+            [q.text for q in inputs.queries],
+            prefix=manifest.query_prefix,
+            progress=reporter.progress(f"{name}: queries", len(inputs.queries)),
+        )
+        scores, indices = exact_top_k(queries, corpus, options.top_k)
+        run = rankings_to_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], scores, indices)
+        encoding = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": self.encoder.dimension}
+        return run, {"encoding": encoding}
+
+
+def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> dict[str, Any]:
+    """Rank and score one task; a submission's fault becomes a failed entry."""
+    task = inputs.task
+    data_digest = task.split_digest(options.split)
+    reporter.task_started(task.name, documents=len(inputs.documents), queries=len(inputs.queries))
+    try:
+        run, extra = grader.rank(inputs, options, reporter)
+    except TaskFailure as failure:
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=failure.detail, judged=len(inputs.qrels))
+    except SubmissionError as error:
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code="MODEL_ERROR", message=str(error), judged=len(inputs.qrels))
+    evaluation = evaluate(inputs.qrels, run, options.effective_measures(), options.policy)
+    return scored_task(task.name, split=options.split, data_digest=data_digest, evaluation=evaluation, extra=extra)
+
+
+def resolve_sandbox(requested: str, manifest: Manifest) -> str:
+    """``docker`` or ``none``: what will actually isolate this submission."""
+    from grader.sandbox.engine import engine_available
+
+    if isinstance(manifest, DockerManifest):
+        if requested == "none":
+            raise UsageError("a Docker image submission can only run in the Docker sandbox (--sandbox docker or auto)")
+        return "docker"
+    if requested == "auto":
+        if engine_available() and _image_present(RUNNER_IMAGE):
+            return "docker"
+        return "none"
+    return requested
+
+
+def _image_present(reference: str) -> bool:
+    from grader.sandbox.engine import docker_client
+
+    try:
+        docker_client().images.get(reference)
+    except Exception:
+        return False
+    return True
 
 
 def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) -> tuple[dict[str, Any], Path]:
@@ -104,30 +172,41 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
     measures = options.effective_measures()
     with open_submission(submission) as folder:
         manifest = load_manifest(folder)
-        if not isinstance(manifest, OnnxManifest):
-            raise UsageError("Docker image submissions need the Docker sandbox, which this grader does not have yet (use an ONNX submission)")
+        sandbox_kind = resolve_sandbox(options.sandbox, manifest)
         digest = submission_digest(folder)
-        encoder = OnnxEncoder.load(folder, manifest, threads=options.threads)
+        subject: dict[str, Any] = {"kind": "onnx", "name": manifest.name, "digest": {"sha256": digest}}
+        sandbox_report: dict[str, Any] = {"kind": "none", "threads": options.threads}
+        grader: TaskGrader
+        if sandbox_kind == "docker":
+            from grader.grading.sandboxed import DockerTaskGrader
+
+            docker_grader = DockerTaskGrader.prepare(folder, manifest, options, runner_image=RUNNER_IMAGE)
+            grader = docker_grader
+            sandbox_report = docker_grader.report()
+            if isinstance(manifest, DockerManifest):
+                digest = docker_grader.image.digest
+                subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": digest}, "image": manifest.image, "mode": manifest.mode}
+        elif isinstance(manifest, OnnxManifest):
+            grader = InProcessOnnx(folder, manifest, options.threads)
+        else:  # pragma: no cover - resolve_sandbox refuses Docker manifests without Docker
+            raise UsageError("a Docker image submission needs the Docker sandbox")
         entries: list[dict[str, Any]] = []
         for name in options.tasks:
             task = options.benchmark.task(name)
-            data_digest = task.split_digest(options.split)
             key = TaskStore.key(
                 submission=digest,
                 task=name,
-                data=data_digest,
+                data=task.split_digest(options.split),
                 split=options.split,
                 policy=options.policy.value,
                 measures=[str(m) for m in measures],
                 top_k=options.top_k,
+                sandbox=sandbox_report,
             )
             entry = store.load(name, key)
             resumed = entry is not None
             if entry is None:
-                try:
-                    entry = grade_onnx_task(encoder, task, options, reporter)
-                except SubmissionError as error:
-                    entry = failed_task(name, split=options.split, data_digest=data_digest, code="MODEL_ERROR", message=str(error), judged=len(task.qrels(options.split)))
+                entry = grade_task(grader, load_task_inputs(task, options.split), options, reporter)
                 store.save(name, key, entry)
             entries.append({"name": name, **entry})
             reporter.task_finished(name, entry, resumed=resumed)
@@ -136,13 +215,13 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
     task_scores = {e["name"]: (e["measures"][primary] if e["status"] == "scored" else None) for e in entries}
     report = build_report(
         benchmark={"name": options.benchmark.name, "version": options.benchmark.spec.version, "primary_measure": primary},
-        subject={"kind": "onnx", "name": manifest.name, "digest": {"sha256": digest}},
+        subject=subject,
         tasks=entries,
         aggregate=options.benchmark.spec.aggregate(task_scores, tasks=options.tasks),
         policy=options.policy.value,
         started_at=started_at,
         finished_at=datetime.now(timezone.utc),
-        sandbox={"kind": "none", "threads": options.threads},
+        sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
     )
     if options.key_path is not None:
@@ -150,3 +229,4 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
     else:
         path = write_report(report, options.out_dir / REPORT_NAME, None)
     return report, path
+

@@ -48,6 +48,9 @@ class BatchPolicy:
     max_batch_tokens: int = 16384
     max_batch_size: int = 256
     chunk_size: int = 8192
+    #: Sort texts by token count inside a chunk (less padding). ``False`` keeps
+    #: input order, so each batch is a run of consecutive texts (benchmarks use it).
+    sort_by_length: bool = True
 
 
 class OnnxEncoder:
@@ -100,9 +103,9 @@ class OnnxEncoder:
             truncated += sum(1 for encoding in encodings if encoding.overflowing)
             lengths = np.array([len(encoding.ids) for encoding in encodings], dtype=np.int64)
             # Stable sort by length: equal lengths keep input order, so batches are deterministic.
-            order = np.argsort(lengths, kind="stable")
+            order = np.argsort(lengths, kind="stable") if self.batching.sort_by_length else np.arange(len(lengths))
             for indices in self._batches(order, lengths):
-                longest = int(lengths[indices[-1]])
+                longest = int(lengths[indices].max())
                 ids = np.zeros((len(indices), longest), dtype=np.int64)
                 mask = np.zeros((len(indices), longest), dtype=np.int64)
                 types = np.zeros((len(indices), longest), dtype=np.int64)
@@ -119,13 +122,15 @@ class OnnxEncoder:
         return out, EncodingStats(len(texts), truncated)
 
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-        """Cut length-sorted ``order`` into batches whose padded size fits the token budget."""
+        """Cut ``order`` into runs whose padded size (rows x longest row) fits the token budget."""
         batches: list[np.ndarray] = []
         begin = 0
         budget, cap = self.batching.max_batch_tokens, self.batching.max_batch_size
         while begin < len(order):
             end = begin + 1
-            while end < len(order) and end - begin < cap and (end - begin + 1) * max(int(lengths[order[end]]), 1) <= budget:
+            longest = max(int(lengths[order[begin]]), 1)
+            while end < len(order) and end - begin < cap and (end - begin + 1) * max(longest, int(lengths[order[end]])) <= budget:
+                longest = max(longest, int(lengths[order[end]]))
                 end += 1
             batches.append(order[begin:end])
             begin = end

@@ -10,7 +10,7 @@ file with an error, is re-read line by line so the error names its line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -225,28 +225,41 @@ def read_json_run(path: Path) -> Run:
 def iter_jsonl_run_lines(path: Path) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
     """Yield ``(line, query_id, hits)`` of a JSONL run, each line schema-validated."""
     with open_text(path) as handle:
-        try:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = strict_json_loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RunFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
-                except ValueError as exc:
-                    raise RunFormatError(str(exc), path=path, line=line_number) from None
-                error = first_error("run", record)
-                if error is not None:
-                    raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
-                yield line_number, record["query_id"], record["hits"]
-        except UnicodeDecodeError as exc:
-            raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None
+        yield from iter_jsonl_run_records(handle, path)
+
+
+def iter_jsonl_run_records(lines: Iterable[str], path: Path) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
+    """Like :func:`iter_jsonl_run_lines` over already-open text (``path`` names it in errors)."""
+    try:
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = strict_json_loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
+            except ValueError as exc:
+                raise RunFormatError(str(exc), path=path, line=line_number) from None
+            error = first_error("run", record)
+            if error is not None:
+                raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
+            yield line_number, record["query_id"], record["hits"]
+    except UnicodeDecodeError as exc:
+        raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None
 
 
 def read_jsonl_run(path: Path) -> Run:
     """Read a JSONL run (``{"query_id": ..., "hits": [{"id": ..., "score": ...}]}`` per line)."""
+    with open_text(path) as handle:
+        return jsonl_run_from_lines(handle, path)
+
+
+def jsonl_run_from_lines(lines: Iterable[str], path: Path, *, max_hits: int | None = None) -> Run:
+    """Build a :class:`Run` from JSONL run lines; ``max_hits`` bounds each query's list."""
     rankings: dict[str, dict[str, float]] = {}
-    for line_number, query_id, hits in iter_jsonl_run_lines(path):
+    for line_number, query_id, hits in iter_jsonl_run_records(lines, path):
+        if max_hits is not None and len(hits) > max_hits:
+            raise RunFormatError(f"{len(hits)} hits, more than the {max_hits} asked for", path=path, line=line_number, field="/hits")
         problem = id_problem(query_id)
         if problem:
             raise RunFormatError(problem, path=path, line=line_number, field="/query_id")

@@ -9,12 +9,14 @@ symbolic links anywhere, so nothing a submission names can point outside it.
 from __future__ import annotations
 
 import contextlib
+import lzma
 import os
 import shutil
 import stat
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -100,7 +102,9 @@ def _unpack_zip(archive: Path, dest: Path, limits: ArchiveLimits) -> None:
                         if written > info.file_size or total - info.file_size + written > limits.max_total_bytes:
                             raise SubmissionError(f"archive member {info.filename!r} is larger than it declares", path=archive)
                         out.write(chunk)
-    except (zipfile.BadZipFile, OSError) as exc:
+    # zipfile lets decoder errors (zlib, lzma), unsupported methods, encrypted members
+    # (RuntimeError) and undecodable UTF-8 names escape as other exception types.
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as exc:
         raise SubmissionError(f"not a readable zip archive: {exc}", path=archive) from None
 
 

@@ -46,11 +46,29 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from _graphs(sub)
 
 
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in ``graph`` itself: initializers (dense and sparse) and node attributes."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                yield attribute.t
+            elif attribute.type == onnx.AttributeProto.TENSORS:
+                yield from attribute.tensors
+            elif attribute.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield from (attribute.sparse_tensor.values, attribute.sparse_tensor.indices)
+            elif attribute.type == onnx.AttributeProto.SPARSE_TENSORS:
+                for sparse in attribute.sparse_tensors:
+                    yield from (sparse.values, sparse.indices)
+
+
 def _check_external_data(model: onnx.ModelProto, folder: Path, model_path: Path) -> None:
     base = model_path.parent.resolve()
     root = folder.resolve()
     for graph in _graphs(model.graph):
-        for tensor in list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]:
+        for tensor in _graph_tensors(graph):
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 continue
             location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")

@@ -1,0 +1,93 @@
+"""Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from grader.errors import SandboxUnavailable, TaskFailure, UsageError
+from grader.grading.runner import Reporter, RunOptions, TaskInputs
+from grader.retrieval.search import exact_top_k, rankings_to_run
+from grader.runs.run import Run
+from grader.sandbox.container import Mount
+from grader.sandbox.intake import ImageInfo, inspect_image
+from grader.sandbox.staging import stage_task
+from grader.sandbox.task_run import run_task_container
+from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
+
+
+class DockerTaskGrader:
+    """Runs each task in a fresh hardened container of one validated image."""
+
+    def __init__(self, image: ImageInfo, mode: str, manifest: Manifest, extra_mounts: list[Mount], environment: dict[str, str], options: RunOptions) -> None:
+        self.image = image
+        self.mode = mode
+        self.manifest = manifest
+        self.extra_mounts = extra_mounts
+        self.environment = environment
+        self.options = options
+        self.output_enforcement: str | None = None
+
+    @classmethod
+    def prepare(cls, folder: Path, manifest: Manifest, options: RunOptions, *, runner_image: str) -> DockerTaskGrader:
+        """Validate the image (the submission's, or the runner image for ONNX)."""
+        if isinstance(manifest, DockerManifest):
+            if manifest.mode == "translate":
+                raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
+            image = inspect_image(manifest.image, base=folder)
+            return cls(image, manifest.mode, manifest, [], {}, options)
+        if isinstance(manifest, OnnxManifest):
+            try:
+                image = inspect_image(runner_image, base=folder)
+            except TaskFailure as failure:
+                raise SandboxUnavailable(f"the grader's runner image is unusable: {failure.detail}", hint="build it with `make images`") from None
+            mounts = [Mount(folder.resolve(), "/submission", True)]
+            threads = str(max(1, int(options.limits.cpus)))
+            return cls(image, "encode", manifest, mounts, {"GRADER_THREADS": threads}, options)
+        raise UsageError(f"unknown submission kind {manifest.kind!r}")  # pragma: no cover
+
+    def report(self) -> dict[str, Any]:
+        """The sandbox settings the report records."""
+        return {
+            "kind": "docker",
+            "image": self.image.id,
+            "mode": self.mode,
+            "network": "none",
+            "read_only_root": True,
+            "capabilities": "all dropped",
+            "limits": self.options.limits.as_report(),
+        }
+
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]:
+        prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
+        log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
+        with tempfile.TemporaryDirectory(prefix="grader-stage-") as scratch:
+            staged = stage_task(
+                Path(scratch) / "input",
+                task=inputs.task.name,
+                split=options.split,
+                mode=self.mode,
+                top_k=options.top_k,
+                queries=inputs.queries,
+                documents=inputs.documents,
+                **prefixes,
+            )
+            output = run_task_container(
+                self.image.id,
+                staged,
+                mode=self.mode,
+                limits=options.limits,
+                log_path=log_path,
+                extra_mounts=self.extra_mounts,
+                environment=self.environment,
+            )
+        extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
+        if output.run is not None:
+            return output.run, extra
+        if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
+            raise TaskFailure("OUTPUT_MISSING", "the container returned no embeddings")
+        scores, indices = exact_top_k(output.query_vectors, output.corpus_vectors, options.top_k)
+        run = rankings_to_run(staged.query_ids, staged.doc_ids, scores, indices)
+        return run, extra
+

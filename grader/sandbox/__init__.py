@@ -1,0 +1,1 @@
+"""The Docker sandbox: hardened, network-less runs of untrusted images."""

@@ -1,0 +1,154 @@
+"""One hardened container run: create, start, time, collect state and logs, remove.
+
+The grader's own wall-clock timer kills the container at the time limit (the
+SDK's wait timeout is a socket timeout, not a timer). OOM is read from the
+container's ``OOMKilled`` state, never guessed from exit code 137, which a kill
+at the time limit produces too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.errors import SandboxUnavailable
+from grader.files import atomic_write_bytes
+from grader.sandbox.engine import docker_client
+from grader.sandbox.limits import SandboxLimits
+
+#: Working user files may not exceed this in /tmp, and nothing may exec from it.
+_TMPFS_OPTIONS = "rw,nosuid,nodev,noexec,size={size}"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder bound into the container."""
+
+    source: Path
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class ContainerOutcome:
+    """How a container ended."""
+
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    elapsed_s: float
+    stderr_tail: str
+    log_path: Path | None
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:500]
+    return ""
+
+
+def run_container(
+    image_id: str,
+    *,
+    mounts: list[Mount],
+    limits: SandboxLimits,
+    log_path: Path | None = None,
+    environment: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    user: str | None = None,
+) -> ContainerOutcome:
+    """Run ``image_id``'s entrypoint under the sandbox's hardening and wait for it, at most ``limits.time_limit_s``."""
+    import docker.errors
+    from docker.types import LogConfig, Mount as DockerMount, Ulimit
+
+    client = docker_client()
+    config: dict[str, Any] = dict(
+        image=image_id,
+        command=command,
+        detach=True,
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": _TMPFS_OPTIONS.format(size=limits.tmp_bytes)},
+        mounts=[DockerMount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only) for m in mounts],
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=limits.pids,
+        mem_limit=limits.memory_bytes,
+        memswap_limit=limits.memory_bytes,
+        nano_cpus=int(limits.cpus * 1e9),
+        ulimits=[
+            Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+            Ulimit(name="fsize", soft=limits.output_bytes, hard=limits.output_bytes),
+        ],
+        init=True,
+        log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": str(limits.log_bytes), "max-file": "1"}),
+        environment={"HOME": "/tmp", **(environment or {})},
+        labels={"dev.grader.sandbox": "1"},
+        stdin_open=False,
+    )
+    if user is not None:
+        config["user"] = user
+    if limits.runtime:
+        config["runtime"] = limits.runtime
+    try:
+        container = client.containers.create(**config)
+    except docker.errors.APIError as exc:
+        raise SandboxUnavailable(f"the engine refused to create the container: {exc.explanation or exc}") from None
+    try:
+        return _start_and_wait(container, limits, log_path)
+    finally:
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            pass
+
+
+def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None) -> ContainerOutcome:
+    import docker.errors
+
+    finished = threading.Event()
+
+    def wait() -> None:
+        try:
+            container.wait()
+        except Exception:  # the connection may drop; the state is read afterwards
+            pass
+        finished.set()
+
+    started = time.monotonic()
+    try:
+        container.start()
+    except docker.errors.APIError as exc:
+        raise SandboxUnavailable(f"the engine refused to start the container: {exc.explanation or exc}") from None
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    timed_out = not finished.wait(limits.time_limit_s)
+    if timed_out:
+        try:
+            container.kill()
+        except docker.errors.APIError:
+            pass
+        finished.wait(30)
+    elapsed = time.monotonic() - started
+    try:
+        container.reload()
+        state = container.attrs.get("State", {})
+        stderr = container.logs(stdout=False, stderr=True, tail=200).decode("utf-8", "replace")
+        if log_path is not None:
+            logs = container.logs(stdout=True, stderr=True)[-limits.log_bytes :]
+            atomic_write_bytes(log_path, logs)
+    except docker.errors.APIError as exc:
+        raise SandboxUnavailable(f"the engine lost the container: {exc.explanation or exc}") from None
+    exit_code = None if state.get("Running") else state.get("ExitCode")
+    return ContainerOutcome(
+        exit_code=exit_code,
+        timed_out=timed_out,
+        oom_killed=bool(state.get("OOMKilled")) and not timed_out,
+        elapsed_s=elapsed,
+        stderr_tail=_last_line(stderr),
+        log_path=log_path,
+    )

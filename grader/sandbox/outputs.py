@@ -1,0 +1,108 @@
+"""Reading what a container wrote: untrusted, so bounded, link-free and validated first.
+
+Files are opened with ``O_NOFOLLOW`` (a symbolic link is refused, wherever it
+points), must be regular files, and must fit their size bound before a byte is
+parsed. Runs are schema-validated line by line; embeddings must be float32 .npy
+without pickles, with the expected shape, and finite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from grader.errors import RunFormatError, TaskFailure
+from grader.runs.readers import jsonl_run_from_lines
+from grader.runs.run import Run
+
+
+@contextlib.contextmanager
+def open_output(folder: Path, name: str, *, max_bytes: int) -> Iterator[IO[bytes]]:
+    """Open ``folder/name`` for reading if it is a regular, non-link file within ``max_bytes``."""
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise TaskFailure("OUTPUT_MISSING", f"/output/{name} was not written") from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is a symbolic link; write a regular file") from None
+        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} cannot be opened: {exc.strerror}") from None
+    handle = os.fdopen(fd, "rb")
+    try:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is not a regular file")
+        if info.st_size > max_bytes:
+            raise TaskFailure("OUTPUT_TOO_LARGE", f"/output/{name} is {info.st_size} bytes, over its {max_bytes}-byte bound")
+        yield handle
+    finally:
+        handle.close()
+
+
+def read_run_output(folder: Path, *, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int, max_bytes: int) -> Run:
+    """Read and validate ``/output/run.jsonl`` against the staged queries and corpus."""
+    with open_output(folder, "run.jsonl", max_bytes=max_bytes) as handle:
+        text = io.TextIOWrapper(handle, encoding="utf-8", errors="strict", newline="")
+        try:
+            run = jsonl_run_from_lines(text, Path("/output/run.jsonl"), max_hits=top_k)
+        except RunFormatError as error:
+            raise TaskFailure("OUTPUT_INVALID", str(error)) from None
+    known_queries = set(query_ids)
+    for query_id in run.query_ids:
+        if query_id not in known_queries:
+            raise TaskFailure("OUTPUT_INVALID", f"/output/run.jsonl: query_id: {query_id!r} is not one of the staged queries")
+    known_docs = set(doc_ids)
+    for doc_id in run.doc_vocab:
+        if doc_id not in known_docs:
+            raise TaskFailure("OUTPUT_INVALID", f"/output/run.jsonl: hits: document {doc_id!r} is not in the corpus")
+    return run
+
+
+def read_embeddings_output(folder: Path, name: str, *, rows: int, max_bytes: int, dimension: int | None = None) -> np.ndarray:
+    """Read ``/output/<name>`` as a float32 (rows, d) matrix of finite values."""
+    with open_output(folder, name, max_bytes=max_bytes) as handle:
+        try:
+            array = np.load(handle, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is not a valid .npy array: {exc}") from None
+    if array.dtype != np.float32:
+        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has dtype {array.dtype}; float32 is required")
+    if array.ndim != 2 or array.shape[0] != rows or array.shape[1] == 0:
+        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has shape {array.shape}; ({rows}, dim) is required, one row per input line")
+    if dimension is not None and array.shape[1] != dimension:
+        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has {array.shape[1]} columns; the other side has {dimension}")
+    if not np.all(np.isfinite(array)):
+        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} contains NaN or infinite values")
+    return np.ascontiguousarray(array)
+
+
+def read_encoding_stats(folder: Path) -> dict[str, Any] | None:
+    """The runner image's truncation counts (``encoding.json``), if present and well-formed.
+
+    Informational only: anything malformed is ignored rather than trusted.
+    """
+    try:
+        with open_output(folder, "encoding.json", max_bytes=64 * 1024) as handle:
+            data = json.loads(handle.read())
+    except (TaskFailure, ValueError):
+        return None
+    if not isinstance(data, dict) or set(data) != {"queries", "corpus", "dimension"} or not isinstance(data["dimension"], int):
+        return None
+    for side in ("queries", "corpus"):
+        stats = data[side]
+        if not isinstance(stats, dict) or set(stats) != {"texts", "truncated", "truncated_share"}:
+            return None
+        texts, truncated = stats["texts"], stats["truncated"]
+        if not (isinstance(texts, int) and isinstance(truncated, int) and 0 <= truncated <= texts):
+            return None
+        stats["truncated_share"] = truncated / texts if texts else 0.0
+    return data

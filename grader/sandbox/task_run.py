@@ -1,0 +1,80 @@
+"""One task of a submission in the sandbox: stage, run, classify, read outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.errors import TaskFailure
+from grader.runs.run import Run
+from grader.sandbox.container import ContainerOutcome, Mount, run_container
+from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.output_dir import OutputDir, output_dir
+from grader.sandbox.outputs import read_embeddings_output, read_encoding_stats, read_run_output
+from grader.sandbox.staging import StagedTask
+
+#: 128 + SIGXFSZ: the fsize ulimit stopped a write.
+_EXIT_FILE_TOO_LARGE = 153
+#: Bound on a run.jsonl relative to what a full ranking needs (ids, scores, JSON).
+_RUN_BYTES_PER_HIT = 512
+
+
+@dataclass(frozen=True)
+class SandboxedOutput:
+    """What a task's container produced, validated."""
+
+    run: Run | None
+    query_vectors: np.ndarray | None
+    corpus_vectors: np.ndarray | None
+    outcome: ContainerOutcome
+    output_enforcement: str
+    encoding: dict[str, Any] | None = None
+
+
+def classify(outcome: ContainerOutcome, output: OutputDir) -> None:
+    """Raise the :class:`TaskFailure` that explains an unsuccessful container, if any."""
+    tail = f"; last stderr line: {outcome.stderr_tail}" if outcome.stderr_tail else ""
+    if outcome.timed_out:
+        raise TaskFailure("TIMEOUT", f"killed after the {outcome.elapsed_s:.0f} s time limit{tail}")
+    if outcome.oom_killed:
+        raise TaskFailure("OOM", f"killed by the kernel for exceeding the memory limit{tail}")
+    if outcome.exit_code == _EXIT_FILE_TOO_LARGE or output.full():
+        raise TaskFailure("OUTPUT_TOO_LARGE", f"the output exceeded its {output.cap_bytes}-byte cap{tail}")
+    if outcome.exit_code != 0:
+        raise TaskFailure("NONZERO_EXIT", f"exit status {outcome.exit_code}{tail}")
+
+
+def run_task_container(
+    image_id: str,
+    staged: StagedTask,
+    *,
+    mode: str,
+    limits: SandboxLimits,
+    log_path: Path | None,
+    extra_mounts: list[Mount] | None = None,
+    environment: dict[str, str] | None = None,
+    scratch: Path | None = None,
+) -> SandboxedOutput:
+    """Run the task's container and return its validated output, or raise :class:`TaskFailure`."""
+    with output_dir(scratch, limits.output_bytes) as output:
+        outcome = run_container(
+            image_id,
+            mounts=[Mount(staged.folder, "/input", True), Mount(output.path, "/output", False), *(extra_mounts or [])],
+            limits=limits,
+            log_path=log_path,
+            environment=environment,
+        )
+        classify(outcome, output)
+        top_k = int(staged.task_json["top_k"])
+        if mode == "retrieve":
+            bound = min(limits.output_bytes, max(1 << 20, len(staged.query_ids) * min(top_k, len(staged.doc_ids)) * _RUN_BYTES_PER_HIT))
+            run = read_run_output(output.path, query_ids=staged.query_ids, doc_ids=staged.doc_ids, top_k=top_k, max_bytes=bound)
+            return SandboxedOutput(run, None, None, outcome, output.enforcement)
+        if mode == "encode":
+            corpus = read_embeddings_output(output.path, "corpus.npy", rows=len(staged.doc_ids), max_bytes=limits.output_bytes)
+            queries = read_embeddings_output(output.path, "queries.npy", rows=len(staged.query_ids), max_bytes=limits.output_bytes, dimension=corpus.shape[1])
+            return SandboxedOutput(None, queries, corpus, outcome, output.enforcement, read_encoding_stats(output.path))
+        raise TaskFailure("IMAGE_INVALID", f"mode {mode!r} is not supported for retrieval tasks")
