@@ -17,6 +17,7 @@ PYTHON="${PYTHON:-python3}"
 
 REQS=(
     "$HERE/runner/requirements.txt"
+    "$HERE/runner/build-requirements.txt"
     "$ROOT/submissions_example/docker-bm25/requirements.txt"
 )
 

@@ -92,3 +92,24 @@ def onnx_submission(folder: Path, *, table: np.ndarray | None = None, manifest: 
     data.update(manifest or {})
     (folder / "submission.json").write_text(json.dumps(data), encoding="utf-8")
     return folder
+
+
+def expected_token_ids(text: str, *, with_cls: bool = False, max_length: int = 16) -> list[int]:
+    """The ids ``word_tokenizer`` gives ``text`` (whitespace words, unknown -> 0, [CLS] -> 1), cut at ``max_length``."""
+    index = {word: i for i, word in enumerate(WORDS)}
+    ids = [index.get(word, 0) for word in text.split()]
+    return ([1] + ids if with_cls else ids)[:max_length]
+
+
+def expected_embeddings(texts: list[str], table: np.ndarray, *, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16) -> np.ndarray:
+    """What a lookup-model submission should output for ``texts``, computed in float64 with numpy.
+
+    ``mean`` and ``none`` (the pooled graph, given texts without padding) average the
+    rows of the text's tokens; ``cls`` takes the first token's row.
+    """
+    vectors = []
+    for text in texts:
+        rows = table.astype(np.float64)[expected_token_ids(text, with_cls=with_cls, max_length=max_length)]
+        vector = rows[0] if pooling == "cls" else rows.mean(axis=0)
+        vectors.append(vector / np.linalg.norm(vector) if normalize else vector)
+    return np.stack(vectors) if vectors else np.zeros((0, table.shape[1]))

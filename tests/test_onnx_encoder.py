@@ -16,29 +16,21 @@ import pytest
 from grader.errors import SubmissionError
 from grader.retrieval.encoder import BatchPolicy, OnnxEncoder
 from grader.submissions.manifest import load_manifest
-from tests.onnx_models import WORDS, embedding_table, onnx_submission
+from tests.onnx_models import WORDS, embedding_table, expected_embeddings, expected_token_ids, onnx_submission
 
 TABLE = embedding_table(dim=8, seed=0)
 
 
 def token_ids(text: str, *, with_cls: bool = False, max_length: int = 16) -> list[int]:
-    """What the word-level tokenizer should produce: whitespace words, unknown -> 0, [CLS] = 1."""
-    ids = [WORDS.index(word) if word in WORDS else 0 for word in text.split()]
-    if with_cls:
-        ids = [1] + ids
-    return ids[:max_length]
+    return expected_token_ids(text, with_cls=with_cls, max_length=max_length)
 
 
-def expected_vector(text: str, *, table: np.ndarray = TABLE, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16) -> np.ndarray:
-    rows = table.astype(np.float64)[token_ids(text, with_cls=with_cls, max_length=max_length)]
-    vector = rows.mean(axis=0) if pooling in ("mean", "none") else rows[0]
-    if normalize:
-        vector = vector / np.linalg.norm(vector)
-    return vector
+def expected_vector(text: str, *, table: np.ndarray = TABLE, **kwargs) -> np.ndarray:
+    return expected_embeddings([text], table, **kwargs)[0]
 
 
-def expected_matrix(texts: list[str], **kwargs) -> np.ndarray:
-    return np.stack([expected_vector(text, **kwargs) for text in texts])
+def expected_matrix(texts: list[str], *, table: np.ndarray = TABLE, **kwargs) -> np.ndarray:
+    return expected_embeddings(texts, table, **kwargs)
 
 
 def load(folder: Path, **kwargs) -> OnnxEncoder:
@@ -175,6 +167,48 @@ def test_order_is_restored_after_length_sorting_across_chunks_and_batches(mean_f
     np.testing.assert_allclose(vectors, big, rtol=0, atol=1e-6)
     again, _ = load(mean_folder, batching=policy).encode(texts)
     assert again.tobytes() == vectors.tobytes()
+
+
+class _RecordingSession:
+    """The real onnxruntime session, with every batch's input_ids recorded."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.batches: list[np.ndarray] = []
+
+    def run(self, outputs, feeds):
+        self.batches.append(feeds["input_ids"].copy())
+        return self.session.run(outputs, feeds)
+
+
+@pytest.mark.parametrize("sort_by_length", [True, False])
+def test_batches_respect_the_policy(mean_folder: Path, sort_by_length: bool) -> None:
+    rng = random.Random(11)
+    texts = [words(*[rng.randrange(3, 61) for _ in range(rng.randrange(1, 15))]) for _ in range(40)]
+    policy = BatchPolicy(max_batch_tokens=30, max_batch_size=4, chunk_size=16, sort_by_length=sort_by_length)
+    encoder = load(mean_folder, batching=policy)
+    recorder = _RecordingSession(encoder.session)
+    encoder.session = recorder
+    vectors, _ = encoder.encode(texts)
+    np.testing.assert_allclose(vectors, expected_matrix(texts), atol=1e-6)
+    rows_seen: list[list[int]] = []
+    for ids in recorder.batches:
+        rows, longest = ids.shape
+        assert rows <= 4
+        assert rows == 1 or rows * longest <= 30
+        assert longest == max(int(np.count_nonzero(row)) for row in ids)  # padded to the longest row only
+        rows_seen.extend([int(t) for t in row if t != 0] for row in ids)
+    # Every text went through the model exactly once (ids 3.. are real words, 0 is padding).
+    expected_rows = [token_ids(t) for t in texts]
+    assert sorted(rows_seen) == sorted(expected_rows)
+    if not sort_by_length:
+        assert rows_seen == expected_rows  # consecutive runs in input order
+    else:
+        assert rows_seen != expected_rows
+        for start in range(0, len(texts), 16):  # inside a chunk, lengths never decrease
+            chunk_rows = rows_seen[start : start + 16]
+            lengths = [len(r) for r in chunk_rows]
+            assert lengths == sorted(lengths)
 
 
 def test_a_single_text_longer_than_the_token_budget_still_gets_a_batch(mean_folder: Path) -> None:

@@ -34,6 +34,8 @@ class BenchmarkSpec:
     default_split: str = "test"
     measures: tuple[str, ...] = ()
     description: str = ""
+    sample_split: str = "dev"
+    task_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, path: Path) -> BenchmarkSpec:
@@ -62,7 +64,21 @@ class BenchmarkSpec:
             default_split=data.get("default_split", "test"),
             measures=tuple(data.get("measures", ())),
             description=data.get("description", ""),
+            sample_split=data.get("sample_split", "dev"),
+            task_info={name: dict(info) for name, info in data.get("task_info", {}).items()},
         )
+
+    def full_size(self, task: str) -> tuple[int, int] | None:
+        """(corpus documents, hidden-split queries) of ``task`` as the definition states them, if it does."""
+        info = self.task_info.get(task, {})
+        sizes = info.get("sizes")
+        if isinstance(sizes, Mapping):
+            corpus, queries = sizes.get("corpus"), sizes.get("queries")
+        else:  # the bundled mini records corpus_size and queries per split
+            corpus = info.get("corpus_size")
+            per_split = info.get("queries")
+            queries = per_split.get(self.default_split) if isinstance(per_split, Mapping) else None
+        return (corpus, queries) if isinstance(corpus, int) and isinstance(queries, int) else None
 
     def units(self) -> list[tuple[str, tuple[str, ...]]]:
         """The units the benchmark mean is taken over, in task order.

@@ -16,13 +16,13 @@ Semantics (trec_eval 9.x/10, relevance level 1):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from grader.metrics.measures import Family, Measure
-from grader.metrics.ordering import is_trec_ordered, segment_ids, trec_order
+from grader.metrics.ordering import order_in_place, segment_ids, segment_of
 from grader.runs.run import Run
 
 RELEVANCE_LEVEL = 1
@@ -78,7 +78,7 @@ def select_rankings(
     doc_codes = run.doc_codes if entries is None else run.doc_codes[entries]
     scores = run.scores if entries is None else run.scores[entries]
     if drop_identical_ids:
-        vocabulary = _vocabulary_index(run)
+        vocabulary = _codes_of(run, query_ids)
         query_codes = np.array([vocabulary.get(q, -1) for q in query_ids], dtype=np.int64)
         keep = doc_codes != query_codes[segment_ids(offsets)]
         if not keep.all():
@@ -88,18 +88,25 @@ def select_rankings(
             np.cumsum(kept_per_query, out=offsets[1:])
     if float32_scores:
         rounded = scores.astype(np.float32).astype(np.float64)
-        doc_ranks = run.doc_ranks[doc_codes]
-        if not is_trec_ordered(offsets, rounded, doc_ranks):
-            doc_codes = doc_codes[trec_order(offsets, rounded, doc_ranks)]
+        # Re-order a private copy, chunk by chunk (segments already in order stay untouched).
+        doc_codes = doc_codes.copy() if doc_codes is run.doc_codes else doc_codes
+        order_in_place(offsets, doc_codes, rounded, run.doc_ranks)
     return Rankings(offsets, doc_codes)
 
 
-def _vocabulary_index(run: Run) -> dict[str, int]:
-    cache = run.__dict__.get("_vocabulary_index")
-    if cache is None:
-        cache = {doc_id: code for code, doc_id in enumerate(run.doc_vocab)}
-        run.__dict__["_vocabulary_index"] = cache
-    return cache
+def _codes_of(run: Run, ids: Iterable[str]) -> dict[str, int]:
+    """The vocabulary codes of those of ``ids`` the run contains.
+
+    One pass over the vocabulary against the (small) set of wanted ids, instead of
+    a ``{doc_id: code}`` dict of the whole vocabulary: a million-document run would
+    spend seconds and tens of MiB on that dict to look up a few thousand ids.
+    """
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    vocab = run.doc_vocab
+    found = np.flatnonzero(np.fromiter(map(wanted.__contains__, vocab), dtype=bool, count=len(vocab)))
+    return {vocab[code]: int(code) for code in found}
 
 
 def per_query_measures(
@@ -114,7 +121,7 @@ def per_query_measures(
     A query without judgements, or without relevant judgements, scores 0 everywhere.
     """
     n_queries = len(query_ids)
-    vocabulary = _vocabulary_index(run)
+    vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
     n_vocab = np.int64(max(len(run.doc_vocab), 1))
 
     # Judgements: count of relevant per query, ideal gains, and (query, code) keys of
@@ -140,7 +147,6 @@ def per_query_measures(
 
     # Relevance of each retrieved entry (only relevant judgements matter below).
     offsets, doc_codes = rankings.offsets, rankings.doc_codes
-    entry_query = segment_ids(offsets)
     keys = np.asarray(judged_keys, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, rels = keys[order], np.asarray(judged_rels, dtype=np.int64)[order]
@@ -150,13 +156,14 @@ def per_query_measures(
         judged_code = np.zeros(int(n_vocab), dtype=bool)
         judged_code[keys % n_vocab] = True
         candidates = np.flatnonzero(judged_code[doc_codes])
-        candidate_keys = entry_query[candidates] * n_vocab + doc_codes[candidates]
+        # Queries of the candidates only: a query index per entry would be as large as the run.
+        candidate_keys = segment_of(offsets, candidates) * n_vocab + doc_codes[candidates]
         slot = np.minimum(np.searchsorted(keys, candidate_keys), len(keys) - 1)
         hit = keys[slot] == candidate_keys
         relevant_entries = candidates[hit]
         relevant_gain = rels[slot[hit]].astype(np.float64)
 
-    rel_query = entry_query[relevant_entries]
+    rel_query = segment_of(offsets, relevant_entries)
     rel_position = relevant_entries - offsets[rel_query]  # 0-based rank
     # 1-based count of relevant documents up to and including this one, per query.
     first_of_query = np.searchsorted(rel_query, rel_query, side="left")

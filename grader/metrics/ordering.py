@@ -4,13 +4,22 @@ Within a query, documents are ranked by score descending, ties broken by documen
 id descending, byte-wise (``strcmp``). Document ids enter as integer codes plus
 ``doc_rank``: the position of each code's id in byte-wise sorted order, so a tie
 compares two integers instead of two strings.
+
+Runs can hold tens of millions of entries, so the in-place entry point
+(:func:`order_in_place`) works on chunks of whole segments: its temporaries are
+bounded by the chunk, not by the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+# Entries per chunk of whole segments: large enough that per-chunk overhead is
+# negligible, small enough that int64 temporaries (8 MiB each) stay in cache-sized
+# territory and never approach the size of the run itself.
+CHUNK_ENTRIES = 1 << 20
 
 
 def byte_order_ranks(vocabulary: Sequence[str]) -> np.ndarray:
@@ -31,14 +40,40 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
 
 
+def segment_of(offsets: np.ndarray, entries: np.ndarray | int) -> np.ndarray | int:
+    """The segment holding each of ``entries`` (empty segments share a start; the last one with it owns the entry)."""
+    found = np.searchsorted(offsets, entries, side="right") - 1
+    return int(found) if np.ndim(found) == 0 else found
+
+
+def segment_chunks(offsets: np.ndarray, max_entries: int = CHUNK_ENTRIES) -> Iterator[tuple[int, int]]:
+    """Consecutive segment ranges ``[first, last)`` of at most ``max_entries`` entries each.
+
+    A segment longer than ``max_entries`` is a chunk of its own.
+    """
+    n_segments = len(offsets) - 1
+    first = 0
+    while first < n_segments:
+        last = int(np.searchsorted(offsets, offsets[first] + max_entries, side="right")) - 1
+        last = min(max(last, first + 1), n_segments)
+        yield first, last
+        first = last
+
+
+def _same_segment_as_next(offsets: np.ndarray, n: int) -> np.ndarray:
+    """``mask[i]``: entries ``i`` and ``i + 1`` belong to the same segment (length ``n - 1``)."""
+    same_segment = np.ones(n - 1, dtype=bool)
+    boundaries = offsets[1:-1]
+    boundaries = boundaries[(boundaries > 0) & (boundaries < n)]
+    same_segment[boundaries - 1] = False
+    return same_segment
+
+
 def is_trec_ordered(offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -> bool:
     """Whether every segment is already in trec_eval order (an O(n) check)."""
     if len(scores) < 2:
         return True
-    same_segment = np.ones(len(scores) - 1, dtype=bool)
-    boundaries = offsets[1:-1]
-    boundaries = boundaries[(boundaries > 0) & (boundaries < len(scores))]
-    same_segment[boundaries - 1] = False
+    same_segment = _same_segment_as_next(offsets, len(scores))
     ahead, behind = scores[:-1], scores[1:]
     in_order = (ahead > behind) | ((ahead == behind) & (doc_ranks[:-1] > doc_ranks[1:]))
     return bool(np.all(in_order | ~same_segment))
@@ -51,10 +86,43 @@ def trec_order(offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -
     one row-wise argsort per distinct length rather than a global multi-key sort.
     Score ties are then re-ordered by document rank, descending.
     """
+    permutation = _trec_permutation(offsets, scores, doc_ranks)
+    return np.arange(len(scores), dtype=np.int64) if permutation is None else permutation
+
+
+def order_in_place(offsets: np.ndarray, doc_codes: np.ndarray, scores: np.ndarray, code_ranks: np.ndarray, *, max_entries: int = CHUNK_ENTRIES) -> None:
+    """Put every segment of ``(doc_codes, scores)`` in trec_eval order, permuting both arrays in place.
+
+    ``code_ranks[code]`` is the byte-order rank of a code's id. Works on chunks of
+    whole segments, so no temporary is larger than a chunk.
+    """
+    for first, last in segment_chunks(offsets, max_entries):
+        start, end = int(offsets[first]), int(offsets[last])
+        codes = doc_codes[start:end]
+        chunk_scores = scores[start:end]
+        permutation = _trec_permutation(offsets[first : last + 1] - start, chunk_scores, code_ranks[codes])
+        if permutation is not None:
+            codes[:] = codes[permutation]
+            chunk_scores[:] = chunk_scores[permutation]
+
+
+def _trec_permutation(offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -> np.ndarray | None:
+    """Permutation into trec order, or ``None`` when the entries are already in it."""
     n = len(scores)
-    permutation = np.arange(n, dtype=np.int64)
-    if is_trec_ordered(offsets, scores, doc_ranks):
+    if n < 2:
+        return None
+    same_segment = _same_segment_as_next(offsets, n)
+    ahead, behind = scores[:-1], scores[1:]
+    if np.all((ahead >= behind) | ~same_segment):
+        # Already score-descending, as retrievers write their runs: only runs of
+        # tied scores can be out of order, so skip the sort by score.
+        tied_with_next = (ahead == behind) & same_segment
+        if not tied_with_next.any() or np.all(doc_ranks[:-1][tied_with_next] > doc_ranks[1:][tied_with_next]):
+            return None
+        permutation = np.arange(n, dtype=np.int64)
+        _break_ties(permutation, tied_with_next, doc_ranks)
         return permutation
+    permutation = np.arange(n, dtype=np.int64)
     starts = offsets[:-1]
     lengths = np.diff(offsets)
     for length in np.unique(lengths):
@@ -64,22 +132,20 @@ def trec_order(offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -
         index = rows[:, None] + np.arange(length, dtype=np.int64)[None, :]
         by_score = np.argsort(-scores[index], axis=1, kind="stable")
         permutation[index] = np.take_along_axis(index, by_score, axis=1)
-    _break_ties(permutation, offsets, scores, doc_ranks)
+    ordered_scores = scores[permutation]
+    _break_ties(permutation, (ordered_scores[:-1] == ordered_scores[1:]) & same_segment, doc_ranks)
     return permutation
 
 
-def _break_ties(permutation: np.ndarray, offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -> None:
-    """Within runs of equal scores of one segment, order by document rank descending (in place)."""
-    ordered_scores = scores[permutation]
-    if len(ordered_scores) < 2:
-        return
-    tied_with_next = ordered_scores[:-1] == ordered_scores[1:]
-    boundaries = offsets[1:-1]
-    boundaries = boundaries[(boundaries > 0) & (boundaries < len(scores))]
-    tied_with_next[boundaries - 1] = False
+def _break_ties(permutation: np.ndarray, tied_with_next: np.ndarray, doc_ranks: np.ndarray) -> None:
+    """Within runs of equal scores of one segment, order by document rank descending (in place).
+
+    ``tied_with_next[i]``: the entries at positions ``i`` and ``i + 1`` of ``permutation``
+    have equal scores and belong to the same segment.
+    """
     if not tied_with_next.any():
         return
-    in_tie = np.zeros(len(ordered_scores), dtype=bool)
+    in_tie = np.zeros(len(permutation), dtype=bool)
     in_tie[:-1] |= tied_with_next
     in_tie[1:] |= tied_with_next
     positions = np.flatnonzero(in_tie)
@@ -87,7 +153,7 @@ def _break_ties(permutation: np.ndarray, offsets: np.ndarray, scores: np.ndarray
     starts_group = np.ones(len(positions), dtype=bool)
     starts_group[1:] = ~tied_with_next[positions[1:] - 1]
     group = np.cumsum(starts_group) - 1
-    ranks = doc_ranks[permutation[positions]]
+    ranks = doc_ranks[permutation[positions]].astype(np.int64, copy=False)
     # Groups are already in position order; sort by (group, rank descending), as one
     # integer key when it fits in 63 bits (it does for any realistic run).
     span = int(ranks.max()) + 1 if len(ranks) else 1

@@ -106,52 +106,182 @@ class _NeedsLineByLine(Exception):
     """The fast reader cannot take this file, or found an error to locate."""
 
 
+# Bytes of the file parsed at a time. Chunks bound the memory of a big run to its
+# final arrays plus one chunk's table; each chunk is still parsed by several threads
+# (in blocks of _BLOCK_BYTES). Larger chunks mean fewer partial vocabularies to merge.
+_CHUNK_BYTES = 1 << 27
+_BLOCK_BYTES = 1 << 24
+
+
 def _read_trec_arrow(path: Path) -> Run:
+    """Read a single-space-separated TREC run with pyarrow, a chunk of lines at a time.
+
+    Per chunk, only the query id, doc id and score columns are converted; the doc
+    ids are dictionary-encoded (a chunk's own vocabulary, in first-appearance
+    order) and the chunk's table is dropped, keeping int32 codes and float64
+    scores. At the end one encoding of the concatenated chunk vocabularies gives
+    the run's vocabulary (first appearance over the file, as encoding the whole
+    column would) and maps chunk codes to it.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
 
-    names = ["qid", "q0", "docid", "rank", "score", "tag"]
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=["qid", "docid", "score"],
-                column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-                null_values=[],
-            ),
-        )
+        chunks = _TrecChunks(path)
+        for table in chunks.tables():
+            chunks.add(table)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OSError):
         raise _NeedsLineByLine from None
-    if table.num_rows == 0:
+    if chunks.n_entries == 0:
         raise _NeedsLineByLine
-    queries = pc.dictionary_encode(table.column("qid")).combine_chunks()
-    query_codes = queries.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    query_ids = queries.dictionary.to_pylist()
-    docs = pc.dictionary_encode(table.column("docid")).combine_chunks()
-    doc_codes = docs.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    if pc.any(pc.match_substring_regex(docs.dictionary, "[\\x00\\t\\r\\n]")).as_py():
+    query_ids, offsets, doc_codes, scores = chunks.grouped_by_query()
+    docs, doc_codes = chunks.vocabulary(doc_codes)
+    del chunks
+    if pc.any(pc.match_substring_regex(docs, "[\\x00\\t\\r\\n]")).as_py():
         raise _NeedsLineByLine
     # Arrow orders strings byte-wise, which is trec_eval's strcmp order.
-    doc_ranks = np.empty(len(docs.dictionary), dtype=np.int64)
-    doc_ranks[pc.sort_indices(docs.dictionary).to_numpy()] = np.arange(len(docs.dictionary), dtype=np.int64)
-    doc_vocab = docs.dictionary.to_pylist()
-    scores = table.column("score").to_numpy()
-    del table, queries, docs
-    # Codes follow first appearance, so a file grouped by query is already non-decreasing.
-    if len(query_codes) > 1 and np.any(query_codes[1:] < query_codes[:-1]):
-        order = np.argsort(query_codes, kind="stable")
-        query_codes, doc_codes, scores = query_codes[order], doc_codes[order], scores[order]
-    offsets = np.zeros(len(query_ids) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(query_codes, minlength=len(query_ids)), out=offsets[1:])
+    doc_ranks = np.empty(len(docs), dtype=np.int64)
+    doc_ranks[pc.sort_indices(docs).to_numpy()] = np.arange(len(docs), dtype=np.int64)
+    doc_vocab = docs.to_pylist()
+    del docs
     try:
-        return Run.build(query_ids, offsets, doc_codes, doc_vocab, scores, doc_ranks=doc_ranks, doc_ids_checked=True)
+        return Run.build(query_ids, offsets, doc_codes, doc_vocab, scores, doc_ranks=doc_ranks, doc_ids_checked=True, in_place=True)
     except InvalidRun:
         raise _NeedsLineByLine from None
+
+
+class _TrecChunks:
+    """Accumulates a TREC run chunk by chunk: growing code and score arrays, chunk vocabularies, query runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # Grown in place by ndarray.resize (realloc: no copy, no doubled peak).
+        self.codes = np.empty(0, dtype=np.int32)  # per entry: chunk-vocabulary base + code in that chunk
+        self.scores = np.empty(0, dtype=np.float64)
+        self.n_entries = 0
+        self.chunk_vocabularies: list[Any] = []
+        self.n_chunk_words = 0
+        # Query ids by first appearance, and the runs of consecutive lines of one query.
+        self.query_index: dict[str, int] = {}
+        self.run_starts: list[np.ndarray] = []
+        self.run_queries: list[np.ndarray] = []
+
+    def tables(self) -> Iterator[Any]:
+        """The file's lines as tables of ``qid``, ``docid``, ``score``, a chunk (ending at a line end) at a time."""
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        read_options = pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES)
+        parse_options = pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True)
+        convert_options = pacsv.ConvertOptions(
+            include_columns=["qid", "docid", "score"],
+            column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            null_values=[],
+        )
+        with open(self.path, "rb") as handle:
+            carry = b""
+            while True:
+                buffer = bytearray(_CHUNK_BYTES)
+                buffer[: len(carry)] = carry
+                size = len(carry) + handle.readinto(memoryview(buffer)[len(carry) :])
+                at_end = size < len(buffer)
+                cut = size if at_end else buffer.rfind(b"\n", 0, size) + 1
+                if cut == 0:
+                    raise _NeedsLineByLine  # a line longer than a chunk: leave it to the line reader
+                carry = bytes(buffer[cut:size])
+                if cut:
+                    yield pacsv.read_csv(pa.BufferReader(pa.py_buffer(buffer)[:cut]), read_options=read_options, parse_options=parse_options, convert_options=convert_options)
+                del buffer
+                if at_end:
+                    return
+
+    def add(self, table: Any) -> None:
+        """Append one chunk's entries (the table is consumed)."""
+        import pyarrow.compute as pc
+
+        n = table.num_rows
+        if n == 0:
+            return
+        first = self.n_entries
+        self._reserve(first + n)
+        docs = pc.dictionary_encode(table.column("docid"))  # one vocabulary across the table's blocks
+        queries = pc.dictionary_encode(table.column("qid"))
+        scores = table.column("score")
+        del table
+        position = first
+        for block in docs.chunks:
+            indices = block.indices.to_numpy(zero_copy_only=False)
+            np.add(indices, self.n_chunk_words, out=self.codes[position : position + len(indices)], casting="unsafe")
+            position += len(indices)
+        vocabulary = docs.chunk(0).dictionary
+        self.chunk_vocabularies.append(vocabulary)
+        self.n_chunk_words += len(vocabulary)
+        del docs
+        position = first
+        for block in scores.chunks:
+            self.scores[position : position + len(block)] = block.to_numpy(zero_copy_only=False)
+            position += len(block)
+        del scores
+        # Query codes by first appearance over the file; stored as runs of equal codes,
+        # which for a file grouped by query are as few as its queries.
+        names = queries.chunk(0).dictionary.to_pylist()
+        to_global = np.array([self.query_index.setdefault(name, len(self.query_index)) for name in names], dtype=np.int64)
+        local = np.concatenate([block.indices.to_numpy(zero_copy_only=False) for block in queries.chunks])
+        del queries
+        starts = np.flatnonzero(np.diff(local)) + 1
+        starts = np.concatenate(([0], starts))
+        self.run_starts.append(starts + first)
+        self.run_queries.append(to_global[local[starts]])
+        self.n_entries += n
+
+    def _reserve(self, size: int) -> None:
+        if size > len(self.codes):
+            capacity = max(size, len(self.codes) + len(self.codes) // 2)
+            self.codes.resize(capacity, refcheck=False)
+            self.scores.resize(capacity, refcheck=False)
+
+    def grouped_by_query(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """``(query_ids, offsets, codes, scores)`` with entries grouped by query (stable)."""
+        n = self.n_entries
+        self.codes.resize(n, refcheck=False)
+        self.scores.resize(n, refcheck=False)
+        codes, scores = self.codes, self.scores
+        self.codes = self.scores = np.empty(0)
+        query_ids = list(self.query_index)
+        starts = np.concatenate(self.run_starts)
+        queries = np.concatenate(self.run_queries)
+        # Join runs split by a chunk boundary.
+        keep = np.ones(len(starts), dtype=bool)
+        keep[1:] = queries[1:] != queries[:-1]
+        starts, queries = starts[keep], queries[keep]
+        lengths = np.diff(np.append(starts, n))
+        offsets = np.zeros(len(query_ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(queries, weights=None, minlength=len(query_ids)) * 0 + np.bincount(queries, weights=lengths, minlength=len(query_ids)).astype(np.int64), out=offsets[1:])
+        if len(queries) != len(query_ids):
+            # A query in several places: codes follow first appearance, so a stable
+            # sort by query code keeps each query's lines in file order.
+            order = np.argsort(np.repeat(queries, lengths), kind="stable")
+            codes, scores = codes[order], scores[order]
+        return query_ids, offsets, codes, scores
+
+    def vocabulary(self, codes: np.ndarray) -> tuple[Any, np.ndarray]:
+        """The run's vocabulary (first appearance) and ``codes`` mapped to it (in place)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if len(self.chunk_vocabularies) == 1:
+            return self.chunk_vocabularies[0], codes
+        merged = pc.dictionary_encode(pa.chunked_array(self.chunk_vocabularies))
+        self.chunk_vocabularies = []
+        remap = np.concatenate([block.indices.to_numpy(zero_copy_only=False) for block in merged.chunks]).astype(codes.dtype)
+        vocabulary = merged.chunk(0).dictionary
+        del merged
+        step = 1 << 22
+        for start in range(0, len(codes), step):
+            codes[start : start + step] = remap[codes[start : start + step]]
+        return vocabulary, codes
 
 
 def _read_trec_lines(path: Path) -> Run:

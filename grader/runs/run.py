@@ -17,7 +17,7 @@ import numpy as np
 
 from grader.data.ids import id_problem
 from grader.errors import RunFormatError
-from grader.metrics.ordering import byte_order_ranks, segment_ids, trec_order
+from grader.metrics.ordering import byte_order_ranks, order_in_place, segment_chunks, segment_ids, segment_of
 
 
 @dataclass(frozen=True)
@@ -59,19 +59,26 @@ class Run:
         *,
         doc_ranks: np.ndarray | None = None,
         doc_ids_checked: bool = False,
+        in_place: bool = False,
     ) -> Run:
         """Validate arrays and store them in trec_eval order.
 
         Raises :class:`InvalidRun` (for readers to locate) on a non-finite score,
         a document twice in one ranking, or a malformed identifier. A reader that
         has already computed the byte-order ranks of ``doc_vocab``, or checked its
-        ids, passes them to skip that work.
+        ids, passes them to skip that work. With ``in_place``, the caller hands
+        ``doc_codes`` and ``scores`` over: when their dtypes already match
+        (``int32`` codes below 2**31 vocabulary entries, ``float64`` scores) they
+        are reordered in place instead of copied, and may be left half-ordered if
+        the run is invalid.
         """
         query_ids = tuple(query_ids)
         doc_vocab = tuple(doc_vocab)
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        doc_codes = np.ascontiguousarray(doc_codes, dtype=np.int64)
-        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        # int32 codes halve the largest array of a big run; ids beyond 2**31 need int64.
+        code_dtype = np.int32 if len(doc_vocab) <= np.iinfo(np.int32).max else np.int64
+        doc_codes = np.ascontiguousarray(doc_codes, dtype=code_dtype) if in_place else np.array(doc_codes, dtype=code_dtype, order="C")
+        scores = np.ascontiguousarray(scores, dtype=np.float64) if in_place else np.array(scores, dtype=np.float64, order="C")
         if len(offsets) != len(query_ids) + 1 or offsets[0] != 0 or offsets[-1] != len(doc_codes):
             raise ValueError("offsets do not describe the entries")
         if len(doc_codes) != len(scores) or np.any(np.diff(offsets) < 0):
@@ -86,23 +93,20 @@ class Run:
             problem = id_problem(query_id)
             if problem:
                 raise InvalidRun(RunProblem(problem, str(query_id), field="query_id"))
-        segments = segment_ids(offsets)
-        bad = np.flatnonzero(~np.isfinite(scores))
-        if len(bad):
-            entry = int(bad[0])
-            raise InvalidRun(RunProblem(f"score must be a finite number, got {scores[entry]!r}", query_ids[segments[entry]], doc_vocab[doc_codes[entry]]))
+        if not np.isfinite(scores).all():
+            entry = int(np.flatnonzero(~np.isfinite(scores))[0])
+            query = query_ids[segment_of(offsets, entry)]
+            raise InvalidRun(RunProblem(f"score must be a finite number, got {scores[entry]!r}", query, doc_vocab[doc_codes[entry]]))
         if not doc_ids_checked:
             for code, doc_id in enumerate(doc_vocab):
                 problem = id_problem(doc_id)
                 if problem:
                     entry = int(np.flatnonzero(doc_codes == code)[0])
-                    raise InvalidRun(RunProblem(problem, query_ids[segments[entry]], doc_id, field="doc_id"))
+                    raise InvalidRun(RunProblem(problem, query_ids[segment_of(offsets, entry)], doc_id, field="doc_id"))
         if doc_ranks is None:
             doc_ranks = byte_order_ranks(doc_vocab)
-        permutation = trec_order(offsets, scores, doc_ranks[doc_codes])
-        doc_codes = doc_codes[permutation]
-        scores = scores[permutation]
-        _check_unique_documents(offsets, doc_codes, segments, query_ids, doc_vocab)
+        order_in_place(offsets, doc_codes, scores, doc_ranks)
+        _check_unique_documents(offsets, doc_codes, query_ids, doc_vocab)
         run = cls(query_ids, offsets, doc_codes, doc_vocab, scores)
         run.__dict__["doc_ranks"] = doc_ranks
         return run
@@ -119,7 +123,7 @@ class Run:
                 codes.append(vocab.setdefault(doc_id, len(vocab)))
                 scores.append(score)
             offsets.append(len(codes))
-        return cls.build(list(rankings), np.asarray(offsets), np.asarray(codes, dtype=np.int64), list(vocab), np.asarray(scores, dtype=np.float64))
+        return cls.build(list(rankings), np.asarray(offsets), np.asarray(codes, dtype=np.int64), list(vocab), np.asarray(scores, dtype=np.float64), in_place=True)
 
     @cached_property
     def doc_ranks(self) -> np.ndarray:
@@ -146,13 +150,22 @@ class Run:
         return {query_id: dict(self.ranking(query_id)) for query_id in self.query_ids}
 
 
-def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, segments: np.ndarray, query_ids: tuple[str, ...], doc_vocab: tuple[str, ...]) -> None:
-    if len(doc_codes) < 2:
-        return
-    keys = segments * np.int64(len(doc_vocab)) + doc_codes
-    ordered = np.sort(keys)
-    repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
-    if len(repeated):
-        key = int(ordered[repeated[0]])
-        query, code = divmod(key, len(doc_vocab))
-        raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query_ids[query], doc_vocab[code], field="doc_id"))
+def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, query_ids: tuple[str, ...], doc_vocab: tuple[str, ...]) -> None:
+    """Raise :class:`InvalidRun` for the first query (then smallest code) with a document twice.
+
+    Chunk by chunk of whole segments, each entry keyed ``(segment in chunk, code)``
+    as one int64 and sorted: a repeat is two equal neighbours. Chunking bounds the
+    temporaries and keeps each sort small.
+    """
+    n_vocab = np.int64(max(len(doc_vocab), 1))
+    for first, last in segment_chunks(offsets):
+        start, end = int(offsets[first]), int(offsets[last])
+        if end - start < 2:
+            continue
+        keys = segment_ids(offsets[first : last + 1] - start) * n_vocab + doc_codes[start:end]
+        keys.sort()
+        repeated = np.flatnonzero(keys[1:] == keys[:-1])
+        if len(repeated):
+            segment, code = divmod(int(keys[repeated[0]]), int(n_vocab))
+            query = query_ids[first + segment]
+            raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query, doc_vocab[code], field="doc_id"))

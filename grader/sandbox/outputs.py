@@ -106,3 +106,25 @@ def read_encoding_stats(folder: Path) -> dict[str, Any] | None:
             return None
         stats["truncated_share"] = truncated / texts if texts else 0.0
     return data
+
+
+#: The files a container may write, by mode (anything else is ignored).
+EXPECTED_OUTPUTS = {"retrieve": ("run.jsonl",), "encode": ("queries.npy", "corpus.npy", "encoding.json"), "translate": ("predictions.jsonl",)}
+
+
+def copy_outputs(folder: Path, dest: Path, mode: str, *, max_bytes: int) -> list[str]:
+    """Copy the expected output files of ``mode`` to ``dest`` (same safety rules); return the names copied.
+
+    Missing, linked, special or oversized files are skipped: validation reports them.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in EXPECTED_OUTPUTS.get(mode, ()):
+        try:
+            with open_output(folder, name, max_bytes=max_bytes) as source, open(dest / name, "wb") as target:
+                for chunk in iter(lambda: source.read(1 << 20), b""):
+                    target.write(chunk)
+        except TaskFailure:
+            continue
+        copied.append(name)
+    return copied

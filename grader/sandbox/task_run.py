@@ -13,7 +13,7 @@ from grader.runs.run import Run
 from grader.sandbox.container import ContainerOutcome, Mount, run_container
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import OutputDir, output_dir
-from grader.sandbox.outputs import read_embeddings_output, read_encoding_stats, read_run_output
+from grader.sandbox.outputs import copy_outputs, read_embeddings_output, read_encoding_stats, read_run_output
 from grader.sandbox.staging import StagedTask
 
 #: 128 + SIGXFSZ: the fsize ulimit stopped a write.
@@ -57,8 +57,13 @@ def run_task_container(
     extra_mounts: list[Mount] | None = None,
     environment: dict[str, str] | None = None,
     scratch: Path | None = None,
+    keep_output: Path | None = None,
 ) -> SandboxedOutput:
-    """Run the task's container and return its validated output, or raise :class:`TaskFailure`."""
+    """Run the task's container and return its validated output, or raise :class:`TaskFailure`.
+
+    With ``keep_output``, the raw output files are copied there first (safely),
+    so a checker can report every problem in them, not only the first.
+    """
     with output_dir(scratch, limits.output_bytes) as output:
         outcome = run_container(
             image_id,
@@ -67,6 +72,8 @@ def run_task_container(
             log_path=log_path,
             environment=environment,
         )
+        if keep_output is not None:
+            copy_outputs(output.path, keep_output, mode, max_bytes=limits.output_bytes)
         classify(outcome, output)
         top_k = int(staged.task_json["top_k"])
         if mode == "retrieve":

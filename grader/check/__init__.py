@@ -1,0 +1,1 @@
+"""``grader check``: the grading pipeline on public data, reported step by step."""

@@ -1,0 +1,249 @@
+"""``grader check``: run a submission through intake, a sample run, validation and
+scoring on public data only, and say what will go wrong when it is graded.
+
+The steps use the grading code itself (the same intake, sandbox, limits and
+validators), on the benchmark's public sample split, never the hidden one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
+from grader.data.benchmark import Benchmark
+from grader.errors import GraderError, TaskFailure
+from grader.grading.runner import InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox, RUNNER_IMAGE
+from grader.metrics.policy import evaluate
+from grader.runs.run import Run
+from grader.sandbox.outputs import read_embeddings_output
+from grader.sandbox.staging import stage_task
+from grader.sandbox.validate import validate_run_file
+from grader.submissions.archive import open_submission
+from grader.submissions.digest import submission_digest
+from grader.submissions.manifest import DockerManifest, load_manifest
+
+ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
+_OUTPUT_CODES = {"OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE"}
+
+
+class _Quiet:
+    """A reporter that says nothing: check prints its own steps."""
+
+    def task_started(self, task: str, *, documents: int, queries: int) -> None:
+        return None
+
+    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
+        return None
+
+    def progress(self, label: str, total: int):  # type: ignore[no-untyped-def]
+        return lambda count: None
+
+    def finish(self) -> None:
+        return None
+
+
+@dataclass
+class _TaskRun:
+    """What the sample run of one task produced."""
+
+    name: str
+    inputs: TaskInputs
+    elapsed_s: float
+    run: Run | None = None
+    output_failure: TaskFailure | None = None
+    kept_output: Path | None = None
+    staged: Any = None
+    dimension: int | None = None
+
+
+def _hint(error: GraderError, default: str) -> str:
+    return error.hint or default
+
+
+def run_check(submission: Path, options: RunOptions) -> CheckReport:
+    """Run every step; stop at the first blocking one (later steps are reported as not run)."""
+    report = CheckReport(str(submission))
+    with contextlib.ExitStack() as stack:
+        # 1. archive and manifest
+        try:
+            folder = stack.enter_context(open_submission(submission))
+            manifest = load_manifest(folder)
+            digest = submission_digest(folder)
+        except GraderError as error:
+            report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
+            return report.finish()
+        report.add(StepResult(ARCHIVE, "passed", f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...", data={"digest": digest, "kind": manifest.kind}))
+
+        # 2. intake
+        try:
+            sandbox = resolve_sandbox(options.sandbox, manifest)
+            if sandbox == "docker":
+                from grader.grading.sandboxed import DockerTaskGrader
+
+                grader: Any = DockerTaskGrader.prepare(folder, manifest, options, runner_image=RUNNER_IMAGE)
+                image = grader.image
+                reason = f"image {image.reference} ({image.id[:19]}...), user {image.user}, {image.size / 1e6:.0f} MB; sandbox docker"
+            else:
+                grader = InProcessOnnx(folder, manifest, options.threads)  # type: ignore[arg-type]
+                encoder = grader.encoder
+                reason = f"model and tokenizer load; inputs {', '.join(encoder.info.inputs)}; dimension {encoder.dimension}; sandbox none (in-process)"
+        except GraderError as error:
+            report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
+            return report.finish()
+        report.add(StepResult(INTAKE, "passed", reason, data={"sandbox": sandbox}))
+
+        # 3. sample run
+        spec = options.benchmark.spec
+        split = spec.sample_split
+        if split == spec.default_split:
+            report.add(StepResult(SAMPLE_RUN, "failed", f"the sample split {split!r} is the hidden split; check never runs on it", "configure a public sample_split in benchmark.json"))
+            return report.finish()
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
+        runs: list[_TaskRun] = []
+        for name in options.tasks:
+            try:
+                inputs = load_task_inputs(options.benchmark.task(name), split)
+                runs.append(_sample_task(grader, sandbox, manifest, inputs, options, scratch / name))
+            except TaskFailure as failure:
+                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
+                return report.finish()
+            except GraderError as error:
+                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
+                return report.finish()
+        details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
+        report.add(StepResult(SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details))
+
+        # 4. output validation
+        errors: list[str] = []
+        for task_run in runs:
+            errors.extend(_validate(task_run, manifest, options))
+        if errors:
+            report.add(StepResult(VALIDATION, "failed", f"{len(errors)} problem(s) in the output", "see docs/protocol.md for the output format", details=listed(errors)))
+            return report.finish()
+        report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
+
+        # 5. sample score
+        primary = options.effective_measures()[0]
+        lines = []
+        scores: dict[str, float] = {}
+        for task_run in runs:
+            if task_run.run is None:
+                continue
+            evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
+            scores[task_run.name] = evaluation.mean(primary)
+            lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
+        report.add(StepResult(SCORE, "passed", f"sample score on the public {split!r} split; it says nothing about the hidden {spec.default_split!r} split", details=lines, data={"scores": scores, "measure": str(primary)}))
+
+        # 6. estimate
+        report.add(_estimate(runs, options))
+    return report.finish()
+
+
+def _failure_hint(code: str) -> str:
+    return {
+        "TIMEOUT": "make it faster or ask the host for a longer --time-limit",
+        "OOM": "use less memory (stream the corpus, smaller batches) or ask for a larger --memory",
+        "NONZERO_EXIT": "run the image by hand on a staged /input (docs/protocol.md) and read its stderr",
+        "IMAGE_INVALID": "fix the image: linux/amd64, a non-root USER, present locally",
+        "MODEL_ERROR": "run the model on a few texts locally; check input names and output shape",
+    }.get(code, "see docs/protocol.md")
+
+
+def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, options: RunOptions, scratch: Path) -> _TaskRun:
+    name = inputs.task.name
+    started = time.monotonic()
+    if sandbox != "docker":
+        run, extra = grader.rank(inputs, options, _Quiet())
+        return _TaskRun(name, inputs, time.monotonic() - started, run=run, dimension=extra["encoding"]["dimension"])
+    from grader.retrieval.search import exact_top_k, rankings_to_run
+    from grader.sandbox.task_run import run_task_container
+
+    staged = stage_task(
+        scratch / "input",
+        task=name,
+        split=options.split,
+        mode=grader.mode,
+        top_k=options.top_k,
+        queries=inputs.queries,
+        documents=inputs.documents,
+        query_prefix=getattr(manifest, "query_prefix", ""),
+        document_prefix=getattr(manifest, "document_prefix", ""),
+    )
+    kept = scratch / "output"
+    result = _TaskRun(name, inputs, 0.0, kept_output=kept, staged=staged)
+    try:
+        output = run_task_container(grader.image.id, staged, mode=grader.mode, limits=options.limits, log_path=scratch / "container.log", extra_mounts=grader.extra_mounts, environment=grader.environment, keep_output=kept)
+    except TaskFailure as failure:
+        if failure.code not in _OUTPUT_CODES:
+            raise
+        result.output_failure = failure
+        result.elapsed_s = time.monotonic() - started
+        return result
+    result.elapsed_s = time.monotonic() - started
+    if output.run is not None:
+        result.run = output.run
+    elif output.query_vectors is not None and output.corpus_vectors is not None:
+        scores, indices = exact_top_k(output.query_vectors, output.corpus_vectors, options.top_k)
+        result.run = rankings_to_run(staged.query_ids, staged.doc_ids, scores, indices)
+        result.dimension = int(output.corpus_vectors.shape[1])
+    return result
+
+
+def _validate(task_run: _TaskRun, manifest: Any, options: RunOptions) -> list[str]:
+    """Every problem of one task's output, prefixed with the task name."""
+    name = task_run.name
+    query_ids = [q.id for q in task_run.inputs.queries]
+    if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
+        return []
+    staged = task_run.staged
+    problems: list[str] = []
+    mode = staged.task_json["mode"]
+    if mode == "retrieve":
+        validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=staged.query_ids, doc_ids=staged.doc_ids, top_k=int(staged.task_json["top_k"]))
+        problems.extend(validation.errors)
+        missing = validation.missing(staged.query_ids) if validation.lines else []
+        if missing:
+            problems.append(f"/output/run.jsonl: answers {len(staged.query_ids) - len(missing)} of {len(staged.query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy")
+    else:
+        for file_name, rows in (("corpus.npy", len(staged.doc_ids)), ("queries.npy", len(staged.query_ids))):
+            try:
+                read_embeddings_output(task_run.kept_output, file_name, rows=rows, max_bytes=options.limits.output_bytes)
+            except TaskFailure as failure:
+                problems.append(failure.detail)
+    if task_run.output_failure is not None and not problems:
+        problems.append(task_run.output_failure.detail)
+    return [f"{name}: {problem}" for problem in problems]
+
+
+def _estimate(runs: list[_TaskRun], options: RunOptions) -> StepResult:
+    spec = options.benchmark.spec
+    limits = options.limits
+    details: list[str] = []
+    over: list[str] = []
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    for task_run in runs:
+        sample = len(task_run.inputs.documents) + len(task_run.inputs.queries)
+        full = spec.full_size(task_run.name)
+        if full is None:
+            details.append(f"{task_run.name}: no known size of the hidden split; no estimate")
+            continue
+        corpus, queries = full
+        seconds = task_run.elapsed_s * (corpus + queries) / max(sample, 1)
+        memory = ""
+        if task_run.dimension:
+            vectors = (corpus + queries) * task_run.dimension * 4 * 2
+            memory = f", about {(peak_rss + vectors) / 2**30:.1f} GiB"
+            if peak_rss + vectors > limits.memory_bytes:
+                over.append(f"{task_run.name}: memory estimate over the {limits.memory_bytes / 2**30:.1f} GiB limit")
+        details.append(f"{task_run.name}: {corpus} documents + {queries} queries: about {seconds:.0f} s{memory} (limit {limits.time_limit_s:.0f} s)")
+        if seconds > limits.time_limit_s:
+            over.append(f"{task_run.name}: about {seconds:.0f} s, over the {limits.time_limit_s:.0f} s time limit")
+    if over:
+        return StepResult(ESTIMATE, "failed", "; ".join(over), "make it faster, or ask the host about --time-limit/--memory", details=details)
+    return StepResult(ESTIMATE, "passed", "extrapolated from the sample's measured throughput", details=details)
