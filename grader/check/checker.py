@@ -161,7 +161,7 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
     if sandbox != "docker":
         run, extra = grader.rank(inputs, options, _Quiet())
         return _TaskRun(name, inputs, time.monotonic() - started, run=run, dimension=extra["encoding"]["dimension"])
-    from grader.retrieval.search import exact_top_k, rankings_to_run
+    from grader.retrieval.search import search_run
     from grader.sandbox.task_run import run_task_container
 
     staged = stage_task(
@@ -189,8 +189,7 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
     if output.run is not None:
         result.run = output.run
     elif output.query_vectors is not None and output.corpus_vectors is not None:
-        scores, indices = exact_top_k(output.query_vectors, output.corpus_vectors, options.top_k)
-        result.run = rankings_to_run(staged.query_ids, staged.doc_ids, scores, indices)
+        result.run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
         result.dimension = int(output.corpus_vectors.shape[1])
     return result
 

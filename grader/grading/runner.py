@@ -25,7 +25,7 @@ from grader.reports.assemble import failed_task, scored_task, write_report
 from grader.reports.model import build_report
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
-from grader.retrieval.search import exact_top_k, rankings_to_run
+from grader.retrieval.search import search_run
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -119,8 +119,7 @@ class InProcessOnnx:
             prefix=manifest.query_prefix,
             progress=reporter.progress(f"{name}: queries", len(inputs.queries)),
         )
-        scores, indices = exact_top_k(queries, corpus, options.top_k)
-        run = rankings_to_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], scores, indices)
+        run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
         encoding = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": self.encoder.dimension}
         return run, {"encoding": encoding}
 

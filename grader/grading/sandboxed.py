@@ -8,7 +8,7 @@ from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.grading.runner import Reporter, RunOptions, TaskInputs
-from grader.retrieval.search import exact_top_k, rankings_to_run
+from grader.retrieval.search import search_run
 from grader.runs.run import Run
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
@@ -87,7 +87,6 @@ class DockerTaskGrader:
             return output.run, extra
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
             raise TaskFailure("OUTPUT_MISSING", "the container returned no embeddings")
-        scores, indices = exact_top_k(output.query_vectors, output.corpus_vectors, options.top_k)
-        run = rankings_to_run(staged.query_ids, staged.doc_ids, scores, indices)
+        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
         return run, extra
 

@@ -10,10 +10,11 @@ file with an error, is re-read line by line so the error names its line.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -126,10 +127,11 @@ def _read_trec_arrow(path: Path) -> Run:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    chunks = _TrecChunks()
     try:
-        chunks = _TrecChunks(path)
-        for table in chunks.tables():
-            chunks.add(table)
+        with open(path, "rb") as handle:
+            while chunks.read_chunk(handle):
+                pass
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OSError):
         raise _NeedsLineByLine from None
     if chunks.n_entries == 0:
@@ -150,91 +152,98 @@ def _read_trec_arrow(path: Path) -> Run:
         raise _NeedsLineByLine from None
 
 
-class _TrecChunks:
-    """Accumulates a TREC run chunk by chunk: growing code and score arrays, chunk vocabularies, query runs."""
+# Bytes of the file parsed at a time. Chunks bound the memory of a big run to its
+# final arrays plus one chunk's table; each chunk is still parsed by several threads
+# (in blocks of _BLOCK_BYTES). Larger chunks mean fewer chunk vocabularies to merge.
+_CHUNK_BYTES = 1 << 27
+_BLOCK_BYTES = 1 << 24
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        # Grown in place by ndarray.resize (realloc: no copy, no doubled peak).
-        self.codes = np.empty(0, dtype=np.int32)  # per entry: chunk-vocabulary base + code in that chunk
+
+class _TrecChunks:
+    """A TREC run read chunk by chunk into growing code and score arrays, chunk vocabularies and query runs."""
+
+    def __init__(self) -> None:
+        # Grown in place by ndarray.resize (a realloc: no copy, no doubled peak).
+        self.codes = np.empty(0, dtype=np.int32)  # per entry: its chunk vocabulary's base + code in it
         self.scores = np.empty(0, dtype=np.float64)
         self.n_entries = 0
         self.chunk_vocabularies: list[Any] = []
         self.n_chunk_words = 0
-        # Query ids by first appearance, and the runs of consecutive lines of one query.
+        # Query ids by first appearance, and where each run of lines of one query starts.
         self.query_index: dict[str, int] = {}
         self.run_starts: list[np.ndarray] = []
         self.run_queries: list[np.ndarray] = []
+        self.carry = b""  # the unfinished last line of the previous chunk
 
-    def tables(self) -> Iterator[Any]:
-        """The file's lines as tables of ``qid``, ``docid``, ``score``, a chunk (ending at a line end) at a time."""
+    def read_chunk(self, handle: BinaryIO) -> bool:
+        """Parse and absorb the next chunk of whole lines; False once the file is consumed.
+
+        One method, so that the raw bytes, the parsed table and its columns are
+        each freed as soon as they are used (a caller's variable would keep them).
+        """
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as pacsv
 
-        read_options = pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES)
-        parse_options = pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True)
-        convert_options = pacsv.ConvertOptions(
-            include_columns=["qid", "docid", "score"],
-            column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-            null_values=[],
+        carry = self.carry
+        remaining = os.fstat(handle.fileno()).st_size - handle.tell()
+        buffer = bytearray(max(min(_CHUNK_BYTES, len(carry) + remaining), len(carry)))
+        buffer[: len(carry)] = carry
+        size = len(carry) + handle.readinto(memoryview(buffer)[len(carry) :])
+        at_end = size < _CHUNK_BYTES
+        cut = size if at_end else buffer.rfind(b"\n", 0, size) + 1
+        if cut == 0 and not at_end:
+            raise _NeedsLineByLine  # a line longer than a chunk: leave it to the line reader
+        self.carry = bytes(buffer[cut:size])
+        if cut == 0:
+            return False
+        table = pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(buffer)[:cut]),
+            read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES),
+            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=["qid", "docid", "score"],
+                column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+            ),
         )
-        with open(self.path, "rb") as handle:
-            carry = b""
-            while True:
-                buffer = bytearray(_CHUNK_BYTES)
-                buffer[: len(carry)] = carry
-                size = len(carry) + handle.readinto(memoryview(buffer)[len(carry) :])
-                at_end = size < len(buffer)
-                cut = size if at_end else buffer.rfind(b"\n", 0, size) + 1
-                if cut == 0:
-                    raise _NeedsLineByLine  # a line longer than a chunk: leave it to the line reader
-                carry = bytes(buffer[cut:size])
-                if cut:
-                    yield pacsv.read_csv(pa.BufferReader(pa.py_buffer(buffer)[:cut]), read_options=read_options, parse_options=parse_options, convert_options=convert_options)
-                del buffer
-                if at_end:
-                    return
-
-    def add(self, table: Any) -> None:
-        """Append one chunk's entries (the table is consumed)."""
-        import pyarrow.compute as pc
-
+        del buffer
         n = table.num_rows
-        if n == 0:
-            return
+        query_column, doc_column, score_column = table.column("qid"), table.column("docid"), table.column("score")
+        del table
         first = self.n_entries
         self._reserve(first + n)
-        docs = pc.dictionary_encode(table.column("docid"))  # one vocabulary across the table's blocks
-        queries = pc.dictionary_encode(table.column("qid"))
-        scores = table.column("score")
-        del table
-        position = first
-        for block in docs.chunks:
-            indices = block.indices.to_numpy(zero_copy_only=False)
-            np.add(indices, self.n_chunk_words, out=self.codes[position : position + len(indices)], casting="unsafe")
-            position += len(indices)
-        vocabulary = docs.chunk(0).dictionary
-        self.chunk_vocabularies.append(vocabulary)
-        self.n_chunk_words += len(vocabulary)
+
+        # Doc ids: the chunk's codes, offset by the words of earlier chunk vocabularies.
+        docs = pc.dictionary_encode(doc_column).combine_chunks()
+        del doc_column
+        if self.n_chunk_words + len(docs.dictionary) > np.iinfo(np.int32).max:
+            raise _NeedsLineByLine  # beyond int32 codes (billions of lines): not this reader's job
+        np.add(docs.indices.to_numpy(zero_copy_only=False), self.n_chunk_words, out=self.codes[first : first + n], casting="unsafe")
+        self.chunk_vocabularies.append(docs.dictionary)
+        self.n_chunk_words += len(docs.dictionary)
         del docs
+
         position = first
-        for block in scores.chunks:
+        for block in score_column.chunks:
             self.scores[position : position + len(block)] = block.to_numpy(zero_copy_only=False)
             position += len(block)
-        del scores
-        # Query codes by first appearance over the file; stored as runs of equal codes,
-        # which for a file grouped by query are as few as its queries.
-        names = queries.chunk(0).dictionary.to_pylist()
-        to_global = np.array([self.query_index.setdefault(name, len(self.query_index)) for name in names], dtype=np.int64)
-        local = np.concatenate([block.indices.to_numpy(zero_copy_only=False) for block in queries.chunks])
-        del queries
-        starts = np.flatnonzero(np.diff(local)) + 1
-        starts = np.concatenate(([0], starts))
+        del score_column
+
+        # Query codes by first appearance over the file, kept as runs of equal codes:
+        # a file grouped by query has as few runs as queries.
+        queries = pc.dictionary_encode(query_column).combine_chunks()
+        del query_column
+        names = queries.dictionary.to_pylist()
+        to_file_code = np.array([self.query_index.setdefault(name, len(self.query_index)) for name in names], dtype=np.int64)
+        local = queries.indices.to_numpy(zero_copy_only=False)
+        starts = np.concatenate(([0], np.flatnonzero(local[1:] != local[:-1]) + 1))
         self.run_starts.append(starts + first)
-        self.run_queries.append(to_global[local[starts]])
+        self.run_queries.append(to_file_code[local[starts]])
         self.n_entries += n
+        return not at_end
 
     def _reserve(self, size: int) -> None:
         if size > len(self.codes):
@@ -243,22 +252,22 @@ class _TrecChunks:
             self.scores.resize(capacity, refcheck=False)
 
     def grouped_by_query(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """``(query_ids, offsets, codes, scores)`` with entries grouped by query (stable)."""
+        """``(query_ids, offsets, codes, scores)``, entries grouped by query (stably), queries by first appearance."""
         n = self.n_entries
-        self.codes.resize(n, refcheck=False)
-        self.scores.resize(n, refcheck=False)
         codes, scores = self.codes, self.scores
-        self.codes = self.scores = np.empty(0)
+        self.codes, self.scores = np.empty(0, dtype=np.int32), np.empty(0)
+        codes.resize(n, refcheck=False)
+        scores.resize(n, refcheck=False)
         query_ids = list(self.query_index)
         starts = np.concatenate(self.run_starts)
         queries = np.concatenate(self.run_queries)
-        # Join runs split by a chunk boundary.
+        # Join the two halves of a run split by a chunk boundary.
         keep = np.ones(len(starts), dtype=bool)
         keep[1:] = queries[1:] != queries[:-1]
         starts, queries = starts[keep], queries[keep]
         lengths = np.diff(np.append(starts, n))
         offsets = np.zeros(len(query_ids) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(queries, weights=None, minlength=len(query_ids)) * 0 + np.bincount(queries, weights=lengths, minlength=len(query_ids)).astype(np.int64), out=offsets[1:])
+        np.cumsum(np.bincount(queries, weights=lengths, minlength=len(query_ids)).astype(np.int64), out=offsets[1:])
         if len(queries) != len(query_ids):
             # A query in several places: codes follow first appearance, so a stable
             # sort by query code keeps each query's lines in file order.
@@ -267,18 +276,18 @@ class _TrecChunks:
         return query_ids, offsets, codes, scores
 
     def vocabulary(self, codes: np.ndarray) -> tuple[Any, np.ndarray]:
-        """The run's vocabulary (first appearance) and ``codes`` mapped to it (in place)."""
+        """The run's vocabulary (by first appearance) and ``codes`` mapped to it, in place."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if len(self.chunk_vocabularies) == 1:
-            return self.chunk_vocabularies[0], codes
-        merged = pc.dictionary_encode(pa.chunked_array(self.chunk_vocabularies))
+            return self.chunk_vocabularies.pop(), codes
+        merged = pc.dictionary_encode(pa.chunked_array(self.chunk_vocabularies)).combine_chunks()
         self.chunk_vocabularies = []
-        remap = np.concatenate([block.indices.to_numpy(zero_copy_only=False) for block in merged.chunks]).astype(codes.dtype)
-        vocabulary = merged.chunk(0).dictionary
+        remap = merged.indices.to_numpy(zero_copy_only=False)
+        vocabulary = merged.dictionary
         del merged
-        step = 1 << 22
+        step = 1 << 22  # bounded temporaries
         for start in range(0, len(codes), step):
             codes[start : start + step] = remap[codes[start : start + step]]
         return vocabulary, codes

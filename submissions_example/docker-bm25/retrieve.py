@@ -85,6 +85,7 @@ def main() -> int:
 
     # Write next to the target and rename: a kill never leaves a partial run.jsonl.
     fd, partial = tempfile.mkstemp(prefix=".run.", suffix=".partial", dir=OUTPUT)
+    os.fchmod(fd, 0o644)  # readable by a grader that is not uid 10001
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + ("\n" if lines else ""))
         handle.flush()
