@@ -159,8 +159,8 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
     name = inputs.task.name
     started = time.monotonic()
     if sandbox != "docker":
-        run, extra = grader.rank(inputs, options, _Quiet())
-        return _TaskRun(name, inputs, time.monotonic() - started, run=run, dimension=extra["encoding"]["dimension"])
+        ranked = grader.rank(inputs, options, _Quiet())
+        return _TaskRun(name, inputs, time.monotonic() - started, run=ranked.run, dimension=ranked.extra["encoding"]["dimension"])
     from grader.retrieval.search import search_run
     from grader.sandbox.task_run import run_task_container
 

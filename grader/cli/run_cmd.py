@@ -10,10 +10,25 @@ import click
 from grader.cli.progress import StderrReporter
 from grader.data.registry import resolve_benchmark
 from grader.grading.runner import RunOptions, grade_submission
+from grader.errors import UsageError
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
 from grader.reports.table import format_report_table
+
+
+def parse_dimensions(value: str | None) -> tuple[int, ...]:
+    """``"20,768"`` -> (20, 768); each a positive integer, no repeats."""
+    if not value:
+        return ()
+    dims: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"--pca-dims: {part!r} is not a positive integer")
+        if int(part) not in dims:
+            dims.append(int(part))
+    return tuple(dims)
 
 
 def _split_tasks(value: str | None) -> list[str] | None:
@@ -36,6 +51,8 @@ def _split_tasks(value: str | None) -> list[str] | None:
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for encoding (default: all cores). Fixed threads => identical embeddings.")
 @click.option("--top-k", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Documents retrieved per query.")
 @click.option("--measure", "measures", multiple=True, metavar="M", help="Measures to report (default: the benchmark's).")
+@click.option("--pca-dims", default=None, metavar="D1,D2", help="Also grade embeddings reduced by PCA to each dimension (CAT: 20,768); each is a separate result.")
+@click.option("--keep-embeddings", is_flag=True, help="Keep each task's embeddings under OUT/embeddings (for `grader effect`).")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,
@@ -53,6 +70,8 @@ def run_command(
     threads: int | None,
     top_k: int,
     measures: tuple[str, ...],
+    pca_dims: str | None,
+    keep_embeddings: bool,
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
@@ -69,6 +88,8 @@ def run_command(
         measures=parse_measures(list(measures)) if measures else (),
         sandbox=sandbox,
         limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=runtime),
+        pca_dims=parse_dimensions(pca_dims),
+        keep_embeddings=keep_embeddings,
     )
     report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
     click.echo(format_report_table(report), nl=False)

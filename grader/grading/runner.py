@@ -8,12 +8,16 @@ task that fails is recorded with its failure code; the others still run.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
+
+import numpy as np
 
 from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
@@ -25,7 +29,9 @@ from grader.reports.assemble import failed_task, scored_task, write_report
 from grader.reports.model import build_report
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
+from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
+from grader.files import atomic_write_bytes, atomic_write_text
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -62,6 +68,8 @@ class RunOptions:
     measures: tuple[Measure, ...] = field(default_factory=tuple)
     sandbox: str = "auto"
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    pca_dims: tuple[int, ...] = ()
+    keep_embeddings: bool = False
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""
@@ -94,10 +102,20 @@ def load_task_inputs(task: Task, split: str) -> TaskInputs:
     return TaskInputs(task, qrels, documents, queries)
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """A task's run, extra report fields, and (for embedding submissions) the vectors."""
+
+    run: Run
+    extra: dict[str, Any]
+    query_vectors: np.ndarray | None = None
+    corpus_vectors: np.ndarray | None = None
+
+
 class TaskGrader(Protocol):
     """Produces one task's run (and optional extra report fields) from a submission."""
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]: ...
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked: ...
 
 
 class InProcessOnnx:
@@ -106,7 +124,7 @@ class InProcessOnnx:
     def __init__(self, folder: Path, manifest: OnnxManifest, threads: int) -> None:
         self.encoder = OnnxEncoder.load(folder, manifest, threads=threads)
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]:
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         manifest = self.encoder.manifest
         name = inputs.task.name
         corpus, corpus_stats = self.encoder.encode(
@@ -121,7 +139,7 @@ class InProcessOnnx:
         )
         run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
         encoding = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": self.encoder.dimension}
-        return run, {"encoding": encoding}
+        return Ranked(run, {"encoding": encoding}, queries, corpus)
 
 
 def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> dict[str, Any]:
@@ -130,13 +148,47 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, repo
     data_digest = task.split_digest(options.split)
     reporter.task_started(task.name, documents=len(inputs.documents), queries=len(inputs.queries))
     try:
-        run, extra = grader.rank(inputs, options, reporter)
+        ranked = grader.rank(inputs, options, reporter)
     except TaskFailure as failure:
         return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=failure.detail, judged=len(inputs.qrels))
     except SubmissionError as error:
         return failed_task(task.name, split=options.split, data_digest=data_digest, code="MODEL_ERROR", message=str(error), judged=len(inputs.qrels))
-    evaluation = evaluate(inputs.qrels, run, options.effective_measures(), options.policy)
+    measures = options.effective_measures()
+    evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
+    extra = dict(ranked.extra)
+    if ranked.query_vectors is not None and ranked.corpus_vectors is not None:
+        query_ids = list(ranked.run.query_ids)
+        doc_ids = [d.id for d in inputs.documents]
+        if options.keep_embeddings:
+            save_embeddings(options.out_dir / "embeddings" / task.name, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors)
+        if options.pca_dims:
+            extra["pca"] = pca_results(inputs, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors, options)
     return scored_task(task.name, split=options.split, data_digest=data_digest, evaluation=evaluation, extra=extra)
+
+
+def pca_results(inputs: TaskInputs, query_ids: list[str], doc_ids: list[str], queries: np.ndarray, corpus: np.ndarray, options: RunOptions) -> dict[str, Any]:
+    """Measures at each PCA dimension: separate, labelled results, never averaged together."""
+    results: dict[str, Any] = {}
+    for dimension in options.pca_dims:
+        projection = reduce(queries, corpus, dimension)
+        run = search_run(query_ids, doc_ids, projection.queries, projection.corpus, options.top_k)
+        evaluation = evaluate(inputs.qrels, run, options.effective_measures(), options.policy)
+        results[str(dimension)] = {
+            "applied": projection.applied,
+            "explained_variance": projection.explained_variance,
+            "measures": evaluation.means(),
+        }
+    return results
+
+
+def save_embeddings(folder: Path, query_ids: list[str], doc_ids: list[str], queries: np.ndarray, corpus: np.ndarray) -> None:
+    """Keep a task's embeddings (float32 .npy plus the ids, in row order) for ``grader effect``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, array in (("queries.npy", queries), ("corpus.npy", corpus)):
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
+        atomic_write_bytes(folder / name, buffer.getvalue())
+    atomic_write_text(folder / "ids.json", json.dumps({"queries": query_ids, "corpus": doc_ids}) + "\n")
 
 
 def resolve_sandbox(requested: str, manifest: Manifest) -> str:
@@ -172,6 +224,8 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
     with open_submission(submission) as folder:
         manifest = load_manifest(folder)
         sandbox_kind = resolve_sandbox(options.sandbox, manifest)
+        if (options.pca_dims or options.keep_embeddings) and isinstance(manifest, DockerManifest) and manifest.mode != "encode":
+            raise UsageError("--pca-dims and --keep-embeddings need an embedding submission (ONNX, or a Docker image in encode mode)")
         digest = submission_digest(folder)
         subject: dict[str, Any] = {"kind": "onnx", "name": manifest.name, "digest": {"sha256": digest}}
         sandbox_report: dict[str, Any] = {"kind": "none", "threads": options.threads}
@@ -201,6 +255,7 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
                 measures=[str(m) for m in measures],
                 top_k=options.top_k,
                 sandbox=sandbox_report,
+                pca_dims=list(options.pca_dims),
             )
             entry = store.load(name, key)
             resumed = entry is not None

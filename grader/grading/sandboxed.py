@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
-from grader.grading.runner import Reporter, RunOptions, TaskInputs
+from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.runs.run import Run
 from grader.sandbox.container import Mount
@@ -59,7 +59,7 @@ class DockerTaskGrader:
             "limits": self.options.limits.as_report(),
         }
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> tuple[Run, dict[str, Any]]:
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
         with tempfile.TemporaryDirectory(prefix="grader-stage-") as scratch:
@@ -84,9 +84,9 @@ class DockerTaskGrader:
             )
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:
-            return output.run, extra
+            return Ranked(output.run, extra)
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
             raise TaskFailure("OUTPUT_MISSING", "the container returned no embeddings")
         run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
-        return run, extra
+        return Ranked(run, extra, output.query_vectors, output.corpus_vectors)
 

@@ -1,0 +1,1 @@
+"""silent: exit 0 without writing anything."""
