@@ -336,6 +336,7 @@ class Result:
     command: list[str]
     process_s: float = math.nan  # parent-measured: spawn to exit, start-up and imports included
     peak_rss_mib: float = math.nan  # ru_maxrss of the process, from os.wait4
+    cpu_s: float = math.nan  # user + system CPU time of the process (all its threads)
     report: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
@@ -344,8 +345,8 @@ class Result:
         return self.report.get("means", {})
 
 
-def run_measured(command: list[str]) -> tuple[float, float, str, str, int]:
-    """Run ``command``; return (wall s, peak RSS MiB, stdout, stderr, exit code) of that process alone."""
+def run_measured(command: list[str]) -> tuple[float, float, float, str, str, int]:
+    """Run ``command``; return (wall s, CPU s, peak RSS MiB, stdout, stderr, exit code) of that process alone."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         process = subprocess.Popen(command, stdout=out, stderr=err, cwd=REPO)
@@ -356,13 +357,13 @@ def run_measured(command: list[str]) -> tuple[float, float, str, str, int]:
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return wall, usage.ru_maxrss / 1024, out.read().decode(), err.read().decode(), process.returncode
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read().decode(), err.read().decode(), process.returncode
 
 
 def measure(result: Result) -> Result:
     print(f"  running {result.label} ...", flush=True)
-    wall, rss, stdout, stderr, code = run_measured(result.command)
-    result.process_s, result.peak_rss_mib = wall, rss
+    wall, cpu, rss, stdout, stderr, code = run_measured(result.command)
+    result.process_s, result.cpu_s, result.peak_rss_mib = wall, cpu, rss
     if code != 0:
         result.error = f"exit code {code}: {stderr.strip()[-2000:]}"
         print(f"    FAILED: {result.error}", flush=True)
@@ -371,7 +372,7 @@ def measure(result: Result) -> Result:
         result.report = {"means": json.loads(stdout)["measures"]}
     else:
         result.report = json.loads(stdout.strip().splitlines()[-1])
-    print(f"    {wall:8.2f} s process, peak RSS {rss:8.0f} MiB", flush=True)
+    print(f"    {wall:8.2f} s process ({cpu:.2f} s CPU), peak RSS {rss:8.0f} MiB", flush=True)
     for step, seconds in result.report.get("steps", {}).items():
         print(f"      {step:<28} {seconds:8.3f} s", flush=True)
     return result

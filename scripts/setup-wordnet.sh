@@ -42,7 +42,7 @@ missing_files() {
 missing=$(missing_files)
 if [[ -n "$missing" ]]; then
   if [[ -n "${GRADER_WORDNET_SOURCE:-}" ]]; then
-    die "$SOURCE lacks: $missing"
+    die "$SOURCE lacks: ${missing% }"
   fi
   command -v apt-get >/dev/null 2>&1 || die "WordNet 3.0 is not in $SOURCE and apt-get is not available; install Debian's wordnet-base and wordnet-sense-index, or set GRADER_WORDNET_SOURCE to a WordNet 3.0 dict folder"
   SUDO=()
@@ -57,7 +57,7 @@ if [[ -n "$missing" ]]; then
     "${SUDO[@]}" apt-get install -y -q --no-install-recommends wordnet-base wordnet-sense-index >&2
   fi
   missing=$(missing_files)
-  [[ -z "$missing" ]] || die "after installing wordnet-base, $SOURCE still lacks: $missing"
+  [[ -z "$missing" ]] || die "after installing wordnet-base, $SOURCE still lacks: ${missing% }"
 fi
 
 grep -q 'WordNet 3\.0 Copyright' "$SOURCE/data.adj" || die "$SOURCE/data.adj is not WordNet 3.0 (no 'WordNet 3.0 Copyright' header)"

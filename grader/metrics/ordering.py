@@ -60,6 +60,41 @@ def segment_chunks(offsets: np.ndarray, max_entries: int = CHUNK_ENTRIES) -> Ite
         first = last
 
 
+def first_repeat(offsets: np.ndarray, values: np.ndarray, *, max_entries: int = CHUNK_ENTRIES) -> tuple[int, int] | None:
+    """The first segment in which a value appears twice, and its smallest such value; ``None`` if none.
+
+    Segments are sorted as rows of a matrix, one matrix per distinct length within
+    a chunk of whole segments: short row-wise sorts of the codes themselves, far
+    cheaper than one global sort of (segment, value) keys, with chunk-bounded
+    temporaries.
+    """
+    for first, last in segment_chunks(offsets, max_entries):
+        start = int(offsets[first])
+        local = offsets[first : last + 1] - start
+        chunk = values[start : int(offsets[last])]
+        lengths = np.diff(local)
+        found: tuple[int, int] | None = None
+        distinct = np.unique(lengths)
+        for length in distinct:
+            if length < 2:
+                continue
+            if len(distinct) == 1:
+                rows = np.arange(len(lengths))
+                matrix = chunk.reshape(-1, int(length))  # every segment of the chunk has this length
+            else:
+                rows = np.flatnonzero(lengths == length)
+                matrix = chunk[local[rows][:, None] + np.arange(length, dtype=np.int64)[None, :]]
+            ordered = np.sort(matrix, axis=1)
+            repeated = ordered[:, 1:] == ordered[:, :-1]
+            hits = np.flatnonzero(repeated.any(axis=1))
+            if len(hits) and (found is None or first + int(rows[hits[0]]) < found[0]):
+                row = int(hits[0])
+                found = (first + int(rows[row]), int(ordered[row, 1:][repeated[row]][0]))
+        if found is not None:
+            return found
+    return None
+
+
 def _same_segment_as_next(offsets: np.ndarray, n: int) -> np.ndarray:
     """``mask[i]``: entries ``i`` and ``i + 1`` belong to the same segment (length ``n - 1``)."""
     same_segment = np.ones(n - 1, dtype=bool)

@@ -21,6 +21,7 @@ import numpy as np
 from grader.data.ids import id_problem
 from grader.data.textfiles import open_text
 from grader.errors import RunFormatError
+from grader.runs.line_check import is_valid_run_line
 from grader.runs.run import InvalidRun, Run
 from grader.schemas import first_error, json_pointer
 
@@ -379,9 +380,10 @@ def iter_jsonl_run_records(lines: Iterable[str], path: Path) -> Iterator[tuple[i
                 raise RunFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
             except ValueError as exc:
                 raise RunFormatError(str(exc), path=path, line=line_number) from None
-            error = first_error("run", record)
-            if error is not None:
-                raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
+            if not is_valid_run_line(record):
+                error = first_error("run", record)
+                if error is not None:
+                    raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
             yield line_number, record["query_id"], record["hits"]
     except UnicodeDecodeError as exc:
         raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None

@@ -17,7 +17,7 @@ import numpy as np
 
 from grader.data.ids import id_problem
 from grader.errors import RunFormatError
-from grader.metrics.ordering import byte_order_ranks, order_in_place, segment_chunks, segment_ids, segment_of
+from grader.metrics.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
 
 
 @dataclass(frozen=True)
@@ -151,21 +151,8 @@ class Run:
 
 
 def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, query_ids: tuple[str, ...], doc_vocab: tuple[str, ...]) -> None:
-    """Raise :class:`InvalidRun` for the first query (then smallest code) with a document twice.
-
-    Chunk by chunk of whole segments, each entry keyed ``(segment in chunk, code)``
-    as one int64 and sorted: a repeat is two equal neighbours. Chunking bounds the
-    temporaries and keeps each sort small.
-    """
-    n_vocab = np.int64(max(len(doc_vocab), 1))
-    for first, last in segment_chunks(offsets):
-        start, end = int(offsets[first]), int(offsets[last])
-        if end - start < 2:
-            continue
-        keys = segment_ids(offsets[first : last + 1] - start) * n_vocab + doc_codes[start:end]
-        keys.sort()
-        repeated = np.flatnonzero(keys[1:] == keys[:-1])
-        if len(repeated):
-            segment, code = divmod(int(keys[repeated[0]]), int(n_vocab))
-            query = query_ids[first + segment]
-            raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query, doc_vocab[code], field="doc_id"))
+    """Raise :class:`InvalidRun` for the first query (then smallest code) with a document twice."""
+    repeat = first_repeat(offsets, doc_codes)
+    if repeat is not None:
+        segment, code = repeat
+        raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query_ids[segment], doc_vocab[code], field="doc_id"))

@@ -1,0 +1,54 @@
+"""``grader effect``: EffectMRR of an augmented encoder over a base one (CAT, Formula 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from grader.data.registry import resolve_benchmark
+from grader.effect.compute import compute_effect, effect_json, format_effect_table, parse_dimensions, write_effect
+
+
+def _split_tasks(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+@click.command("effect")
+@click.option("--base", "base_dir", required=True, type=click.Path(path_type=Path), help="`grader run --keep-embeddings` folder of the base (original) encoder.")
+@click.option("--augmented", "augmented_dir", required=True, type=click.Path(path_type=Path), help="`grader run --keep-embeddings` folder of the augmented encoder.")
+@click.option("--weight", type=float, required=True, help="W in [0, 1]: S = (1 - W) * minmax(cos_base) + W * cos_augmented.")
+@click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
+@click.option("--pca-dims", default=None, metavar="D1,D2", help="Dimensions to reduce each side to by PCA (CAT: 20,768); each is a separate configuration. Default: native.")
+@click.option("--tasks", default=None, help="Comma-separated task names (default: every benchmark task the base run graded).")
+@click.option("--split", default=None, help="Split (default: the benchmark's, usually test).")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), default=None, help="Write the JSON result here (atomically).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON result instead of a table.")
+def effect_command(
+    base_dir: Path,
+    augmented_dir: Path,
+    weight: float,
+    benchmark_name: str,
+    pca_dims: str | None,
+    tasks: str | None,
+    split: str | None,
+    out_path: Path | None,
+    as_json: bool,
+) -> None:
+    """EffectMRR = MRR(combined) - MRR(base), per task and dimension, and their average."""
+    dimensions = parse_dimensions(pca_dims)
+    benchmark = resolve_benchmark(benchmark_name)
+    result = compute_effect(benchmark, base_dir, augmented_dir, weight, split=split, tasks=_split_tasks(tasks), dimensions=dimensions)
+    if out_path is not None:
+        write_effect(result, out_path)
+    if as_json:
+        click.echo(effect_json(result), nl=False)
+    else:
+        click.echo(format_effect_table(result), nl=False)
+        if out_path is not None:
+            click.echo(f"result: {out_path}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``effect`` to ``group``."""
+    group.add_command(effect_command)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Build the deliberately misbehaving test images: grader-test-<name>:1.
+#
+#   tests/sandbox_images/build.sh                 # all of them
+#   tests/sandbox_images/build.sh egress memhog   # some
+#   tests/sandbox_images/build.sh --list          # names only
+#
+# Each is grader-base:bookworm plus one stdlib script (NAME/entry.py) and the
+# shared _common/harness.py: a COPY on the base, built with --network none.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+all=()
+for dockerfile in "$HERE"/*/Dockerfile; do
+    all+=("$(basename "$(dirname "$dockerfile")")")
+done
+if [[ ${1:-} == --list ]]; then printf '%s\n' "${all[@]}"; exit 0; fi
+names=("$@")
+((${#names[@]})) || names=("${all[@]}")
+
+docker image inspect grader-base:bookworm >/dev/null 2>&1 \
+    || { echo "test images: grader-base:bookworm is missing (run images/base/build.sh)" >&2; exit 1; }
+
+ctx="$(mktemp -d "${TMPDIR:-/tmp}/grader-test-ctx.XXXXXX")"
+err="$(mktemp "${TMPDIR:-/tmp}/grader-test-build.XXXXXX")"
+trap 'rm -rf "$ctx" "$err"' EXIT
+start=$SECONDS
+for name in "${names[@]}"; do
+    [[ -f $HERE/$name/Dockerfile ]] \
+        || { echo "test images: no such image '$name' (known: ${all[*]})" >&2; exit 1; }
+    rm -rf "${ctx:?}"/*
+    cp "$HERE/$name/Dockerfile" "$HERE/$name/entry.py" "$HERE/_common/harness.py" "$ctx/"
+    t=$SECONDS
+    DOCKER_BUILDKIT=0 docker build --network none --quiet --tag "grader-test-$name:1" "$ctx" >/dev/null 2>"$err" \
+        || { cat "$err" >&2; echo "test images: building grader-test-$name:1 failed" >&2; exit 1; }
+    echo "test images: built grader-test-$name:1 in $((SECONDS - t)) s"
+done
+echo "test images: ${#names[@]} built in $((SECONDS - start)) s"
