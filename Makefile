@@ -24,3 +24,12 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) out
+
+# Docker images (as root; installs Docker and debootstrap when missing):
+# grader-base, grader-runner, the BM25 example and the sandbox test images.
+.PHONY: images wheelhouse
+images:
+	bash images/build-all.sh
+
+wheelhouse:
+	bash images/wheelhouse.sh

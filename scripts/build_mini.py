@@ -19,6 +19,14 @@ Every query has exactly one relevant document; the corpus of a task holds the
 documents of all its splits (as CoIR does), so a query competes against every
 document of the task, not only those of its split.
 
+Splits (about 60% train, 10% dev, 30% test of each task's queries) are drawn
+per function, not per pair, and shared by the three tasks: a function whose
+text2code pair is in test has its code2code and code2text pairs in test too,
+so training on any task's train split never shows a dev or test function.
+Functions that share a text (copies in two modules, equal docstrings, one
+holding another's code) form one group and are split together; see
+:func:`function_groups`.
+
 The output is deterministic for a given Python version: files are visited in
 sorted order, every random choice comes from ``random.Random`` with a fixed
 seed, and the gzip headers carry neither a timestamp nor a file name, so a
@@ -57,6 +65,11 @@ SCHEMA_PATH = REPO_ROOT / "grader" / "schemas" / "benchmark.schema.json"
 # Fixed seed: changing it changes every id and every split, so it is part of
 # the benchmark's definition (recorded in benchmark.json).
 SEED = 20240611
+
+# Version 2 splits by function (shared by all tasks); version 1 split every task
+# on its own, which put many dev/test functions in another task's train split.
+# Scores on the two are not comparable.
+BENCHMARK_VERSION = "2"
 
 # Folders never read.  site-packages holds third-party code (other licences);
 # the test suites and idlelib/lib2to3 are large, repetitive and would dominate
@@ -111,6 +124,19 @@ class TaskSpec:
     kind: str
     description: str
     make_pair: Callable[[Function], Pair | None]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The pairs kept for one task, before they are split and written."""
+
+    spec: TaskSpec
+    pairs: list[tuple[int, Pair]]
+    """``(function index, pair)`` in the task's shuffled order (the order of the query ids)."""
+    doc_numbers: list[int]
+    """The document number of each pair: a permutation independent of the query order."""
+    candidates: int
+    """Usable pairs before sampling."""
 
 
 # ---------------------------------------------------------------------------
@@ -377,17 +403,19 @@ TASKS: tuple[TaskSpec, ...] = (
 )
 
 
-def collect_pairs(functions: Iterable[Function], make_pair: Callable[[Function], Pair | None]) -> list[Pair]:
-    """Pairs of all functions, dropping any whose query or document duplicates an earlier one.
+def collect_pairs(functions: Sequence[Function], make_pair: Callable[[Function], Pair | None]) -> list[tuple[int, Pair]]:
+    """``(function index, pair)`` of all functions, dropping any whose query or document duplicates an earlier one.
 
     Duplicated documents would make the judgements wrong (an identical, unjudged
     copy of the answer would count as a miss); duplicated queries would be
-    unanswerable.  The first occurrence in source order wins.
+    unanswerable.  The first occurrence in source order wins.  (The copy that
+    loses is in the winner's group, see :func:`function_groups`, so it cannot
+    turn up in another split through another task.)
     """
-    pairs: list[Pair] = []
+    pairs: list[tuple[int, Pair]] = []
     seen_queries: set[str] = set()
     seen_documents: set[str] = set()
-    for function in functions:
+    for index, function in enumerate(functions):
         pair = make_pair(function)
         if pair is None:
             continue
@@ -396,8 +424,177 @@ def collect_pairs(functions: Iterable[Function], make_pair: Callable[[Function],
             continue
         seen_queries.add(q_key)
         seen_documents.add(d_key)
-        pairs.append(pair)
+        pairs.append((index, pair))
     return pairs
+
+
+# ---------------------------------------------------------------------------
+# Splitting by function
+# ---------------------------------------------------------------------------
+#
+# The three tasks are cut from the same functions, so the split is a property
+# of the function, not of the pair: a function is in one split for every task
+# it takes part in.  (Splitting each task on its own put the code of a
+# text2code test document, verbatim, among the code2text train queries.)
+#
+# The unit is a *group* of functions rather than a single one: functions that
+# share a text a task could show are split together.  The standard library has
+# copies (the same function in two modules, ``encodings.*.getregentry``),
+# functions with the same docstring or summary, and functions whose code holds
+# another one's code or code2code half; deduplication keeps the first copy in
+# each task, and that can be a different copy in different tasks.  Grouping
+# makes every text that occurs in two tasks belong to one split.
+
+
+class _UnionFind:
+    """Disjoint sets over ``0..n-1``; the representative of a set is its smallest member."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, item: int) -> int:
+        root = item
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[item] != root:  # path compression
+            self.parent[item], item = root, self.parent[item]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
+
+
+def shown_texts(function: Function) -> list[str]:
+    """The texts of ``function`` that some task may show: code, code2code halves, docstring, summary."""
+    texts = [function.code]
+    halves = code2code_pair(function)
+    if halves is not None:
+        texts += [halves.query, halves.document]
+    if function.docstring is not None:
+        texts += [function.docstring, summary(function.docstring)]
+    return texts
+
+
+def function_groups(functions: Sequence[Function]) -> list[int]:
+    """The group of every function: the index of the first function of its group.
+
+    Two functions are in one group (transitively) when a text of one that a
+    task may show (code, either code2code half, docstring, docstring summary;
+    see :func:`shown_texts`) equals or lies inside the code or the docstring of
+    the other.  Texts are compared after case-folding and collapsing whitespace
+    (:func:`normalize`), which also catches copies that differ only in
+    indentation.  Texts of fewer than :data:`MIN_SUMMARY_WORDS` words are too
+    short for any task and are not compared.
+    """
+    sets = _UnionFind(len(functions))
+    # The containers (codes and docstrings), indexed by their words.  Every
+    # inner word of a text (all but its first and last) is a whole word of any
+    # text that contains it, so the container list of its rarest inner word
+    # holds every candidate.
+    containers: list[tuple[int, str]] = []
+    by_word: dict[str, list[int]] = {}
+    for index, function in enumerate(functions):
+        for text in (function.code, function.docstring):
+            if text is None:
+                continue
+            slot = len(containers)
+            key = normalize(text)
+            containers.append((index, key))
+            for word in set(key.split(" ")):
+                by_word.setdefault(word, []).append(slot)
+    for index, function in enumerate(functions):
+        for text in shown_texts(function):
+            key = normalize(text)
+            inner = key.split(" ")[1:-1]
+            if len(inner) < MIN_SUMMARY_WORDS - 2:
+                continue
+            rarest = min(inner, key=lambda word: len(by_word.get(word, ())))
+            for slot in by_word.get(rarest, ()):
+                owner, container = containers[slot]
+                if owner != index and key in container:
+                    sets.union(owner, index)
+    return [sets.find(index) for index in range(len(functions))]
+
+
+def assign_splits(groups: Sequence[int], samples: Sequence[Sample], *, seed: int) -> dict[int, str]:
+    """The split of every group that has a pair in some task.
+
+    Groups are visited in a random order (bigger groups first, so the small
+    ones can even out the counts); each goes to the split that most lacks
+    pairs, relative to its target, in the tasks the group has pairs in.  Then
+    single groups are moved, or two swapped, while that brings the per-task
+    counts closer to :func:`split_sizes` (usually exactly onto them).
+    """
+    weights: dict[int, list[int]] = {}
+    for task, sample in enumerate(samples):
+        for index, _ in sample.pairs:
+            weights.setdefault(groups[index], [0] * len(samples))[task] += 1
+    targets = [split_sizes(len(sample.pairs)) for sample in samples]
+    counts = [dict.fromkeys(SPLITS, 0) for _ in samples]
+
+    order = sorted(weights)
+    rng = random.Random(f"{seed}:splits")
+    rng.shuffle(order)
+    order.sort(key=lambda group: -sum(weights[group]))  # stable: random among equals
+
+    def need(group: int, split: str) -> float:
+        # How much the split still lacks, relative to its target, in the group's tasks.
+        return sum(
+            weight * (targets[task][split] - counts[task][split]) / max(targets[task][split], 1)
+            for task, weight in enumerate(weights[group])
+            if weight
+        )
+
+    split_of: dict[int, str] = {}
+    for group in order:
+        best = max(SPLITS, key=lambda split: need(group, split))  # ties: the first in SPLITS
+        split_of[group] = best
+        for task, weight in enumerate(weights[group]):
+            counts[task][best] += weight
+
+    def error_change(moves: Sequence[tuple[int, str]]) -> int:
+        # Change of the total distance to the targets if each group moves to its new split.
+        delta: dict[tuple[int, str], int] = {}
+        for group, target in moves:
+            for task, weight in enumerate(weights[group]):
+                if weight:
+                    delta[task, split_of[group]] = delta.get((task, split_of[group]), 0) - weight
+                    delta[task, target] = delta.get((task, target), 0) + weight
+        return sum(
+            abs(counts[task][split] + change - targets[task][split]) - abs(counts[task][split] - targets[task][split])
+            for (task, split), change in delta.items()
+        )
+
+    # Repair: the best single move, or swap of two groups, while one helps.
+    # Groups with the same split and the same pairs per task are interchangeable,
+    # so only the first of each kind (in the random order) is tried.
+    while True:
+        kinds: dict[tuple[str, tuple[int, ...]], int] = {}
+        for group in order:
+            kinds.setdefault((split_of[group], tuple(weights[group])), group)
+        firsts = list(kinds.values())
+        options: list[list[tuple[int, str]]] = [[(group, split)] for group in firsts for split in SPLITS if split != split_of[group]]
+        options += [
+            [(first, split_of[second]), (second, split_of[first])]
+            for i, first in enumerate(firsts)
+            for second in firsts[i + 1 :]
+            if split_of[first] != split_of[second]
+        ]
+        best_change, best = 0, None
+        for moves in options:
+            change = error_change(moves)
+            if change < best_change:
+                best_change, best = change, moves
+        if best is None:
+            break
+        for group, target in best:
+            for task, weight in enumerate(weights[group]):
+                counts[task][split_of[group]] -= weight
+                counts[task][target] += weight
+            split_of[group] = target
+    return split_of
 
 
 # ---------------------------------------------------------------------------
@@ -416,7 +613,7 @@ class BuiltTask:
 
 
 def split_sizes(n: int) -> dict[str, int]:
-    """Queries per split: 60% train, 10% dev, the rest (~30%) test."""
+    """Target queries per split: 60% train, 10% dev, the rest (~30%) test."""
     sizes: dict[str, int] = {}
     for name, fraction in SPLIT_FRACTIONS:
         sizes[name] = int(round(n * fraction))
@@ -445,8 +642,8 @@ def write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def build_task(spec: TaskSpec, functions: Sequence[Function], out: Path, *, per_task: int, seed: int) -> BuiltTask:
-    """Sample, split, assign ids and write one task folder."""
+def sample_task(spec: TaskSpec, functions: Sequence[Function], *, per_task: int, seed: int) -> Sample:
+    """Collect a task's pairs, keep ``per_task`` of them at random and draw its document numbering."""
     pairs = collect_pairs(functions, spec.make_pair)
     if not pairs:
         raise SystemExit(f"build_mini: no usable functions for task {spec.name}")
@@ -456,35 +653,37 @@ def build_task(spec: TaskSpec, functions: Sequence[Function], out: Path, *, per_
     rng = random.Random(f"{seed}:{spec.name}")
     rng.shuffle(pairs)
     pairs = pairs[:per_task]
-    n = len(pairs)
-
     # Query ids follow the shuffled order; document ids are a second, independent
     # permutation, so the number in a query id says nothing about its answer's.
-    doc_numbers = list(range(n))
+    doc_numbers = list(range(len(pairs)))
     rng.shuffle(doc_numbers)
+    return Sample(spec=spec, pairs=pairs, doc_numbers=doc_numbers, candidates=candidates)
+
+
+def write_task(sample: Sample, split_of_function: Callable[[int], str], out: Path) -> BuiltTask:
+    """Assign ids and write one task folder; each pair goes to its function's split."""
+    spec, pairs = sample.spec, sample.pairs
+    n = len(pairs)
     width = max(6, len(str(n - 1)))
     query_ids = [f"{spec.prefix}-q{i:0{width}d}" for i in range(n)]
-    doc_ids = [f"{spec.prefix}-d{doc_numbers[i]:0{width}d}" for i in range(n)]
-
-    sizes = split_sizes(n)
-    split_of: list[str] = []
-    for name in SPLITS:
-        split_of.extend([name] * sizes[name])
+    doc_ids = [f"{spec.prefix}-d{sample.doc_numbers[i]:0{width}d}" for i in range(n)]
+    split_of = [split_of_function(index) for index, _ in pairs]
+    sizes = {name: split_of.count(name) for name in SPLITS}
 
     task_dir = out / spec.name
     # Files are sorted by id so their order carries no information either.
     corpus = sorted(
-        ({"_id": doc_ids[i], "title": "", "text": pairs[i].document} for i in range(n)),
+        ({"_id": doc_ids[i], "title": "", "text": pairs[i][1].document} for i in range(n)),
         key=lambda record: record["_id"],
     )
-    queries = [{"_id": query_ids[i], "text": pairs[i].query} for i in range(n)]
+    queries = [{"_id": query_ids[i], "text": pairs[i][1].query} for i in range(n)]
     write_bytes(task_dir / "corpus.jsonl.gz", gzip_bytes(jsonl_bytes(corpus)))
     write_bytes(task_dir / "queries.jsonl.gz", gzip_bytes(jsonl_bytes(queries)))
     for name in SPLITS:
         rows = ["query-id\tcorpus-id\tscore\n"]
         rows += [f"{query_ids[i]}\t{doc_ids[i]}\t1\n" for i in range(n) if split_of[i] == name]
         write_bytes(task_dir / "qrels" / f"{name}.tsv", "".join(rows).encode("utf-8"))
-    return BuiltTask(spec=spec, corpus_size=n, queries=sizes, candidates=candidates)
+    return BuiltTask(spec=spec, corpus_size=n, queries=sizes, candidates=sample.candidates)
 
 
 # ---------------------------------------------------------------------------
@@ -514,10 +713,11 @@ def benchmark_definition(built: Sequence[BuiltTask], *, seed: int) -> dict:
             "python_version": version,
             "license": "PSF-2.0",
             "seed": seed,
+            "split_unit": "function group, shared by all tasks",
         }
     return {
         "name": "mini",
-        "version": "1",
+        "version": BENCHMARK_VERSION,
         "description": (
             "A small code-retrieval benchmark in BEIR layout, built from the functions and methods of "
             f"the CPython {version} standard library: docstring summary to code, first half of a "
@@ -549,6 +749,10 @@ def readme_text(built: Sequence[BuiltTask], *, seed: int, per_task: int) -> str:
     # sys.version verbatim (a code span keeps its spacing); only a line break,
     # which some builds have, would break the Markdown.
     exact_version = sys.version.replace("\n", " ")
+    if all(t.queries == split_sizes(t.corpus_size) for t in built):
+        exactness = "here every task's counts are exact"
+    else:
+        exactness = "here some counts are off by a few"
     return f"""# mini — a small code-retrieval benchmark from the Python standard library
 
 `mini` is bundled with the grader for tests, demos and smoke runs. It follows
@@ -589,8 +793,23 @@ Filters: docstring summary of at least {MIN_SUMMARY_WORDS} words (text2code,
 code2text); at least {MIN_BODY_LINES} non-blank body lines, {MIN_CODE2CODE_BODY_LINES}
 for code2code; queries and documents at most {MAX_CHARS:,} characters;
 duplicates (same text after case-folding and collapsing whitespace) among the
-queries or among the documents of a task are dropped. Splits are about 60% train,
-10% dev, 30% test of the queries. Random seed: {seed}.
+queries or among the documents of a task are dropped. Random seed: {seed}.
+
+Splits are assigned to functions, not to pairs: a function is in the same
+split in every task it appears in, so no train query or document of any task
+comes from a function that is dev or test in another. Functions that share a
+text are one unit (a *group*): same code, docstring or summary, or a text that
+one of them shows (code, code2code half, docstring, summary; at least
+{MIN_SUMMARY_WORDS} words) lying inside the code or docstring of the other,
+after case-folding and collapsing whitespace. That covers copies of a function
+in two modules, and deduplication keeping a different copy in different tasks.
+Groups are visited in a random order (seeded) and each is put where its tasks'
+splits most lack queries; moves and swaps of single groups then bring each
+task's counts to 60% train, 10% dev and 30% test of its queries, rounded (or
+as near as whole groups allow; {exactness}).
+This is version {BENCHMARK_VERSION} of `mini`; version 1 split each task on its
+own, which put many dev and test functions in another task's train split, so
+scores on the two versions are not comparable.
 
 - Python: `{exact_version}` (version {python_version()})
 - Platform: `{platform.platform()}`
@@ -629,7 +848,10 @@ def build(out: Path, stdlib: Path, *, per_task: int = DEFAULT_PER_TASK, seed: in
         raise SystemExit(f"build_mini: standard library folder not found: {stdlib}")
     # Materialise once: every task reads the same functions, in the same order.
     functions = list(iter_functions(stdlib))
-    built = [build_task(spec, functions, out, per_task=per_task, seed=seed) for spec in TASKS]
+    samples = [sample_task(spec, functions, per_task=per_task, seed=seed) for spec in TASKS]
+    groups = function_groups(functions)
+    split_of_group = assign_splits(groups, samples, seed=seed)
+    built = [write_task(sample, lambda index: split_of_group[groups[index]], out) for sample in samples]
     definition = benchmark_definition(built, seed=seed)
     validate_definition(definition)
     write_bytes(out / "benchmark.json", (json.dumps(definition, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -29,3 +29,27 @@ def small_task(tmp_path: Path) -> Path:
         queries=[{"_id": "q1", "text": "add two numbers"}, {"_id": "q2", "text": "print"}, {"_id": "q3", "text": "unjudged"}],
         qrels={"test": [("q1", "d1", 1), ("q2", "d2", 2)], "dev": [("q2", "d3", 1)]},
     )
+
+
+# --------------------------------------------------------------------------- Docker sandbox tests
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "docker(*images): starts real containers; needs a Docker engine and the named images. "
+        "Skipped when either is missing, unless GRADER_REQUIRE_DOCKER=1 (CI), which makes that a failure.",
+    )
+
+
+@pytest.fixture
+def docker_engine(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A docker SDK client, once the engine answers and every image named by the test's ``docker`` markers exists.
+
+    Otherwise the test is skipped with the reason, or failed with it when
+    ``GRADER_REQUIRE_DOCKER=1`` is set.
+    """
+    from tests.sandbox_support import require_docker
+
+    images = [image for marker in request.node.iter_markers("docker") for image in marker.args]
+    return require_docker(images)

@@ -11,6 +11,7 @@ import ast
 import gzip
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -153,6 +154,104 @@ def test_no_duplicate_texts(task) -> None:
     query_keys = [normalize(t) for t in queries.values()]
     assert len(doc_keys) == len(set(doc_keys)), f"{name}: duplicate documents"
     assert len(query_keys) == len(set(query_keys)), f"{name}: duplicate queries"
+
+
+class TextIndex:
+    """Texts, searchable for the ones containing a given text.
+
+    Every inner word of a text (all but its first and last, split on
+    whitespace) is a whole word of any text that contains it, so only the
+    texts holding its rarest inner word need a substring test.
+    """
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.by_word: dict[str, list[int]] = {}
+        for index, text in enumerate(texts):
+            for word in set(text.split()):
+                self.by_word.setdefault(word, []).append(index)
+        # "\0" never occurs in a text, so no match spans two texts.
+        self.joined = "\0".join(texts)
+
+    def contains(self, text: str) -> bool:
+        """Does some text of the index contain ``text``?"""
+        inner = text.split()[1:-1]
+        if not inner:
+            return text in self.joined
+        rarest = min(inner, key=lambda word: len(self.by_word.get(word, ())))
+        return any(text in self.texts[index] for index in self.by_word.get(rarest, ()))
+
+
+def texts_by_side(root: Path) -> dict[tuple[str, str], list[str]]:
+    """(task, "train" or "held-out") -> the texts of its queries and judged documents."""
+    result: dict[tuple[str, str], list[str]] = {}
+    for name in TASKS:
+        queries, corpus, qrels = load_task(root / name)
+        for split in SPLITS:
+            texts = result.setdefault((name, "train" if split == "train" else "held-out"), [])
+            for qid, did, _ in qrels[split]:
+                texts += [queries[qid], corpus[did]["text"]]
+    return result
+
+
+def equal_text_leaks(texts: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Train texts of any task that equal (after :func:`normalize`) a dev/test text of any task.
+
+    The tasks share their functions: a function's code is a text2code document
+    and a code2text query, its docstring a code2text document, its summary a
+    text2code query.  A train text equal to a dev/test text means that a
+    held-out function (or a copy of it) is in the training data.
+    """
+    held_out = {normalize(text) for name in TASKS for text in texts[name, "held-out"]}
+    return [f"{name}: {text[:200]!r}" for name in TASKS for text in texts[name, "train"] if normalize(text) in held_out]
+
+
+def inside_text_leaks(texts: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Texts of one task's train split inside a dev/test text of another task, or the reverse.
+
+    code2code shows halves of a function: its train query (header + first
+    half) or document (second half) lying inside another task's dev/test code
+    means that function is held out there; a held-out text inside a train text
+    leaks just as well.
+    """
+    indexes = {key: TextIndex(values) for key, values in texts.items()}
+    found = []
+    for name in TASKS:
+        for other in TASKS:
+            if other == name:
+                continue
+            for inner, outer in (("train", "held-out"), ("held-out", "train")):
+                found += [
+                    f"{name} {inner} inside {other} {outer}: {text[:200]!r}"
+                    for text in texts[name, inner]
+                    if indexes[other, outer].contains(text)
+                ]
+    return found
+
+
+@pytest.fixture(scope="module")
+def bundled_texts() -> dict[tuple[str, str], list[str]]:
+    return texts_by_side(MINI)
+
+
+def test_text_index_finds_contained_texts() -> None:
+    index = TextIndex(["def f(x):\n    y = x + 1\n    return y", "Return the sum of the values."])
+    assert index.contains("    y = x + 1\n    return y")
+    assert index.contains("y = x + 1\n    ret")
+    assert index.contains("the sum of")
+    assert index.contains("sum")
+    assert not index.contains("y = x + 2\n    return y")
+    assert not index.contains("values.x")
+
+
+def test_no_train_text_is_a_held_out_text(bundled_texts) -> None:
+    leaks = equal_text_leaks(bundled_texts)
+    assert not leaks, f"{len(leaks)} train texts are dev/test texts, e.g. {leaks[:3]}"
+
+
+def test_no_train_text_inside_a_held_out_text_of_another_task(bundled_texts) -> None:
+    leaks = inside_text_leaks(bundled_texts)
+    assert not leaks, f"{len(leaks)} texts cross between train and dev/test, e.g. {leaks[:3]}"
 
 
 def test_ids_give_no_hint(task) -> None:
@@ -462,3 +561,180 @@ def test_builder_ids_and_splits(tmp_path: Path) -> None:
         rows = [row for split in SPLITS for row in qrels[split]]
         same = sum(1 for qid, did, _ in rows if qid.split("-")[1][1:] == did.split("-")[1][1:])
         assert same <= 5, f"{name}: document ids follow query ids"
+
+
+def function_splits(out: Path) -> dict[str, set[tuple[str, str]]]:
+    """Function name -> the (task, split) pairs it is in, for functions named ``def <name>(`` in every task's query or document."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for name in TASKS:
+        queries, corpus, qrels = load_task(out / name)
+        for split in SPLITS:
+            for qid, did, _ in qrels[split]:
+                code = queries[qid] if name != "text2code" else corpus[did]["text"]
+                match = re.match(r"(?:async )?def (\w+)\(", code)
+                assert match, code
+                found.setdefault(match.group(1), set()).add((name, split))
+    return found
+
+
+def test_builder_splits_by_function(tmp_path: Path) -> None:
+    # 60 functions, each in all three tasks: split per task, a function would
+    # almost surely be train in one task and dev or test in another.
+    root = tmp_path / "stdlib"
+    root.mkdir()
+    (root / "many.py").write_text(
+        "\n\n".join(
+            f'def function_{i}(value):\n'
+            f'    """Return value number {i} after {i} distinct transformation steps."""\n'
+            f'    a = value + {i}\n    b = a * {i + 1}\n    c = b - {i + 2}\n'
+            f'    d = c // {i + 3}\n    e = d % {i + 4}\n    return e\n'
+            for i in range(60)
+        )
+    )
+    out = tmp_path / "out"
+    load_builder().build(out, root)
+    splits = function_splits(out)
+    assert len(splits) == 60
+    for function, seen in splits.items():
+        assert {task for task, _ in seen} == set(TASKS), function
+        assert len({split for _, split in seen}) == 1, f"{function} is in several splits: {sorted(seen)}"
+    train = {f for f, seen in splits.items() if ("text2code", "train") in seen or ("code2code", "train") in seen or ("code2text", "train") in seen}
+    held_out = {f for f, seen in splits.items() if any(split != "train" for _, split in seen)}
+    assert len(train) == 36 and len(held_out) == 24 and not train & held_out
+    texts = texts_by_side(out)
+    assert not equal_text_leaks(texts)
+    assert not inside_text_leaks(texts)
+
+
+def test_builder_splits_copies_together(tmp_path: Path) -> None:
+    # The same code in two modules: a.py's copy has a docstring too short for
+    # text2code and code2text, so code2code keeps a.py's copy (first in source
+    # order) and the other tasks keep b.py's.  The two are different functions
+    # but one group, so they share their split.
+    root = tmp_path / "stdlib"
+    root.mkdir()
+    bodies = [
+        f"    total = {i}\n    for item in items:\n        total += item * {i + 1}\n"
+        f"    if total > {i + 2}:\n        total -= {i + 3}\n    count = len(items) + {i}\n    return total, count\n"
+        for i in range(40)
+    ]
+    (root / "a.py").write_text("\n\n".join(f'def checksum_{i}(items):\n    """Do it."""\n{body}' for i, body in enumerate(bodies)))
+    (root / "b.py").write_text(
+        "\n\n".join(f'def checksum_{i}(items):\n    """Return checksum number {i} of the given items."""\n{body}' for i, body in enumerate(bodies))
+    )
+    out = tmp_path / "out"
+    load_builder().build(out, root)
+    splits = function_splits(out)
+    assert len(splits) == 40
+    for function, seen in splits.items():
+        assert {task for task, _ in seen} == set(TASKS), function
+        assert len({split for _, split in seen}) == 1, f"{function} is in several splits: {sorted(seen)}"
+    texts = texts_by_side(out)
+    assert not equal_text_leaks(texts)
+    assert not inside_text_leaks(texts)
+
+
+GROUPS_ONE = '''\
+def total(values):
+    """Add up the values of a list of numbers."""
+    result = 0
+    for value in values:
+        result += value
+    if result < 0:
+        result = 0
+    return result
+
+
+def same_summary(items):
+    """Add up the values of a list of numbers.
+
+    Items that are None count as zero.
+    """
+    acc = 0
+    for item in items:
+        acc += item or 0
+    return acc
+
+
+def quotes_a_summary(items):
+    """Like total, this will add up the values of a list of numbers. Then it doubles them."""
+    doubled = 0
+    for item in items:
+        doubled += 2 * item
+    return doubled
+
+
+def walk(tree):
+    """Visit every node of the tree in depth-first order."""
+    stack = [tree]
+    seen = []
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(node.children)
+    return seen
+
+
+def holds_a_tail(tree, limit):
+    """Collect the nodes of a tree up to a limit."""
+    stack = [tree]
+    seen = []
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(node.children)
+    return seen[:limit]
+
+
+def alone(text):
+    """Split a text into words and count them by length."""
+    counts = {}
+    for word in text.split():
+        size = len(word)
+        counts[size] = counts.get(size, 0) + 1
+    return counts
+'''
+
+GROUPS_TWO = '''\
+class Copy:
+    def total(values):
+        """Sum some numbers, a copy in another module."""
+        result = 0
+        for value in values:
+            result += value
+        if result < 0:
+            result = 0
+        return result
+
+
+def walk(tree):
+    """Visit every node of the tree and then print the count."""
+    stack = [tree]
+    seen = []
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(node.children)
+    print(len(seen))
+    return seen
+'''
+
+
+def test_function_groups(tmp_path: Path) -> None:
+    builder = load_builder()
+    root = tmp_path / "stdlib"
+    root.mkdir()
+    (root / "one.py").write_text(GROUPS_ONE)
+    (root / "two.py").write_text(GROUPS_TWO)
+    functions = list(builder.iter_functions(root))
+    groups = dict(zip((f.qualname for f in functions), builder.function_groups(functions)))
+    assert len(groups) == len(functions) == 8
+    # one.total: same code as two.Copy.total (dedented), same summary as
+    # same_summary, its summary inside quotes_a_summary's docstring.
+    total = groups["one.total"]
+    assert groups["two.Copy.total"] == groups["one.same_summary"] == groups["one.quotes_a_summary"] == total == 0
+    # one.walk: its code2code second half lies in holds_a_tail, its first half
+    # (header included) in two.walk, the same function with a line added.
+    walk = groups["one.walk"]
+    assert groups["one.holds_a_tail"] == groups["two.walk"] == walk != total
+    assert groups["one.alone"] not in (total, walk)

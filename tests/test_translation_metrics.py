@@ -14,6 +14,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+import crystalbleu  # runtime dependencies: a missing one fails, never skips
+import nltk.translate.meteor_score as nltk_meteor
 import pytest
 from click.testing import CliRunner
 
@@ -22,9 +24,6 @@ from grader.translation import files as translation_files
 from grader.translation.metrics import crystal_bleu, meteor, ngram_frequencies, tokenize, trivially_shared_ngrams
 from grader.translation.scoring import IgnoredNGrams, score_files, score_translations
 from grader.translation.wordnet import REQUIRED_FILES, WordNetUnavailable, load_wordnet
-
-crystalbleu = pytest.importorskip("crystalbleu")
-nltk_meteor = pytest.importorskip("nltk.translate.meteor_score")
 
 # The sentences of NLTK's meteor_score docstring (nltk/translate/meteor_score.py).
 HYPOTHESIS1 = ["It", "is", "a", "guide", "to", "action", "which", "ensures", "that", "the", "military", "always", "obeys", "the", "commands", "of", "the", "party"]

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
-from grader.data.benchmark import Benchmark
 from grader.errors import GraderError, TaskFailure
 from grader.grading.runner import InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox, RUNNER_IMAGE
 from grader.metrics.policy import evaluate
@@ -26,7 +25,7 @@ from grader.sandbox.staging import stage_task
 from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
-from grader.submissions.manifest import DockerManifest, load_manifest
+from grader.submissions.manifest import load_manifest
 
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
 _OUTPUT_CODES = {"OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE"}
@@ -197,7 +196,6 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
 def _validate(task_run: _TaskRun, manifest: Any, options: RunOptions) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
-    query_ids = [q.id for q in task_run.inputs.queries]
     if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
         return []
     staged = task_run.staged

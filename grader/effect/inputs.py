@@ -55,7 +55,7 @@ class RunFolder:
             raise InputError("expected a report object", path=report_path)
         for field, kind in (("tasks", dict), ("benchmark", dict), ("subject", dict)):
             if not isinstance(report.get(field), kind):
-                raise InputError(f"missing or not an object", path=report_path, field=field)
+                raise InputError("missing or not an object", path=report_path, field=field)
         return cls(role, folder, report_path, report)
 
     @property

@@ -9,12 +9,21 @@ from typing import Any
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
-from grader.runs.run import Run
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
 from grader.sandbox.staging import stage_task
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
+
+
+def _require_tar_inside(folder: Path, reference: str) -> None:
+    """A ``docker save`` tar a submission names must lie inside it: no absolute path, ``..`` or link out."""
+    if not reference.endswith(".tar"):
+        return
+    candidate = Path(reference)
+    inside = not candidate.is_absolute() and (folder / candidate).resolve().is_relative_to(folder.resolve())
+    if not inside:
+        raise TaskFailure("IMAGE_INVALID", f"image {reference!r}: a docker save .tar must be a file inside the submission", hint="put the .tar in the submission folder and name it by a relative path")
 
 
 class DockerTaskGrader:
@@ -35,6 +44,7 @@ class DockerTaskGrader:
         if isinstance(manifest, DockerManifest):
             if manifest.mode == "translate":
                 raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
+            _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder)
             return cls(image, manifest.mode, manifest, [], {}, options)
         if isinstance(manifest, OnnxManifest):

@@ -25,12 +25,20 @@ CHUNK_ENTRIES = 1 << 20
 def byte_order_ranks(vocabulary: Sequence[str]) -> np.ndarray:
     """Rank of each id in byte-wise (UTF-8) order.
 
-    Python compares ``str`` by code point, which is the order of their UTF-8
-    bytes, so sorting the strings gives ``strcmp`` order without encoding them.
+    Arrow sorts the UTF-8 bytes (several times faster than sorting Python
+    strings). Python compares ``str`` by code point, which is the same order, so
+    ids Arrow cannot take (lone surrogates, from a JSON escape) are sorted as
+    Python strings instead.
     """
-    order = sorted(range(len(vocabulary)), key=vocabulary.__getitem__)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        order = pc.sort_indices(pa.array(vocabulary, type=pa.string())).to_numpy()
+    except (pa.ArrowException, UnicodeEncodeError):
+        order = np.asarray(sorted(range(len(vocabulary)), key=vocabulary.__getitem__), dtype=np.int64)
     ranks = np.empty(len(vocabulary), dtype=np.int64)
-    ranks[np.asarray(order, dtype=np.int64)] = np.arange(len(vocabulary), dtype=np.int64)
+    ranks[order] = np.arange(len(vocabulary), dtype=np.int64)
     return ranks
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -101,20 +102,13 @@ class OnnxEncoder:
             batch_texts = [prefix + text for text in texts[start : start + chunk]]
             encodings = self.tokenizer.encode_batch(batch_texts)
             truncated += sum(1 for encoding in encodings if encoding.overflowing)
-            lengths = np.array([len(encoding.ids) for encoding in encodings], dtype=np.int64)
+            token_ids = [encoding.ids for encoding in encodings]
+            type_ids = [encoding.type_ids for encoding in encodings]
+            lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
             # Stable sort by length: equal lengths keep input order, so batches are deterministic.
             order = np.argsort(lengths, kind="stable") if self.batching.sort_by_length else np.arange(len(lengths))
             for indices in self._batches(order, lengths):
-                longest = int(lengths[indices].max())
-                ids = np.zeros((len(indices), longest), dtype=np.int64)
-                mask = np.zeros((len(indices), longest), dtype=np.int64)
-                types = np.zeros((len(indices), longest), dtype=np.int64)
-                for row, index in enumerate(indices):
-                    encoding = encodings[index]
-                    n = len(encoding.ids)
-                    ids[row, :n] = encoding.ids
-                    mask[row, :n] = 1
-                    types[row, :n] = encoding.type_ids
+                ids, mask, types = _pad(indices, lengths, token_ids, type_ids)
                 vectors, _ = self._run_batch(ids, mask, types)
                 out[start + indices] = vectors
                 if progress is not None:
@@ -156,6 +150,19 @@ class OnnxEncoder:
         if self.manifest.normalize:
             vectors = l2_normalize(vectors)
         return vectors.astype(np.float32, copy=False), mask_array
+
+
+def _pad(indices: np.ndarray, lengths: np.ndarray, token_ids: list[list[int]], type_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-pad the rows ``indices`` with zeros to the longest of them: (ids, mask, types), int64."""
+    rows = lengths[indices]
+    filled = np.arange(int(rows.max()) if len(rows) else 0) < rows[:, None]
+    total = int(rows.sum())
+    ids = np.zeros(filled.shape, dtype=np.int64)
+    types = np.zeros(filled.shape, dtype=np.int64)
+    # Boolean assignment fills row by row, left to right: the rows' tokens concatenated in order.
+    ids[filled] = np.fromiter(chain.from_iterable(token_ids[i] for i in indices), dtype=np.int64, count=total)
+    types[filled] = np.fromiter(chain.from_iterable(type_ids[i] for i in indices), dtype=np.int64, count=total)
+    return ids, filled.astype(np.int64), types
 
 
 def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:

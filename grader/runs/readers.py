@@ -10,11 +10,10 @@ file with an error, is re-read line by line so the error names its line.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
@@ -108,38 +107,40 @@ class _NeedsLineByLine(Exception):
     """The fast reader cannot take this file, or found an error to locate."""
 
 
-# Bytes of the file parsed at a time. Chunks bound the memory of a big run to its
-# final arrays plus one chunk's table; each chunk is still parsed by several threads
-# (in blocks of _BLOCK_BYTES). Larger chunks mean fewer partial vocabularies to merge.
-_CHUNK_BYTES = 1 << 27
-_BLOCK_BYTES = 1 << 24
-
-
 def _read_trec_arrow(path: Path) -> Run:
-    """Read a single-space-separated TREC run with pyarrow, a chunk of lines at a time.
+    """Read a single-space-separated TREC run with pyarrow, a piece of the file at a time.
 
-    Per chunk, only the query id, doc id and score columns are converted; the doc
-    ids are dictionary-encoded (a chunk's own vocabulary, in first-appearance
-    order) and the chunk's table is dropped, keeping int32 codes and float64
-    scores. At the end one encoding of the concatenated chunk vocabularies gives
-    the run's vocabulary (first appearance over the file, as encoding the whole
-    column would) and maps chunk codes to it.
+    Only the query id, doc id and score columns are converted. Scores go straight
+    into a growing float64 array and query ids into runs of lines; doc ids are
+    held as strings only until a group of lines is complete, then
+    dictionary-encoded in one pass together with the vocabulary so far, which
+    yields int32 codes for the group and the extended vocabulary (first
+    appearance over the file, as encoding the whole column at once would). Peak
+    memory is the run's final arrays plus one group's doc id strings, not the
+    whole file as a table.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    chunks = _TrecChunks()
     try:
-        with open(path, "rb") as handle:
-            while chunks.read_chunk(handle):
+        # Decompresses by extension (.gz, .bz2, .zst, .lz4), as pyarrow.csv.read_csv(path) does.
+        stream = pa.input_stream(str(path))
+        compressed = isinstance(stream, pa.CompressedInputStream)
+        # A guess of the text's size, for the first allocation; a compressed run grows as needed.
+        reader = _TrecPieces(path.stat().st_size * (6 if compressed else 1))
+        with stream:
+            while reader.read_piece(stream):
                 pass
+        reader.encode_pending_docs()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OSError):
         raise _NeedsLineByLine from None
-    if chunks.n_entries == 0:
+    if reader.n_entries == 0:
         raise _NeedsLineByLine
-    query_ids, offsets, doc_codes, scores = chunks.grouped_by_query()
-    docs, doc_codes = chunks.vocabulary(doc_codes)
-    del chunks
+    docs = reader.vocabulary
+    query_ids, offsets, doc_codes, scores = reader.grouped_by_query()
+    del reader
+    # Arrow's allocator keeps freed pieces for reuse; none will come, so give them back.
+    pa.default_memory_pool().release_unused()
     if pc.any(pc.match_substring_regex(docs, "[\\x00\\t\\r\\n]")).as_py():
         raise _NeedsLineByLine
     # Arrow orders strings byte-wise, which is trec_eval's strcmp order.
@@ -153,51 +154,69 @@ def _read_trec_arrow(path: Path) -> Run:
         raise _NeedsLineByLine from None
 
 
-# Bytes of the file parsed at a time. Chunks bound the memory of a big run to its
-# final arrays plus one chunk's table; each chunk is still parsed by several threads
-# (in blocks of _BLOCK_BYTES). Larger chunks mean fewer chunk vocabularies to merge.
-_CHUNK_BYTES = 1 << 27
-_BLOCK_BYTES = 1 << 24
+# Bytes parsed at a time (by several threads, in blocks of _BLOCK_BYTES).
+_PIECE_BYTES = 1 << 25
+_BLOCK_BYTES = 1 << 23
+# Lines whose doc ids are encoded together. Each encoding pass also re-reads the
+# vocabulary so far, so larger groups waste less work on it; smaller groups hold
+# fewer strings (about 13 bytes a line) at a time.
+_GROUP_LINES = 1 << 23
 
 
-class _TrecChunks:
-    """A TREC run read chunk by chunk into growing code and score arrays, chunk vocabularies and query runs."""
+def _fill(stream: Any, view: memoryview) -> int:
+    """Read into ``view`` until it is full or the stream ends; the number of bytes read."""
+    total = 0
+    while total < len(view):
+        count = stream.readinto(view[total:])
+        if not count:
+            break
+        total += count
+    return total
 
-    def __init__(self) -> None:
-        # Grown in place by ndarray.resize (a realloc: no copy, no doubled peak).
-        self.codes = np.empty(0, dtype=np.int32)  # per entry: its chunk vocabulary's base + code in it
+
+class _TrecPieces:
+    """A TREC run read piece by piece into growing code and score arrays, a vocabulary and query runs."""
+
+    def __init__(self, size_hint: int) -> None:
+        self.size_hint = size_hint
+        # Sized from the file and the first piece's line length, generously: pages of
+        # an np.empty array that are never written never become resident.
+        self.codes = np.empty(0, dtype=np.int32)
         self.scores = np.empty(0, dtype=np.float64)
         self.n_entries = 0
-        self.chunk_vocabularies: list[Any] = []
-        self.n_chunk_words = 0
+        self.bytes_read = 0
+        self.vocabulary: Any = None  # pyarrow string array of the doc ids encoded so far
+        self.pending_docs: list[Any] = []  # doc id arrays of lines n_encoded..n_entries
+        self.n_encoded = 0
         # Query ids by first appearance, and where each run of lines of one query starts.
         self.query_index: dict[str, int] = {}
         self.run_starts: list[np.ndarray] = []
         self.run_queries: list[np.ndarray] = []
-        self.carry = b""  # the unfinished last line of the previous chunk
+        self.buffer = bytearray(0)  # reused: Arrow copies what it parses out of it
+        self.carry = 0  # bytes at the start of buffer: the unfinished last line of the previous piece
 
-    def read_chunk(self, handle: BinaryIO) -> bool:
-        """Parse and absorb the next chunk of whole lines; False once the file is consumed.
+    def read_piece(self, stream: Any) -> bool:
+        """Parse and absorb the next piece of whole lines; False once the file is consumed.
 
-        One method, so that the raw bytes, the parsed table and its columns are
-        each freed as soon as they are used (a caller's variable would keep them).
+        One method, so that the parsed table and its columns are each freed as soon
+        as they are used (a caller's variable would keep them alive).
         """
         import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.csv as pacsv
 
-        carry = self.carry
-        remaining = os.fstat(handle.fileno()).st_size - handle.tell()
-        buffer = bytearray(max(min(_CHUNK_BYTES, len(carry) + remaining), len(carry)))
-        buffer[: len(carry)] = carry
-        size = len(carry) + handle.readinto(memoryview(buffer)[len(carry) :])
-        at_end = size < _CHUNK_BYTES
+        if not self.buffer:
+            self.buffer = bytearray(min(_PIECE_BYTES, max(self.size_hint, 1 << 16)))
+        buffer = self.buffer
+        size = self.carry + _fill(stream, memoryview(buffer)[self.carry :])
+        at_end = size < len(buffer)
         cut = size if at_end else buffer.rfind(b"\n", 0, size) + 1
-        if cut == 0 and not at_end:
-            raise _NeedsLineByLine  # a line longer than a chunk: leave it to the line reader
-        self.carry = bytes(buffer[cut:size])
         if cut == 0:
-            return False
+            if at_end:
+                return False
+            # No line end in a full buffer: a line longer than the buffer, so widen it.
+            self.carry = size
+            buffer.extend(bytes(len(buffer)))
+            return True
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(buffer)[:cut]),
             read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES),
@@ -210,59 +229,80 @@ class _TrecChunks:
                 null_values=[],
             ),
         )
-        del buffer
+        buffer[: size - cut] = buffer[cut:size]
+        self.carry = size - cut
+        self.bytes_read += cut
         n = table.num_rows
-        query_column, doc_column, score_column = table.column("qid"), table.column("docid"), table.column("score")
-        del table
         first = self.n_entries
-        self._reserve(first + n)
-
-        # Doc ids: the chunk's codes, offset by the words of earlier chunk vocabularies.
-        docs = pc.dictionary_encode(doc_column).combine_chunks()
-        del doc_column
-        if self.n_chunk_words + len(docs.dictionary) > np.iinfo(np.int32).max:
-            raise _NeedsLineByLine  # beyond int32 codes (billions of lines): not this reader's job
-        np.add(docs.indices.to_numpy(zero_copy_only=False), self.n_chunk_words, out=self.codes[first : first + n], casting="unsafe")
-        self.chunk_vocabularies.append(docs.dictionary)
-        self.n_chunk_words += len(docs.dictionary)
-        del docs
-
+        if first + n > len(self.codes):
+            # Room for the rest of the file at 80% of the mean line length so far.
+            rest = max(self.size_hint - self.bytes_read, self.bytes_read // 2) * (first + n) // max(self.bytes_read, 1)
+            self._grow(first + n + rest + rest // 4 + 1024)
+        self.pending_docs.extend(table.column("docid").chunks)
+        self._add_queries(table.column("qid"), first)
         position = first
-        for block in score_column.chunks:
+        for block in table.column("score").chunks:
             self.scores[position : position + len(block)] = block.to_numpy(zero_copy_only=False)
             position += len(block)
-        del score_column
+        del table
+        self.n_entries += n
+        if self.n_entries - self.n_encoded >= _GROUP_LINES:
+            self.encode_pending_docs()
+        return not at_end
 
-        # Query codes by first appearance over the file, kept as runs of equal codes:
-        # a file grouped by query has as few runs as queries.
-        queries = pc.dictionary_encode(query_column).combine_chunks()
-        del query_column
-        names = queries.dictionary.to_pylist()
-        to_file_code = np.array([self.query_index.setdefault(name, len(self.query_index)) for name in names], dtype=np.int64)
+    def _add_queries(self, column: Any, first: int) -> None:
+        """Record the runs of lines of one query, with query codes by first appearance over the file."""
+        import pyarrow.compute as pc
+
+        queries = pc.dictionary_encode(column).combine_chunks()
+        to_file_code = np.array([self.query_index.setdefault(name, len(self.query_index)) for name in queries.dictionary.to_pylist()], dtype=np.int64)
         local = queries.indices.to_numpy(zero_copy_only=False)
         starts = np.concatenate(([0], np.flatnonzero(local[1:] != local[:-1]) + 1))
         self.run_starts.append(starts + first)
         self.run_queries.append(to_file_code[local[starts]])
-        self.n_entries += n
-        return not at_end
 
-    def _reserve(self, size: int) -> None:
-        if size > len(self.codes):
-            capacity = max(size, len(self.codes) + len(self.codes) // 2)
-            self.codes.resize(capacity, refcheck=False)
-            self.scores.resize(capacity, refcheck=False)
+    def encode_pending_docs(self) -> None:
+        """Encode the pending doc ids, after the vocabulary so far, into codes and a longer vocabulary."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.pending_docs:
+            return
+        known = self.vocabulary if self.vocabulary is not None else pa.array([], type=pa.string())
+        # The known words come first and are distinct, so they keep their codes.
+        encoded = pc.dictionary_encode(pa.chunked_array([known, *self.pending_docs], type=pa.string()))
+        self.pending_docs = []
+        if len(encoded.chunk(0).dictionary) > np.iinfo(np.int32).max:
+            raise _NeedsLineByLine  # beyond int32 codes (billions of ids): not this reader's job
+        new_codes = pa.chunked_array([chunk.indices for chunk in encoded.chunks]).slice(len(known))
+        self.vocabulary = encoded.chunk(0).dictionary
+        del encoded
+        position = self.n_encoded
+        for block in new_codes.chunks:
+            self.codes[position : position + len(block)] = block.to_numpy(zero_copy_only=False)
+            position += len(block)
+        self.n_encoded = position
+
+    def _grow(self, capacity: int) -> None:
+        """Reallocate to ``capacity`` entries (uninitialised: ndarray.resize would zero, and so touch, them all)."""
+        for name in ("codes", "scores"):
+            old = getattr(self, name)
+            new = np.empty(capacity, dtype=old.dtype)
+            new[: self.n_entries] = old[: self.n_entries]
+            setattr(self, name, new)
 
     def grouped_by_query(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """``(query_ids, offsets, codes, scores)``, entries grouped by query (stably), queries by first appearance."""
         n = self.n_entries
         codes, scores = self.codes, self.scores
         self.codes, self.scores = np.empty(0, dtype=np.int32), np.empty(0)
+        # Shrinking is a realloc that gives the unused tail back, without copying.
         codes.resize(n, refcheck=False)
         scores.resize(n, refcheck=False)
         query_ids = list(self.query_index)
         starts = np.concatenate(self.run_starts)
         queries = np.concatenate(self.run_queries)
-        # Join the two halves of a run split by a chunk boundary.
+        # Join the two halves of a run split by a piece boundary.
         keep = np.ones(len(starts), dtype=bool)
         keep[1:] = queries[1:] != queries[:-1]
         starts, queries = starts[keep], queries[keep]
@@ -275,23 +315,6 @@ class _TrecChunks:
             order = np.argsort(np.repeat(queries, lengths), kind="stable")
             codes, scores = codes[order], scores[order]
         return query_ids, offsets, codes, scores
-
-    def vocabulary(self, codes: np.ndarray) -> tuple[Any, np.ndarray]:
-        """The run's vocabulary (by first appearance) and ``codes`` mapped to it, in place."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if len(self.chunk_vocabularies) == 1:
-            return self.chunk_vocabularies.pop(), codes
-        merged = pc.dictionary_encode(pa.chunked_array(self.chunk_vocabularies)).combine_chunks()
-        self.chunk_vocabularies = []
-        remap = merged.indices.to_numpy(zero_copy_only=False)
-        vocabulary = merged.dictionary
-        del merged
-        step = 1 << 22  # bounded temporaries
-        for start in range(0, len(codes), step):
-            codes[start : start + step] = remap[codes[start : start + step]]
-        return vocabulary, codes
 
 
 def _read_trec_lines(path: Path) -> Run:

@@ -15,6 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
+from grader.data.ids import _FORBIDDEN as FORBIDDEN_ID_CHARACTERS  # the characters id_problem rejects
 from grader.data.ids import id_problem
 from grader.errors import RunFormatError
 from grader.metrics.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
@@ -89,20 +90,18 @@ class Run:
             seen: set[str] = set()
             duplicate = next(q for q in query_ids if q in seen or seen.add(q))  # type: ignore[func-returns-value]
             raise InvalidRun(RunProblem("query appears twice", duplicate, field="query_id"))
-        for query_id in query_ids:
-            problem = id_problem(query_id)
-            if problem:
-                raise InvalidRun(RunProblem(problem, str(query_id), field="query_id"))
+        bad = _first_invalid_id(query_ids)
+        if bad is not None:
+            raise InvalidRun(RunProblem(str(id_problem(query_ids[bad])), str(query_ids[bad]), field="query_id"))
         if not np.isfinite(scores).all():
             entry = int(np.flatnonzero(~np.isfinite(scores))[0])
             query = query_ids[segment_of(offsets, entry)]
             raise InvalidRun(RunProblem(f"score must be a finite number, got {scores[entry]!r}", query, doc_vocab[doc_codes[entry]]))
-        if not doc_ids_checked:
-            for code, doc_id in enumerate(doc_vocab):
-                problem = id_problem(doc_id)
-                if problem:
-                    entry = int(np.flatnonzero(doc_codes == code)[0])
-                    raise InvalidRun(RunProblem(problem, query_ids[segment_of(offsets, entry)], doc_id, field="doc_id"))
+        bad = None if doc_ids_checked else _first_invalid_id(doc_vocab)
+        if bad is not None:
+            entry = int(np.flatnonzero(doc_codes == bad)[0])
+            doc_id = doc_vocab[bad]
+            raise InvalidRun(RunProblem(str(id_problem(doc_id)), query_ids[segment_of(offsets, entry)], doc_id, field="doc_id"))
         if doc_ranks is None:
             doc_ranks = byte_order_ranks(doc_vocab)
         order_in_place(offsets, doc_codes, scores, doc_ranks)
@@ -148,6 +147,21 @@ class Run:
     def to_mapping(self) -> dict[str, dict[str, float]]:
         """``{query_id: {doc_id: score}}``, in trec order."""
         return {query_id: dict(self.ranking(query_id)) for query_id in self.query_ids}
+
+
+def _first_invalid_id(ids: tuple[str, ...]) -> int | None:
+    """Position of the first id that :func:`id_problem` rejects, or ``None``.
+
+    The common case (all valid) is checked in C-speed passes over the tuple and
+    one joined string; only an invalid id costs a Python loop, to find it.
+    """
+    if not ids:
+        return None
+    if set(map(type, ids)) == {str} and min(map(len, ids)) > 0:
+        joined = "".join(ids)
+        if not any(character in joined for character in FORBIDDEN_ID_CHARACTERS):
+            return None
+    return next((i for i, value in enumerate(ids) if id_problem(value)), None)
 
 
 def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, query_ids: tuple[str, ...], doc_vocab: tuple[str, ...]) -> None:

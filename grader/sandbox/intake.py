@@ -7,8 +7,10 @@ subject: it names exactly what ran.
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,29 @@ def _is_root(user: str) -> bool:
     return name in _ROOT_USERS
 
 
+def _without_tags(source_path: Path, target_path: Path) -> Path:
+    """A copy of a ``docker save`` tar that names no tags.
+
+    ``docker load`` applies the tags an archive carries, so a submission's tar could
+    re-point any local tag (the runner image, another submission's image). The copy
+    drops ``repositories`` and empties ``RepoTags``; intake then knows the image by ID only.
+    """
+    with tarfile.open(source_path) as source, tarfile.open(target_path, "w") as target:
+        for member in source:
+            if member.name in ("repositories", "./repositories"):
+                continue
+            data = source.extractfile(member) if member.isfile() else None
+            if member.name in ("manifest.json", "./manifest.json") and data is not None:
+                entries = json.loads(data.read(1 << 20))
+                for entry in entries:
+                    entry["RepoTags"] = None
+                payload = json.dumps(entries).encode("utf-8")
+                member.size = len(payload)
+                data = io.BytesIO(payload)
+            target.addfile(member, data)
+    return target_path
+
+
 def _load_tar(path: Path, max_bytes: int) -> str:
     """Load a ``docker save`` tar holding exactly one image; return its ID."""
     if path.stat().st_size > max_bytes:
@@ -56,11 +81,13 @@ def _load_tar(path: Path, max_bytes: int) -> str:
     config = manifest[0].get("Config", "")
     image_id = "sha256:" + Path(config).name.removesuffix(".json")
     client = docker_client()
-    try:
-        with open(path, "rb") as handle:
-            loaded = client.images.load(handle)
-    except Exception as exc:
-        raise SandboxUnavailable(f"docker could not load {path}: {type(exc).__name__}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="grader-image-") as scratch:
+        untagged = _without_tags(path, Path(scratch) / "image.tar")
+        try:
+            with open(untagged, "rb") as handle:
+                loaded = client.images.load(handle)
+        except Exception as exc:
+            raise SandboxUnavailable(f"docker could not load {path}: {type(exc).__name__}: {exc}") from None
     if len(loaded) != 1:
         raise TaskFailure("IMAGE_INVALID", f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
     return loaded[0].id if loaded[0].id else image_id
@@ -84,6 +111,11 @@ def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IM
             f"image {reference!r} is not present locally (the grader never pulls)",
             hint="build or `docker load` it first, or name a docker save .tar inside the submission",
         ) from None
+    except docker.errors.APIError as exc:
+        if exc.status_code != 400:  # the engine's fault, not the submission's
+            raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
+        # 400: the reference itself is malformed (upper case, spaces...): the submission's fault.
+        raise TaskFailure("IMAGE_INVALID", f"{reference!r} is not a valid image reference: {exc.explanation}") from None
     except Exception as exc:
         raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
     attrs = image.attrs

@@ -34,11 +34,13 @@ class SandboxedOutput:
     encoding: dict[str, Any] | None = None
 
 
-def classify(outcome: ContainerOutcome, output: OutputDir) -> None:
+def classify(outcome: ContainerOutcome, output: OutputDir, *, time_limit_s: float | None = None) -> None:
     """Raise the :class:`TaskFailure` that explains an unsuccessful container, if any."""
     tail = f"; last stderr line: {outcome.stderr_tail}" if outcome.stderr_tail else ""
     if outcome.timed_out:
-        raise TaskFailure("TIMEOUT", f"killed after the {outcome.elapsed_s:.0f} s time limit{tail}")
+        # The limit itself: the elapsed time also counts the kill and the wait for it.
+        limit = outcome.elapsed_s if time_limit_s is None else time_limit_s
+        raise TaskFailure("TIMEOUT", f"killed after the {limit:g} s time limit{tail}")
     if outcome.oom_killed:
         raise TaskFailure("OOM", f"killed by the kernel for exceeding the memory limit{tail}")
     if outcome.exit_code == _EXIT_FILE_TOO_LARGE or output.full():
@@ -74,7 +76,7 @@ def run_task_container(
         )
         if keep_output is not None:
             copy_outputs(output.path, keep_output, mode, max_bytes=limits.output_bytes)
-        classify(outcome, output)
+        classify(outcome, output, time_limit_s=limits.time_limit_s)
         top_k = int(staged.task_json["top_k"])
         if mode == "retrieve":
             bound = min(limits.output_bytes, max(1 << 20, len(staged.query_ids) * min(top_k, len(staged.doc_ids)) * _RUN_BYTES_PER_HIT))

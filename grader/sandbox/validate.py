@@ -38,7 +38,7 @@ def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence
     try:
         handle = open(path, encoding="utf-8", errors="strict")
     except FileNotFoundError:
-        result.errors.append(f"{label}: missing")
+        result.errors.append(f"{label}: was not written (OUTPUT_MISSING)")
         return result
     with handle:
         try:

@@ -3,8 +3,8 @@
 # Debian bookworm minbase with Python 3.11 on the host, add the non-root user
 # the sandbox runs as (uid 10001, `runner`, home /tmp), and `docker import` it.
 #
-#   images/base/build.sh            # no-op when the image exists
-#   FORCE=1 images/base/build.sh    # rebuild the image (reuses the cached rootfs)
+#   images/base/build.sh            # no-op when the image exists, built by this recipe
+#   FORCE=1 images/base/build.sh    # re-import the image (reuses the cached rootfs)
 #
 # The rootfs tarball is cached under ${GRADER_IMAGE_CACHE:-~/.cache/grader/images},
 # keyed by what goes into it, so a rebuild after `docker rmi` skips debootstrap.
@@ -20,16 +20,20 @@ CACHE="${GRADER_IMAGE_CACHE:-$HOME/.cache/grader/images}"
 
 log() { echo "base: $*"; }
 
-if [[ -z "${FORCE:-}" ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+# Bump RECIPE when the steps below change what ends up in the rootfs.
+RECIPE=2
+key="$(printf '%s\n' "$RECIPE" "$SUITE" "$MIRROR" "$PACKAGES" "$RUNNER_UID" | sha256sum | cut -c1-16)"
+
+# The image carries its recipe key as a label: present with the same key = done.
+if [[ -z "${FORCE:-}" ]] \
+        && [[ "$(docker image inspect -f '{{index .Config.Labels "grader.base.recipe"}}' "$IMAGE" 2>/dev/null)" == "$key" ]]; then
     log "$IMAGE already present ($(docker image inspect -f '{{.Size}}' "$IMAGE" | numfmt --to=iec))"
     exit 0
 fi
+
 [[ $EUID -eq 0 ]] || { echo "base: debootstrap needs root" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "base: debootstrap is missing (run scripts/setup-docker.sh)" >&2; exit 1; }
 
-# Bump RECIPE when the steps below change what ends up in the rootfs.
-RECIPE=1
-key="$(printf '%s\n' "$RECIPE" "$SUITE" "$MIRROR" "$PACKAGES" "$RUNNER_UID" | sha256sum | cut -c1-16)"
 tarball="$CACHE/rootfs-$SUITE-$key.tar"
 mkdir -p "$CACHE"
 
@@ -65,7 +69,9 @@ else
         "$root"/var/log/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
         "$root"/usr/share/info/* "$root"/tmp/* "$root"/root/.cache
     find "$root"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} +
-    find "$root" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
+    # Keep the stdlib's byte-code (py3compile made it): read-only containers
+    # cannot write it, and compiling at every start costs seconds.
+    chroot "$root" python3 -m compileall -q -j 0 /usr/lib/python3.11 >/dev/null 2>&1 || true
     : >"$root"/etc/resolv.conf
     echo grader >"$root"/etc/hostname
     rm -f "$root"/etc/machine-id && : >"$root"/etc/machine-id
@@ -75,6 +81,7 @@ else
         --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
         -cf "$tarball.part" .
     mv "$tarball.part" "$tarball"
+    find "$CACHE" -maxdepth 1 -name "rootfs-$SUITE-*.tar" ! -name "${tarball##*/}" -delete  # older recipes
     log "cached rootfs $tarball ($(du -h "$tarball" | cut -f1))"
 fi
 
@@ -87,6 +94,7 @@ docker import \
     --change 'ENV HOME=/tmp' \
     --change 'WORKDIR /' \
     --change 'CMD ["/bin/bash"]' \
+    --change "LABEL grader.base.recipe=$key" \
     --message "grader base: debian $SUITE minbase + $PACKAGES, user runner ($RUNNER_UID)" \
     "$tarball" "$IMAGE" >/dev/null
 log "imported $IMAGE in $((SECONDS - start)) s ($(docker image inspect -f '{{.Size}}' "$IMAGE" | numfmt --to=iec))"

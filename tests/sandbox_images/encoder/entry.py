@@ -24,7 +24,7 @@ from array import array
 
 from harness import log, read_jsonl, read_task, write_bytes
 
-DIM = 64
+DIM = 256
 WORD = re.compile(r"[a-z0-9]+")
 
 

@@ -99,6 +99,10 @@ def main() -> int:
     elif behaviour == "half":
         ordered = sorted(runs, key=lambda run: run[0])
         write_run(ordered[: len(ordered) // 2])
+    elif behaviour == "wrong-field":
+        # "doc_id" instead of the protocol's "id" in every hit
+        lines = [json.dumps({"query_id": qid, "hits": [{"doc_id": d, "score": s} for d, s in hits]}) for qid, hits in runs]
+        write_run([], raw_lines=lines)
     else:
         write_run(runs)
     return 0

@@ -1,0 +1,345 @@
+"""``grader run`` and ``grader check`` end to end in the Docker sandbox (real images, real containers).
+
+* The BM25 example image gives, through ``grader run --sandbox docker``, exactly
+  the scores of its run produced by hand (``docker run --network none`` on an
+  independently staged input) and scored with ``grader score``.
+* An ONNX submission scores the same in the runner image as in-process.
+* A failing task is reported with its failure code; the others still score.
+* ``grader check`` stops at the right step, naming the file and field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli.main import cli
+from grader.reports import validate_report
+from grader.submissions.digest import submission_digest
+from tests.conftest import write_task
+from tests.onnx_models import embedding_table, onnx_submission
+from tests.sandbox_support import (
+    BM25_IMAGE,
+    RUNNER_IMAGE,
+    HostGuard,
+    docker_submission,
+    image_of,
+    new_guard,
+    unavailable,
+    write_benchmark,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+
+REPO = Path(__file__).resolve().parent.parent
+MINI_TEXT2CODE = REPO / "grader" / "benchmarks" / "mini" / "text2code"
+LIMITS = ["--time-limit", "60", "--memory", "1g", "--cpus", "1"]
+
+
+@pytest.fixture
+def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
+    return new_guard(docker_engine, tmp_path, monkeypatch)
+
+
+def invoke(*args: str, expect: int = 0) -> Any:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return result
+
+
+def read_report(out: Path) -> dict[str, Any]:
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    validate_report(report)
+    return report
+
+
+def image_id_of(client: Any, reference: str) -> str:
+    """The image ID a tag names now (other people may rebuild the images while tests run)."""
+    return str(client.images.get(reference).id)
+
+
+def assert_same_measures(got: dict[str, float], expected: dict[str, float], *, tolerance: float = 1e-12) -> None:
+    assert set(got) == set(expected), (sorted(got), sorted(expected))
+    for measure, value in expected.items():
+        assert math.isclose(got[measure], value, rel_tol=0, abs_tol=tolerance), (measure, got[measure], value)
+
+
+# --------------------------------------------------------------------------- grader run
+
+
+@pytest.mark.docker(BM25_IMAGE)
+def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if shutil.which("docker") is None:
+        unavailable("the docker CLI is not installed (the by-hand run uses `docker run`)")
+    submission = REPO / "submissions_example" / "docker-bm25"
+    guard.watch(submission, MINI_TEXT2CODE)
+    out = tmp_path / "out"
+    tagged_before = image_id_of(docker_engine, BM25_IMAGE)
+    result = invoke("run", submission, "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "docker", "--out", out, "--quiet", "--time-limit", "120", "--memory", "1g", "--cpus", "2", "--top-k", "100")
+    assert f"report: {out / 'report.json'}" in result.stdout
+    report = read_report(out)
+    image_id = report["sandbox"]["image"]
+    assert image_id in (tagged_before, image_id_of(docker_engine, BM25_IMAGE))  # the tag's image (even if rebuilt meanwhile)
+    assert report["subject"] == {"kind": "docker-image", "name": "bm25s-baseline", "digest": {"sha256": image_id.split(":", 1)[1]}, "image": BM25_IMAGE, "mode": "retrieve"}
+    sandbox = report["sandbox"]
+    assert sandbox["kind"] == "docker" and sandbox["image"] == image_id and sandbox["mode"] == "retrieve" and sandbox["network"] == "none"
+    assert sandbox["limits"]["time_limit_s"] == 120.0
+    assert sandbox["limits"]["memory_bytes"] == 1 << 30
+    assert sandbox["limits"]["cpus"] == 2.0
+    task = report["tasks"]["text2code"]
+    assert task["status"] == "scored" and task["failure"] is None
+    assert task["queries"] == {"judged": 881, "answered": task["queries"]["answered"], "missing": task["queries"]["missing"], "extra": 0}
+    assert (out / "logs" / "text2code.log").is_file()
+
+    # By hand: stage with the stdlib script, run the image with the docker CLI, score with `grader score`.
+    staged_in, staged_out = tmp_path / "by-hand" / "in", tmp_path / "by-hand" / "out"
+    subprocess.run([sys.executable, str(REPO / "tests" / "sandbox_images" / "stage_input.py"), str(MINI_TEXT2CODE), str(staged_in), str(staged_out), "--top-k", "100"], check=True, capture_output=True, timeout=120)
+    os.chmod(staged_out, 0o777)
+    subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--memory", "1g",
+         "-v", f"{staged_in}:/input:ro", "-v", f"{staged_out}:/output", image_id],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    measures = list(task["measures"])
+    scored = invoke("score", "--qrels", MINI_TEXT2CODE / "qrels" / "test.tsv", "--run", staged_out / "run.jsonl", "--format", "json", *[arg for m in measures for arg in ("--measure", m)])
+    by_hand = json.loads(scored.stdout)
+    assert by_hand["queries"] == {k: task["queries"][k] for k in by_hand["queries"]}
+    assert_same_measures(task["measures"], by_hand["measures"], tolerance=0.0)
+    assert 0.3 < task["measures"]["NDCG@10"] < 0.5  # README: 0.3984
+    guard.verify()
+
+
+def _w(*numbers: int) -> str:
+    return " ".join(f"w{n}" for n in numbers)
+
+
+ONNX_TASKS = {
+    "alpha": {
+        "corpus": [
+            {"_id": "a1", "title": _w(10), "text": _w(11, 12, 13)},
+            {"_id": "a2", "title": "", "text": _w(14, 15, 16, 17)},
+            {"_id": "a3", "title": _w(18, 19), "text": _w(20, 21)},
+            {"_id": "a4", "title": "", "text": _w(22, 23, 10)},
+            {"_id": "a5", "title": "", "text": _w(*range(25, 45))},  # longer than max_length: truncated
+        ],
+        "queries": [{"_id": "qa1", "text": _w(11, 12)}, {"_id": "qa2", "text": _w(15, 16, 30)}, {"_id": "qa3", "text": _w(19, 21)}, {"_id": "qa4", "text": _w(23, 24)}],
+        "qrels": {"test": [("qa1", "a1", 1), ("qa2", "a2", 2), ("qa2", "a5", 1), ("qa3", "a3", 1), ("qa4", "a4", 1)]},
+    },
+    "beta": {
+        "corpus": [{"_id": "b1", "title": "", "text": _w(45, 46, 47)}, {"_id": "b2", "title": "", "text": _w(48, 49)}, {"_id": "b3", "title": _w(53), "text": _w(50, 51, 52)}],
+        "queries": [{"_id": "qb1", "text": _w(46, 47)}, {"_id": "qb2", "text": _w(51, 52, 48)}],
+        "qrels": {"test": [("qb1", "b1", 1), ("qb2", "b3", 1), ("qb2", "b2", 1)]},
+    },
+}
+
+
+@pytest.mark.docker(RUNNER_IMAGE)
+def test_onnx_scores_the_same_in_the_runner_image_as_in_process(guard: HostGuard, docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("grader.grading.runner.RUNNER_IMAGE", RUNNER_IMAGE)
+    monkeypatch.setattr("grader.check.checker.RUNNER_IMAGE", RUNNER_IMAGE)
+    bench = tmp_path / "bench"
+    for name, task in ONNX_TASKS.items():
+        write_task(bench / name, corpus=task["corpus"], queries=task["queries"], qrels=task["qrels"])
+    (bench / "benchmark.json").write_text(json.dumps({"name": "onnx-tiny", "version": "1", "primary_measure": "NDCG@10", "measures": ["NDCG@10", "MRR@10", "Recall@3", "P@1", "MAP@100"], "tasks": list(ONNX_TASKS)}), encoding="utf-8")
+    submission = onnx_submission(tmp_path / "tiny-model", table=embedding_table(dim=8, seed=3), manifest={"query_prefix": "w7 ", "document_prefix": "w8 "})
+    guard.watch(submission, bench)
+
+    in_docker, in_process = tmp_path / "docker", tmp_path / "none"
+    runner_before = image_id_of(docker_engine, RUNNER_IMAGE)
+    invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", in_docker, "--threads", "1", "--quiet", *LIMITS)
+    invoke("run", submission, "--benchmark", bench, "--sandbox", "none", "--out", in_process, "--threads", "1", "--quiet")
+    sandboxed, local = read_report(in_docker), read_report(in_process)
+
+    assert sandboxed["sandbox"]["kind"] == "docker" and sandboxed["sandbox"]["image"] in (runner_before, image_id_of(docker_engine, RUNNER_IMAGE)) and sandboxed["sandbox"]["mode"] == "encode"
+    assert sandboxed["sandbox"]["limits"] == {"time_limit_s": 60.0, "memory_bytes": 1 << 30, "cpus": 1.0, "pids": 256, "nofile": 1024, "output_bytes": 2 << 30, "tmp_bytes": 1 << 30, "log_bytes": 10 << 20}
+    assert local["sandbox"] == {"kind": "none", "threads": 1}
+    assert sandboxed["subject"] == local["subject"] == {"kind": "onnx", "name": "tiny-lookup", "digest": {"sha256": submission_digest(submission)}}
+    for name in ONNX_TASKS:
+        docker_task, local_task = sandboxed["tasks"][name], local["tasks"][name]
+        assert docker_task["status"] == local_task["status"] == "scored"
+        assert_same_measures(docker_task["measures"], local_task["measures"])
+        assert docker_task["queries"] == local_task["queries"]
+        assert docker_task["encoding"] == local_task["encoding"]
+    assert 0 < sandboxed["tasks"]["alpha"]["measures"]["NDCG@10"] < 1  # a discriminating comparison
+    assert math.isclose(sandboxed["aggregate"]["score"], local["aggregate"]["score"], abs_tol=1e-12)
+    guard.verify()
+
+
+@pytest.fixture
+def scripted_bench(tmp_path: Path) -> Path:
+    """A benchmark whose tasks are named after behaviours of the ``scripted`` image."""
+    return write_benchmark(tmp_path / "scripted-bench", ["nan", "valid", "half", "duplicate"])
+
+
+@pytest.mark.docker(image_of("scripted"))
+def test_a_failing_task_is_reported_and_the_others_still_score(guard: HostGuard, docker_engine, tmp_path: Path, scripted_bench: Path) -> None:  # type: ignore[no-untyped-def]
+    submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
+    out = tmp_path / "out"
+    tagged_before = image_id_of(docker_engine, image_of("scripted"))
+    invoke("run", submission, "--benchmark", scripted_bench, "--tasks", "nan,valid,half", "--sandbox", "docker", "--out", out, "--quiet", *LIMITS)
+    report = read_report(out)
+    assert report["sandbox"]["kind"] == "docker"
+    assert report["sandbox"]["image"] in (tagged_before, image_id_of(docker_engine, image_of("scripted")))
+    assert report["subject"]["kind"] == "docker-image" and report["subject"]["image"] == image_of("scripted")
+    nan, valid, half = (report["tasks"][name] for name in ("nan", "valid", "half"))
+    assert nan["status"] == "failed"
+    assert nan["failure"]["code"] == "OUTPUT_INVALID"
+    assert nan["failure"]["message"] == "/output/run.jsonl:1: NaN is not a valid score (scores must be finite numbers)"
+    assert nan["measures"] == {}
+    assert valid["status"] == "scored" and valid["failure"] is None
+    assert valid["measures"]["NDCG@10"] == 1.0
+    assert half["status"] == "scored"
+    assert half["measures"]["NDCG@10"] == 0.5  # two of four queries answered; the others count 0 (strict)
+    assert half["queries"] == {"judged": 4, "answered": 2, "missing": 2, "extra": 0}
+    assert report["aggregate"]["score"] is None  # a failed task leaves no benchmark score
+    assert sorted(p.name for p in (out / "logs").iterdir()) == ["half.log", "nan.log", "valid.log"]
+    assert "scripted: behaviour 'nan'" in (out / "logs" / "nan.log").read_text(encoding="utf-8")
+    guard.verify()
+
+
+# --------------------------------------------------------------------------- grader check
+
+
+def check(submission: Path, benchmark: Path | str, tasks: str, *, expect: int, limits: list[str] = LIMITS) -> dict[str, Any]:
+    result = invoke("check", submission, "--benchmark", benchmark, "--tasks", tasks, "--sandbox", "docker", "--json", *limits, expect=expect)
+    return json.loads(result.stdout)
+
+
+def failed_step(report: dict[str, Any]) -> dict[str, Any]:
+    """The one failed step; everything before it passed, everything after it did not run."""
+    statuses = [step["status"] for step in report["steps"]]
+    assert statuses.count("failed") == 1, statuses
+    index = statuses.index("failed")
+    assert statuses[:index] == ["passed"] * index and statuses[index + 1 :] == ["not run"] * (len(statuses) - index - 1), statuses
+    assert report["passed"] is False
+    return report["steps"][index]
+
+
+@pytest.mark.docker(image_of("rootuser"))
+def test_check_stops_a_root_image_at_intake(guard: HostGuard, tmp_path: Path, scripted_bench: Path) -> None:
+    submission = docker_submission(tmp_path / "root-sub", image_of("rootuser"))
+    step = failed_step(check(submission, scripted_bench, "valid", expect=1))
+    assert step["step"] == "intake"
+    assert step["reason"] == f"IMAGE_INVALID: image {image_of('rootuser')!r} runs as root (USER is ''); set a non-root USER"
+    assert "USER" in step["hint"]
+    guard.verify()
+
+
+@pytest.mark.docker(image_of("silent"))
+def test_check_stops_a_silent_image_at_output_validation(guard: HostGuard, tmp_path: Path, scripted_bench: Path) -> None:
+    submission = docker_submission(tmp_path / "silent-sub", image_of("silent"))
+    step = failed_step(check(submission, scripted_bench, "valid", expect=1))
+    assert step["step"] == "output validation"
+    assert step["details"] == ["valid: /output/run.jsonl: was not written (OUTPUT_MISSING)"]
+    guard.verify()
+
+
+@pytest.mark.docker(image_of("scripted"))
+def test_check_reports_missing_queries_at_output_validation(guard: HostGuard, tmp_path: Path, scripted_bench: Path) -> None:
+    submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
+    step = failed_step(check(submission, scripted_bench, "half", expect=1))
+    assert step["step"] == "output validation"
+    assert step["details"] == ["half: /output/run.jsonl: answers 2 of 4 queries; missing ones (e.g. 'q3') score 0 under the strict policy"]
+    guard.verify()
+
+
+@pytest.mark.docker(image_of("scripted"))
+def test_check_points_at_a_duplicate_hit(guard: HostGuard, tmp_path: Path, scripted_bench: Path) -> None:
+    submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
+    step = failed_step(check(submission, scripted_bench, "duplicate", expect=1))
+    assert step["step"] == "output validation"
+    assert step["details"] == ["duplicate: /output/run.jsonl:1: /hits/1/id: document 'd1' appears twice"]
+    guard.verify()
+
+
+@pytest.mark.docker(image_of("scripted"))
+def test_check_passes_a_valid_image(guard: HostGuard, tmp_path: Path, scripted_bench: Path) -> None:
+    submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
+    report = check(submission, scripted_bench, "valid", expect=0)
+    assert [step["status"] for step in report["steps"]] == ["passed"] * 6 and report["passed"] is True
+    score = next(step for step in report["steps"] if step["step"] == "sample score")
+    assert score["data"]["scores"] == {"valid": 1.0}
+    guard.verify()
+
+
+@pytest.mark.docker(BM25_IMAGE)
+def test_check_passes_the_bm25_example(guard: HostGuard) -> None:
+    submission = REPO / "submissions_example" / "docker-bm25"
+    guard.watch(submission)
+    report = check(submission, "mini", "text2code", expect=0, limits=["--time-limit", "120", "--memory", "1g", "--cpus", "2"])
+    assert [(step["step"], step["status"]) for step in report["steps"]] == [
+        ("archive and manifest", "passed"),
+        ("intake", "passed"),
+        ("sample run", "passed"),
+        ("output validation", "passed"),
+        ("sample score", "passed"),
+        ("estimate", "passed"),
+    ]
+    assert report["steps"][1]["data"] == {"sandbox": "docker"}
+    score = report["steps"][4]["data"]
+    assert score["measure"] == "NDCG@10" and 0.2 < score["scores"]["text2code"] < 0.6
+    guard.verify()
+
+
+@pytest.fixture(scope="module")
+def scripted_tar(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``docker save`` of the scripted image, by ID (loading it back re-tags nothing)."""
+    from tests.sandbox_support import require_docker
+
+    client = require_docker([image_of("scripted")])
+    if shutil.which("docker") is None:
+        unavailable("the docker CLI is not installed (needed for `docker save`)")
+    path = tmp_path_factory.mktemp("image-tar") / "scripted.tar"
+    subprocess.run(["docker", "save", client.images.get(image_of("scripted")).id, "-o", str(path)], check=True, capture_output=True, timeout=120)
+    return path
+
+
+@pytest.mark.docker(image_of("scripted"))
+def test_check_passes_a_tar_inside_the_submission(guard: HostGuard, docker_engine, tmp_path: Path, scripted_bench: Path, scripted_tar: Path) -> None:  # type: ignore[no-untyped-def]
+    submission = docker_submission(tmp_path / "tar-sub", "image/scripted.tar")
+    (submission / "image").mkdir()
+    shutil.copy(scripted_tar, submission / "image" / "scripted.tar")
+    report = check(submission, scripted_bench, "valid", expect=0)
+    assert [step["status"] for step in report["steps"]] == ["passed"] * 6
+    assert report["steps"][1]["reason"].startswith("image image/scripted.tar (sha256:")
+    guard.verify()
+
+
+@pytest.mark.docker(image_of("scripted"))
+@pytest.mark.parametrize("where", ["parent", "absolute", "link"])
+def test_check_refuses_a_tar_outside_the_submission(guard: HostGuard, tmp_path: Path, scripted_bench: Path, scripted_tar: Path, where: str) -> None:
+    """A manifest may not make the grader read (and docker load) a file of the host outside the submission."""
+    outside = tmp_path / "outside.tar"
+    shutil.copy(scripted_tar, outside)
+    submission = tmp_path / "sub"
+    submission.mkdir()
+    reference = {"parent": "../outside.tar", "absolute": str(outside), "link": "inner.tar"}[where]
+    if where == "link":
+        (submission / "inner.tar").symlink_to(outside)
+    docker_submission(submission, reference)
+    step = failed_step(check(submission, scripted_bench, "valid", expect=1))
+    if where == "link":  # links are refused with the submission itself, before intake
+        assert step["step"] == "archive and manifest"
+        assert step["reason"].endswith("inner.tar: symbolic links are not allowed in a submission")
+    else:
+        assert step["step"] == "intake"
+        assert step["reason"] == f"IMAGE_INVALID: image {reference!r}: a docker save .tar must be a file inside the submission"
+    guard.verify()
+
+
+@pytest.mark.parametrize("reference", ["Upper-Case:1", "two words"])
+def test_check_calls_a_malformed_reference_the_submissions_fault(guard: HostGuard, tmp_path: Path, scripted_bench: Path, reference: str) -> None:
+    submission = docker_submission(tmp_path / "bad-ref", reference)
+    step = failed_step(check(submission, scripted_bench, "valid", expect=1))
+    assert step["step"] == "intake"
+    assert step["reason"].startswith(f"IMAGE_INVALID: {reference!r} is not a valid image reference: ")
+    guard.verify()
