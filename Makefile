@@ -28,8 +28,8 @@ clean:
 # Docker images (as root; installs Docker and debootstrap when missing):
 # grader-base, grader-runner, the BM25 example and the sandbox test images.
 .PHONY: images wheelhouse
-images:
-	bash images/build-all.sh
+images: setup
+	$(BIN)/grader images build
 
 wheelhouse:
 	bash images/wheelhouse.sh

@@ -44,9 +44,15 @@ class EncodingStats:
 
 @dataclass(frozen=True)
 class BatchPolicy:
-    """How texts are grouped for the model."""
+    """How texts are grouped for the model.
 
-    max_batch_tokens: int = 16384
+    ``max_batch_tokens`` bounds rows x longest row of a batch. Small batches keep
+    the model's intermediate tensors in cache: on CPU, throughput is flat from
+    about 256 to 1,024 padded tokens a batch and falls off above (16,384 was a
+    third slower); see ``bench/encode.py`` and ``bench/results/encode.md``.
+    """
+
+    max_batch_tokens: int = 1024
     max_batch_size: int = 256
     chunk_size: int = 8192
     #: Sort texts by token count inside a chunk (less padding). ``False`` keeps

@@ -8,14 +8,15 @@
 # (grader/ without benchmark data, pyproject.toml, README.md). Always rebuilds
 # (the grader's source changes often); Docker's layer cache keeps it quick.
 set -euo pipefail
+BASE_IMAGE="${GRADER_BASE_IMAGE:-grader-base:bookworm}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 TAG="${1:-${GRADER_RUNNER_IMAGE:-grader-runner:dev}}"
 WHEELHOUSE="${GRADER_WHEELHOUSE:-$HOME/.cache/grader/wheelhouse}"
 
-docker image inspect grader-base:bookworm >/dev/null 2>&1 \
-    || { echo "runner: grader-base:bookworm is missing (run images/base/build.sh)" >&2; exit 1; }
+docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
+    || { echo "runner: $BASE_IMAGE is missing (run images/build-all.sh, which builds grader-base:bookworm offline when no registry answers)" >&2; exit 1; }
 [[ -f $WHEELHOUSE/.complete ]] \
     || { echo "runner: no wheelhouse at $WHEELHOUSE (run images/wheelhouse.sh)" >&2; exit 1; }
 
@@ -38,6 +39,6 @@ fi
 start=$SECONDS
 # The legacy builder: BuildKit needs the buildx plugin, which Debian's docker.io
 # 20.10 CLI does not bring and newer CLIs require.
-DOCKER_BUILDKIT=0 docker build --network none --quiet --tag "$TAG" "$ctx" >/dev/null 2>"$ctx/build.err" \
+DOCKER_BUILDKIT=0 docker build --network none --build-arg "BASE_IMAGE=$BASE_IMAGE" --quiet --tag "$TAG" "$ctx" >/dev/null 2>"$ctx/build.err" \
     || { cat "$ctx/build.err" >&2; echo "runner: docker build failed" >&2; exit 1; }
 echo "runner: built $TAG in $((SECONDS - start)) s ($(docker image inspect -f '{{.Size}}' "$TAG" | numfmt --to=iec))"

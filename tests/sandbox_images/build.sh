@@ -8,6 +8,7 @@
 # Each is grader-base:bookworm plus one stdlib script (NAME/entry.py) and the
 # shared _common/harness.py: a COPY on the base, built with --network none.
 set -euo pipefail
+BASE_IMAGE="${GRADER_BASE_IMAGE:-grader-base:bookworm}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 all=()
@@ -18,8 +19,8 @@ if [[ ${1:-} == --list ]]; then printf '%s\n' "${all[@]}"; exit 0; fi
 names=("$@")
 ((${#names[@]})) || names=("${all[@]}")
 
-docker image inspect grader-base:bookworm >/dev/null 2>&1 \
-    || { echo "test images: grader-base:bookworm is missing (run images/base/build.sh)" >&2; exit 1; }
+docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
+    || { echo "test images: $BASE_IMAGE is missing (run images/build-all.sh, which builds grader-base:bookworm offline when no registry answers)" >&2; exit 1; }
 
 ctx="$(mktemp -d "${TMPDIR:-/tmp}/grader-test-ctx.XXXXXX")"
 err="$(mktemp "${TMPDIR:-/tmp}/grader-test-build.XXXXXX")"
@@ -31,7 +32,7 @@ for name in "${names[@]}"; do
     rm -rf "${ctx:?}"/*
     cp "$HERE/$name/Dockerfile" "$HERE/$name/entry.py" "$HERE/_common/harness.py" "$ctx/"
     t=$SECONDS
-    DOCKER_BUILDKIT=0 docker build --network none --quiet --tag "grader-test-$name:1" "$ctx" >/dev/null 2>"$err" \
+    DOCKER_BUILDKIT=0 docker build --network none --build-arg "BASE_IMAGE=$BASE_IMAGE" --quiet --tag "grader-test-$name:1" "$ctx" >/dev/null 2>"$err" \
         || { cat "$err" >&2; echo "test images: building grader-test-$name:1 failed" >&2; exit 1; }
     echo "test images: built grader-test-$name:1 in $((SECONDS - t)) s"
 done
