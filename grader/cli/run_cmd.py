@@ -10,25 +10,11 @@ import click
 from grader.cli.progress import StderrReporter
 from grader.data.registry import resolve_benchmark
 from grader.grading.runner import RunOptions, grade_submission
-from grader.errors import UsageError
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
 from grader.reports.table import format_report_table
-
-
-def parse_dimensions(value: str | None) -> tuple[int, ...]:
-    """``"20,768"`` -> (20, 768); each a positive integer, no repeats."""
-    if not value:
-        return ()
-    dims: list[int] = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise UsageError(f"--pca-dims: {part!r} is not a positive integer")
-        if int(part) not in dims:
-            dims.append(int(part))
-    return tuple(dims)
+from grader.retrieval.pca import parse_dimensions
 
 
 def _split_tasks(value: str | None) -> list[str] | None:

@@ -41,6 +41,7 @@ from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
 from grader.data.textfiles import iter_jsonl
 from grader.data.writers import TaskWriter, replace_folder
+from grader.data.selection import select_tasks
 from grader.errors import DataError, UsageError
 from grader.files import atomic_write_text
 
@@ -254,25 +255,12 @@ class CatImportResult:
 
 def _select(found: dict[str, Path], tasks: Sequence[str] | None, src: Path) -> tuple[list[str], list[str]]:
     registered = registered_cat_tasks()
-    if not tasks:
-        if not found:
-            raise DataError(
-                f"no CAT dataset found (expected folders named {', '.join(registered)})",
-                path=src,
-                hint="each holds test/*.jsonl (or test.jsonl) with id, code and comment per line",
-            )
-        return list(found), [task for task in registered if task not in found]
-    by_lower = {task.lower(): task for task in registered}
-    chosen: list[str] = []
-    for name in tasks:
-        task = by_lower.get(name.strip().lower())
-        if task is None:
-            raise UsageError(f"unknown CAT dataset {name.strip()!r} (datasets: {', '.join(registered)})")
-        if task not in found:
-            raise DataError(f"dataset {task!r} not found (no {task}/ folder)", path=src)
-        if task not in chosen:
-            chosen.append(task)
-    return [task for task in registered if task in chosen], []
+    none_found = DataError(
+        f"no CAT dataset found (expected folders named {', '.join(registered)})",
+        path=src,
+        hint="each holds test/*.jsonl (or test.jsonl) with id, code and comment per line",
+    )
+    return select_tasks(found, tasks, registered, src=src, kind="CAT dataset", none_found=none_found, absent=lambda task: f"dataset {task!r} not found (no {task}/ folder)")
 
 
 def import_cat(

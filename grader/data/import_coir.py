@@ -39,6 +39,7 @@ from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
 from grader.data.writers import TaskWriter, replace_folder
+from grader.data.selection import select_tasks
 from grader.errors import DataError, GraderError, UsageError
 from grader.files import atomic_write_text
 
@@ -409,26 +410,20 @@ def coir_benchmark_json(tasks: Sequence[str]) -> dict[str, Any]:
 
 def _select(found: dict[str, CoirTaskSource], tasks: Sequence[str] | None, src: Path) -> tuple[list[str], list[str]]:
     """(tasks to import, registered tasks not found) for the selection ``tasks``."""
-    registered = registered_coir_tasks()
-    if not tasks:
-        if not found:
-            raise DataError(
-                "no CoIR task found (expected folders like cosqa-queries-corpus and cosqa-qrels)",
-                path=src,
-                hint=f"download the datasets {HF_ORGANISATION}/<task>-queries-corpus and {HF_ORGANISATION}/<task>-qrels into it",
-            )
-        return list(found), [task for task in registered if task not in found]
-    by_lower = {task.lower(): task for task in registered}
-    chosen: list[str] = []
-    for name in tasks:
-        task = by_lower.get(name.strip().lower())
-        if task is None:
-            raise UsageError(f"unknown CoIR task {name.strip()!r} (tasks: {', '.join(registered)})")
-        if task not in found:
-            raise DataError(f"task {task!r} not found (no {task}{QUERIES_CORPUS_SUFFIX} / {task}{QRELS_SUFFIX} folders)", path=src)
-        if task not in chosen:
-            chosen.append(task)
-    return [task for task in registered if task in chosen], []
+    none_found = DataError(
+        "no CoIR task found (expected folders like cosqa-queries-corpus and cosqa-qrels)",
+        path=src,
+        hint=f"download the datasets {HF_ORGANISATION}/<task>-queries-corpus and {HF_ORGANISATION}/<task>-qrels into it",
+    )
+    return select_tasks(
+        found,
+        tasks,
+        registered_coir_tasks(),
+        src=src,
+        kind="CoIR task",
+        none_found=none_found,
+        absent=lambda task: f"task {task!r} not found (no {task}{QUERIES_CORPUS_SUFFIX} / {task}{QRELS_SUFFIX} folders)",
+    )
 
 
 def import_coir(

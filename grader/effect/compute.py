@@ -48,20 +48,6 @@ def effect_measure(spec: BenchmarkSpec) -> Measure:
     return primary if primary.family is Family.MRR else DEFAULT_MEASURE
 
 
-def parse_dimensions(value: str | None) -> tuple[int, ...]:
-    """``"20,768"`` -> (20, 768); each a positive integer, no repeats; empty -> () (native)."""
-    if not value:
-        return ()
-    dims: list[int] = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise UsageError(f"--pca-dims: {part!r} is not a positive integer")
-        if int(part) not in dims:
-            dims.append(int(part))
-    return tuple(dims)
-
-
 def check_weight(weight: float) -> float:
     """W must be a number in [0, 1]."""
     if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or not 0.0 <= weight <= 1.0:

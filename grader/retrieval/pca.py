@@ -50,3 +50,19 @@ def reduce(queries: np.ndarray, corpus: np.ndarray, dimension: int) -> Projectio
     mean, components, explained = fit_components(np.vstack([queries, corpus]), dimension)
     project = lambda x: l2_normalize(((x.astype(np.float64) - mean) @ components.T)).astype(np.float32)  # noqa: E731
     return Projection(dimension, True, explained, project(queries), project(corpus))
+
+
+def parse_dimensions(value: str | None) -> tuple[int, ...]:
+    """``"20,768"`` -> (20, 768): positive integers, first occurrence kept; empty -> () (native only)."""
+    from grader.errors import UsageError
+
+    if not value:
+        return ()
+    dims: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"--pca-dims: {part!r} is not a positive integer")
+        if int(part) not in dims:
+            dims.append(int(part))
+    return tuple(dims)

@@ -17,7 +17,6 @@ import numpy as np
 
 from grader.data.ids import _FORBIDDEN as FORBIDDEN_ID_CHARACTERS  # the characters id_problem rejects
 from grader.data.ids import id_problem
-from grader.errors import RunFormatError
 from grader.metrics.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
 
 
