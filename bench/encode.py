@@ -36,7 +36,9 @@ What it does, in one process:
 4. checks each grader variant against (a): the smallest cosine similarity of
    matching rows (must be >= 0.9999), and that the grader's output is
    bit-for-bit the same on every repeat;
-5. prints the Markdown table and writes it to ``bench/results/encode.md``.
+5. prints the Markdown table and writes it to ``bench/results/encode.md`` for a
+   full run (2,000 texts or more, 3 repeats or more, all variants), else to
+   ``WORKDIR/encode.md`` (``--output`` overrides either).
 """
 
 from __future__ import annotations
@@ -305,9 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per variant (default 3; the median is reported)")
     parser.add_argument("--threads", type=int, default=2, help="threads for torch and onnxruntime (default 2)")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="where the ONNX submission is written")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the Markdown report")
+    parser.add_argument("--output", type=Path, default=None, help=f"the Markdown report (default: {DEFAULT_OUTPUT.relative_to(REPO)} for a full run, else WORKDIR/encode.md)")
     parser.add_argument("--no-variations", action="store_true", help="only (a), (b) and (c)")
     args = parser.parse_args(argv)
+    if args.output is None:
+        full = args.texts >= 2000 and args.repeats >= 3 and not args.no_variations
+        args.output = DEFAULT_OUTPUT if full else args.workdir / "encode.md"
     command = "HF_HUB_OFFLINE=1 .venv-bench/bin/python bench/encode.py" + "".join(f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:]))
 
     print(f"building {args.texts} snippets ...", flush=True)
