@@ -28,22 +28,18 @@ without error, so a failed import leaves no task folder and no benchmark.json.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.data.benchmark import BenchmarkSpec, looks_like_task
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
 from grader.data.textfiles import iter_jsonl
-from grader.data.writers import TaskWriter, replace_folder
-from grader.data.selection import select_tasks
-from grader.errors import DataError, UsageError
-from grader.files import atomic_write_text
+from grader.data.writers import TaskWriter
+from grader.data.selection import import_tasks, select_tasks
+from grader.errors import DataError
 
 #: the split CAT evaluates on; it is both the query set and the candidate pool
 POOL_SPLIT = "test"
@@ -282,38 +278,14 @@ def import_cat(
     src, dest = Path(src), Path(dest)
     found = find_cat_datasets(src)
     selected, missing = _select(found, tasks, src)
-    if dest.exists() and not dest.is_dir():
-        raise DataError("destination is not a folder", path=dest)
-    if not overwrite:
-        for task in selected:
-            target = dest / task
-            if target.exists() or target.is_symlink():
-                raise UsageError(f"{target} exists already; refusing to overwrite it", hint="pass --overwrite to replace it")
-    created_dest = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-cat-", suffix=".partial", dir=dest))
-    try:
-        summaries = []
-        for task in selected:
-            summary = convert_dataset(task, found[task], staging / task)
-            summaries.append(summary)
-            if progress is not None:
-                progress(summary.line())
-        registered = registered_cat_tasks()
-        present = set(selected) | {task for task in registered if looks_like_task(dest / task)}
-        spec_path = dest / "benchmark.json"
-        spec_data = cat_benchmark_json([task for task in registered if task in present])
-        spec = BenchmarkSpec.from_json(spec_data, path=spec_path)
-        for task in selected:
-            replace_folder(staging / task, dest / task, overwrite=overwrite)
-        atomic_write_text(spec_path, json.dumps(spec_data, indent=2, ensure_ascii=False) + "\n")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created_dest:
-            try:
-                dest.rmdir()
-            except OSError:
-                pass
-        raise
-    shutil.rmtree(staging, ignore_errors=True)
+    summaries, spec, spec_path = import_tasks(
+        dest,
+        selected,
+        convert=lambda task, folder: convert_dataset(task, found[task], folder),
+        registered=registered_cat_tasks(),
+        benchmark_json=cat_benchmark_json,
+        overwrite=overwrite,
+        progress=progress,
+        label="cat",
+    )
     return CatImportResult(dest=dest, imported=summaries, missing=missing, benchmark_tasks=spec.tasks, benchmark_path=spec_path)

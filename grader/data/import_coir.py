@@ -27,21 +27,17 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.data.benchmark import BenchmarkSpec, looks_like_task
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
-from grader.data.writers import TaskWriter, replace_folder
-from grader.data.selection import select_tasks
-from grader.errors import DataError, GraderError, UsageError
-from grader.files import atomic_write_text
+from grader.data.writers import TaskWriter
+from grader.data.selection import import_tasks, select_tasks
+from grader.errors import DataError, GraderError
 
 HF_ORGANISATION = "CoIR-Retrieval"
 QUERIES_CORPUS_SUFFIX = "-queries-corpus"
@@ -446,38 +442,14 @@ def import_coir(
     _pyarrow()
     found = find_coir_tasks(src)
     selected, missing = _select(found, tasks, src)
-    if dest.exists() and not dest.is_dir():
-        raise DataError("destination is not a folder", path=dest)
-    if not overwrite:
-        for task in selected:
-            target = dest / task
-            if target.exists() or target.is_symlink():
-                raise UsageError(f"{target} exists already; refusing to overwrite it", hint="pass --overwrite to replace it")
-    created_dest = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-coir-", suffix=".partial", dir=dest))
-    try:
-        summaries = []
-        for task in selected:
-            summary = convert_task(found[task], staging / task)
-            summaries.append(summary)
-            if progress is not None:
-                progress(summary.line())
-        registered = registered_coir_tasks()
-        present = set(selected) | {task for task in registered if looks_like_task(dest / task)}
-        spec_path = dest / "benchmark.json"
-        spec_data = coir_benchmark_json([task for task in registered if task in present])
-        spec = BenchmarkSpec.from_json(spec_data, path=spec_path)
-        for task in selected:
-            replace_folder(staging / task, dest / task, overwrite=overwrite)
-        atomic_write_text(spec_path, json.dumps(spec_data, indent=2, ensure_ascii=False) + "\n")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created_dest:
-            try:
-                dest.rmdir()
-            except OSError:
-                pass
-        raise
-    shutil.rmtree(staging, ignore_errors=True)
+    summaries, spec, spec_path = import_tasks(
+        dest,
+        selected,
+        convert=lambda task, folder: convert_task(found[task], folder),
+        registered=registered_coir_tasks(),
+        benchmark_json=coir_benchmark_json,
+        overwrite=overwrite,
+        progress=progress,
+        label="coir",
+    )
     return ImportResult(dest=dest, imported=summaries, missing=missing, benchmark_tasks=spec.tasks, benchmark_path=spec_path)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Any
 
+from grader.data.benchmark import BenchmarkSpec, looks_like_task
+from grader.data.writers import replace_folder
 from grader.errors import DataError, UsageError
+from grader.files import atomic_write_text
 
 
 def select_tasks(
@@ -40,3 +47,57 @@ def select_tasks(
         if task not in chosen:
             chosen.append(task)
     return [task for task in registered if task in chosen], []
+
+
+def import_tasks(
+    dest: Path,
+    selected: Sequence[str],
+    *,
+    convert: Callable[[str, Path], Any],
+    registered: Sequence[str],
+    benchmark_json: Callable[[list[str]], dict[str, Any]],
+    overwrite: bool,
+    progress: Callable[[str], None] | None,
+    label: str,
+) -> tuple[list[Any], BenchmarkSpec, Path]:
+    """Convert ``selected`` tasks into ``dest`` all-or-nothing, then write ``benchmark.json``.
+
+    Each task is converted into a hidden staging folder inside ``dest`` by
+    ``convert(task, folder)`` (which returns a summary with ``line()``); only when
+    every task and the benchmark definition are valid are the folders renamed into
+    place. On any error nothing is published, and a ``dest`` created here is removed.
+    """
+    if dest.exists() and not dest.is_dir():
+        raise DataError("destination is not a folder", path=dest)
+    if not overwrite:
+        for task in selected:
+            target = dest / task
+            if target.exists() or target.is_symlink():
+                raise UsageError(f"{target} exists already; refusing to overwrite it", hint="pass --overwrite to replace it")
+    created_dest = not dest.exists()
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".import-{label}-", suffix=".partial", dir=dest))
+    try:
+        summaries = []
+        for task in selected:
+            summary = convert(task, staging / task)
+            summaries.append(summary)
+            if progress is not None:
+                progress(summary.line())
+        present = set(selected) | {task for task in registered if looks_like_task(dest / task)}
+        spec_path = dest / "benchmark.json"
+        spec_data = benchmark_json([task for task in registered if task in present])
+        spec = BenchmarkSpec.from_json(spec_data, path=spec_path)
+        for task in selected:
+            replace_folder(staging / task, dest / task, overwrite=overwrite)
+        atomic_write_text(spec_path, json.dumps(spec_data, indent=2, ensure_ascii=False) + "\n")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created_dest:
+            try:
+                dest.rmdir()
+            except OSError:
+                pass
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return summaries, spec, spec_path
