@@ -8,13 +8,14 @@ subject: it names exactly what ran.
 from __future__ import annotations
 
 import io
-import json
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import jsonio
 from grader.errors import SandboxUnavailable, TaskFailure
+from grader.failures import FailureCode
 from grader.sandbox.engine import docker_client
 
 DEFAULT_MAX_IMAGE_BYTES = 20 << 30
@@ -55,10 +56,10 @@ def _without_tags(source_path: Path, target_path: Path) -> Path:
                 continue
             data = source.extractfile(member) if member.isfile() else None
             if member.name in ("manifest.json", "./manifest.json") and data is not None:
-                entries = json.loads(data.read(1 << 20))
+                entries = jsonio.loads(data.read(1 << 20))
                 for entry in entries:
                     entry["RepoTags"] = None
-                payload = json.dumps(entries).encode("utf-8")
+                payload = jsonio.dumps(entries).encode("utf-8")
                 member.size = len(payload)
                 data = io.BytesIO(payload)
             target.addfile(member, data)
@@ -68,16 +69,16 @@ def _without_tags(source_path: Path, target_path: Path) -> Path:
 def _load_tar(path: Path, max_bytes: int) -> str:
     """Load a ``docker save`` tar holding exactly one image; return its ID."""
     if path.stat().st_size > max_bytes:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: image tar is larger than {max_bytes} bytes")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: image tar is larger than {max_bytes} bytes")
     try:
         with tarfile.open(path) as tar:
             member = tar.extractfile("manifest.json")
-            manifest = json.loads(member.read(1 << 20)) if member else None
-    except (tarfile.TarError, KeyError, json.JSONDecodeError, OSError) as exc:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: not a docker save archive ({type(exc).__name__})") from None
+            manifest = jsonio.loads(member.read(1 << 20)) if member else None
+    except (tarfile.TarError, KeyError, jsonio.JsonError, OSError) as exc:
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: not a docker save archive ({type(exc).__name__})") from None
     if not isinstance(manifest, list) or len(manifest) != 1:
         count = len(manifest) if isinstance(manifest, list) else 0
-        raise TaskFailure("IMAGE_INVALID", f"{path}: the archive must hold exactly one image, it holds {count}")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it holds {count}")
     config = manifest[0].get("Config", "")
     image_id = "sha256:" + Path(config).name.removesuffix(".json")
     client = docker_client()
@@ -89,7 +90,7 @@ def _load_tar(path: Path, max_bytes: int) -> str:
         except Exception as exc:
             raise SandboxUnavailable(f"docker could not load {path}: {type(exc).__name__}: {exc}") from None
     if len(loaded) != 1:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
     return loaded[0].id if loaded[0].id else image_id
 
 
@@ -107,7 +108,7 @@ def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IM
         image = client.images.get(image_ref)
     except docker.errors.ImageNotFound:
         raise TaskFailure(
-            "IMAGE_INVALID",
+            FailureCode.IMAGE_INVALID,
             f"image {reference!r} is not present locally (the grader never pulls)",
             hint="build or `docker load` it first, or name a docker save .tar inside the submission",
         ) from None
@@ -115,21 +116,21 @@ def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IM
         if exc.status_code != 400:  # the engine's fault, not the submission's
             raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
         # 400: the reference itself is malformed (upper case, spaces...): the submission's fault.
-        raise TaskFailure("IMAGE_INVALID", f"{reference!r} is not a valid image reference: {exc.explanation}") from None
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{reference!r} is not a valid image reference: {exc.explanation}") from None
     except Exception as exc:
         raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
     attrs = image.attrs
     architecture = attrs.get("Architecture", "")
     if architecture != "amd64" or attrs.get("Os", "linux") != "linux":
-        raise TaskFailure("IMAGE_INVALID", f"image {reference!r} is {attrs.get('Os')}/{architecture}; linux/amd64 is required")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r} is {attrs.get('Os')}/{architecture}; linux/amd64 is required")
     user = (attrs.get("Config") or {}).get("User") or ""
     if _is_root(user):
         raise TaskFailure(
-            "IMAGE_INVALID",
+            FailureCode.IMAGE_INVALID,
             f"image {reference!r} runs as root (USER is {user!r}); set a non-root USER",
             hint="add e.g. `USER 10001` to the Dockerfile",
         )
     size = int(attrs.get("Size", 0))
     if size > max_bytes:
-        raise TaskFailure("IMAGE_INVALID", f"image {reference!r} is {size} bytes, over the {max_bytes}-byte cap")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r} is {size} bytes, over the {max_bytes}-byte cap")
     return ImageInfo(id=image.id, user=user, architecture=architecture, size=size, reference=reference)

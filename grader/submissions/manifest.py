@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from grader import jsonio
 from grader.errors import SubmissionError
 from grader.schemas import first_error, json_pointer
 
@@ -70,11 +70,9 @@ def load_manifest(folder: Path) -> Manifest:
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise SubmissionError(f"larger than {MAX_MANIFEST_BYTES} bytes", path=path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SubmissionError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise SubmissionError(f"not UTF-8: {exc.reason}", path=path) from None
+        data = jsonio.load_file(path, max_bytes=MAX_MANIFEST_BYTES)
+    except jsonio.JsonError as failure:
+        failure.raise_as(SubmissionError, path=path)
     if not isinstance(data, dict):
         raise SubmissionError("expected a JSON object", path=path)
     error = first_error("submission", data)
