@@ -77,7 +77,7 @@ def run_command(
         pca_dims=parse_dimensions(pca_dims),
         keep_embeddings=keep_embeddings,
     )
-    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
+    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet, primary=str(options.effective_measures()[0])))
     click.echo(format_report_table(report), nl=False)
     click.echo(f"report: {path}")
 
