@@ -72,6 +72,8 @@ class RunOptions:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     pca_dims: tuple[int, ...] = ()
     keep_embeddings: bool = False
+    #: refuse Docker manifests that name an image already on the host (the hosting default)
+    images_from_submission_only: bool = False
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""
@@ -261,7 +263,14 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
             sandbox_report = docker_grader.report()
             if isinstance(manifest, DockerManifest):
                 digest = docker_grader.image.digest
-                subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": digest}, "image": manifest.image, "mode": manifest.mode}
+                subject = {
+                    "kind": "docker-image",
+                    "name": manifest.name,
+                    "digest": {"sha256": digest},
+                    "image": manifest.image,
+                    "mode": manifest.mode,
+                    "image_origin": docker_grader.image.origin,
+                }
         elif isinstance(manifest, OnnxManifest):
             grader = InProcessOnnx(folder, manifest, options.threads)
         else:  # pragma: no cover - resolve_sandbox refuses Docker manifests without Docker

@@ -48,7 +48,7 @@ class DockerTaskGrader:
             if manifest.mode == "translate":
                 raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
             _require_tar_inside(folder, manifest.image)
-            image = inspect_image(manifest.image, base=folder)
+            image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
             return cls(image, manifest.mode, manifest, [], {}, options)
         if isinstance(manifest, OnnxManifest):
             try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from grader import jsonio
 from grader.errors import SandboxUnavailable, TaskFailure
 from grader.failures import FailureCode
+from grader.text import quote_id
 from grader.sandbox.engine import docker_client
 
 DEFAULT_MAX_IMAGE_BYTES = 20 << 30
@@ -31,6 +32,9 @@ class ImageInfo:
     architecture: str
     size: int
     reference: str
+    #: where the image came from: ``submission`` (a docker save .tar inside the submission,
+    #: loaded without its tags) or ``host`` (already in the engine's store before grading)
+    origin: str = "host"
 
     @property
     def digest(self) -> str:
@@ -94,14 +98,28 @@ def _load_tar(path: Path, max_bytes: int) -> str:
     return loaded[0].id if loaded[0].id else image_id
 
 
-def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> ImageInfo:
-    """Resolve and validate an image named by a submission manifest."""
+def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES, submission_only: bool = False) -> ImageInfo:
+    """Resolve and validate an image named by a submission manifest.
+
+    With ``submission_only`` (``--images-from-submission-only``, the hosting
+    default), only a ``docker save`` tar inside the submission is accepted: a
+    reference to an image already on the host is ``IMAGE_INVALID``, so a
+    submission cannot have another party's image signed under its name.
+    """
     client = docker_client()
     candidate = (base / reference) if not Path(reference).is_absolute() else Path(reference)
     if reference.endswith(".tar") and candidate.is_file():
         image_ref = _load_tar(candidate, max_bytes)
+        origin = "submission"
     else:
+        if submission_only:
+            raise TaskFailure(
+                FailureCode.IMAGE_INVALID,
+                f"image {quote_id(reference)} names an image on the host; only an image in the submission's own docker save .tar is accepted here",
+                hint="`docker save -o image.tar IMAGE`, put image.tar in the submission and name it in submission.json",
+            )
         image_ref = reference
+        origin = "host"
     try:
         import docker.errors
 
@@ -133,4 +151,4 @@ def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IM
     size = int(attrs.get("Size", 0))
     if size > max_bytes:
         raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r} is {size} bytes, over the {max_bytes}-byte cap")
-    return ImageInfo(id=image.id, user=user, architecture=architecture, size=size, reference=reference)
+    return ImageInfo(id=image.id, user=user, architecture=architecture, size=size, reference=reference, origin=origin)

@@ -12,6 +12,9 @@ from grader.schemas import first_error, json_pointer
 
 MANIFEST_NAME = "submission.json"
 MAX_MANIFEST_BYTES = 1 << 20
+#: Largest ``tokenizer.json`` accepted. Real ones are 0.5-20 MB (multilingual vocabularies
+#: included); the tokenizers library needs about 9x a file's size in memory to load it.
+MAX_TOKENIZER_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,13 @@ def load_manifest(folder: Path) -> Manifest:
             target = folder / data[key]
             if not target.is_file() or target.is_symlink():
                 raise SubmissionError(f"names {data[key]!r}, which is not a file in the submission", path=path, field=f"/{key}")
+        tokenizer_size = (folder / data["tokenizer"]).stat().st_size
+        if tokenizer_size > MAX_TOKENIZER_BYTES:
+            raise SubmissionError(
+                f"{data['tokenizer']!r} is {tokenizer_size} bytes, over the {MAX_TOKENIZER_BYTES}-byte ({MAX_TOKENIZER_BYTES >> 20} MiB) limit for a tokenizer",
+                path=path,
+                field="/tokenizer",
+            )
         return OnnxManifest(
             name=data["name"],
             model=data["model"],
