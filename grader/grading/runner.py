@@ -263,14 +263,7 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
             sandbox_report = docker_grader.report()
             if isinstance(manifest, DockerManifest):
                 digest = docker_grader.image.digest
-                subject = {
-                    "kind": "docker-image",
-                    "name": manifest.name,
-                    "digest": {"sha256": digest},
-                    "image": manifest.image,
-                    "mode": manifest.mode,
-                    "image_origin": docker_grader.image.origin,
-                }
+                subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": digest}, "image": manifest.image, "mode": manifest.mode}
         elif isinstance(manifest, OnnxManifest):
             grader = InProcessOnnx(folder, manifest, options.threads)
         else:  # pragma: no cover - resolve_sandbox refuses Docker manifests without Docker

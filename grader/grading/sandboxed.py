@@ -61,8 +61,12 @@ class DockerTaskGrader:
         raise UsageError(f"unknown submission kind {manifest.kind!r}")  # pragma: no cover
 
     def report(self) -> dict[str, Any]:
-        """The sandbox settings the report records."""
-        return {
+        """The sandbox settings the report records.
+
+        For an image submission, ``image_origin`` says whether the image came from the
+        submission's own docker save tar (``submission``) or was already on the host (``host``).
+        """
+        settings: dict[str, Any] = {
             "kind": "docker",
             "image": self.image.id,
             "mode": self.mode,
@@ -71,6 +75,9 @@ class DockerTaskGrader:
             "capabilities": "all dropped",
             "limits": self.options.limits.as_report(),
         }
+        if isinstance(self.manifest, DockerManifest):
+            settings["image_origin"] = self.image.origin
+        return settings
 
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
