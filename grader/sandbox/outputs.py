@@ -69,22 +69,47 @@ def read_run_output(folder: Path, *, query_ids: Sequence[str], doc_ids: Sequence
     return run
 
 
+def _npy_header(handle: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The ``(shape, fortran_order, dtype)`` of a .npy header; ``OUTPUT_INVALID`` for anything unreadable.
+
+    numpy's header parser can fail in many ways on hostile bytes (``SyntaxError``,
+    ``tokenize.TokenError``, ``ValueError``...), so every exception here is the
+    output's fault; nothing is allocated from the header's claims before they are checked.
+    """
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(handle)
+        if version == (2, 0):
+            return np.lib.format.read_array_header_2_0(handle)
+        raise ValueError(f".npy format version {version[0]}.{version[1]} (1.0 or 2.0 are read)")
+    except Exception as exc:  # hostile bytes: see the docstring
+        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {type(exc).__name__}: {exc}") from None
+
+
 def read_embeddings_output(folder: Path, name: str, *, rows: int, max_bytes: int, dimension: int | None = None) -> np.ndarray:
-    """Read ``/output/<name>`` as a float32 (rows, d) matrix of finite values."""
+    """Read ``/output/<name>`` as a float32 (rows, d) matrix of finite values.
+
+    The header is checked (float32, C order, (rows, d), and exactly as many data
+    bytes as it promises) before the data is read: no pickles, no allocation
+    sized by an unchecked header.
+    """
     with open_output(folder, name, max_bytes=max_bytes) as handle:
-        try:
-            array = np.load(handle, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {exc}") from None
-    if array.dtype != np.float32:
-        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has dtype {array.dtype}; float32 is required")
-    if array.ndim != 2 or array.shape[0] != rows or array.shape[1] == 0:
-        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has shape {array.shape}; ({rows}, dim) is required, one row per input line")
+        shape, fortran_order, dtype = _npy_header(handle, name)
+        if dtype != np.float32:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has dtype {dtype}; float32 is required")
+        if len(shape) != 2 or shape[0] != rows or shape[1] == 0:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has shape {shape}; ({rows}, dim) is required, one row per input line")
+        expected = shape[0] * shape[1] * 4
+        data = handle.read(expected + 1)
+        if len(data) != expected:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {len(data)} data bytes where its header promises {expected}")
+        array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
     if dimension is not None and array.shape[1] != dimension:
         raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has {array.shape[1]} columns; the other side has {dimension}")
     if not np.all(np.isfinite(array)):
         raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} contains NaN or infinite values")
-    return np.ascontiguousarray(array)
+    return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def read_encoding_stats(folder: Path) -> dict[str, Any] | None:
