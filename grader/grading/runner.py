@@ -9,7 +9,6 @@ task that fails is recorded with its failure code; the others still run.
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
 from grader.errors import SubmissionError, TaskFailure, UsageError
@@ -32,7 +32,7 @@ from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
-from grader.files import atomic_write_bytes, atomic_write_text
+from grader.files import atomic_write_bytes
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -213,7 +213,7 @@ def save_embeddings(folder: Path, query_ids: list[str], doc_ids: list[str], quer
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
         atomic_write_bytes(folder / name, buffer.getvalue())
-    atomic_write_text(folder / "ids.json", json.dumps({"queries": query_ids, "corpus": doc_ids}) + "\n")
+    jsonio.write_json(folder / "ids.json", {"queries": query_ids, "corpus": doc_ids}, indent=None)
 
 
 def resolve_sandbox(requested: str, manifest: Manifest) -> str:
