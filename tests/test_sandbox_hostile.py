@@ -179,3 +179,23 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
         codes[sandbox] = read_report(out)["tasks"]["alpha"]["failure"]["code"]
     assert codes == {"none": "MODEL_ERROR", "docker": "MODEL_ERROR"}
     guard.verify()
+
+
+@pytest.mark.docker(HOSTILE)
+def test_fuzzed_runs_from_containers_are_documented_outcomes(guard: HostGuard, tmp_path: Path) -> None:
+    """Seeded malformed runs written by a real container: each task scores or fails with an output code; the run goes on."""
+    names = [f"fuzz-{seed}" for seed in range(8)]
+    bench = write_benchmark(tmp_path / "bench", names)
+    submission = docker_submission(tmp_path / "sub", HOSTILE)
+    for split in ("test", "dev"):
+        out = tmp_path / f"out-{split}"
+        invoke("run", submission, "--benchmark", bench, "--split", split, "--sandbox", "docker", "--out", out, "--quiet", *LIMITS)
+        tasks = read_report(out)["tasks"]
+        assert set(tasks) == set(names)
+        for name, task in tasks.items():
+            if task["status"] == "failed":
+                assert task["failure"]["code"] in ("OUTPUT_INVALID", "OUTPUT_MISSING", "OUTPUT_TOO_LARGE"), (name, task["failure"])
+                _no_raw_controls(task["failure"]["message"])
+                assert len(task["failure"]["message"]) < 1200
+        assert sum(task["status"] == "failed" for task in tasks.values()) >= 6  # the generator breaks almost every run
+    guard.verify()

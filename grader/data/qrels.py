@@ -92,7 +92,7 @@ def read_json_qrels(path: Path) -> Qrels:
     """Read a JSON qrels file ``{"query-id": {"doc-id": relevance, ...}, ...}``."""
     with open_text(path) as handle:
         try:
-            data = jsonio.loads(handle.read())
+            data = jsonio.loads(handle.read(), max_depth=None)  # the shape checks below prove depth 2
         except jsonio.JsonError as failure:
             failure.raise_as(DataError, path=path)
         except UnicodeDecodeError as exc:
@@ -105,7 +105,7 @@ def read_json_qrels(path: Path) -> Qrels:
             raise DataError(f"judgements of query {qid!r} must be an object", path=path, field=qid)
         for did, rel in docs.items():
             if isinstance(rel, bool) or not isinstance(rel, int):
-                raise DataError(f"relevance must be an integer, got {rel!r}", path=path, field=f"{qid}/{did}")
+                raise DataError(f"relevance must be an integer, got {rel!r}" if isinstance(rel, (float, str)) else f"relevance must be an integer, got {type(rel).__name__}", path=path, field=f"{qid}/{did}")
             _add(judgements, qid, did, rel, path=path, line=None, fields=(qid, f"{qid}/{did}"))
     return Qrels(judgements)
 

@@ -9,8 +9,12 @@ Chosen by the `task` field of /input/task.json:
 | `huge-id` | a valid run plus a line whose query_id is 900,000 characters (with escape codes) | 0 |
 | `leak` | prints the first staged query's text on stderr (as a container exfiltrating hidden queries would) | 1 |
 | `deep-score` | a run whose first score is a list nested 200,000 deep | 0 |
+| `fuzz-N` | a run with one line broken by seeded random mutations (seed N): spliced NaN, deep brackets, duplicate keys, cut bytes, invalid UTF-8 | 0 |
 | anything else | a valid run (every query: the first document) | 0 |
 """
+
+import json
+import random
 
 from harness import empty_run, log, read_jsonl, read_task, write_bytes, write_run
 
@@ -25,6 +29,29 @@ ANSI_LINE = (
 )
 
 
+NASTY = ["NaN", "Infinity", "1e400", "1" * 5000, "[" * 100_000, "{" * 3000, "]", "}", '"\\ud800"', '"\x1b[2J"', "null", ",", ":", '"', "\x00"]
+
+
+def fuzz_run(seed: int, queries: list[dict], corpus: list[dict]) -> bytes:
+    rng = random.Random(seed)
+    lines = [json.dumps({"query_id": q["_id"], "hits": [{"id": d["_id"], "score": rng.uniform(-1, 1)} for d in corpus[:3]]}) for q in queries]
+    index = rng.randrange(len(lines))
+    text = lines[index]
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randint(0, len(text))
+        if rng.random() < 0.6:
+            text = text[:at] + rng.choice(NASTY) + text[at:]
+        elif rng.random() < 0.5:
+            text = text[:at] + text[at + rng.randint(1, 10):]
+        else:
+            text = text.replace('"score": ', '"score": 1, "score": ', 1)
+    lines[index] = text
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    if rng.random() < 0.2:
+        data = data[: len(data) // 2] + b"\xff" + data[len(data) // 2 :]
+    return data
+
+
 def main() -> int:
     task = read_task()
     behaviour = task.get("task", "valid")
@@ -36,6 +63,9 @@ def main() -> int:
     if behaviour == "leak":
         log(f"leaked: {queries[0]['text']}")
         return 1
+    if behaviour.startswith("fuzz-"):
+        write_bytes("run.jsonl", fuzz_run(int(behaviour.split("-", 1)[1]), queries, corpus))
+        return 0
     if behaviour == "deep":
         depth = 200_000
         line = '{"query_id": "%s", "hits": %s%s}' % (queries[0]["_id"], "[" * depth, "]" * depth)
