@@ -122,3 +122,21 @@ def test_external_data_inside_model_functions_is_checked(tmp_path: Path, locatio
         inspect_onnx_model(folder, manifest)
     assert "leak" in str(caught.value)
     assert os.path.exists(model_path)
+
+
+# --------------------------------------------------------------------------- progress lines
+
+
+def test_the_resumed_line_shows_the_primary_measure(tmp_path: Path) -> None:
+    from tests.sandbox_support import write_benchmark
+
+    bench = write_benchmark(tmp_path / "bench", ["alpha"], measures=("MAP@1", "MRR@10", "NDCG@10"))
+    submission = onnx_submission(tmp_path / "sub")
+    out = tmp_path / "out"
+    lines = []
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(bench), "--out", str(out), "--threads", "1", "--sandbox", "none"])
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        lines.append(next(line for line in result.stderr.splitlines() if line.startswith("alpha: scored")))
+    assert lines[0].startswith("alpha: scored NDCG@10 = ")
+    assert lines[1].startswith("alpha: scored NDCG@10 = ") and lines[1].endswith("(stored result, resumed)")  # was MAP@1, the first name sorted
