@@ -13,7 +13,9 @@ from grader.errors import DataError, TaskFailure
 from grader.failures import FailureCode
 from grader.grading.runner import report_failure_text
 from grader.reports.assemble import failed_task
-from grader.text import MAX_MESSAGE, bounded, escape_control, quote_id, redact_quoted
+from grader.reports.example import example_report
+from grader.schemas import first_error
+from grader.text import MAX_MESSAGE, MAX_STDERR_LINE, bounded, escape_control, quote_id, redact_quoted
 
 DEEP = 200_000
 
@@ -110,3 +112,12 @@ def test_a_failed_entry_is_small_whatever_the_message() -> None:
     assert "\x1b" not in entry["failure"]["stderr"]
 
 
+
+
+def test_the_schema_bounds_the_stderr_field_at_least_as_wide_as_the_text_bound() -> None:
+    entry = failed_task("t", split="dev", data_digest="0" * 64, code="NONZERO_EXIT", message="exit status 1", judged=1, stderr="\x1b" * 1_000_000)
+    shown = entry["failure"]["stderr"]
+    assert MAX_STDERR_LINE < len(shown) <= 400
+    report = example_report()
+    report["tasks"]["t"] = {key: value for key, value in entry.items() if key != "name"}
+    assert first_error("report", report) is None
