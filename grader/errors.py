@@ -114,3 +114,18 @@ class TaskFailure(GraderError):
         #: everything a person on the host or running ``grader check`` may see
         self.detail = f"{self.own_message}; last stderr line: {self.container_words}" if self.container_words else self.own_message
         super().__init__(f"{self.code}: {self.detail}", hint=hint)
+
+    def report_text(self, *, public: bool) -> tuple[str, str | None]:
+        """``(message, stderr)`` as a report carries them.
+
+        A report is handed to the submitter, and a container's words can carry hidden
+        queries and corpus text out of the sandbox. For a hidden split the report keeps
+        the code and the grader's own message, with quoted ids a container returned
+        redacted, and no stderr (the host's log under OUT/logs keeps it); for the public
+        sample it keeps the container's last stderr line too.
+        """
+        from grader.text import redact_quoted
+
+        if public:
+            return self.own_message, self.container_words
+        return redact_quoted(self.own_message), None

@@ -11,7 +11,6 @@ from grader import jsonio
 from grader.data.textfiles import iter_jsonl
 from grader.errors import DataError, TaskFailure
 from grader.failures import FailureCode
-from grader.grading.runner import report_failure_text
 from grader.reports.assemble import failed_task
 from grader.reports.example import example_report
 from grader.schemas import first_error
@@ -100,8 +99,10 @@ def test_task_failures_are_bounded_and_keep_the_container_words_apart() -> None:
     assert failure.code is FailureCode.NONZERO_EXIT and failure.code == "NONZERO_EXIT"
     assert failure.own_message == "exit status 1"
     assert failure.container_words is not None and failure.container_words.startswith("\\x1b[2J") and len(failure.container_words) < 400
-    assert report_failure_text(failure, public=False) == ("exit status 1", None)
-    assert report_failure_text(failure, public=True) == ("exit status 1", failure.container_words)
+    assert failure.report_text(public=False) == ("exit status 1", None)
+    assert failure.report_text(public=True) == ("exit status 1", failure.container_words)
+    quoting = TaskFailure("OUTPUT_INVALID", "/output/run.jsonl: query_id: 'hidden query text' is not one of the staged queries")
+    assert quoting.report_text(public=False) == ("/output/run.jsonl: query_id: '...' is not one of the staged queries", None)
     with pytest.raises(ValueError):
         TaskFailure("NOT_A_CODE", "x")
 

@@ -38,7 +38,6 @@ from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
-from grader.text import redact_quoted
 
 RUNNER_IMAGE = os.environ.get("GRADER_RUNNER_IMAGE", "grader-runner:dev")
 
@@ -152,20 +151,6 @@ def split_is_public(options: RunOptions) -> bool:
     return options.split == spec.sample_split and spec.sample_split != spec.default_split
 
 
-def report_failure_text(failure: TaskFailure, *, public: bool) -> tuple[str, str | None]:
-    """``(message, stderr)`` of a failure as a report carries them.
-
-    A report is handed to the submitter, and a container's words can carry hidden
-    queries and corpus text out of the sandbox. On a hidden split the report keeps
-    the code and the grader's own message, with quoted ids a container returned
-    redacted, and no stderr (the host's log under OUT/logs keeps it); on the public
-    sample it keeps the container's last stderr line too.
-    """
-    if public:
-        return failure.own_message, failure.container_words
-    return redact_quoted(failure.own_message), None
-
-
 def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> dict[str, Any]:
     """Rank and score one task; a submission's fault becomes a failed entry."""
     task = inputs.task
@@ -174,7 +159,7 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, repo
     try:
         ranked = grader.rank(inputs, options, reporter)
     except TaskFailure as failure:
-        message, stderr = report_failure_text(failure, public=split_is_public(options))
+        message, stderr = failure.report_text(public=split_is_public(options))
         return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels))
     except SubmissionError as error:
         return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels))
