@@ -9,6 +9,7 @@ import click
 
 from grader import __version__
 from grader.errors import GraderError
+from grader.text import MAX_ERROR_LINE, bounded
 
 
 class GraderGroup(click.Group):
@@ -18,9 +19,10 @@ class GraderGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GraderError as error:
-            click.echo(f"error: {error}", err=True)
+            # GraderError messages are escaped and bounded when made (grader.text); bounded again, as the last step.
+            click.echo(f"error: {bounded(str(error), MAX_ERROR_LINE)}", err=True)
             if error.hint:
-                click.echo(f"hint: {error.hint}", err=True)
+                click.echo(f"hint: {bounded(error.hint, MAX_ERROR_LINE)}", err=True)
             sys.exit(error.exit_code)
 
 

@@ -7,13 +7,13 @@ looks like a task is a task, the primary measure is NDCG@10 and nothing is group
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.task import Task
 from grader.data.textfiles import find_data_file
 from grader.errors import DataError, UsageError
@@ -161,9 +161,11 @@ def load_benchmark_folder(root: str | Path) -> Benchmark:
     spec_path = root / "benchmark.json"
     if spec_path.is_file():
         try:
-            data = json.loads(spec_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg}", path=spec_path, line=exc.lineno) from None
+            data = jsonio.load_file(spec_path)
+        except jsonio.JsonError as failure:
+            failure.raise_as(DataError, path=spec_path)
+        except OSError as exc:
+            raise DataError(f"cannot read: {exc.strerror or exc}", path=spec_path) from None
         spec = BenchmarkSpec.from_json(data, path=spec_path)
     else:
         tasks = tuple(sorted(p.name for p in root.iterdir() if looks_like_task(p)))

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ReportError
+from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.metrics.policy import Evaluation
 from grader.reports.model import report_json
 from grader.reports.signing import write_signed_report
+from grader.text import MAX_STDERR_LINE, bounded
 
 
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -29,14 +31,22 @@ def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluati
     return entry
 
 
-def failed_task(name: str, *, split: str, data_digest: str, code: str, message: str, judged: int) -> dict[str, Any]:
-    """The report entry of a task that failed with a failure ``code``."""
+def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None) -> dict[str, Any]:
+    """The report entry of a task that failed with a failure ``code``.
+
+    ``message`` and ``stderr`` (the container's last line, only for grades of a
+    public split) are escaped and bounded again here, so whatever a caller passes,
+    a report stays small enough for ``grader verify``.
+    """
+    failure: dict[str, Any] = {"code": str(FailureCode(code)), "message": bounded(message)}
+    if stderr:
+        failure["stderr"] = bounded(stderr, MAX_STDERR_LINE)
     return {
         "name": name,
         "split": split,
         "data_digest": {"sha256": data_digest},
         "status": "failed",
-        "failure": {"code": code, "message": message},
+        "failure": failure,
         "measures": {},
         "queries": {"judged": judged, "answered": 0, "missing": judged, "extra": 0},
     }
