@@ -616,7 +616,7 @@ def split_sizes(n: int) -> dict[str, int]:
     """Target queries per split: 60% train, 10% dev, the rest (~30%) test."""
     sizes: dict[str, int] = {}
     for name, fraction in SPLIT_FRACTIONS:
-        sizes[name] = int(round(n * fraction))
+        sizes[name] = round(n * fraction)
     sizes["test"] = n - sum(sizes.values())
     return sizes
 

@@ -98,7 +98,7 @@ def expected_token_ids(text: str, *, with_cls: bool = False, max_length: int = 1
     """The ids ``word_tokenizer`` gives ``text`` (whitespace words, unknown -> 0, [CLS] -> 1), cut at ``max_length``."""
     index = {word: i for i, word in enumerate(WORDS)}
     ids = [index.get(word, 0) for word in text.split()]
-    return ([1] + ids if with_cls else ids)[:max_length]
+    return ([1, *ids] if with_cls else ids)[:max_length]
 
 
 def expected_embeddings(texts: list[str], table: np.ndarray, *, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16) -> np.ndarray:

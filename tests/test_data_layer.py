@@ -124,7 +124,7 @@ def test_registered_coir_groups_csn_languages() -> None:
     spec = registered_spec("coir")
     units = spec.units()
     assert len(units) == 10
-    assert dict(units)["CodeSearchNet"] == tuple(f"CodeSearchNet-{l}" for l in ["go", "java", "javascript", "ruby", "python", "php"])
+    assert dict(units)["CodeSearchNet"] == tuple(f"CodeSearchNet-{language}" for language in ["go", "java", "javascript", "ruby", "python", "php"])
     assert spec.primary_measure == "NDCG@10"
     assert registered_spec("cat").primary_measure == "MRR@1000"
 

@@ -11,6 +11,7 @@ import contextlib
 import resource
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
 from grader.errors import GraderError, TaskFailure
 from grader.failures import OUTPUT_CODES, FailureCode
-from grader.grading.runner import InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox, RUNNER_IMAGE
+from grader.grading.runner import RUNNER_IMAGE, InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
 from grader.sandbox.outputs import read_embeddings_output
@@ -40,7 +41,7 @@ class _Quiet:
     def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
         return None
 
-    def progress(self, label: str, total: int):  # type: ignore[no-untyped-def]
+    def progress(self, label: str, total: int) -> Callable[[int], None]:
         return lambda count: None
 
     def finish(self) -> None:

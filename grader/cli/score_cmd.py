@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -39,7 +39,7 @@ def score_command(
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
         raise click.UsageError("--sign needs --out REPORT")
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
     run = read_run(run_path, RunFormat(run_format) if run_format else None)

@@ -35,10 +35,10 @@ from typing import Any
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
+from grader.data.selection import import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.textfiles import iter_jsonl
 from grader.data.writers import TaskWriter
-from grader.data.selection import import_tasks, select_tasks
 from grader.errors import DataError
 
 #: the split CAT evaluates on; it is both the query set and the candidate pool

@@ -34,9 +34,9 @@ from typing import Any
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
+from grader.data.selection import import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.writers import TaskWriter
-from grader.data.selection import import_tasks, select_tasks
 from grader.errors import DataError, GraderError
 
 HF_ORGANISATION = "CoIR-Retrieval"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import jsonschema
@@ -71,7 +71,7 @@ def format_timestamp(moment: datetime) -> str:
     """RFC 3339 in UTC with a ``Z`` suffix; naive datetimes are refused as ambiguous."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ReportError(f"timestamp {moment.isoformat()} has no time zone; pass an aware datetime")
-    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 def _plain(value: Any, pointer: str) -> Any:
