@@ -19,7 +19,7 @@ import nltk.translate.meteor_score as nltk_meteor
 import pytest
 from click.testing import CliRunner
 
-from grader.errors import DataError, RunFormatError
+from grader.errors import DataError, InputError, RunFormatError
 from grader.translation import files as translation_files
 from grader.translation.metrics import crystal_bleu, meteor, ngram_frequencies, tokenize, trivially_shared_ngrams
 from grader.translation.scoring import IgnoredNGrams, score_files, score_translations
@@ -250,7 +250,7 @@ def test_score_translations_means_missing_and_unknown(wordnet) -> None:
     plain = score_translations(references, predictions, wordnet=wordnet)
     assert plain.bleu_measure == "BLEU-4" and plain.as_json()["bleu"]["ignored_ngrams"] is None
     assert "BLEU-4" in plain.as_json()["measures"] and "CrystalBLEU-4" not in plain.as_json()["measures"]
-    with pytest.raises(ValueError, match="unknown query ids: 'zz'"):
+    with pytest.raises(InputError, match="unknown query ids: 'zz'"):
         score_translations(references, {"zz": "x"}, wordnet=wordnet)
 
 

@@ -1,4 +1,4 @@
-"""The ``grader`` command group: the one place where errors become exit codes."""
+"""The ``grader`` command group: the one place where errors become exit codes (table: :mod:`grader.cli.exits`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from grader import __version__
+from grader.cli.exits import exit_status
 from grader.errors import GraderError
 from grader.text import MAX_ERROR_LINE, bounded
 
 
 class GraderGroup(click.Group):
-    """A click group that prints a :class:`GraderError` as one line and exits with its code."""
+    """A click group that prints a :class:`GraderError` as one line and exits with its status."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -23,13 +24,17 @@ class GraderGroup(click.Group):
             click.echo(f"error: {bounded(str(error), MAX_ERROR_LINE)}", err=True)
             if error.hint:
                 click.echo(f"hint: {bounded(error.hint, MAX_ERROR_LINE)}", err=True)
-            sys.exit(error.exit_code)
+            sys.exit(exit_status(error))
 
 
 @click.group(cls=GraderGroup)
 @click.version_option(__version__, prog_name="grader")
 def cli() -> None:
-    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably."""
+    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably.
+
+    Exit status: 0 success; 1 a verification or check did not pass; 2 usage or input error;
+    3 the submission's fault; 4 the infrastructure's fault (container engine, report writing).
+    """
 
 
 def _register() -> None:

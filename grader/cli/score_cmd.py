@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from grader.data.qrels import read_qrels
+from grader.errors import UsageError
 from grader.files import atomic_write_text, sha256_file
 from grader.metrics.measures import parse_measures
 from grader.metrics.output import as_coir, as_json, as_table, dumps, per_query_tsv
@@ -38,7 +39,7 @@ def score_command(
 ) -> None:
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
-        raise click.UsageError("--sign needs --out REPORT")
+        raise UsageError("--sign needs --out REPORT")
     started_at = datetime.now(UTC)
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
