@@ -12,7 +12,7 @@ import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
 from grader.errors import SubmissionError, TaskFailure, UsageError
 from grader.failures import FailureCode
+from grader.files import atomic_write_bytes
 from grader.grading.store import TaskStore
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy, evaluate
@@ -32,7 +33,6 @@ from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
-from grader.files import atomic_write_bytes
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -228,7 +228,7 @@ def _image_present(reference: str) -> bool:
 
 def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) -> tuple[dict[str, Any], Path]:
     """Grade ``submission`` on ``options.tasks``; write the report; return it and its path."""
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     store = TaskStore(options.out_dir)
     measures = options.effective_measures()
     with open_submission(submission) as folder:
@@ -284,7 +284,7 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
         aggregate=options.benchmark.spec.aggregate(task_scores, tasks=options.tasks),
         policy=options.policy.value,
         started_at=started_at,
-        finished_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(UTC),
         sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
     )

@@ -48,7 +48,7 @@ def reduce(queries: np.ndarray, corpus: np.ndarray, dimension: int) -> Projectio
     if dimension >= native:
         return Projection(dimension, False, 1.0, l2_normalize(queries), l2_normalize(corpus))
     mean, components, explained = fit_components(np.vstack([queries, corpus]), dimension)
-    project = lambda x: l2_normalize(((x.astype(np.float64) - mean) @ components.T)).astype(np.float32)  # noqa: E731
+    project = lambda x: l2_normalize((x.astype(np.float64) - mean) @ components.T).astype(np.float32)  # noqa: E731
     return Projection(dimension, True, explained, project(queries), project(corpus))
 
 

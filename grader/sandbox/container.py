@@ -63,7 +63,8 @@ def run_container(
 ) -> ContainerOutcome:
     """Run ``image_id``'s entrypoint under the sandbox's hardening and wait for it, at most ``limits.time_limit_s``."""
     import docker.errors
-    from docker.types import LogConfig, Mount as DockerMount, Ulimit
+    from docker.types import LogConfig, Ulimit
+    from docker.types import Mount as DockerMount
 
     client = docker_client()
     config: dict[str, Any] = dict(
