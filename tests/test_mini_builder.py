@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MINI = REPO / "grader" / "benchmarks" / "mini"
+MINI = REPO / "grader" / "bundled" / "mini"
 SCRIPT = REPO / "scripts" / "build_mini.py"
 SCHEMA = REPO / "grader" / "schemas" / "benchmark.schema.json"
 TASKS = ("text2code", "code2code", "code2text")

@@ -41,7 +41,7 @@ from tests.sandbox_support import (
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 REPO = Path(__file__).resolve().parent.parent
-MINI_TEXT2CODE = REPO / "grader" / "benchmarks" / "mini" / "text2code"
+MINI_TEXT2CODE = REPO / "grader" / "bundled" / "mini" / "text2code"
 LIMITS = ["--time-limit", "60", "--memory", "1g", "--cpus", "1"]
 
 

@@ -48,7 +48,7 @@ def score_command(
     if per_query_path is not None:
         atomic_write_text(per_query_path, per_query_tsv(evaluation))
     if report_path is not None:
-        from grader.reports.scoring import write_score_report
+        from grader.reports.score_report import write_score_report
 
         write_score_report(
             evaluation,

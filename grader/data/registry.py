@@ -16,7 +16,8 @@ from grader import jsonio
 from grader.data.benchmark import Benchmark, BenchmarkSpec, load_benchmark_folder
 from grader.errors import UsageError
 
-BENCHMARKS_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+#: Shipped benchmark definitions (and the data of those in BUNDLED_DATA): grader/bundled/<name>/
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bundled"
 REGISTERED = ("coir", "cat", "mini")
 BUNDLED_DATA = frozenset({"mini"})
 
@@ -33,7 +34,7 @@ def registered_spec(name: str) -> BenchmarkSpec:
     """The shipped definition of a registered benchmark."""
     if name not in REGISTERED:
         raise UsageError(f"unknown benchmark {name!r} (registered: {', '.join(REGISTERED)}; or give a folder)")
-    path = BENCHMARKS_DIR / name / "benchmark.json"
+    path = BUNDLED_DIR / name / "benchmark.json"
     return BenchmarkSpec.from_json(jsonio.load_file(path), path=path)
 
 
@@ -45,7 +46,7 @@ def registered_definition(name: str, tasks: Sequence[str] | None = None) -> dict
     """
     if name not in REGISTERED:
         raise UsageError(f"unknown benchmark {name!r} (registered: {', '.join(REGISTERED)}; or give a folder)")
-    data: dict[str, Any] = jsonio.load_file(BENCHMARKS_DIR / name / "benchmark.json")
+    data: dict[str, Any] = jsonio.load_file(BUNDLED_DIR / name / "benchmark.json")
     if tasks is None:
         return data
     keep = set(tasks)
@@ -62,7 +63,7 @@ def registered_definition(name: str, tasks: Sequence[str] | None = None) -> dict
 def data_root(name: str) -> Path:
     """Folder holding the task data of registered benchmark ``name``."""
     if name in BUNDLED_DATA:
-        return BENCHMARKS_DIR / name
+        return BUNDLED_DIR / name
     return data_home() / name
 
 
