@@ -11,24 +11,21 @@ from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.metrics.policy import Evaluation
 from grader.reports.model import report_json
+from grader.reports.pieces import Digest, Failure, QueryCoverage, TaskEntry
 from grader.reports.signing import write_signed_report
-from grader.text import MAX_STDERR_LINE, bounded
 
 
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored."""
-    entry: dict[str, Any] = {
-        "name": name,
-        "split": split,
-        "data_digest": {"sha256": data_digest},
-        "status": "scored",
-        "failure": None,
-        "measures": evaluation.means(),
-        "queries": evaluation.counts.as_dict(),
-    }
-    if extra:
-        entry.update(extra)
-    return entry
+    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON)."""
+    counts = evaluation.counts.as_dict()
+    return TaskEntry(
+        name=name,
+        split=split,
+        data_digest=Digest(data_digest),
+        queries=QueryCoverage(**counts),
+        measures=evaluation.means(),
+        extra=dict(extra or {}),
+    ).as_json()
 
 
 def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None) -> dict[str, Any]:
@@ -38,18 +35,13 @@ def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | 
     public split) are escaped and bounded again here, so whatever a caller passes,
     a report stays small enough for ``grader verify``.
     """
-    failure: dict[str, Any] = {"code": str(FailureCode(code)), "message": bounded(message)}
-    if stderr:
-        failure["stderr"] = bounded(stderr, MAX_STDERR_LINE)
-    return {
-        "name": name,
-        "split": split,
-        "data_digest": {"sha256": data_digest},
-        "status": "failed",
-        "failure": failure,
-        "measures": {},
-        "queries": {"judged": judged, "answered": 0, "missing": judged, "extra": 0},
-    }
+    return TaskEntry(
+        name=name,
+        split=split,
+        data_digest=Digest(data_digest),
+        queries=QueryCoverage.none_answered(judged),
+        failure=Failure(FailureCode(code), message, stderr),
+    ).as_json()
 
 
 def write_report(report: dict[str, Any], out_path: str | os.PathLike[str], key_path: str | os.PathLike[str] | None) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ import jsonschema
 
 import grader
 from grader.errors import ReportError
+from grader.reports.pieces import TaskEntry
 from grader.schemas import first_error, json_pointer
 
 SCHEMA_NAME = "report"
@@ -101,9 +103,10 @@ def _plain(value: Any, pointer: str) -> Any:
     raise ReportError(f"invalid report at {pointer or '/'}: {type(value).__name__} is not JSON data")
 
 
-def _tasks_by_name(tasks: list[dict]) -> dict[str, dict]:
+def _tasks_by_name(tasks: Sequence[dict | TaskEntry]) -> dict[str, dict]:
     by_name: dict[str, dict] = {}
-    for index, task in enumerate(tasks):
+    for index, piece in enumerate(tasks):
+        task = piece.as_json() if isinstance(piece, TaskEntry) else piece
         if not isinstance(task, dict) or not isinstance(task.get("name"), str):
             raise ReportError(f"invalid report: tasks[{index}] needs a string 'name'")
         name = task["name"]
@@ -141,7 +144,7 @@ def build_report(
     *,
     benchmark: dict,
     subject: dict,
-    tasks: list[dict],
+    tasks: Sequence[dict | TaskEntry],
     aggregate: dict,
     policy: str,
     started_at: datetime,
@@ -152,7 +155,8 @@ def build_report(
     """Assemble and validate a grading report.
 
     ``benchmark`` may be the whole benchmark definition: only its name, version
-    and primary_measure are kept. Each entry of ``tasks`` carries a ``name`` plus
+    and primary_measure are kept. Each entry of ``tasks`` is a
+    :class:`grader.reports.pieces.TaskEntry`, or a dict that carries a ``name`` plus
     the task fields of the schema (``failure`` defaults to None, ``measures`` to
     {}). Floats are kept at full precision. Raises :class:`ReportError` naming
     the JSON pointer of the first problem.
