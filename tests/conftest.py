@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 
 def write_task(root: Path, *, corpus: list[dict], queries: list[dict], qrels: dict[str, list[tuple[str, str, int]]]) -> Path:
@@ -29,6 +31,19 @@ def small_task(tmp_path: Path) -> Path:
         queries=[{"_id": "q1", "text": "add two numbers"}, {"_id": "q2", "text": "print"}, {"_id": "q3", "text": "unjudged"}],
         qrels={"test": [("q1", "d1", 1), ("q2", "d2", 2)], "dev": [("q2", "d3", 1)]},
     )
+
+
+@pytest.fixture
+def grader_cli() -> Callable[..., Result]:
+    """Invoke the ``grader`` command in-process: ``grader_cli("score", "--qrels", path, ...)`` (arguments are str()-ed)."""
+    from grader.cli.main import cli
+
+    runner = CliRunner()
+
+    def invoke(*args: object) -> Result:
+        return runner.invoke(cli, [str(arg) for arg in args])
+
+    return invoke
 
 
 # --------------------------------------------------------------------------- Docker sandbox tests

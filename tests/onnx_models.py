@@ -17,6 +17,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 WORDS = ["[UNK]", "[CLS]", "[PAD]"] + [f"w{i}" for i in range(61)]
 
 
+def words(*numbers: int) -> str:
+    """A text of the vocabulary's words: ``words(1, 2)`` is ``"w1 w2"``."""
+    return " ".join(f"w{n}" for n in numbers)
+
+
 def word_tokenizer(path: Path, *, with_cls: bool = False, file_max_length: int | None = None) -> Tokenizer:
     """A whitespace word-level tokenizer over WORDS; optionally with a [CLS] prefix and baked-in truncation."""
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
