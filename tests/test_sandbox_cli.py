@@ -76,6 +76,7 @@ def assert_same_measures(got: dict[str, float], expected: dict[str, float], *, t
 # --------------------------------------------------------------------------- grader run
 
 
+@pytest.mark.slow
 @pytest.mark.docker(BM25_IMAGE)
 def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if shutil.which("docker") is None:
@@ -271,6 +272,7 @@ def test_check_passes_a_valid_image(guard: HostGuard, tmp_path: Path, scripted_b
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(BM25_IMAGE)
 def test_check_passes_the_bm25_example(guard: HostGuard) -> None:
     submission = REPO / "submissions_example" / "docker-bm25"

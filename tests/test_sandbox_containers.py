@@ -270,6 +270,7 @@ def test_memory_hog_is_oom_killed(guard: HostGuard) -> None:
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(image_of("sleeper"))
 def test_sleeper_is_killed_at_the_time_limit(guard: HostGuard) -> None:
     limit = 3.0

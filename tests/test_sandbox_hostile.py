@@ -139,6 +139,7 @@ def test_a_huge_id_gives_a_small_signed_report_that_verifies(guard: HostGuard, t
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(HOSTILE)
 def test_images_from_submission_only_refuses_host_images(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bench = write_benchmark(tmp_path / "bench", ["valid"])
@@ -182,6 +183,7 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(HOSTILE)
 def test_fuzzed_runs_from_containers_are_documented_outcomes(guard: HostGuard, tmp_path: Path) -> None:
     """Seeded malformed runs written by a real container: each task scores or fails with an output code; the run goes on."""
