@@ -64,7 +64,7 @@ def packed(submission: Path) -> Iterator[Path]:
                 data["image"] = "image.tar"
                 (source / "submission.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
             archive = work / "submission.tar.gz"
-            with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
+            with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
                 _add_folder(tar, source)
         yield archive
 

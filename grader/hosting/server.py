@@ -92,7 +92,7 @@ class LocalWorkers(threading.Thread):
     def _start(self, name: str) -> None:
         env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])
         log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        process = subprocess.Popen([sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        process = subprocess.Popen([sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name, "--exit-with-parent"], env=env, stdout=log_file, stderr=subprocess.STDOUT)
         log_file.close()
         self.processes[name] = process
         (self.ctx.state.run / f"{name}.pid").write_text(f"{process.pid}\n")

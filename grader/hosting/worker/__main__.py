@@ -14,12 +14,13 @@ def main() -> int:
     parser.add_argument("--server", required=True)
     parser.add_argument("--name", default="worker")
     parser.add_argument("--once", action="store_true", help="grade at most one job, then exit")
+    parser.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process (a local server) dies")
     args = parser.parse_args()
     token = os.environ.get("GRADER_WORKER_TOKEN")
     if not token:
         print("grader worker: GRADER_WORKER_TOKEN is not set", file=sys.stderr)
         return 2
-    run_worker(args.server, token, name=args.name, once=args.once)
+    run_worker(args.server, token, name=args.name, once=args.once, exit_with_parent=args.exit_with_parent)
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import signal
 import tempfile
 import threading
@@ -116,8 +117,24 @@ def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
     return _post_with_retry(api, submission_id, payload, give_up_after=float(job["lease_s"]))
 
 
-def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False) -> None:
+class ParentWatch(threading.Thread):
+    """Ends a local worker whose server died (kill -9 leaves no one to stop it); its lease then expires."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.parent = os.getppid()
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != self.parent:
+                os._exit(3)
+
+
+def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False) -> None:
     """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
+    if exit_with_parent:
+        ParentWatch().start()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stopping = threading.Event()
