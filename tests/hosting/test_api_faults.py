@@ -106,8 +106,12 @@ def test_tokens_ownership_and_rate_limit(server: Server) -> None:
     # the real CLI lists alice's one submission
     listed = grader_cli("submissions", "--server", server.url, "--json", env={"GRADER_TOKEN": alice})
     assert listed.returncode == 0 and [v["id"] for v in json.loads(listed.stdout)] == [view["id"]]
+    # a revoked token stops working at once
+    admin(server.state, "revoke", "bob", database=server.database)
+    assert httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": f"Bearer {bob}"}).status_code == 401
+    assert "bob" in admin(server.state, "list", database=server.database) and "REVOKED" in admin(server.state, "list", database=server.database)
     # wrong tokens: 401, then 429 for that address, even with a right token
-    for _ in range(10):
+    for _ in range(9):  # the revoked token above was the first failure
         assert httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": "Bearer gp_wrong"}).status_code == 401
     limited = httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": f"Bearer {alice}"})
     assert limited.status_code == 429 and "Retry-After" in limited.headers

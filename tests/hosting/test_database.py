@@ -225,3 +225,20 @@ def test_quota_counts_what_the_participant_caused(world: World) -> None:
         check_quota(session, world.competition, world.participant_id, "sample", now, world.competition.end)
         with pytest.raises(RefusedSubmission, match="closed at"):
             check_quota(session, world.competition, world.participant_id, "sample", now, now - timedelta(seconds=1))
+
+
+def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
+    submission_id = new_submission(world)
+    claim = lifecycle.claim(world.db, world.workers[0], 30)
+    assert claim is not None
+    accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
+    assert not lifecycle.rejudge(world.db, world.dispatcher, "s-unknown", max_attempts=2)
+    assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
+    queued = state_of(world, submission_id)
+    assert (queued.state, queued.failure_code, queued.attempt_limit) == ("queued", None, 3)
+    again = lifecycle.claim(world.db, world.workers[1], 30)
+    assert again is not None and again.attempt == 2
+    accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"})
+    with world.db.session() as session:
+        codes = session.scalars(select(Result.failure_code).where(Result.submission_id == submission_id).order_by(Result.id)).all()
+    assert codes == ["OOM", "TIMEOUT"] and state_of(world, submission_id).failure_code == "TIMEOUT"
