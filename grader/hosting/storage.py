@@ -21,8 +21,6 @@ from grader.errors import KeyFileError
 from grader.hosting.errors import RefusedSubmission
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_private_key, write_keypair
 
-CHUNK = 1 << 20
-
 
 @dataclass(frozen=True)
 class StoredUpload:

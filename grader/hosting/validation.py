@@ -15,7 +15,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from grader.errors import GraderError, SubmissionError
+from grader.errors import SubmissionError
 from grader.submissions.archive import ArchiveLimits, open_submission
 from grader.submissions.digest import submission_digest
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
@@ -87,8 +87,3 @@ def check_submission(upload: Path, *, kinds: tuple[str, ...] = ("onnx", "docker"
         elif isinstance(manifest, DockerManifest) and image_as_tar:
             _check_image_tar(folder, manifest, Path("submission.json"))
     return CheckedSubmission(manifest, digest)
-
-
-def is_submission_error(error: Exception) -> bool:
-    """Whether ``error`` is a fault of the upload (answered 422), as opposed to the server's."""
-    return isinstance(error, SubmissionError) or (isinstance(error, GraderError) and not type(error).__name__.startswith("Sandbox"))

@@ -177,15 +177,16 @@ def test_kill9_server_during_upload_leaves_no_half_submission(tmp_path: Path) ->
 
 def test_refuses_to_start_on_changed_pins_until_repin(tmp_path: Path) -> None:
     competition = write_competition(tmp_path / "c.toml")
-    srv = Server(competition, tmp_path / "state", workers=0).start()
-    srv.stop()
+    Server(competition, tmp_path / "state", workers=0).start().stop()
     # another hidden split is other data: refused at start, with the way out
     write_competition(tmp_path / "c.toml", split="dev", sample_split="train")
     again = Server(competition, tmp_path / "state", workers=0)
-    again.start(expect_ok=False)
-    assert again.process is not None and again.process.wait(60) == 3
-    log = again.log.read_text()
-    assert "pinned on other data or grader" in log and "grader admin repin" in log
-    admin(tmp_path / "state", "repin", "--competition", str(competition))
-    again.start()
-    again.stop()
+    try:
+        again.start(expect_ok=False)
+        assert again.process is not None and again.process.wait(60) == 3
+        log = again.log.read_text()
+        assert "pinned on other data or grader" in log and "grader admin repin" in log
+        admin(tmp_path / "state", "repin", "--competition", str(competition))
+        again.start()
+    finally:
+        again.stop()

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from grader import __version__
-from grader.hosting.api.context import ServerContext
+from grader.hosting.context import ServerContext
 from grader.hosting.api.routes import meta, participants, workers
 
 DOCS_ASSETS = "/docs-assets"

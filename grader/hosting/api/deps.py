@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request
 
-from grader.hosting.api.context import ServerContext
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Worker
 from grader.hosting.services.participants import authenticate, authenticate_worker
 

@@ -54,8 +54,12 @@ def _scrub_hidden(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def _classify(report: dict[str, Any], pin: Pin, split: str) -> tuple[State | None, str | None, str]:
+def _classify(report: dict[str, Any], pin: Pin, split: str, *, kind: str, content_digest: str) -> tuple[State | None, str | None, str]:
     """(final state, failure code, reason); state None means a platform failure (retry)."""
+    subject = report.get("subject", {})
+    # An ONNX report names the digest of the upload's content: it must be the upload this job holds.
+    if kind == "onnx" and subject.get("digest", {}).get("sha256") != content_digest:
+        return None, INFRA, "the report is about another submission than the upload of this job"
     codes: list[str] = []
     pinned = pin.digests.get("tasks", {})
     for entry in task_entries(report):
@@ -92,7 +96,7 @@ def accept_result(db: Database, state: StateDir, key_path: Path, *, submission_i
         assert submission is not None
         pin = session.get(Pin, submission.pin_id)
         assert pin is not None
-        track, split = submission.track, submission.split
+        track, split, kind, content_digest = submission.track, submission.split, submission.kind, submission.content_digest
     report = payload.get("report")
     code = payload.get("failure_code")
     folder = state.result_dir(submission_id, attempt)
@@ -107,7 +111,7 @@ def accept_result(db: Database, state: StateDir, key_path: Path, *, submission_i
     if isinstance(report, dict):
         try:
             validate_report(report)
-            final, code, why = _classify(report, pin, split)
+            final, code, why = _classify(report, pin, split, kind=kind, content_digest=content_digest)
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)

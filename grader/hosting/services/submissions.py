@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import select
 
 from grader.errors import GraderError
-from grader.hosting.api.context import ServerContext
+from grader.hosting.context import ServerContext
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.db.models import Participant, Result, State, Submission, Transition
 from grader.hosting.errors import RefusedSubmission

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
 from grader import __version__
-from grader.hosting.api.context import ServerContext
+from grader.hosting.context import ServerContext
 from grader.hosting.api.deps import context
 from grader.hosting.clock import iso
 from grader.hosting.db.models import Pin

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from grader.hosting.api.context import ServerContext
+from grader.hosting.context import ServerContext
 from grader.hosting.api.deps import context, worker
 from grader.hosting.clock import iso
 from grader.hosting.db.models import Pin, Submission, Worker
