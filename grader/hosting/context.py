@@ -13,7 +13,7 @@ from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.storage import StateDir
-from grader.hosting.api.ratelimit import FailureLimiter
+from grader.hosting.ratelimit import FailureLimiter
 
 
 @dataclass
