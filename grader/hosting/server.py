@@ -69,7 +69,11 @@ class Reaper(threading.Thread):
         queue = self.ctx.competition.queue
         while not self.stopping.wait(queue.reap_every_s):
             try:
-                reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                for what, ids in (("lease expired, re-queued", done.requeued), ("lease expired, attempt limit reached: error/INFRA", done.errored),
+                                  ("left received, queued", done.queued_received), ("waiting unclaimed, re-dispatched", done.redispatched)):
+                    if ids:
+                        log.warning("reaper: %s: %s", what, ", ".join(ids))
             except Exception:  # the reaper must outlive a database hiccup
                 log.exception("reaper pass failed; retrying")
 
@@ -122,6 +126,8 @@ def serve(options: ServeOptions) -> None:
     """Run the server until interrupted."""
     import uvicorn
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     ctx, db = prepare(options)
     reaper = Reaper(ctx)
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
