@@ -12,9 +12,14 @@ from grader.hosting.clock import iso, utcnow
 
 
 def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
-    from grader.hosting.db.session import open_database
+    from grader.hosting.db.session import DB_FILE, open_database
+    from grader.hosting.errors import HostingError
 
-    return open_database(ctx.obj["state"], ctx.obj["database"])
+    state: Path = ctx.obj["state"]
+    if ctx.obj["database"] is None and not (state / DB_FILE).is_file():
+        # A mistyped --state must not silently create a second, empty competition.
+        raise HostingError(f"{state}: no competition database here", hint="start `grader serve --state DIR` once first, or pass --database URL")
+    return open_database(state, ctx.obj["database"])
 
 
 @click.group("admin")

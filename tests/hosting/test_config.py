@@ -49,3 +49,13 @@ def test_not_toml(tmp_path: Path) -> None:
     path.write_text("name = \n", encoding="utf-8")
     with pytest.raises(CompetitionFileError, match="not valid TOML"):
         load_competition(path)
+
+
+def test_admin_refuses_a_state_folder_without_a_competition(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from grader.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["admin", "--state", str(tmp_path / "typo"), "add-participant", "x"])
+    assert result.exit_code == 2 and "no competition database here" in result.output
+    assert not (tmp_path / "typo" / "grader.sqlite3").exists()

@@ -25,6 +25,11 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
     server = Server(write_competition(tmp_path / "c.toml", max_attempts=2), tmp_path / "state", workers=0).start()
     try:
         participant = admin(server.state, "add-participant", "gina").strip()
+        # the OpenAPI page loads its assets from this server, never a CDN
+        page = httpx.get(f"{server.url}/docs").text
+        assert "/docs-assets/swagger-ui-bundle.js" in page and "cdn" not in page.lower() and "https://" not in page
+        assert httpx.get(f"{server.url}/docs-assets/swagger-ui-bundle.js").status_code == 200
+        assert "/api/v1/worker/claim" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
         one = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-1')}"}, timeout=30)
         two = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-2')}"}, timeout=30)
         # a participant token is not a worker token
