@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
 
 from grader.hosting.config import Competition
@@ -25,6 +26,7 @@ class ServerContext:
     state: StateDir
     dispatcher: LocalDispatcher
     pin_id: int
+    signing_key: Ed25519PrivateKey
     benchmark_target: str
     tasks: list[str]
     split: str

@@ -42,7 +42,7 @@ class ServeOptions:
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     """Everything before serving: database (migrated), pin check, host key, clean-up of half uploads."""
     state = StateDir(options.state_dir)
-    state.ensure_host_key()
+    signing_key = state.ensure_host_key()
     db = open_database(state.root, options.database)
     competition = options.competition
     with db.session() as session:
@@ -52,7 +52,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_tmp()
     state.clean_orphans(known)
     _benchmark, tasks, split, sample = grading_splits(competition)
-    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=LocalDispatcher(), pin_id=pin_id,
+    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=LocalDispatcher(), pin_id=pin_id, signing_key=signing_key,
                         benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample)
     return ctx, db
 

@@ -17,9 +17,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import KeyFileError
 from grader.hosting.errors import RefusedSubmission
-from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_private_key, write_keypair
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from grader.hosting.host_key import ensure_host_key
+from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,9 @@ class StateDir:
     def host_pub(self) -> Path:
         return self.keys / PUBLIC_KEY_NAME
 
-    def ensure_host_key(self) -> None:
-        """Create the host's Ed25519 key pair on first start (private half 0600); check it afterwards."""
-        if not self.host_key.exists():
-            write_keypair(self.keys)
-        load_private_key(self.host_key)  # refuses unsafe permissions
-        if not self.host_pub.exists():
-            raise KeyFileError("public half missing next to the host key", path=self.host_pub)
+    def ensure_host_key(self) -> Ed25519PrivateKey:
+        """Create the host's Ed25519 key pair on first start (private half 0600, optionally encrypted); load it."""
+        return ensure_host_key(self.keys)
 
     def upload_path(self, submission_id: str) -> Path:
         return self.uploads / f"{submission_id}.tar.gz"

@@ -59,3 +59,25 @@ def test_admin_refuses_a_state_folder_without_a_competition(tmp_path: Path) -> N
     result = CliRunner().invoke(cli, ["admin", "--state", str(tmp_path / "typo"), "add-participant", "x"])
     assert result.exit_code == 2 and "no competition database here" in result.output
     assert not (tmp_path / "typo" / "grader.sqlite3").exists()
+
+
+def test_host_key_is_0600_and_can_be_encrypted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat
+
+    from grader.errors import KeyFileError
+    from grader.hosting.host_key import PASSPHRASE_ENV, ensure_host_key
+
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    key = ensure_host_key(tmp_path)
+    private = tmp_path / "grader.key"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and b"ENCRYPTED" in private.read_bytes()
+    assert ensure_host_key(tmp_path).public_key().public_bytes_raw() == key.public_key().public_bytes_raw()
+    monkeypatch.setenv(PASSPHRASE_ENV, "wrong")
+    with pytest.raises(KeyFileError, match="wrong GRADER_HOST_KEY_PASSPHRASE"):
+        ensure_host_key(tmp_path)
+    monkeypatch.delenv(PASSPHRASE_ENV)
+    with pytest.raises(KeyFileError, match="encryption does not match"):
+        ensure_host_key(tmp_path)
+    private.chmod(0o644)
+    with pytest.raises(KeyFileError, match="readable by others"):
+        ensure_host_key(tmp_path)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import func, inspect, select, update
 
 from grader.hosting.clock import utcnow
@@ -35,12 +36,13 @@ class World:
     token: str
     workers: list[int]
     dispatcher: LocalDispatcher
+    key: Ed25519PrivateKey
 
 
 @pytest.fixture
 def world(tmp_path: Path, database_url: str | None) -> World:
     state = StateDir(tmp_path / "state")
-    state.ensure_host_key()
+    key = state.ensure_host_key()
     db = open_database(state.root, database_url)
     competition = load_competition(write_competition(tmp_path / "c.toml", max_attempts=2, tables={"quotas": {"per_day": 2, "total": 3, "concurrent": 5}}))
     with db.session() as session:
@@ -50,7 +52,7 @@ def world(tmp_path: Path, database_url: str | None) -> World:
         rekey_local_worker(session, "w2")
         workers = list(session.scalars(select(Worker.id).order_by(Worker.id)).all())
         ids = (pin.id, participant.id)
-    yield World(db, state, competition, ids[0], ids[1], token, workers, LocalDispatcher())
+    yield World(db, state, competition, ids[0], ids[1], token, workers, LocalDispatcher(), key)
     db.dispose()
 
 
@@ -125,7 +127,7 @@ def test_audit_trail_and_participant_failure(world: World) -> None:
     assert claim is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[1], 30) is None  # not this worker's lease
-    verdict = accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM", "message": "killed"})
+    verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM", "message": "killed"})
     assert (verdict.status, verdict.state) == ("accepted", "failed")
     final = state_of(world, submission_id)
     assert (final.state, final.failure_code) == ("failed", "OOM")
@@ -133,7 +135,7 @@ def test_audit_trail_and_participant_failure(world: World) -> None:
         moves = [(t.from_state, t.to_state) for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id))]
     assert moves == [(None, "received"), ("received", "queued"), ("queued", "running"), ("running", "failed")]
     # a duplicate of the same result changes nothing
-    again = accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
+    again = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
     assert again.status == "stale"
 
 
@@ -148,10 +150,10 @@ def test_stale_attempt_result_is_discarded(world: World) -> None:
     assert second is not None and second.attempt == 2
     # the lost worker comes back: its heartbeat and its result are refused
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
-    stale = accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "TIMEOUT"})
+    stale = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "TIMEOUT"})
     assert stale.status == "stale"
     assert state_of(world, submission_id).state == "running"
-    done = accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "NONZERO_EXIT"})
+    done = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "NONZERO_EXIT"})
     assert done.state == "failed"
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Result).where(Result.submission_id == submission_id)) == 1
@@ -173,7 +175,7 @@ def test_lost_workers_end_in_error_infra_and_are_not_charged(world: World) -> No
 def test_platform_failure_posted_by_worker_is_retried(world: World) -> None:
     submission_id = new_submission(world)
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
-    verdict = accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "INFRA", "message": "docker gone"})
+    verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "INFRA", "message": "docker gone"})
     assert verdict.status == "requeued" and state_of(world, submission_id).state == "queued"
 
 
@@ -194,7 +196,7 @@ def test_cancel_is_never_charged_and_running_worker_learns_it(world: World) -> N
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
     assert lifecycle.cancel(world.db, submission_id)
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
-    assert accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}).status == "stale"
+    assert accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}).status == "stale"
     with world.db.session() as session:
         assert quota_status(session, world.competition, world.participant_id, "hidden", utcnow()).used_24h == 0
 
@@ -209,7 +211,7 @@ def test_quota_counts_what_the_participant_caused(world: World) -> None:
     for _ in range(2):
         claim = lifecycle.claim(world.db, world.workers[0], 30)
         assert claim is not None
-        accept_result(world.db, world.state, world.state.host_key, submission_id=claim.submission_id, attempt=claim.attempt, worker_id=world.workers[0], payload=outcomes[claim.submission_id])
+        accept_result(world.db, world.state, world.key, submission_id=claim.submission_id, attempt=claim.attempt, worker_id=world.workers[0], payload=outcomes[claim.submission_id])
     assert lifecycle.cancel(world.db, ids[2])
     assert [state_of(world, i).state for i in ids] == ["failed", "error", "cancelled", "queued"]
     now = utcnow()
@@ -231,14 +233,14 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     submission_id = new_submission(world)
     claim = lifecycle.claim(world.db, world.workers[0], 30)
     assert claim is not None
-    accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
+    accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
     assert not lifecycle.rejudge(world.db, world.dispatcher, "s-unknown", max_attempts=2)
     assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
     queued = state_of(world, submission_id)
     assert (queued.state, queued.failure_code, queued.attempt_limit) == ("queued", None, 3)
     again = lifecycle.claim(world.db, world.workers[1], 30)
     assert again is not None and again.attempt == 2
-    accept_result(world.db, world.state, world.state.host_key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"})
+    accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"})
     with world.db.session() as session:
         codes = session.scalars(select(Result.failure_code).where(Result.submission_id == submission_id).order_by(Result.id)).all()
     assert codes == ["OOM", "TIMEOUT"] and state_of(world, submission_id).failure_code == "TIMEOUT"

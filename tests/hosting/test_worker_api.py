@@ -60,5 +60,7 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         assert (final["state"], final["failure_code"]) == ("error", "INFRA")
         quota = httpx.get(f"{server.url}/api/v1/quota", headers={"Authorization": f"Bearer {participant}"}).json()
         assert quota["hidden"]["used_24h"] == 0
+        one.close()
+        two.close()
     finally:
         server.stop()

@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from grader.errors import ReportError
 from grader.files import atomic_write_text
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Pin, Result, State, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
+from grader.hosting.host_key import sign_and_store
 from grader.hosting.storage import StateDir
 from grader.reports.model import validate_report
-from grader.reports.signing import ENVELOPE_NAME, write_signed_report
 
 #: What a hidden-split task failure says in the signed report: the code only, never the container's stderr.
 WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with the host)"
@@ -87,7 +89,7 @@ def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
     return target
 
 
-def accept_result(db: Database, state: StateDir, key_path: Path, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]) -> Verdict:
+def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]) -> Verdict:
     """Judge and record one posted result (see the module docstring)."""
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -115,7 +117,7 @@ def accept_result(db: Database, state: StateDir, key_path: Path, *, submission_i
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)
-                envelope, plain = write_signed_report(report, key_path, folder / ENVELOPE_NAME)
+                envelope, plain = sign_and_store(report, key, folder)
                 aggregate = report.get("aggregate")
             reason = why if final is not None else f"{why} {reason}".strip()
         except ReportError as error:

@@ -105,7 +105,7 @@ def upload(submission_id: str, attempt: int, ctx: ServerContext = Depends(contex
 @router.post("/jobs/{submission_id}/result", summary="Post the result of an attempt; a stale attempt's result is discarded (409)")
 async def result(submission_id: str, body: ResultBody, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> dict[str, Any]:
     verdict = await run_in_threadpool(
-        accept_result, ctx.db, ctx.state, ctx.state.host_key,
+        accept_result, ctx.db, ctx.state, ctx.signing_key,
         submission_id=submission_id, attempt=body.attempt, worker_id=who.id, payload=body.model_dump(),
     )
     if verdict.status == "stale":
