@@ -244,3 +244,13 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     with world.db.session() as session:
         codes = session.scalars(select(Result.failure_code).where(Result.submission_id == submission_id).order_by(Result.id)).all()
     assert codes == ["OOM", "TIMEOUT"] and state_of(world, submission_id).failure_code == "TIMEOUT"
+
+
+def test_claims_follow_upload_order_even_after_redispatch(world: World) -> None:
+    older = new_submission(world, uploaded_ago_s=300)
+    newer = new_submission(world, uploaded_ago_s=100)
+    with world.db.session() as session:  # the older one waited unclaimed and was re-dispatched last
+        session.execute(update(Submission).where(Submission.id == older).values(dispatched_at=utcnow()))
+    first = lifecycle.claim(world.db, world.workers[0], 30)
+    second = lifecycle.claim(world.db, world.workers[0], 30)
+    assert first is not None and second is not None and (first.submission_id, second.submission_id) == (older, newer)

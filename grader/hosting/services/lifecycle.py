@@ -84,10 +84,14 @@ class Claim:
 
 
 def claim(db: Database, worker_id: int, lease_s: float) -> Claim | None:
-    """Atomically take the oldest queued job (optimistic: a lost race tries the next one)."""
+    """Atomically take the queued job uploaded first (optimistic: a lost race tries the next one).
+
+    Order is by upload time only: a re-dispatch or a re-queue after a lost worker
+    never sends a job to the back of the queue.
+    """
     for _ in range(5):
         with db.session() as session:
-            candidates = session.scalars(select(Submission).where(Submission.state == State.QUEUED.value).order_by(Submission.dispatched_at, Submission.uploaded_at).limit(5)).all()
+            candidates = session.scalars(select(Submission).where(Submission.state == State.QUEUED.value).order_by(Submission.uploaded_at, Submission.id).limit(5)).all()
             if not candidates:
                 return None
             for submission in candidates:
