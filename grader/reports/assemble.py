@@ -13,8 +13,18 @@ from grader.reports.model import report_json
 from grader.reports.signing import write_signed_report
 
 
+def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
+    """The ``per_query`` entry of a task: its first (primary) measure's value for each evaluated query.
+
+    ``grader compare`` resamples these; their exact mean is the task's score.
+    """
+    measure = evaluation.measures[0]
+    column = evaluation.per_query.values[measure].tolist()
+    return {"measure": str(measure), "values": dict(zip(evaluation.per_query.query_ids, column))}
+
+
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored."""
+    """The report entry of a task that was scored, with the per-query values of its primary measure."""
     entry: dict[str, Any] = {
         "name": name,
         "split": split,
@@ -23,6 +33,7 @@ def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluati
         "failure": None,
         "measures": evaluation.means(),
         "queries": evaluation.counts.as_dict(),
+        "per_query": per_query_values(evaluation),
     }
     if extra:
         entry.update(extra)

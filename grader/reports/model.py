@@ -135,6 +135,13 @@ def _check_consistency(report: dict) -> None:
             raise ReportError(
                 f"invalid report at /tasks/{_escape(name)}/measures: scored task lacks the aggregate measure {measure}"
             )
+        per_query = task.get("per_query")
+        if per_query is not None:
+            # The per-query values must be the ones the task's score is the mean of (fsum, as Evaluation.mean).
+            values = list(per_query["values"].values())
+            mean = math.fsum(values) / len(values) if values else 0.0
+            if per_query["measure"] not in task["measures"] or task["measures"][per_query["measure"]] != mean:
+                raise ReportError(f"invalid report at /tasks/{_escape(name)}/per_query: values do not average to the task's {per_query['measure']}")
 
 
 def build_report(
