@@ -13,7 +13,8 @@ aggregation (one leaf: the plain mean difference).
   :mod:`grader.stats.draws`, one row of signs per resample shared by all pairs),
   p = (1 + #{|T_b| >= |T_obs|}) / (B + 1). When 2**N <= B (N queries in all)
   every sign vector is enumerated instead and p = #{|T_v| >= |T_obs|} / 2**N.
-  Sums use the quantized values (exact), so ties are exact.
+  Leaf sums use the quantized values (exact); a flipped statistic within a
+  relative 1e-12 of the observed one counts as a tie (>=).
 * effect sizes: D, and Cohen's d_z = D / sqrt(sum_l W_l s_l**2) (one leaf: mean(d) / sd(d)).
 """
 
@@ -29,6 +30,9 @@ from scipy import stats as scipy_stats
 from grader.stats.aggregate import Layout, ScoreTable
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, leaf_columns, rows_per_chunk
 from grader.stats.draws import SIGN_FLIP, WordStream, signs_from_words, stream_id, words_per_sign_row
+
+#: Relative tolerance under which a flipped statistic counts as equal to the observed one.
+TIE_TOLERANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,9 @@ def randomization_pvalues(
             total += (sums[..., first] - sums[..., second]) * scales[leaf]
         return np.abs(total)
 
-    observed = statistic([column.sum(axis=0) for column in columns])
+    # Ties within a relative 1e-12 count (as in scipy.stats.permutation_test): the weighted sum over
+    # several leaves is rounded, and a mathematically equal statistic must not fall just below.
+    observed = statistic([column.sum(axis=0) for column in columns]) * (1 - TIE_TOLERANCE)
     exact = exact_enumeration(layout, resamples)
     chunks = _all_sign_rows(layout) if exact else _sign_rows(layout, resamples, seed)
     at_least = np.zeros(len(pairs), dtype=np.int64)
