@@ -40,7 +40,8 @@ def format_comparison(comparison: Comparison, header: str) -> str:
         test = "exact randomization" if comparison.randomization_exact else "randomization"
         lines += [
             "",
-            f"pairwise ({len(comparison.pairs)} comparisons; Holm's correction over all of them; {test} test and paired t-test):",
+            f"pairwise ({len(comparison.pairs)} comparison{'s' if len(comparison.pairs) != 1 else ''}, Holm's correction over all of them; "
+            f"{test} test and paired t-test; d_z = Cohen's standardized difference):",
             f"{'difference':>10}  {'d_z':>7}  {'rand p':>8}  {'(Holm)':>8}  {'t p':>8}  {'(Holm)':>8}  pair",
         ]
         for pair in comparison.pairs:

@@ -54,15 +54,10 @@ def _per_query(source: str, report: dict[str, Any]) -> dict[str, dict[str, float
     return values
 
 
-def label_entries(reports: Sequence[dict[str, Any]]) -> list[str]:
-    """Display names: each report's subject name, numbered where two share one; made terminal-safe."""
+def label_entries(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> list[str]:
+    """Display names: each report's subject name, followed by its file where two share a name; terminal-safe."""
     names = [_clean(report["subject"]["name"]) for report in reports]
-    seen: dict[str, int] = {}
-    labels = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        labels.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
-    return labels
+    return [name if names.count(name) == 1 else f"{name} [{_clean(source)}]" for name, source in zip(names, sources)]
 
 
 def table_from_reports(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> ScoreTable:
@@ -76,7 +71,7 @@ def table_from_reports(sources: Sequence[str], reports: Sequence[dict[str, Any]]
             if identity[field] != expected:
                 raise ComparisonError(f"{source} and {sources[0]} differ in {field}: {_describe(field, identity[field], expected)}")
     per_entry = [_per_query(source, report) for source, report in zip(sources, reports)]
-    labels = label_entries(reports)
+    labels = label_entries(sources, reports)
     named = [f"{source} ({label})" for source, label in zip(sources, labels)]
     try:
         table = ScoreTable.from_values(named, reference["primary measure"], per_entry, reference["groups"])
