@@ -72,3 +72,19 @@ def test_entries_over_different_queries_are_refused() -> None:
         ScoreTable.from_values(["a", "b"], "NDCG@10", [a, {"u": {"q1": 0.5, "q2": 0.25}}])
     with pytest.raises(UsageError, match="2 vs 3 queries|3 vs 2 queries"):
         ScoreTable.from_values(["a", "b"], "NDCG@10", [a, {"t": {"q1": 0.5, "q2": 0.25, "q3": 0.0}}])
+
+
+def test_the_server_example_in_the_docs_runs() -> None:
+    import re
+
+    from grader.stats.partition import new_secret
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "statistics.md").read_text()
+    block = re.search(r"## Calling it from a server.*?```python\n(.*?)```", docs, re.DOTALL)
+    assert block, "docs/statistics.md lost its server example"
+    rng = np.random.default_rng(0)
+    per_entry = [{t: {f"{t}{i}": float(rng.random()) for i in range(40)} for t in ("a", "b", "c")} for _ in range(3)]
+    scope = {"names": ["x", "y", "z"], "per_entry": per_entry, "groups": {"G": ["a", "b"]}, "secret": new_secret()}
+    exec(block.group(1).replace("resamples=10_000", "resamples=999"), scope)
+    board = scope["board"]
+    assert board.queries == 3 * 12 and len(board.pairs) == 3  # 0.3 of 40 queries per task are public
