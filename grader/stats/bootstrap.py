@@ -51,21 +51,25 @@ def bootstrap_scores(table: ScoreTable, *, resamples: int = DEFAULT_RESAMPLES, s
     streams = [WordStream(seed, stream_id(BOOTSTRAP, leaf)) for leaf in range(len(layout.leaves))]
     out = np.zeros((resamples, len(table.names)), dtype=np.float64)
     chunk = rows_per_chunk(layout.total)
+    # Reused per leaf: the row offsets added to indices, and the float count matrix (fresh large arrays cost page faults).
+    offsets = [np.repeat(np.arange(chunk, dtype=np.int64) * int(n), int(n)) for n in layout.sizes]
+    buffers = [np.empty((chunk, int(n)), dtype=np.float64) for n in layout.sizes]
     for start in range(0, resamples, chunk):
         rows = min(chunk, resamples - start)
         for leaf, stream in enumerate(streams):
             n = int(layout.sizes[leaf])
-            counts = resample_counts(stream.words(rows * n), rows, n)
+            counts = buffers[leaf][:rows]
+            np.copyto(counts, resample_counts(stream.words(rows * n), rows, n, offsets[leaf][: rows * n]))
             out[start : start + rows] += (counts @ columns[leaf]) * scales[leaf]
     return out
 
 
-def resample_counts(words: np.ndarray, rows: int, n: int) -> np.ndarray:
-    """(rows, n) float64: how often each of n queries is drawn in each row (n indices per row)."""
+def resample_counts(words: np.ndarray, rows: int, n: int, offsets: np.ndarray | None = None) -> np.ndarray:
+    """(rows, n) int64: how often each of n queries is drawn in each row (n indices per row)."""
     indices = indices_from_words(words, n)
     # Row r's indices go to bins r*n .. r*n+n-1: one bincount gives every row's counts.
-    indices += np.repeat(np.arange(rows, dtype=np.int64) * n, n)
-    return np.bincount(indices, minlength=rows * n).reshape(rows, n).astype(np.float64)
+    indices += np.repeat(np.arange(rows, dtype=np.int64) * n, n) if offsets is None else offsets
+    return np.bincount(indices, minlength=rows * n).reshape(rows, n)
 
 
 def order_statistic_ranks(resamples: int, level: float) -> tuple[int, int]:

@@ -75,11 +75,15 @@ def words_per_sign_row(n: int) -> int:
     return (n + 63) // 64
 
 
-def signs_from_words(words: np.ndarray, rows: int, n: int) -> np.ndarray:
-    """A (rows, n) float64 array of +1/-1: bit j of word j // 64 of each row, least significant bit first."""
+def sign_bits_from_words(words: np.ndarray, rows: int, n: int) -> np.ndarray:
+    """A (rows, n) uint8 array of sign bits: bit j of word j // 64 of each row, least significant bit first."""
     per_row = words_per_sign_row(n)
     if words.shape != (rows * per_row,):
         raise ValueError("wrong number of words for the signs asked")
     as_bytes = words.astype("<u8").view(np.uint8).reshape(rows, per_row * 8)
-    bits = np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n]
-    return 1.0 - 2.0 * bits.astype(np.float64)
+    return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n]
+
+
+def signs_from_words(words: np.ndarray, rows: int, n: int) -> np.ndarray:
+    """A (rows, n) float64 array of signs: bit 0 -> +1, bit 1 -> -1 (see :func:`sign_bits_from_words`)."""
+    return 1.0 - 2.0 * sign_bits_from_words(words, rows, n).astype(np.float64)

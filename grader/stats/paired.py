@@ -29,7 +29,7 @@ from scipy import stats as scipy_stats
 
 from grader.stats.aggregate import Layout, ScoreTable
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, leaf_columns, rows_per_chunk
-from grader.stats.draws import SIGN_FLIP, WordStream, signs_from_words, stream_id, words_per_sign_row
+from grader.stats.draws import SIGN_FLIP, WordStream, sign_bits_from_words, stream_id, words_per_sign_row
 
 #: Relative tolerance under which a flipped statistic counts as equal to the observed one.
 TIE_TOLERANCE = 1e-12
@@ -82,26 +82,34 @@ def paired_t(differences: np.ndarray, layout: Layout) -> TTest:
     return TTest(mean, effect, statistic, df, min(1.0, p_value))
 
 
-def _sign_rows(layout: Layout, resamples: int, seed: int) -> Iterator[list[np.ndarray]]:
-    """Chunks of sign rows: per chunk, one (rows, n_l) array of +1/-1 per leaf."""
+def _flipped_sums(columns: list[np.ndarray], layout: Layout, resamples: int, seed: int) -> Iterator[list[np.ndarray]]:
+    """Per chunk of sign rows, per leaf: the (rows, entries) sums ``sum_q s_q k_q``, exact.
+
+    With bits b_q (s_q = 1 - 2 b_q) the sum is ``sum_q k_q - 2 sum_q b_q k_q``: the 0/1 bits
+    go straight into one reused float buffer, and every term stays an exact integer.
+    """
     streams = [WordStream(seed, stream_id(SIGN_FLIP, leaf)) for leaf in range(len(layout.leaves))]
-    chunk = rows_per_chunk(layout.total) * 8  # signs cost far less to draw than indices
+    totals = [column.sum(axis=0) for column in columns]
+    chunk = rows_per_chunk(layout.total)
+    buffers = [np.empty((chunk, int(n)), dtype=np.float64) for n in layout.sizes]
     for start in range(0, resamples, chunk):
         rows = min(chunk, resamples - start)
-        signs = []
+        sums = []
         for leaf, stream in enumerate(streams):
             n = int(layout.sizes[leaf])
-            signs.append(signs_from_words(stream.words(rows * words_per_sign_row(n)), rows, n))
-        yield signs
+            bits = buffers[leaf][:rows]
+            np.copyto(bits, sign_bits_from_words(stream.words(rows * words_per_sign_row(n)), rows, n))
+            sums.append(totals[leaf] - 2.0 * (bits @ columns[leaf]))
+        yield sums
 
 
-def _all_sign_rows(layout: Layout) -> Iterator[list[np.ndarray]]:
-    """Every sign vector once: row v flips query k (layout order) when bit k of v is set."""
+def _enumerated_sums(columns: list[np.ndarray], layout: Layout) -> Iterator[list[np.ndarray]]:
+    """Every sign vector once: row v flips query j (layout order) when bit j of v is set."""
     total = layout.total
     vectors = np.arange(1 << total, dtype=np.int64)
     bits = (vectors[:, None] >> np.arange(total, dtype=np.int64)[None, :]) & 1
     signs = 1.0 - 2.0 * bits.astype(np.float64)
-    yield [signs[:, layout.leaf_slice(leaf)] for leaf in range(len(layout.leaves))]
+    yield [signs[:, layout.leaf_slice(leaf)] @ columns[leaf] for leaf in range(len(layout.leaves))]
 
 
 def exact_enumeration(layout: Layout, resamples: int) -> bool:
@@ -131,11 +139,10 @@ def randomization_pvalues(
     # several leaves is rounded, and a mathematically equal statistic must not fall just below.
     observed = statistic([column.sum(axis=0) for column in columns]) * (1 - TIE_TOLERANCE)
     exact = exact_enumeration(layout, resamples)
-    chunks = _all_sign_rows(layout) if exact else _sign_rows(layout, resamples, seed)
+    chunks = _enumerated_sums(columns, layout) if exact else _flipped_sums(columns, layout, resamples, seed)
     at_least = np.zeros(len(pairs), dtype=np.int64)
-    for signs in chunks:
-        flipped = statistic([rows @ column for rows, column in zip(signs, columns)])
-        at_least += np.count_nonzero(flipped >= observed, axis=0)
+    for sums in chunks:
+        at_least += np.count_nonzero(statistic(sums) >= observed, axis=0)
     if exact:
         return at_least / float(1 << layout.total), True
     return (1 + at_least) / (resamples + 1), False
