@@ -88,3 +88,28 @@ def test_the_server_example_in_the_docs_runs() -> None:
     exec(block.group(1).replace("resamples=10_000", "resamples=999"), scope)
     board = scope["board"]
     assert board.queries == 3 * 12 and len(board.pairs) == 3  # 0.3 of 40 queries per task are public
+
+
+def test_reports_name_the_members_of_each_graded_group() -> None:
+    from datetime import datetime, timezone
+
+    from grader.reports.model import build_report
+
+    spec = BenchmarkSpec.from_json(json.loads(COIR.read_text()), path=COIR)
+    graded = ["apps", "CodeSearchNet-go", "CodeSearchNet-ruby"]
+    aggregate = spec.aggregate({"apps": 0.5, "CodeSearchNet-go": 0.25, "CodeSearchNet-ruby": 0.75}, tasks=graded)
+    assert aggregate["group_members"] == {"CodeSearchNet": ["CodeSearchNet-go", "CodeSearchNet-ruby"]}
+    assert "group_members" not in spec.aggregate({"apps": 0.5}, tasks=["apps"])  # nothing grouped was graded
+    now = datetime.now(timezone.utc)
+    tasks = [
+        {"name": t, "split": "test", "data_digest": {"sha256": "0" * 64}, "status": "scored", "measures": {"NDCG@10": v},
+         "queries": {"judged": 1, "answered": 1, "missing": 0, "extra": 0}, "per_query": {"measure": "NDCG@10", "values": {"q": v}}}
+        for t, v in (("apps", 0.5), ("CodeSearchNet-go", 0.25), ("CodeSearchNet-ruby", 0.75))
+    ]
+    report = build_report(benchmark={"name": "coir", "version": "v", "primary_measure": "NDCG@10"}, subject={"kind": "run-file", "name": "r", "digest": {"sha256": "1" * 64}},
+                          tasks=tasks, aggregate=aggregate, policy="strict", started_at=now, finished_at=now)
+    from grader.stats.reports import table_from_reports
+
+    table = table_from_reports(["r.json"], [report])
+    assert table.layout.groups == {"CodeSearchNet": ("CodeSearchNet-go", "CodeSearchNet-ruby")}
+    assert table.score(0) == report["aggregate"]["score"] == 0.5
