@@ -242,6 +242,9 @@ def main() -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     print(f"written to {output}")
+    worst = max(row["t_rel_diff"] for row in rows)
+    if worst > 1e-9:
+        raise SystemExit(f"t-test p-values differ from ranx's by {worst:.1e} (relative); expected identical")
 
 
 def render(rows: list[dict[str, Any]], scale: float | None, args: argparse.Namespace) -> str:
@@ -250,7 +253,7 @@ def render(rows: list[dict[str, Any]], scale: float | None, args: argparse.Names
         "# `grader compare` vs ranx `compare`",
         "",
         f"Command: `.venv/bin/python bench/compare.py --runs {args.runs} --queries {args.queries} --resamples {args.resamples}{'' if args.scale else ' --no-scale'}`",
-        f"Machine: {platform.machine()}, {cpu} CPUs (shared with other jobs), Python {platform.python_version()}, numpy {np.__version__}, ranx {metadata.version('ranx')}, scipy {metadata.version('scipy')}.",
+        f"Machine: {platform.machine()}, {cpu} CPUs (shared with other jobs; load average {os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}, numpy {np.__version__}, ranx {metadata.version('ranx')}, scipy {metadata.version('scipy')}.",
         "",
         f"B = {args.resamples:,} resamples / permutations. grader: one call does signature verification of every report, bootstrap",
         "95% intervals and rank intervals, sign-flip randomization test, paired t-test, Holm's correction and groups over all pairs.",
