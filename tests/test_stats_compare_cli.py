@@ -162,3 +162,14 @@ def test_report_whose_values_do_not_average_to_its_score_cannot_be_built(signed:
     with pytest.raises(ReportError, match="per_query: values do not average"):
         now = datetime.now(timezone.utc)
         build_report(benchmark=report["benchmark"], subject=report["subject"], tasks=[task], aggregate=report["aggregate"], policy="strict", started_at=now, finished_at=now)
+
+
+def test_a_report_without_per_query_values_still_signs_and_verifies(signed: dict[str, Path], tmp_path: Path) -> None:
+    from grader.reports.assemble import without_per_query
+
+    report = verify_report_file(signed["bm25"], load_public_key(signed["pub"])).report
+    stripped = without_per_query(report)
+    assert "per_query" in report["tasks"][QRELS.name] and "per_query" not in stripped["tasks"][QRELS.name]
+    assert {k: v for k, v in stripped["tasks"][QRELS.name].items()} == {k: v for k, v in report["tasks"][QRELS.name].items() if k != "per_query"}
+    envelope = _resign(stripped, signed["key"], tmp_path / "stripped")
+    assert verify_report_file(envelope, load_public_key(signed["pub"])).report == stripped

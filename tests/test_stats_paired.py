@@ -160,3 +160,17 @@ def test_layout_orders_tasks_and_queries_by_code_point() -> None:
     layout = Layout.build({"b": ["q2", "q10", "Q1"], "a": ["x"]})
     assert layout.leaves == ("a", "b")
     assert layout.query_ids == (("x",), ("Q1", "q10", "q2"))
+
+
+def test_exact_enumeration_in_chunks() -> None:
+    # 2**17 sign vectors: more than one chunk of the enumeration; against the brute force over integers.
+    rng = np.random.default_rng(17)
+    a = (rng.integers(0, 17, 17) / 16).tolist()
+    b = (rng.integers(0, 17, 17) / 16).tolist()
+    table = table_of([a, b])
+    (p,), exact = randomization_pvalues(table, [(0, 1)], resamples=1 << 17)
+    assert exact
+    d = np.array([round(x * 16) - round(y * 16) for x, y in zip(a, b)], dtype=np.int64)
+    vectors = np.arange(1 << 17, dtype=np.int64)
+    sums = np.abs((1 - 2 * ((vectors[:, None] >> np.arange(17)) & 1)) @ d)
+    assert p == np.count_nonzero(sums >= abs(int(d.sum()))) / (1 << 17)

@@ -23,6 +23,17 @@ def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
     return {"measure": str(measure), "values": dict(zip(evaluation.per_query.query_ids, column))}
 
 
+def without_per_query(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``report`` without per-query values.
+
+    Per-query values let a submitter probe hidden judgements one query at a
+    time; a host hands participants this form while the judgements must stay
+    hidden, and keeps the full report (which ``grader compare`` needs).
+    """
+    tasks = {name: {key: value for key, value in task.items() if key != "per_query"} for name, task in report["tasks"].items()}
+    return {**report, "tasks": tasks}
+
+
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report entry of a task that was scored, with the per-query values of its primary measure."""
     entry: dict[str, Any] = {

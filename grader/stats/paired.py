@@ -104,12 +104,14 @@ def _flipped_sums(columns: list[np.ndarray], layout: Layout, resamples: int, see
 
 
 def _enumerated_sums(columns: list[np.ndarray], layout: Layout) -> Iterator[list[np.ndarray]]:
-    """Every sign vector once: row v flips query j (layout order) when bit j of v is set."""
+    """Every sign vector once, in chunks: row v flips query j (layout order) when bit j of v is set."""
     total = layout.total
-    vectors = np.arange(1 << total, dtype=np.int64)
-    bits = (vectors[:, None] >> np.arange(total, dtype=np.int64)[None, :]) & 1
-    signs = 1.0 - 2.0 * bits.astype(np.float64)
-    yield [signs[:, layout.leaf_slice(leaf)] @ columns[leaf] for leaf in range(len(layout.leaves))]
+    positions = np.arange(total, dtype=np.int64)[None, :]
+    chunk = 1 << 16
+    for start in range(0, 1 << total, chunk):
+        vectors = np.arange(start, min(start + chunk, 1 << total), dtype=np.int64)
+        signs = 1.0 - 2.0 * ((vectors[:, None] >> positions) & 1).astype(np.float64)
+        yield [signs[:, layout.leaf_slice(leaf)] @ columns[leaf] for leaf in range(len(layout.leaves))]
 
 
 def exact_enumeration(layout: Layout, resamples: int) -> bool:
