@@ -66,3 +66,28 @@ def test_significance_groups_follow_the_leader() -> None:
     # The boundary: p equal to alpha is not significant.
     assert significance_groups([0, 1], {(0, 1): 0.05}, 0.05) == {0: 1, 1: 1}
     assert significance_groups([4], {}, 0.05) == {4: 1}
+
+
+def test_compare_groups_ranks_and_corrects_over_all_pairs() -> None:
+    from grader.stats.aggregate import ScoreTable
+    from grader.stats.compare import compare
+
+    rng = np.random.default_rng(4)
+    n = 400
+    a = rng.random(n)
+    b = np.clip(a + rng.normal(0, 0.05, n), 0, 1)  # indistinguishable from a
+    c = np.clip(a - 0.2 + rng.normal(0, 0.05, n), 0, 1)  # far below both
+    ids = [f"q{i}" for i in range(n)]
+    table = ScoreTable.from_values(["c", "a", "b"], "NDCG@10", [{"t": dict(zip(ids, v.tolist()))} for v in (c, a, b)])
+    result = compare(table, resamples=2000, seed=3)
+    names = [e.name for e in result.entries]
+    assert names[2] == "c" and set(names[:2]) == {"a", "b"}
+    groups = {e.name: e.group for e in result.entries}
+    assert groups == {"a": 1, "b": 1, "c": 2}
+    ranks = {e.name: (e.rank_low, e.rank_high) for e in result.entries}
+    assert ranks["c"] == (3, 3) and ranks["a"][0] == 1 and ranks["b"][0] == 1 and ranks["a"][1] <= 2
+    assert len(result.pairs) == 3
+    raw = [p.randomization_p for p in result.pairs]
+    assert [p.randomization_p_holm for p in result.pairs] == holm(raw).tolist()
+    assert [p.t_p_holm for p in result.pairs] == holm([p.t_p for p in result.pairs]).tolist()
+    assert all(p.mean_difference >= 0 for p in result.pairs)  # each pair is (better, worse)

@@ -24,6 +24,7 @@ import numpy as np
 
 from grader.data.benchmark import BenchmarkSpec
 from grader.errors import UsageError
+from grader.reports.dsse import quote_untrusted
 
 #: Resampled sums use values rounded to multiples of 2**-32: with counts below 2**21 every partial
 #: sum is an integer below 2**53, so float64 sums are exact in any order (any BLAS, threads, CPU).
@@ -147,7 +148,7 @@ class ScoreTable:
                     differ = sorted(set(leaf_values) ^ set(ids))
                     raise UsageError(
                         f"{name} and {names[0]} are not over the same queries of task {leaf!r} "
-                        f"({len(leaf_values)} vs {len(ids)} queries; e.g. {differ[0]!r} is in only one)"
+                        f"({len(leaf_values)} vs {len(ids)} queries; e.g. {quote_untrusted(differ[0])} is in only one)"
                     )
                 values[row, layout.leaf_slice(leaf_index)] = [leaf_values[q] for q in ids]
         if not np.all(np.isfinite(values)):
