@@ -173,3 +173,20 @@ def test_a_report_without_per_query_values_still_signs_and_verifies(signed: dict
     assert {k: v for k, v in stripped["tasks"][QRELS.name].items()} == {k: v for k, v in report["tasks"][QRELS.name].items() if k != "per_query"}
     envelope = _resign(stripped, signed["key"], tmp_path / "stripped")
     assert verify_report_file(envelope, load_public_key(signed["pub"])).report == stripped
+
+
+@pytest.mark.parametrize(("value", "message"), [(1.5, "1.5 is not within [0, 1]"), (-0.0001, "-0.0001 is not within [0, 1]"), ("0.5", "is not a number"), (True, "is not a number"), (None, "is not a number")])
+def test_per_query_values_are_checked_like_the_schema_says(signed: dict[str, Path], value: object, message: str) -> None:
+    import jsonschema
+
+    from grader.reports.model import schema_violation
+    from grader.schemas import load_schema
+
+    report = json.loads(json.dumps(verify_report_file(signed["bm25"], load_public_key(signed["pub"])).report))
+    values = report["tasks"][QRELS.name]["per_query"]["values"]
+    query = sorted(values)[3]
+    values[query] = value
+    violation = schema_violation(report)
+    assert violation is not None and violation.pointer == f"/tasks/{QRELS.name}/per_query/values/{query}" and violation.message == message
+    # The fast check agrees with the schema itself.
+    assert list(jsonschema.Draft202012Validator(load_schema("report")).iter_errors(report))
