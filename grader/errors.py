@@ -81,6 +81,10 @@ class VerificationError(GraderError):
     exit_code = 1
 
 
+class ComparisonError(GraderError):
+    """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
+
+
 class KeyFileError(InputError):
     """A key file is missing, malformed, or has unsafe permissions."""
 
