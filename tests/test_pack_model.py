@@ -77,12 +77,12 @@ def test_pack_writes_a_submission_from_the_models_own_configuration(packed, mode
 
 
 def _mini_sample(root: Path) -> Path:
-    """mini's code2text cut to its first documents (``GRADER_PACK_MINI_DOCS``, default 1000; ``all``: whole) and the queries judged on them.
+    """mini's code2text cut to its first documents (``GRADER_PACK_MINI_DOCS``, default 600; ``all``: whole) and the queries judged on them.
 
     The cut keeps the suite short on a small CI machine; docs/pack.md gives the figures on the whole task.
     """
     task = resolve_benchmark("mini").task(TASK)
-    size = os.environ.get("GRADER_PACK_MINI_DOCS", "1000")
+    size = os.environ.get("GRADER_PACK_MINI_DOCS", "600")
     corpus = list(task.iter_corpus())
     corpus = corpus if size == "all" else corpus[: int(size)]
     kept = {d.id for d in corpus}
