@@ -56,7 +56,7 @@ class OriginalModel:
 
                 self.st: Any = SentenceTransformer(str(settings.model_dir), device="cpu", local_files_only=True)
                 self.st.max_seq_length = settings.max_length
-                self.transformer = self.st[0].auto_model
+                self.transformer: Any = self.st[0].auto_model
                 self.tokenizer = self.st.tokenizer
             else:
                 self.st = None
@@ -82,7 +82,8 @@ class OriginalModel:
 
     def export_onnx(self, path: Path) -> None:
         """``torch.onnx.export`` of the transformer: the fed inputs in, ``last_hidden_state`` out, batch and sequence dynamic."""
-        torch = self._torch
+        import torch
+
         names = list(self.input_names)
         transformer = self.transformer
 
