@@ -145,3 +145,17 @@ def test_missing_extra_is_one_line_with_the_install_commands(tmp_path):
     assert errors[1] == "hint: pip install torch==2.13.0 (the CPU wheel), then pip install -e '.[pack]'"
     assert "Traceback" not in result.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_existing_out_is_refused_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from grader.cli.main import cli
+
+    folder = _folder(tmp_path / "m", sbert={"max_seq_length": 32})
+    out = tmp_path / "sub"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(cli, ["pack", str(folder), "--out", str(out)])
+    assert result.exit_code == 2 and f"error: {out} already exists; choose a new --out folder" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
