@@ -122,15 +122,25 @@ def test_packed_submission_passes_check_and_grades_like_the_original(packed, mod
         top = np.argsort(-scores[row], kind="stable")[:1000]
         run_dict[query.id] = {doc_ids[j]: float(scores[row, j]) for j in top}
     qrels = {q: dict(docs) for q, docs in inputs.qrels.items()}
-    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recip_rank"}).evaluate(run_dict)
-    direct = {
-        "NDCG@10": sum(v["ndcg_cut_10"] for v in per_query.values()) / len(qrels),
-        "MRR@1000": sum(v["recip_rank"] for v in per_query.values()) / len(qrels),
-    }
+    cutoffs = (1, 3, 5, 10, 100, 1000)
+    names = {f"{f}.{','.join(map(str, cutoffs))}" for f in ("ndcg_cut", "map_cut", "recall", "P")}
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, names).evaluate(run_dict)
     assert len(per_query) == len(qrels) == len(inputs.queries)
-    for measure, value in direct.items():
-        if measure in graded:
-            assert abs(graded[measure] - value) <= 1e-4, (measure, graded[measure], value)
+
+    def reciprocal_rank(query: str, k: int) -> float:
+        # pytrec_eval's order: score descending, then doc id descending
+        ranked = sorted(run_dict[query].items(), key=lambda item: (item[1], item[0]), reverse=True)[:k]
+        return next((1.0 / rank for rank, (doc, _) in enumerate(ranked, 1) if qrels[query].get(doc, 0) >= 1), 0.0)
+
+    direct = {}
+    for k in cutoffs:
+        for family, key in (("NDCG", f"ndcg_cut_{k}"), ("MAP", f"map_cut_{k}"), ("Recall", f"recall_{k}"), ("P", f"P_{k}")):
+            direct[f"{family}@{k}"] = sum(v[key] for v in per_query.values()) / len(qrels)
+        direct[f"MRR@{k}"] = sum(reciprocal_rank(q, k) for q in qrels) / len(qrels)
+    assert set(graded) == set(direct)
+    differences = {measure: abs(graded[measure] - value) for measure, value in direct.items()}
+    print(f"largest |grader - original| over {len(direct)} measures: {max(differences.values()):.2e} ({max(differences, key=differences.get)})")
+    assert max(differences.values()) <= 1e-4, differences
     assert "NDCG@10" in graded
 
 
