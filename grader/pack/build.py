@@ -23,12 +23,16 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.errors import PackError
 from grader.pack.config import Overrides, PackSettings, read_settings
 from grader.submissions.manifest import MANIFEST_NAME, load_manifest
+
+if TYPE_CHECKING:
+    from grader.pack.torch_model import OriginalModel
 
 MIN_COSINE = 0.9999
 MODEL_FILE = "model.onnx"
@@ -142,7 +146,7 @@ def pack_model(
     return PackResult(out=out, settings=settings, min_cosine=min_cosine, texts=len(texts), dimension=dimension)
 
 
-def _compare(folder: Path, original: object, settings: PackSettings, texts: Sequence[str], threads: int, say: Say) -> tuple[float, int]:
+def _compare(folder: Path, original: OriginalModel, settings: PackSettings, texts: Sequence[str], threads: int, say: Say) -> tuple[float, int]:
     """Smallest cosine between the original's and the packed encoder's vectors, over every prefix side."""
     from grader.retrieval.encoder import OnnxEncoder
 
@@ -152,7 +156,7 @@ def _compare(folder: Path, original: object, settings: PackSettings, texts: Sequ
     smallest = 1.0
     for side, prefix in _prefixes(settings):
         packed, _stats = encoder.encode(list(texts), prefix=prefix)
-        reference = original.encode(texts, prefix)  # type: ignore[attr-defined]
+        reference = original.encode(texts, prefix)
         if reference.shape != packed.shape:
             raise PackError(f"the packed model gives vectors of shape {packed.shape}, the original {reference.shape}")
         cosines = row_cosines(reference, packed)
