@@ -71,6 +71,10 @@ class UsageError(GraderError):
     """The command line asks for something inconsistent (unknown measure, benchmark...)."""
 
 
+class PackError(GraderError):
+    """``grader pack`` cannot turn a model folder into a faithful submission (unsupported module, missing extra, cosine check failed)."""
+
+
 class ReportError(GraderError):
     """A report could not be built, signed or written."""
 
