@@ -99,3 +99,18 @@ class TaskFailure(GraderError):
         super().__init__(f"{code}: {message}", hint=hint)
         self.code = code
         self.detail = message
+
+
+class OutputLocked(GraderError):
+    """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
+
+    exit_code = 75
+
+
+class Interrupted(GraderError):
+    """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(f"stopped by {name}; containers, mounts and staged data were cleaned up")
+        self.signum = signum
+        self.exit_code = 128 + signum

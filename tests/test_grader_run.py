@@ -152,7 +152,10 @@ def test_run_writes_a_valid_report_with_independently_computed_measures(tmp_path
     assert report["subject"] == {"kind": "onnx", "name": "tiny-lookup", "digest": {"sha256": submission_digest(submission)}}
     assert report["labels"] == {"training": {"setting": "fine-tuned", "datasets": ["none"]}}
     assert report["policy"] == "strict"
-    assert report["sandbox"] == {"kind": "none", "threads": 1}
+    assert report["sandbox"]["kind"] == "none" and report["sandbox"]["threads"] == 1
+    # In-process is not a sandbox, and the report says so; the limits that did apply are recorded.
+    assert report["sandbox"]["isolated"] is False
+    assert report["sandbox"]["limits"]["time_limit_s"] == 3600.0 and report["sandbox"]["limits"]["memory_bytes"] == 8 << 30
 
     for name in TASKS:
         task = report["tasks"][name]

@@ -1,0 +1,206 @@
+"""``--sandbox none``: the ONNX encoder in a child process, under the time and memory limits.
+
+Not a sandbox (the child has the grader's user, files and network), but the
+limits hold: each task's encoding runs in a fresh child process that
+
+* is killed with SIGKILL at ``--time-limit`` (wall clock, counted from its
+  start): the task fails with ``TIMEOUT``;
+* is killed as soon as its resident memory exceeds ``--memory`` (the parent
+  samples ``/proc/PID/status`` every 20 ms, so a burst shorter than that can
+  overshoot briefly; ``RLIMIT_AS`` at several times the limit is a hard
+  backstop): the task fails with ``OOM``.
+
+The model and tokenizer are loaded in the child, so their own allocations count
+too. The report marks such a grade ``"isolated": false``. ``--cpus`` and
+``--runtime`` cannot be honoured in-process and are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.errors import SubmissionError, TaskFailure
+from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs, document_text
+from grader.retrieval.search import search_run
+from grader.sandbox.limits import SandboxLimits
+from grader.submissions.manifest import OnnxManifest
+
+#: How often the parent samples the child's resident memory.
+_SAMPLE_S = 0.02
+#: Exit status of a child that reports a submission fault in error.json.
+_EXIT_REPORTED = 3
+#: RLIMIT_AS backstop: address space is far larger than resident memory (thread stacks, arenas, mappings).
+_AS_FACTOR = 4
+_AS_FLOOR = 4 << 30
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class ChildProcessOnnx:
+    """Encodes each task in a fresh, limited child process; searches in the grader."""
+
+    def __init__(self, folder: Path, manifest: OnnxManifest, threads: int, limits: SandboxLimits) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.threads = threads
+        self.limits = limits
+
+    def report(self) -> dict[str, Any]:
+        """The sandbox fields of the report: in-process, not isolated, with the limits in force."""
+        return {
+            "kind": "none",
+            "threads": self.threads,
+            "isolated": False,
+            "limits": {"time_limit_s": self.limits.time_limit_s, "memory_bytes": self.limits.memory_bytes, "enforcement": "child process: wall-clock kill, resident-memory watch"},
+        }
+
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
+        name = inputs.task.name
+        with tempfile.TemporaryDirectory(prefix="grader-encode-") as scratch:
+            work = Path(scratch)
+            job = {
+                "folder": str(self.folder),
+                "threads": self.threads,
+                "sides": {
+                    "corpus": {"prefix": self.manifest.document_prefix, "texts": [document_text(d.title, d.text) for d in inputs.documents]},
+                    "queries": {"prefix": self.manifest.query_prefix, "texts": [q.text for q in inputs.queries]},
+                },
+            }
+            (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+            progress = {
+                "corpus": reporter.progress(f"{name}: corpus", len(inputs.documents)),
+                "queries": reporter.progress(f"{name}: queries", len(inputs.queries)),
+            }
+            self._run_child(work, progress)
+            corpus = np.load(work / "corpus.npy", allow_pickle=False)
+            queries = np.load(work / "queries.npy", allow_pickle=False)
+            meta = json.loads((work / "meta.json").read_text(encoding="utf-8"))
+        run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
+        encoding = {"queries": meta["queries"], "corpus": meta["corpus"], "dimension": int(meta["dimension"])}
+        return Ranked(run, {"encoding": encoding}, queries, corpus)
+
+    def _run_child(self, work: Path, progress: dict[str, Any]) -> None:
+        memory = self.limits.memory_bytes
+        address_space = max(memory * _AS_FACTOR, memory + _AS_FLOOR)
+
+        def limit_child() -> None:  # runs in the child between fork and exec
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        child = subprocess.Popen(
+            [sys.executable, "-m", "grader.grading.inprocess", str(work)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=limit_child,
+            env={**os.environ, "OMP_NUM_THREADS": str(self.threads)},
+        )
+        reader = threading.Thread(target=_relay_progress, args=(child, progress), daemon=True)
+        reader.start()
+        started = time.monotonic()
+        verdict: str | None = None
+        peak = 0
+        try:
+            while child.poll() is None:
+                rss = _rss_bytes(child.pid)
+                peak = max(peak, rss)
+                if rss > memory:
+                    verdict = "OOM"
+                elif time.monotonic() - started >= self.limits.time_limit_s:
+                    verdict = "TIMEOUT"
+                if verdict is not None:
+                    child.kill()
+                    break
+                time.sleep(_SAMPLE_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            reader.join(5)
+        if verdict == "TIMEOUT":
+            raise TaskFailure("TIMEOUT", f"killed after the {self.limits.time_limit_s:g} s time limit")
+        if verdict == "OOM":
+            raise TaskFailure("OOM", f"killed for exceeding the {memory}-byte memory limit (resident memory {peak} bytes)")
+        if child.returncode == 0:
+            return
+        reported = work / "error.json"
+        if child.returncode == _EXIT_REPORTED and reported.is_file():
+            error = json.loads(reported.read_text(encoding="utf-8"))
+            raise TaskFailure(str(error["code"]), str(error["message"]))
+        if child.returncode == -signal.SIGKILL or child.returncode == -signal.SIGSEGV or child.returncode < 0:
+            # Most likely an allocation refused by the RLIMIT_AS backstop that the runtime could not survive.
+            raise TaskFailure("OOM" if child.returncode == -signal.SIGKILL else "MODEL_ERROR", f"the encoder process died of signal {-child.returncode}")
+        raise TaskFailure("MODEL_ERROR", f"the encoder process failed (exit status {child.returncode})")
+
+
+def _relay_progress(child: subprocess.Popen[bytes], progress: dict[str, Any]) -> None:
+    assert child.stdout is not None
+    for raw in child.stdout:
+        side, _, count = raw.decode("ascii", "replace").strip().partition(" ")
+        if side in progress and count.isdigit():
+            progress[side](int(count))
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _child(work: Path) -> int:
+    from grader.retrieval.encoder import OnnxEncoder
+    from grader.submissions.manifest import load_manifest
+
+    job = json.loads((work / "job.json").read_text(encoding="utf-8"))
+
+    def say(side: str) -> Any:
+        def advance(count: int) -> None:
+            sys.stdout.write(f"{side} {count}\n")
+            sys.stdout.flush()
+
+        return advance
+
+    try:
+        folder = Path(job["folder"])
+        manifest = load_manifest(folder)
+        assert isinstance(manifest, OnnxManifest)
+        encoder = OnnxEncoder.load(folder, manifest, threads=int(job["threads"]))
+        meta: dict[str, Any] = {"dimension": encoder.dimension}
+        for side in ("corpus", "queries"):
+            spec = job["sides"][side]
+            vectors, stats = encoder.encode(spec["texts"], prefix=spec["prefix"], progress=say(side))
+            np.save(work / f"{side}.npy", vectors, allow_pickle=False)
+            meta[side] = stats.as_dict()
+    except TaskFailure as failure:
+        (work / "error.json").write_text(json.dumps({"code": failure.code, "message": failure.detail}), encoding="utf-8")
+        return _EXIT_REPORTED
+    except SubmissionError as error:
+        (work / "error.json").write_text(json.dumps({"code": "MODEL_ERROR", "message": str(error)}), encoding="utf-8")
+        return _EXIT_REPORTED
+    except MemoryError:
+        (work / "error.json").write_text(json.dumps({"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"}), encoding="utf-8")
+        return _EXIT_REPORTED
+    (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the child process
+    raise SystemExit(_child(Path(sys.argv[1])))
