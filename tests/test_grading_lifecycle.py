@@ -369,6 +369,32 @@ def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchma
     assert not (out / "report.json").exists()
 
 
+def test_sigkill_of_the_grader_kills_its_encoder_and_the_next_start_sweeps_the_staged_texts(tmp_path: Path, benchmark: Path, submission: Path) -> None:
+    looping = _hostile_submission(tmp_path / "looping", "loop")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
+    command = [sys.executable, "-c", "from grader.cli.main import main; main()", "run", "--benchmark", str(benchmark), "--sandbox", "none", "--threads", "1"]
+    grader = subprocess.Popen([*command, str(looping), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while not children and time.monotonic() < deadline:
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == grader.pid]
+        time.sleep(0.1)
+    assert children, "the encoder child never started"
+    staged = [p for p in scratch.iterdir() if p.name.startswith("grader-encode-")]
+    assert staged and (staged[0] / "job.json").is_file()
+    os.kill(grader.pid, signal.SIGKILL)
+    grader.wait()
+    gone_by = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() and b"grader.grading.inprocess" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children):
+        assert time.monotonic() < gone_by, "the encoder outlived its grader"
+        time.sleep(0.1)
+    assert staged[0].exists()  # nobody cleaned up yet ...
+    subprocess.run([*command, str(submission), "--out", str(tmp_path / "out2")], check=True, cwd=REPO, env=env, capture_output=True)
+    assert not staged[0].exists()  # ... until the next start swept it
+
+
 def _parent(proc: Path) -> int | None:
     try:
         return int(proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])

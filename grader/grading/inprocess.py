@@ -23,7 +23,6 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from grader.errors import SubmissionError, TaskFailure
 from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs, document_text
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.owner import owned_tempdir
 from grader.submissions.manifest import OnnxManifest
 
 #: How often the parent samples the child's resident memory.
@@ -44,6 +44,19 @@ _EXIT_REPORTED = 3
 #: RLIMIT_AS backstop: address space is far larger than resident memory (thread stacks, arenas, mappings).
 _AS_FACTOR = 4
 _AS_FLOOR = 4 << 30
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to SIGKILL this (child) process when the grader dies, so it cannot outlive its limits."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the grader died before prctl took effect
+        os._exit(1)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -77,8 +90,8 @@ class ChildProcessOnnx:
 
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         name = inputs.task.name
-        with tempfile.TemporaryDirectory(prefix="grader-encode-") as scratch:
-            work = Path(scratch)
+        # Owned: if the grader is SIGKILLed, the next start sweeps the texts staged here (its child dies with it).
+        with owned_tempdir("grader-encode-") as work:
             job = {
                 "folder": str(self.folder),
                 "threads": self.threads,
@@ -103,10 +116,12 @@ class ChildProcessOnnx:
     def _run_child(self, work: Path, progress: dict[str, Any]) -> None:
         memory = self.limits.memory_bytes
         address_space = max(memory * _AS_FACTOR, memory + _AS_FLOOR)
+        grader_pid = os.getpid()
 
         def limit_child() -> None:  # runs in the child between fork and exec
             resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            _die_with_parent(grader_pid)
 
         child = subprocess.Popen(
             [sys.executable, "-m", "grader.grading.inprocess", str(work)],

@@ -4,7 +4,7 @@ A grader that is SIGKILLed (or loses power) cannot clean up; its per-container
 watchdog normally does it within a second, but the watchdog can die with it (a
 cgroup-wide kill). So every ``grader run`` starts by sweeping: containers
 labelled with an owner on this host whose process is gone, and scratch folders
-(``grader-stage-*``, ``grader-output-*``) in the temporary folder whose
+(``grader-stage-*``, ``grader-output-*``, ``grader-encode-*``) in the temporary folder whose
 ``owner.json`` names a dead process. Nothing of a live process is touched, so
 concurrent graders on one machine are safe; containers without owner labels
 (older graders) are left alone.
@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.sandbox.owner import SANDBOX_LABEL, Owner, read_owner_file, remove_owned_folder
 
 #: Prefixes of the scratch folders the grader makes (staging, and /output + /tmp storage).
-SCRATCH_PREFIXES = ("grader-stage-", "grader-output-")
+SCRATCH_PREFIXES = ("grader-stage-", "grader-output-", "grader-encode-")
 
 
 @dataclass(frozen=True)
