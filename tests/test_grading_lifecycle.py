@@ -31,7 +31,6 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from grader.cli.main import cli
-from grader.grading.lock import LOCK_NAME
 from grader.reports.keys import write_keypair
 from tests.conftest import write_task
 from tests.onnx_models import embedding_table, onnx_submission
@@ -193,6 +192,8 @@ def test_the_resume_line_shows_the_primary_measure(tmp_path: Path, benchmark: Pa
 
 
 def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_path: Path, benchmark: Path, submission: Path) -> None:
+    from grader.grading.lock import LOCK_NAME
+
     out = tmp_path / "out"
     out.mkdir()
     holder = subprocess.Popen(

@@ -68,7 +68,7 @@ class DockerTaskGrader:
             "read_only_root": True,
             "capabilities": "all dropped",
             "limits": self.options.limits.as_report(),
-            "storage": storage_report(self.options.limits.output_bytes, self.options.limits.tmp_bytes),
+            "storage": storage_report(),
             "isolated": True,
         }
 

@@ -74,7 +74,7 @@ def disk_images_supported() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None and shutil.which("mkfs.ext4") is not None and os.path.exists("/dev/loop-control")
 
 
-def storage_report(output_bytes: int, tmp_bytes: int) -> dict[str, object]:
+def storage_report() -> dict[str, object]:
     """How ``/output`` and ``/tmp`` will be capped on this host (recorded in the report)."""
     if disk_images_supported():
         return {"output": DISK_IMAGE, "tmp": DISK_IMAGE}
