@@ -107,8 +107,13 @@ class OutputLocked(GraderError):
     exit_code = 75
 
 
-class Interrupted(GraderError):
-    """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number."""
+class Interrupted(BaseException):
+    """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number.
+
+    Like ``KeyboardInterrupt`` it derives from ``BaseException``, not :class:`GraderError`:
+    an ``except Exception`` around a library call (the engine, onnxruntime) must not
+    turn a stop request into a task failure and carry on.
+    """
 
     def __init__(self, signum: int, name: str) -> None:
         super().__init__(f"stopped by {name}; containers, mounts and staged data were cleaned up")

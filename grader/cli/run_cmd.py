@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
 
 from grader.cli.progress import StderrReporter
 from grader.data.registry import resolve_benchmark
+from grader.errors import Interrupted
 from grader.grading.runner import RunOptions, grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.metrics.measures import parse_measures
@@ -62,8 +64,13 @@ def run_command(
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
-    with stop_on_signals():
-        _run(**locals())
+    arguments = dict(locals())
+    try:
+        with stop_on_signals():
+            _run(**arguments)
+    except Interrupted as stop:
+        click.echo(f"error: {stop}", err=True)
+        sys.exit(stop.exit_code)
 
 
 def _run(

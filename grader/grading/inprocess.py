@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from grader.errors import SubmissionError, TaskFailure
+from grader.files import atomic_write_bytes
 from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs, document_text
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
@@ -105,7 +106,7 @@ class ChildProcessOnnx:
                 "corpus": reporter.progress(f"{name}: corpus", len(inputs.documents)),
                 "queries": reporter.progress(f"{name}: queries", len(inputs.queries)),
             }
-            self._run_child(work, progress)
+            self._run_child(work, progress, options.out_dir / "logs" / f"{name}.log")
             corpus = np.load(work / "corpus.npy", allow_pickle=False)
             queries = np.load(work / "queries.npy", allow_pickle=False)
             meta = json.loads((work / "meta.json").read_text(encoding="utf-8"))
@@ -113,7 +114,7 @@ class ChildProcessOnnx:
         encoding = {"queries": meta["queries"], "corpus": meta["corpus"], "dimension": int(meta["dimension"])}
         return Ranked(run, {"encoding": encoding}, queries, corpus)
 
-    def _run_child(self, work: Path, progress: dict[str, Any]) -> None:
+    def _run_child(self, work: Path, progress: dict[str, Any], log_path: Path) -> None:
         memory = self.limits.memory_bytes
         address_space = max(memory * _AS_FACTOR, memory + _AS_FLOOR)
         grader_pid = os.getpid()
@@ -127,12 +128,16 @@ class ChildProcessOnnx:
             [sys.executable, "-m", "grader.grading.inprocess", str(work)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             preexec_fn=limit_child,
             env={**os.environ, "OMP_NUM_THREADS": str(self.threads)},
         )
         reader = threading.Thread(target=_relay_progress, args=(child, progress), daemon=True)
         reader.start()
+        tail = bytearray()
+        # The child's stderr stays on the host (as a container's log does), its last bytes only.
+        collector = threading.Thread(target=_keep_tail, args=(child, tail, self.limits.log_bytes), daemon=True)
+        collector.start()
         started = time.monotonic()
         verdict: str | None = None
         peak = 0
@@ -153,6 +158,8 @@ class ChildProcessOnnx:
                 child.kill()
             child.wait()
             reader.join(5)
+            collector.join(5)
+            atomic_write_bytes(log_path, bytes(tail))
         if verdict == "TIMEOUT":
             raise TaskFailure("TIMEOUT", f"killed after the {self.limits.time_limit_s:g} s time limit")
         if verdict == "OOM":
@@ -166,7 +173,15 @@ class ChildProcessOnnx:
         if child.returncode == -signal.SIGKILL or child.returncode == -signal.SIGSEGV or child.returncode < 0:
             # Most likely an allocation refused by the RLIMIT_AS backstop that the runtime could not survive.
             raise TaskFailure("OOM" if child.returncode == -signal.SIGKILL else "MODEL_ERROR", f"the encoder process died of signal {-child.returncode}")
-        raise TaskFailure("MODEL_ERROR", f"the encoder process failed (exit status {child.returncode})")
+        raise TaskFailure("MODEL_ERROR", f"the encoder process failed (exit status {child.returncode}); its log is {log_path}")
+
+
+def _keep_tail(child: subprocess.Popen[bytes], tail: bytearray, limit: int) -> None:
+    assert child.stderr is not None
+    for chunk in iter(lambda: child.stderr.read(65536), b""):  # type: ignore[union-attr]
+        tail.extend(chunk)
+        if len(tail) > limit:
+            del tail[: len(tail) - limit]
 
 
 def _relay_progress(child: subprocess.Popen[bytes], progress: dict[str, Any]) -> None:
