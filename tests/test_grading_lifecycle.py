@@ -250,7 +250,7 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
     """The tiny lookup encoder plus a zero-valued term that either loops ~forever or allocates ~1 GiB per batch."""
     table = embedding_table()
     onnx_submission(folder, table=table)
-    const = lambda name, value, dtype=np.float32: numpy_helper.from_array(np.array(value, dtype=dtype), name)  # noqa: E731
+    const = lambda name, value, dtype=np.float32: numpy_helper.from_array(np.array(value, dtype=dtype), name)
     nodes = [
         helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
         helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
@@ -340,7 +340,7 @@ def test_in_process_refuses_limits_it_cannot_enforce(tmp_path: Path, benchmark: 
 
 
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import grader.grading.runner as runner
+    from grader.grading import runner
 
     monkeypatch.setattr(runner, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
     result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "auto"])

@@ -16,7 +16,6 @@ its container runs, then sends SIGTERM or SIGKILL and checks the host:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from grader.sandbox.task_run import run_task_container
 from grader.errors import TaskFailure
+from grader.sandbox.task_run import run_task_container
 from tests.sandbox_support import (
     SANDBOX_LABEL,
     HostGuard,

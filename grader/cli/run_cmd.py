@@ -15,9 +15,9 @@ from grader.grading.runner import RunOptions, grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
-from grader.sandbox.limits import limits_from_options
 from grader.reports.table import format_report_table
 from grader.retrieval.pca import parse_dimensions
+from grader.sandbox.limits import limits_from_options
 
 
 def _split_tasks(value: str | None) -> list[str] | None:

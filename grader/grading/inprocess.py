@@ -117,19 +117,12 @@ class ChildProcessOnnx:
     def _run_child(self, work: Path, progress: dict[str, Any], log_path: Path) -> None:
         memory = self.limits.memory_bytes
         address_space = max(memory * _AS_FACTOR, memory + _AS_FLOOR)
-        grader_pid = os.getpid()
-
-        def limit_child() -> None:  # runs in the child between fork and exec
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            _die_with_parent(grader_pid)
-
+        # The child sets its own rlimits and parent-death signal first thing (no preexec_fn: the grader has threads).
         child = subprocess.Popen(
-            [sys.executable, "-m", "grader.grading.inprocess", str(work)],
+            [sys.executable, "-m", "grader.grading.inprocess", str(work), str(os.getpid()), str(address_space)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            preexec_fn=limit_child,
             env={**os.environ, "OMP_NUM_THREADS": str(self.threads)},
         )
         reader = threading.Thread(target=_relay_progress, args=(child, progress), daemon=True)
@@ -233,4 +226,7 @@ def _child(work: Path) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover - the child process
+    _die_with_parent(int(sys.argv[2]))
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]), int(sys.argv[3])))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     raise SystemExit(_child(Path(sys.argv[1])))

@@ -17,7 +17,7 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.errors import OutputLocked
@@ -55,7 +55,7 @@ def locked_out_dir(out_dir: Path) -> Iterator[Path]:
                 f"{out_dir}: another grader run is using this folder ({_holder_text(fd)})",
                 hint="wait for it to finish, or choose another --out",
             ) from None
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
         try:

@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ import numpy as np
 from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
 from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure, UsageError
+from grader.files import atomic_write_bytes, atomic_write_text
 from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
 from grader.metrics.measures import Measure, default_measures, parse_measure
@@ -32,7 +33,6 @@ from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
-from grader.files import atomic_write_bytes, atomic_write_text
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -251,7 +251,7 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
 
 
 def _grade_submission(submission: Path, options: RunOptions, reporter: Reporter) -> tuple[dict[str, Any], Path]:
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     authenticator = None
     if options.key_path is not None:
         from grader.grading.store_auth import authenticator_from_key
@@ -327,7 +327,7 @@ def _grade_submission(submission: Path, options: RunOptions, reporter: Reporter)
         aggregate=options.benchmark.spec.aggregate(task_scores, tasks=options.tasks),
         policy=options.policy.value,
         started_at=started_at,
-        finished_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(UTC),
         sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
     )

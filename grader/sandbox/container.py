@@ -78,7 +78,8 @@ def run_container(
     grader dies.
     """
     import docker.errors
-    from docker.types import LogConfig, Mount as DockerMount, Ulimit
+    from docker.types import LogConfig, Ulimit
+    from docker.types import Mount as DockerMount
 
     client = docker_client()
     memory = limits.memory_bytes if tmp_path is not None else limits.memory_bytes + limits.tmp_bytes

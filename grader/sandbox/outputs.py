@@ -122,8 +122,7 @@ def copy_outputs(folder: Path, dest: Path, mode: str, *, max_bytes: int) -> list
     for name in EXPECTED_OUTPUTS.get(mode, ()):
         try:
             with open_output(folder, name, max_bytes=max_bytes) as source, open(dest / name, "wb") as target:
-                for chunk in iter(lambda: source.read(1 << 20), b""):
-                    target.write(chunk)
+                target.writelines(iter(lambda: source.read(1 << 20), b""))
         except TaskFailure:
             continue
         copied.append(name)
