@@ -122,7 +122,8 @@ def copy_outputs(folder: Path, dest: Path, mode: str, *, max_bytes: int) -> list
     for name in EXPECTED_OUTPUTS.get(mode, ()):
         try:
             with open_output(folder, name, max_bytes=max_bytes) as source, open(dest / name, "wb") as target:
-                target.writelines(iter(lambda: source.read(1 << 20), b""))
+                for chunk in iter(lambda: source.read(1 << 20), b""):
+                    target.write(chunk)
         except TaskFailure:
             continue
         copied.append(name)

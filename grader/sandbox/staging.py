@@ -30,7 +30,8 @@ class StagedTask:
 
 def _write_jsonl(path: Path, records: list[dict[str, str]]) -> None:
     with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     os.chmod(path, 0o644)
 
 
