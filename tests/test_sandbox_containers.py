@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from grader.errors import TaskFailure
@@ -132,7 +133,10 @@ def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while attrs is None and time.monotonic() < deadline and thread.is_alive():
             for container in guard.own_containers():
-                container.reload()
+                try:
+                    container.reload()
+                except docker.errors.NotFound:  # removed between list and inspect: the thread's result says why
+                    continue
                 if container.attrs["State"].get("Running"):
                     attrs = container.attrs
             time.sleep(0.05)
