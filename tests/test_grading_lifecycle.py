@@ -334,9 +334,48 @@ def test_the_same_hog_scores_when_the_limit_allows_it(tmp_path: Path, benchmark:
 
 def test_in_process_refuses_limits_it_cannot_enforce(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
-    result = run(submission, benchmark, out, "--cpus", "1", expect=2)
-    assert "--cpus: only the Docker sandbox can honour this" in result.stderr
+    result = run(submission, benchmark, out, "--runtime", "runsc", expect=2)
+    assert "--runtime: only the Docker sandbox can honour this" in result.stderr
     assert not (out / "report.json").exists()
+
+
+def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cpus 1 in-process: the child runs on one core (its affinity, read while it runs), and the report says so."""
+    from grader.grading.inprocess import ChildProcessOnnx
+
+    seen: list[set[int]] = []
+    real = ChildProcessOnnx._run_child
+
+    def spy(self, work, progress, log_path):  # type: ignore[no-untyped-def]
+        import threading
+
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                for entry in Path("/proc").iterdir():
+                    try:
+                        if entry.name.isdigit() and str(work).encode() in (entry / "cmdline").read_bytes():
+                            seen.append(os.sched_getaffinity(int(entry.name)))
+                    except OSError:
+                        continue
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            return real(self, work, progress, log_path)
+        finally:
+            stop.set()
+            watcher.join()
+
+    monkeypatch.setattr(ChildProcessOnnx, "_run_child", spy)
+    out = tmp_path / "out"
+    run(submission, benchmark, out, "--cpus", "1", "--tasks", "alpha")
+    report = json.loads((out / "report.json").read_text())
+    assert report["sandbox"]["limits"]["cpus"] == 1.0 and "pinned to 1 core" in report["sandbox"]["limits"]["enforcement"]
+    assert report["tasks"]["alpha"]["status"] == "scored"
+    assert seen and all(len(cores) == 1 for cores in seen[1:]) and len(seen[-1]) == 1
 
 
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -114,7 +114,7 @@ def _run(
         limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=runtime),
         pca_dims=parse_dimensions(pca_dims),
         keep_embeddings=keep_embeddings,
-        docker_only=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
+        explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
     )
     report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
     click.echo(format_report_table(report), nl=False)

@@ -8,16 +8,20 @@ limits hold: each task's encoding runs in a fresh child process that
 * is killed as soon as its resident memory exceeds ``--memory`` (the parent
   samples ``/proc/PID/status`` every 20 ms, so a burst shorter than that can
   overshoot briefly; ``RLIMIT_AS`` at several times the limit is a hard
-  backstop): the task fails with ``OOM``.
+  backstop): the task fails with ``OOM``;
+* with ``--cpus N`` given, is pinned to ``ceil(N)`` of the grader's cores
+  (CPU affinity; a fractional share is rounded up).
 
 The model and tokenizer are loaded in the child, so their own allocations count
-too. The report marks such a grade ``"isolated": false``. ``--cpus`` and
-``--runtime`` cannot be honoured in-process and are refused.
+too. The report marks such a grade ``"isolated": false``. ``--runtime`` cannot
+be honoured in-process and is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import resource
 import signal
@@ -74,20 +78,25 @@ def _rss_bytes(pid: int) -> int:
 class ChildProcessOnnx:
     """Encodes each task in a fresh, limited child process; searches in the grader."""
 
-    def __init__(self, folder: Path, manifest: OnnxManifest, threads: int, limits: SandboxLimits) -> None:
+    def __init__(self, folder: Path, manifest: OnnxManifest, threads: int, limits: SandboxLimits, *, pin_cpus: bool = False) -> None:
         self.folder = folder
         self.manifest = manifest
         self.threads = threads
         self.limits = limits
+        #: the cores the child may use (``--cpus`` given), or None: all of the grader's
+        self.cores: list[int] | None = None
+        if pin_cpus:
+            allowed = sorted(os.sched_getaffinity(0))
+            self.cores = allowed[: max(1, min(len(allowed), math.ceil(limits.cpus)))]
 
     def report(self) -> dict[str, Any]:
         """The sandbox fields of the report: in-process, not isolated, with the limits in force."""
-        return {
-            "kind": "none",
-            "threads": self.threads,
-            "isolated": False,
-            "limits": {"time_limit_s": self.limits.time_limit_s, "memory_bytes": self.limits.memory_bytes, "enforcement": "child process: wall-clock kill, resident-memory watch"},
-        }
+        limits: dict[str, Any] = {"time_limit_s": self.limits.time_limit_s, "memory_bytes": self.limits.memory_bytes}
+        enforcement = "child process: wall-clock kill, resident-memory watch"
+        if self.cores is not None:
+            limits["cpus"] = self.limits.cpus
+            enforcement += f", pinned to {len(self.cores)} core(s)"
+        return {"kind": "none", "threads": self.threads, "isolated": False, "limits": {**limits, "enforcement": enforcement}}
 
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         name = inputs.task.name
@@ -125,6 +134,10 @@ class ChildProcessOnnx:
             stderr=subprocess.PIPE,
             env={**os.environ, "OMP_NUM_THREADS": str(self.threads)},
         )
+        if self.cores is not None:
+            # At once, before the child has imported anything or started a thread (threads inherit it).
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(child.pid, self.cores)
         reader = threading.Thread(target=_relay_progress, args=(child, progress), daemon=True)
         reader.start()
         tail = bytearray()

@@ -71,8 +71,9 @@ class RunOptions:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     pca_dims: tuple[int, ...] = ()
     keep_embeddings: bool = False
-    #: Options given that only the Docker sandbox can honour (e.g. ``--cpus``); refused in-process.
-    docker_only: tuple[str, ...] = ()
+    #: Limit options given on the command line (``--cpus``, ``--runtime``): in-process, ``--cpus`` pins the
+    #: encoder to that many cores and ``--runtime`` is refused.
+    explicit_limits: tuple[str, ...] = ()
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""
@@ -264,8 +265,8 @@ def _grade_submission(submission: Path, options: RunOptions, reporter: Reporter)
         sandbox_kind, why = choose_sandbox(options.sandbox, manifest)
         if options.sandbox == "auto":
             _note(reporter, f"sandbox: {sandbox_kind} ({why})")
-        if sandbox_kind == "none" and options.docker_only:
-            raise UsageError(f"{', '.join(options.docker_only)}: only the Docker sandbox can honour this; in-process grading enforces only --time-limit and --memory")
+        if sandbox_kind == "none" and "--runtime" in options.explicit_limits:
+            raise UsageError("--runtime: only the Docker sandbox can honour this; in-process grading enforces --time-limit, --memory and --cpus")
         if (options.pca_dims or options.keep_embeddings) and isinstance(manifest, DockerManifest) and manifest.mode != "encode":
             raise UsageError("--pca-dims and --keep-embeddings need an embedding submission (ONNX, or a Docker image in encode mode)")
         digest = submission_digest(folder)
@@ -283,7 +284,7 @@ def _grade_submission(submission: Path, options: RunOptions, reporter: Reporter)
         elif isinstance(manifest, OnnxManifest):
             from grader.grading.inprocess import ChildProcessOnnx
 
-            child_grader = ChildProcessOnnx(folder, manifest, options.threads, options.limits)
+            child_grader = ChildProcessOnnx(folder, manifest, options.threads, options.limits, pin_cpus="--cpus" in options.explicit_limits)
             grader = child_grader
             sandbox_report = child_grader.report()
         else:  # pragma: no cover - resolve_sandbox refuses Docker manifests without Docker
