@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from os import PathLike
 
+from grader.failures import FailureCode
+
 
 class GraderError(Exception):
     """Base of every error the grader raises on purpose."""
@@ -17,9 +19,13 @@ class GraderError(Exception):
     exit_code: int = 2
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        from grader.text import MAX_ERROR_LINE, bounded
+
+        # Messages quote files, ids and text a submission controls: escaped and bounded here, once.
+        message = bounded(message, MAX_ERROR_LINE)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else bounded(hint, MAX_ERROR_LINE)
 
     def __str__(self) -> str:
         return self.message
@@ -75,6 +81,10 @@ class VerificationError(GraderError):
     exit_code = 1
 
 
+class ComparisonError(GraderError):
+    """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
+
+
 class KeyFileError(InputError):
     """A key file is missing, malformed, or has unsafe permissions."""
 
@@ -90,16 +100,39 @@ class SandboxUnavailable(GraderError):
 class TaskFailure(GraderError):
     """A task of a submission failed with one of the report's failure codes.
 
-    ``code`` is one of TIMEOUT, OOM, NONZERO_EXIT, OUTPUT_MISSING, OUTPUT_INVALID,
-    OUTPUT_TOO_LARGE, IMAGE_INVALID, INFRA, MODEL_ERROR. The message is one line a
-    participant can act on; full logs stay on the host.
+    ``code`` is a :class:`grader.failures.FailureCode` (its spelling is accepted too).
+    The message is one line a participant can act on, escaped and bounded
+    (:func:`grader.text.bounded`); full logs stay on the host.
+    ``container_words`` is what the submission's container said (its last stderr
+    line), kept apart so that a report of a hidden split can leave it out.
     """
 
-    def __init__(self, code: str, message: str, *, hint: str | None = None) -> None:
-        super().__init__(f"{code}: {message}", hint=hint)
-        self.code = code
-        self.detail = message
+    def __init__(self, code: FailureCode | str, message: str, *, hint: str | None = None, container_words: str | None = None) -> None:
+        from grader.text import MAX_STDERR_LINE, bounded
 
+        self.code = FailureCode(code)
+        #: the grader's own words
+        self.own_message = bounded(message)
+        #: the container's last stderr line (escaped, bounded), if it said anything
+        self.container_words = bounded(container_words, MAX_STDERR_LINE) if container_words else None
+        #: everything a person on the host or running ``grader check`` may see
+        self.detail = f"{self.own_message}; last stderr line: {self.container_words}" if self.container_words else self.own_message
+        super().__init__(f"{self.code}: {self.detail}", hint=hint)
+
+    def report_text(self, *, public: bool) -> tuple[str, str | None]:
+        """``(message, stderr)`` as a report carries them.
+
+        A report is handed to the submitter, and a container's words can carry hidden
+        queries and corpus text out of the sandbox. For a hidden split the report keeps
+        the code and the grader's own message, with quoted ids a container returned
+        redacted, and no stderr (the host's log under OUT/logs keeps it); for the public
+        sample it keeps the container's last stderr line too.
+        """
+        from grader.text import redact_quoted
+
+        if public:
+            return self.own_message, self.container_words
+        return redact_quoted(self.own_message), None
 
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""

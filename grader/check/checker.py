@@ -17,6 +17,7 @@ from typing import Any
 
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
 from grader.errors import GraderError, TaskFailure
+from grader.failures import OUTPUT_CODES, FailureCode
 from grader.grading.runner import InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox, RUNNER_IMAGE
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
@@ -28,7 +29,6 @@ from grader.submissions.digest import submission_digest
 from grader.submissions.manifest import load_manifest
 
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
-_OUTPUT_CODES = {"OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE"}
 
 
 class _Quiet:
@@ -144,14 +144,23 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
     return report.finish()
 
 
-def _failure_hint(code: str) -> str:
-    return {
-        "TIMEOUT": "make it faster or ask the host for a longer --time-limit",
-        "OOM": "use less memory (stream the corpus, smaller batches) or ask for a larger --memory",
-        "NONZERO_EXIT": "run the image by hand on a staged /input (docs/protocol.md) and read its stderr",
-        "IMAGE_INVALID": "fix the image: linux/amd64, a non-root USER, present locally",
-        "MODEL_ERROR": "run the model on a few texts locally; check input names and output shape",
-    }.get(code, "see docs/protocol.md")
+#: What to do about each failure code (a test checks every code has one).
+FAILURE_HINTS: dict[FailureCode, str] = {
+    FailureCode.TIMEOUT: "make it faster or ask the host for a longer --time-limit",
+    FailureCode.OOM: "use less memory (stream the corpus, smaller batches) or ask for a larger --memory",
+    FailureCode.NONZERO_EXIT: "run the image by hand on a staged /input (docs/protocol.md) and read its stderr",
+    FailureCode.OUTPUT_MISSING: "write every output file the mode asks for (docs/protocol.md)",
+    FailureCode.OUTPUT_INVALID: "see docs/protocol.md for the output format",
+    FailureCode.OUTPUT_TOO_LARGE: "write less: the output caps are in docs/protocol.md",
+    FailureCode.IMAGE_INVALID: "fix the image: linux/amd64, a non-root USER, present locally (or in the submission's own docker save .tar)",
+    FailureCode.INFRA: "not the submission's fault: ask the host to check the container engine",
+    FailureCode.MODEL_ERROR: "run the model on a few texts locally; check input names and output shape",
+    FailureCode.INPUT_INVALID: "see docs/protocol.md",
+}
+
+
+def _failure_hint(code: FailureCode) -> str:
+    return FAILURE_HINTS.get(code, "see docs/protocol.md")
 
 
 def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, options: RunOptions, scratch: Path) -> _TaskRun:
@@ -177,9 +186,9 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
     kept = scratch / "output"
     result = _TaskRun(name, inputs, 0.0, kept_output=kept, staged=staged)
     try:
-        output = run_task_container(grader.image.id, staged, mode=grader.mode, limits=options.limits, log_path=scratch / "container.log", extra_mounts=grader.extra_mounts, environment=grader.environment, keep_output=kept)
+        output = run_task_container(grader.image.id, staged, mode=grader.mode, limits=options.limits, log_path=scratch / "container.log", extra_mounts=grader.extra_mounts, environment=grader.environment, keep_output=kept, model_error_exit=grader.model_error_exit)
     except TaskFailure as failure:
-        if failure.code not in _OUTPUT_CODES:
+        if failure.code not in OUTPUT_CODES:
             raise
         result.output_failure = failure
         result.elapsed_s = time.monotonic() - started

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.text import MAX_ERROR_LINE, bounded
+
 STEP_NAMES = (
     "archive and manifest",
     "intake",
@@ -28,6 +30,12 @@ class StepResult:
     hint: str | None = None
     details: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Reasons and details quote what a submission wrote (stderr, ids, schema errors): escaped and bounded.
+        self.reason = bounded(self.reason, MAX_ERROR_LINE)
+        self.hint = None if self.hint is None else bounded(self.hint, MAX_ERROR_LINE)
+        self.details = [bounded(detail, MAX_ERROR_LINE) for detail in self.details]
 
     def as_dict(self) -> dict[str, Any]:
         return {"step": self.name, "status": self.status, "reason": self.reason, "hint": self.hint, "details": self.details, "data": self.data}

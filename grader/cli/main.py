@@ -9,6 +9,7 @@ import click
 
 from grader import __version__
 from grader.errors import GraderError
+from grader.text import MAX_ERROR_LINE, bounded
 
 
 class GraderGroup(click.Group):
@@ -18,9 +19,10 @@ class GraderGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GraderError as error:
-            click.echo(f"error: {error}", err=True)
+            # GraderError messages are escaped and bounded when made (grader.text); bounded again, as the last step.
+            click.echo(f"error: {bounded(str(error), MAX_ERROR_LINE)}", err=True)
             if error.hint:
-                click.echo(f"hint: {error.hint}", err=True)
+                click.echo(f"hint: {bounded(error.hint, MAX_ERROR_LINE)}", err=True)
             sys.exit(error.exit_code)
 
 
@@ -32,9 +34,11 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each command module stays independent of the others.
-    from grader.cli import benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd
+    from grader.cli import admin_cmd, benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd
+    from grader.cli import serve_cmd, submit_cmd, translation_cmd, verify_cmd
 
-    for module in (benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd):
+    for module in (benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd,
+                   admin_cmd, serve_cmd, submit_cmd):
         module.register(cli)
 
 

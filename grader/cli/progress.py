@@ -10,18 +10,23 @@ from typing import Any, TextIO
 
 import click
 
+from grader.text import MAX_ERROR_LINE, MAX_STDERR_LINE, bounded
+
 
 class StderrReporter:
     """Implements :class:`grader.grading.runner.Reporter` for people."""
 
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False, primary: str | None = None) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
+        #: the measure shown for a scored task (stored entries list their measures sorted by name)
+        self.primary = primary
         self.interactive = self.stream.isatty()
 
     def _say(self, text: str) -> None:
+        # Failure messages and stderr lines come from submissions (and stored files): never raw to a terminal.
         if not self.quiet:
-            click.echo(text, file=self.stream)
+            click.echo(bounded(text, MAX_ERROR_LINE), file=self.stream)
 
     def task_started(self, task: str, *, documents: int, queries: int) -> None:
         self._say(f"{task}: encoding {documents} documents and {queries} queries")
@@ -33,10 +38,13 @@ class StderrReporter:
     def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
         origin = " (stored result, resumed)" if resumed else ""
         if entry["status"] == "scored":
-            first = next(iter(entry["measures"].items()))
-            self._say(f"{task}: scored {first[0]} = {first[1]:.4f}{origin}")
+            measures = entry["measures"]
+            name = self.primary if self.primary in measures else next(iter(measures))
+            self._say(f"{task}: scored {name} = {measures[name]:.4f}{origin}")
         else:
-            self._say(f"{task}: FAILED {entry['failure']['code']}: {entry['failure']['message']}{origin}")
+            failure = entry["failure"]
+            stderr = f"; last stderr line: {bounded(failure['stderr'], MAX_STDERR_LINE)}" if failure.get("stderr") else ""
+            self._say(f"{task}: FAILED {failure['code']}: {bounded(failure['message'])}{stderr}{origin}")
 
     def progress(self, label: str, total: int) -> Callable[[int], None]:
         done = 0

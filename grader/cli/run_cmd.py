@@ -42,6 +42,7 @@ def _split_tasks(value: str | None) -> list[str] | None:
 @click.option("--measure", "measures", multiple=True, metavar="M", help="Measures to report (default: the benchmark's).")
 @click.option("--pca-dims", default=None, metavar="D1,D2", help="Also grade embeddings reduced by PCA to each dimension (CAT: 20,768); each is a separate result.")
 @click.option("--keep-embeddings", is_flag=True, help="Keep each task's embeddings under OUT/embeddings (for `grader effect`).")
+@click.option("--images-from-submission-only", is_flag=True, help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,
@@ -61,6 +62,7 @@ def run_command(
     measures: tuple[str, ...],
     pca_dims: str | None,
     keep_embeddings: bool,
+    images_from_submission_only: bool,
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
@@ -91,6 +93,7 @@ def _run(
     measures: tuple[str, ...],
     pca_dims: str | None,
     keep_embeddings: bool,
+    images_from_submission_only: bool,
     quiet: bool,
 ) -> None:
     from grader.sandbox.sweep import sweep
@@ -115,8 +118,9 @@ def _run(
         pca_dims=parse_dimensions(pca_dims),
         keep_embeddings=keep_embeddings,
         explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
+        images_from_submission_only=images_from_submission_only,
     )
-    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet))
+    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet, primary=str(options.effective_measures()[0])))
     click.echo(format_report_table(report), nl=False)
     click.echo(f"report: {path}")
 

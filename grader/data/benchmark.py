@@ -7,13 +7,13 @@ looks like a task is a task, the primary measure is NDCG@10 and nothing is group
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.task import Task
 from grader.data.textfiles import find_data_file
 from grader.errors import DataError, UsageError
@@ -118,7 +118,10 @@ class BenchmarkSpec:
         overall = None if not scores or any(s is None for s in scores) else math.fsum(scores) / len(scores)  # type: ignore[arg-type]
         complete = graded >= set(self.tasks) and all(task_scores.get(t) is not None for t in self.tasks)
         groups = {unit: score for unit, score in unit_scores.items() if unit in self.groups}
-        return {"measure": self.primary_measure, "score": overall, "complete": complete, "groups": groups}
+        result: dict[str, Any] = {"measure": self.primary_measure, "score": overall, "complete": complete, "groups": groups}
+        if groups:  # which graded tasks each group averages, so a report alone can re-apply the aggregation
+            result["group_members"] = {group: [task for task in self.groups[group] if task in graded] for group in groups}
+        return result
 
 
 class Benchmark:
@@ -161,9 +164,11 @@ def load_benchmark_folder(root: str | Path) -> Benchmark:
     spec_path = root / "benchmark.json"
     if spec_path.is_file():
         try:
-            data = json.loads(spec_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg}", path=spec_path, line=exc.lineno) from None
+            data = jsonio.load_file(spec_path)
+        except jsonio.JsonError as failure:
+            failure.raise_as(DataError, path=spec_path)
+        except OSError as exc:
+            raise DataError(f"cannot read: {exc.strerror or exc}", path=spec_path) from None
         spec = BenchmarkSpec.from_json(data, path=spec_path)
     else:
         tasks = tuple(sorted(p.name for p in root.iterdir() if looks_like_task(p)))

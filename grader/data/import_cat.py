@@ -27,12 +27,12 @@ without error, so a failed import leaves no task folder and no benchmark.json.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
@@ -60,7 +60,7 @@ Progress = Callable[[str], None]
 
 
 def _registered_cat() -> dict[str, Any]:
-    return json.loads((BENCHMARKS_DIR / "cat" / "benchmark.json").read_text(encoding="utf-8"))
+    return jsonio.load_file(BENCHMARKS_DIR / "cat" / "benchmark.json")
 
 
 def registered_cat_tasks() -> tuple[str, ...]:

@@ -24,7 +24,6 @@ selected task converted without error, so a failed import leaves no task folder
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.registry import BENCHMARKS_DIR
 from grader.data.task import Document, Query
@@ -164,7 +164,7 @@ class CoirTaskSource:
 
 def _registered_coir() -> tuple[Path, dict[str, Any]]:
     path = BENCHMARKS_DIR / "coir" / "benchmark.json"
-    return path, json.loads(path.read_text(encoding="utf-8"))
+    return path, jsonio.load_file(path)
 
 
 def registered_coir_tasks() -> tuple[str, ...]:

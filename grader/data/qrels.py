@@ -6,10 +6,10 @@ judged non-relevant. Each (query, document) pair may be judged once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import iter_tsv, open_text
 from grader.errors import DataError
@@ -92,9 +92,11 @@ def read_json_qrels(path: Path) -> Qrels:
     """Read a JSON qrels file ``{"query-id": {"doc-id": relevance, ...}, ...}``."""
     with open_text(path) as handle:
         try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+            data = jsonio.loads(handle.read(), max_depth=None)  # the shape checks below prove depth 2
+        except jsonio.JsonError as failure:
+            failure.raise_as(DataError, path=path)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"not UTF-8 text: {exc.reason}", path=path) from None
     if not isinstance(data, dict):
         raise DataError("expected a JSON object mapping query ids to {doc id: relevance}", path=path)
     judgements: Judgements = {}
@@ -103,7 +105,7 @@ def read_json_qrels(path: Path) -> Qrels:
             raise DataError(f"judgements of query {qid!r} must be an object", path=path, field=qid)
         for did, rel in docs.items():
             if isinstance(rel, bool) or not isinstance(rel, int):
-                raise DataError(f"relevance must be an integer, got {rel!r}", path=path, field=f"{qid}/{did}")
+                raise DataError(f"relevance must be an integer, got {rel!r}" if isinstance(rel, (float, str)) else f"relevance must be an integer, got {type(rel).__name__}", path=path, field=f"{qid}/{did}")
             _add(judgements, qid, did, rel, path=path, line=None, fields=(qid, f"{qid}/{did}"))
     return Qrels(judgements)
 

@@ -7,10 +7,10 @@ after ``grader data import-coir`` / ``import-cat``.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from grader import jsonio
 from grader.data.benchmark import Benchmark, BenchmarkSpec, load_benchmark_folder
 from grader.errors import UsageError
 
@@ -32,7 +32,7 @@ def registered_spec(name: str) -> BenchmarkSpec:
     if name not in REGISTERED:
         raise UsageError(f"unknown benchmark {name!r} (registered: {', '.join(REGISTERED)}; or give a folder)")
     path = BENCHMARKS_DIR / name / "benchmark.json"
-    return BenchmarkSpec.from_json(json.loads(path.read_text(encoding="utf-8")), path=path)
+    return BenchmarkSpec.from_json(jsonio.load_file(path), path=path)
 
 
 def data_root(name: str) -> Path:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.benchmark import BenchmarkSpec, looks_like_task
 from grader.data.writers import replace_folder
 from grader.errors import DataError, UsageError
-from grader.files import atomic_write_text
 
 
 def select_tasks(
@@ -90,7 +89,7 @@ def import_tasks(
         spec = BenchmarkSpec.from_json(spec_data, path=spec_path)
         for task in selected:
             replace_folder(staging / task, dest / task, overwrite=overwrite)
-        atomic_write_text(spec_path, json.dumps(spec_data, indent=2, ensure_ascii=False) + "\n")
+        jsonio.write_json(spec_path, spec_data, indent=2)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if created_dest:

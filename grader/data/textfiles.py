@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from grader import jsonio
 from grader.errors import DataError
 
 
@@ -33,21 +33,14 @@ def find_data_file(folder: Path, name: str) -> Path | None:
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
 
-    A line that is not a JSON object raises :class:`DataError` naming the line.
+    Lines are parsed strictly (:func:`grader.jsonio.loads`: no duplicate keys, no
+    NaN literals, bounded depth); a line that is not such a JSON object raises
+    :class:`DataError` naming the line.
     """
     with open_text(path) as handle:
         try:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
-                if not isinstance(value, dict):
-                    raise DataError("expected a JSON object", path=path, line=line_number)
-                yield line_number, value
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+            yield from jsonio.iter_objects(handle, path=path, error=DataError)
+        except (EOFError, gzip.BadGzipFile) as exc:
             raise DataError(f"unreadable: {exc}", path=path) from None
 
 

@@ -13,7 +13,6 @@ caller, which knows where its records came from.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.qrels import BEIR_HEADER
 from grader.data.task import Document, Query
@@ -55,7 +55,7 @@ def write_corpus(path: str | os.PathLike[str], documents: Iterable[Document]) ->
         for count, doc in enumerate(documents, start=1):
             _check_id(doc.id, path=path, line=count, field="_id")
             record = {"_id": doc.id, "title": doc.title or "", "text": doc.text}
-            handle.write(json.dumps(record, ensure_ascii=False))
+            handle.write(jsonio.dumps(record))
             handle.write("\n")
         _finish(handle)
     return count
@@ -68,7 +68,7 @@ def write_queries(path: str | os.PathLike[str], queries: Iterable[Query]) -> int
     with _open_output(path) as handle:
         for count, query in enumerate(queries, start=1):
             _check_id(query.id, path=path, line=count, field="_id")
-            handle.write(json.dumps({"_id": query.id, "text": query.text}, ensure_ascii=False))
+            handle.write(jsonio.dumps({"_id": query.id, "text": query.text}))
             handle.write("\n")
         _finish(handle)
     return count

@@ -17,7 +17,6 @@ The measure is the benchmark's primary one when it is an MRR@k, else MRR@1000.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import grader
+from grader import jsonio
 from grader.data.benchmark import Benchmark, BenchmarkSpec
 from grader.effect.combine import DEFAULT_BLOCK_ELEMENTS, Combined, combine_rankings
 from grader.effect.inputs import RunFolder
@@ -203,7 +203,7 @@ def compute_effect(
 def effect_json(result: Mapping[str, Any]) -> str:
     """The result as JSON text: sorted keys, indent 2, trailing newline, no NaN."""
     try:
-        return json.dumps(result, sort_keys=True, indent=2, allow_nan=False) + "\n"
+        return jsonio.dumps(result, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
     except (TypeError, ValueError) as error:
         raise ReportError(f"effect result cannot be written as JSON: {error}") from None
 

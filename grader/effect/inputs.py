@@ -9,7 +9,6 @@ exactly the task's judged queries and its corpus.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.task import Task
 from grader.errors import DataError, InputError, UsageError
@@ -46,10 +46,10 @@ class RunFolder:
         if not report_path.is_file():
             raise UsageError(f"--{role}: {folder} has no {REPORT_FILE} (not a `grader run` output folder)", hint=_RERUN_HINT)
         try:
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise InputError(f"invalid JSON: {error.msg}", path=report_path, line=error.lineno) from None
-        except (OSError, UnicodeDecodeError) as error:
+            report = jsonio.load_file(report_path)
+        except jsonio.JsonError as failure:
+            failure.raise_as(InputError, path=report_path)
+        except OSError as error:
             raise InputError(f"cannot read: {error}", path=report_path) from None
         if not isinstance(report, dict):
             raise InputError("expected a report object", path=report_path)
@@ -142,10 +142,10 @@ class TaskEmbeddings:
 
 def _read_ids(path: Path) -> tuple[list[str], list[str]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DataError(f"invalid JSON: {error.msg}", path=path, line=error.lineno) from None
-    except (OSError, UnicodeDecodeError) as error:
+        data = jsonio.load_file(path)
+    except jsonio.JsonError as failure:
+        failure.raise_as(DataError, path=path)
+    except OSError as error:
         raise DataError(f"cannot read: {error}", path=path) from None
     if not isinstance(data, dict):
         raise DataError('expected {"queries": [...], "corpus": [...]}', path=path)

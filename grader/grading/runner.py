@@ -9,7 +9,6 @@ task that fails is recorded with its failure code; the others still run.
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,10 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
 from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure, UsageError
-from grader.files import atomic_write_bytes, atomic_write_text
+from grader.failures import FailureCode
 from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
 from grader.metrics.measures import Measure, default_measures, parse_measure
@@ -33,6 +33,7 @@ from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.encoder import OnnxEncoder
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
+from grader.files import atomic_write_bytes
 from grader.runs.run import Run
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -74,6 +75,8 @@ class RunOptions:
     #: Limit options given on the command line (``--cpus``, ``--runtime``): in-process, ``--cpus`` pins the
     #: encoder to that many cores and ``--runtime`` is refused.
     explicit_limits: tuple[str, ...] = ()
+    #: refuse Docker manifests that name an image already on the host (the hosting default)
+    images_from_submission_only: bool = False
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""
@@ -146,6 +149,12 @@ class InProcessOnnx:
         return Ranked(run, {"encoding": encoding}, queries, corpus)
 
 
+def split_is_public(options: RunOptions) -> bool:
+    """Whether the split being graded is the benchmark's public sample (not its hidden split)."""
+    spec = options.benchmark.spec
+    return options.split == spec.sample_split and spec.sample_split != spec.default_split
+
+
 def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> dict[str, Any]:
     """Rank and score one task; a submission's fault becomes a failed entry."""
     task = inputs.task
@@ -154,12 +163,13 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, repo
     try:
         ranked = grader.rank(inputs, options, reporter)
     except TaskFailure as failure:
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=failure.detail, judged=len(inputs.qrels))
+        message, stderr = failure.report_text(public=split_is_public(options))
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels))
     except SubmissionError as error:
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code="MODEL_ERROR", message=str(error), judged=len(inputs.qrels))
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels))
     except SandboxUnavailable as error:
         # The engine's fault, not the submission's: this task is INFRA, the others still run.
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code="INFRA", message=str(error), judged=len(inputs.qrels))
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.INFRA, message=str(error), judged=len(inputs.qrels))
     measures = options.effective_measures()
     evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
     extra = dict(ranked.extra)
@@ -195,7 +205,7 @@ def save_embeddings(folder: Path, query_ids: list[str], doc_ids: list[str], quer
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
         atomic_write_bytes(folder / name, buffer.getvalue())
-    atomic_write_text(folder / "ids.json", json.dumps({"queries": query_ids, "corpus": doc_ids}) + "\n")
+    jsonio.write_json(folder / "ids.json", {"queries": query_ids, "corpus": doc_ids}, indent=None)
 
 
 def resolve_sandbox(requested: str, manifest: Manifest) -> str:

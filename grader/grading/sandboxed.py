@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
+from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.container import Mount
@@ -24,7 +25,7 @@ def _require_tar_inside(folder: Path, reference: str) -> None:
     candidate = Path(reference)
     inside = not candidate.is_absolute() and (folder / candidate).resolve().is_relative_to(folder.resolve())
     if not inside:
-        raise TaskFailure("IMAGE_INVALID", f"image {reference!r}: a docker save .tar must be a file inside the submission", hint="put the .tar in the submission folder and name it by a relative path")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r}: a docker save .tar must be a file inside the submission", hint="put the .tar in the submission folder and name it by a relative path")
 
 
 class DockerTaskGrader:
@@ -38,6 +39,8 @@ class DockerTaskGrader:
         self.environment = environment
         self.options = options
         self.output_enforcement: str | None = None
+        #: The runner image's exit status for "the submitted model failed" (MODEL_ERROR); images have none.
+        self.model_error_exit = RUNNER_MODEL_ERROR_EXIT if isinstance(manifest, OnnxManifest) else None
 
     @classmethod
     def prepare(cls, folder: Path, manifest: Manifest, options: RunOptions, *, runner_image: str) -> DockerTaskGrader:
@@ -46,7 +49,7 @@ class DockerTaskGrader:
             if manifest.mode == "translate":
                 raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
             _require_tar_inside(folder, manifest.image)
-            image = inspect_image(manifest.image, base=folder)
+            image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
             return cls(image, manifest.mode, manifest, [], {}, options)
         if isinstance(manifest, OnnxManifest):
             try:
@@ -59,8 +62,12 @@ class DockerTaskGrader:
         raise UsageError(f"unknown submission kind {manifest.kind!r}")  # pragma: no cover
 
     def report(self) -> dict[str, Any]:
-        """The sandbox settings the report records."""
-        return {
+        """The sandbox settings the report records.
+
+        For an image submission, ``image_origin`` says whether the image came from the
+        submission's own docker save tar (``submission``) or was already on the host (``host``).
+        """
+        settings: dict[str, Any] = {
             "kind": "docker",
             "image": self.image.id,
             "mode": self.mode,
@@ -71,6 +78,9 @@ class DockerTaskGrader:
             "storage": storage_report(),
             "isolated": True,
         }
+        if isinstance(self.manifest, DockerManifest):
+            settings["image_origin"] = self.image.origin
+        return settings
 
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
@@ -94,12 +104,13 @@ class DockerTaskGrader:
                 log_path=log_path,
                 extra_mounts=self.extra_mounts,
                 environment=self.environment,
+                model_error_exit=self.model_error_exit,
             )
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:
             return Ranked(output.run, extra)
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
-            raise TaskFailure("OUTPUT_MISSING", "the container returned no embeddings")
+            raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
         run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)
 

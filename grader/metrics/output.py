@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from grader import jsonio
 from grader.metrics.measures import Family
 from grader.metrics.policy import Evaluation
 
@@ -56,4 +56,4 @@ def per_query_tsv(evaluation: Evaluation) -> str:
 
 def dumps(data: Any) -> str:
     """JSON text with full float precision; NaN is impossible here and refused."""
-    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+    return jsonio.dumps(data, indent=2, ensure_ascii=True) + "\n"

@@ -7,14 +7,37 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import ReportError
+from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.metrics.policy import Evaluation
 from grader.reports.model import report_json
 from grader.reports.signing import write_signed_report
+from grader.text import MAX_STDERR_LINE, bounded
+
+
+def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
+    """The ``per_query`` entry of a task: its first (primary) measure's value for each evaluated query.
+
+    ``grader compare`` resamples these; their exact mean is the task's score.
+    """
+    measure = evaluation.measures[0]
+    column = evaluation.per_query.values[measure].tolist()
+    return {"measure": str(measure), "values": dict(zip(evaluation.per_query.query_ids, column))}
+
+
+def without_per_query(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``report`` without per-query values.
+
+    Per-query values let a submitter probe hidden judgements one query at a
+    time; a host hands participants this form while the judgements must stay
+    hidden, and keeps the full report (which ``grader compare`` needs).
+    """
+    tasks = {name: {key: value for key, value in task.items() if key != "per_query"} for name, task in report["tasks"].items()}
+    return {**report, "tasks": tasks}
 
 
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored."""
+    """The report entry of a task that was scored, with the per-query values of its primary measure."""
     entry: dict[str, Any] = {
         "name": name,
         "split": split,
@@ -23,20 +46,29 @@ def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluati
         "failure": None,
         "measures": evaluation.means(),
         "queries": evaluation.counts.as_dict(),
+        "per_query": per_query_values(evaluation),
     }
     if extra:
         entry.update(extra)
     return entry
 
 
-def failed_task(name: str, *, split: str, data_digest: str, code: str, message: str, judged: int) -> dict[str, Any]:
-    """The report entry of a task that failed with a failure ``code``."""
+def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None) -> dict[str, Any]:
+    """The report entry of a task that failed with a failure ``code``.
+
+    ``message`` and ``stderr`` (the container's last line, only for grades of a
+    public split) are escaped and bounded again here, so whatever a caller passes,
+    a report stays small enough for ``grader verify``.
+    """
+    failure: dict[str, Any] = {"code": str(FailureCode(code)), "message": bounded(message)}
+    if stderr:
+        failure["stderr"] = bounded(stderr, MAX_STDERR_LINE)
     return {
         "name": name,
         "split": split,
         "data_digest": {"sha256": data_digest},
         "status": "failed",
-        "failure": {"code": code, "message": message},
+        "failure": failure,
         "measures": {},
         "queries": {"judged": judged, "answered": 0, "missing": judged, "extra": 0},
     }

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader import jsonio
 from grader.errors import VerificationError
 
 #: Longest piece of untrusted envelope text quoted back in an error message.
@@ -71,7 +71,7 @@ def sign_payload(payload_type: str, payload: bytes, private_key: Ed25519PrivateK
 
 def envelope_json(envelope: dict[str, Any]) -> bytes:
     """The bytes of an envelope file: sorted keys, indent 2, trailing newline."""
-    return (json.dumps(envelope, sort_keys=True, indent=2, allow_nan=False) + "\n").encode("utf-8")
+    return (jsonio.dumps(envelope, sort_keys=True, indent=2, ensure_ascii=True) + "\n").encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -84,21 +84,19 @@ class EnvelopeFields:
     signatures: tuple[tuple[str, str], ...]
 
 
-def _reject_constant(name: str) -> Any:
-    # JSON has no NaN or Infinity; Python's parser would accept them otherwise.
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
 def parse_json(data: bytes, *, what: str) -> Any:
-    """Parse strict JSON from ``data`` (UTF-8, no NaN/Infinity), raising :class:`VerificationError`."""
+    """Parse strict JSON from ``data`` (:func:`grader.jsonio.loads`: UTF-8, no NaN/Infinity, no
+    duplicate keys, bounded depth), raising :class:`VerificationError`.
+
+    Duplicate keys matter most here: a consumer that keeps the first of two
+    ``payload`` keys and one that keeps the last would read different payloads
+    from one file, and only one of them is the signed one.
+    """
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise VerificationError(f"{what} is not valid JSON: not UTF-8") from None
-    except ValueError as error:
-        raise VerificationError(f"{what} is not valid JSON: {error}") from None
-    except RecursionError:
-        raise VerificationError(f"{what} is not valid JSON: nested too deeply") from None
+        return jsonio.loads(data)
+    except jsonio.JsonError as error:
+        detail = error.what.removeprefix("invalid JSON: ")
+        raise VerificationError(f"{what} is not valid JSON: {detail}") from None
 
 
 def parse_envelope(data: bytes) -> EnvelopeFields:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from grader.reports.verify import VerifiedReport
+from grader.text import MAX_ERROR_LINE, bounded
 
 
 def _clean(text: Any) -> str:
-    # Subject names come from submitters; keep escapes and newlines off the terminal.
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+    # Subject names and messages come from submitters; keep escapes and newlines off the terminal, and lines short.
+    return bounded(str(text), MAX_ERROR_LINE)
 
 
 def _number(value: Any) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grader.text import MAX_STDERR_LINE, bounded
+
 #: Measures shown beside the primary one when the report has them.
 _SHOWN = ("NDCG@10", "MAP@10", "Recall@100", "MRR@10")
 
@@ -24,7 +26,9 @@ def format_report_table(report: dict[str, Any]) -> str:
             lines.append(f"{name:<{width}}  {'scored':<6}  {values}  {truncated}")
         else:
             failure = task["failure"]
-            lines.append(f"{name:<{width}}  {'FAILED':<6}  {failure['code']}: {failure['message']}")
+            # Escaped and bounded again: a report read back may predate these bounds.
+            stderr = f"; last stderr line: {bounded(failure['stderr'], MAX_STDERR_LINE)}" if failure.get("stderr") else ""
+            lines.append(f"{name:<{width}}  {'FAILED':<6}  {failure['code']}: {bounded(failure['message'])}{stderr}")
     for group, value in aggregate["groups"].items():
         shown = "n/a" if value is None else f"{value:.4f}"
         lines.append(f"group {group}: {primary} = {shown}")

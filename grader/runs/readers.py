@@ -9,7 +9,6 @@ file with an error, is re-read line by line so the error names its line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
@@ -17,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import open_text
 from grader.errors import RunFormatError
 from grader.runs.line_check import is_valid_run_line
 from grader.runs.run import InvalidRun, Run
 from grader.schemas import first_error, json_pointer
+from grader.text import quote_id
 
 
 class RunFormat(str, Enum):
@@ -33,22 +34,12 @@ class RunFormat(str, Enum):
     JSONL = "jsonl"
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid score (scores must be finite numbers)")
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        result[key] = value
-    return result
-
-
 def strict_json_loads(text: str) -> Any:
-    """``json.loads`` that rejects NaN/Infinity literals and duplicate keys."""
-    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_pairs)
+    """Strict JSON (:func:`grader.jsonio.loads`): no NaN/Infinity literals, no duplicate keys, bounded depth.
+
+    Raises :class:`grader.jsonio.JsonError` (a ``ValueError``).
+    """
+    return jsonio.loads(text)
 
 
 def detect_format(path: Path) -> RunFormat:
@@ -67,8 +58,8 @@ def detect_format(path: Path) -> RunFormat:
                 if not stripped.startswith("{"):
                     return RunFormat.TREC
                 try:
-                    value = json.loads(stripped)
-                except json.JSONDecodeError:
+                    value = jsonio.loads(stripped)
+                except jsonio.JsonError:
                     return RunFormat.JSON  # a multi-line JSON document
                 return RunFormat.JSONL if isinstance(value, dict) and "query_id" in value else RunFormat.JSON
         except UnicodeDecodeError as exc:
@@ -331,12 +322,12 @@ def _read_trec_lines(path: Path) -> Run:
                 try:
                     score = float(score_text)
                 except ValueError:
-                    raise RunFormatError(f"score is not a number: {score_text!r}", path=path, line=line_number, field="score") from None
+                    raise RunFormatError(f"score is not a number: {quote_id(score_text)}", path=path, line=line_number, field="score") from None
                 if score != score or score in (float("inf"), float("-inf")):
-                    raise RunFormatError(f"score must be finite, got {score_text!r}", path=path, line=line_number, field="score")
+                    raise RunFormatError(f"score must be finite, got {quote_id(score_text)}", path=path, line=line_number, field="score")
                 docs = rankings.setdefault(query_id, {})
                 if doc_id in docs:
-                    raise RunFormatError(f"document {doc_id!r} appears twice for query {query_id!r}", path=path, line=line_number, field="docid")
+                    raise RunFormatError(f"document {quote_id(doc_id)} appears twice for query {quote_id(query_id)}", path=path, line=line_number, field="docid")
                 docs[doc_id] = score
         except UnicodeDecodeError as exc:
             raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None
@@ -350,8 +341,8 @@ def _build(rankings: dict[str, dict[str, float]], path: Path) -> Run:
         return Run.from_mapping(rankings)
     except InvalidRun as error:
         problem = error.problem
-        field = problem.field if problem.doc_id is None else f"{problem.field} {problem.doc_id!r}"
-        raise RunFormatError(f"query {problem.query_id!r}: {problem.what}", path=path, field=field) from None
+        field = problem.field if problem.doc_id is None else f"{problem.field} {quote_id(problem.doc_id)}"
+        raise RunFormatError(f"query {quote_id(problem.query_id)}: {problem.what}", path=path, field=field) from None
 
 
 # --- JSON -------------------------------------------------------------------
@@ -361,11 +352,10 @@ def read_json_run(path: Path) -> Run:
     """Read ``{"qid": {"docid": score, ...}, ...}`` (the shape BEIR's retrievers return)."""
     with open_text(path) as handle:
         try:
-            data = strict_json_loads(handle.read())
-        except json.JSONDecodeError as exc:
-            raise RunFormatError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
-        except ValueError as exc:
-            raise RunFormatError(str(exc), path=path) from None
+            # The shape checks below prove depth 2 without a walk over millions of scores.
+            data = jsonio.loads(handle.read(), max_depth=None)
+        except jsonio.JsonError as error:
+            error.raise_as(RunFormatError, path=path)
         except UnicodeDecodeError as exc:
             raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None
     if not isinstance(data, dict):
@@ -393,23 +383,18 @@ def iter_jsonl_run_lines(path: Path) -> Iterator[tuple[int, str, list[dict[str, 
 
 def iter_jsonl_run_records(lines: Iterable[str], path: Path) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
     """Like :func:`iter_jsonl_run_lines` over already-open text (``path`` names it in errors)."""
-    try:
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+    # Depth is proven by the structural check (a valid line has depth 3); only lines
+    # that fail it are walked, before jsonschema quotes them.
+    for line_number, record in jsonio.iter_objects(lines, path=path, error=RunFormatError, max_depth=None):
+        if not is_valid_run_line(record):
             try:
-                record = strict_json_loads(line)
-            except json.JSONDecodeError as exc:
-                raise RunFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
-            except ValueError as exc:
-                raise RunFormatError(str(exc), path=path, line=line_number) from None
-            if not is_valid_run_line(record):
-                error = first_error("run", record)
-                if error is not None:
-                    raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
-            yield line_number, record["query_id"], record["hits"]
-    except UnicodeDecodeError as exc:
-        raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None
+                jsonio.check_depth(record)
+            except jsonio.JsonError as failure:
+                failure.raise_as(RunFormatError, path=path, line=line_number)
+            error = first_error("run", record)
+            if error is not None:
+                raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
+        yield line_number, record["query_id"], record["hits"]
 
 
 def read_jsonl_run(path: Path) -> Run:
@@ -428,7 +413,7 @@ def jsonl_run_from_lines(lines: Iterable[str], path: Path, *, max_hits: int | No
         if problem:
             raise RunFormatError(problem, path=path, line=line_number, field="/query_id")
         if query_id in rankings:
-            raise RunFormatError(f"query {query_id!r} appears on two lines", path=path, line=line_number, field="/query_id")
+            raise RunFormatError(f"query {quote_id(query_id)} appears on two lines", path=path, line=line_number, field="/query_id")
         docs: dict[str, float] = {}
         for position, hit in enumerate(hits):
             doc_id = hit["id"]
@@ -436,7 +421,7 @@ def jsonl_run_from_lines(lines: Iterable[str], path: Path, *, max_hits: int | No
             if problem:
                 raise RunFormatError(problem, path=path, line=line_number, field=f"/hits/{position}/id")
             if doc_id in docs:
-                raise RunFormatError(f"document {doc_id!r} appears twice", path=path, line=line_number, field=f"/hits/{position}/id")
+                raise RunFormatError(f"document {quote_id(doc_id)} appears twice", path=path, line=line_number, field=f"/hits/{position}/id")
             docs[doc_id] = float(hit["score"])
         rankings[query_id] = docs
     return _build(rankings, path)

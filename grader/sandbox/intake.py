@@ -8,13 +8,15 @@ subject: it names exactly what ran.
 from __future__ import annotations
 
 import io
-import json
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import jsonio
 from grader.errors import SandboxUnavailable, TaskFailure
+from grader.failures import FailureCode
+from grader.text import quote_id
 from grader.sandbox.engine import docker_client
 
 DEFAULT_MAX_IMAGE_BYTES = 20 << 30
@@ -30,6 +32,9 @@ class ImageInfo:
     architecture: str
     size: int
     reference: str
+    #: where the image came from: ``submission`` (a docker save .tar inside the submission,
+    #: loaded without its tags) or ``host`` (already in the engine's store before grading)
+    origin: str = "host"
 
     @property
     def digest(self) -> str:
@@ -55,10 +60,10 @@ def _without_tags(source_path: Path, target_path: Path) -> Path:
                 continue
             data = source.extractfile(member) if member.isfile() else None
             if member.name in ("manifest.json", "./manifest.json") and data is not None:
-                entries = json.loads(data.read(1 << 20))
+                entries = jsonio.loads(data.read(1 << 20))
                 for entry in entries:
                     entry["RepoTags"] = None
-                payload = json.dumps(entries).encode("utf-8")
+                payload = jsonio.dumps(entries).encode("utf-8")
                 member.size = len(payload)
                 data = io.BytesIO(payload)
             target.addfile(member, data)
@@ -68,16 +73,16 @@ def _without_tags(source_path: Path, target_path: Path) -> Path:
 def _load_tar(path: Path, max_bytes: int) -> str:
     """Load a ``docker save`` tar holding exactly one image; return its ID."""
     if path.stat().st_size > max_bytes:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: image tar is larger than {max_bytes} bytes")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: image tar is larger than {max_bytes} bytes")
     try:
         with tarfile.open(path) as tar:
             member = tar.extractfile("manifest.json")
-            manifest = json.loads(member.read(1 << 20)) if member else None
-    except (tarfile.TarError, KeyError, json.JSONDecodeError, OSError) as exc:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: not a docker save archive ({type(exc).__name__})") from None
+            manifest = jsonio.loads(member.read(1 << 20)) if member else None
+    except (tarfile.TarError, KeyError, jsonio.JsonError, OSError) as exc:
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: not a docker save archive ({type(exc).__name__})") from None
     if not isinstance(manifest, list) or len(manifest) != 1:
         count = len(manifest) if isinstance(manifest, list) else 0
-        raise TaskFailure("IMAGE_INVALID", f"{path}: the archive must hold exactly one image, it holds {count}")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it holds {count}")
     config = manifest[0].get("Config", "")
     image_id = "sha256:" + Path(config).name.removesuffix(".json")
     client = docker_client()
@@ -89,25 +94,39 @@ def _load_tar(path: Path, max_bytes: int) -> str:
         except Exception as exc:
             raise SandboxUnavailable(f"docker could not load {path}: {type(exc).__name__}: {exc}") from None
     if len(loaded) != 1:
-        raise TaskFailure("IMAGE_INVALID", f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
     return loaded[0].id if loaded[0].id else image_id
 
 
-def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> ImageInfo:
-    """Resolve and validate an image named by a submission manifest."""
+def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES, submission_only: bool = False) -> ImageInfo:
+    """Resolve and validate an image named by a submission manifest.
+
+    With ``submission_only`` (``--images-from-submission-only``, the hosting
+    default), only a ``docker save`` tar inside the submission is accepted: a
+    reference to an image already on the host is ``IMAGE_INVALID``, so a
+    submission cannot have another party's image signed under its name.
+    """
     client = docker_client()
     candidate = (base / reference) if not Path(reference).is_absolute() else Path(reference)
     if reference.endswith(".tar") and candidate.is_file():
         image_ref = _load_tar(candidate, max_bytes)
+        origin = "submission"
     else:
+        if submission_only:
+            raise TaskFailure(
+                FailureCode.IMAGE_INVALID,
+                f"image {quote_id(reference)} names an image on the host; only an image in the submission's own docker save .tar is accepted here",
+                hint="`docker save -o image.tar IMAGE`, put image.tar in the submission and name it in submission.json",
+            )
         image_ref = reference
+        origin = "host"
     try:
         import docker.errors
 
         image = client.images.get(image_ref)
     except docker.errors.ImageNotFound:
         raise TaskFailure(
-            "IMAGE_INVALID",
+            FailureCode.IMAGE_INVALID,
             f"image {reference!r} is not present locally (the grader never pulls)",
             hint="build or `docker load` it first, or name a docker save .tar inside the submission",
         ) from None
@@ -115,21 +134,21 @@ def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IM
         if exc.status_code != 400:  # the engine's fault, not the submission's
             raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
         # 400: the reference itself is malformed (upper case, spaces...): the submission's fault.
-        raise TaskFailure("IMAGE_INVALID", f"{reference!r} is not a valid image reference: {exc.explanation}") from None
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"{reference!r} is not a valid image reference: {exc.explanation}") from None
     except Exception as exc:
         raise SandboxUnavailable(f"docker could not inspect {reference!r}: {type(exc).__name__}") from None
     attrs = image.attrs
     architecture = attrs.get("Architecture", "")
     if architecture != "amd64" or attrs.get("Os", "linux") != "linux":
-        raise TaskFailure("IMAGE_INVALID", f"image {reference!r} is {attrs.get('Os')}/{architecture}; linux/amd64 is required")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r} is {attrs.get('Os')}/{architecture}; linux/amd64 is required")
     user = (attrs.get("Config") or {}).get("User") or ""
     if _is_root(user):
         raise TaskFailure(
-            "IMAGE_INVALID",
+            FailureCode.IMAGE_INVALID,
             f"image {reference!r} runs as root (USER is {user!r}); set a non-root USER",
             hint="add e.g. `USER 10001` to the Dockerfile",
         )
     size = int(attrs.get("Size", 0))
     if size > max_bytes:
-        raise TaskFailure("IMAGE_INVALID", f"image {reference!r} is {size} bytes, over the {max_bytes}-byte cap")
-    return ImageInfo(id=image.id, user=user, architecture=architecture, size=size, reference=reference)
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r} is {size} bytes, over the {max_bytes}-byte cap")
+    return ImageInfo(id=image.id, user=user, architecture=architecture, size=size, reference=reference, origin=origin)

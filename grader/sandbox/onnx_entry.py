@@ -3,19 +3,24 @@
 Runs inside the sandbox (``encode`` mode of ``docs/protocol.md``): the submission
 is mounted read-only at ``/submission``, the task at ``/input``; it writes
 ``/output/corpus.npy`` and ``/output/queries.npy``. Errors go to stderr as one
-line, and the exit status is non-zero.
+line, and the exit status is non-zero: 3 (``RUNNER_MODEL_ERROR_EXIT``) when the
+submitted model or tokenizer failed, which the host records as ``MODEL_ERROR``
+exactly as an in-process grade does; 2 for anything else.
 """
 
 from __future__ import annotations
 
-import json
+import io
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from grader.errors import GraderError
+from grader import jsonio
+from grader.errors import DataError, GraderError, SubmissionError
+from grader.failures import RUNNER_MODEL_ERROR_EXIT
+from grader.files import atomic_write_bytes
 from grader.retrieval.encoder import OnnxEncoder
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
@@ -26,15 +31,14 @@ SUBMISSION = Path("/submission")
 
 def _read_jsonl(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        return [record for _, record in jsonio.iter_objects(handle, path=path, error=DataError)]
 
 
 def _save(name: str, array: np.ndarray) -> None:
-    # Write then rename, so a kill mid-write never leaves a plausible partial file.
-    temporary = OUTPUT / f".{name}.partial"
-    with open(temporary, "wb") as handle:
-        np.save(handle, array.astype(np.float32), allow_pickle=False)
-    os.replace(temporary, OUTPUT / name)
+    # Atomic (temp file + rename), so a kill mid-write never leaves a plausible partial file.
+    buffer = io.BytesIO()
+    np.save(buffer, array.astype(np.float32), allow_pickle=False)
+    atomic_write_bytes(OUTPUT / name, buffer.getvalue(), mode=0o644)  # the host reads it
 
 
 def main() -> int:
@@ -53,8 +57,11 @@ def main() -> int:
         _save("corpus.npy", corpus)
         _save("queries.npy", query_vectors)
         stats = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": encoder.dimension}
-        with open(OUTPUT / "encoding.json", "w", encoding="utf-8") as handle:
-            json.dump(stats, handle)
+        jsonio.write_json(OUTPUT / "encoding.json", stats, indent=None, mode=0o644)
+    except SubmissionError as error:
+        # The submitted model or tokenizer failed: MODEL_ERROR on the host, as in-process.
+        print(f"error: {error}", file=sys.stderr)
+        return RUNNER_MODEL_ERROR_EXIT
     except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -19,9 +18,12 @@ from typing import IO, Any
 
 import numpy as np
 
+from grader import jsonio
 from grader.errors import RunFormatError, TaskFailure
+from grader.failures import FailureCode
 from grader.runs.readers import jsonl_run_from_lines
 from grader.runs.run import Run
+from grader.text import quote_id
 
 
 @contextlib.contextmanager
@@ -31,18 +33,18 @@ def open_output(folder: Path, name: str, *, max_bytes: int) -> Iterator[IO[bytes
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise TaskFailure("OUTPUT_MISSING", f"/output/{name} was not written") from None
+        raise TaskFailure(FailureCode.OUTPUT_MISSING, f"/output/{name} was not written") from None
     except OSError as exc:
         if os.path.islink(path):
-            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is a symbolic link; write a regular file") from None
-        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} cannot be opened: {exc.strerror}") from None
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is a symbolic link; write a regular file") from None
+        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} cannot be opened: {exc.strerror}") from None
     handle = os.fdopen(fd, "rb")
     try:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is not a regular file")
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a regular file")
         if info.st_size > max_bytes:
-            raise TaskFailure("OUTPUT_TOO_LARGE", f"/output/{name} is {info.st_size} bytes, over its {max_bytes}-byte bound")
+            raise TaskFailure(FailureCode.OUTPUT_TOO_LARGE, f"/output/{name} is {info.st_size} bytes, over its {max_bytes}-byte bound")
         yield handle
     finally:
         handle.close()
@@ -55,34 +57,59 @@ def read_run_output(folder: Path, *, query_ids: Sequence[str], doc_ids: Sequence
         try:
             run = jsonl_run_from_lines(text, Path("/output/run.jsonl"), max_hits=top_k)
         except RunFormatError as error:
-            raise TaskFailure("OUTPUT_INVALID", str(error)) from None
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, str(error)) from None
     known_queries = set(query_ids)
     for query_id in run.query_ids:
         if query_id not in known_queries:
-            raise TaskFailure("OUTPUT_INVALID", f"/output/run.jsonl: query_id: {query_id!r} is not one of the staged queries")
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/run.jsonl: query_id: {quote_id(query_id)} is not one of the staged queries")
     known_docs = set(doc_ids)
     for doc_id in run.doc_vocab:
         if doc_id not in known_docs:
-            raise TaskFailure("OUTPUT_INVALID", f"/output/run.jsonl: hits: document {doc_id!r} is not in the corpus")
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/run.jsonl: hits: document {quote_id(doc_id)} is not in the corpus")
     return run
 
 
+def _npy_header(handle: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The ``(shape, fortran_order, dtype)`` of a .npy header; ``OUTPUT_INVALID`` for anything unreadable.
+
+    numpy's header parser can fail in many ways on hostile bytes (``SyntaxError``,
+    ``tokenize.TokenError``, ``ValueError``...), so every exception here is the
+    output's fault; nothing is allocated from the header's claims before they are checked.
+    """
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(handle)
+        if version == (2, 0):
+            return np.lib.format.read_array_header_2_0(handle)
+        raise ValueError(f".npy format version {version[0]}.{version[1]} (1.0 or 2.0 are read)")
+    except Exception as exc:  # hostile bytes: see the docstring
+        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {type(exc).__name__}: {exc}") from None
+
+
 def read_embeddings_output(folder: Path, name: str, *, rows: int, max_bytes: int, dimension: int | None = None) -> np.ndarray:
-    """Read ``/output/<name>`` as a float32 (rows, d) matrix of finite values."""
+    """Read ``/output/<name>`` as a float32 (rows, d) matrix of finite values.
+
+    The header is checked (float32, C order, (rows, d), and exactly as many data
+    bytes as it promises) before the data is read: no pickles, no allocation
+    sized by an unchecked header.
+    """
     with open_output(folder, name, max_bytes=max_bytes) as handle:
-        try:
-            array = np.load(handle, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise TaskFailure("OUTPUT_INVALID", f"/output/{name} is not a valid .npy array: {exc}") from None
-    if array.dtype != np.float32:
-        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has dtype {array.dtype}; float32 is required")
-    if array.ndim != 2 or array.shape[0] != rows or array.shape[1] == 0:
-        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has shape {array.shape}; ({rows}, dim) is required, one row per input line")
+        shape, fortran_order, dtype = _npy_header(handle, name)
+        if dtype != np.float32:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has dtype {dtype}; float32 is required")
+        if len(shape) != 2 or shape[0] != rows or shape[1] == 0:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has shape {shape}; ({rows}, dim) is required, one row per input line")
+        expected = shape[0] * shape[1] * 4
+        data = handle.read(expected + 1)
+        if len(data) != expected:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {len(data)} data bytes where its header promises {expected}")
+        array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
     if dimension is not None and array.shape[1] != dimension:
-        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} has {array.shape[1]} columns; the other side has {dimension}")
+        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has {array.shape[1]} columns; the other side has {dimension}")
     if not np.all(np.isfinite(array)):
-        raise TaskFailure("OUTPUT_INVALID", f"/output/{name} contains NaN or infinite values")
-    return np.ascontiguousarray(array)
+        raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} contains NaN or infinite values")
+    return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def read_encoding_stats(folder: Path) -> dict[str, Any] | None:
@@ -92,8 +119,8 @@ def read_encoding_stats(folder: Path) -> dict[str, Any] | None:
     """
     try:
         with open_output(folder, "encoding.json", max_bytes=64 * 1024) as handle:
-            data = json.loads(handle.read())
-    except (TaskFailure, ValueError):
+            data = jsonio.loads(handle.read(), max_bytes=64 * 1024)
+    except (TaskFailure, jsonio.JsonError):
         return None
     if not isinstance(data, dict) or set(data) != {"queries", "corpus", "dimension"} or not isinstance(data["dimension"], int):
         return None

@@ -7,12 +7,12 @@ relevance information.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.data.task import Document, Query
 
 PROTOCOL_VERSION = 1
@@ -31,7 +31,7 @@ class StagedTask:
 def _write_jsonl(path: Path, records: list[dict[str, str]]) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.write(jsonio.dumps(record) + "\n")
     os.chmod(path, 0o644)
 
 
@@ -51,7 +51,7 @@ def stage_task(folder: Path, *, task: str, split: str, mode: str, top_k: int, qu
         "queries": len(ordered_queries),
         "documents": len(documents),
     }
-    (folder / "task.json").write_text(json.dumps(task_json, indent=2) + "\n", encoding="utf-8")
+    (folder / "task.json").write_text(jsonio.dumps(task_json, indent=2, ensure_ascii=True) + "\n", encoding="utf-8")
     os.chmod(folder / "task.json", 0o644)
     _write_jsonl(folder / "queries.jsonl", [{"_id": q.id, "text": q.text} for q in ordered_queries])
     _write_jsonl(folder / "corpus.jsonl", [{"_id": d.id, "title": d.title, "text": d.text} for d in documents])

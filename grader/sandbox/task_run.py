@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from grader.errors import TaskFailure
+from grader.failures import FailureCode
 from grader.runs.run import Run
 from grader.sandbox.container import ContainerOutcome, Mount, run_container
 from grader.sandbox.limits import SandboxLimits
@@ -34,19 +35,27 @@ class SandboxedOutput:
     encoding: dict[str, Any] | None = None
 
 
-def classify(outcome: ContainerOutcome, output: OutputDir, *, time_limit_s: float | None = None) -> None:
-    """Raise the :class:`TaskFailure` that explains an unsuccessful container, if any."""
-    tail = f"; last stderr line: {outcome.stderr_tail}" if outcome.stderr_tail else ""
+def classify(outcome: ContainerOutcome, output: OutputDir, *, time_limit_s: float | None = None, model_error_exit: int | None = None) -> None:
+    """Raise the :class:`TaskFailure` that explains an unsuccessful container, if any.
+
+    The container's last stderr line travels apart from the grader's message
+    (``container_words``), escaped and bounded, so a report of a hidden split can
+    leave it out. ``model_error_exit`` is the exit status by which the grader's own
+    runner image says that the submitted model failed: ``MODEL_ERROR``, as in-process.
+    """
+    words = outcome.stderr_tail or None
     if outcome.timed_out:
         # The limit itself: the elapsed time also counts the kill and the wait for it.
         limit = outcome.elapsed_s if time_limit_s is None else time_limit_s
-        raise TaskFailure("TIMEOUT", f"killed after the {limit:g} s time limit{tail}")
+        raise TaskFailure(FailureCode.TIMEOUT, f"killed after the {limit:g} s time limit", container_words=words)
     if outcome.oom_killed:
-        raise TaskFailure("OOM", f"killed by the kernel for exceeding the memory limit{tail}")
+        raise TaskFailure(FailureCode.OOM, "killed by the kernel for exceeding the memory limit", container_words=words)
     if outcome.exit_code == _EXIT_FILE_TOO_LARGE or output.full():
-        raise TaskFailure("OUTPUT_TOO_LARGE", f"the output exceeded its {output.cap_bytes}-byte cap{tail}")
+        raise TaskFailure(FailureCode.OUTPUT_TOO_LARGE, f"the output exceeded its {output.cap_bytes}-byte cap", container_words=words)
+    if model_error_exit is not None and outcome.exit_code == model_error_exit:
+        raise TaskFailure(FailureCode.MODEL_ERROR, "the model failed while encoding", container_words=words)
     if outcome.exit_code != 0:
-        raise TaskFailure("NONZERO_EXIT", f"exit status {outcome.exit_code}{tail}")
+        raise TaskFailure(FailureCode.NONZERO_EXIT, f"exit status {outcome.exit_code}", container_words=words)
 
 
 def run_task_container(
@@ -60,6 +69,7 @@ def run_task_container(
     environment: dict[str, str] | None = None,
     scratch: Path | None = None,
     keep_output: Path | None = None,
+    model_error_exit: int | None = None,
 ) -> SandboxedOutput:
     """Run the task's container and return its validated output, or raise :class:`TaskFailure`.
 
@@ -79,7 +89,7 @@ def run_task_container(
         )
         if keep_output is not None:
             copy_outputs(output.path, keep_output, mode, max_bytes=limits.output_bytes)
-        classify(outcome, output, time_limit_s=limits.time_limit_s)
+        classify(outcome, output, time_limit_s=limits.time_limit_s, model_error_exit=model_error_exit)
         top_k = int(staged.task_json["top_k"])
         if mode == "retrieve":
             bound = min(limits.output_bytes, max(1 << 20, len(staged.query_ids) * min(top_k, len(staged.doc_ids)) * _RUN_BYTES_PER_HIT))
@@ -89,4 +99,4 @@ def run_task_container(
             corpus = read_embeddings_output(output.path, "corpus.npy", rows=len(staged.doc_ids), max_bytes=limits.output_bytes)
             queries = read_embeddings_output(output.path, "queries.npy", rows=len(staged.query_ids), max_bytes=limits.output_bytes, dimension=corpus.shape[1])
             return SandboxedOutput(None, queries, corpus, outcome, output.enforcement, read_encoding_stats(output.path))
-        raise TaskFailure("IMAGE_INVALID", f"mode {mode!r} is not supported for retrieval tasks")
+        raise TaskFailure(FailureCode.IMAGE_INVALID, f"mode {mode!r} is not supported for retrieval tasks")

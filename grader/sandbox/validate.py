@@ -6,13 +6,12 @@ its line and JSON pointer, so a participant can fix a file in one pass.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.runs.line_check import is_valid_run_line
-from grader.runs.readers import strict_json_loads
+from grader import jsonio
 from grader.schemas import json_pointer, validator
 
 
@@ -48,12 +47,9 @@ def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence
                 result.lines += 1
                 where = f"{label}:{number}"
                 try:
-                    record = strict_json_loads(line)
-                except json.JSONDecodeError as exc:
-                    result.errors.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
-                    continue
-                except ValueError as exc:
-                    result.errors.append(f"{where}: {exc}")
+                    record = jsonio.loads(line)
+                except jsonio.JsonError as exc:
+                    result.errors.append(f"{where}: {exc.what}" + (f" (column {exc.column})" if exc.column else ""))
                     continue
                 schema_errors = [] if is_valid_run_line(record) else sorted(schema.iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path])
                 if schema_errors:

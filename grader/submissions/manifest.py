@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from grader import jsonio
 from grader.errors import SubmissionError
 from grader.schemas import first_error, json_pointer
 
 MANIFEST_NAME = "submission.json"
 MAX_MANIFEST_BYTES = 1 << 20
+#: Largest ``tokenizer.json`` accepted. Real ones are 0.5-20 MB (multilingual vocabularies
+#: included); the tokenizers library needs about 9x a file's size in memory to load it.
+MAX_TOKENIZER_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,9 @@ def load_manifest(folder: Path) -> Manifest:
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise SubmissionError(f"larger than {MAX_MANIFEST_BYTES} bytes", path=path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SubmissionError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise SubmissionError(f"not UTF-8: {exc.reason}", path=path) from None
+        data = jsonio.load_file(path, max_bytes=MAX_MANIFEST_BYTES)
+    except jsonio.JsonError as failure:
+        failure.raise_as(SubmissionError, path=path)
     if not isinstance(data, dict):
         raise SubmissionError("expected a JSON object", path=path)
     error = first_error("submission", data)
@@ -87,6 +88,13 @@ def load_manifest(folder: Path) -> Manifest:
             target = folder / data[key]
             if not target.is_file() or target.is_symlink():
                 raise SubmissionError(f"names {data[key]!r}, which is not a file in the submission", path=path, field=f"/{key}")
+        tokenizer_size = (folder / data["tokenizer"]).stat().st_size
+        if tokenizer_size > MAX_TOKENIZER_BYTES:
+            raise SubmissionError(
+                f"{data['tokenizer']!r} is {tokenizer_size} bytes, over the {MAX_TOKENIZER_BYTES}-byte ({MAX_TOKENIZER_BYTES >> 20} MiB) limit for a tokenizer",
+                path=path,
+                field="/tokenizer",
+            )
         return OnnxManifest(
             name=data["name"],
             model=data["model"],

@@ -10,6 +10,7 @@ rank its pooling implies.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,19 +65,32 @@ def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                     yield from (sparse.values, sparse.indices)
 
 
+def _function_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in the model's local functions (``model.functions``), subgraphs included.
+
+    A function's nodes carry attributes like a graph's (a ``Constant`` holds a
+    tensor), and a tensor there may name external data as well.
+    """
+    for function in model.functions:
+        holder = onnx.GraphProto()
+        holder.node.extend(function.node)
+        for graph in _graphs(holder):
+            yield from _graph_tensors(graph)
+
+
 def _check_external_data(model: onnx.ModelProto, folder: Path, model_path: Path) -> None:
     base = model_path.parent.resolve()
     root = folder.resolve()
-    for graph in _graphs(model.graph):
-        for tensor in _graph_tensors(graph):
-            if tensor.data_location != onnx.TensorProto.EXTERNAL:
-                continue
-            location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
-            if not location or os.path.isabs(location) or "\\" in location or ".." in Path(location).parts:
-                raise SubmissionError(f"tensor {tensor.name!r} names external data {location!r} outside the submission", path=model_path, field="external_data")
-            target = (base / location)
-            if target.is_symlink() or not target.is_file() or not target.resolve().is_relative_to(root):
-                raise SubmissionError(f"tensor {tensor.name!r}: external data {location!r} is not a regular file inside the submission", path=model_path, field="external_data")
+    tensors = itertools.chain((tensor for graph in _graphs(model.graph) for tensor in _graph_tensors(graph)), _function_tensors(model))
+    for tensor in tensors:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        if not location or os.path.isabs(location) or "\\" in location or ".." in Path(location).parts:
+            raise SubmissionError(f"tensor {tensor.name!r} names external data {location!r} outside the submission", path=model_path, field="external_data")
+        target = (base / location)
+        if target.is_symlink() or not target.is_file() or not target.resolve().is_relative_to(root):
+            raise SubmissionError(f"tensor {tensor.name!r}: external data {location!r} is not a regular file inside the submission", path=model_path, field="external_data")
 
 
 def _dim_value(dim: onnx.TensorShapeProto.Dimension) -> int | None:

@@ -16,16 +16,15 @@ Every error names ``file:line: field``. ``.gz`` files are read transparently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
 
+from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import iter_jsonl, open_text, require_string
 from grader.errors import DataError, RunFormatError
-from grader.runs.readers import strict_json_loads
 from grader.schemas import first_error, json_pointer
 
 
@@ -50,11 +49,9 @@ def read_predictions(path: str | Path) -> dict[str, tuple[int, str]]:
                 if not line.strip():
                     continue
                 try:
-                    record = strict_json_loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RunFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_number) from None
-                except ValueError as exc:
-                    raise RunFormatError(str(exc), path=path, line=line_number) from None
+                    record = jsonio.loads(line)
+                except jsonio.JsonError as failure:
+                    failure.raise_as(RunFormatError, path=path, line=line_number)
                 error = first_error("predictions", record)
                 if error is not None:
                     raise RunFormatError(error.message, path=path, line=line_number, field=_error_field(error))

@@ -1,0 +1,82 @@
+"""Untrusted text made inert and bounded before it reaches a terminal, a log or a report.
+
+A submission controls its container's stderr, the ids in its runs and the names
+in its manifest. Any of it may hold terminal escape sequences (clear the screen,
+draw a fake line, retitle the window, add a hyperlink), bidi overrides, or be
+100 MB long. Everything quoted back is therefore escaped (every character that
+``str.isprintable`` refuses: C0/C1 controls, ESC, DEL, format and separator
+characters, lone surrogates) and cut to a fixed length, so a signed report stays
+a few kilobytes and ``grader verify`` always accepts its size.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Longest id (query, document, image reference...) quoted in a message, in characters.
+MAX_QUOTED_ID = 64
+#: Longest message (failure message, error line) kept, in characters, after escaping.
+MAX_MESSAGE = 1000
+#: Longest line of a container's stderr quoted back.
+MAX_STDERR_LINE = 300
+#: Longest error line the CLI prints (a message, a location and quoted ids).
+MAX_ERROR_LINE = 2000
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    point = ord(char)
+    if point <= 0xFF:
+        return f"\\x{point:02x}"
+    if point <= 0xFFFF:
+        return f"\\u{point:04x}"
+    return f"\\U{point:08x}"
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every non-printable character written as a visible escape (``\\x1b``, ``\\n``...)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape_char(char) for char in text)
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters plus a note of how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Escaped and truncated: safe for a terminal, a log line or a report field."""
+    # Escape only what can be shown (escaping may multiply the length by ten), then cut again.
+    head = escape_control(text[: limit + 1])
+    if len(head) > limit or len(text) > limit:
+        shown = head[:limit]
+        return f"{shown}... ({len(text)} characters in all)"
+    return head
+
+
+def quote_id(value: object, limit: int = MAX_QUOTED_ID) -> str:
+    """An untrusted id quoted for a message: ``repr``-escaped (one line, no controls) and at most ``limit`` characters."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        return repr(text[:limit]) + f"... ({len(text)} characters)"
+    return repr(text)
+
+
+# A quoted literal as repr() and json.dumps write them (quotes inside are escaped).
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+
+
+def redact_quoted(message: str) -> str:
+    """``message`` with every quoted literal replaced by ``'...'``.
+
+    Used for reports of hidden splits: the grader's own words stay, the ids and
+    text a container returned (which could carry hidden queries or corpus text out
+    of the sandbox) do not.
+    """
+    return _QUOTED.sub("'...'", message)
