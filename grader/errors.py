@@ -137,3 +137,22 @@ class TaskFailure(GraderError):
         if public:
             return self.own_message, self.container_words
         return redact_quoted(self.own_message), None
+
+class OutputLocked(GraderError):
+    """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
+
+    exit_code = 75
+
+
+class Interrupted(BaseException):
+    """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number.
+
+    Like ``KeyboardInterrupt`` it derives from ``BaseException``, not :class:`GraderError`:
+    an ``except Exception`` around a library call (the engine, onnxruntime) must not
+    turn a stop request into a task failure and carry on.
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(f"stopped by {name}; containers, mounts and staged data were cleaned up")
+        self.signum = signum
+        self.exit_code = 128 + signum

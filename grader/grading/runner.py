@@ -12,7 +12,7 @@ import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,8 +21,9 @@ import numpy as np
 from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.task import Document, Query, Task
-from grader.errors import SubmissionError, TaskFailure, UsageError
+from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure, UsageError
 from grader.failures import FailureCode
+from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy, evaluate
@@ -71,6 +72,9 @@ class RunOptions:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     pca_dims: tuple[int, ...] = ()
     keep_embeddings: bool = False
+    #: Limit options given on the command line (``--cpus``, ``--runtime``): in-process, ``--cpus`` pins the
+    #: encoder to that many cores and ``--runtime`` is refused.
+    explicit_limits: tuple[str, ...] = ()
     #: refuse Docker manifests that name an image already on the host (the hosting default)
     images_from_submission_only: bool = False
 
@@ -163,6 +167,9 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, repo
         return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels))
     except SubmissionError as error:
         return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels))
+    except SandboxUnavailable as error:
+        # The engine's fault, not the submission's: this task is INFRA, the others still run.
+        return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.INFRA, message=str(error), judged=len(inputs.qrels))
     measures = options.effective_measures()
     evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
     extra = dict(ranked.extra)
@@ -203,17 +210,24 @@ def save_embeddings(folder: Path, query_ids: list[str], doc_ids: list[str], quer
 
 def resolve_sandbox(requested: str, manifest: Manifest) -> str:
     """``docker`` or ``none``: what will actually isolate this submission."""
+    return choose_sandbox(requested, manifest)[0]
+
+
+def choose_sandbox(requested: str, manifest: Manifest) -> tuple[str, str]:
+    """``docker`` or ``none``, and why (what ``auto`` says on stderr)."""
     from grader.sandbox.engine import engine_available
 
     if isinstance(manifest, DockerManifest):
         if requested == "none":
             raise UsageError("a Docker image submission can only run in the Docker sandbox (--sandbox docker or auto)")
-        return "docker"
+        return "docker", "a Docker image submission runs in the Docker sandbox"
     if requested == "auto":
-        if engine_available() and _image_present(RUNNER_IMAGE):
-            return "docker"
-        return "none"
-    return requested
+        if not engine_available():
+            return "none", "no Docker engine answers; the ONNX encoder runs in a child process, NOT isolated (time and memory limits still apply)"
+        if not _image_present(RUNNER_IMAGE):
+            return "none", f"the runner image {RUNNER_IMAGE} is missing (build it with `make images`); the ONNX encoder runs in a child process, NOT isolated"
+        return "docker", f"a Docker engine answers and the runner image {RUNNER_IMAGE} is present"
+    return requested, f"--sandbox {requested} was asked for"
 
 
 def _image_present(reference: str) -> bool:
@@ -226,19 +240,47 @@ def _image_present(reference: str) -> bool:
     return True
 
 
+def _note(reporter: Reporter, text: str) -> None:
+    note = getattr(reporter, "note", None)
+    if callable(note):
+        note(text)
+
+
+def _embeddings_kept(out_dir: Path, task: str) -> bool:
+    folder = out_dir / "embeddings" / task
+    return all((folder / name).is_file() for name in ("queries.npy", "corpus.npy", "ids.json"))
+
+
 def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) -> tuple[dict[str, Any], Path]:
-    """Grade ``submission`` on ``options.tasks``; write the report; return it and its path."""
-    started_at = datetime.now(timezone.utc)
-    store = TaskStore(options.out_dir)
+    """Grade ``submission`` on ``options.tasks``; write the report; return it and its path.
+
+    ``options.out_dir`` is locked for the whole run (:mod:`grader.grading.lock`):
+    a second run on the same folder stops at once, having written nothing.
+    """
+    with locked_out_dir(options.out_dir):
+        return _grade_submission(submission, options, reporter)
+
+
+def _grade_submission(submission: Path, options: RunOptions, reporter: Reporter) -> tuple[dict[str, Any], Path]:
+    started_at = datetime.now(UTC)
+    authenticator = None
+    if options.key_path is not None:
+        from grader.grading.store_auth import authenticator_from_key
+
+        authenticator = authenticator_from_key(options.key_path)
+    store = TaskStore(options.out_dir, authenticator)
     measures = options.effective_measures()
     with open_submission(submission) as folder:
         manifest = load_manifest(folder)
-        sandbox_kind = resolve_sandbox(options.sandbox, manifest)
+        sandbox_kind, why = choose_sandbox(options.sandbox, manifest)
+        if options.sandbox == "auto":
+            _note(reporter, f"sandbox: {sandbox_kind} ({why})")
+        if sandbox_kind == "none" and "--runtime" in options.explicit_limits:
+            raise UsageError("--runtime: only the Docker sandbox can honour this; in-process grading enforces --time-limit, --memory and --cpus")
         if (options.pca_dims or options.keep_embeddings) and isinstance(manifest, DockerManifest) and manifest.mode != "encode":
             raise UsageError("--pca-dims and --keep-embeddings need an embedding submission (ONNX, or a Docker image in encode mode)")
         digest = submission_digest(folder)
         subject: dict[str, Any] = {"kind": "onnx", "name": manifest.name, "digest": {"sha256": digest}}
-        sandbox_report: dict[str, Any] = {"kind": "none", "threads": options.threads}
         grader: TaskGrader
         if sandbox_kind == "docker":
             from grader.grading.sandboxed import DockerTaskGrader
@@ -250,12 +292,17 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
                 digest = docker_grader.image.digest
                 subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": digest}, "image": manifest.image, "mode": manifest.mode}
         elif isinstance(manifest, OnnxManifest):
-            grader = InProcessOnnx(folder, manifest, options.threads)
+            from grader.grading.inprocess import ChildProcessOnnx
+
+            child_grader = ChildProcessOnnx(folder, manifest, options.threads, options.limits, pin_cpus="--cpus" in options.explicit_limits)
+            grader = child_grader
+            sandbox_report = child_grader.report()
         else:  # pragma: no cover - resolve_sandbox refuses Docker manifests without Docker
             raise UsageError("a Docker image submission needs the Docker sandbox")
         entries: list[dict[str, Any]] = []
         for name in options.tasks:
             task = options.benchmark.task(name)
+            # Everything a task's stored result depends on; the sandbox report carries the limits and image.
             key = TaskStore.key(
                 submission=digest,
                 task=name,
@@ -266,12 +313,19 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
                 top_k=options.top_k,
                 sandbox=sandbox_report,
                 pca_dims=list(options.pca_dims),
+                keep_embeddings=options.keep_embeddings,
             )
-            entry = store.load(name, key)
+            found = store.lookup(name, key)
+            entry = found.entry
+            if entry is not None and options.keep_embeddings and entry.get("status") == "scored" and not _embeddings_kept(options.out_dir, name):
+                entry, found = None, type(found)(None, "its embeddings are missing from OUT/embeddings")
+            if found.rejected is not None:
+                _note(reporter, f"{name}: stored result not reused ({found.rejected}); grading again")
             resumed = entry is not None
             if entry is None:
                 entry = grade_task(grader, load_task_inputs(task, options.split), options, reporter)
-                store.save(name, key, entry)
+                if (entry.get("failure") or {}).get("code") != "INFRA":  # an engine fault is retried by the next run, not resumed
+                    store.save(name, key, entry)
             entries.append({"name": name, **entry})
             reporter.task_finished(name, entry, resumed=resumed)
     reporter.finish()
@@ -284,7 +338,7 @@ def grade_submission(submission: Path, options: RunOptions, reporter: Reporter) 
         aggregate=options.benchmark.spec.aggregate(task_scores, tasks=options.tasks),
         policy=options.policy.value,
         started_at=started_at,
-        finished_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(UTC),
         sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,8 @@ from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
+from grader.sandbox.output_dir import storage_report
+from grader.sandbox.owner import owned_tempdir
 from grader.sandbox.staging import stage_task
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
@@ -74,6 +75,8 @@ class DockerTaskGrader:
             "read_only_root": True,
             "capabilities": "all dropped",
             "limits": self.options.limits.as_report(),
+            "storage": storage_report(),
+            "isolated": True,
         }
         if isinstance(self.manifest, DockerManifest):
             settings["image_origin"] = self.image.origin
@@ -82,9 +85,9 @@ class DockerTaskGrader:
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
-        with tempfile.TemporaryDirectory(prefix="grader-stage-") as scratch:
+        with owned_tempdir("grader-stage-") as scratch:
             staged = stage_task(
-                Path(scratch) / "input",
+                scratch / "input",
                 task=inputs.task.name,
                 split=options.split,
                 mode=self.mode,
