@@ -83,18 +83,6 @@ def _logs(out_dir: Path) -> dict[str, str]:
     return logs
 
 
-def _readable_by_sandbox(folder: Path) -> None:
-    """Open the unpacked tree to the sandbox's unprivileged user (it is mounted read-only at /submission).
-
-    ``open_submission`` unpacks into a private (0700) temporary folder, which the
-    container's uid cannot read; grading a folder works because folders are
-    usually world-readable.
-    """
-    for path in [folder, *folder.rglob("*")]:
-        if path.is_symlink():
-            continue
-        path.chmod(0o755 if path.is_dir() else 0o644)
-
 
 def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOutcome:
     """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises for a submission's fault."""
@@ -103,7 +91,6 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         benchmark = resolve_benchmark(request.benchmark)
         options = RunOptions(benchmark=benchmark, tasks=request.tasks, split=request.split, out_dir=out_dir, sandbox="docker", limits=request.limits)
         with open_submission(upload) as folder:
-            _readable_by_sandbox(folder)
             report, _path = grade_submission(folder, options, _Silent())
     except TaskFailure as failure:
         code = failure.code
