@@ -111,7 +111,8 @@ class OnnxEncoder:
         """Run one short text through the model: the output width is the dimension."""
         encoding = self.tokenizer.encode("def probe(): return 1")
         n = len(encoding.ids)
-        vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids])
+        # Values are screened per task (a MODEL_ERROR of that task), not here: only the shape matters now.
+        vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids], screen=False)
         return int(vectors.shape[1])
 
     def encode(self, texts: Sequence[str], *, prefix: str = "", progress: Progress | None = None) -> tuple[np.ndarray, EncodingStats]:
@@ -176,7 +177,7 @@ class OnnxEncoder:
             begin = end
         return batches
 
-    def _run_batch(self, ids: object, mask: object, types: object) -> tuple[np.ndarray, np.ndarray]:
+    def _run_batch(self, ids: object, mask: object, types: object, *, screen: bool = True) -> tuple[np.ndarray, np.ndarray]:
         ids_array = np.asarray(ids, dtype=np.int64)
         mask_array = np.asarray(mask, dtype=np.int64)
         feeds = {}
@@ -193,12 +194,12 @@ class OnnxEncoder:
             raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}, which does not fit pooling {self.manifest.pooling!r}", path=self.manifest.model, field="output")
         if hasattr(self, "dimension") and vectors.shape[1] != self.dimension:
             raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}: {vectors.shape[1]} dimensions, not {self.dimension} as on the first batch", path=self.manifest.model, field="output")
-        if not np.all(np.isfinite(vectors)):
+        if screen and not np.all(np.isfinite(vectors)):
             raise SubmissionError("the model produced NaN or infinite values", path=self.manifest.model, field="output")
         if self.manifest.normalize:
             vectors = l2_normalize(vectors)
         vectors = vectors.astype(np.float32, copy=False)
-        problem = vector_problem(vectors)
+        problem = vector_problem(vectors) if screen else None
         if problem is not None:  # e.g. finite values so large that inner products would overflow
             raise SubmissionError(f"the model's vectors cannot be searched: {problem}", path=self.manifest.model, field="output")
         return vectors, mask_array
@@ -240,8 +241,14 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows divided by their L2 norm (clamped at 1e-12, as torch's ``normalize``)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    with np.errstate(over="ignore"):
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out = vectors / np.maximum(norms, 1e-12)
+    overflowed = ~np.isfinite(norms[:, 0]) & np.isfinite(vectors).all(axis=1)
+    if overflowed.any():  # finite rows too large to square in their own precision: divide in float64
+        wide = vectors[overflowed].astype(np.float64)
+        out[overflowed] = wide / np.linalg.norm(wide, axis=1, keepdims=True)
+    return out
 
 
 def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
