@@ -93,6 +93,7 @@ def finish_rows(
     fetched_scores: np.ndarray,
     fetched_rows: np.ndarray,
     corpus: np.ndarray,
+    representatives: np.ndarray,
     d_norms: np.ndarray,
     max_d_norm: float,
     multiplicity: np.ndarray,
@@ -109,8 +110,8 @@ def finish_rows(
 ) -> None:  # pragma: no cover - compiled
     """Turn faiss's float32 candidates into each query's exact top ``k`` in trec order.
 
-    For position ``i``, query ``rows[i]`` has ``fetched_rows[i]`` (unique corpus
-    rows, best float32 score first; -1 pads) with ``fetched_scores[i]``. The
+    For position ``i``, query ``rows[i]`` has ``fetched_rows[i]`` (unique rows,
+    ``u`` standing for corpus row ``representatives[u]``; best float32 score first; -1 pads) with ``fetched_scores[i]``. The
     query's first fetched rows whose multiplicities reach ``k`` prove the k-th
     exact score is at least ``floor = min(s_hat - E)`` over them; a row can only
     reach it if ``s_hat + E >= floor`` (E the error bound of that pair). If a row
@@ -155,7 +156,7 @@ def finish_rows(
         window = window[:width]
         exact = np.empty(width, dtype=np.float64)
         for j in range(width):
-            exact[j] = score(q, corpus[window[j]])
+            exact[j] = score(q, corpus[representatives[window[j]]])
         # Score descending; rows with equal scores are merged below by doc rank, so the sort need not be stable.
         order = np.argsort(-exact)
         filled = 0

@@ -36,17 +36,22 @@ from grader.runs.run import Run
 DEEP_FETCH_ENTRIES = 1 << 24
 
 
-def faiss_top_k(queries: np.ndarray, corpus: np.ndarray, depth: int, corpus_chunk: int = 262_144, query_chunk: int = 8_192) -> tuple[np.ndarray, np.ndarray]:
+def faiss_top_k(
+    queries: np.ndarray, corpus: np.ndarray, depth: int, corpus_chunk: int = 262_144, query_chunk: int = 8_192, *, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Plain faiss: top-``depth`` float32 inner products over corpus chunks, merged; best first, -1 pads.
 
-    Peak memory is one chunk's index plus the running lists. This is what the
-    exact search builds on, and the baseline of ``bench/search.py``.
+    With ``rows``, the corpus is ``corpus[rows]`` (gathered one chunk at a time)
+    and the indices returned are positions in ``rows``. Peak memory is one
+    chunk's index plus the running lists. This is what the exact search builds
+    on, and the baseline of ``bench/search.py``.
     """
     n_queries, dimension = queries.shape
+    n_corpus = len(corpus) if rows is None else len(rows)
     best_scores = np.full((n_queries, depth), -np.inf, dtype=np.float32)
     best_indices = np.full((n_queries, depth), -1, dtype=np.int64)
-    for begin in range(0, len(corpus), corpus_chunk):
-        block = corpus[begin : begin + corpus_chunk]
+    for begin in range(0, n_corpus, corpus_chunk):
+        block = corpus[begin : begin + corpus_chunk] if rows is None else corpus[rows[begin : begin + corpus_chunk]]
         index = faiss.IndexFlatIP(dimension)
         index.add(block)
         block_depth = min(depth, len(block))
@@ -67,12 +72,16 @@ def faiss_top_k(queries: np.ndarray, corpus: np.ndarray, depth: int, corpus_chun
 
 @dataclass(frozen=True)
 class UniqueRows:
-    """The corpus with identical rows stored once, and the documents behind each."""
+    """The corpus with identical rows counted once, and the documents behind each.
 
-    vectors: np.ndarray  # (unique, dim) float32
+    Unique row ``u`` is corpus row ``representatives[u]``; no vectors are copied.
+    """
+
+    representatives: np.ndarray  # (unique,) int64 corpus rows
     multiplicity: np.ndarray  # (unique,) int64
     group_offsets: np.ndarray  # (unique + 1,) int64: documents of row u are group_docs[offsets[u]:offsets[u + 1]]
     group_docs: np.ndarray  # corpus row numbers, by doc rank descending within a group
+    identity: bool  # no duplicates: representatives is 0..n-1
 
     @classmethod
     def of(cls, corpus: np.ndarray, doc_ranks: np.ndarray) -> UniqueRows:
@@ -84,14 +93,14 @@ class UniqueRows:
             keys = corpus.view(np.dtype((np.void, corpus.dtype.itemsize * corpus.shape[1]))).ravel()
             group = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
         n_unique = int(group.max()) + 1 if n else 0
-        if n_unique == n:  # no duplicates: the corpus itself, no copy
+        if n_unique == n:  # no duplicates
             identity = np.arange(n, dtype=np.int64)
-            return cls(corpus, np.ones(n, dtype=np.int64), np.arange(n + 1, dtype=np.int64), identity)
+            return cls(identity, np.ones(n, dtype=np.int64), np.arange(n + 1, dtype=np.int64), identity, True)
         group_docs = np.lexsort((-doc_ranks, group)).astype(np.int64)
         counts = np.bincount(group, minlength=n_unique).astype(np.int64)
         offsets = np.zeros(n_unique + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return cls(np.ascontiguousarray(corpus[group_docs[offsets[:-1]]]), counts, offsets, group_docs)
+        return cls(group_docs[offsets[:-1]], counts, offsets, group_docs, False)
 
 
 def screened(vectors: np.ndarray, side: str, fault_code: str) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +137,7 @@ def exact_top_k(
     raise :class:`TaskFailure` with ``fault_code``.
     """
     queries, q_norms = screened(queries, "query", fault_code)
-    corpus, _ = screened(corpus, "document", fault_code)
+    corpus, d_norms_all = screened(corpus, "document", fault_code)
     if queries.shape[1] != corpus.shape[1] and len(corpus) and len(queries):
         raise TaskFailure(fault_code, f"query embeddings have {queries.shape[1]} columns, document embeddings {corpus.shape[1]}")
     n_queries, n_docs = len(queries), len(corpus)
@@ -139,9 +148,9 @@ def exact_top_k(
         return out_scores, out_docs
     ranks = np.arange(n_docs, dtype=np.int64) if doc_ranks is None else np.ascontiguousarray(doc_ranks, dtype=np.int64)
     unique = UniqueRows.of(corpus, ranks)
-    n_unique = len(unique.vectors)
+    n_unique = len(unique.representatives)
     coefficient, eta = exact.error_coefficients(corpus.shape[1])
-    d_norms = exact.scan_rows(unique.vectors, 0.0)[0]
+    d_norms = d_norms_all if unique.identity else d_norms_all[unique.representatives]
     # k unique rows always hold at least k documents; the margin catches most rows near the k-th score at once.
     fetch = min(n_unique, depth + max(32, depth // 16))
     pending = np.arange(n_queries, dtype=np.int64)
@@ -151,10 +160,10 @@ def exact_top_k(
         for begin in range(0, len(pending), step):
             rows = pending[begin : begin + step]
             selected = queries if len(rows) == n_queries else queries[rows]
-            scores, found = faiss_top_k(selected, unique.vectors, fetch, corpus_chunk=corpus_chunk, query_chunk=query_chunk)
+            scores, found = faiss_top_k(selected, corpus, fetch, corpus_chunk=corpus_chunk, query_chunk=query_chunk, rows=None if unique.identity else unique.representatives)
             done = np.zeros(len(rows), dtype=np.bool_)
             exact.finish_rows(
-                rows, queries, q_norms, scores, found, unique.vectors, d_norms, float(d_norms.max()), unique.multiplicity,
+                rows, queries, q_norms, scores, found, corpus, unique.representatives, d_norms, float(d_norms.max()), unique.multiplicity,
                 unique.group_offsets, unique.group_docs, ranks, n_unique, depth, coefficient, eta,
                 out_scores, out_docs, done,
             )  # fmt: skip
