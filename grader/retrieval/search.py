@@ -34,6 +34,8 @@ from grader.runs.run import Run
 
 #: Entries (query rows x fetched depth) held at once when queries must fetch deeper.
 DEEP_FETCH_ENTRIES = 1 << 24
+#: Rows gathered at once when faiss indexes the distinct rows of a corpus with duplicates.
+GATHER_ROWS = 16_384
 
 
 def faiss_top_k(
@@ -51,10 +53,14 @@ def faiss_top_k(
     best_scores = np.full((n_queries, depth), -np.inf, dtype=np.float32)
     best_indices = np.full((n_queries, depth), -1, dtype=np.int64)
     for begin in range(0, n_corpus, corpus_chunk):
-        block = corpus[begin : begin + corpus_chunk] if rows is None else corpus[rows[begin : begin + corpus_chunk]]
+        block_rows = min(corpus_chunk, n_corpus - begin)
         index = faiss.IndexFlatIP(dimension)
-        index.add(block)
-        block_depth = min(depth, len(block))
+        if rows is None:
+            index.add(corpus[begin : begin + block_rows])
+        else:  # gather in slices, so the copy never adds more than a slice to the index's own memory
+            for slice_begin in range(begin, begin + block_rows, GATHER_ROWS):
+                index.add(corpus[rows[slice_begin : min(slice_begin + GATHER_ROWS, begin + block_rows)]])
+        block_depth = min(depth, block_rows)
         for q_begin in range(0, n_queries, query_chunk):
             q_end = min(q_begin + query_chunk, n_queries)
             scores, indices = index.search(queries[q_begin:q_end], block_depth)
