@@ -139,8 +139,8 @@ def exact_top_k(
     Returns ``(scores, indices)`` of shape (queries, min(k, corpus)), float64 and
     int64, best first: score descending, then ``doc_ranks`` descending (the
     byte-order ranks of the document ids; without them, the row number stands
-    in). Vectors that cannot be searched (:func:`~grader.retrieval.vectors.vector_problem`)
-    raise :class:`TaskFailure` with ``fault_code``.
+    in). Vectors that cannot be searched (:func:`screened`: NaN, infinities, norms
+    above 1e15) raise :class:`TaskFailure` with ``fault_code``.
     """
     queries, q_norms = screened(queries, "query", fault_code)
     corpus, d_norms_all = screened(corpus, "document", fault_code)
