@@ -1,12 +1,14 @@
 """Encoding texts with a submitted ONNX encoder and its Hugging Face tokenizer.
 
-Texts are tokenised in chunks, sorted by token count inside a chunk, and cut into
-batches under a token budget, so padding stays small; vectors go back to input
-order. With several threads, that many batches run at once, one thread each
-(see :class:`BatchPolicy`). The manifest's ``max_length`` overrides whatever
-truncation or padding the tokenizer file carries (exported files often disagree
-with the model). With the same model, data and thread count the output is
-bit-for-bit repeatable.
+Texts are visited in a canonical order (sorted by the text), tokenised in chunks,
+sorted by token count inside a chunk, and cut into batches under a token budget,
+so padding stays small and the batches are a function of the set of texts, not
+of their order (docs/search.md); vectors go back to input order. With several
+threads, that many batches run at once, one thread each (see :class:`BatchPolicy`).
+The manifest's ``max_length`` overrides whatever truncation or padding the
+tokenizer file carries (exported files often disagree with the model). With the
+same model and texts the output is bit-for-bit repeatable, in any order of the
+texts; with the default concurrent batches, at any thread count too.
 """
 
 from __future__ import annotations
