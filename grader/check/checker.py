@@ -197,7 +197,13 @@ def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, o
     if output.run is not None:
         result.run = output.run
     elif output.query_vectors is not None and output.corpus_vectors is not None:
-        result.run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
+        try:
+            result.run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code="OUTPUT_INVALID")
+        except TaskFailure as failure:  # vectors that cannot be searched (huge norms): the output's fault
+            if failure.code not in _OUTPUT_CODES:
+                raise
+            result.output_failure = failure
+            return result
         result.dimension = int(output.corpus_vectors.shape[1])
     return result
 

@@ -144,7 +144,7 @@ class InProcessOnnx:
             prefix=manifest.query_prefix,
             progress=reporter.progress(f"{name}: queries", len(inputs.queries)),
         )
-        run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
+        run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k, fault_code="MODEL_ERROR")
         encoding = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": self.encoder.dimension}
         return Ranked(run, {"encoding": encoding}, queries, corpus)
 
@@ -188,7 +188,7 @@ def pca_results(inputs: TaskInputs, query_ids: list[str], doc_ids: list[str], qu
     results: dict[str, Any] = {}
     for dimension in options.pca_dims:
         projection = reduce(queries, corpus, dimension)
-        run = search_run(query_ids, doc_ids, projection.queries, projection.corpus, options.top_k)
+        run = search_run(query_ids, doc_ids, projection.queries, projection.corpus, options.top_k, fault_code="MODEL_ERROR")
         evaluation = evaluate(inputs.qrels, run, options.effective_measures(), options.policy)
         results[str(dimension)] = {
             "applied": projection.applied,

@@ -111,6 +111,8 @@ class DockerTaskGrader:
             return Ranked(output.run, extra)
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
-        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
+        # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
+        fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
+        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)
 
