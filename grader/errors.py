@@ -68,12 +68,20 @@ class UsageError(GraderError):
     """The command line asks for something inconsistent (unknown measure, benchmark...)."""
 
 
+class PackError(GraderError):
+    """``grader pack`` cannot turn a model folder into a faithful submission (unsupported module, missing extra, cosine check failed)."""
+
+
 class ReportError(GraderError):
     """A report could not be built, signed or written."""
 
 
 class VerificationError(GraderError):
     """A signed report failed verification. Exit status 1, as ``grader verify`` documents."""
+
+
+class ComparisonError(GraderError):
+    """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
 
 
 class KeyFileError(InputError):
@@ -124,3 +132,19 @@ class TaskFailure(GraderError):
         if public:
             return self.own_message, self.container_words
         return redact_quoted(self.own_message), None
+
+class OutputLocked(GraderError):
+    """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
+
+
+class Interrupted(BaseException):
+    """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number.
+
+    Like ``KeyboardInterrupt`` it derives from ``BaseException``, not :class:`GraderError`:
+    an ``except Exception`` around a library call (the engine, onnxruntime) must not
+    turn a stop request into a task failure and carry on.
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(f"stopped by {name}; containers, mounts and staged data were cleaned up")
+        self.signum = signum

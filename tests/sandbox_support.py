@@ -4,7 +4,8 @@
   image a test needs) the test is skipped with the reason, unless
   ``GRADER_REQUIRE_DOCKER=1`` (CI), which turns the same situation into a failure.
 * :class:`HostGuard` proves a test left the host as it found it: no container of
-  the test still exists, no tmpfs is still mounted, no scratch file remains, and
+  the test still exists (nor its watchdog process), nothing is still mounted under
+  the test's folder (``/output``, ``/tmp`` images), no scratch file remains, and
   the staged ``/input`` folders are byte-for-byte unchanged.
 * Small tasks, small limits: every container here lives a few seconds at most.
 """
@@ -17,6 +18,7 @@ import os
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +187,21 @@ def mount_points() -> list[str]:
         return [row.split()[1].encode().decode("unicode_escape") for row in handle if row.strip()]
 
 
+def watchdogs_mentioning(root: Path) -> list[int]:
+    """Pids of container watchdogs (grader/sandbox/watchdog.py) whose folders lie under ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"grader.sandbox.watchdog" in cmdline and str(root).encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 @dataclass
 class HostGuard:
     """What a test may touch, snapshotted before; :meth:`verify` asserts it is back as it was.
@@ -223,6 +240,10 @@ class HostGuard:
         # concurrent runs mount theirs elsewhere, so only these are this test's to answer for.
         under_test = [p for p in mount_points() if p.startswith(str(self.root))]
         assert not under_test, f"mounts left under the test folder: {under_test}"
+        settle = time.monotonic() + 3  # a watchdog that just finished its cleanup may take a moment to exit
+        while (watchdogs := watchdogs_mentioning(self.root)) and time.monotonic() < settle:
+            time.sleep(0.1)
+        assert not watchdogs, f"container watchdogs still running for this test: pids {watchdogs}"
         leftover_tmp = sorted(p.name for p in self.private_tmp.iterdir()) if self.private_tmp.exists() else []
         assert not leftover_tmp, f"grader temp folders left behind: {leftover_tmp}"
         for folder, before in self.watched.items():

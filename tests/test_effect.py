@@ -373,7 +373,9 @@ def test_cli_json_table_and_errors(tmp_path):
     assert printed["average_effect_mrr"] == 0.25
     table = runner.invoke(cli, [*args, "--pca-dims", "1,2"])
     assert table.exit_code == 0, table.output
-    assert "Average_EffectMRR over 2 configuration(s) = +0.1250" in table.stdout  # dims 1 (+0) and 2 (+0.25)
+    # In percent: dims 1 (+0) and 2 (+25.00) average to +12.50.
+    assert "Average_EffectMRR over 1 task(s) = +12.50 (mean of the task averages; 2 configuration(s))" in table.stdout
+    assert "values in percent" in table.stdout and "+25.00" in table.stdout
     assert "toy" in table.stdout and "y/y" in table.stdout and "n/n" in table.stdout
     bad = runner.invoke(cli, [*args[:-4], "--weight", "2", "--benchmark", str(bench)])
     assert bad.exit_code == 2 and "error: --weight must be a number in [0, 1], got 2.0" in bad.stderr

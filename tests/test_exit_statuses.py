@@ -116,14 +116,17 @@ def test_the_table_maps_each_kind_of_error(error: GraderError, status: int) -> N
     assert exit_status(error) == status
 
 
-def test_the_table_ends_with_the_base_class_and_statuses_are_distinct() -> None:
+def test_the_table_ends_with_the_base_class_and_statuses_are_documented() -> None:
     assert EXIT_STATUSES[-1] == (GraderError, 2)
-    assert {status for _, status in EXIT_STATUSES} == {1, 2, 3, 4}
+    # 1-4 for every command; 75 (output folder locked) for grader run; 5 (server unreachable) for the hosting client.
+    assert {status for _, status in EXIT_STATUSES} == {1, 2, 3, 4, 5, 75}
+    assert len({exit_status(kind("x")) for kind in (VerificationError, UsageError, SubmissionError, SandboxUnavailable)}) == 4
 
 
 def test_only_the_cli_entry_point_exits() -> None:
-    """Commands and library code raise; GraderGroup alone calls sys.exit (plus the in-container entry point, a separate program)."""
+    """Commands and library code raise; GraderGroup alone calls sys.exit (plus the entry points of separate programs:
+    the runner image's encoder and the hosting worker)."""
     callers = sorted(
         str(path.relative_to(REPO)) for path in (REPO / "grader").rglob("*.py") if "sys.exit(" in path.read_text(encoding="utf-8") or "click.UsageError(" in path.read_text(encoding="utf-8")
     )
-    assert callers == ["grader/cli/main.py", "grader/sandbox/onnx_entry.py"]
+    assert callers == ["grader/cli/main.py", "grader/hosting/worker/__main__.py", "grader/sandbox/onnx_entry.py"]

@@ -162,7 +162,8 @@ def test_onnx_scores_the_same_in_the_runner_image_as_in_process(guard: HostGuard
 
     assert sandboxed["sandbox"]["kind"] == "docker" and sandboxed["sandbox"]["image"] in (runner_before, image_id_of(docker_engine, RUNNER_IMAGE)) and sandboxed["sandbox"]["mode"] == "encode"
     assert sandboxed["sandbox"]["limits"] == {"time_limit_s": 60.0, "memory_bytes": 1 << 30, "cpus": 1.0, "pids": 256, "nofile": 1024, "output_bytes": 2 << 30, "tmp_bytes": 1 << 30, "log_bytes": 10 << 20}
-    assert local["sandbox"] == {"kind": "none", "threads": 1}
+    assert local["sandbox"]["kind"] == "none" and local["sandbox"]["threads"] == 1
+    assert sandboxed["sandbox"]["isolated"] is True and local["sandbox"]["isolated"] is False
     assert sandboxed["subject"] == local["subject"] == {"kind": "onnx", "name": "tiny-lookup", "digest": {"sha256": submission_digest(submission)}}
     for name in ONNX_TASKS:
         docker_task, local_task = sandboxed["tasks"][name], local["tasks"][name]

@@ -1,4 +1,4 @@
-"""``grader effect``: EffectMRR of an augmented encoder over a base one (CAT, Formula 6)."""
+"""``grader effect``: EffectMRR of an augmented encoder over one or more base ones (CAT, Formula 6)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ def _split_tasks(value: str | None) -> list[str] | None:
 
 
 @click.command("effect")
-@click.option("--base", "base_dir", required=True, type=click.Path(path_type=Path), help="`grader run --keep-embeddings` folder of the base (original) encoder.")
+@click.option(
+    "--base",
+    "base_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="`grader run --keep-embeddings` folder of a base (original) encoder; repeat for several base models (CAT: GraphCodeBERT, UniXcoder).",
+)
 @click.option("--augmented", "augmented_dir", required=True, type=click.Path(path_type=Path), help="`grader run --keep-embeddings` folder of the augmented encoder.")
 @click.option("--weight", type=float, required=True, help="W in [0, 1]: S = (1 - W) * minmax(cos_base) + W * cos_augmented.")
 @click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
@@ -26,7 +33,7 @@ def _split_tasks(value: str | None) -> list[str] | None:
 @click.option("--out", "out_path", type=click.Path(path_type=Path), default=None, help="Write the JSON result here (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result instead of a table.")
 def effect_command(
-    base_dir: Path,
+    base_dirs: tuple[Path, ...],
     augmented_dir: Path,
     weight: float,
     benchmark_name: str,
@@ -36,10 +43,10 @@ def effect_command(
     out_path: Path | None,
     as_json: bool,
 ) -> None:
-    """EffectMRR = MRR(combined) - MRR(base), per task and dimension, and their average."""
+    """EffectMRR = MRR(combined) - MRR(base) per (task, base, dimension); Average_EffectMRR per task and overall."""
     dimensions = parse_dimensions(pca_dims)
     benchmark = resolve_benchmark(benchmark_name)
-    result = compute_effect(benchmark, base_dir, augmented_dir, weight, split=split, tasks=_split_tasks(tasks), dimensions=dimensions)
+    result = compute_effect(benchmark, list(base_dirs), augmented_dir, weight, split=split, tasks=_split_tasks(tasks), dimensions=dimensions)
     if out_path is not None:
         write_effect(result, out_path)
     if as_json:

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from grader import __version__
-from grader.cli.exits import exit_status
-from grader.errors import GraderError
+from grader.cli.exits import exit_status, interrupted_status
+from grader.errors import GraderError, Interrupted
 from grader.text import MAX_ERROR_LINE, bounded
 
 
@@ -25,6 +25,9 @@ class GraderGroup(click.Group):
             if error.hint:
                 click.echo(f"hint: {bounded(error.hint, MAX_ERROR_LINE)}", err=True)
             sys.exit(exit_status(error))
+        except Interrupted as stop:  # a BaseException: raised by grader.grading.signals after cleaning up
+            click.echo(f"error: {stop}", err=True)
+            sys.exit(interrupted_status(stop))
 
 
 @click.group(cls=GraderGroup)
@@ -39,9 +42,27 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that each command module stays independent of the others.
-    from grader.cli import benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd
+    from grader.cli import (
+        admin_cmd,
+        benchmarks_cmd,
+        check_cmd,
+        compare_cmd,
+        data_cmd,
+        effect_cmd,
+        export_cmd,
+        images_cmd,
+        keys_cmd,
+        pack_cmd,
+        run_cmd,
+        score_cmd,
+        serve_cmd,
+        submit_cmd,
+        translation_cmd,
+        verify_cmd,
+    )
 
-    for module in (benchmarks_cmd, check_cmd, data_cmd, effect_cmd, images_cmd, keys_cmd, run_cmd, score_cmd, translation_cmd, verify_cmd):
+    for module in (benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd,
+                   translation_cmd, verify_cmd, admin_cmd, serve_cmd, submit_cmd):
         module.register(cli)
 
 

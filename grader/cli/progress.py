@@ -31,6 +31,10 @@ class StderrReporter:
     def task_started(self, task: str, *, documents: int, queries: int) -> None:
         self._say(f"{task}: encoding {documents} documents and {queries} queries")
 
+    def note(self, text: str) -> None:
+        """A one-line remark (the sandbox chosen, a stored result not reused)."""
+        self._say(text)
+
     def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
         origin = " (stored result, resumed)" if resumed else ""
         if entry["status"] == "scored":

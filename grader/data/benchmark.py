@@ -118,7 +118,10 @@ class BenchmarkSpec:
         overall = None if not scores or any(s is None for s in scores) else math.fsum(scores) / len(scores)  # type: ignore[arg-type]
         complete = graded >= set(self.tasks) and all(task_scores.get(t) is not None for t in self.tasks)
         groups = {unit: score for unit, score in unit_scores.items() if unit in self.groups}
-        return {"measure": self.primary_measure, "score": overall, "complete": complete, "groups": groups}
+        result: dict[str, Any] = {"measure": self.primary_measure, "score": overall, "complete": complete, "groups": groups}
+        if groups:  # which graded tasks each group averages, so a report alone can re-apply the aggregation
+            result["group_members"] = {group: [task for task in self.groups[group] if task in graded] for group in groups}
+        return result
 
 
 class Benchmark:

@@ -1,6 +1,6 @@
 """EffectMRR (CAT, Phan et al. 2023, Formula 6): how much an augmented encoder adds to a base one.
 
-``grader effect`` reads two ``grader run --keep-embeddings`` folders; see
+``grader effect`` reads ``grader run --keep-embeddings`` folders (one or more base runs, one augmented run); see
 ``docs/effect.md`` for the formula and the choices made.
 """
 
@@ -8,10 +8,12 @@ from grader.effect.combine import combine_rankings, global_min_max, min_max_scal
 from grader.effect.compute import (
     Configuration,
     average_effect,
+    base_labels,
     compute_effect,
     effect_json,
     effect_measure,
     format_effect_table,
+    per_task_averages,
     task_configuration,
     write_effect,
 )
@@ -22,6 +24,7 @@ __all__ = [
     "RunFolder",
     "TaskEmbeddings",
     "average_effect",
+    "base_labels",
     "combine_rankings",
     "compute_effect",
     "effect_json",
@@ -29,6 +32,7 @@ __all__ = [
     "format_effect_table",
     "global_min_max",
     "min_max_scale",
+    "per_task_averages",
     "task_configuration",
     "top_k_trec",
     "write_effect",

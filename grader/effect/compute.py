@@ -11,7 +11,12 @@ For each task and each dimension ``d``:
   ``S = (1 - W) * minmax(cos_b) + W * cos_a`` (global min-max), both under the
   strict policy with trec_eval's tie order, and ``EffectMRR = MRR_com - MRR_org``.
 
-``Average_EffectMRR`` is the plain mean over every (task, dimension) configuration.
+With several base encoders (CAT: GraphCodeBERT and UniXcoder) each is combined
+with the same augmented encoder, so one configuration is a (task, base, dimension).
+``Average_EffectMRR`` of a task (dataset) is the mean over its base models x
+dimensions (CAT: 2 x 2 = 4 configurations), as the paper reports it per dataset;
+the overall mean is the mean of the per-task averages (every task has the same
+number of configurations, so it is also the mean over every configuration).
 The measure is the benchmark's primary one when it is an MRR@k, else MRR@1000.
 """
 
@@ -57,7 +62,7 @@ def check_weight(weight: float) -> float:
 
 @dataclass(frozen=True)
 class Configuration:
-    """The EffectMRR of one task at one dimension."""
+    """The EffectMRR of one task at one dimension (against one base encoder, named by ``base``)."""
 
     task: str
     dimension: int | None
@@ -66,6 +71,7 @@ class Configuration:
     mrr_org: float
     mrr_com: float
     base_cosine_range: tuple[float, float]
+    base: str | None = None
 
     @property
     def effect_mrr(self) -> float:
@@ -74,6 +80,7 @@ class Configuration:
     def as_dict(self) -> dict[str, Any]:
         return {
             "task": self.task,
+            "base": self.base,
             "dimension": self.dimension,
             "pca_applied": dict(self.pca_applied),
             "dimensions": dict(self.dimensions),
@@ -96,6 +103,7 @@ def task_configuration(
     dimension: int | None,
     measure: Measure = DEFAULT_MEASURE,
     block_elements: int = DEFAULT_BLOCK_ELEMENTS,
+    base_label: str | None = None,
 ) -> Configuration:
     """EffectMRR of one task at ``dimension`` (None: native), from row-aligned (queries, corpus) pairs."""
     weight = check_weight(weight)
@@ -125,19 +133,59 @@ def task_configuration(
         mrr_org=means[0],
         mrr_com=means[1],
         base_cosine_range=(combined.base_min, combined.base_max),
+        base=base_label,
     )
 
 
 def average_effect(configurations: Sequence[Configuration]) -> float:
-    """Mean EffectMRR over all configurations (every task at every dimension counts once)."""
+    """Mean EffectMRR over all configurations (every (task, base, dimension) counts once)."""
     if not configurations:
         raise UsageError("no (task, dimension) configuration to average")
     return math.fsum(c.effect_mrr for c in configurations) / len(configurations)
 
 
+def per_task_averages(configurations: Sequence[Configuration]) -> list[dict[str, Any]]:
+    """Average_EffectMRR of each task over its base models x dimensions, in first-seen task order."""
+    by_task: dict[str, list[Configuration]] = {}
+    for configuration in configurations:
+        by_task.setdefault(configuration.task, []).append(configuration)
+    return [
+        {"task": task, "configurations": len(group), "average_effect_mrr": average_effect(group)}
+        for task, group in by_task.items()
+    ]
+
+
+def base_labels(folders: Sequence[RunFolder]) -> list[str]:
+    """One distinct label per base run: its subject's name, suffixed ``#2``, ``#3``... when names repeat."""
+    labels: list[str] = []
+    for folder in folders:
+        name = folder.subject.get("name")
+        label = name if isinstance(name, str) and name else folder.folder.name
+        candidate, number = label, 1
+        while candidate in labels:
+            number += 1
+            candidate = f"{label}#{number}"
+        labels.append(candidate)
+    return labels
+
+
+def _load_bases(base_paths: str | Path | Sequence[str | Path]) -> list[RunFolder]:
+    paths = [base_paths] if isinstance(base_paths, (str, Path)) else list(base_paths)
+    if not paths:
+        raise UsageError("--base: at least one base run folder is needed")
+    folders = [RunFolder.load(path, "base") for path in paths]
+    seen: dict[Path, Path] = {}
+    for folder in folders:
+        resolved = folder.folder.resolve()
+        if resolved in seen:
+            raise UsageError(f"--base: {folder.folder} is given twice (each base model counts once in the average)")
+        seen[resolved] = folder.folder
+    return folders
+
+
 def compute_effect(
     benchmark: Benchmark,
-    base_path: str | Path,
+    base_path: str | Path | Sequence[str | Path],
     augmented_path: str | Path,
     weight: float,
     *,
@@ -146,45 +194,53 @@ def compute_effect(
     dimensions: Sequence[int] = (),
     block_elements: int = DEFAULT_BLOCK_ELEMENTS,
 ) -> dict[str, Any]:
-    """The EffectMRR result (a JSON-ready dict) of two ``grader run --keep-embeddings`` folders."""
+    """The EffectMRR result (a JSON-ready dict) of base and augmented ``grader run --keep-embeddings`` folders.
+
+    ``base_path`` is one folder or a sequence of them (one per base model); every base
+    is combined with the same augmented run, at every dimension, on every task.
+    """
     weight = check_weight(weight)
     split = split or benchmark.spec.default_split
     measure = effect_measure(benchmark.spec)
-    base = RunFolder.load(base_path, "base")
+    bases = _load_bases(base_path)
+    labels = base_labels(bases)
     augmented = RunFolder.load(augmented_path, "augmented")
-    for folder in (base, augmented):
+    for folder in (*bases, augmented):
         folder.check_benchmark(benchmark)
     if tasks:
         names = benchmark.select(list(tasks))
     else:
-        names = [name for name in benchmark.spec.tasks if name in set(base.graded_tasks())]
+        names = [name for name in benchmark.spec.tasks if name in set(bases[0].graded_tasks())]
         if not names:
-            raise UsageError(f"--base: {base.report_path} grades no task of benchmark {benchmark.name!r}")
+            raise UsageError(f"--base: {bases[0].report_path} grades no task of benchmark {benchmark.name!r}")
     dims: list[int | None] = list(dimensions) if dimensions else [None]
     configurations: list[Configuration] = []
     for name in names:
         task = benchmark.task(name)
         data_digest = task.split_digest(split)
-        for folder in (base, augmented):
+        for folder in (*bases, augmented):
             folder.check_task(task, split, data_digest)
         qrels = task.qrels(split)
         query_set = {query.id for query in task.iter_queries() if query.id in qrels}
         doc_set = {document.id for document in task.iter_corpus()}
-        base_vectors = base.embeddings(name)
+        # Every input is read and checked before any computation (bases first, as with one base).
+        base_runs = [base.embeddings(name) for base in bases]
         augmented_vectors = augmented.embeddings(name)
-        for vectors in (base_vectors, augmented_vectors):
+        for vectors in (*base_runs, augmented_vectors):
             vectors.check_ids(query_set, doc_set)
-        query_ids, doc_ids = base_vectors.query_ids, base_vectors.doc_ids
-        base_pair = (base_vectors.queries, base_vectors.corpus)
-        augmented_pair = augmented_vectors.aligned_to(query_ids, doc_ids)
-        for dimension in dims:
-            configurations.append(
-                task_configuration(
-                    name, qrels, query_ids, doc_ids, base_pair, augmented_pair,
-                    weight=weight, dimension=dimension, measure=measure, block_elements=block_elements,
+        for base_vectors, label in zip(base_runs, labels):
+            query_ids, doc_ids = base_vectors.query_ids, base_vectors.doc_ids
+            base_pair = (base_vectors.queries, base_vectors.corpus)
+            augmented_pair = augmented_vectors.aligned_to(query_ids, doc_ids)
+            for dimension in dims:
+                configurations.append(
+                    task_configuration(
+                        name, qrels, query_ids, doc_ids, base_pair, augmented_pair,
+                        weight=weight, dimension=dimension, measure=measure, block_elements=block_elements, base_label=label,
+                    )
                 )
-            )
-    return {
+    tasks_summary = per_task_averages(configurations)
+    result: dict[str, Any] = {
         "kind": "effect",
         "grader": {"name": "grader", "version": grader.__version__},
         "weight": weight,
@@ -192,12 +248,23 @@ def compute_effect(
         "split": split,
         "measure": str(measure),
         "policy": Policy.STRICT.value,
-        "base": {"report": str(base.report_path), "subject": base.subject},
+        "bases": [
+            {"label": label, "report": str(folder.report_path), "subject": folder.subject, "labels": folder.labels}
+            for folder, label in zip(bases, labels)
+        ],
         "augmented": {"report": str(augmented.report_path), "subject": augmented.subject},
+        "dimensions": list(dims),
         "configurations": [c.as_dict() for c in configurations],
-        "average_effect_mrr": average_effect(configurations),
-        "labels": {"base": base.labels, "augmented": augmented.labels},
+        "tasks": tasks_summary,
+        # Every task has len(bases) x len(dims) configurations, so the mean of the task
+        # averages equals the mean over every configuration; computed as the former.
+        "average_effect_mrr": math.fsum(t["average_effect_mrr"] for t in tasks_summary) / len(tasks_summary),
+        "labels": {"augmented": augmented.labels},
     }
+    if len(bases) == 1:  # the one-base layout of earlier versions, kept as it was
+        result["base"] = {"report": str(bases[0].report_path), "subject": bases[0].subject}
+        result["labels"]["base"] = bases[0].labels
+    return result
 
 
 def effect_json(result: Mapping[str, Any]) -> str:
@@ -216,21 +283,39 @@ def write_effect(result: Mapping[str, Any], path: str | Path) -> Path:
         raise ReportError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
+def _percent(value: float, width: int, signed: bool = False) -> str:
+    return f"{100.0 * value:>+{width}.2f}" if signed else f"{100.0 * value:>{width}.2f}"
+
+
 def format_effect_table(result: Mapping[str, Any]) -> str:
-    """A readable table: one line per (task, dimension), then the average."""
+    """A readable table in percent: one line per (task, base, dimension), each task's average, the overall mean."""
     measure = result["measure"]
     configurations = result["configurations"]
+    bases = result.get("bases") or [{"label": None, **result["base"]}]
     width = max([len("task")] + [len(c["task"]) for c in configurations])
+    base_width = max([len("base")] + [len(str(c.get("base"))) for c in configurations])
     lines = [
-        f"EffectMRR on {result['benchmark']} ({result['split']}), W = {result['weight']:g}, {measure}",
-        f"base:      {result['base']['subject'].get('name', '?')} ({result['base']['report']})",
+        f"EffectMRR on {result['benchmark']} ({result['split']}), W = {result['weight']:g}, {measure}; values in percent",
         f"augmented: {result['augmented']['subject'].get('name', '?')} ({result['augmented']['report']})",
     ]
-    header = f"{'task':<{width}}  {'dimension':>9}  {'PCA b/a':>7}  {'MRR_org':>8}  {'MRR_com':>8}  {'EffectMRR':>9}"
+    for base in bases:
+        lines.append(f"base:      {base.get('label') or base['subject'].get('name', '?')} ({base['report']})")
+    header = f"{'task':<{width}}  {'base':<{base_width}}  {'dimension':>9}  {'PCA b/a':>7}  {'MRR_org':>8}  {'MRR_com':>8}  {'EffectMRR':>9}"
     lines += [header, "-" * len(header)]
     for c in configurations:
         dimension = "native" if c["dimension"] is None else str(c["dimension"])
         pca = "/".join("y" if c["pca_applied"][side] else "n" for side in ("base", "augmented"))
-        lines.append(f"{c['task']:<{width}}  {dimension:>9}  {pca:>7}  {c['mrr_org']:>8.4f}  {c['mrr_com']:>8.4f}  {c['effect_mrr']:>+9.4f}")
-    lines.append(f"Average_EffectMRR over {len(configurations)} configuration(s) = {result['average_effect_mrr']:+.4f}")
+        lines.append(
+            f"{c['task']:<{width}}  {c.get('base')!s:<{base_width}}  {dimension:>9}  {pca:>7}  "
+            f"{_percent(c['mrr_org'], 8)}  {_percent(c['mrr_com'], 8)}  {_percent(c['effect_mrr'], 9, True)}"
+        )
+    n_dims = len(result.get("dimensions") or [None])
+    lines.append("")
+    lines.append(f"Average_EffectMRR per task, over {len(bases)} base model(s) x {n_dims} dimension(s):")
+    for entry in result["tasks"]:
+        lines.append(f"  {entry['task']:<{width}}  {_percent(entry['average_effect_mrr'], 9, True)}  ({entry['configurations']} configuration(s))")
+    lines.append(
+        f"Average_EffectMRR over {len(result['tasks'])} task(s) = {100.0 * result['average_effect_mrr']:+.2f} "
+        f"(mean of the task averages; {len(configurations)} configuration(s))"
+    )
     return "\n".join(lines) + "\n"

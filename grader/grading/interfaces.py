@@ -38,6 +38,8 @@ class ProgressListener(Protocol):
 
     def progress(self, label: str, total: int) -> Callable[[int], None]: ...
 
+    def note(self, text: str) -> None: ...
+
     def finish(self) -> None: ...
 
 
@@ -77,6 +79,9 @@ class RunOptions:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     pca_dims: tuple[int, ...] = ()
     keep_embeddings: bool = False
+    #: Limit options given on the command line (``--cpus``, ``--runtime``): in-process, ``--cpus`` pins the
+    #: encoder to that many cores and ``--runtime`` is refused.
+    explicit_limits: tuple[str, ...] = ()
     #: refuse Docker manifests that name an image already on the host (the hosting default)
     images_from_submission_only: bool = False
 

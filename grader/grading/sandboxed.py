@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
-from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
+from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
+from grader.sandbox.output_dir import storage_report
+from grader.sandbox.owner import owned_tempdir
 from grader.sandbox.staging import stage_task
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
@@ -74,17 +75,20 @@ class DockerTaskGrader:
             "read_only_root": True,
             "capabilities": "all dropped",
             "limits": self.options.limits.as_report(),
+            "storage": storage_report(),
+            "isolated": True,
         }
         if isinstance(self.manifest, DockerManifest):
             settings["image_origin"] = self.image.origin
         return settings
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
+    def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
+        """Stage the task, run one container, read and validate its output (copied to ``keep_output`` first, if given)."""
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
-        with tempfile.TemporaryDirectory(prefix="grader-stage-") as scratch:
+        with owned_tempdir("grader-stage-") as scratch:
             staged = stage_task(
-                Path(scratch) / "input",
+                scratch / "input",
                 task=inputs.task.name,
                 split=options.split,
                 mode=self.mode,
@@ -102,12 +106,15 @@ class DockerTaskGrader:
                 extra_mounts=self.extra_mounts,
                 environment=self.environment,
                 model_error_exit=self.model_error_exit,
+                keep_output=keep_output,
             )
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:
             return Ranked(output.run, extra)
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
-        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k)
+        # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
+        fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
+        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)
 

@@ -15,16 +15,36 @@ from grader.reports.pieces import Digest, Failure, QueryCoverage, TaskEntry
 from grader.reports.signing import write_signed_report
 
 
+def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
+    """The ``per_query`` entry of a task: its first (primary) measure's value for each evaluated query.
+
+    ``grader compare`` resamples these; their exact mean is the task's score.
+    """
+    measure = evaluation.measures[0]
+    column = evaluation.per_query.values[measure].tolist()
+    return {"measure": str(measure), "values": dict(zip(evaluation.per_query.query_ids, column))}
+
+
+def without_per_query(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``report`` without per-query values.
+
+    Per-query values let a submitter probe hidden judgements one query at a
+    time; a host hands participants this form while the judgements must stay
+    hidden, and keeps the full report (which ``grader compare`` needs).
+    """
+    tasks = {name: {key: value for key, value in task.items() if key != "per_query"} for name, task in report["tasks"].items()}
+    return {**report, "tasks": tasks}
+
+
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON)."""
-    counts = evaluation.counts.as_dict()
+    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON), with the per-query values of its primary measure."""
     return TaskEntry(
         name=name,
         split=split,
         data_digest=Digest(data_digest),
-        queries=QueryCoverage(**counts),
+        queries=QueryCoverage(**evaluation.counts.as_dict()),
         measures=evaluation.means(),
-        extra=dict(extra or {}),
+        extra={"per_query": per_query_values(evaluation), **(extra or {})},
     ).as_json()
 
 

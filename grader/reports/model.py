@@ -54,12 +54,49 @@ def _one_line(text: str) -> str:
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."
 
 
+def _per_query_values(report: Any) -> list[tuple[str, dict]]:
+    """(task name, values object) of every task whose ``per_query.values`` is an object."""
+    tasks = report.get("tasks") if isinstance(report, dict) else None
+    found = []
+    for name, task in tasks.items() if isinstance(tasks, dict) else ():
+        per_query = task.get("per_query") if isinstance(task, dict) else None
+        if isinstance(per_query, dict) and isinstance(per_query.get("values"), dict):
+            found.append((name, per_query["values"]))
+    return found
+
+
+def _values_violation(name: str, values: dict) -> Violation | None:
+    """The schema's rule for per-query values (numbers in [0, 1]), checked directly."""
+    for query_id, value in values.items():
+        pointer = f"/tasks/{_escape(str(name))}/per_query/values/{_escape(str(query_id))}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return Violation(_one_line(pointer), "is not a number")
+        if not 0 <= value <= 1:
+            return Violation(_one_line(pointer), f"{value!r} is not within [0, 1]")
+    return None
+
+
 def schema_violation(report: Any) -> Violation | None:
-    """The first (most relevant) way ``report`` breaks the report schema, or None if it is valid."""
+    """The first (most relevant) way ``report`` breaks the report schema, or None if it is valid.
+
+    Per-query values (tens of thousands per task) are checked directly against
+    the schema's rule for them, and the rest by jsonschema, which is slow per value.
+    """
+    found = _per_query_values(report)
+    if found:
+        slim = {**report, "tasks": {name: task for name, task in report["tasks"].items()}}
+        for name, _ in found:
+            task = slim["tasks"][name]
+            slim["tasks"][name] = {**task, "per_query": {**task["per_query"], "values": {}}}
+        report = slim
     error = first_error(SCHEMA_NAME, report)
-    if error is None:
-        return None
-    return Violation(_pointer(error), _one_line(error.message))
+    if error is not None:
+        return Violation(_pointer(error), _one_line(error.message))
+    for name, values in found:
+        violation = _values_violation(name, values)
+        if violation is not None:
+            return violation
+    return None
 
 
 def validate_report(report: Any) -> None:
@@ -138,6 +175,13 @@ def _check_consistency(report: dict) -> None:
             raise ReportError(
                 f"invalid report at /tasks/{_escape(name)}/measures: scored task lacks the aggregate measure {measure}"
             )
+        per_query = task.get("per_query")
+        if per_query is not None:
+            # The per-query values must be the ones the task's score is the mean of (fsum, as Evaluation.mean).
+            values = list(per_query["values"].values())
+            mean = math.fsum(values) / len(values) if values else 0.0
+            if per_query["measure"] not in task["measures"] or task["measures"][per_query["measure"]] != mean:
+                raise ReportError(f"invalid report at /tasks/{_escape(name)}/per_query: values do not average to the task's {per_query['measure']}")
 
 
 def build_report(

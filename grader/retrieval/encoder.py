@@ -1,12 +1,14 @@
 """Encoding texts with a submitted ONNX encoder and its Hugging Face tokenizer.
 
-Texts are tokenised in chunks, sorted by token count inside a chunk, and cut into
-batches under a token budget, so padding stays small; vectors go back to input
-order. With several threads, that many batches run at once, one thread each
-(see :class:`BatchPolicy`). The manifest's ``max_length`` overrides whatever
-truncation or padding the tokenizer file carries (exported files often disagree
-with the model). With the same model, data and thread count the output is
-bit-for-bit repeatable.
+Texts are visited in a canonical order (sorted by the text), tokenised in chunks,
+sorted by token count inside a chunk, and cut into batches under a token budget,
+so padding stays small and the batches are a function of the set of texts, not
+of their order (docs/search.md); vectors go back to input order. With several
+threads, that many batches run at once, one thread each (see :class:`BatchPolicy`).
+The manifest's ``max_length`` overrides whatever truncation or padding the
+tokenizer file carries (exported files often disagree with the model). With the
+same model and texts the output is bit-for-bit repeatable, in any order of the
+texts; with the default concurrent batches, at any thread count too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from grader.errors import SubmissionError
+from grader.retrieval.vectors import vector_problem
 from grader.submissions.manifest import OnnxManifest
 from grader.submissions.onnx_intake import OnnxModelInfo, inspect_onnx_model
 
@@ -110,34 +113,50 @@ class OnnxEncoder:
         """Run one short text through the model: the output width is the dimension."""
         encoding = self.tokenizer.encode("def probe(): return 1")
         n = len(encoding.ids)
-        vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids])
+        # Values are screened per task (a MODEL_ERROR of that task), not here: only the shape matters now.
+        vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids], screen=False)
         return int(vectors.shape[1])
 
     def encode(self, texts: Sequence[str], *, prefix: str = "", progress: Progress | None = None) -> tuple[np.ndarray, EncodingStats]:
-        """Embed ``texts`` (each prefixed) into a float32 matrix, one row per text, in input order."""
+        """Embed ``texts`` (each prefixed) into a float32 matrix, one row per text, in input order.
+
+        Texts are visited in a canonical order (sorted by the text itself), so the
+        batches, and with them every vector, are a function of the set of texts,
+        not of their order: a model's output for a text may depend, in its last
+        bits, on the other texts of its batch and on the padding. A text that
+        tokenises to no tokens at all is not run through the model; its vector is
+        zero (mean pooling over no tokens, as sentence-transformers defines it).
+        """
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         truncated = 0
         chunk = self.batching.chunk_size
+        # Python compares str by code point, the same order as UTF-8 bytes; equal texts are interchangeable.
+        canonical = np.asarray(sorted(range(len(texts)), key=texts.__getitem__), dtype=np.int64) if self.batching.sort_by_length else np.arange(len(texts))
         executor = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
         try:
             for start in range(0, len(texts), chunk):
-                batch_texts = [prefix + text for text in texts[start : start + chunk]]
+                rows = canonical[start : start + chunk]
+                batch_texts = [prefix + texts[row] for row in rows]
                 encodings = self.tokenizer.encode_batch(batch_texts)
                 truncated += sum(1 for encoding in encodings if encoding.overflowing)
                 token_ids = [encoding.ids for encoding in encodings]
                 type_ids = [encoding.type_ids for encoding in encodings]
                 lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
-                # Stable sort by length: equal lengths keep input order, so batches are deterministic.
+                # Stable sort by length: equal lengths keep the canonical order, so batches are canonical too.
                 order = np.argsort(lengths, kind="stable") if self.batching.sort_by_length else np.arange(len(lengths))
-                batches = self._batches(order, lengths)
+                empty = order[lengths[order] == 0]
+                out[rows[empty]] = 0.0
+                if progress is not None and len(empty):
+                    progress(len(empty))
+                batches = self._batches(order[lengths[order] > 0], lengths)
 
                 def embed(indices: np.ndarray) -> np.ndarray:
                     return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]
 
                 # Results are taken in batch order, so errors and progress come in a fixed order too.
-                results = map(embed, batches) if executor is None else [executor.submit(embed, indices) for indices in batches]
-                for indices, result in zip(batches, results):
-                    out[start + indices] = result if executor is None else result.result()
+                pending = None if executor is None else [executor.submit(embed, indices) for indices in batches]
+                for number, indices in enumerate(batches):
+                    out[rows[indices]] = embed(indices) if pending is None else pending[number].result()
                     if progress is not None:
                         progress(len(indices))
         finally:
@@ -160,7 +179,7 @@ class OnnxEncoder:
             begin = end
         return batches
 
-    def _run_batch(self, ids: object, mask: object, types: object) -> tuple[np.ndarray, np.ndarray]:
+    def _run_batch(self, ids: object, mask: object, types: object, *, screen: bool = True) -> tuple[np.ndarray, np.ndarray]:
         ids_array = np.asarray(ids, dtype=np.int64)
         mask_array = np.asarray(mask, dtype=np.int64)
         feeds = {}
@@ -173,13 +192,19 @@ class OnnxEncoder:
             raise SubmissionError(f"the model failed on a batch of shape {ids_array.shape}: {_one_line(exc)}", path=self.manifest.model) from None
         hidden = np.asarray(hidden)
         vectors = pool(hidden, mask_array, self.manifest.pooling)
-        if vectors.ndim != 2 or vectors.shape[0] != ids_array.shape[0]:
+        if vectors.ndim != 2 or vectors.shape[0] != ids_array.shape[0] or vectors.shape[1] == 0:
             raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}, which does not fit pooling {self.manifest.pooling!r}", path=self.manifest.model, field="output")
-        if not np.all(np.isfinite(vectors)):
+        if hasattr(self, "dimension") and vectors.shape[1] != self.dimension:
+            raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}: {vectors.shape[1]} dimensions, not {self.dimension} as on the first batch", path=self.manifest.model, field="output")
+        if screen and not np.all(np.isfinite(vectors)):
             raise SubmissionError("the model produced NaN or infinite values", path=self.manifest.model, field="output")
         if self.manifest.normalize:
             vectors = l2_normalize(vectors)
-        return vectors.astype(np.float32, copy=False), mask_array
+        vectors = vectors.astype(np.float32, copy=False)
+        problem = vector_problem(vectors) if screen else None
+        if problem is not None:  # e.g. finite values so large that inner products would overflow
+            raise SubmissionError(f"the model's vectors cannot be searched: {problem}", path=self.manifest.model, field="output")
+        return vectors, mask_array
 
 
 def _pad(indices: np.ndarray, lengths: np.ndarray, token_ids: list[list[int]], type_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,6 +232,8 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     if hidden.ndim != 3:
         return hidden[:0]  # caller reports the shape mismatch
     if pooling == "cls":
+        if hidden.shape[1] == 0:
+            return np.zeros((0, hidden.shape[2]), dtype=hidden.dtype)  # no token to take: the caller reports the shape
         return hidden[:, 0, :]
     weights = mask[:, : hidden.shape[1], None].astype(hidden.dtype)
     summed = (hidden * weights).sum(axis=1)
@@ -216,8 +243,14 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows divided by their L2 norm (clamped at 1e-12, as torch's ``normalize``)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    with np.errstate(over="ignore"):
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out = vectors / np.maximum(norms, 1e-12)
+    overflowed = ~np.isfinite(norms[:, 0]) & np.isfinite(vectors).all(axis=1)
+    if overflowed.any():  # finite rows too large to square in their own precision: divide in float64
+        wide = vectors[overflowed].astype(np.float64)
+        out[overflowed] = wide / np.linalg.norm(wide, axis=1, keepdims=True)
+    return out
 
 
 def load_tokenizer(path: Path, max_length: int) -> Tokenizer:

@@ -43,13 +43,22 @@ def fit_components(stacked: np.ndarray, dimension: int) -> tuple[np.ndarray, np.
 
 
 def reduce(queries: np.ndarray, corpus: np.ndarray, dimension: int) -> Projection:
-    """Project both sides to ``dimension`` (if smaller than native) and L2-normalise."""
+    """Project both sides to ``dimension`` (if smaller than native) and L2-normalise.
+
+    The stacked rows are fitted and projected in a canonical order (sorted by
+    their bytes), so the result does not depend on the order of the queries or
+    the corpus (docs/search.md).
+    """
     native = queries.shape[1]
     if dimension >= native:
         return Projection(dimension, False, 1.0, l2_normalize(queries), l2_normalize(corpus))
-    mean, components, explained = fit_components(np.vstack([queries, corpus]), dimension)
-    project = lambda x: l2_normalize((x.astype(np.float64) - mean) @ components.T).astype(np.float32)  # noqa: E731
-    return Projection(dimension, True, explained, project(queries), project(corpus))
+    stacked = np.ascontiguousarray(np.vstack([queries, corpus]), dtype=np.float32)
+    order = np.argsort(stacked.view(np.dtype((np.void, stacked.itemsize * native))).ravel(), kind="stable")
+    ordered = stacked[order]
+    mean, components, explained = fit_components(ordered, dimension)
+    projected = np.empty((len(stacked), dimension), dtype=np.float32)
+    projected[order] = l2_normalize((ordered.astype(np.float64) - mean) @ components.T).astype(np.float32)
+    return Projection(dimension, True, explained, projected[: len(queries)], projected[len(queries) :])
 
 
 def parse_dimensions(value: str | None) -> tuple[int, ...]:

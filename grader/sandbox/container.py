@@ -4,6 +4,11 @@ The grader's own wall-clock timer kills the container at the time limit (the
 SDK's wait timeout is a socket timeout, not a timer). OOM is read from the
 container's ``OOMKilled`` state, never guessed from exit code 137, which a kill
 at the time limit produces too.
+
+Each container is labelled with its owner (pid, start time, host, boot: see
+:mod:`grader.sandbox.owner`) and watched by a separate watchdog process
+(:mod:`grader.sandbox.watchdog`) that kills it a few seconds past its time
+limit, or at once if the grader dies, even by SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from typing import Any
 
 from grader.errors import SandboxUnavailable
 from grader.files import atomic_write_bytes
+from grader.sandbox import watchdog
 from grader.sandbox.engine import docker_client
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.owner import Owner
 
 #: Working user files may not exceed this in /tmp, and nothing may exec from it.
 _TMPFS_OPTIONS = "rw,nosuid,nodev,noexec,size={size}"
@@ -60,26 +67,38 @@ def run_container(
     environment: dict[str, str] | None = None,
     command: list[str] | None = None,
     user: str | None = None,
+    tmp_path: Path | None = None,
+    scratch_folders: list[Path] | None = None,
 ) -> ContainerOutcome:
-    """Run ``image_id``'s entrypoint under the sandbox's hardening and wait for it, at most ``limits.time_limit_s``."""
+    """Run ``image_id``'s entrypoint under the sandbox's hardening and wait for it, at most ``limits.time_limit_s``.
+
+    ``tmp_path`` is a capped disk-backed folder for ``/tmp``; without it ``/tmp``
+    is a tmpfs, whose cap is added to the memory limit (a tmpfs is charged to
+    memory). ``scratch_folders`` are owned folders the watchdog removes if the
+    grader dies.
+    """
     import docker.errors
     from docker.types import LogConfig, Ulimit
     from docker.types import Mount as DockerMount
 
     client = docker_client()
+    memory = limits.memory_bytes if tmp_path is not None else limits.memory_bytes + limits.tmp_bytes
+    mounts_all = [DockerMount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only) for m in mounts]
+    if tmp_path is not None:
+        mounts_all.append(DockerMount(target="/tmp", source=str(tmp_path), type="bind", read_only=False))
     config: dict[str, Any] = dict(
         image=image_id,
         command=command,
         detach=True,
         network_mode="none",
         read_only=True,
-        tmpfs={"/tmp": _TMPFS_OPTIONS.format(size=limits.tmp_bytes)},
-        mounts=[DockerMount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only) for m in mounts],
+        tmpfs={} if tmp_path is not None else {"/tmp": _TMPFS_OPTIONS.format(size=limits.tmp_bytes)},
+        mounts=mounts_all,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids,
-        mem_limit=limits.memory_bytes,
-        memswap_limit=limits.memory_bytes,
+        mem_limit=memory,
+        memswap_limit=memory,
         nano_cpus=int(limits.cpus * 1e9),
         ulimits=[
             Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
@@ -88,7 +107,7 @@ def run_container(
         init=True,
         log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": str(limits.log_bytes), "max-file": "1"}),
         environment={"HOME": "/tmp", **(environment or {})},
-        labels={"dev.grader.sandbox": "1"},
+        labels=Owner.current().labels(),
         stdin_open=False,
     )
     if user is not None:
@@ -99,13 +118,18 @@ def run_container(
         container = client.containers.create(**config)
     except docker.errors.APIError as exc:
         raise SandboxUnavailable(f"the engine refused to create the container: {exc.explanation or exc}") from None
+    guard = None
     try:
+        # The watchdog exists before the container runs: no moment where a killed grader leaves it unwatched.
+        guard = watchdog.spawn(container.id, limit_s=limits.time_limit_s, folders=scratch_folders or [])
         return _start_and_wait(container, limits, log_path)
     finally:
         try:
             container.remove(force=True)
         except docker.errors.APIError:
             pass
+        if guard is not None:
+            watchdog.stop(guard)
 
 
 def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None) -> ContainerOutcome:

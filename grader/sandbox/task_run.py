@@ -76,13 +76,16 @@ def run_task_container(
     With ``keep_output``, the raw output files are copied there first (safely),
     so a checker can report every problem in them, not only the first.
     """
-    with output_dir(scratch, limits.output_bytes) as output:
+    with output_dir(scratch, limits.output_bytes, limits.tmp_bytes) as output:
+        owned = [folder for folder in (output.scratch, staged.folder.parent) if folder is not None]
         outcome = run_container(
             image_id,
             mounts=[Mount(staged.folder, "/input", True), Mount(output.path, "/output", False), *(extra_mounts or [])],
             limits=limits,
             log_path=log_path,
             environment=environment,
+            tmp_path=output.tmp_path,
+            scratch_folders=owned,
         )
         if keep_output is not None:
             copy_outputs(output.path, keep_output, mode, max_bytes=limits.output_bytes)

@@ -151,4 +151,17 @@ def open_submission(path: str | Path, limits: ArchiveLimits = ArchiveLimits()) -
             _unpack_zip(path, dest, limits)
         else:
             _unpack_tar(path, dest, limits)
+        _normalise_modes(dest)
         yield _root_of(dest)
+
+
+def _normalise_modes(folder: Path) -> None:
+    """Give the unpacked tree plain modes (0755 folders, 0644 files).
+
+    The archive's own modes are not trusted (no setuid, no private files), and
+    the sandbox's unprivileged user must be able to read the tree, which is
+    mounted read-only at ``/submission``. The temporary parent stays 0700.
+    """
+    for entry in [folder, *folder.rglob("*")]:
+        if not entry.is_symlink():
+            entry.chmod(0o755 if entry.is_dir() else 0o644)

@@ -1,0 +1,199 @@
+"""``grader admin``: the host's commands, run against the competition's state folder (or database URL)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from sqlalchemy import func, select
+
+from grader.hosting.clock import iso, utcnow
+
+
+def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from grader.hosting.db.session import DB_FILE, open_database
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["state"]
+    if ctx.obj["database"] is None and not (state / DB_FILE).is_file():
+        # A mistyped --state must not silently create a second, empty competition.
+        raise HostingError(f"{state}: no competition database here", hint="start `grader serve --state DIR` once first, or pass --database URL")
+    return open_database(state, ctx.obj["database"])
+
+
+@click.group("admin")
+@click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), envvar="GRADER_STATE", help="The server's state folder.")
+@click.option("--database", default=None, envvar="GRADER_DATABASE", help="Database URL, if the server uses one.")
+@click.pass_context
+def admin(ctx: click.Context, state_dir: Path, database: str | None) -> None:
+    """Manage a hosted competition: participants, submissions, the clock, pins."""
+    ctx.obj = {"state": state_dir, "database": database}
+
+
+@admin.command("add-participant")
+@click.argument("name")
+@click.option("--team", default=None)
+@click.option("--baseline", is_flag=True, help="A host baseline (shown with a badge, never ranked).")
+@click.pass_context
+def add_participant(ctx: click.Context, name: str, team: str | None, baseline: bool) -> None:
+    """Create participant NAME and print its token (shown once; only its hash is stored)."""
+    from grader.hosting.services.participants import add_participant as add
+
+    with _db(ctx).session() as session:
+        _participant, token = add(session, name, team, baseline=baseline)
+    click.echo(token)
+    click.echo(f"participant {name!r} added; give them the token above (it is not stored and cannot be shown again)", err=True)
+
+
+@admin.command("revoke")
+@click.argument("name")
+@click.pass_context
+def revoke(ctx: click.Context, name: str) -> None:
+    """Revoke participant NAME's token."""
+    from grader.hosting.services.participants import revoke_participant
+
+    with _db(ctx).session() as session:
+        revoke_participant(session, name)
+    click.echo(f"revoked {name!r}")
+
+
+@admin.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_participants(ctx: click.Context, as_json: bool) -> None:
+    """List participants with their submission counts."""
+    from grader.hosting.db.models import Participant, Submission
+
+    with _db(ctx).session() as session:
+        rows = []
+        for p in session.scalars(select(Participant).order_by(Participant.name)).all():
+            count = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == p.id)) or 0
+            rows.append({"name": p.name, "team": p.team, "revoked": p.revoked_at is not None, "baseline": p.is_baseline, "submissions": count, "created_at": iso(p.created_at)})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['name']:<24} team={row['team'] or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}")
+
+
+@admin.command("submissions")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_submissions(ctx: click.Context, as_json: bool) -> None:
+    """Every submission with its state (host view)."""
+    from grader.hosting.db.models import Participant, Submission
+
+    with _db(ctx).session() as session:
+        rows = [{"id": s.id, "participant": p.name, "name": s.name, "track": s.track, "state": s.state, "failure_code": s.failure_code, "attempt": s.attempt, "score": s.public_score, "uploaded_at": iso(s.uploaded_at)}
+                for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['id']}  {r['participant']:<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {r['name']}")
+
+
+@admin.command("history")
+@click.argument("submission_id")
+@click.pass_context
+def history(ctx: click.Context, submission_id: str) -> None:
+    """The audit trail of one submission."""
+    from grader.hosting.db.models import Transition
+
+    with _db(ctx).session() as session:
+        for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all():
+            click.echo(f"{iso(t.at)}  {t.from_state or '-':>9} -> {t.to_state:<9} attempt {t.attempt}  {t.actor}: {t.reason}")
+
+
+def _competition(path: Path):  # type: ignore[no-untyped-def]
+    from grader.hosting.config import load_competition
+
+    return load_competition(path)
+
+
+@admin.command("rejudge")
+@click.argument("submission_id", required=False)
+@click.option("--all", "everything", is_flag=True, help="Every scored or failed submission.")
+@click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.pass_context
+def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max_attempts: int) -> None:
+    """Grade SUBMISSION_ID (or --all) again; earlier results are kept. The server picks the jobs up."""
+    from grader.errors import UsageError
+    from grader.hosting.db.models import State, Submission
+    from grader.hosting.services.dispatch import LocalDispatcher
+    from grader.hosting.services.lifecycle import rejudge as requeue
+
+    if bool(submission_id) == everything:
+        raise UsageError("give one SUBMISSION_ID or --all")
+    db = _db(ctx)
+    with db.session() as session:
+        ids = [submission_id] if submission_id else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
+    dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
+    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts)]
+    click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {sorted(set(ids) - set(done))}" if len(done) != len(ids) else ""))
+
+
+@admin.command("cancel")
+@click.argument("submission_id")
+@click.pass_context
+def cancel(ctx: click.Context, submission_id: str) -> None:
+    """Cancel a submission that has not ended (never charged to the participant)."""
+    from grader.hosting.errors import HostingError
+    from grader.hosting.services.lifecycle import cancel as stop
+
+    if not stop(_db(ctx), submission_id):
+        raise HostingError(f"{submission_id}: unknown or already finished")
+    click.echo(f"cancelled {submission_id}")
+
+
+@admin.command("end")
+@click.pass_context
+def end(ctx: click.Context) -> None:
+    """Close the competition now (uploads completed before this moment still count)."""
+    from grader.hosting.db.models import Setting
+
+    now = utcnow()
+    with _db(ctx).session() as session:
+        setting = session.get(Setting, "ended_at")
+        if setting is None:
+            session.add(Setting(key="ended_at", value=now.isoformat()))
+        else:
+            setting.value = now.isoformat()
+    click.echo(f"competition ended at {iso(now)}")
+
+
+@admin.command("repin")
+@click.option("--competition", "competition_file", required=True, type=click.Path(path_type=Path))
+@click.pass_context
+def repin(ctx: click.Context, competition_file: Path) -> None:
+    """Pin the benchmark data and grader version as they are now (after an intended change)."""
+    from grader.hosting.services.pins import repin as pin_now
+
+    with _db(ctx).session() as session:
+        pin = pin_now(session, _competition(competition_file))
+        click.echo(f"pinned grader {pin.grader_version}, benchmark {pin.digests.get('benchmark')} {pin.digests.get('version')} (pin {pin.id})")
+
+
+@admin.command("report")
+@click.argument("submission_id")
+@click.option("--out", "out_path", required=True, type=click.Path(path_type=Path))
+@click.pass_context
+def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
+    """Copy the full signed report of SUBMISSION_ID (host view, any time)."""
+    from grader.files import atomic_write_bytes
+    from grader.hosting.db.models import Result, Submission
+    from grader.hosting.errors import HostingError
+
+    with _db(ctx).session() as session:
+        submission = session.get(Submission, submission_id)
+        result = session.get(Result, submission.result_id) if submission is not None and submission.result_id else None
+        if result is None or result.envelope_path is None:
+            raise HostingError(f"{submission_id}: no signed report")
+        atomic_write_bytes(out_path, Path(result.envelope_path).read_bytes())
+    click.echo(str(out_path))
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to ``group``."""
+    group.add_command(admin)

@@ -1,0 +1,44 @@
+"""Public routes: the competition, the host's public key, health."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import PlainTextResponse
+
+from grader import __version__
+from grader.hosting.api.deps import context
+from grader.hosting.clock import iso
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Pin
+
+router = APIRouter(tags=["public"])
+
+#: The fixed URL of the host's public key (verify reports with ``grader verify REPORT --key host.pub``).
+HOST_KEY_PATH = "/host-key.pub"
+
+
+@router.get(HOST_KEY_PATH, response_class=PlainTextResponse, summary="The host's Ed25519 public key (PEM)")
+def host_key(ctx: ServerContext = Depends(context)) -> str:
+    return ctx.state.host_pub.read_text(encoding="ascii")
+
+
+@router.get("/api/v1/competition", summary="The competition: window, quotas, kinds, pinned data digests and grader version")
+def competition(ctx: ServerContext = Depends(context)) -> dict[str, Any]:
+    c = ctx.competition
+    with ctx.db.session() as session:
+        pin = session.get(Pin, ctx.pin_id)
+        assert pin is not None
+        pinned = {"grader_version": pin.grader_version, "digests": pin.digests, "pinned_at": iso(pin.pinned_at)}
+    return {
+        "name": c.name, "title": c.title, "benchmark": pin.digests.get("benchmark"), "split": ctx.split, "sample_split": ctx.sample_split, "tasks": ctx.tasks,
+        "start": iso(c.start), "end": iso(ctx.ends_at()), "kinds": list(c.kinds), "require_training_labels": c.require_training_labels,
+        "quotas": {"per_day": c.quotas.per_day, "total": c.quotas.total, "concurrent": c.quotas.concurrent, "sample_per_day": c.quotas.sample_per_day},
+        "limits": c.limits.as_report(), "upload_max_bytes": c.upload_max_bytes, "pin": pinned, "grader_version": __version__,
+    }
+
+
+@router.get("/healthz", summary="Liveness")
+def health() -> dict[str, str]:
+    return {"status": "ok"}

@@ -1,0 +1,177 @@
+"""The competition file: TOML, validated against ``grader/schemas/competition.schema.json``.
+
+Every error names the key (``quotas.per_day: ...``) and the file, so a host can
+fix it without reading the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from grader.errors import UsageError
+from grader.hosting.errors import CompetitionFileError
+from grader.sandbox.limits import SandboxLimits, parse_size
+
+DEFAULT_UPLOAD_BYTES = 512 << 20
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads(resources.files("grader.schemas").joinpath("competition.schema.json").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Per participant: hidden-split submissions per rolling 24 h, in total and at once; sample runs per 24 h."""
+
+    per_day: int = 5
+    total: int = 100
+    concurrent: int = 2
+    sample_per_day: int = 20
+
+
+@dataclass(frozen=True)
+class QueueTiming:
+    """Lease length, heartbeat period, how long a job may wait unclaimed before it is re-dispatched, reaper period."""
+
+    lease_s: float = 60.0
+    heartbeat_s: float = 10.0
+    redispatch_s: float = 30.0
+    reap_every_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class Competition:
+    """A validated competition file."""
+
+    name: str
+    benchmark: str
+    start: datetime
+    end: datetime
+    path: Path
+    title: str = ""
+    split: str | None = None
+    sample_split: str | None = None
+    tasks: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] = ("onnx", "docker")
+    require_training_labels: bool = False
+    max_attempts: int = 3
+    quotas: Quotas = field(default_factory=Quotas)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
+    queue: QueueTiming = field(default_factory=QueueTiming)
+
+    def benchmark_target(self) -> str:
+        """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file."""
+        candidate = (self.path.parent / self.benchmark)
+        if "/" in self.benchmark or self.benchmark.startswith(".") or (candidate.is_dir() and (candidate / "benchmark.json").exists()):
+            return str(candidate.resolve())
+        return self.benchmark
+
+
+def _jsonable(value: Any) -> Any:
+    """TOML date-times become RFC 3339 strings so the JSON Schema can see them."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (date, time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _key(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        missing = str(error.message).split("'")[1] if "'" in error.message else ""
+        parts.append(missing)
+    elif error.validator == "additionalProperties":
+        extra = str(error.message).split("'")[1] if "'" in error.message else ""
+        parts.append(extra)
+    return ".".join(p for p in parts if p) or "(top level)"
+
+
+def _utc(text: str, key: str, path: Path) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CompetitionFileError(f"not an RFC 3339 date-time: {text!r}", path=path, field=key) from None
+    if moment.tzinfo is None:
+        raise CompetitionFileError(f"{text!r} has no UTC offset; write e.g. 2027-01-31T23:59:59Z", path=path, field=key)
+    return moment.astimezone(UTC)
+
+
+def parse_competition(data: dict[str, Any], path: Path) -> Competition:
+    """Validate the parsed TOML ``data`` and build a :class:`Competition`."""
+    doc = _jsonable(data)
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if errors:
+        first = errors[0]
+        what = first.message if first.validator not in ("additionalProperties",) else "unknown key"
+        if first.validator == "required":
+            what = "required key is missing"
+        raise CompetitionFileError(what, path=path, field=_key(first), hint="see grader/schemas/competition.schema.json and competitions_example/mini.toml")
+    start = _utc(doc["start"], "start", path)
+    end = _utc(doc["end"], "end", path)
+    if end <= start:
+        raise CompetitionFileError("must be after start", path=path, field="end")
+    quotas = Quotas(**doc.get("quotas", {}))
+    limits_doc = dict(doc.get("limits", {}))
+    values: dict[str, Any] = {}
+    if "time_limit_s" in limits_doc:
+        values["time_limit_s"] = float(limits_doc["time_limit_s"])
+    if "cpus" in limits_doc:
+        values["cpus"] = float(limits_doc["cpus"])
+    if "runtime" in limits_doc:
+        values["runtime"] = limits_doc["runtime"]
+    try:
+        if "memory" in limits_doc:
+            values["memory_bytes"] = parse_size(limits_doc["memory"])
+        upload_bytes = parse_size(doc["upload"]["max_bytes"]) if "max_bytes" in doc.get("upload", {}) else DEFAULT_UPLOAD_BYTES
+    except UsageError as error:
+        raise CompetitionFileError(str(error), path=path, field="limits.memory / upload.max_bytes") from None
+    queue = QueueTiming(**{k: float(v) for k, v in doc.get("queue", {}).items()})
+    if queue.heartbeat_s >= queue.lease_s:
+        raise CompetitionFileError("must be shorter than queue.lease_s (a worker renews its lease by heartbeat)", path=path, field="queue.heartbeat_s")
+    return Competition(
+        name=doc["name"],
+        title=doc.get("title", ""),
+        benchmark=doc["benchmark"],
+        split=doc.get("split"),
+        sample_split=doc.get("sample_split"),
+        tasks=tuple(doc["tasks"]) if "tasks" in doc else None,
+        start=start,
+        end=end,
+        path=path.resolve(),
+        kinds=tuple(doc.get("kinds", ("onnx", "docker"))),
+        require_training_labels=bool(doc.get("require_training_labels", False)),
+        max_attempts=int(doc.get("max_attempts", 3)),
+        quotas=quotas,
+        limits=SandboxLimits(**values),
+        upload_max_bytes=upload_bytes,
+        queue=queue,
+    )
+
+
+def load_competition(path: str | Path) -> Competition:
+    """Read and validate a competition file; raise :class:`CompetitionFileError` naming the key on any problem."""
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise CompetitionFileError(f"cannot read: {error.strerror or error}", path=file) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise CompetitionFileError(f"not valid TOML: {error}", path=file) from None
+    return parse_competition(data, file)

@@ -1,0 +1,43 @@
+"""Everything the routes need, built once by the server: the one settings object."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import select
+
+from grader.hosting.config import Competition
+from grader.hosting.db.models import Setting
+from grader.hosting.db.session import Database
+from grader.hosting.ratelimit import FailureLimiter
+from grader.hosting.services.dispatch import LocalDispatcher
+from grader.hosting.storage import StateDir
+
+
+@dataclass
+class ServerContext:
+    """The competition, its database, state folder, dispatcher and pinned facts."""
+
+    competition: Competition
+    db: Database
+    state: StateDir
+    dispatcher: LocalDispatcher
+    pin_id: int
+    signing_key: Ed25519PrivateKey
+    benchmark_target: str
+    tasks: list[str]
+    split: str
+    sample_split: str
+    limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    submit_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ends_at(self) -> datetime:
+        """The competition's end: the file's, or earlier if the host ended it (``grader admin end``)."""
+        with self.db.session() as session:
+            ended = session.scalar(select(Setting.value).where(Setting.key == "ended_at"))
+        if ended is None:
+            return self.competition.end
+        return min(self.competition.end, datetime.fromisoformat(ended))

@@ -1,0 +1,1 @@
+"""The hosting database: SQLAlchemy 2 models, engine and session, migrations run at start."""

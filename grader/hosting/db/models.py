@@ -1,0 +1,193 @@
+"""Every table of the hosting database. The schema is versioned by Alembic (grader/hosting/migrations).
+
+A submission's state lives here and only here. It moves through
+:mod:`grader.hosting.services.lifecycle`, which writes one :class:`Transition`
+row per move, in the same transaction as the move.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A UTC instant: stored without zone (SQLite has none), always returned timezone-aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class State(str, enum.Enum):
+    """A submission's state. Terminal: scored, failed, error, cancelled."""
+
+    RECEIVED = "received"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SCORED = "scored"
+    FAILED = "failed"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (State.SCORED, State.FAILED, State.ERROR, State.CANCELLED)
+
+
+#: States that count against a participant's quota: everything the participant caused.
+#: ``failed`` only ever holds participant failures; platform failures end ``error``; host cancels ``cancelled``.
+CHARGED_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value, State.SCORED.value, State.FAILED.value)
+IN_FLIGHT_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+
+
+class Participant(Base):
+    """Someone who submits; authenticated by a token of which only the SHA-256 is stored."""
+
+    __tablename__ = "participants"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    team: Mapped[str | None] = mapped_column(String(100))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    is_baseline: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class Worker(Base):
+    """A worker allowed to claim jobs (local ones are re-keyed at every server start)."""
+
+    __tablename__ = "workers"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    #: Ed25519 public key (PEM) of a remote worker that signs its results; None for local workers.
+    public_key: Mapped[str | None] = mapped_column(Text)
+    local: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class Pin(Base):
+    """The benchmark data digests and grader version a competition grades with; exactly one is active."""
+
+    __tablename__ = "pins"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    competition: Mapped[str] = mapped_column(String(64))
+    grader_version: Mapped[str] = mapped_column(String(64))
+    digests: Mapped[dict[str, Any]]
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    pinned_at: Mapped[datetime]
+
+
+class Setting(Base):
+    """Small host-controlled values, e.g. ``ended_at`` (set by ``grader admin end``)."""
+
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Submission(Base):
+    """One upload and its job. ``attempt`` is the number of the newest claim; ``version`` guards every update."""
+
+    __tablename__ = "submissions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    #: ``hidden`` (the competition's split, counted in the quota) or ``sample`` (the public sample split, logs visible)
+    track: Mapped[str] = mapped_column(String(16))
+    split: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    failure_code: Mapped[str | None] = mapped_column(String(32))
+    upload_path: Mapped[str] = mapped_column(String(500))
+    upload_sha256: Mapped[str] = mapped_column(String(64))
+    upload_bytes: Mapped[int] = mapped_column(Integer)
+    content_digest: Mapped[str] = mapped_column(String(64))
+    #: When the upload completed: the deadline and the rolling quota are judged on it.
+    uploaded_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    #: When a job last became claimable or was last (re-)dispatched; the reaper re-dispatches older ones.
+    dispatched_at: Mapped[datetime | None]
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    #: The last attempt number allowed before the job ends ``error`` (INFRA); a rejudge raises it.
+    attempt_limit: Mapped[int] = mapped_column(Integer)
+    lease_worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
+    lease_expires_at: Mapped[datetime | None]
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    pin_id: Mapped[int] = mapped_column(ForeignKey("pins.id"))
+    public_score: Mapped[float | None] = mapped_column(Float)
+    result_id: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index("ix_submissions_state", "state"),
+        Index("ix_submissions_participant", "participant_id", "uploaded_at"),
+    )
+
+
+class Transition(Base):
+    """The audit trail: one row per state change, with its time, attempt and reason."""
+
+    __tablename__ = "transitions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(String(100))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime]
+
+
+class Attempt(Base):
+    """One claim of a job by a worker: its lease, heartbeats and how it ended."""
+
+    __tablename__ = "attempts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"))
+    claimed_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    lease_expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    #: ``result``, ``lease expired``, ``cancelled``, ``infra``...
+    outcome: Mapped[str | None] = mapped_column(String(32))
+
+
+class Result(Base):
+    """An accepted grade (immutable; a rejudge adds a row). Files live in the state folder."""
+
+    __tablename__ = "results"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    pin_id: Mapped[int] = mapped_column(ForeignKey("pins.id"))
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    failure_code: Mapped[str | None] = mapped_column(String(32))
+    #: The report's aggregate (what the public view may show, after rounding).
+    aggregate: Mapped[dict[str, Any] | None]
+    envelope_path: Mapped[str | None] = mapped_column(String(500))
+    report_path: Mapped[str | None] = mapped_column(String(500))
+    logs_path: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime]

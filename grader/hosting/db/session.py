@@ -1,0 +1,103 @@
+"""Engine, sessions and migrations. SQLite (WAL, in the state folder) by default; PostgreSQL by URL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from grader.hosting.errors import HostingError
+
+DB_FILE = "grader.sqlite3"
+
+
+def database_url(state_dir: Path, url: str | None) -> str:
+    """``url`` as given (``postgresql://`` means psycopg 3), else SQLite in the state folder."""
+    if url is None:
+        return f"sqlite:///{(state_dir / DB_FILE).resolve()}"
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers run beside the one writer; busy_timeout makes a writer wait instead of failing.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` (already normalised by :func:`database_url`)."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).resolve().parent.parent / "migrations"))
+    return config
+
+
+def migrate(engine: Engine) -> str:
+    """Bring the schema to the newest revision (Alembic, programmatically); return that revision."""
+    config = _alembic_config()
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            return str(MigrationContext.configure(connection).get_current_revision())
+    except SQLAlchemyError as error:
+        raise HostingError(f"database {engine.url.render_as_string(hide_password=True)}: cannot migrate: {error.__class__.__name__}: {str(error).splitlines()[0]}") from None
+
+
+def head_revision() -> str:
+    """The newest schema revision this grader knows."""
+    return str(ScriptDirectory.from_config(_alembic_config()).get_current_head())
+
+
+class Database:
+    """An engine with its session factory."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session committed on success, rolled back on error."""
+        with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(state_dir: Path, url: str | None = None, *, upgrade: bool = True) -> Database:
+    """Open (and migrate) the competition's database."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(database_url(state_dir, url))
+    if upgrade:
+        migrate(database.engine)
+    return database

@@ -1,0 +1,32 @@
+"""Errors of the hosting layer (part of the one hierarchy rooted at :class:`GraderError`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from grader.errors import GraderError, InputError
+
+
+class CompetitionFileError(InputError):
+    """The competition file is unreadable or breaks its schema; the message names the key."""
+
+
+class HostingError(GraderError):
+    """A hosting operation cannot be done (state folder, database, pins)."""
+
+
+class PinMismatch(HostingError):
+    """The benchmark data or the grader version differ from what the competition pinned."""
+
+
+class RefusedSubmission(GraderError):
+    """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
+
+    def __init__(self, message: str, *, status: int = 422, retry_at: datetime | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.retry_at = retry_at
+
+
+class ClientError(GraderError):
+    """``grader submit/status/submissions`` could not talk to the server or got an error answer."""

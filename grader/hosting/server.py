@@ -1,0 +1,149 @@
+"""``grader serve``: open the state, pin, start the reaper and the local workers, serve HTTP."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from grader.hosting.api.app import create_app
+from grader.hosting.config import Competition
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Submission
+from grader.hosting.db.session import Database, open_database
+from grader.hosting.services.dispatch import LocalDispatcher
+from grader.hosting.services.lifecycle import reap
+from grader.hosting.services.participants import rekey_local_worker
+from grader.hosting.services.pins import ensure_pin, grading_splits
+from grader.hosting.storage import StateDir
+
+log = logging.getLogger("grader.hosting")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``grader serve`` was asked to do."""
+
+    competition: Competition
+    state_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    database: str | None = None
+
+
+def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
+    """Everything before serving: database (migrated), pin check, host key, clean-up of half uploads."""
+    state = StateDir(options.state_dir)
+    signing_key = state.ensure_host_key()
+    db = open_database(state.root, options.database)
+    competition = options.competition
+    with db.session() as session:
+        pin = ensure_pin(session, competition)
+        pin_id = pin.id
+        known = set(session.scalars(select(Submission.id)).all())
+    state.clean_tmp()
+    state.clean_orphans(known)
+    _benchmark, tasks, split, sample = grading_splits(competition)
+    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=LocalDispatcher(), pin_id=pin_id, signing_key=signing_key,
+                        benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample)
+    return ctx, db
+
+
+class Reaper(threading.Thread):
+    """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        super().__init__(name="grader-reaper", daemon=True)
+        self.ctx = ctx
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        queue = self.ctx.competition.queue
+        while not self.stopping.wait(queue.reap_every_s):
+            try:
+                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                for what, ids in (("lease expired, re-queued", done.requeued), ("lease expired, attempt limit reached: error/INFRA", done.errored),
+                                  ("left received, queued", done.queued_received), ("waiting unclaimed, re-dispatched", done.redispatched)):
+                    if ids:
+                        log.warning("reaper: %s: %s", what, ", ".join(ids))
+            except Exception:  # the reaper must outlive a database hiccup
+                log.exception("reaper pass failed; retrying")
+
+
+class LocalWorkers(threading.Thread):
+    """Keeps ``count`` worker processes alive; they talk to this server over loopback HTTP."""
+
+    def __init__(self, ctx: ServerContext, count: int, url: str) -> None:
+        super().__init__(name="grader-local-workers", daemon=True)
+        self.ctx = ctx
+        self.count = count
+        self.url = url
+        self.stopping = threading.Event()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.tokens: dict[str, str] = {}
+        with ctx.db.session() as session:
+            for index in range(1, count + 1):
+                self.tokens[f"local-{index}"] = rekey_local_worker(session, f"local-{index}")
+
+    def _start(self, name: str) -> None:
+        env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])
+        log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        process = subprocess.Popen([sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name, "--exit-with-parent"], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        log_file.close()
+        self.processes[name] = process
+        (self.ctx.state.run / f"{name}.pid").write_text(f"{process.pid}\n")
+
+    def run(self) -> None:
+        for name in self.tokens:
+            self._start(name)
+        while not self.stopping.wait(0.5):
+            for name, process in list(self.processes.items()):
+                if process.poll() is not None:  # a lost worker: its lease expires and the reaper re-queues its job
+                    log.warning("worker %s exited with %s; restarting", name, process.returncode)
+                    self._start(name)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for process in self.processes.values():
+            process.terminate()
+        deadline = time.monotonic() + 5
+        for process in self.processes.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def serve(options: ServeOptions) -> None:
+    """Run the server until interrupted."""
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    ctx, db = prepare(options)
+    reaper = Reaper(ctx)
+    url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
+    workers = LocalWorkers(ctx, options.workers, url) if options.workers > 0 else None
+
+    def on_start() -> None:
+        reaper.start()
+        if workers is not None:
+            workers.start()
+
+    def on_stop() -> None:
+        reaper.stopping.set()
+        if workers is not None:
+            workers.stop()
+        db.dispose()
+
+    app = create_app(ctx, on_start=on_start, on_stop=on_stop)
+    print(f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)

@@ -1,0 +1,42 @@
+"""Dispatch: telling workers that a committed job is waiting.
+
+The database is the queue; a dispatch is only a wake-up call, sent after the
+commit that made the job claimable. A lost dispatch costs latency, never a
+submission: the reaper re-dispatches jobs that wait unclaimed too long. A
+broker-backed dispatcher (Celery, issue 14) implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+
+class Dispatcher(Protocol):
+    """Wakes workers for a job that is already committed as ``queued``."""
+
+    def dispatch(self, submission_id: str) -> None: ...
+
+
+class LocalDispatcher:
+    """Wakes the long-polling ``claim`` requests of this server's workers."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._generation = 0
+
+    def dispatch(self, submission_id: str) -> None:
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
+
+    def generation(self) -> int:
+        """A counter that changes on every dispatch (read it before looking for work)."""
+        with self._condition:
+            return self._generation
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
+        with self._condition:
+            if self._generation == seen:
+                self._condition.wait(timeout)

@@ -1,0 +1,83 @@
+"""Fair quotas: what a participant may still submit, and when the next submission becomes possible.
+
+Only what the participant caused counts (states in ``CHARGED_STATES``:
+in flight, scored, or ``failed`` with a participant failure code). Platform
+failures (``error``: INFRA, lost workers) and host cancellations never count.
+Windows roll over the upload completion times, in UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from grader.hosting.clock import iso
+from grader.hosting.config import Competition
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Submission
+from grader.hosting.errors import RefusedSubmission
+
+DAY = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    """Counts and limits for one participant and track."""
+
+    track: str
+    used_24h: int
+    per_day: int
+    used_total: int | None
+    total: int | None
+    in_flight: int
+    concurrent: int
+    next_possible_at: datetime | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "track": self.track,
+            "used_24h": self.used_24h,
+            "per_day": self.per_day,
+            "used_total": self.used_total,
+            "total": self.total,
+            "in_flight": self.in_flight,
+            "concurrent": self.concurrent,
+            "next_possible_at": iso(self.next_possible_at),
+        }
+
+
+def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
+    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``."""
+    quotas = competition.quotas
+    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES))
+    window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
+    in_flight = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))) or 0
+    per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
+    total_used = session.scalar(select(func.count()).select_from(Submission).where(*mine)) if track == "hidden" else None
+    total = quotas.total if track == "hidden" else None
+    next_at: datetime | None = None
+    if len(window) >= per_day and per_day > 0:
+        next_at = window[len(window) - per_day] + DAY
+    elif per_day == 0:
+        next_at = None
+    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at)
+
+
+def check_quota(session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime) -> None:
+    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now."""
+    if now < competition.start:
+        raise RefusedSubmission(f"the competition opens at {iso(competition.start)}", status=403, retry_at=competition.start)
+    if now >= ends_at:
+        raise RefusedSubmission(f"the competition closed at {iso(ends_at)}; no further submissions are possible", status=403)
+    status = quota_status(session, competition, participant_id, track, now)
+    if status.total is not None and status.used_total is not None and status.used_total >= status.total:
+        raise RefusedSubmission(f"total quota used: {status.used_total} of {status.total} submissions; no further submissions are possible", status=429)
+    if status.used_24h >= status.per_day:
+        if status.per_day == 0:
+            raise RefusedSubmission(f"{track} submissions are not allowed in this competition", status=403)
+        retry = status.next_possible_at
+        raise RefusedSubmission(f"daily quota used: {status.used_24h} of {status.per_day} {track} submissions in the last 24 h; the next is possible at {iso(retry)}", status=429, retry_at=retry)
+    if status.in_flight >= status.concurrent:
+        raise RefusedSubmission(f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends", status=429)

@@ -1,0 +1,147 @@
+"""Accepting a worker's result: exactly once, from the holder of the current lease, then signed by the host.
+
+A result names its attempt. A result of a stale attempt (the lease expired and
+the job was handed on, the host cancelled it, or it was already accepted) is
+discarded and changes nothing. A platform failure (INFRA, data that does not
+match the pinned digests, a malformed report) returns the job to the queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from grader.errors import ReportError
+from grader.files import atomic_write_text
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import Pin, Result, State, Submission
+from grader.hosting.db.session import Database
+from grader.hosting.host_key import sign_and_store
+from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
+from grader.hosting.storage import StateDir
+from grader.reports.model import validate_report
+
+#: What a hidden-split task failure says in the signed report: the code only, never the container's stderr.
+WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with the host)"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error`` or ``stale``."""
+
+    status: str
+    state: str | None = None
+
+
+def task_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's task entries, whether stored as a mapping by name or a list."""
+    tasks = report.get("tasks", {})
+    if isinstance(tasks, dict):
+        return [{"name": name, **entry} for name, entry in tasks.items()]
+    return list(tasks)
+
+
+def _scrub_hidden(report: dict[str, Any]) -> dict[str, Any]:
+    """Replace every task failure message (it may carry the container's stderr) by a fixed text."""
+    tasks = report.get("tasks", {})
+    entries = tasks.values() if isinstance(tasks, dict) else tasks
+    for entry in entries:
+        failure = entry.get("failure")
+        if isinstance(failure, dict) and "message" in failure:
+            failure["message"] = WITHHELD
+    return report
+
+
+def _classify(report: dict[str, Any], pin: Pin, split: str, *, kind: str, content_digest: str) -> tuple[State | None, str | None, str]:
+    """(final state, failure code, reason); state None means a platform failure (retry)."""
+    subject = report.get("subject", {})
+    # An ONNX report names the digest of the upload's content: it must be the upload this job holds.
+    if kind == "onnx" and subject.get("digest", {}).get("sha256") != content_digest:
+        return None, INFRA, "the report is about another submission than the upload of this job"
+    codes: list[str] = []
+    pinned = pin.digests.get("tasks", {})
+    for entry in task_entries(report):
+        expected = pinned.get(entry["name"], {}).get(split)
+        if expected is None or entry.get("data_digest", {}).get("sha256") != expected:
+            return None, INFRA, f"task {entry['name']}: graded on data that does not match the pinned digest"
+        failure = entry.get("failure")
+        if entry.get("status") != "scored" and isinstance(failure, dict):
+            codes.append(str(failure.get("code")))
+    if INFRA in codes or any(code not in PARTICIPANT_CODES for code in codes):
+        return None, INFRA, "a task failed for a platform reason"
+    if codes:
+        return State.FAILED, codes[0], "a task failed"
+    return State.SCORED, None, "all tasks scored"
+
+
+def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
+    if not logs:
+        return None
+    target = folder / "logs"
+    target.mkdir(parents=True, exist_ok=True)
+    for index, (name, text) in enumerate(sorted(logs.items())):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or f"log{index}"
+        atomic_write_text(target / f"{safe}.log", text)
+    return target
+
+
+def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]) -> Verdict:
+    """Judge and record one posted result (see the module docstring)."""
+    with db.session() as session:
+        submission = session.get(Submission, submission_id)
+        if not holds_lease(submission, attempt, worker_id):
+            return Verdict("stale")
+        assert submission is not None
+        pin = session.get(Pin, submission.pin_id)
+        assert pin is not None
+        track, split, kind, content_digest = submission.track, submission.split, submission.kind, submission.content_digest
+    report = payload.get("report")
+    code = payload.get("failure_code")
+    folder = state.result_dir(submission_id, attempt)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    logs_path = _write_logs(folder, {str(k): str(v) for k, v in (payload.get("logs") or {}).items()})
+    final: State | None
+    reason = str(payload.get("message", ""))[:2000]
+    envelope = plain = None
+    aggregate: dict[str, Any] | None = None
+    if isinstance(report, dict):
+        try:
+            validate_report(report)
+            final, code, why = _classify(report, pin, split, kind=kind, content_digest=content_digest)
+            if final is not None:
+                if track == "hidden":
+                    report = _scrub_hidden(report)
+                envelope, plain = sign_and_store(report, key, folder)
+                aggregate = report.get("aggregate")
+            reason = why if final is not None else f"{why} {reason}".strip()
+        except ReportError as error:
+            final, code, reason = None, INFRA, f"malformed report from the worker: {error}"
+    elif code in PARTICIPANT_CODES:
+        final = State.FAILED
+    else:
+        final, code = None, INFRA
+    with db.session() as session:
+        submission = session.get(Submission, submission_id)
+        if not holds_lease(submission, attempt, worker_id):
+            shutil.rmtree(folder, ignore_errors=True)
+            return Verdict("stale")
+        assert submission is not None
+        if final is None:
+            outcome = retry_or_error(session, submission, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {code}: {reason}"[:2000])
+            return Verdict("requeued" if outcome is State.QUEUED else "error", outcome.value if outcome else None)
+        score = aggregate.get("score") if isinstance(aggregate, dict) else None
+        result = Result(submission_id=submission_id, attempt=attempt, pin_id=submission.pin_id, worker_id=worker_id, state=final.value, failure_code=code, aggregate=aggregate,
+                        envelope_path=None if envelope is None else str(envelope), report_path=None if plain is None else str(plain), logs_path=None if logs_path is None else str(logs_path), created_at=utcnow())
+        session.add(result)
+        session.flush()
+        end_attempt(session, submission_id, attempt, "result")
+        if not move(session, submission, final, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {reason}"[:2000], expect=(State.RUNNING,), failure_code=code,
+                    public_score=score if isinstance(score, (int, float)) else None, result_id=result.id, lease_worker_id=None, lease_expires_at=None):
+            raise RuntimeError("lost a race while holding the lease")  # rolled back; the worker retries and is told stale
+        return Verdict("accepted", final.value)

@@ -1,0 +1,142 @@
+"""Turning a complete upload into a submission, and what a participant may see of one.
+
+Order matters: the upload is checked (the same code as ``grader check`` steps
+1-2), renamed to a server-chosen name, then the row is committed in
+``received``, then moved to ``queued`` and dispatched. A crash between any two
+steps leaves either nothing (the start-up clean-up removes the file) or a
+``received`` row that the reaper queues.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from grader.errors import GraderError
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Participant, Result, State, Submission, Transition
+from grader.hosting.errors import RefusedSubmission
+from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
+from grader.hosting.services.quotas import check_quota
+from grader.hosting.storage import StoredUpload
+from grader.hosting.validation import check_submission
+
+_PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
+
+
+def _plain(message: str) -> str:
+    """An error message without the server's own paths (temporary folders)."""
+    return _PATHS.sub("", message)[:500]
+
+
+def refuse_early(ctx: ServerContext, participant: Participant, track: str) -> None:
+    """Refuse before the body is read when the quota or window already forbids a submission."""
+    with ctx.db.session() as session:
+        check_quota(session, ctx.competition, participant.id, track, utcnow(), ctx.ends_at())
+
+
+def create_submission(ctx: ServerContext, participant: Participant, track: str, upload: StoredUpload) -> Submission:
+    """Check the upload and commit it as a queued submission; the upload file is consumed either way."""
+    uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
+    competition = ctx.competition
+    try:
+        try:
+            checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
+        except GraderError as error:
+            raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
+        submission_id = new_submission_id()
+        final_path = ctx.state.upload_path(submission_id)
+        with ctx.submit_lock, ctx.db.session() as session:
+            check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at())
+            os.replace(upload.path, final_path)
+            submission = Submission(
+                id=submission_id, participant_id=participant.id, name=checked.name, kind=checked.kind, track=track,
+                split=ctx.split if track == "hidden" else ctx.sample_split, state=State.RECEIVED.value, failure_code=None,
+                upload_path=final_path.name, upload_sha256=upload.sha256, upload_bytes=upload.size, content_digest=checked.digest,
+                uploaded_at=uploaded_at, updated_at=uploaded_at, dispatched_at=None, attempt=0, attempt_limit=competition.max_attempts,
+                lease_worker_id=None, lease_expires_at=None, version=0, pin_id=ctx.pin_id, public_score=None, result_id=None,
+            )
+            record_received(session, submission)
+    finally:
+        upload.path.unlink(missing_ok=True)
+    enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")
+    return submission
+
+
+def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
+    """What the submitting participant may see: state and failure code always; the public aggregate
+    (rounded to 4 decimals) for hidden-split grades; for sample-split runs also the last log line."""
+    view: dict[str, Any] = {
+        "id": submission.id,
+        "name": submission.name,
+        "kind": submission.kind,
+        "track": submission.track,
+        "split": submission.split,
+        "state": submission.state,
+        "failure_code": submission.failure_code,
+        "uploaded_at": iso(submission.uploaded_at),
+        "updated_at": iso(submission.updated_at),
+        "sha256": submission.upload_sha256,
+        "score": None if submission.public_score is None else round(submission.public_score, 4),
+        "report_available": bool(submission.result_id) and (submission.track == "sample" or ended),
+    }
+    if submission.track == "sample":
+        view["last_log_line"] = last_log_line(ctx, submission)
+    return view
+
+
+def result_of(ctx: ServerContext, submission: Submission) -> Result | None:
+    """The submission's current accepted result."""
+    if submission.result_id is None:
+        return None
+    with ctx.db.session() as session:
+        return session.get(Result, submission.result_id)
+
+
+def sample_logs(ctx: ServerContext, submission: Submission) -> dict[str, str]:
+    """Container logs of a sample-split run (never called for hidden grades)."""
+    if submission.track != "sample":
+        return {}
+    result = result_of(ctx, submission)
+    if result is None or result.logs_path is None:
+        return {}
+    folder = Path(result.logs_path)
+    return {path.stem: path.read_text(encoding="utf-8", errors="replace") for path in sorted(folder.glob("*.log"))}
+
+
+def last_log_line(ctx: ServerContext, submission: Submission) -> str | None:
+    """The last non-empty log line of a sample-split run."""
+    for text in reversed(list(sample_logs(ctx, submission).values())):
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1][-500:]
+    return None
+
+
+def own_submission(ctx: ServerContext, participant: Participant, submission_id: str) -> Submission | None:
+    """The submission if it belongs to ``participant`` (else None: the route answers 404, not 403)."""
+    if len(submission_id) > 40:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+        if submission is None or submission.participant_id != participant.id:
+            return None
+        return submission
+
+
+def own_submissions(ctx: ServerContext, participant: Participant) -> list[Submission]:
+    """All of ``participant``'s submissions, newest first."""
+    with ctx.db.session() as session:
+        return list(session.scalars(select(Submission).where(Submission.participant_id == participant.id).order_by(Submission.uploaded_at.desc())).all())
+
+
+def history(ctx: ServerContext, submission_id: str) -> list[dict[str, Any]]:
+    """The audit trail of a submission (host view)."""
+    with ctx.db.session() as session:
+        rows = session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all()
+        return [{"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": r.actor, "reason": r.reason, "at": iso(r.at)} for r in rows]

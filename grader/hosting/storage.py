@@ -1,0 +1,106 @@
+"""The state folder: uploads, reports, host-only logs and the host key, under names the server chooses.
+
+    DIR/grader.sqlite3          the database (unless --database)
+    DIR/keys/grader.key, .pub   the host's signing key (0600) and its public half
+    DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in progress
+    DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only)
+    DIR/run/                    pid files of the local workers
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from grader.hosting.errors import RefusedSubmission
+from grader.hosting.host_key import ensure_host_key
+from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """An upload written completely to a temporary file."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
+class StateDir:
+    """Paths inside the state folder, and the few operations on them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.uploads = self.root / "uploads"
+        self.tmp = self.uploads / "tmp"
+        self.results = self.root / "results"
+        self.keys = self.root / "keys"
+        self.run = self.root / "run"
+        for folder in (self.root, self.uploads, self.tmp, self.results, self.keys, self.run):
+            folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.keys, 0o700)
+
+    @property
+    def host_key(self) -> Path:
+        return self.keys / PRIVATE_KEY_NAME
+
+    @property
+    def host_pub(self) -> Path:
+        return self.keys / PUBLIC_KEY_NAME
+
+    def ensure_host_key(self) -> Ed25519PrivateKey:
+        """Create the host's Ed25519 key pair on first start (private half 0600, optionally encrypted); load it."""
+        return ensure_host_key(self.keys)
+
+    def upload_path(self, submission_id: str) -> Path:
+        return self.uploads / f"{submission_id}.tar.gz"
+
+    def result_dir(self, submission_id: str, attempt: int) -> Path:
+        return self.results / submission_id / str(attempt)
+
+    def clean_tmp(self) -> int:
+        """Remove uploads a crash left half-written; return how many."""
+        count = 0
+        for path in self.tmp.iterdir():
+            path.unlink(missing_ok=True) if path.is_file() else shutil.rmtree(path, ignore_errors=True)
+            count += 1
+        return count
+
+    def clean_orphans(self, known_ids: set[str]) -> int:
+        """Remove accepted-upload files no submission row names (a crash between rename and commit)."""
+        count = 0
+        for path in self.uploads.glob("*.tar.gz"):
+            if path.name.removesuffix(".tar.gz") not in known_ids:
+                path.unlink(missing_ok=True)
+                count += 1
+        return count
+
+    async def receive(self, chunks: AsyncIterator[bytes], max_bytes: int) -> StoredUpload:
+        """Write a streamed upload to a temporary file, refusing it as soon as it passes ``max_bytes``.
+
+        Nothing beyond the cap is written, and a refused or broken upload leaves no file.
+        """
+        path = self.tmp / f"{secrets.token_hex(12)}.tar.gz"
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with open(path, "xb") as out:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise RefusedSubmission(f"upload larger than the competition's cap of {max_bytes} bytes", status=413)
+                    digest.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        return StoredUpload(path, digest.hexdigest(), size)

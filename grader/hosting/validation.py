@@ -1,0 +1,89 @@
+"""Checks of an upload before it becomes a submission: the same code as ``grader check`` steps 1-2.
+
+Step 1 (archive and manifest) is the grader's own: :func:`open_submission`
+(no links, no ``..``, bounded size), :func:`load_manifest` and the content
+digest. Step 2 (intake) is its static part: the ONNX model's graph and
+tokenizer are inspected without running them; a Docker submission must carry
+its image as a ``docker save`` tar inside the upload (a server never grades an
+image named by tag: that would let a participant run any image on the host).
+The client runs the same function before uploading; the server runs it again.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from grader.errors import SubmissionError
+from grader.submissions.archive import ArchiveLimits, open_submission
+from grader.submissions.digest import submission_digest
+from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
+from grader.submissions.onnx_intake import inspect_onnx_model
+
+MAX_NAME_CHARS = 200
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class CheckedSubmission:
+    """What the checks learnt: the manifest and the content digest."""
+
+    manifest: Manifest
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.kind
+
+
+def check_manifest_rules(manifest: Manifest, *, path: Path, kinds: tuple[str, ...], require_training_labels: bool) -> None:
+    """The competition's own rules on a manifest (kind allowed, name length, training labels)."""
+    if len(manifest.name) > MAX_NAME_CHARS or any(ord(c) < 32 for c in manifest.name):
+        raise SubmissionError(f"must be at most {MAX_NAME_CHARS} printable characters", path=path, field="name")
+    if manifest.kind not in kinds:
+        raise SubmissionError(f"{manifest.kind!r} submissions are not accepted here (allowed: {', '.join(kinds)})", path=path, field="kind")
+    if require_training_labels and manifest.training.setting is None:
+        raise SubmissionError("this competition requires training labels (setting and datasets)", path=path, field="training")
+    if isinstance(manifest, DockerManifest) and manifest.mode == "translate":
+        raise SubmissionError("translate-mode images are not graded on retrieval tasks", path=path, field="mode")
+
+
+def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path) -> None:
+    reference = manifest.image
+    relative = PurePosixPath(reference)
+    if not reference.endswith(".tar") or relative.is_absolute() or ".." in relative.parts:
+        raise SubmissionError("a Docker submission must carry its image as a `docker save` .tar inside the upload (grader submit does this)", path=path, field="image")
+    tar_path = folder / relative
+    if tar_path.is_symlink() or not tar_path.is_file():
+        raise SubmissionError(f"{reference!r} is not a file in the upload", path=path, field="image")
+    try:
+        with tarfile.open(tar_path, "r:") as tar:
+            names = set(tar.getnames())
+    except (tarfile.TarError, OSError) as error:
+        raise SubmissionError(f"{reference!r} is not a readable docker save tar: {error}", path=path, field="image") from None
+    if "manifest.json" not in names:
+        raise SubmissionError(f"{reference!r} has no manifest.json: not a docker save tar", path=path, field="image")
+
+
+def check_submission(upload: Path, *, kinds: tuple[str, ...] = ("onnx", "docker"), require_training_labels: bool = False, image_as_tar: bool = True, limits: ArchiveLimits = ArchiveLimits()) -> CheckedSubmission:
+    """Check an upload (folder or archive): archive, manifest, competition rules, static intake.
+
+    Raises :class:`SubmissionError` (one line naming the file and field) on the first problem.
+    """
+    with open_submission(upload, limits) as folder:
+        manifest_path = folder / "submission.json"
+        if manifest_path.is_file() and manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise SubmissionError(f"larger than {MAX_MANIFEST_BYTES} bytes", path="submission.json")
+        manifest = load_manifest(folder)
+        check_manifest_rules(manifest, path=Path("submission.json"), kinds=kinds, require_training_labels=require_training_labels)
+        digest = submission_digest(folder)
+        if isinstance(manifest, OnnxManifest):
+            inspect_onnx_model(folder, manifest)
+        elif isinstance(manifest, DockerManifest) and image_as_tar:
+            _check_image_tar(folder, manifest, Path("submission.json"))
+    return CheckedSubmission(manifest, digest)

@@ -1,0 +1,159 @@
+"""The worker loop, over HTTP only (no database credentials): claim, fetch, grade with heartbeats, post.
+
+A worker that dies mid-grade simply stops heartbeating; the server's reaper
+re-queues the job. A result the server calls stale (409) is dropped. Posting
+is retried with back-off until the lease would have expired anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from grader.hosting.grading_adapter import GradeRequest, grade_upload, limits_from_json
+
+log = logging.getLogger("grader.worker")
+
+
+class WorkerApi:
+    """The worker API of one server."""
+
+    def __init__(self, server: str, token: str) -> None:
+        self.http = httpx.Client(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(60.0, connect=5.0))
+
+    def claim(self, wait_s: float) -> dict[str, Any] | None:
+        response = self.http.post("/api/v1/worker/claim", json={"wait_s": wait_s}, timeout=wait_s + 30)
+        if response.status_code == 204:
+            return None
+        response.raise_for_status()
+        return response.json()  # type: ignore[no-any-return]
+
+    def heartbeat(self, submission_id: str, attempt: int) -> bool:
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json={"attempt": attempt})
+        if response.status_code == 409:
+            return False
+        response.raise_for_status()
+        return True
+
+    def download(self, submission_id: str, attempt: int, target: Path) -> str:
+        digest = hashlib.sha256()
+        with self.http.stream("GET", f"/api/v1/worker/jobs/{submission_id}/upload", params={"attempt": attempt}) as response:
+            response.raise_for_status()
+            with open(target, "wb") as out:
+                for chunk in response.iter_bytes(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+        return digest.hexdigest()
+
+    def post_result(self, submission_id: str, payload: dict[str, Any]) -> str:
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=payload)
+        if response.status_code == 409:
+            return "stale"
+        response.raise_for_status()
+        return str(response.json().get("status"))
+
+
+class Heartbeat(threading.Thread):
+    """Renews the lease every ``period`` seconds; sets ``lost`` when the server calls the attempt stale."""
+
+    def __init__(self, api: WorkerApi, submission_id: str, attempt: int, period: float) -> None:
+        super().__init__(daemon=True)
+        self.api, self.submission_id, self.attempt, self.period = api, submission_id, attempt, period
+        self.done = threading.Event()
+        self.lost = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.period):
+            try:
+                if not self.api.heartbeat(self.submission_id, self.attempt):
+                    self.lost.set()
+                    return
+            except httpx.HTTPError:
+                continue  # transient; the lease is longer than a few missed beats
+
+
+def _post_with_retry(api: WorkerApi, submission_id: str, payload: dict[str, Any], give_up_after: float) -> str:
+    delay = 0.5
+    deadline = time.monotonic() + give_up_after
+    while True:
+        try:
+            return api.post_result(submission_id, payload)
+        except httpx.HTTPError as error:
+            if time.monotonic() > deadline:
+                log.error("giving up posting %s: %s (the lease expires and the job is re-attempted)", submission_id, error)
+                return "unposted"
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
+    """Grade one claimed job and post its result; return the server's verdict."""
+    submission_id, attempt = job["submission_id"], int(job["attempt"])
+    beat = Heartbeat(api, submission_id, attempt, float(job["heartbeat_s"]))
+    beat.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
+            work = Path(scratch)
+            upload = work / "upload.tar.gz"
+            if api.download(submission_id, attempt, upload) != job["upload_sha256"]:
+                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": "upload digest mismatch in transfer"}
+            else:
+                request = GradeRequest(benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"]))
+                outcome = grade_upload(upload, request, work)
+                payload = {"attempt": attempt, "report": outcome.report, "failure_code": outcome.failure_code, "message": outcome.message[-20000:], "logs": outcome.logs}
+    finally:
+        beat.done.set()
+    if beat.lost.is_set():
+        log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
+    return _post_with_retry(api, submission_id, payload, give_up_after=float(job["lease_s"]))
+
+
+class ParentWatch(threading.Thread):
+    """Ends a local worker whose server died (kill -9 leaves no one to stop it); its lease then expires."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.parent = os.getppid()
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != self.parent:
+                os._exit(3)
+
+
+def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False) -> None:
+    """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
+    if exit_with_parent:
+        ParentWatch().start()
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    api = WorkerApi(server, token)
+    backoff = 0.2
+    while not stopping.is_set():
+        try:
+            job = api.claim(wait_s=5.0)
+        except httpx.HTTPError as error:
+            log.info("server not reachable (%s); retrying", type(error).__name__)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+            continue
+        backoff = 0.2
+        if job is None:
+            continue
+        log.info("claimed %s attempt %s", job["submission_id"], job["attempt"])
+        verdict = grade_job(api, job)
+        log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+        if once:
+            return

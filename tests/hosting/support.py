@@ -1,0 +1,139 @@
+"""Helpers of the hosting tests: a real `grader serve` in a subprocess, competition files, admin commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from click.testing import CliRunner
+
+from grader.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Short leases and a fast reaper, so fault tests end in seconds.
+FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(value)
+
+
+def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = None, **top: Any) -> Path:
+    """A competition file on mini (overridable), with fast queue timings and small limits."""
+    values: dict[str, Any] = {"name": "test-comp", "benchmark": "mini", "split": "test", "sample_split": "dev", "start": "2020-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "max_attempts": 3}
+    values.update(top)
+    sections: dict[str, dict[str, Any]] = {"queue": dict(FAST_QUEUE), "limits": {"time_limit_s": 60, "memory": "2g", "cpus": 1}, "quotas": {"per_day": 5, "total": 20, "concurrent": 2, "sample_per_day": 5}}
+    for name, table in (tables or {}).items():
+        sections.setdefault(name, {}).update(table)
+    lines = []
+    for key, value in values.items():
+        lines.append(f"{key} = {value}" if key in ("start", "end") else f"{key} = {toml_value(value)}")
+    for name, table in sections.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {toml_value(value)}" for key, value in table.items())
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def admin(state: Path, *args: str, database: str | None = None) -> str:
+    """Run `grader admin --state STATE ARGS...` in-process; return stdout; fail on a non-zero exit."""
+    extra = ["--database", database] if database else []
+    result = CliRunner().invoke(cli, ["admin", "--state", str(state), *extra, *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real `grader` command in a subprocess."""
+    return subprocess.run([sys.executable, "-c", "from grader.cli.main import main; main()", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+
+
+class Server:
+    """`grader serve` in a subprocess on a free loopback port."""
+
+    def __init__(self, competition: Path, state: Path, *, workers: int = 1, database: str | None = None) -> None:
+        self.competition, self.state, self.workers, self.database = competition, state, workers, database
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = state.parent / f"{state.name}-server.log"
+
+    def start(self, *, expect_ok: bool = True) -> Server:
+        args = ["serve", "--competition", str(self.competition), "--state", str(self.state), "--port", str(self.port), "--workers", str(self.workers)]
+        if self.database:
+            args += ["--database", self.database]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        if expect_ok:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited {self.process.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("server did not start")
+
+    def worker_pids(self) -> list[int]:
+        return [int(p.read_text()) for p in sorted((self.state / "run").glob("local-*.pid"))]
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        for pid in self.worker_pids():  # workers end with their parent; make sure
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 0.2, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns a truthy value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,83 @@
+"""The competition file: the example works; every error names its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.hosting.config import load_competition
+from grader.hosting.errors import CompetitionFileError
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = 'name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00Z\nend = 2027-01-01T00:00:00Z\n'
+
+
+def test_example_competition_loads() -> None:
+    competition = load_competition(REPO / "competitions_example" / "mini.toml")
+    assert competition.benchmark_target() == "mini"
+    assert competition.quotas.per_day == 5 and competition.quotas.sample_per_day == 20
+    assert competition.limits.memory_bytes == 4 << 30 and competition.upload_max_bytes == 512 << 20
+    assert competition.start.tzinfo is not None and competition.end > competition.start
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "what"),
+    [
+        (BASE + "[quotas]\nper_day = -1\n", "quotas.per_day", "minimum"),
+        (BASE + "[limits]\nmemory = \"lots\"\n", "limits.memory", "does not match"),
+        (BASE + "surprise = 1\n", "surprise", "unknown key"),
+        ('name = "c"\nstart = 2026-01-01T00:00:00Z\nend = 2027-01-01T00:00:00Z\n', "benchmark", "required"),
+        ('name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00\nend = 2027-01-01T00:00:00Z\n', "start", "no UTC offset"),
+        ('name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00Z\nend = 2025-01-01T00:00:00Z\n', "end", "after start"),
+        (BASE + "kinds = [\"wasm\"]\n", "kinds.0", "is not one of"),
+        (BASE + "[queue]\nlease_s = 5\nheartbeat_s = 10\n", "queue.heartbeat_s", "shorter"),
+    ],
+)
+def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CompetitionFileError) as caught:
+        load_competition(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {key}: "), message
+    assert what in message
+
+
+def test_not_toml(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("name = \n", encoding="utf-8")
+    with pytest.raises(CompetitionFileError, match="not valid TOML"):
+        load_competition(path)
+
+
+def test_admin_refuses_a_state_folder_without_a_competition(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from grader.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["admin", "--state", str(tmp_path / "typo"), "add-participant", "x"])
+    assert result.exit_code == 2 and "no competition database here" in result.output
+    assert not (tmp_path / "typo" / "grader.sqlite3").exists()
+
+
+def test_host_key_is_0600_and_can_be_encrypted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat
+
+    from grader.errors import KeyFileError
+    from grader.hosting.host_key import PASSPHRASE_ENV, ensure_host_key
+
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    key = ensure_host_key(tmp_path)
+    private = tmp_path / "grader.key"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and b"ENCRYPTED" in private.read_bytes()
+    assert ensure_host_key(tmp_path).public_key().public_bytes_raw() == key.public_key().public_bytes_raw()
+    monkeypatch.setenv(PASSPHRASE_ENV, "wrong")
+    with pytest.raises(KeyFileError, match="wrong GRADER_HOST_KEY_PASSPHRASE"):
+        ensure_host_key(tmp_path)
+    monkeypatch.delenv(PASSPHRASE_ENV)
+    with pytest.raises(KeyFileError, match="encryption does not match"):
+        ensure_host_key(tmp_path)
+    private.chmod(0o644)
+    with pytest.raises(KeyFileError, match="readable by others"):
+        ensure_host_key(tmp_path)

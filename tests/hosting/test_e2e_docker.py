@@ -1,0 +1,123 @@
+"""End to end in the real Docker sandbox: `grader serve` (uvicorn subprocess, SQLite), local workers, the real client.
+
+Tests run in file order on one server; the last one ends the competition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from grader.data.registry import resolve_benchmark
+from grader.hosting.services.results import WITHHELD
+from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
+from tests.sandbox_support import RUNNER_IMAGE, image_of, require_docker
+
+pytestmark = pytest.mark.docker(RUNNER_IMAGE, image_of("silent"), image_of("hosting-leaker"))
+EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
+BROKEN = REPO / "tests" / "broken_submissions" / "docker-silent"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    require_docker([RUNNER_IMAGE, image_of("silent"), image_of("hosting-leaker")])
+    root = tmp_path_factory.mktemp("hosting-e2e")
+    server = Server(write_competition(root / "c.toml", tables={"quotas": {"concurrent": 3}}), root / "state", workers=1).start()
+    server.tokens = {name: admin(server.state, "add-participant", name).strip() for name in ("alice", "bob")}  # type: ignore[attr-defined]
+    server.ids = {}  # type: ignore[attr-defined]
+    server.root = root  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def leaker(root: Path) -> Path:
+    folder = root / "leaker"
+    folder.mkdir(exist_ok=True)
+    (folder / "submission.json").write_text(json.dumps({"kind": "docker", "name": "leaker", "mode": "retrieve", "image": image_of("hosting-leaker"), "training": {"setting": "zero-shot", "datasets": []}}))
+    return folder
+
+
+def hidden_query_texts() -> list[str]:
+    benchmark = resolve_benchmark("mini")
+    texts = []
+    for name in benchmark.spec.tasks:
+        task = benchmark.task(name)
+        judged = task.qrels("test")
+        texts.extend(q.text[:60] for q in task.iter_queries() if q.id in judged and len(q.text) >= 30)
+    return texts
+
+
+def everything_alice_can_fetch(server: Server, submission_id: str) -> str:
+    """Every route's answer about one submission (the list narrowed to it: a sample run of hers may show logs)."""
+    headers = {"Authorization": f"Bearer {server.tokens['alice']}"}  # type: ignore[attr-defined]
+    listed = httpx.get(f"{server.url}/api/v1/submissions", headers=headers, timeout=30).json()
+    bodies = [json.dumps([view for view in listed if view["id"] == submission_id])]
+    for path in (f"/api/v1/submissions/{submission_id}", f"/api/v1/submissions/{submission_id}/report", f"/api/v1/submissions/{submission_id}/logs", "/api/v1/quota", "/api/v1/competition"):
+        bodies.append(httpx.get(server.url + path, headers=headers, timeout=30).text)
+    return "\n".join(bodies)
+
+
+def test_hidden_grade_never_shows_the_containers_stderr(served: Server, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    done = grader_cli("submit", str(leaker(served.root)), "--server", served.url, "--wait", env={"GRADER_TOKEN": served.tokens["alice"]})  # type: ignore[attr-defined]
+    assert done.returncode == 1, done.stderr
+    submission_id = done.stdout.split()[0]
+    served.ids["leak-hidden"] = submission_id  # type: ignore[attr-defined]
+    assert "failed  NONZERO_EXIT" in done.stdout
+    seen = done.stdout + done.stderr + everything_alice_can_fetch(served, submission_id)
+    assert "LEAK" not in seen and "hosting-leaker" not in seen
+    assert not [text for text in hidden_query_texts() if text in seen]
+    # the host has the logs
+    logs = list((served.state / "results" / submission_id).rglob("*.log"))
+    assert logs and "LEAK" in logs[0].read_text()
+
+
+def test_sample_run_shows_its_logs(served: Server, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    done = grader_cli("submit", str(leaker(served.root)), "--sample", "--server", served.url, "--wait", env={"GRADER_TOKEN": served.tokens["alice"]})  # type: ignore[attr-defined]
+    assert done.returncode == 1, done.stderr
+    submission_id = done.stdout.split()[0]
+    assert "NONZERO_EXIT" in done.stdout and "last log line: 'LEAK " in done.stdout
+    shown = grader_cli("status", submission_id, "--logs", "--server", served.url, env={"GRADER_TOKEN": served.tokens["alice"]})  # type: ignore[attr-defined]
+    assert shown.returncode == 0 and "hosting-leaker: split 'dev'" in shown.stdout and shown.stdout.count("LEAK ") > 10
+    quota = httpx.get(f"{served.url}/api/v1/quota", headers={"Authorization": f"Bearer {served.tokens['alice']}"}).json()  # type: ignore[attr-defined]
+    assert quota["sample"]["used_24h"] == 1 and quota["hidden"]["used_24h"] == 1  # counted apart
+
+
+def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Server, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice = {"GRADER_TOKEN": served.tokens["alice"]}  # type: ignore[attr-defined]
+    scored = grader_cli("submit", str(EXAMPLE), "--server", served.url, "--wait", env=alice)
+    assert scored.returncode == 0, scored.stderr
+    scored_id = scored.stdout.split()[0]
+    assert f"{scored_id}  scored  score " in scored.stdout
+    failed = grader_cli("submit", str(BROKEN), "--server", served.url, "--wait", env=alice)
+    assert failed.returncode == 1, failed.stderr
+    assert "failed  OUTPUT_MISSING" in failed.stdout
+    # another participant gets 404 for alice's submission
+    assert grader_cli("status", scored_id, "--server", served.url, env={"GRADER_TOKEN": served.tokens["bob"]}).returncode == 5  # type: ignore[attr-defined]
+    # before the end, the hidden-split report stays on the server
+    early = grader_cli("status", scored_id, "--report", str(tmp_path / "early.json"), "--server", served.url, env=alice)
+    assert early.returncode == 5 and "published when the competition ends" in early.stderr and not (tmp_path / "early.json").exists()
+
+    direct = grader_cli("run", str(EXAMPLE), "--benchmark", "mini", "--split", "test", "--sandbox", "docker", "--time-limit", "60", "--memory", "2g", "--cpus", "1", "--out", str(tmp_path / "direct"))
+    assert direct.returncode == 0, direct.stderr
+    expected = json.loads((tmp_path / "direct" / "report.json").read_text())
+
+    admin(served.state, "end")
+    (tmp_path / "host.pub").write_bytes(httpx.get(f"{served.url}/host-key.pub").content)
+    got = grader_cli("status", scored_id, "--report", str(tmp_path / "report.dsse.json"), "--server", served.url, env=alice)
+    assert got.returncode == 0, got.stderr
+    verified = grader_cli("verify", str(tmp_path / "report.dsse.json"), "--key", str(tmp_path / "host.pub"), "--json")
+    assert verified.returncode == 0, verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["aggregate"] == expected["aggregate"]
+    assert {name: entry["measures"] for name, entry in report["tasks"].items()} == {name: entry["measures"] for name, entry in expected["tasks"].items()}
+    assert report["subject"]["digest"] == expected["subject"]["digest"]
+    # after the end the hidden leaker's report is public too, and still carries no stderr
+    leak_id = served.ids["leak-hidden"]  # type: ignore[attr-defined]
+    admin(served.state, "report", leak_id, "--out", str(tmp_path / "leak.dsse.json"))
+    leaked = grader_cli("verify", str(tmp_path / "leak.dsse.json"), "--key", str(tmp_path / "host.pub"), "--json")
+    assert leaked.returncode == 0 and "LEAK" not in leaked.stdout and WITHHELD in leaked.stdout
+    assert "LEAK" not in everything_alice_can_fetch(served, leak_id)
