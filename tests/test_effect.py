@@ -25,7 +25,6 @@ from grader.grading.runner import save_embeddings
 from tests.conftest import write_task
 from tests.onnx_models import embedding_table, onnx_submission
 
-
 # --------------------------------------------------------------------------- helpers
 
 

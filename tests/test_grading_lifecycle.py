@@ -250,7 +250,9 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
     """The tiny lookup encoder plus a zero-valued term that either loops ~forever or allocates ~1 GiB per batch."""
     table = embedding_table()
     onnx_submission(folder, table=table)
-    const = lambda name, value, dtype=np.float32: numpy_helper.from_array(np.array(value, dtype=dtype), name)
+    def const(name, value, dtype=np.float32):  # type: ignore[no-untyped-def]
+        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
     nodes = [
         helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
         helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),

@@ -113,7 +113,6 @@ echo "probe done"
 
 def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
     """No capabilities, no-new-privileges, non-root, read-only root, noexec /tmp, no network, the limits set."""
-    client = guard.client
     probe = tmp_path / "probe"
     probe.mkdir()
     limits = small_limits()

@@ -25,8 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
-from grader.reports import validate_report
 from grader.data.task import Document
+from grader.reports import validate_report
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
 from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, new_guard, write_beir_task, write_benchmark
 

@@ -38,10 +38,10 @@ from grader.effect.inputs import RunFolder
 from grader.errors import ReportError, UsageError
 from grader.files import atomic_write_text
 from grader.metrics.measures import Family, Measure, parse_measure
-from grader.metrics.ordering import byte_order_ranks
 from grader.metrics.policy import Policy, evaluate
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import rankings_to_run
+from grader.runs.ordering import byte_order_ranks
 
 #: The measure used when the benchmark's primary measure is not an MRR.
 DEFAULT_MEASURE = Measure(Family.MRR, 1000)

@@ -151,7 +151,8 @@ class OnnxEncoder:
                 batches = self._batches(order[lengths[order] > 0], lengths)
 
                 def embed(indices: np.ndarray) -> np.ndarray:
-                    return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]
+                    # Used only within this iteration (the pending futures are all collected below).
+                    return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]  # noqa: B023
 
                 # Results are taken in batch order, so errors and progress come in a fixed order too.
                 pending = None if executor is None else [executor.submit(embed, indices) for indices in batches]

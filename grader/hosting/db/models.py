@@ -56,7 +56,7 @@ IN_FLIGHT_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.valu
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}  # noqa: RUF012 - SQLAlchemy reads this class attribute
 
 
 class Participant(Base):
