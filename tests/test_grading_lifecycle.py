@@ -381,9 +381,9 @@ def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submi
 
 
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.grading import runner
+    from grader.grading import backends  # where the sandbox is chosen (grader.grading.runner re-exports RUNNER_IMAGE)
 
-    monkeypatch.setattr(runner, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
+    monkeypatch.setattr(backends, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
     result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "auto"])
     assert result.exit_code == 0, result.stderr
     assert re.search(r"^sandbox: none \((no Docker engine answers|the runner image grader-runner:no-such-tag-for-this-test is missing).*NOT isolated", result.stderr, flags=re.MULTILINE)
