@@ -69,3 +69,11 @@ def docker_engine(request: pytest.FixtureRequest):  # type: ignore[no-untyped-de
 
     images = [image for marker in request.node.iter_markers("docker") for image in marker.args]
     return require_docker(images)
+
+
+@pytest.fixture
+def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A :class:`tests.sandbox_support.HostGuard`: after a Docker test, ``guard.verify()`` proves nothing was left behind."""
+    from tests.sandbox_support import new_guard
+
+    return new_guard(docker_engine, tmp_path, monkeypatch)

@@ -31,7 +31,6 @@ from tests.sandbox_support import (
     HostGuard,
     host_still_forks,
     image_of,
-    new_guard,
     read_log,
     require_docker,
     small_limits,
@@ -42,11 +41,6 @@ from tests.sandbox_support import (
 pytestmark = [pytest.mark.docker(BASE_IMAGE), pytest.mark.usefixtures("docker_engine")]
 
 NDCG10 = parse_measure("NDCG@10")
-
-
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
 
 
 class Ran:

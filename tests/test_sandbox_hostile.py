@@ -26,9 +26,8 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 from grader.data.task import Document
-from grader.reports import validate_report
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
-from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, new_guard, write_beir_task, write_benchmark
+from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, read_report, write_beir_task, write_benchmark
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
@@ -36,22 +35,11 @@ HOSTILE = image_of("hostile")
 LIMITS = ["--time-limit", "60", "--memory", "512m", "--cpus", "1"]
 
 
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
-
-
 def invoke(*args: object, expect: int | None = 0) -> Any:
     result = CliRunner().invoke(cli, [str(a) for a in args])
     if expect is not None:
         assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
     return result
-
-
-def read_report(out: Path) -> dict[str, Any]:
-    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    validate_report(report)
-    return report
 
 
 def _no_raw_controls(text: str) -> None:
