@@ -22,14 +22,12 @@ from grader.failures import OUTPUT_CODES, FailureCode
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
-from grader.retrieval.encoder import load_tokenizer
 from grader.runs.run import Run
 from grader.sandbox.outputs import read_embeddings_output
 from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
-from grader.submissions.manifest import OnnxManifest, load_manifest
-from grader.submissions.onnx_intake import inspect_onnx_model
+from grader.submissions.manifest import load_manifest
 
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
 
@@ -68,16 +66,10 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
             return report.finish()
         report.add(StepResult(ARCHIVE, "passed", f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...", data={"digest": digest, "kind": manifest.kind}))
 
-        # 2. intake: the task grader grading would use (the same choice, the same intake), plus the model's static checks
+        # 2. intake: the task grader grading uses (the same choice, the same intake)
         try:
             prepared = prepare_task_grader(folder, manifest, options)
-            grader = prepared.grader
-            sandbox = prepared.sandbox
-            if sandbox == "docker":
-                image = grader.image  # type: ignore[attr-defined]
-                reason = f"image {image.reference} ({image.id[:19]}...), user {image.user}, {image.size / 1e6:.0f} MB; sandbox docker"
-            else:
-                reason = _onnx_intake(folder, manifest)
+            grader, sandbox, reason = prepared.grader, prepared.sandbox, prepared.intake
         except GraderError as error:
             report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
             return report.finish()
@@ -149,16 +141,6 @@ FAILURE_HINTS: dict[FailureCode, str] = {
 
 def _failure_hint(code: FailureCode) -> str:
     return FAILURE_HINTS.get(code, "see docs/protocol.md")
-
-
-def _onnx_intake(folder: Path, manifest: Any) -> str:
-    """The static checks of an ONNX model and tokenizer (the encoder itself loads in the grading child)."""
-    if not isinstance(manifest, OnnxManifest):  # pragma: no cover - choose_sandbox sends images to Docker
-        raise AssertionError(manifest.kind)
-    info = inspect_onnx_model(folder, manifest)
-    load_tokenizer(folder / manifest.tokenizer, manifest.max_length)
-    dimension = info.dimension if info.dimension is not None else "dynamic"
-    return f"model and tokenizer load; inputs {', '.join(info.inputs)}; dimension {dimension}; sandbox none (in a child process)"
 
 
 def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, scratch: Path) -> _SampleOutcome:

@@ -32,6 +32,8 @@ class PreparedGrader:
     why: str
     #: the report's ``subject``: the submission (or its image) and its digest
     subject: dict[str, Any]
+    #: what the backend's intake found, in one line (``grader check`` shows it)
+    intake: str
 
     @property
     def digest(self) -> str:
@@ -69,6 +71,7 @@ def prepare_task_grader(folder: Path, manifest: Manifest, options: RunOptions) -
     """The task grader for the submission unpacked in ``folder``, after its backend's intake (an image is inspected).
 
     Raises :class:`UsageError` for options the chosen sandbox cannot honour,
+    :class:`grader.errors.SubmissionError` for a model or tokenizer that fails the static checks,
     :class:`grader.errors.TaskFailure` (``IMAGE_INVALID``) for an unusable image,
     :class:`grader.errors.SandboxUnavailable` when the engine or the runner image fails.
     """
@@ -82,10 +85,20 @@ def prepare_task_grader(folder: Path, manifest: Manifest, options: RunOptions) -
         docker_grader = DockerTaskGrader.prepare(folder, manifest, options, runner_image=RUNNER_IMAGE)
         if isinstance(manifest, DockerManifest):
             subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": docker_grader.image.digest}, "image": manifest.image, "mode": manifest.mode}
-        return PreparedGrader(docker_grader, sandbox, why, subject)
+        image = docker_grader.image
+        intake = f"image {image.reference} ({image.id[:19]}...), user {image.user}, {image.size / 1e6:.0f} MB; sandbox docker"
+        return PreparedGrader(docker_grader, sandbox, why, subject, intake)
     if isinstance(manifest, OnnxManifest):
         from grader.grading.inprocess import ChildProcessOnnx
+        from grader.retrieval.encoder import load_tokenizer
+        from grader.submissions.onnx_intake import inspect_onnx_model
 
+        # The static checks here, once, before any task: a model that cannot fit its manifest stops the run with
+        # one line (the session itself is created in each task's limited child).
+        info = inspect_onnx_model(folder, manifest)
+        load_tokenizer(folder / manifest.tokenizer, manifest.max_length)
+        dimension = info.dimension if info.dimension is not None else "dynamic"
+        intake = f"model and tokenizer load; inputs {', '.join(info.inputs)}; dimension {dimension}; sandbox none (in a child process)"
         child = ChildProcessOnnx(folder, manifest, options.threads, options.limits, pin_cpus="--cpus" in options.explicit_limits)
-        return PreparedGrader(child, sandbox, why, subject)
+        return PreparedGrader(child, sandbox, why, subject, intake)
     raise UsageError("a Docker image submission needs the Docker sandbox")  # pragma: no cover - choose_sandbox refuses it first
