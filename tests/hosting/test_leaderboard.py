@@ -1,0 +1,211 @@
+"""The leaderboard over HTTP (in-process ASGI client), on SQLite and on a real PostgreSQL.
+
+Seeded through the service layer (tests/hosting/leaderboard_world.py); expected
+numbers come from the partition rule re-implemented there, not from grader.stats.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from grader.hosting.api.app import create_app
+from grader.reports.keys import load_public_key
+from grader.reports.verify import verify_envelope
+from grader.stats.partition import partition
+from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, World, make_world, seed_demo
+from tests.hosting.support import admin
+
+
+@pytest.fixture
+def world(tmp_path: Path, database_url: str | None) -> World:
+    w = make_world(tmp_path, database_url)
+    seed_demo(w)
+    yield w
+    w.ctx.db.dispose()
+
+
+@pytest.fixture
+def client(world: World) -> TestClient:
+    return TestClient(create_app(world.ctx))
+
+
+def bearer(world: World, name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {world.tokens[name]}"}
+
+
+def expected_order(world: World, setting_names: set[str], part: str) -> list[str]:
+    """Per participant the best ``part`` score among the given submissions, best first (baselines excluded)."""
+    best: dict[str, tuple[float, str]] = {}
+    for s in world.submissions:
+        if s.name in setting_names and s.participant != "host-bm25":
+            score = getattr(s, part)
+            if s.participant not in best or score > best[s.participant][0]:
+                best[s.participant] = (score, s.name)
+    return [name for _, name in sorted(best.values(), reverse=True)]
+
+
+ZERO_SHOT = {"alice-encoder-v1", "alice-encoder-v2", "bob-lsa", '=HYPERLINK("http://x")', XSS_NAME, "BM25 baseline"}
+
+
+def test_public_board_ranks_best_public_entries_per_setting(world: World, client: TestClient) -> None:
+    data = client.get("/api/v1/leaderboard").json()
+    boards = {b["setting"]: b for b in data["boards"]}
+    assert list(boards) == ["zero-shot", "fine-tuned", "undeclared"]  # never ranked together
+    zero = boards["zero-shot"]["entries"]
+    ranked = [e for e in zero if e["rank"] is not None]
+    assert [e["name"] for e in ranked] == expected_order(world, ZERO_SHOT, "public") == ["alice-encoder-v2", "bob-lsa", XSS_NAME, '=HYPERLINK("http://x")']
+    assert [e["rank"] for e in ranked] == [1, 2, 3, 4]
+    baseline = zero[-1]
+    assert baseline["baseline"] and baseline["rank"] is None and baseline["group"] is None and baseline["name"] == "BM25 baseline"
+    for e in zero:
+        seeded = world.by_name(e["name"])
+        assert e["score"] == round(seeded.public, 4)
+        assert e["interval"][0] <= e["score"] <= e["interval"][1]
+    assert ranked[0]["group"] == 1 and ranked[0]["rank_interval"][0] == 1
+    assert ranked[1]["vs_above"]["submission"] == ranked[0]["submission"] and 0 <= ranked[1]["vs_above"]["randomization_p_holm"] <= 1
+    assert ranked[0]["model"] == {"parameters": 22700000, "dimension": 384, "max_length": 512, "license": "apache-2.0", "revision": "v2"}
+    assert [e["name"] for e in boards["undeclared"]["entries"]] == ["carol-mystery"]  # no declaration: not assumed zero-shot
+
+
+def scan_targets(world: World) -> list[float]:
+    numbers = []
+    for s in world.submissions:
+        numbers += [s.private, s.full]
+    return numbers
+
+
+def assert_free_of_secrets(world: World, text: str, where: str) -> None:
+    for s in world.submissions:
+        for value in (s.private, s.full):
+            assert f"{value:.4f}" not in text and repr(value) not in text, f"{where}: private/full score of {s.name} leaked"
+            assert f"{round(value, 4)}" not in text or f"{round(value, 4)}" in {f"{round(x.public, 4)}" for x in world.submissions}, f"{where}: {s.name}"
+        for task, per_query in s.values.items():
+            for value in list(per_query.values())[:40]:
+                if value not in (0.0, 1.0):
+                    assert repr(value) not in text, f"{where}: a per-query value of {s.name} leaked"
+    assert world.secret.hex() not in text, f"{where}: the partition secret leaked"
+
+
+def decoded(body: bytes) -> str:
+    """A response body, with any DSSE payload decoded (a report's numbers are inside base64)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and "payload" in data:
+        text += base64.b64decode(data["payload"]).decode()
+    return text
+
+
+def test_no_private_number_reaches_any_route_before_the_end(world: World, client: TestClient) -> None:
+    ids = [s.id for s in world.submissions]
+    public_gets = ["/", "/?part=private", "/api/v1/leaderboard", "/api/v1/leaderboard?part=private", "/leaderboard.csv", "/leaderboard.csv?part=private",
+                   "/api/v1/partition", "/api/v1/competition", "/host-key.pub", "/healthz", "/openapi.json", "/signin", "/me"]
+    public_gets += [f"/api/v1/leaderboard/reports/{i}" for i in ids]
+    seen_paths = set()
+    for path in public_gets:
+        response = client.get(path)
+        assert response.status_code in (200, 404), (path, response.status_code)
+        assert_free_of_secrets(world, decoded(response.content), path)
+        seen_paths.add(path.split("?")[0])
+    assert client.get("/api/v1/leaderboard?part=private").status_code == 404
+    for name in world.tokens:
+        headers = bearer(world, name)
+        paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"] + [f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/logs")]
+        for path in paths:
+            response = client.get(path, headers=headers)
+            assert_free_of_secrets(world, decoded(response.content), f"{name} {path}")
+        client.post("/signin", data={"token": world.tokens[name], "csrf": _csrf(client, "/signin")})
+        for path in ["/me"] + [f"/me/submissions/{i}/report" for i in ids]:
+            response = client.get(path)
+            assert_free_of_secrets(world, decoded(response.content), f"{name} {path}")
+        client.cookies.clear()
+    # every GET route of the app that is not a worker's was scanned above
+    routes = {r.path for r in client.app.routes if "GET" in getattr(r, "methods", set())}
+    templated = {"/api/v1/submissions/{submission_id}", "/api/v1/submissions/{submission_id}/report", "/api/v1/submissions/{submission_id}/logs",
+                 "/api/v1/leaderboard/reports/{submission_id}", "/me/submissions/{submission_id}/report", "/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"}
+    unscanned = routes - seen_paths - templated - {"/docs", "/api/v1/worker/jobs/{job_id}/upload"}
+    assert not {r for r in unscanned if not r.startswith("/api/v1/worker")}, unscanned
+
+
+def _csrf(client: TestClient, page: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', client.get(page).text)
+    assert match is not None
+    return match.group(1)
+
+
+def test_participant_sees_public_part_score_and_a_public_part_report(world: World, client: TestClient) -> None:
+    alice = world.by_name("alice-encoder-v2")
+    view = client.get(f"/api/v1/submissions/{alice.id}", headers=bearer(world, "alice")).json()
+    assert view["score"] == round(alice.public, 4) and "private_score" not in view
+    envelope = client.get(f"/api/v1/submissions/{alice.id}/report", headers=bearer(world, "alice")).content
+    report = verify_envelope(envelope, load_public_key(world.state / "keys" / "grader.pub")).report
+    assert report["aggregate"]["score"] == round(alice.public, 4) and report["labels"]["part"]["name"] == "public"
+    assert all("per_query" not in task and list(task["measures"]) == ["NDCG@10"] for task in report["tasks"].values())
+    # another participant's submission is not found, through every route
+    for path in ("", "/report", "/logs"):
+        assert client.get(f"/api/v1/submissions/{alice.id}{path}", headers=bearer(world, "bob")).status_code == 404
+
+
+def test_final_choices_and_private_board_after_the_end(world: World, client: TestClient) -> None:
+    v1, v2 = world.by_name("alice-encoder-v1"), world.by_name("alice-encoder-v2")
+    assert set(client.get("/api/v1/finals", headers=bearer(world, "alice")).json()["finals"]) == {v1.id, v2.id}  # default: best 2 public
+    bob = world.by_name("bob-lsa")
+    assert client.put("/api/v1/finals", json={"submissions": [bob.id]}, headers=bearer(world, "alice")).status_code == 404
+    too_many = [v1.id, v2.id, world.by_name("bob-lsa").id]
+    assert client.put("/api/v1/finals", json={"submissions": too_many}, headers=bearer(world, "alice")).status_code in (404, 409)
+    assert client.put("/api/v1/finals", json={"submissions": [v2.id]}, headers=bearer(world, "alice")).json()["finals"] == [v2.id]
+    admin(world.state, "end", database=world.database)
+    assert client.put("/api/v1/finals", json={"submissions": [v1.id]}, headers=bearer(world, "alice")).status_code == 409
+    data = client.get("/api/v1/leaderboard?part=private").json()
+    zero = {e["name"]: e for e in data["boards"][0]["entries"]}
+    assert zero["alice-encoder-v2"]["score"] == round(v2.private, 4)  # her only final, though v1's private score is higher
+    assert "alice-encoder-v1" not in zero
+    ranked = [e["name"] for e in data["boards"][0]["entries"] if e["rank"] is not None]
+    private_names = (ZERO_SHOT - {"alice-encoder-v1"})
+    assert ranked == expected_order(world, private_names, "private")
+    assert ranked[0] == "bob-lsa"  # bob's private score overtakes
+    info = client.get("/api/v1/partition").json()
+    secret = bytes.fromhex(info["secret"])
+    assert hashlib.sha256(secret).hexdigest() == info["commitment"]
+    values = v1.values["text2code"]
+    part = partition(secret, "text2code", list(values), FRACTION)
+    public_mean = sum(values[q] for q in part.public) / len(part.public)
+    assert client.get(f"/api/v1/submissions/{v1.id}", headers=bearer(world, "alice")).json()["private_score"] == round(v1.private, 4)
+    full = verify_envelope(client.get(f"/api/v1/submissions/{v1.id}/report", headers=bearer(world, "alice")).content, load_public_key(world.state / "keys" / "grader.pub")).report
+    assert "per_query" in full["tasks"]["text2code"] and abs(public_mean - v1.values["text2code"][sorted(part.public)[0]]) >= 0  # the full report, after the end
+
+
+def test_csv_cells_never_start_a_formula(world: World, client: TestClient) -> None:
+    rows = list(csv.reader(io.StringIO(client.get("/leaderboard.csv").text)))
+    cells = [cell for row in rows[1:] for cell in row]
+    assert "'=HYPERLINK(\"http://x\")" in cells and "'=cmd|' /C calc'!A0" in cells
+    assert not [cell for cell in cells if cell[:1] in ("=", "+", "@", "\t", "\r")]
+
+
+def test_forms_need_the_session_csrf_token_and_the_cookie_is_httponly_samesite(world: World, client: TestClient) -> None:
+    assert client.post("/signin", data={"token": world.tokens["alice"]}).status_code == 403
+    assert client.post("/signin", data={"token": world.tokens["alice"], "csrf": "forged"}).status_code == 403
+    client.get("/signin")
+    response = client.post("/signin", data={"token": world.tokens["alice"], "csrf": _csrf(client, "/signin")}, follow_redirects=False)
+    assert response.status_code == 303
+    cookie = response.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    page = client.get("/me").text
+    assert "alice-encoder-v2" in page and "bob-lsa" not in page
+    v1 = world.by_name("alice-encoder-v1")
+    assert client.post("/me/finals", data={"final": v1.id}).status_code == 403  # no CSRF token
+    ok = client.post("/me/finals", data={"final": v1.id, "csrf": _csrf(client, "/me")}, follow_redirects=False)
+    assert ok.status_code == 303
+    assert client.get("/api/v1/finals", headers=bearer(world, "alice")).json()["finals"] == [v1.id]
+    assert client.get(f"/me/submissions/{world.by_name('bob-lsa').id}/report").status_code == 404
