@@ -76,22 +76,16 @@ def test_public_board_ranks_best_public_entries_per_setting(world: World, client
     assert [e["name"] for e in boards["undeclared"]["entries"]] == ["carol-mystery"]  # no declaration: not assumed zero-shot
 
 
-def scan_targets(world: World) -> list[float]:
-    numbers = []
-    for s in world.submissions:
-        numbers += [s.private, s.full]
-    return numbers
-
-
 def assert_free_of_secrets(world: World, text: str, where: str) -> None:
+    """No private or full-split score (aggregate or per task, at 4 decimals or full precision), no per-query value, no secret in ``text``."""
+    numbers = set(re.findall(r"\d+\.\d+", text))
     for s in world.submissions:
-        for value in (s.private, s.full):
-            assert f"{value:.4f}" not in text and repr(value) not in text, f"{where}: private/full score of {s.name} leaked"
-            assert f"{round(value, 4)}" not in text or f"{round(value, 4)}" in {f"{round(x.public, 4)}" for x in world.submissions}, f"{where}: {s.name}"
-        for task, per_query in s.values.items():
-            for value in list(per_query.values())[:40]:
+        for value in (s.private, s.full, *s.private_tasks.values()):
+            assert not {f"{value:.4f}", f"{round(value, 4)}", repr(value)} & numbers, f"{where}: private/full score of {s.name} leaked"
+        for per_query in s.values.values():
+            for value in per_query.values():
                 if value not in (0.0, 1.0):
-                    assert repr(value) not in text, f"{where}: a per-query value of {s.name} leaked"
+                    assert repr(value) not in numbers, f"{where}: a per-query value of {s.name} leaked"
     assert world.secret.hex() not in text, f"{where}: the partition secret leaked"
 
 
