@@ -83,7 +83,7 @@ def _mean_of_tasks(values: dict[str, dict[str, float]], keep: dict[str, set[str]
 
 
 def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500) -> World:
-    competition = load_competition(write_competition(tmp_path / "c.toml", tables={"leaderboard": {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7},
+    competition = load_competition(write_competition(tmp_path / "c.toml", title="Code retrieval on mini (demo)", tables={"leaderboard": {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7},
                                                                                    "quotas": {"per_day": 50, "total": 100, "concurrent": 50}}))
     state = tmp_path / "state"
     # A fixed secret keeps every number of the tests the same from run to run (the leak scan looks for exact numbers).

@@ -104,7 +104,7 @@ def decoded(body: bytes) -> str:
 def test_no_private_number_reaches_any_route_before_the_end(world: World, client: TestClient) -> None:
     ids = [s.id for s in world.submissions]
     public_gets = ["/", "/?part=private", "/api/v1/leaderboard", "/api/v1/leaderboard?part=private", "/leaderboard.csv", "/leaderboard.csv?part=private",
-                   "/api/v1/partition", "/api/v1/competition", "/host-key.pub", "/healthz", "/openapi.json", "/signin", "/me"]
+                   "/api/v1/partition", "/api/v1/competition", "/host-key.pub", "/healthz", "/openapi.json", "/signin", "/me", "/assets/board.css"]
     public_gets += [f"/api/v1/leaderboard/reports/{i}" for i in ids]
     seen_paths = set()
     for path in public_gets:
@@ -203,3 +203,21 @@ def test_forms_need_the_session_csrf_token_and_the_cookie_is_httponly_samesite(w
     assert ok.status_code == 303
     assert client.get("/api/v1/finals", headers=bearer(world, "alice")).json()["finals"] == [v1.id]
     assert client.get(f"/me/submissions/{world.by_name('bob-lsa').id}/report").status_code == 404
+
+
+def test_the_documented_check_re_derives_every_private_score(world: World, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.hosting.browser import http_server
+    from tests.hosting.support import REPO
+
+    text = (REPO / "docs" / "leaderboard.md").read_text(encoding="utf-8")
+    snippet = text.split("(it is run by the\ntests against a live server):\n\n```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "check.py"
+    script.write_text(snippet, encoding="utf-8")
+    admin(world.state, "end", database=world.database)
+    with http_server(world.ctx) as url:
+        done = subprocess.run([sys.executable, str(script), url], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok: secret matches the commitment; 7 private scores re-derived"

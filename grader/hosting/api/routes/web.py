@@ -75,6 +75,14 @@ def _who(request: Request) -> Participant | None:
         return found
 
 
+_CSS = (Path(__file__).resolve().parents[2] / "leaderboard" / "templates" / "board.css").read_text(encoding="utf-8")
+
+
+@router.get("/assets/board.css")
+def stylesheet() -> Response:
+    return Response(_CSS, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
 @router.get("/", response_class=HTMLResponse)
 def board_page(request: Request, part: str = "public", ctx: ServerContext = Depends(context)) -> HTMLResponse:
     if part not in ("public", "private") or (part == "private" and not ctx.ended()):
