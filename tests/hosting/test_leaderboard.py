@@ -221,3 +221,25 @@ def test_the_documented_check_re_derives_every_private_score(world: World, tmp_p
         done = subprocess.run([sys.executable, str(script), url], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok: secret matches the commitment; 7 private scores re-derived"
+
+
+def test_part_scores_apply_the_benchmarks_grouped_aggregation() -> None:
+    from grader.hosting.leaderboard.parts import SignedValues, score_parts
+    from tests.hosting.leaderboard_world import reference_public
+
+    secret = hashlib.sha256(b"grouped").digest()
+    values = {task: {f"{task}{i}": ((i * 7 + len(task)) % 11) / 11 for i in range(n)} for task, n in (("go", 20), ("java", 40), ("apps", 30))}
+    scored = score_parts(SignedValues({}, "NDCG@10", {"csn": ["go", "java"]}, values), secret, 0.3)
+
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs)
+
+    for part in ("full", "public", "private"):
+        task_means = {}
+        for task, per_query in values.items():
+            public = reference_public(secret, task, list(per_query), 0.3)
+            keep = [v for q, v in per_query.items() if part == "full" or (q in public) == (part == "public")]
+            task_means[task] = mean(keep)
+        expected = mean([mean([task_means["go"], task_means["java"]]), task_means["apps"]])  # the group first, then the units
+        assert scored[part]["score"] == pytest.approx(expected, abs=1e-15)
+        assert scored[part]["tasks"] == pytest.approx(task_means, abs=1e-15)

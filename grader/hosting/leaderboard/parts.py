@@ -14,7 +14,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session as OwnSession
 
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Result, ResultPart, Submission
@@ -81,19 +83,31 @@ def score_parts(signed: SignedValues, secret: bytes, fraction: float) -> dict[st
     return scored
 
 
+_write_lock = threading.Lock()
+
+
 def ensure_parts(session: Session, result: Result, public_key: Ed25519PublicKey, secret: bytes, fraction: float) -> ResultPart | None:
-    """The result's part scores, computed and stored on first use; None for a result without a signed, scored report."""
+    """The result's part scores, computed and stored on first use; None for a result without a signed, scored report.
+
+    The row is written in its own short transaction (under a lock, and tolerating a concurrent writer), so
+    callers that only read never write and two requests computing the same row at once do not fail.
+    """
     row = session.get(ResultPart, result.id)
     if row is not None:
         return row
     if result.state != "scored" or result.envelope_path is None:
         return None
     scored = score_parts(signed_values(result.envelope_path, public_key), secret, fraction)
-    row = ResultPart(result_id=result.id, full_score=scored["full"]["score"], public_score=scored["public"]["score"], private_score=scored["private"]["score"],
-                     tasks={part: scored[part]["tasks"] for part in PARTS}, computed_at=utcnow())
-    session.add(row)
-    session.flush()
-    return row
+    values = dict(result_id=result.id, full_score=scored["full"]["score"], public_score=scored["public"]["score"], private_score=scored["private"]["score"],
+                  tasks={part: scored[part]["tasks"] for part in PARTS}, computed_at=utcnow())
+    with _write_lock, OwnSession(session.get_bind()) as own:
+        if own.get(ResultPart, result.id) is None:
+            own.add(ResultPart(**values))
+            try:
+                own.commit()
+            except IntegrityError:  # another server process wrote the same (deterministic) row first
+                own.rollback()
+    return ResultPart(**values)
 
 
 def scored_hidden(session: Session) -> list[tuple[Submission, Result]]:

@@ -139,7 +139,8 @@ def own_page(request: Request, ctx: ServerContext = Depends(context)) -> Respons
         return RedirectResponse("/signin", status_code=303)
     rows = [submissions_service.public_view(ctx, s, ended=ctx.ended()) for s in submissions_service.own_submissions(ctx, who)]
     finals, chosen = service.own_finals(ctx, who)
-    return _page("me.html", request, who=who, rows=rows, finals=finals, chosen=chosen, limit=ctx.competition.leaderboard.finals, message=request.query_params.get("m"))
+    message = request.session.pop("flash", None)
+    return _page("me.html", request, who=who, rows=rows, finals=finals, chosen=chosen, limit=ctx.competition.leaderboard.finals, message=message if isinstance(message, str) else None)
 
 
 @router.post("/me/finals")
@@ -151,8 +152,10 @@ async def choose_finals(request: Request, ctx: ServerContext = Depends(context))
     except LookupError:
         raise HTTPException(404, "no such submission") from None
     except HostingError as error:
-        return RedirectResponse(f"/me?m={'error: ' + str(error)}", status_code=303)
-    return RedirectResponse("/me?m=final+choices+saved", status_code=303)
+        request.session["flash"] = f"error: {error}"
+        return RedirectResponse("/me", status_code=303)
+    request.session["flash"] = "final choices saved"
+    return RedirectResponse("/me", status_code=303)
 
 
 @router.get("/me/submissions/{submission_id}/report")
