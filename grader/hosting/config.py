@@ -55,6 +55,9 @@ class LeaderboardSettings:
     finals: int = 2
     resamples: int = 10_000
     seed: int = 0
+    #: Ladder mode of the public board (Blum & Hardt 2015); ``ladder_step`` None = parameter-free margin
+    ladder: bool = False
+    ladder_step: float | None = None
 
 
 @dataclass(frozen=True)

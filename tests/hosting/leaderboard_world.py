@@ -82,8 +82,11 @@ def _mean_of_tasks(values: dict[str, dict[str, float]], keep: dict[str, set[str]
     return math.fsum(means) / len(means)
 
 
-def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500) -> World:
-    competition = load_competition(write_competition(tmp_path / "c.toml", title="Code retrieval on mini (demo)", tables={"leaderboard": {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7},
+def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, ladder_step: float | None = None) -> World:
+    board: dict[str, Any] = {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7}
+    if ladder_step is not None:
+        board.update(ladder=True, ladder_step=ladder_step)
+    competition = load_competition(write_competition(tmp_path / "c.toml", title="Code retrieval on mini (demo)", tables={"leaderboard": board,
                                                                                    "quotas": {"per_day": 50, "total": 100, "concurrent": 50}}))
     state = tmp_path / "state"
     # A fixed secret keeps every number of the tests the same from run to run (the leak scan looks for exact numbers).

@@ -243,3 +243,30 @@ def test_part_scores_apply_the_benchmarks_grouped_aggregation() -> None:
         expected = mean([mean([task_means["go"], task_means["java"]]), task_means["apps"]])  # the group first, then the units
         assert scored[part]["score"] == pytest.approx(expected, abs=1e-15)
         assert scored[part]["tasks"] == pytest.approx(task_means, abs=1e-15)
+
+
+def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
+    from tests.hosting.leaderboard_world import seed
+
+    world = make_world(tmp_path, None, ladder_step=0.05)
+    steps = [("alice-1", 0.50, 300), ("alice-2", 0.60, 200), ("alice-3", 0.615, 100)]
+    seeded = [seed(world, "alice", name, level, uploaded_ago_s=ago, rng_seed=index) for index, (name, level, ago) in enumerate(steps)]
+    seed(world, "bob", "bob-1", 0.45, uploaded_ago_s=50, rng_seed=9)
+    # Algorithm 1 of Blum & Hardt with step 0.05, worked out here from the seeded public scores
+    released, best, expected_after = None, None, {}
+    for s in seeded:
+        if released is None or (s.public > released + 0.05 and s.public - best > 0.05):
+            released, best = round(s.public / 0.05) * 0.05, s.public
+        expected_after[s.name] = released
+    assert expected_after["alice-3"] == expected_after["alice-2"] != expected_after["alice-1"]  # the seeds exercise both branches
+    client = TestClient(create_app(world.ctx))
+    entries = {e["name"]: e for e in client.get("/api/v1/leaderboard").json()["boards"][0]["entries"]}
+    assert set(entries) == {"alice-2", "bob-1"} and entries["alice-2"]["score"] == round(expected_after["alice-2"], 4) and entries["alice-2"]["rank"] == 1
+    assert entries["alice-2"]["interval"] == [None, None] and entries["alice-2"]["tasks"] == {}
+    for s in seeded:
+        view = client.get(f"/api/v1/submissions/{s.id}", headers=bearer(world, "alice")).json()
+        assert view["score"] == round(expected_after[s.name], 4)
+        assert client.get(f"/api/v1/submissions/{s.id}/report", headers=bearer(world, "alice")).status_code == 404
+    board = client.get("/api/v1/leaderboard").text + client.get("/").text
+    assert not {f"{s.public:.4f}" for s in seeded} & set(re.findall(r"\d+\.\d+", board))
+    world.ctx.db.dispose()

@@ -25,6 +25,7 @@ from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPar
 from grader.hosting.leaderboard.parts import PerQuery, ensure_parts, part_values, partitions, scored_hidden, signed_values
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import Comparison, compare
+from grader.stats.ladder import ladder_step as ladder_step_of
 
 SETTINGS = ("zero-shot", "fine-tuned", "undeclared")
 SETTING_TITLES = {"zero-shot": "Zero-shot", "fine-tuned": "Fine-tuned", "undeclared": "Training data not declared"}
@@ -53,6 +54,8 @@ class Entry:
     ci_low: float | None = None
     ci_high: float | None = None
     vs_above: dict[str, Any] | None = None
+    #: Ladder mode: the public score the Ladder released (shown instead of the raw public score)
+    released: float | None = None
 
 
 @dataclass
@@ -151,13 +154,46 @@ def _values(row: Scored, public_key: Any, secret: bytes, fraction: float, part: 
     return signed.measure, signed.groups, part_values(signed.values, partitions(secret, signed.values, fraction), part)
 
 
-def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes, fraction: float, finals_k: int, resamples: int, seed: int) -> list[Board]:
+def ladder_replay(rows: list[Scored], public_key: Any, secret: bytes, fraction: float, step: float | None) -> tuple[dict[str, float], dict[str, float]]:
+    """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
+
+    Each participant's submissions of one training setting are replayed in upload
+    order through :func:`grader.stats.ladder.ladder_step` over their public per-query values.
+    """
+    after: dict[str, float] = {}
+    best: dict[str, float] = {}
+    by_participant: dict[int, list[Scored]] = {}
+    for row in rows:
+        by_participant.setdefault(row.participant.id, []).append(row)
+    for own in by_participant.values():
+        own.sort(key=lambda r: (r.submission.uploaded_at, r.submission.id))
+        loaded = [_values(r, public_key, secret, fraction, "public") for r in own]
+        table = ScoreTable.from_values([r.submission.id for r in own], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
+        best_values = released = best_id = None
+        for index, row in enumerate(own):
+            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=step)
+            if outcome.improved:
+                best_values, released, best_id = table.values[index], outcome.released, row.submission.id
+            after[row.submission.id] = outcome.released
+        assert best_id is not None and released is not None
+        best[best_id] = released
+    return after, best
+
+
+def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes, fraction: float, finals_k: int, resamples: int, seed: int,
+                 ladder: bool = False, ladder_step: float | None = None) -> list[Board]:
     """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
     rows = scored_rows(session, public_key, secret, fraction)
     finals = finals_of(session, rows, finals_k)
     boards = []
     for setting in SETTINGS:
-        chosen = select_entries([r for r in rows if setting_of(r.submission.labels) == setting], part, finals)
+        in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
+        released: dict[str, float] = {}
+        if ladder and part == "public" and in_setting:
+            released = ladder_replay(in_setting, public_key, secret, fraction, ladder_step)[1]
+            chosen = [r for r in in_setting if r.submission.id in released]
+        else:
+            chosen = select_entries(in_setting, part, finals)
         if not chosen:
             continue
         board = Board(part, setting)
@@ -179,7 +215,7 @@ def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes,
                 tasks = row.parts.tasks[part]
                 entry = Entry(row.submission.id, row.participant.name, row.participant.team, row.participant.is_baseline, row.submission.name, row.submission.kind, setting,
                               dict(row.submission.labels or {}), row.submission.uploaded_at, stat.score, dict(tasks), final=row.submission.id in finals.get(row.participant.id, set()),
-                              ci_low=stat.ci_low, ci_high=stat.ci_high)
+                              ci_low=stat.ci_low, ci_high=stat.ci_high, released=released.get(row.submission.id))
                 if ranked:
                     entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group
                     if above is not None and (above, stat.name) in pairs:
@@ -188,6 +224,11 @@ def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes,
                                           "t_p_holm": pair.t_p_holm, "randomization_p_holm": pair.randomization_p_holm}
                     above = stat.name
                 rows_out.append(entry)
+            if ranked and released:
+                # Ladder mode ranks by the released scores (ties share a rank); intervals and groups stay those of the raw values
+                rows_out.sort(key=lambda e: -(e.released or 0.0))
+                for e in rows_out:
+                    e.rank = 1 + sum(1 for other in rows_out if (other.released or 0.0) > (e.released or 0.0))
             board.entries = (rows_out + board.entries) if ranked else (board.entries + rows_out)
         boards.append(board)
     return boards

@@ -19,7 +19,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
 from grader.hosting.errors import HostingError
 from grader.hosting.host_key import sign_and_store
-from grader.hosting.leaderboard.board import Board, build_boards, finals_of, scored_rows
+from grader.hosting.leaderboard.board import Board, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import ensure_parts, signed_values
 from grader.hosting.leaderboard.public_report import public_part_report
 
@@ -35,7 +35,7 @@ def rounded(value: float | None) -> float | None:
 def _settings(ctx: ServerContext) -> dict[str, Any]:
     lb = ctx.competition.leaderboard
     return {"public_key": ctx.signing_key.public_key(), "secret": ctx.partition_secret, "fraction": lb.public_fraction, "finals_k": lb.finals,
-            "resamples": lb.resamples, "seed": lb.seed}
+            "resamples": lb.resamples, "seed": lb.seed, "ladder": lb.ladder, "ladder_step": lb.ladder_step}
 
 
 def boards(ctx: ServerContext, part: str) -> list[Board]:
@@ -54,11 +54,17 @@ def entry_json(entry: Any) -> dict[str, Any]:
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
     training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
     vs = entry.vs_above
+    if entry.released is not None:
+        # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
+        return {"rank": entry.rank, "rank_interval": None, "group": None, "participant": entry.participant, "team": entry.team, "baseline": entry.baseline,
+                "submission": entry.submission_id, "name": entry.name, "kind": entry.kind, "setting": entry.setting, "training_data": training.get("datasets"),
+                "model": facts, "final": entry.final, "score": rounded(entry.released), "ladder": True, "interval": [None, None], "tasks": {}, "vs_above": None,
+                "date": iso(entry.uploaded_at), "report": None}
     return {
         "rank": entry.rank, "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high], "group": entry.group,
         "participant": entry.participant, "team": entry.team, "baseline": entry.baseline, "submission": entry.submission_id, "name": entry.name, "kind": entry.kind,
         "setting": entry.setting, "training_data": training.get("datasets"), "model": facts, "final": entry.final,
-        "score": rounded(entry.score), "interval": [rounded(entry.ci_low), rounded(entry.ci_high)], "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
+        "score": rounded(entry.score), "ladder": False, "interval": [rounded(entry.ci_low), rounded(entry.ci_high)], "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
         "vs_above": None if vs is None else {"submission": vs["submission"], "difference": rounded(vs["difference"]), "effect_size": rounded(vs["effect_size"]),
                                              "t_p_holm": rounded(vs["t_p_holm"]), "randomization_p_holm": rounded(vs["randomization_p_holm"])},
         "date": iso(entry.uploaded_at), "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
@@ -123,9 +129,20 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
         if parts is None:
             return {"score": None}
         view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
+        if ctx.competition.leaderboard.ladder and not ctx.ended():
+            view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
         if ctx.ended():
             view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
         return view
+
+
+def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> float | None:
+    """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
+    s = _settings(ctx)
+    setting = setting_of(submission.labels)
+    rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
+            if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
+    return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
 
 
 def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
@@ -172,8 +189,8 @@ def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     if submission.track != "hidden" or ctx.ended():
         with open(result.envelope_path, "rb") as handle:
             return handle.read()
-    if result.state != "scored":
-        return None
+    if result.state != "scored" or ctx.competition.leaderboard.ladder:
+        return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
     folder = ctx.state.result_dir(submission.id, result.attempt) / PUBLIC_REPORT_DIR
     signed_path = folder / "report.dsse.json"
     if not signed_path.is_file():
