@@ -101,6 +101,28 @@ def test_sign_in_shows_only_own_submissions(site: tuple[World, str]) -> None:
         bob.quit()
 
 
+def test_final_choice_controls(site: tuple[World, str]) -> None:
+    from selenium.webdriver.common.by import By
+
+    world, url = site
+    browser = new_driver()
+    try:
+        sign_in(browser, url, world.tokens["alice"])
+        boxes = {b.get_attribute("value"): b for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]")}
+        v1, v2 = world.by_name("alice-encoder-v1").id, world.by_name("alice-encoder-v2").id
+        assert set(boxes) == {v1, v2} and all(b.is_selected() for b in boxes.values())  # default: the best public ones
+        boxes[v1].click()
+        browser.find_element(By.ID, "save-finals").click()
+        assert browser.find_element(By.ID, "message").text == "final choices saved"
+        checked = [b.get_attribute("value") for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]
+        assert checked == [v2]
+        browser.find_element(By.CSS_SELECTOR, f"input[name=final][value={v1}]").click()  # back to both, for the private board test
+        browser.find_element(By.ID, "save-finals").click()
+        assert len([b for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]) == 2
+    finally:
+        browser.quit()
+
+
 def test_private_board_appears_after_the_end(site: tuple[World, str], driver) -> None:  # type: ignore[no-untyped-def]
     world, url = site
     driver.get(url + "/?part=private")
