@@ -270,3 +270,32 @@ def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
     board = client.get("/api/v1/leaderboard").text + client.get("/").text
     assert not {f"{s.public:.4f}" for s in seeded} & set(re.findall(r"\d+\.\d+", board))
     world.ctx.db.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrades(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from alembic import command
+    from sqlalchemy import inspect, text
+
+    from grader.hosting.db.session import _alembic_config, database_url, make_engine, migrate
+
+    url = database_url(tmp_path, None) if backend == "sqlite" else request.getfixturevalue("postgres_cluster").new_database()
+    engine = make_engine(url)
+    config = _alembic_config()
+
+    def to(revision: str, down: bool = False) -> None:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.downgrade if down else command.upgrade)(config, revision)
+
+    to("0001")
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO participants (name, token_sha256, is_baseline, created_at) VALUES ('old', :t, false, CURRENT_TIMESTAMP)"), {"t": "0" * 64})
+    assert migrate(engine) != "0001"
+    assert {"result_parts", "final_choices"} <= set(inspect(engine).get_table_names())
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT name FROM participants")).scalars().all() == ["old"]  # rows kept
+    to("0001", down=True)
+    assert not {"result_parts", "final_choices"} & set(inspect(engine).get_table_names())
+    assert "labels" not in {c["name"] for c in inspect(engine).get_columns("submissions")}
+    engine.dispose()
