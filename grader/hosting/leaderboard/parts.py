@@ -8,6 +8,7 @@ is scored with the benchmark's own aggregation (task means, then groups).
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,14 @@ def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> Si
     return found
 
 
+@lru_cache(maxsize=1024)
+def _partition(secret: bytes, task: str, query_ids: tuple[str, ...], fraction: float) -> Partition:
+    return partition(secret, task, query_ids, fraction)
+
+
 def partitions(secret: bytes, values: PerQuery, fraction: float) -> dict[str, Partition]:
-    """Each task's public/private partition of the queries ``values`` covers."""
-    return {task: partition(secret, task, per_query, fraction) for task, per_query in values.items()}
+    """Each task's public/private partition of the queries ``values`` covers (cached: every entry has the same queries)."""
+    return {task: _partition(secret, task, tuple(sorted(per_query)), fraction) for task, per_query in values.items()}
 
 
 def part_values(values: PerQuery, parts: dict[str, Partition], part: str) -> PerQuery:
