@@ -299,3 +299,23 @@ def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrade
     assert not {"result_parts", "final_choices"} & set(inspect(engine).get_table_names())
     assert "labels" not in {c["name"] for c in inspect(engine).get_columns("submissions")}
     engine.dispose()
+
+
+def test_partition_secret_is_private_and_its_commitment_cannot_change(tmp_path: Path) -> None:
+    import os
+
+    from grader.hosting.errors import HostingError
+    from grader.hosting.server import ServeOptions, prepare
+
+    world = make_world(tmp_path, None)
+    world.ctx.db.dispose()
+    secret_file = world.state / "keys" / "partition.secret"
+    assert os.stat(secret_file).st_mode & 0o077 == 0
+    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state, workers=0)
+    os.chmod(secret_file, 0o644)
+    with pytest.raises(HostingError, match="readable by others"):
+        prepare(options)
+    os.chmod(secret_file, 0o600)
+    secret_file.write_text("ab" * 32 + "\n", encoding="ascii")  # another secret than the one committed to
+    with pytest.raises(HostingError, match="does not match the commitment"):
+        prepare(options)
