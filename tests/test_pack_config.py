@@ -135,7 +135,13 @@ def test_missing_extra_is_one_line_with_the_install_commands(tmp_path):
     folder = _folder(tmp_path / "m", sbert={"max_seq_length": 32})
     out = tmp_path / "sub"
     code = (
-        "import sys; sys.modules['torch'] = None\n"  # makes `import torch` raise ImportError, as when it is not installed
+        # A finder that refuses torch, as when it is not installed. (sys.modules['torch'] = None would also do that,
+        # but libraries that peek into sys.modules, such as scipy's array-API checks, then crash on the None.)
+        "import sys\n"
+        "class NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'): raise ImportError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
         "from grader.cli.main import main; sys.argv = ['grader', 'pack', sys.argv[1], '--out', sys.argv[2]]; main()"
     )
     result = subprocess.run([sys.executable, "-c", code, str(folder), str(out)], capture_output=True, text=True, timeout=120)

@@ -48,6 +48,19 @@ class QueueTiming:
 
 
 @dataclass(frozen=True)
+class LeaderboardSettings:
+    """The public share of the hidden queries, how many finals a participant picks, and the statistics' resamples and seed."""
+
+    public_fraction: float = 0.3
+    finals: int = 2
+    resamples: int = 10_000
+    seed: int = 0
+    #: Ladder mode of the public board (Blum & Hardt 2015); ``ladder_step`` None = parameter-free margin
+    ladder: bool = False
+    ladder_step: float | None = None
+
+
+@dataclass(frozen=True)
 class Competition:
     """A validated competition file."""
 
@@ -67,6 +80,7 @@ class Competition:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
     queue: QueueTiming = field(default_factory=QueueTiming)
+    leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file."""
@@ -160,6 +174,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         limits=SandboxLimits(**values),
         upload_max_bytes=upload_bytes,
         queue=queue,
+        leaderboard=LeaderboardSettings(**doc.get("leaderboard", {})),
     )
 
 

@@ -31,6 +31,9 @@ class ServerContext:
     tasks: list[str]
     split: str
     sample_split: str
+    #: The partition secret (keys/partition.secret) and its published commitment; never served before the end.
+    partition_secret: bytes = b""
+    partition_commitment: str = ""
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -41,3 +44,9 @@ class ServerContext:
         if ended is None:
             return self.competition.end
         return min(self.competition.end, datetime.fromisoformat(ended))
+
+    def ended(self) -> bool:
+        """Whether the competition has ended (the private board and full reports are public from then on)."""
+        from grader.hosting.clock import utcnow
+
+        return utcnow() >= self.ends_at()

@@ -18,6 +18,7 @@ from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission
 from grader.hosting.db.session import Database, open_database
+from grader.hosting.leaderboard.secret import ensure_partition_secret, record_commitment
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.participants import rekey_local_worker
@@ -43,9 +44,11 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     """Everything before serving: database (migrated), pin check, host key, clean-up of half uploads."""
     state = StateDir(options.state_dir)
     signing_key = state.ensure_host_key()
+    secret = ensure_partition_secret(state.keys)
     db = open_database(state.root, options.database)
     competition = options.competition
     with db.session() as session:
+        commitment = record_commitment(session, secret)
         pin = ensure_pin(session, competition)
         pin_id = pin.id
         known = set(session.scalars(select(Submission.id)).all())
@@ -53,7 +56,8 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_orphans(known)
     _benchmark, tasks, split, sample = grading_splits(competition)
     ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=LocalDispatcher(), pin_id=pin_id, signing_key=signing_key,
-                        benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample)
+                        benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample,
+                        partition_secret=secret, partition_commitment=commitment)
     return ctx, db
 
 

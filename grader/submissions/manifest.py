@@ -42,6 +42,8 @@ class OnnxManifest:
     document_prefix: str = ""
     output: str = "last_hidden_state"
     training: Training = field(default_factory=Training)
+    #: manifest_version 2: declared model facts (parameters, dimension, max_length, license, revision)
+    model_card: dict[str, Any] = field(default_factory=dict)
     kind: Literal["onnx"] = "onnx"
 
 
@@ -55,6 +57,7 @@ class DockerManifest:
     query_prefix: str = ""
     document_prefix: str = ""
     training: Training = field(default_factory=Training)
+    model_card: dict[str, Any] = field(default_factory=dict)
     kind: Literal["docker"] = "docker"
 
 
@@ -106,6 +109,7 @@ def load_manifest(folder: Path) -> Manifest:
             document_prefix=data.get("document_prefix", ""),
             output=data.get("output", "last_hidden_state"),
             training=training,
+            model_card=dict(data.get("model_card", {})),
         )
     return DockerManifest(
         name=data["name"],
@@ -114,4 +118,5 @@ def load_manifest(folder: Path) -> Manifest:
         query_prefix=data.get("query_prefix", ""),
         document_prefix=data.get("document_prefix", ""),
         training=training,
+        model_card=dict(data.get("model_card", {})),
     )

@@ -96,16 +96,21 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     assert "failed  OUTPUT_MISSING" in failed.stdout
     # another participant gets 404 for alice's submission
     assert grader_cli("status", scored_id, "--server", served.url, env={"GRADER_TOKEN": served.tokens["bob"]}).returncode == 5  # type: ignore[attr-defined]
-    # before the end, the hidden-split report stays on the server
+    # before the end, only the public part's report leaves the server (signed by the host, no per-query values)
+    (tmp_path / "host.pub").write_bytes(httpx.get(f"{served.url}/host-key.pub").content)
     early = grader_cli("status", scored_id, "--report", str(tmp_path / "early.json"), "--server", served.url, env=alice)
-    assert early.returncode == 5 and "published when the competition ends" in early.stderr and not (tmp_path / "early.json").exists()
+    assert early.returncode == 0, early.stderr
+    public = grader_cli("verify", str(tmp_path / "early.json"), "--key", str(tmp_path / "host.pub"), "--json")
+    assert public.returncode == 0, public.stderr
+    public_report = json.loads(public.stdout)
+    assert public_report["labels"]["part"]["name"] == "public" and all("per_query" not in t for t in public_report["tasks"].values())
+    assert f"score {public_report['aggregate']['score']:.4f}" in scored.stdout  # the score shown is the public part's
 
     direct = grader_cli("run", str(EXAMPLE), "--benchmark", "mini", "--split", "test", "--sandbox", "docker", "--time-limit", "60", "--memory", "2g", "--cpus", "1", "--out", str(tmp_path / "direct"))
     assert direct.returncode == 0, direct.stderr
     expected = json.loads((tmp_path / "direct" / "report.json").read_text())
 
     admin(served.state, "end")
-    (tmp_path / "host.pub").write_bytes(httpx.get(f"{served.url}/host-key.pub").content)
     got = grader_cli("status", scored_id, "--report", str(tmp_path / "report.dsse.json"), "--server", served.url, env=alice)
     assert got.returncode == 0, got.stderr
     verified = grader_cli("verify", str(tmp_path / "report.dsse.json"), "--key", str(tmp_path / "host.pub"), "--json")

@@ -12,8 +12,9 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from grader import __version__
-from grader.hosting.api.routes import meta, participants, workers
+from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
 from grader.hosting.context import ServerContext
+from grader.hosting.leaderboard.secret_session import ensure_session_secret
 
 DOCS_ASSETS = "/docs-assets"
 
@@ -40,6 +41,10 @@ def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None
     app = FastAPI(title=f"grader: {ctx.competition.name}", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Competition hosting API of `grader serve`. Participants authenticate with `Authorization: Bearer <token>`.")
     app.state.context = ctx
+    from starlette.middleware.sessions import SessionMiddleware
+
+    # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours.
+    app.add_middleware(SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=8 * 3600, same_site="strict")
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
@@ -50,4 +55,6 @@ def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None
     app.include_router(meta.router)
     app.include_router(participants.router)
     app.include_router(workers.router)
+    app.include_router(leaderboard.router)
+    app.include_router(web.router)
     return app

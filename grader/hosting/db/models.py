@@ -137,6 +137,8 @@ class Submission(Base):
     pin_id: Mapped[int] = mapped_column(ForeignKey("pins.id"))
     public_score: Mapped[float | None] = mapped_column(Float)
     result_id: Mapped[int | None] = mapped_column(Integer)
+    #: What the manifest declares: training setting and data, model facts (parameters, dimension, ...); None before 0002.
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (
         Index("ix_submissions_state", "state"),
@@ -191,3 +193,29 @@ class Result(Base):
     report_path: Mapped[str | None] = mapped_column(String(500))
     logs_path: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime]
+
+
+class ResultPart(Base):
+    """A scored result's primary measure on the full hidden split, its public part and its private part.
+
+    Computed on the server from the signed report's per-query values and the
+    partition secret (workers never hold it); only the host sees the private columns before the end.
+    """
+
+    __tablename__ = "result_parts"
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), primary_key=True)
+    full_score: Mapped[float] = mapped_column(Float)
+    public_score: Mapped[float] = mapped_column(Float)
+    private_score: Mapped[float] = mapped_column(Float)
+    #: {"full"|"public"|"private": {task: score}}
+    tasks: Mapped[dict[str, Any]]
+    computed_at: Mapped[datetime]
+
+
+class FinalChoice(Base):
+    """A submission its participant marked as final (at most ``leaderboard.finals`` per participant)."""
+
+    __tablename__ = "final_choices"
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
+    chosen_at: Mapped[datetime]

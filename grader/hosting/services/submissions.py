@@ -25,6 +25,7 @@ from grader.hosting.services.lifecycle import enqueue, new_submission_id, record
 from grader.hosting.services.quotas import check_quota
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
+from grader.submissions.manifest import Manifest, OnnxManifest
 
 _PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
 
@@ -60,6 +61,7 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
                 upload_path=final_path.name, upload_sha256=upload.sha256, upload_bytes=upload.size, content_digest=checked.digest,
                 uploaded_at=uploaded_at, updated_at=uploaded_at, dispatched_at=None, attempt=0, attempt_limit=competition.max_attempts,
                 lease_worker_id=None, lease_expires_at=None, version=0, pin_id=ctx.pin_id, public_score=None, result_id=None,
+                labels=manifest_labels(checked.manifest),
             )
             record_received(session, submission)
     finally:
@@ -68,9 +70,18 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
     return submission
 
 
+def manifest_labels(manifest: Manifest) -> dict[str, Any]:
+    """What the leaderboard shows of a manifest: the declared training setting and data, and the model facts."""
+    facts = dict(manifest.model_card)
+    if isinstance(manifest, OnnxManifest):
+        facts.setdefault("max_length", manifest.max_length)
+    return {**manifest.training.as_labels(), "model": facts}
+
+
 def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
-    """What the submitting participant may see: state and failure code always; the public aggregate
-    (rounded to 4 decimals) for hidden-split grades; for sample-split runs also the last log line."""
+    """What the submitting participant may see: state and failure code always; the public-part aggregate
+    (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
+    runs their score and the last log line."""
     view: dict[str, Any] = {
         "id": submission.id,
         "name": submission.name,
@@ -82,9 +93,12 @@ def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> d
         "uploaded_at": iso(submission.uploaded_at),
         "updated_at": iso(submission.updated_at),
         "sha256": submission.upload_sha256,
-        "score": None if submission.public_score is None else round(submission.public_score, 4),
-        "report_available": bool(submission.result_id) and (submission.track == "sample" or ended),
+        "report_available": bool(submission.result_id) and (submission.track == "sample" or submission.state == "scored" or ended),
     }
+    # Of a hidden grade: the public part's score until the end (grader.hosting.leaderboard), never the full split's.
+    from grader.hosting.leaderboard.service import submission_scores
+
+    view.update(submission_scores(ctx, submission))
     if submission.track == "sample":
         view["last_log_line"] = last_log_line(ctx, submission)
     return view

@@ -13,6 +13,7 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.services import submissions as service
 from grader.hosting.services.quotas import quota_status
 
@@ -58,20 +59,16 @@ def get_submission(submission_id: str, ctx: ServerContext = Depends(context), wh
     return service.public_view(ctx, submission, ended=utcnow() >= ctx.ends_at())
 
 
-@router.get("/submissions/{submission_id}/report", summary="The signed report (sample runs; hidden grades after the end)")
+@router.get("/submissions/{submission_id}/report", summary="The signed report (sample runs; of hidden grades the public part until the end, the full report after)")
 def get_report(submission_id: str, ctx: ServerContext = Depends(context), who: Participant = Depends(participant)) -> Response:
     submission = service.own_submission(ctx, who, submission_id)
     if submission is None:
         raise HTTPException(404, NOT_FOUND)
-    result = service.result_of(ctx, submission)
-    if result is None or result.envelope_path is None:
+    envelope = report_envelope(ctx, submission)
+    if envelope is None:
         raise HTTPException(404, "no signed report for this submission (not scored yet, or it failed before a report)")
-    # Until the end, a hidden-split report would reveal more than the public aggregate; the
-    # leaderboard issue adds a public-part report here.
-    if submission.track == "hidden" and utcnow() < ctx.ends_at():
-        raise HTTPException(403, f"reports of hidden-split grades are published when the competition ends ({iso(ctx.ends_at())})")
-    with open(result.envelope_path, "rb") as handle:
-        return Response(handle.read(), media_type="application/json")
+    # Until the end a hidden grade's report covers the public part alone (signed by the host on the server).
+    return Response(envelope, media_type="application/json")
 
 
 @router.get("/submissions/{submission_id}/logs", summary="Container logs of a sample-split run (never of a hidden grade)")

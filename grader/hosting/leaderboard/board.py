@@ -1,0 +1,234 @@
+"""The leaderboard, computed on the server from stored results: one row per participant, per training setting.
+
+* Public board (any time): each participant's best public-part score.
+* Private board (after the end only): each participant's best private-part
+  score among their final choices (default: their ``finals`` best public ones).
+* Zero-shot, fine-tuned and undeclared-training entries are ranked on separate
+  boards; host baselines are shown with a badge and never ranked.
+* Statistics (:func:`grader.stats.compare.compare`) over the per-query values of
+  the board's part: bootstrap interval, rank interval, significance group (not
+  separable from the leader), and each entry's paired tests against the entry
+  ranked just above it, Holm-corrected over all pairs of the board.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
+from grader.hosting.leaderboard.parts import PerQuery, ensure_parts, part_values, partitions, scored_hidden, signed_values
+from grader.stats.aggregate import ScoreTable
+from grader.stats.compare import Comparison, compare
+from grader.stats.ladder import ladder_step as ladder_step_of
+
+SETTINGS = ("zero-shot", "fine-tuned", "undeclared")
+SETTING_TITLES = {"zero-shot": "Zero-shot", "fine-tuned": "Fine-tuned", "undeclared": "Training data not declared"}
+
+
+@dataclass
+class Entry:
+    """One row of a board."""
+
+    submission_id: str
+    participant: str
+    team: str | None
+    baseline: bool
+    name: str
+    kind: str
+    setting: str
+    labels: dict[str, Any]
+    uploaded_at: datetime
+    score: float
+    tasks: dict[str, float]
+    final: bool = False
+    rank: int | None = None
+    rank_low: int | None = None
+    rank_high: int | None = None
+    group: int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    vs_above: dict[str, Any] | None = None
+    #: Ladder mode: the public score the Ladder released (shown instead of the raw public score)
+    released: float | None = None
+
+
+@dataclass
+class Board:
+    """The rows of one training setting, ranked entries first (best first), then baselines."""
+
+    part: str
+    setting: str
+    entries: list[Entry] = field(default_factory=list)
+    method: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return SETTING_TITLES[self.setting]
+
+
+def setting_of(labels: dict[str, Any] | None) -> str:
+    """``zero-shot`` or ``fine-tuned`` as declared; anything else is ``undeclared`` (never assumed zero-shot)."""
+    training = (labels or {}).get("training") or {}
+    setting = training.get("setting") if isinstance(training, dict) else None
+    return setting if setting in ("zero-shot", "fine-tuned") else "undeclared"
+
+
+@dataclass(frozen=True)
+class Scored:
+    submission: Submission
+    result: Result
+    parts: ResultPart
+    participant: Participant
+
+
+def scored_rows(session: Session, public_key: Any, secret: bytes, fraction: float) -> list[Scored]:
+    """Every scored hidden-split submission with its part scores (computed on first use) and participant."""
+    participants = {p.id: p for p in session.scalars(select(Participant)).all()}
+    rows = []
+    for submission, result in scored_hidden(session):
+        parts = ensure_parts(session, result, public_key, secret, fraction)
+        if parts is not None:
+            rows.append(Scored(submission, result, parts, participants[submission.participant_id]))
+    return rows
+
+
+def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str]]:
+    """Each participant's final submissions: their choices, or by default their ``k`` best public ones (ties: earliest)."""
+    chosen: dict[int, set[str]] = {}
+    for choice in session.scalars(select(FinalChoice)).all():
+        chosen.setdefault(choice.participant_id, set()).add(choice.submission_id)
+    scored_ids = {row.submission.id for row in rows}
+    by_participant: dict[int, list[Scored]] = {}
+    for row in rows:
+        by_participant.setdefault(row.participant.id, []).append(row)
+    finals: dict[int, set[str]] = {}
+    for pid, own in by_participant.items():
+        picked = {sid for sid in chosen.get(pid, set()) if sid in scored_ids}
+        if not picked:
+            best = sorted(own, key=lambda r: (-r.parts.public_score, r.submission.uploaded_at, r.submission.id))[:k]
+            picked = {r.submission.id for r in best}
+        finals[pid] = picked
+    return finals
+
+
+def _best(rows: list[Scored], part: str) -> Scored:
+    score = (lambda r: r.parts.public_score) if part == "public" else (lambda r: r.parts.private_score)
+    return sorted(rows, key=lambda r: (-score(r), r.submission.uploaded_at, r.submission.id))[0]
+
+
+def select_entries(rows: list[Scored], part: str, finals: dict[int, set[str]]) -> list[Scored]:
+    """One row per participant: the best public score, or (private) the best private score among the finals."""
+    by_participant: dict[int, list[Scored]] = {}
+    for row in rows:
+        if part == "private" and row.submission.id not in finals.get(row.participant.id, set()):
+            continue
+        by_participant.setdefault(row.participant.id, []).append(row)
+    return [_best(own, part) for own in by_participant.values()]
+
+
+_cache: dict[tuple[Any, ...], Comparison] = {}
+_cache_lock = threading.Lock()
+
+
+def _comparison(key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: int) -> Comparison:
+    with _cache_lock:
+        found = _cache.get(key)
+    if found is None:
+        found = compare(table, resamples=resamples, seed=seed)
+        with _cache_lock:
+            if len(_cache) > 64:
+                _cache.clear()
+            _cache[key] = found
+    return found
+
+
+def _values(row: Scored, public_key: Any, secret: bytes, fraction: float, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
+    assert row.result.envelope_path is not None
+    signed = signed_values(row.result.envelope_path, public_key)
+    return signed.measure, signed.groups, part_values(signed.values, partitions(secret, signed.values, fraction), part)
+
+
+def ladder_replay(rows: list[Scored], public_key: Any, secret: bytes, fraction: float, step: float | None) -> tuple[dict[str, float], dict[str, float]]:
+    """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
+
+    Each participant's submissions of one training setting are replayed in upload
+    order through :func:`grader.stats.ladder.ladder_step` over their public per-query values.
+    """
+    after: dict[str, float] = {}
+    best: dict[str, float] = {}
+    by_participant: dict[int, list[Scored]] = {}
+    for row in rows:
+        by_participant.setdefault(row.participant.id, []).append(row)
+    for own in by_participant.values():
+        own.sort(key=lambda r: (r.submission.uploaded_at, r.submission.id))
+        loaded = [_values(r, public_key, secret, fraction, "public") for r in own]
+        table = ScoreTable.from_values([r.submission.id for r in own], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
+        best_values = released = best_id = None
+        for index, row in enumerate(own):
+            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=step)
+            if outcome.improved:
+                best_values, released, best_id = table.values[index], outcome.released, row.submission.id
+            after[row.submission.id] = outcome.released
+        assert best_id is not None and released is not None
+        best[best_id] = released
+    return after, best
+
+
+def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes, fraction: float, finals_k: int, resamples: int, seed: int,
+                 ladder: bool = False, ladder_step: float | None = None) -> list[Board]:
+    """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
+    rows = scored_rows(session, public_key, secret, fraction)
+    finals = finals_of(session, rows, finals_k)
+    boards = []
+    for setting in SETTINGS:
+        in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
+        released: dict[str, float] = {}
+        if ladder and part == "public" and in_setting:
+            released = ladder_replay(in_setting, public_key, secret, fraction, ladder_step)[1]
+            chosen = [r for r in in_setting if r.submission.id in released]
+        else:
+            chosen = select_entries(in_setting, part, finals)
+        if not chosen:
+            continue
+        board = Board(part, setting)
+        for ranked in (False, True):
+            members = [r for r in chosen if r.participant.is_baseline != ranked]
+            if not members:
+                continue
+            loaded = [_values(r, public_key, secret, fraction, part) for r in members]
+            table = ScoreTable.from_values([r.submission.id for r in members], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
+            key = (part, setting, ranked, tuple((r.submission.id, r.result.id) for r in members), fraction, resamples, seed, secret)
+            result = _comparison(key, table, resamples, seed)
+            board.method = result.as_json()["method"] | {"measure": result.measure, "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board"}
+            by_id = {r.submission.id: r for r in members}
+            pairs = {(p.first, p.second): p for p in result.pairs}
+            above: str | None = None
+            rows_out = []
+            for stat in result.entries:
+                row = by_id[stat.name]
+                tasks = row.parts.tasks[part]
+                entry = Entry(row.submission.id, row.participant.name, row.participant.team, row.participant.is_baseline, row.submission.name, row.submission.kind, setting,
+                              dict(row.submission.labels or {}), row.submission.uploaded_at, stat.score, dict(tasks), final=row.submission.id in finals.get(row.participant.id, set()),
+                              ci_low=stat.ci_low, ci_high=stat.ci_high, released=released.get(row.submission.id))
+                if ranked:
+                    entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group
+                    if above is not None and (above, stat.name) in pairs:
+                        pair = pairs[(above, stat.name)]
+                        entry.vs_above = {"submission": above, "difference": pair.mean_difference, "effect_size": pair.effect_size,
+                                          "t_p_holm": pair.t_p_holm, "randomization_p_holm": pair.randomization_p_holm}
+                    above = stat.name
+                rows_out.append(entry)
+            if ranked and released:
+                # Ladder mode ranks by the released scores (ties share a rank); intervals and groups stay those of the raw values
+                rows_out.sort(key=lambda e: -(e.released or 0.0))
+                for e in rows_out:
+                    e.rank = 1 + sum(1 for other in rows_out if (other.released or 0.0) > (e.released or 0.0))
+            board.entries = (rows_out + board.entries) if ranked else (board.entries + rows_out)
+        boards.append(board)
+    return boards

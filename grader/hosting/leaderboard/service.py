@@ -1,0 +1,201 @@
+"""What the routes and pages of the leaderboard ask for, decided in one place.
+
+The rule of every function here: before the end, only public-part aggregates
+(rounded to 4 decimals) leave the server, never a private number, a full-split
+number or a per-query value; after the end the private board, full scores and
+full reports appear and the partition secret is published.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
+from grader.hosting.errors import HostingError
+from grader.hosting.host_key import sign_and_store
+from grader.hosting.leaderboard.board import Board, build_boards, finals_of, ladder_replay, scored_rows, setting_of
+from grader.hosting.leaderboard.parts import ensure_parts, signed_values
+from grader.hosting.leaderboard.public_report import public_part_report
+
+DECIMALS = 4
+PUBLIC_REPORT_DIR = "public-part"
+
+
+def rounded(value: float | None) -> float | None:
+    """A published number: rounded to 4 decimals."""
+    return None if value is None else round(float(value), DECIMALS)
+
+
+def _settings(ctx: ServerContext) -> dict[str, Any]:
+    lb = ctx.competition.leaderboard
+    return {"public_key": ctx.signing_key.public_key(), "secret": ctx.partition_secret, "fraction": lb.public_fraction, "finals_k": lb.finals,
+            "resamples": lb.resamples, "seed": lb.seed, "ladder": lb.ladder, "ladder_step": lb.ladder_step}
+
+
+def boards(ctx: ServerContext, part: str) -> list[Board]:
+    """The boards of ``part``; the private part only after the end (the caller answers 404 before)."""
+    if part not in ("public", "private"):
+        raise HostingError(f"no such board part: {part!r}")
+    if part == "private" and not ctx.ended():
+        raise HostingError("the private board is published at the end")
+    with ctx.db.session() as session:
+        return build_boards(session, part=part, **_settings(ctx))
+
+
+def entry_json(entry: Any) -> dict[str, Any]:
+    """One row as published (numbers rounded)."""
+    labels = entry.labels
+    facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
+    training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
+    vs = entry.vs_above
+    if entry.released is not None:
+        # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
+        return {"rank": entry.rank, "rank_interval": None, "group": None, "participant": entry.participant, "team": entry.team, "baseline": entry.baseline,
+                "submission": entry.submission_id, "name": entry.name, "kind": entry.kind, "setting": entry.setting, "training_data": training.get("datasets"),
+                "model": facts, "final": entry.final, "score": rounded(entry.released), "ladder": True, "interval": [None, None], "tasks": {}, "vs_above": None,
+                "date": iso(entry.uploaded_at), "report": None}
+    return {
+        "rank": entry.rank, "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high], "group": entry.group,
+        "participant": entry.participant, "team": entry.team, "baseline": entry.baseline, "submission": entry.submission_id, "name": entry.name, "kind": entry.kind,
+        "setting": entry.setting, "training_data": training.get("datasets"), "model": facts, "final": entry.final,
+        "score": rounded(entry.score), "ladder": False, "interval": [rounded(entry.ci_low), rounded(entry.ci_high)], "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
+        "vs_above": None if vs is None else {"submission": vs["submission"], "difference": rounded(vs["difference"]), "effect_size": rounded(vs["effect_size"]),
+                                             "t_p_holm": rounded(vs["t_p_holm"]), "randomization_p_holm": rounded(vs["randomization_p_holm"])},
+        "date": iso(entry.uploaded_at), "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
+    }
+
+
+def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
+    """The boards of ``part`` as JSON data."""
+    found = boards(ctx, part)
+    return {"competition": ctx.competition.name, "part": part, "ended": ctx.ended(), "host_key": "/host-key.pub",
+            "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found]}
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A CSV cell that no spreadsheet reads as a formula (OWASP: prefix ' to cells starting = + - @ tab CR)."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def board_csv(ctx: ServerContext, part: str) -> str:
+    """The boards of ``part`` as CSV, one row per entry."""
+    data = board_json(ctx, part)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    tasks = sorted({t for b in data["boards"] for e in b["entries"] for t in e["tasks"]})
+    writer.writerow(["board", "rank", "rank_low", "rank_high", "group", "participant", "team", "baseline", "submission", "name", "setting", "score", "ci_low", "ci_high", *tasks, "date"])
+    for board in data["boards"]:
+        for e in board["entries"]:
+            interval = e["rank_interval"] or [None, None]
+            row = [board["setting"], e["rank"], *interval, e["group"], e["participant"], e["team"], e["baseline"], e["submission"], e["name"], e["setting"],
+                   e["score"], *e["interval"], *[e["tasks"].get(t) for t in tasks], e["date"]]
+            writer.writerow([csv_cell(v) for v in row])
+    return out.getvalue()
+
+
+def partition_info(ctx: ServerContext) -> dict[str, Any]:
+    """The commitment and data digests (from day one); the secret itself once the competition has ended."""
+    with ctx.db.session() as session:
+        pin = session.get(Pin, ctx.pin_id)
+        assert pin is not None
+        digests = pin.digests
+    ended = ctx.ended()
+    return {"commitment": ctx.partition_commitment, "commitment_of": "hex SHA-256 of the secret's bytes", "public_fraction": ctx.competition.leaderboard.public_fraction,
+            "rule": "docs/statistics.md (Public and private queries); docs/leaderboard.md", "data_digests": digests, "ended": ended,
+            "secret": ctx.partition_secret.hex() if ended else None}
+
+
+def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, Any]:
+    """A participant's own scores of a submission: the public part (rounded) until the end; then also private and full."""
+    if submission.track != "hidden":
+        # a sample run is graded on the public sample split: its whole score is public
+        return {"score": rounded(submission.public_score)}
+    if submission.result_id is None or submission.state != "scored":
+        return {"score": None}
+    s = _settings(ctx)
+    with ctx.db.session() as session:
+        result = session.get(Result, submission.result_id)
+        parts = None if result is None else ensure_parts(session, result, s["public_key"], s["secret"], s["fraction"])
+        if parts is None:
+            return {"score": None}
+        view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
+        if ctx.competition.leaderboard.ladder and not ctx.ended():
+            view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
+        if ctx.ended():
+            view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
+        return view
+
+
+def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> float | None:
+    """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
+    s = _settings(ctx)
+    setting = setting_of(submission.labels)
+    rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
+            if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
+    return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
+
+
+def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
+    """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
+    s = _settings(ctx)
+    with ctx.db.session() as session:
+        chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
+        rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"]) if r.participant.id == participant.id]
+        finals = finals_of(session, rows, s["finals_k"]).get(participant.id, set())
+    return finals, bool(chosen & finals)
+
+
+def set_finals(ctx: ServerContext, participant: Participant, submission_ids: list[str]) -> list[str]:
+    """Replace the participant's final choices (own, hidden, scored submissions; at most K; before the end)."""
+    k = ctx.competition.leaderboard.finals
+    if ctx.ended():
+        raise HostingError("final choices closed with the competition's end")
+    ids = sorted(set(submission_ids))
+    if len(ids) > k:
+        raise HostingError(f"at most {k} final submissions may be chosen ({len(ids)} given)")
+    now = utcnow()
+    with ctx.db.session() as session:
+        for sid in ids:
+            submission = session.get(Submission, sid) if len(sid) <= 40 else None
+            if submission is None or submission.participant_id != participant.id:
+                raise LookupError(sid)
+            if submission.track != "hidden" or submission.state != "scored":
+                raise HostingError("only scored hidden-split submissions can be final")
+        session.execute(delete(FinalChoice).where(FinalChoice.participant_id == participant.id))
+        for sid in ids:
+            session.add(FinalChoice(submission_id=sid, participant_id=participant.id, chosen_at=now))
+    return ids
+
+
+def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
+    """The signed report a participant may download: a sample run's at once; of a hidden grade, the public-part
+    report (signed on the server) until the end and the full report after; None when there is none."""
+    if submission.result_id is None:
+        return None
+    with ctx.db.session() as session:
+        result = session.get(Result, submission.result_id)
+    if result is None or result.envelope_path is None:
+        return None
+    if submission.track != "hidden" or ctx.ended():
+        with open(result.envelope_path, "rb") as handle:
+            return handle.read()
+    if result.state != "scored" or ctx.competition.leaderboard.ladder:
+        return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
+    folder = ctx.state.result_dir(submission.id, result.attempt) / PUBLIC_REPORT_DIR
+    signed_path = folder / "report.dsse.json"
+    if not signed_path.is_file():
+        s = _settings(ctx)
+        report = public_part_report(signed_values(result.envelope_path, s["public_key"]), s["secret"], s["fraction"], ctx.partition_commitment)
+        folder.mkdir(parents=True, exist_ok=True)
+        signed_path, _plain = sign_and_store(report, ctx.signing_key, folder)
+    return signed_path.read_bytes()

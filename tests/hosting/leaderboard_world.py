@@ -1,0 +1,173 @@
+"""A seeded competition for the leaderboard tests: real database (SQLite or PostgreSQL), real signed reports.
+
+Submissions go through the real lifecycle (received, queued, claimed by a
+worker, result accepted and signed by the host); only the grading itself is
+replaced by reports built here with known per-query values, since grading is
+not what these tests are about. Expected numbers are re-derived here from the
+partition rule of docs/statistics.md, independently of grader.stats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from grader.data.benchmark import BenchmarkSpec
+from grader.hosting.clock import utcnow
+from grader.hosting.config import load_competition
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Participant, Pin, Submission, Worker
+from grader.hosting.server import ServeOptions, prepare
+from grader.hosting.services import lifecycle
+from grader.hosting.services.participants import add_participant, rekey_local_worker
+from grader.hosting.services.results import accept_result
+from grader.reports.model import build_report
+from tests.hosting.support import write_competition
+
+XSS_NAME = "<img src=x onerror=alert(1)>"
+QUERIES = 60
+FRACTION = 0.3
+
+
+@dataclass
+class Seeded:
+    """One seeded hidden-split submission and what the test expects of it."""
+
+    id: str
+    participant: str
+    name: str
+    values: dict[str, dict[str, float]]
+    public: float = 0.0
+    private: float = 0.0
+    full: float = 0.0
+    private_tasks: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class World:
+    ctx: ServerContext
+    state: Path
+    database: str | None
+    tokens: dict[str, str]
+    secret: bytes
+    submissions: list[Seeded] = field(default_factory=list)
+
+    def by_name(self, name: str) -> Seeded:
+        return next(s for s in self.submissions if s.name == name)
+
+
+def reference_public(secret: bytes, task: str, query_ids: list[str], fraction: float) -> set[str]:
+    """The public queries by the rule of docs/statistics.md, written out again here."""
+    name = task.encode()
+    tag = {q: hmac.new(secret, len(name).to_bytes(4, "big") + name + q.encode(), hashlib.sha256).digest() for q in query_ids}
+    ranked = sorted(query_ids, key=lambda q: (tag[q], q))
+    count = min(max(math.floor(fraction * len(query_ids) + 0.5), 1), len(query_ids) - 1)
+    return set(ranked[:count])
+
+
+def _mean_of_tasks(values: dict[str, dict[str, float]], keep: dict[str, set[str]] | None) -> float:
+    means = []
+    for task, per_query in sorted(values.items()):
+        chosen = [v for q, v in per_query.items() if keep is None or q in keep[task]]
+        means.append(math.fsum(chosen) / len(chosen))
+    return math.fsum(means) / len(means)
+
+
+def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, ladder_step: float | None = None) -> World:
+    board: dict[str, Any] = {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7}
+    if ladder_step is not None:
+        board.update(ladder=True, ladder_step=ladder_step)
+    competition = load_competition(write_competition(tmp_path / "c.toml", title="Code retrieval on mini (demo)", tables={"leaderboard": board,
+                                                                                   "quotas": {"per_day": 50, "total": 100, "concurrent": 50}}))
+    state = tmp_path / "state"
+    # A fixed secret keeps every number of the tests the same from run to run (the leak scan looks for exact numbers).
+    (state / "keys").mkdir(parents=True)
+    os.chmod(state / "keys", 0o700)
+    secret_file = state / "keys" / "partition.secret"
+    secret_file.write_text(hashlib.sha256(b"leaderboard tests").hexdigest() + "\n", encoding="ascii")
+    os.chmod(secret_file, 0o600)
+    ctx, _db = prepare(ServeOptions(competition=competition, state_dir=state, database=database, workers=0))
+    tokens = {}
+    with ctx.db.session() as session:
+        for name, team, baseline in (("alice", "lab-a", False), ("bob", None, False), ("carol", "=cmd|' /C calc'!A0", False), ("mallory", None, False), ("host-bm25", None, True)):
+            tokens[name] = add_participant(session, name, team, baseline=baseline)[1]
+        rekey_local_worker(session, "seed-worker")
+    world = World(ctx, state, database, tokens, ctx.partition_secret)
+    return world
+
+
+def seed(world: World, participant: str, name: str, level: float, *, setting: str | None = "zero-shot", private_shift: float = 0.0, model: dict[str, Any] | None = None,
+         uploaded_ago_s: float = 0, rng_seed: int = 0) -> Seeded:
+    """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``)."""
+    ctx = world.ctx
+    rng = random.Random(rng_seed)
+    with ctx.db.session() as session:
+        pin = session.get(Pin, ctx.pin_id)
+        assert pin is not None
+        digests = pin.digests
+        pid = session.scalar(select(Participant.id).where(Participant.name == participant))
+        worker_id = session.scalar(select(Worker.id).where(Worker.name == "seed-worker"))
+    values: dict[str, dict[str, float]] = {}
+    public_sets: dict[str, set[str]] = {}
+    for task in ctx.tasks:
+        ids = [f"{task}-q{i:03d}" for i in range(QUERIES)]
+        public_sets[task] = reference_public(world.secret, task, ids, FRACTION)
+        values[task] = {}
+        for q in ids:
+            v = level + rng.uniform(-0.25, 0.25) + (0.0 if q in public_sets[task] else private_shift)
+            values[task][q] = min(1.0, max(0.0, v))
+    content_digest = hashlib.sha256(f"{participant}/{name}/{rng_seed}".encode()).hexdigest()
+    labels: dict[str, Any] = {"model": dict(model or {})}
+    if setting:
+        labels["training"] = {"setting": setting, "datasets": [] if setting == "zero-shot" else ["mini/train"]}
+    now = utcnow() - timedelta(seconds=uploaded_ago_s)
+    submission = Submission(
+        id=lifecycle.new_submission_id(), participant_id=pid, name=name, kind="onnx", track="hidden", split="test", state="received", failure_code=None,
+        upload_path="none", upload_sha256="0" * 64, upload_bytes=1, content_digest=content_digest, uploaded_at=now, updated_at=now, dispatched_at=None, attempt=0,
+        attempt_limit=3, lease_worker_id=None, lease_expires_at=None, version=0, pin_id=ctx.pin_id, public_score=None, result_id=None, labels=labels)
+    with ctx.db.session() as session:
+        lifecycle.record_received(session, submission)
+    assert lifecycle.enqueue(ctx.db, ctx.dispatcher, submission.id, actor="test")
+    claim = lifecycle.claim(ctx.db, worker_id, 60)
+    assert claim is not None and claim.submission_id == submission.id
+    spec = BenchmarkSpec(name="mini", version=digests["version"], primary_measure="NDCG@10", tasks=tuple(ctx.tasks), groups={})
+    tasks = []
+    for task in ctx.tasks:
+        per_query = values[task]
+        mean = math.fsum(per_query.values()) / len(per_query)
+        tasks.append({"name": task, "split": "test", "data_digest": {"sha256": digests["tasks"][task]["test"]}, "status": "scored", "failure": None,
+                      "measures": {"NDCG@10": mean, "MAP@10": mean / 2}, "queries": {"judged": QUERIES, "answered": QUERIES, "missing": 0, "extra": 0},
+                      "per_query": {"measure": "NDCG@10", "values": per_query}})
+    report = build_report(benchmark={"name": "mini", "version": digests["version"], "primary_measure": "NDCG@10"}, subject={"name": name, "kind": "onnx", "digest": {"sha256": content_digest}},
+                          tasks=tasks, aggregate=spec.aggregate({t["name"]: t["measures"]["NDCG@10"] for t in tasks}), policy="strict", started_at=now, finished_at=now,
+                          labels={k: v for k, v in labels.items() if k == "training"})
+    verdict = accept_result(ctx.db, ctx.state, ctx.signing_key, submission_id=submission.id, attempt=claim.attempt, worker_id=worker_id, payload={"report": report})
+    assert verdict.status == "accepted", verdict
+    entry = Seeded(submission.id, participant, name, values, public=_mean_of_tasks(values, public_sets),
+                   private=_mean_of_tasks(values, {t: set(values[t]) - public_sets[t] for t in values}), full=_mean_of_tasks(values, None))
+    entry.private_tasks = {t: math.fsum(v for q, v in values[t].items() if q not in public_sets[t]) / (QUERIES - len(public_sets[t])) for t in values}
+    world.submissions.append(entry)
+    return entry
+
+
+def seed_demo(world: World) -> None:
+    """The board of the tests and of docs/leaderboard.png."""
+    seed(world, "alice", "alice-encoder-v1", 0.55, private_shift=-0.05, model={"parameters": 22_700_000, "dimension": 384, "max_length": 256, "license": "apache-2.0"},
+         uploaded_ago_s=500, rng_seed=1)
+    seed(world, "alice", "alice-encoder-v2", 0.60, private_shift=-0.10, model={"parameters": 22_700_000, "dimension": 384, "max_length": 512, "license": "apache-2.0", "revision": "v2"},
+         uploaded_ago_s=400, rng_seed=2)
+    seed(world, "bob", "bob-lsa", 0.45, private_shift=0.12, uploaded_ago_s=300, rng_seed=3)
+    seed(world, "carol", "=HYPERLINK(\"http://x\")", 0.35, private_shift=0.0, uploaded_ago_s=250, rng_seed=4)
+    seed(world, "mallory", XSS_NAME, 0.40, private_shift=0.03, uploaded_ago_s=200, rng_seed=5)
+    seed(world, "host-bm25", "BM25 baseline", 0.50, private_shift=0.0, uploaded_ago_s=600, rng_seed=6)
+    seed(world, "bob", "bob-finetuned", 0.70, setting="fine-tuned", private_shift=-0.02, uploaded_ago_s=100, rng_seed=7)
+    seed(world, "carol", "carol-mystery", 0.65, setting=None, private_shift=0.0, uploaded_ago_s=50, rng_seed=8)
