@@ -14,12 +14,16 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.grading_adapter import GradeRequest, grade_upload, limits_from_json
+from grader.hosting.worker.hygiene import data_mismatch, remove_submission_image
+from grader.hosting.worker_signing import sign_result
 
 log = logging.getLogger("grader.worker")
 
@@ -58,6 +62,8 @@ class WorkerApi:
         response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=payload)
         if response.status_code == 409:
             return "stale"
+        if response.status_code == 403:
+            return "refused"
         response.raise_for_status()
         return str(response.json().get("status"))
 
@@ -95,8 +101,14 @@ def _post_with_retry(api: WorkerApi, submission_id: str, payload: dict[str, Any]
             delay = min(delay * 2, 10.0)
 
 
-def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
-    """Grade one claimed job and post its result; return the server's verdict."""
+def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
+    """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
+
+    The worker's benchmark data must have the digests the competition pins: otherwise the
+    attempt fails INFRA (back to the queue, for a worker with the right data) and
+    ``on_data_mismatch`` is told, so that this worker stops claiming. Staging and a
+    submission's loaded image are removed afterwards (shared workers run out of disk otherwise).
+    """
     submission_id, attempt = job["submission_id"], int(job["attempt"])
     beat = Heartbeat(api, submission_id, attempt, float(job["heartbeat_s"]))
     beat.start()
@@ -104,14 +116,25 @@ def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
         with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
             work = Path(scratch)
             upload = work / "upload.tar.gz"
-            if api.download(submission_id, attempt, upload) != job["upload_sha256"]:
-                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": "upload digest mismatch in transfer"}
+            mismatch = data_mismatch(job)
+            if mismatch is not None:
+                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": f"benchmark data on this worker does not match the pin: {mismatch}"}
+                if on_data_mismatch is not None:
+                    on_data_mismatch(mismatch)
+            elif api.download(submission_id, attempt, upload) != job["upload_sha256"]:
+                payload = {"attempt": attempt, "failure_code": "INFRA", "message": "upload digest mismatch in transfer"}
             else:
                 request = GradeRequest(benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"]))
-                outcome = grade_upload(upload, request, work)
+                try:
+                    outcome = grade_upload(upload, request, work)
+                finally:
+                    remove_submission_image(upload)
                 payload = {"attempt": attempt, "report": outcome.report, "failure_code": outcome.failure_code, "message": outcome.message[-20000:], "logs": outcome.logs}
     finally:
         beat.done.set()
+    if key is not None:
+        payload["signature"] = sign_result(key, submission_id=submission_id, attempt=attempt, upload_sha256=job["upload_sha256"],
+                                           report=payload.get("report"), failure_code=payload.get("failure_code"), message=payload.get("message", ""))
     if beat.lost.is_set():
         log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
     return _post_with_retry(api, submission_id, payload, give_up_after=float(job["lease_s"]))
@@ -131,7 +154,7 @@ class ParentWatch(threading.Thread):
                 os._exit(3)
 
 
-def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False) -> None:
+def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False, key: Ed25519PrivateKey | None = None) -> None:
     """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
     if exit_with_parent:
         ParentWatch().start()
@@ -153,7 +176,10 @@ def run_worker(server: str, token: str, *, name: str = "worker", once: bool = Fa
         if job is None:
             continue
         log.info("claimed %s attempt %s", job["submission_id"], job["attempt"])
-        verdict = grade_job(api, job)
+        unfit: list[str] = []
+        verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
         log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+        if unfit:
+            raise SystemExit(f"benchmark data here does not match the competition's pin ({unfit[0]}); stopping this worker")
         if once:
             return
