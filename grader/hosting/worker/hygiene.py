@@ -7,7 +7,7 @@
   a worker below its free-space floor claims nothing until space returns.
 - Images: a submission's ``docker save`` tar is loaded untagged for its grading;
   it is removed afterwards (never forced: an image another container still
-  uses stays).
+  uses stays; nor one the engine also holds under a name).
 """
 
 from __future__ import annotations
@@ -90,7 +90,10 @@ def remove_submission_image(upload: Path) -> None:
     try:
         from grader.sandbox.engine import docker_client
 
-        docker_client().images.remove(image_id, force=False, noprune=False)
+        client = docker_client()
+        if client.images.get(image_id).tags:
+            return  # the same image is also in the engine under a name (the host's own): not ours to remove
+        client.images.remove(image_id, force=False, noprune=False)
         log.info("removed submission image %s", image_id[:19])
     except Exception as error:  # docker.errors.ImageNotFound / APIError (in use): leave it
         log.info("kept image %s: %s", image_id[:19], type(error).__name__)
