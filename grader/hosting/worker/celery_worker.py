@@ -10,6 +10,7 @@ claim, and the other settings: :mod:`grader.hosting.celery_app`.
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 
 import httpx
@@ -73,7 +74,7 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 raise WorkerShutdown(1)
         return graded
 
-    worker = app.Worker(hostname=f"{name}@%h", pool="solo", concurrency=1, prefetch_multiplier=1, queues=[QUEUE], loglevel="INFO",
+    worker = app.Worker(hostname=f"{name}@{socket.gethostname()}", pool="solo", concurrency=1, prefetch_multiplier=1, queues=[QUEUE], loglevel="INFO",
                         without_gossip=True, without_mingle=True, without_heartbeat=True, optimization="fair")
     worker.start()
     raise SystemExit(worker.exitcode or 0)

@@ -2,7 +2,8 @@
 
 A worker that dies mid-grade simply stops heartbeating; the server's reaper
 re-queues the job. A result the server calls stale (409) is dropped. Posting
-is retried with back-off until the lease would have expired anyway.
+is retried with back-off for three lease lengths: a server that was unreachable
+for longer has re-queued the job, and then refuses the late result anyway.
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def _post_with_retry(api: WorkerApi, submission_id: str, payload: dict[str, Any]
             delay = min(delay * 2, 10.0)
 
 
+def _download(api: WorkerApi, submission_id: str, attempt: int, target: Path) -> str | None:
+    """The upload's sha256 once fetched; None when the server could not be reached (the attempt then fails INFRA)."""
+    try:
+        return api.download(submission_id, attempt, target)
+    except httpx.HTTPError as error:
+        log.warning("cannot fetch the upload of %s: %s", submission_id, type(error).__name__)
+        return None
+
+
 def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
     """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
 
@@ -121,8 +131,8 @@ def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | N
                 payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": f"benchmark data on this worker does not match the pin: {mismatch}"}
                 if on_data_mismatch is not None:
                     on_data_mismatch(mismatch)
-            elif api.download(submission_id, attempt, upload) != job["upload_sha256"]:
-                payload = {"attempt": attempt, "failure_code": "INFRA", "message": "upload digest mismatch in transfer"}
+            elif (fetched := _download(api, submission_id, attempt, upload)) != job["upload_sha256"]:
+                payload = {"attempt": attempt, "failure_code": "INFRA", "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer"}
             else:
                 request = GradeRequest(benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"]))
                 try:
@@ -137,7 +147,7 @@ def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | N
                                            report=payload.get("report"), failure_code=payload.get("failure_code"), message=payload.get("message", ""))
     if beat.lost.is_set():
         log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
-    return _post_with_retry(api, submission_id, payload, give_up_after=float(job["lease_s"]))
+    return _post_with_retry(api, submission_id, payload, give_up_after=3 * float(job["lease_s"]))
 
 
 class ParentWatch(threading.Thread):
