@@ -149,12 +149,12 @@ class Deployment:
 
 
 def deploy(root: Path, *, broker: str, database: str, workers: int = 2, quotas: dict[str, int] | None = None, max_attempts: int = 3,
-           queue: dict[str, float] | None = None) -> Deployment:
+           queue: dict[str, float] | None = None, **top: Any) -> Deployment:
     """Start a server on ``database`` and ``broker`` and ``workers`` worker processes."""
     tables: dict[str, dict[str, Any]] = {"quotas": quotas or {"per_day": 50, "total": 100, "concurrent": 10, "sample_per_day": 5}, "limits": {"time_limit_s": 30, "memory": "256m", "cpus": 1}}
     if queue:
         tables["queue"] = queue
-    competition = write_competition(root / "c.toml", tables=tables, max_attempts=max_attempts)
+    competition = write_competition(root / "c.toml", tables=tables, max_attempts=max_attempts, **top)
     server = BrokerServer(competition, root / "state", broker=broker, database=database).start()
     deployment = Deployment(root, server)
     for index in range(1, workers + 1):
