@@ -17,6 +17,7 @@ import httpx
 from celery.exceptions import WorkerShutdown
 from celery.worker import state as worker_state
 
+from grader.hosting.errors import HostingError
 from grader.hosting.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
@@ -28,11 +29,17 @@ log = logging.getLogger("grader.worker")
 def register_key(api: WorkerApi, key_dir: Path) -> None:
     """Tell the server this worker's public key (first use), or check that it is the one the host recorded."""
     pem = worker_public_key_path(key_dir).read_text(encoding="ascii")
-    response = api.http.post("/api/v1/worker/key", json={"public_key": pem})
+    try:
+        response = api.http.post("/api/v1/worker/key", json={"public_key": pem})
+    except httpx.HTTPError as error:
+        raise HostingError(f"cannot reach the server {api.http.base_url}: {type(error).__name__}") from None
+    if response.status_code == 401:
+        raise HostingError("the server does not know this worker token", hint="the host runs `grader admin add-worker NAME` and gives you its token")
     if response.status_code == 409:
-        raise SystemExit(f"grader worker: the server holds another public key for this worker ({response.json().get('detail')}); "
-                         f"use the key pair in {key_dir} the host registered, or ask the host to re-add the worker")
-    response.raise_for_status()
+        raise HostingError(f"the server holds another public key for this worker; use the key pair the host registered (not {key_dir})",
+                           hint="or ask the host to re-add the worker (`grader admin revoke-worker`, `add-worker`)")
+    if response.status_code != 200:
+        raise HostingError(f"the server answered {response.status_code} when recording this worker's key")
 
 
 def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_dir: Path, min_free_bytes: int) -> None:
