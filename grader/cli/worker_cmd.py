@@ -48,7 +48,7 @@ def worker(server: str | None, token: str | None, broker: str | None, name: str 
 
     key = ensure_worker_key(folder)
     register_key(WorkerApi(server, token), folder)
-    run_worker(server, token, name=label, key=key)
+    run_worker(server, token, name=label, key=key, min_free_bytes=floor)
 
 
 def register(group: click.Group) -> None:

@@ -23,7 +23,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.grading_adapter import GradeRequest, grade_upload, limits_from_json
-from grader.hosting.worker.hygiene import data_mismatch, remove_submission_image
+from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
 
 log = logging.getLogger("grader.worker")
@@ -164,7 +164,8 @@ class ParentWatch(threading.Thread):
                 os._exit(3)
 
 
-def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False, key: Ed25519PrivateKey | None = None) -> None:
+def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False, key: Ed25519PrivateKey | None = None,
+               min_free_bytes: int = 0) -> None:
     """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
     if exit_with_parent:
         ParentWatch().start()
@@ -175,6 +176,10 @@ def run_worker(server: str, token: str, *, name: str = "worker", once: bool = Fa
     api = WorkerApi(server, token)
     backoff = 0.2
     while not stopping.is_set():
+        if min_free_bytes and free_bytes() < min_free_bytes:
+            log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
+            stopping.wait(10)
+            continue
         try:
             job = api.claim(wait_s=5.0)
         except httpx.HTTPError as error:
