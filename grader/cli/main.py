@@ -35,10 +35,10 @@ def cli() -> None:
 def _register() -> None:
     # Imported here so that each command module stays independent of the others.
     from grader.cli import admin_cmd, benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd
-    from grader.cli import run_cmd, score_cmd, serve_cmd, submit_cmd, translation_cmd, verify_cmd
+    from grader.cli import run_cmd, score_cmd, serve_cmd, submit_cmd, translation_cmd, verify_cmd, worker_cmd
 
     for module in (benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd,
-                   translation_cmd, verify_cmd, admin_cmd, serve_cmd, submit_cmd):
+                   translation_cmd, verify_cmd, admin_cmd, serve_cmd, submit_cmd, worker_cmd):
         module.register(cli)
 
 
