@@ -1,7 +1,7 @@
 """remote workers: the worker's signature stored with each accepted result
 
 Revision ID: 0003_workers
-Revises: 0001
+Revises: 0002_leaderboard
 Create Date: 2026-12-01 (issue 14: workers on Celery; independent of 0002_leaderboard, re-chained when merged)
 """
 
