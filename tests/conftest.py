@@ -50,7 +50,6 @@ def grader_cli() -> Callable[..., Result]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than about three seconds (`pytest -m 'not slow'` for a quick pass; CI runs everything)")
     config.addinivalue_line(
         "markers",
         "docker(*images): starts real containers; needs a Docker engine and the named images. "

@@ -194,6 +194,78 @@ def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
     click.echo(str(out_path))
 
 
+@admin.command("add-worker")
+@click.argument("name")
+@click.option("--public-key", "public_key", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The worker's Ed25519 public key (PEM, grader.pub in its --key-dir); without it the worker's key is recorded at its first start.")
+@click.pass_context
+def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
+    """Register remote worker NAME and print its token (shown once; only its hash is stored)."""
+    from grader.hosting.errors import HostingError
+    from grader.hosting.services.workers import add_worker as add
+
+    pem = None
+    if public_key is not None:
+        try:
+            pem = public_key.read_text(encoding="ascii")[:4000]
+        except (OSError, UnicodeDecodeError) as error:
+            raise HostingError(f"{public_key}: cannot read: {error}") from None
+    with _db(ctx).session() as session:
+        _worker, token = add(session, name, pem)
+    click.echo(token)
+    click.echo(f"worker {name!r} added; run it with `grader worker --server URL --worker-token TOKEN` (the token is not stored and cannot be shown again)", err=True)
+
+
+@admin.command("revoke-worker")
+@click.argument("name")
+@click.pass_context
+def revoke_worker(ctx: click.Context, name: str) -> None:
+    """Revoke remote worker NAME: it can no longer claim jobs or post results (its running lease expires and is re-attempted)."""
+    from grader.hosting.services.workers import revoke_worker as revoke
+
+    with _db(ctx).session() as session:
+        revoke(session, name)
+    click.echo(f"revoked worker {name!r}")
+
+
+@admin.command("workers")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_workers(ctx: click.Context, as_json: bool) -> None:
+    """Registered workers: local or remote, key recorded, jobs running now."""
+    from grader.hosting.db.models import State, Submission, Worker
+
+    with _db(ctx).session() as session:
+        rows = []
+        for w in session.scalars(select(Worker).order_by(Worker.name)).all():
+            running = session.scalar(select(func.count()).select_from(Submission).where(Submission.lease_worker_id == w.id, Submission.state == State.RUNNING.value)) or 0
+            rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}")
+
+
+@admin.command("metrics-token")
+@click.pass_context
+def metrics_token(ctx: click.Context) -> None:
+    """Create (or replace) the token that reads /metrics; print it once (only its hash is stored)."""
+    from grader.hosting.db.models import Setting
+    from grader.hosting.services.metrics import METRICS_TOKEN_KEY
+    from grader.hosting.services.tokens import new_token
+
+    token, digest = new_token("gm")
+    with _db(ctx).session() as session:
+        setting = session.get(Setting, METRICS_TOKEN_KEY)
+        if setting is None:
+            session.add(Setting(key=METRICS_TOKEN_KEY, value=digest))
+        else:
+            setting.value = digest
+    click.echo(token)
+    click.echo("scrape /metrics with `Authorization: Bearer TOKEN` (the token is not stored and cannot be shown again)", err=True)
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
     group.add_command(admin)

@@ -38,6 +38,8 @@ class ServeOptions:
     port: int = 8000
     workers: int = 1
     database: str | None = None
+    #: Celery broker URL: dispatch through Celery too (remote ``grader worker --broker``); None: local workers only.
+    broker: str | None = None
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -55,10 +57,17 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_tmp()
     state.clean_orphans(known)
     _benchmark, tasks, split, sample = grading_splits(competition)
-    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=LocalDispatcher(), pin_id=pin_id, signing_key=signing_key,
+    dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
+    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=dispatcher, pin_id=pin_id, signing_key=signing_key,
                         benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample,
                         partition_secret=secret, partition_commitment=commitment)
     return ctx, db
+
+
+def _celery_dispatcher(broker: str) -> LocalDispatcher:
+    from grader.hosting.services.celery_dispatch import CeleryDispatcher
+
+    return CeleryDispatcher(broker)
 
 
 class Reaper(threading.Thread):

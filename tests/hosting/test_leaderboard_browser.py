@@ -46,12 +46,24 @@ def no_alert(driver) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
+def submit_and_wait(browser, button_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Click a form's button and wait until the answer page has replaced this one (a loaded machine is slow)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old_page = browser.find_element(By.TAG_NAME, "html")
+    browser.find_element(By.ID, button_id).click()
+    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(old_page))
+    WebDriverWait(browser, 20).until(lambda b: b.execute_script("return document.readyState") == "complete")
+
+
 def sign_in(driver, url: str, token: str) -> None:  # type: ignore[no-untyped-def]
     from selenium.webdriver.common.by import By
 
     driver.get(f"{url}/signin")
     driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "signin").click()
+    submit_and_wait(driver, "signin")
 
 
 def test_board_rows_in_order_and_hostile_name_shown_as_text(site: tuple[World, str], driver) -> None:  # type: ignore[no-untyped-def]
@@ -112,12 +124,12 @@ def test_final_choice_controls(site: tuple[World, str]) -> None:
         v1, v2 = world.by_name("alice-encoder-v1").id, world.by_name("alice-encoder-v2").id
         assert set(boxes) == {v1, v2} and all(b.is_selected() for b in boxes.values())  # default: the best public ones
         boxes[v1].click()
-        browser.find_element(By.ID, "save-finals").click()
+        submit_and_wait(browser, "save-finals")
         assert browser.find_element(By.ID, "message").text == "final choices saved"
         checked = [b.get_attribute("value") for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]
         assert checked == [v2]
         browser.find_element(By.CSS_SELECTOR, f"input[name=final][value={v1}]").click()  # back to both, for the private board test
-        browser.find_element(By.ID, "save-finals").click()
+        submit_and_wait(browser, "save-finals")
         assert len([b for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]) == 2
     finally:
         browser.quit()

@@ -193,6 +193,8 @@ class Result(Base):
     report_path: Mapped[str | None] = mapped_column(String(500))
     logs_path: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime]
+    #: A remote worker's Ed25519 signature (base64) over what it posted (grader.hosting.worker_signing); None for local workers.
+    worker_signature: Mapped[str | None] = mapped_column(String(200), default=None)
 
 
 class ResultPart(Base):

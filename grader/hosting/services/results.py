@@ -18,11 +18,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.errors import ReportError
 from grader.files import atomic_write_text
 from grader.hosting.clock import utcnow
-from grader.hosting.db.models import Pin, Result, State, Submission
+from grader.hosting.db.models import Pin, Result, State, Submission, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
 from grader.hosting.storage import StateDir
+from grader.hosting.worker_signing import verify_result
 from grader.reports.model import validate_report
 
 #: What a hidden-split task failure says in the signed report: the code only, never the container's stderr.
@@ -31,7 +32,7 @@ WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error`` or ``stale``."""
+    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, ``stale`` or ``refused`` (bad signature)."""
 
     status: str
     state: str | None = None
@@ -99,6 +100,16 @@ def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, subm
         pin = session.get(Pin, submission.pin_id)
         assert pin is not None
         track, split, kind, content_digest = submission.track, submission.split, submission.kind, submission.content_digest
+        who = session.get(Worker, worker_id)
+        assert who is not None
+        remote = not who.local
+        signature = payload.get("signature")
+        # A remote worker's result counts only if its registered key signed it, bound to this upload and attempt.
+        if remote and (who.public_key is None or not verify_result(
+                who.public_key, signature, submission_id=submission_id, attempt=attempt, upload_sha256=submission.upload_sha256,
+                report=payload.get("report"), failure_code=payload.get("failure_code"), message=str(payload.get("message", "")))):
+            return Verdict("refused")
+        worker_name = who.name
     report = payload.get("report")
     code = payload.get("failure_code")
     folder = state.result_dir(submission_id, attempt)
@@ -117,6 +128,8 @@ def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, subm
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)
+                if remote:  # the host's signature then also names the machine that graded
+                    report = {**report, "labels": {**(report.get("labels") or {}), "graded_by": {"worker": worker_name, "attempt": attempt}}}
                 envelope, plain = sign_and_store(report, key, folder)
                 aggregate = report.get("aggregate")
             reason = why if final is not None else f"{why} {reason}".strip()
@@ -137,7 +150,8 @@ def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, subm
             return Verdict("requeued" if outcome is State.QUEUED else "error", outcome.value if outcome else None)
         score = aggregate.get("score") if isinstance(aggregate, dict) else None
         result = Result(submission_id=submission_id, attempt=attempt, pin_id=submission.pin_id, worker_id=worker_id, state=final.value, failure_code=code, aggregate=aggregate,
-                        envelope_path=None if envelope is None else str(envelope), report_path=None if plain is None else str(plain), logs_path=None if logs_path is None else str(logs_path), created_at=utcnow())
+                        envelope_path=None if envelope is None else str(envelope), report_path=None if plain is None else str(plain), logs_path=None if logs_path is None else str(logs_path), created_at=utcnow(),
+                        worker_signature=signature if remote else None)
         session.add(result)
         session.flush()
         end_attempt(session, submission_id, attempt, "result")

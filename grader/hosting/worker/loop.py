@@ -2,7 +2,8 @@
 
 A worker that dies mid-grade simply stops heartbeating; the server's reaper
 re-queues the job. A result the server calls stale (409) is dropped. Posting
-is retried with back-off until the lease would have expired anyway.
+is retried with back-off for three lease lengths: a server that was unreachable
+for longer has re-queued the job, and then refuses the late result anyway.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.grading_adapter import GradeRequest, grade_upload, limits_from_json
+from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
+from grader.hosting.worker_signing import sign_result
 
 log = logging.getLogger("grader.worker")
 
@@ -58,6 +63,8 @@ class WorkerApi:
         response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=payload)
         if response.status_code == 409:
             return "stale"
+        if response.status_code == 403:
+            return "refused"
         response.raise_for_status()
         return str(response.json().get("status"))
 
@@ -95,8 +102,23 @@ def _post_with_retry(api: WorkerApi, submission_id: str, payload: dict[str, Any]
             delay = min(delay * 2, 10.0)
 
 
-def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
-    """Grade one claimed job and post its result; return the server's verdict."""
+def _download(api: WorkerApi, submission_id: str, attempt: int, target: Path) -> str | None:
+    """The upload's sha256 once fetched; None when the server could not be reached (the attempt then fails INFRA)."""
+    try:
+        return api.download(submission_id, attempt, target)
+    except httpx.HTTPError as error:
+        log.warning("cannot fetch the upload of %s: %s", submission_id, type(error).__name__)
+        return None
+
+
+def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
+    """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
+
+    The worker's benchmark data must have the digests the competition pins: otherwise the
+    attempt fails INFRA (back to the queue, for a worker with the right data) and
+    ``on_data_mismatch`` is told, so that this worker stops claiming. Staging and a
+    submission's loaded image are removed afterwards (shared workers run out of disk otherwise).
+    """
     submission_id, attempt = job["submission_id"], int(job["attempt"])
     beat = Heartbeat(api, submission_id, attempt, float(job["heartbeat_s"]))
     beat.start()
@@ -104,17 +126,28 @@ def grade_job(api: WorkerApi, job: dict[str, Any]) -> str:
         with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
             work = Path(scratch)
             upload = work / "upload.tar.gz"
-            if api.download(submission_id, attempt, upload) != job["upload_sha256"]:
-                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": "upload digest mismatch in transfer"}
+            mismatch = data_mismatch(job)
+            if mismatch is not None:
+                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": f"benchmark data on this worker does not match the pin: {mismatch}"}
+                if on_data_mismatch is not None:
+                    on_data_mismatch(mismatch)
+            elif (fetched := _download(api, submission_id, attempt, upload)) != job["upload_sha256"]:
+                payload = {"attempt": attempt, "failure_code": "INFRA", "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer"}
             else:
                 request = GradeRequest(benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"]))
-                outcome = grade_upload(upload, request, work)
+                try:
+                    outcome = grade_upload(upload, request, work)
+                finally:
+                    remove_submission_image(upload)
                 payload = {"attempt": attempt, "report": outcome.report, "failure_code": outcome.failure_code, "message": outcome.message[-20000:], "logs": outcome.logs}
     finally:
         beat.done.set()
+    if key is not None:
+        payload["signature"] = sign_result(key, submission_id=submission_id, attempt=attempt, upload_sha256=job["upload_sha256"],
+                                           report=payload.get("report"), failure_code=payload.get("failure_code"), message=payload.get("message", ""))
     if beat.lost.is_set():
         log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
-    return _post_with_retry(api, submission_id, payload, give_up_after=float(job["lease_s"]))
+    return _post_with_retry(api, submission_id, payload, give_up_after=3 * float(job["lease_s"]))
 
 
 class ParentWatch(threading.Thread):
@@ -131,7 +164,8 @@ class ParentWatch(threading.Thread):
                 os._exit(3)
 
 
-def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False) -> None:
+def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False, key: Ed25519PrivateKey | None = None,
+               min_free_bytes: int = 0) -> None:
     """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
     if exit_with_parent:
         ParentWatch().start()
@@ -142,6 +176,10 @@ def run_worker(server: str, token: str, *, name: str = "worker", once: bool = Fa
     api = WorkerApi(server, token)
     backoff = 0.2
     while not stopping.is_set():
+        if min_free_bytes and free_bytes() < min_free_bytes:
+            log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
+            stopping.wait(10)
+            continue
         try:
             job = api.claim(wait_s=5.0)
         except httpx.HTTPError as error:
@@ -153,7 +191,10 @@ def run_worker(server: str, token: str, *, name: str = "worker", once: bool = Fa
         if job is None:
             continue
         log.info("claimed %s attempt %s", job["submission_id"], job["attempt"])
-        verdict = grade_job(api, job)
+        unfit: list[str] = []
+        verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
         log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+        if unfit:
+            raise SystemExit(f"benchmark data here does not match the competition's pin ({unfit[0]}); stopping this worker")
         if once:
             return

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy import select
 
 from grader import __version__
 from grader.hosting.api.deps import context
@@ -42,3 +43,23 @@ def competition(ctx: ServerContext = Depends(context)) -> dict[str, Any]:
 @router.get("/healthz", summary="Liveness")
 def health() -> dict[str, str]:
     return {"status": "ok"}
+
+
+@router.get("/metrics", summary="Prometheus metrics (Authorization: Bearer <token of `grader admin metrics-token`>)", response_class=PlainTextResponse)
+def metrics(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from grader.hosting.db.models import Setting
+    from grader.hosting.services.metrics import METRICS_TOKEN_KEY, render
+    from grader.hosting.services.tokens import same_digest, token_digest
+
+    address = request.client.host if request.client else "unknown"
+    if ctx.limiter.blocked_for(address) > 0:
+        raise HTTPException(429, "too many failed sign-ins from this address")
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    with ctx.db.session() as session:
+        stored = session.scalar(select(Setting.value).where(Setting.key == METRICS_TOKEN_KEY))
+    if stored is None or scheme.lower() != "bearer" or not token or len(token) > 200 or not same_digest(stored, token_digest(token.strip())):
+        ctx.limiter.failed(address)
+        raise HTTPException(401, "missing or wrong metrics token (`grader admin metrics-token` creates one)", headers={"WWW-Authenticate": "Bearer"})
+    return Response(render(ctx.db, ctx.dispatcher), media_type=CONTENT_TYPE_LATEST)

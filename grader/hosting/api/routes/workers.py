@@ -29,12 +29,17 @@ class AttemptBody(BaseModel):
     attempt: int = Field(ge=1)
 
 
+class KeyBody(BaseModel):
+    public_key: str = Field(max_length=1000, description="the worker's Ed25519 public key (PEM)")
+
+
 class ResultBody(BaseModel):
     attempt: int = Field(ge=1)
     report: dict[str, Any] | None = None
     failure_code: str | None = Field(None, max_length=32)
     message: str = Field("", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
+    signature: str | None = Field(None, max_length=200, description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt")
 
 
 def _job(ctx: ServerContext, claim: lifecycle.Claim) -> dict[str, Any]:
@@ -83,6 +88,21 @@ async def claim(body: ClaimRequest, ctx: ServerContext = Depends(context), who: 
     return job
 
 
+@router.post("/key", summary="Record this remote worker's public key on first use (409 if another is recorded)")
+def key(body: KeyBody, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> dict[str, str]:
+    from grader.hosting.errors import HostingError
+    from grader.hosting.services.workers import record_key
+
+    try:
+        with ctx.db.session() as session:
+            status = record_key(session, who.id, body.public_key)
+    except HostingError as error:
+        raise HTTPException(422, str(error)) from None
+    if status == "different":
+        raise HTTPException(409, "another public key is recorded for this worker")
+    return {"status": status}
+
+
 @router.post("/jobs/{submission_id}/heartbeat", summary="Renew the lease; 409 when the attempt is stale or cancelled: stop grading")
 def heartbeat(submission_id: str, body: AttemptBody, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> dict[str, Any]:
     expires = lifecycle.heartbeat(ctx.db, submission_id, body.attempt, who.id, ctx.competition.queue.lease_s)
@@ -110,4 +130,6 @@ async def result(submission_id: str, body: ResultBody, ctx: ServerContext = Depe
     )
     if verdict.status == "stale":
         raise HTTPException(409, "stale attempt: result discarded")
+    if verdict.status == "refused":
+        raise HTTPException(403, "result refused: not signed by this worker's registered key over this upload and attempt")
     return {"status": verdict.status, "state": verdict.state}

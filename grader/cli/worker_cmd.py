@@ -1,0 +1,56 @@
+"""``grader worker``: grade a competition's jobs on this machine (Docker and the benchmark data; no database access)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+@click.command("worker")
+@click.option("--server", default=None, envvar="GRADER_SERVER", help="The competition server's URL (jobs, uploads and results go over its worker API).")
+@click.option("--worker-token", "token", default=None, envvar="GRADER_WORKER_TOKEN", help="This worker's token (`grader admin add-worker NAME`); or GRADER_WORKER_TOKEN.")
+@click.option("--broker", default=None, envvar="GRADER_BROKER", help="Celery broker URL (redis://[:password@]host:6379/0); without it the worker long-polls the server.")
+@click.option("--name", default=None, help="Name in logs (default: the host name).")
+@click.option("--key-dir", type=click.Path(path_type=Path), default=None, envvar="GRADER_WORKER_KEY_DIR",
+              help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.")
+@click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
+@click.option("--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`.")
+def worker(server: str | None, token: str | None, broker: str | None, name: str | None, key_dir: Path | None, min_free_disk: str, init_key: bool) -> None:
+    """Run a grading worker: claim a job (a lease), grade it in the Docker sandbox, post the result signed with this worker's key."""
+    from grader.errors import UsageError
+    from grader.sandbox.limits import parse_size
+
+    if init_key:
+        from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
+
+        folder = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
+        ensure_worker_key(folder)
+        click.echo(worker_public_key_path(folder).read_text(encoding="ascii"), nl=False)
+        click.echo(f"key pair in {folder} (private half 0600)", err=True)
+        return
+    if not server:
+        raise UsageError("--server is required (the competition server's URL)")
+    if not token:
+        raise UsageError("no worker token: pass --worker-token or set GRADER_WORKER_TOKEN (the host runs `grader admin add-worker NAME`)")
+    folder = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
+    label = name or os.uname().nodename
+    floor = parse_size(min_free_disk)
+    if broker:
+        from grader.hosting.worker.celery_worker import run_celery_worker
+
+        run_celery_worker(broker, server, token, name=label, key_dir=folder, min_free_bytes=floor)
+        return
+    from grader.hosting.worker.celery_worker import register_key
+    from grader.hosting.worker.loop import WorkerApi, run_worker
+    from grader.hosting.worker_signing import ensure_worker_key
+
+    key = ensure_worker_key(folder)
+    register_key(WorkerApi(server, token), folder)
+    run_worker(server, token, name=label, key=key, min_free_bytes=floor)
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to ``group``."""
+    group.add_command(worker)

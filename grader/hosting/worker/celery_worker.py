@@ -1,0 +1,87 @@
+"""``grader worker --broker``: a Celery consumer that grades through the server's HTTP worker API.
+
+Each Celery message is a wake-up. The task claims the oldest queued job (a
+database lease) over HTTP, grades it with :func:`grader.hosting.worker.loop.grade_job`
+(the code the embedded workers run), posts the signed result, and claims the
+next one until the queue is empty. Why the message is acknowledged before the
+claim, and the other settings: :mod:`grader.hosting.celery_app`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+
+import httpx
+from celery.exceptions import WorkerShutdown
+from celery.worker import state as worker_state
+
+from grader.hosting.celery_app import QUEUE, WAKE_TASK, make_celery
+from grader.hosting.errors import HostingError
+from grader.hosting.worker.hygiene import free_bytes
+from grader.hosting.worker.loop import WorkerApi, grade_job
+from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
+
+log = logging.getLogger("grader.worker")
+
+
+def register_key(api: WorkerApi, key_dir: Path) -> None:
+    """Tell the server this worker's public key (first use), or check that it is the one the host recorded."""
+    pem = worker_public_key_path(key_dir).read_text(encoding="ascii")
+    try:
+        response = api.http.post("/api/v1/worker/key", json={"public_key": pem})
+    except httpx.HTTPError as error:
+        raise HostingError(f"cannot reach the server {api.http.base_url}: {type(error).__name__}") from None
+    if response.status_code == 401:
+        raise HostingError("the server does not know this worker token", hint="the host runs `grader admin add-worker NAME` and gives you its token")
+    if response.status_code == 409:
+        raise HostingError(f"the server holds another public key for this worker; use the key pair the host registered (not {key_dir})",
+                           hint="or ask the host to re-add the worker (`grader admin revoke-worker`, `add-worker`)")
+    if response.status_code != 200:
+        raise HostingError(f"the server answered {response.status_code} when recording this worker's key")
+
+
+def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_dir: Path, min_free_bytes: int) -> None:
+    """Consume wake-ups from ``broker`` until a warm shutdown (SIGTERM: the current grading finishes first)."""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    key = ensure_worker_key(key_dir)
+    api = WorkerApi(server, token)
+    register_key(api, key_dir)
+    app = make_celery(broker)
+    unfit: list[str] = []
+
+    def stopping() -> bool:
+        return bool(worker_state.should_stop) or bool(worker_state.should_terminate)
+
+    @app.task(name=WAKE_TASK, ignore_result=True)
+    def wake(submission_id: str) -> int:
+        """Grade queued jobs until none is left (``submission_id`` is only a hint: jobs go in upload order)."""
+        graded = 0
+        while not stopping():
+            free = free_bytes()
+            if free < min_free_bytes:
+                log.warning("only %d MB free for staging (floor %d MB): claiming nothing; the job waits for another worker", free >> 20, min_free_bytes >> 20)
+                return graded
+            try:
+                job = api.claim(wait_s=0)
+            except httpx.HTTPError as error:
+                log.warning("cannot claim (%s); the server's reaper re-sends the wake-up", type(error).__name__)
+                return graded
+            if job is None:
+                return graded
+            log.info("claimed %s attempt %s (wake-up for %s)", job["submission_id"], job["attempt"], submission_id)
+            verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
+            log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+            graded += 1
+            if unfit:
+                # Never grade on other data: stop this worker; the job is back in the queue for the others.
+                log.error("benchmark data here does not match the competition's pin (%s); stopping this worker", unfit[0])
+                raise WorkerShutdown(1)
+        return graded
+
+    worker = app.Worker(hostname=f"{name}@{socket.gethostname()}", pool="solo", concurrency=1, prefetch_multiplier=1, queues=[QUEUE], loglevel="INFO",
+                        without_gossip=True, without_mingle=True, without_heartbeat=True, optimization="fair")
+    worker.start()
+    raise SystemExit(worker.exitcode or 0)

@@ -1,0 +1,99 @@
+"""What a worker checks before a job and cleans after it: its data, its free disk, the submission's image.
+
+- Data: the job names the pinned digest of every task's split; a worker whose
+  copy differs must never produce a score on other data (the job fails INFRA
+  on this worker and goes back to the queue).
+- Disk: shared workers run out of space (codalab-competitions #2996, #3555):
+  a worker below its free-space floor claims nothing until space returns.
+- Images: a submission's ``docker save`` tar is loaded untagged for its grading;
+  it is removed afterwards (never forced: an image another container still
+  uses stays; nor one the engine also holds under a name).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("grader.worker")
+
+#: Largest manifest read out of an upload (submission.json, or a docker save manifest.json).
+_MAX_MANIFEST = 1 << 20
+
+
+def data_mismatch(job: dict[str, Any]) -> str | None:
+    """None when this machine's benchmark data has the job's pinned digests; else what differs."""
+    from grader.data.registry import resolve_benchmark
+
+    expected: dict[str, str | None] = job.get("data_digests") or {}
+    try:
+        benchmark = resolve_benchmark(job["benchmark"])
+        for name in job["tasks"]:
+            have = benchmark.task(name).split_digest(job["split"])
+            if expected.get(name) != have:
+                return f"task {name} split {job['split']}: pinned {expected.get(name)}, here {have}"
+    except Exception as error:  # missing or unreadable data is a mismatch too, never a grade
+        return f"benchmark {job.get('benchmark')!r} unusable here: {type(error).__name__}: {error}"
+    return None
+
+
+def free_bytes(folder: str | None = None) -> int:
+    """Free bytes where this worker stages jobs (the temporary folder)."""
+    return shutil.disk_usage(folder or tempfile.gettempdir()).free
+
+
+def _read_member(tar: tarfile.TarFile, name: str) -> bytes | None:
+    try:
+        member = tar.getmember(name)
+    except KeyError:
+        return None
+    handle = tar.extractfile(member) if member.isfile() and member.size <= _MAX_MANIFEST else None
+    return handle.read() if handle is not None else None
+
+
+def loaded_image_id(upload: Path) -> str | None:
+    """The image id a Docker upload's ``image.tar`` loads as (from its docker save manifest), or None."""
+    try:
+        with tarfile.open(upload, "r:gz") as outer:
+            manifest = json.loads(_read_member(outer, "submission.json") or b"{}")
+            image = manifest.get("image") if isinstance(manifest, dict) and manifest.get("kind") == "docker" else None
+            if not isinstance(image, str) or not image.endswith(".tar"):
+                return None
+            member = outer.getmember(image.removeprefix("./"))
+            inner_file = outer.extractfile(member)
+            if inner_file is None:
+                return None
+            with tarfile.open(fileobj=io.BufferedReader(inner_file), mode="r|") as inner:  # type: ignore[call-overload, type-var]
+                for entry in inner:
+                    if entry.name in ("manifest.json", "./manifest.json"):
+                        data = inner.extractfile(entry)
+                        entries = json.loads(data.read(_MAX_MANIFEST)) if data else None
+                        if isinstance(entries, list) and len(entries) == 1:
+                            return "sha256:" + Path(str(entries[0].get("Config", ""))).name.removesuffix(".json")
+                        return None
+    except (OSError, KeyError, tarfile.TarError, ValueError):
+        return None
+    return None
+
+
+def remove_submission_image(upload: Path) -> None:
+    """Remove the image a Docker upload loaded (best effort; an image still in use or already gone stays as is)."""
+    image_id = loaded_image_id(upload)
+    if image_id is None:
+        return
+    try:
+        from grader.sandbox.engine import docker_client
+
+        client = docker_client()
+        if client.images.get(image_id).tags:
+            return  # the same image is also in the engine under a name (the host's own): not ours to remove
+        client.images.remove(image_id, force=False, noprune=False)
+        log.info("removed submission image %s", image_id[:19])
+    except Exception as error:  # docker.errors.ImageNotFound / APIError (in use): leave it
+        log.info("kept image %s: %s", image_id[:19], type(error).__name__)

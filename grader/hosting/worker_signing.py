@@ -1,0 +1,79 @@
+"""Results signed by a registered worker's Ed25519 key, bound to the submission's digest and the attempt.
+
+A remote worker signs the canonical JSON (RFC 8785) of what it posts, together
+with the submission id, the attempt number and the sha256 of the upload it
+fetched. The server checks the signature with the public key the host
+recorded (``grader admin add-worker``) before anything else: a result copied
+from another attempt, another submission or another worker does not verify.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from grader.errors import KeyFileError
+from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_private_key, public_key_pem, write_keypair
+
+#: What the signature covers is tagged, so it can never be confused with another signed message.
+PAYLOAD_TYPE = "application/vnd.grader.worker-result.v1+json"
+
+
+def result_message(*, submission_id: str, attempt: int, upload_sha256: str, report: dict[str, Any] | None, failure_code: str | None, message: str) -> bytes:
+    """The exact bytes a worker signs for one result."""
+    return rfc8785.dumps({"type": PAYLOAD_TYPE, "submission_id": submission_id, "attempt": attempt, "upload_sha256": upload_sha256,
+                          "report": report, "failure_code": failure_code, "message": message})
+
+
+def sign_result(key: Ed25519PrivateKey, **fields: Any) -> str:
+    """Base64 signature of :func:`result_message` over ``fields``."""
+    return base64.b64encode(key.sign(result_message(**fields))).decode("ascii")
+
+
+def verify_result(public_key_pem_text: str, signature: str | None, **fields: Any) -> bool:
+    """Whether ``signature`` is the registered key's signature of these fields."""
+    if not signature or len(signature) > 200:
+        return False
+    try:
+        key = serialization.load_pem_public_key(public_key_pem_text.encode("ascii"))
+        raw = base64.b64decode(signature, validate=True)
+    except (ValueError, TypeError):
+        return False
+    if not isinstance(key, Ed25519PublicKey):
+        return False
+    try:
+        key.verify(raw, result_message(**fields))
+    except (InvalidSignature, rfc8785.CanonicalizationError):
+        return False
+    return True
+
+
+def check_public_key(text: str) -> str:
+    """``text`` if it is a PEM Ed25519 public key (normalised), else :class:`KeyFileError`."""
+    try:
+        key = serialization.load_pem_public_key(text.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raise KeyFileError("not a PEM public key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyFileError("not an Ed25519 public key")
+    return public_key_pem(key).decode("ascii")
+
+
+def ensure_worker_key(key_dir: Path) -> Ed25519PrivateKey:
+    """The worker's key pair in ``key_dir``: generated on first start (private half 0600), then loaded."""
+    if not os.path.lexists(key_dir / PRIVATE_KEY_NAME):
+        key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_keypair(key_dir)
+    return load_private_key(key_dir / PRIVATE_KEY_NAME)
+
+
+def worker_public_key_path(key_dir: Path) -> Path:
+    """Where the worker's public half lives (give it to the host for ``grader admin add-worker --public-key``)."""
+    return key_dir / PUBLIC_KEY_NAME

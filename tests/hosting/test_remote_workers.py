@@ -1,0 +1,100 @@
+"""Remote workers over HTTP on a real server: registration, keys, signed results bound to the upload and the attempt, exactly once."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from grader.cli.main import cli
+from grader.hosting.client import HostingClient
+from grader.hosting.worker.hygiene import data_mismatch
+from grader.hosting.worker_signing import ensure_worker_key, sign_result
+from tests.hosting.support import REPO, Server, admin, write_competition
+
+
+def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, database_url: str | None) -> None:
+    server = Server(write_competition(tmp_path / "c.toml", max_attempts=2), tmp_path / "state", workers=0, database=database_url).start()
+    try:
+        participant = admin(server.state, "add-participant", "kim", database=database_url).strip()
+        key1 = ensure_worker_key(tmp_path / "k1")
+        assert stat.S_IMODE(os.stat(tmp_path / "k1" / "grader.key").st_mode) == 0o600
+        key2 = ensure_worker_key(tmp_path / "k2")
+        assert ensure_worker_key(tmp_path / "k1").private_bytes_raw() == key1.private_bytes_raw()  # loaded, not regenerated
+        t1 = admin(server.state, "add-worker", "w1", "--public-key", str(tmp_path / "k1" / "grader.pub"), database=database_url).strip()
+        t2 = admin(server.state, "add-worker", "w2", database=database_url).strip()
+        one = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {t1}"}, timeout=30)
+        two = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {t2}"}, timeout=30)
+        pem1, pem2 = (tmp_path / "k1" / "grader.pub").read_text(), (tmp_path / "k2" / "grader.pub").read_text()
+        assert one.post("/api/v1/worker/key", json={"public_key": pem1}).json() == {"status": "same"}
+        assert one.post("/api/v1/worker/key", json={"public_key": pem2}).status_code == 409  # not another key
+        assert two.post("/api/v1/worker/key", json={"public_key": pem2}).json() == {"status": "recorded"}  # first use
+        assert two.post("/api/v1/worker/key", json={"public_key": pem1}).status_code == 409
+
+        view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
+        job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        sid, digest = view["id"], job["upload_sha256"]
+        fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "report": None, "failure_code": "OOM", "message": "killed"}
+        body = {"attempt": 1, "failure_code": "OOM", "message": "killed"}
+        url = f"/api/v1/worker/jobs/{sid}/result"
+        assert one.post(url, json=body).status_code == 403  # unsigned
+        assert one.post(url, json={**body, "signature": sign_result(key1, **{**fields, "attempt": 2})}).status_code == 403  # another attempt
+        assert one.post(url, json={**body, "signature": sign_result(key1, **{**fields, "upload_sha256": "0" * 64})}).status_code == 403  # another upload
+        assert one.post(url, json={**body, "signature": sign_result(key2, **fields)}).status_code == 403  # another worker's key
+        assert one.post(url, json={**body, "message": "edited", "signature": sign_result(key1, **fields)}).status_code == 403  # altered after signing
+        assert two.post(url, json={**body, "signature": sign_result(key2, **fields)}).status_code == 409  # not the lease holder
+        assert HostingClient(server.url, participant).status(sid)["state"] == "running"
+        good = {**body, "signature": sign_result(key1, **fields)}
+        assert one.post(url, json=good).json() == {"status": "accepted", "state": "failed"}
+        assert one.post(url, json=good).status_code == 409  # exactly once
+        history = admin(server.state, "history", sid, database=database_url)
+        assert history.count("-> failed") == 1 and "worker:" in history
+        # a revoked worker can no longer claim
+        admin(server.state, "revoke-worker", "w2", database=database_url)
+        assert two.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 401
+        one.close()
+        two.close()
+    finally:
+        server.stop()
+
+
+def test_add_worker_refuses_a_bad_key_and_a_local_name(tmp_path: Path) -> None:
+    server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
+    server.stop()
+    bad = tmp_path / "bad.pub"
+    bad.write_text("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n")
+    for args in (["add-worker", "x", "--public-key", str(bad)], ["add-worker", "local-1"], ["add-worker", "two words"]):
+        result = CliRunner().invoke(cli, ["admin", "--state", str(server.state), *args])
+        assert result.exit_code != 0 and result.stdout == "", (args, result.output)
+
+
+def test_data_digest_check_before_grading() -> None:
+    from grader.data.registry import resolve_benchmark
+
+    task = resolve_benchmark("mini").task("text2code")
+    job = {"benchmark": "mini", "tasks": ["text2code"], "split": "test", "data_digests": {"text2code": task.split_digest("test")}}
+    assert data_mismatch(job) is None
+    wrong = {**job, "data_digests": {"text2code": "0" * 64}}
+    assert "text2code" in str(data_mismatch(wrong))
+    assert "unusable" in str(data_mismatch({**job, "benchmark": "/nonexistent/benchmark"}))
+
+
+@pytest.mark.parametrize("token", ["", "Bearer wrong"])
+def test_metrics_need_the_metrics_token(tmp_path: Path, token: str) -> None:
+    server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
+    try:
+        assert httpx.get(f"{server.url}/metrics", headers={"Authorization": token} if token else {}).status_code == 401
+        good = admin(server.state, "metrics-token").strip()
+        participant = admin(server.state, "add-participant", "lee").strip()
+        assert httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {participant}"}).status_code == 401
+        HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
+        text = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {good}"}).text
+        assert "grader_queue_depth 1.0" in text and 'grader_submissions{state="queued"} 1.0' in text
+        age = float(next(line for line in text.splitlines() if line.startswith("grader_oldest_queued_seconds")).split()[-1])
+        assert 0 <= age < 600
+    finally:
+        server.stop()
