@@ -37,12 +37,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from importlib import metadata
 import os
 import platform
 import subprocess
 import sys
 import time
+from datetime import UTC
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ from click.testing import CliRunner  # noqa: E402
 from grader.cli.main import cli  # noqa: E402
 from grader.reports.keys import write_keypair  # noqa: E402
 
-MINI_TASK = ROOT / "grader" / "benchmarks" / "mini" / "text2code"
+MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 
 
 def invoke(*args: Any) -> str:
@@ -200,7 +201,7 @@ def compare_dataset(name: str, qrels: Path, runs: list[Path], key: Path, public:
 
 def scale_reports(out: Path, key: Path, entries: int, queries: int) -> list[Path]:
     """``entries`` signed reports over one task of ``queries`` queries, built directly (no run to score), once."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from grader.reports.model import build_report
     from grader.reports.signing import write_signed_report
@@ -209,7 +210,7 @@ def scale_reports(out: Path, key: Path, entries: int, queries: int) -> list[Path
     rng = np.random.default_rng(0)
     ids = [f"q{i:06d}" for i in range(queries)]
     base = rng.random(queries)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     paths = []
     for entry in range(entries):
         path = folder / f"e{entry:02d}" / "report.dsse.json"

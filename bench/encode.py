@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  pass {round_ + 1}/{args.repeats} {variant.label}: {len(texts) / variant.seconds[-1]:.1f} texts/s", flush=True)
 
     load_after = os.getloadavg()[0]
-    facts = machine_facts(t) + [f"1-minute load average {load_before:.2f} before the timed passes and {load_after:.2f} after (this run's own threads count)"]
+    facts = [*machine_facts(t), f"1-minute load average {load_before:.2f} before the timed passes and {load_after:.2f} after (this run's own threads count)"]
     report = render(variants, reference, len(texts), args.repeats, facts, token_stats(folder, texts), command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report, encoding="utf-8")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tests.hosting.leaderboard_world as world_module  # noqa: E402
-from grader.hosting.leaderboard import service  # noqa: E402
-from grader.hosting.services.participants import add_participant  # noqa: E402
+import tests.hosting.leaderboard_world as world_module
+from grader.hosting.leaderboard import service
+from grader.hosting.services.participants import add_participant
 
 
 def main() -> None:

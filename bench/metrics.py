@@ -396,7 +396,7 @@ def machine_facts() -> dict[str, str]:
             from importlib.metadata import version
 
             versions[module] = version({"pytrec_eval": "pytrec-eval-terrier"}.get(module, module))
-        except Exception:  # noqa: BLE001 - a missing optional package is just reported
+        except Exception:
             versions[module] = "not installed"
     memory = "unknown"
     try:

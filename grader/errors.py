@@ -1,7 +1,7 @@
 """The one error hierarchy of the grader.
 
 Library code raises subclasses of :class:`GraderError`; only the CLI turns them
-into exit codes. ``str(error)`` is the single line a person sees: it names the
+into exit statuses, in one table (:mod:`grader.cli.exits`). ``str(error)`` is the single line a person sees: it names the
 file, line and field where one is known, and never contains secret material.
 """
 
@@ -14,9 +14,6 @@ from grader.failures import FailureCode
 
 class GraderError(Exception):
     """Base of every error the grader raises on purpose."""
-
-    #: process exit status the CLI uses for this kind of error
-    exit_code: int = 2
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         from grader.text import MAX_ERROR_LINE, bounded
@@ -82,8 +79,6 @@ class ReportError(GraderError):
 class VerificationError(GraderError):
     """A signed report failed verification. Exit status 1, as ``grader verify`` documents."""
 
-    exit_code = 1
-
 
 class ComparisonError(GraderError):
     """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
@@ -141,8 +136,6 @@ class TaskFailure(GraderError):
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
 
-    exit_code = 75
-
 
 class Interrupted(BaseException):
     """The grader was asked to stop (SIGINT, SIGTERM, SIGHUP) and cleaned up. Exit status 128 + the signal number.
@@ -155,4 +148,3 @@ class Interrupted(BaseException):
     def __init__(self, signum: int, name: str) -> None:
         super().__init__(f"stopped by {name}; containers, mounts and staged data were cleaned up")
         self.signum = signum
-        self.exit_code = 128 + signum

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -49,6 +50,17 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def listing_digest(entries: Iterable[tuple[str, str]]) -> str:
+    """sha256 of the listing ``<sha256>  <path>`` per line (the ``sha256sum`` format), in the order given.
+
+    ``entries`` are ``(relative posix path, hex sha256)``. The one way the grader names a set
+    of files by one digest (a task split's data, a submission folder): reproducible with
+    ``sha256sum FILE... | sha256sum``.
+    """
+    listing = "".join(f"{digest}  {name}\n" for name, digest in entries)
+    return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.data.task import Task  # noqa: E402
-from grader.files import atomic_write_text  # noqa: E402
+from grader.data.task import Task
+from grader.files import atomic_write_text
 
 _WORD = re.compile(r"[A-Za-z]+|[0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")

@@ -35,7 +35,7 @@ different standard library and so gives different data.
 
 Usage::
 
-    python scripts/build_mini.py                       # into grader/benchmarks/mini
+    python scripts/build_mini.py                       # into grader/bundled/mini
     python scripts/build_mini.py OUT --stdlib DIR      # another source or target
 """
 
@@ -59,7 +59,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "grader" / "benchmarks" / "mini"
+DEFAULT_OUT = REPO_ROOT / "grader" / "bundled" / "mini"
 SCHEMA_PATH = REPO_ROOT / "grader" / "schemas" / "benchmark.schema.json"
 
 # Fixed seed: changing it changes every id and every split, so it is part of
@@ -616,7 +616,7 @@ def split_sizes(n: int) -> dict[str, int]:
     """Target queries per split: 60% train, 10% dev, the rest (~30%) test."""
     sizes: dict[str, int] = {}
     for name, fraction in SPLIT_FRACTIONS:
-        sizes[name] = int(round(n * fraction))
+        sizes[name] = round(n * fraction)
     sizes["test"] = n - sum(sizes.values())
     return sizes
 

@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.data.registry import resolve_benchmark  # noqa: E402
-from grader.data.task import Task  # noqa: E402
+from grader.data.task import Task, document_text  # noqa: E402
 from grader.files import atomic_write_bytes, atomic_write_text, sha256_file  # noqa: E402
 
 DEFAULT_OUT = ROOT / "submissions_example" / "onnx-lsa"
@@ -192,11 +192,6 @@ class TrainingData:
     leaking: dict[str, list[tuple[str, str]]]
 
 
-def _document_text(title: str, text: str) -> str:
-    # As the grader feeds documents (grader.grading.runner.document_text).
-    return (title + " " + text).strip()
-
-
 def load_training_data(tasks: Sequence[tuple[str, Task]]) -> TrainingData:
     """Train pairs of every task, and among them those whose function is held out in any task."""
     held_out = HeldOut()
@@ -208,7 +203,7 @@ def load_training_data(tasks: Sequence[tuple[str, Task]]) -> TrainingData:
         judgements = task.qrels(TRAIN_SPLIT)
         relevant = {doc for query in judgements for doc in judgements[query]}
         queries = {query.id: query.text for query in task.iter_queries()}
-        documents = {doc.id: _document_text(doc.title, doc.text) for doc in task.iter_corpus()}
+        documents = {doc.id: document_text(doc.title, doc.text) for doc in task.iter_corpus()}
         # Held out = everything the train judgements do not name (dev and test alike).
         for qid, text in queries.items():
             if qid not in judgements:

@@ -13,6 +13,6 @@ echo "== grader verify"
 grader verify "$out/onnx-lsa/report.dsse.json" --key "$out/keys/grader.pub"
 echo
 echo "== grader score: BM25 baseline run on mini/text2code (test split)"
-python scripts/bm25_baseline.py grader/benchmarks/mini/text2code --split test --out "$out/bm25-text2code.run.jsonl"
-grader score --qrels grader/benchmarks/mini/text2code/qrels/test.tsv --run "$out/bm25-text2code.run.jsonl" \
+python scripts/bm25_baseline.py grader/bundled/mini/text2code --split test --out "$out/bm25-text2code.run.jsonl"
+grader score --qrels grader/bundled/mini/text2code/qrels/test.tsv --run "$out/bm25-text2code.run.jsonl" \
     --measure NDCG@10,MAP@10,Recall@100,MRR@10

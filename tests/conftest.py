@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 
 def write_task(root: Path, *, corpus: list[dict], queries: list[dict], qrels: dict[str, list[tuple[str, str, int]]]) -> Path:
@@ -31,6 +33,19 @@ def small_task(tmp_path: Path) -> Path:
     )
 
 
+@pytest.fixture
+def grader_cli() -> Callable[..., Result]:
+    """Invoke the ``grader`` command in-process: ``grader_cli("score", "--qrels", path, ...)`` (arguments are str()-ed)."""
+    from grader.cli.main import cli
+
+    runner = CliRunner()
+
+    def invoke(*args: object) -> Result:
+        return runner.invoke(cli, [str(arg) for arg in args])
+
+    return invoke
+
+
 # --------------------------------------------------------------------------- Docker sandbox tests
 
 
@@ -53,3 +68,11 @@ def docker_engine(request: pytest.FixtureRequest):  # type: ignore[no-untyped-de
 
     images = [image for marker in request.node.iter_markers("docker") for image in marker.args]
     return require_docker(images)
+
+
+@pytest.fixture
+def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A :class:`tests.sandbox_support.HostGuard`: after a Docker test, ``guard.verify()`` proves nothing was left behind."""
+    from tests.sandbox_support import new_guard
+
+    return new_guard(docker_engine, tmp_path, monkeypatch)

@@ -17,6 +17,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 WORDS = ["[UNK]", "[CLS]", "[PAD]"] + [f"w{i}" for i in range(61)]
 
 
+def words(*numbers: int) -> str:
+    """A text of the vocabulary's words: ``words(1, 2)`` is ``"w1 w2"``."""
+    return " ".join(f"w{n}" for n in numbers)
+
+
 def word_tokenizer(path: Path, *, with_cls: bool = False, file_max_length: int | None = None) -> Tokenizer:
     """A whitespace word-level tokenizer over WORDS; optionally with a [CLS] prefix and baked-in truncation."""
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
@@ -98,7 +103,7 @@ def expected_token_ids(text: str, *, with_cls: bool = False, max_length: int = 1
     """The ids ``word_tokenizer`` gives ``text`` (whitespace words, unknown -> 0, [CLS] -> 1), cut at ``max_length``."""
     index = {word: i for i, word in enumerate(WORDS)}
     ids = [index.get(word, 0) for word in text.split()]
-    return ([1] + ids if with_cls else ids)[:max_length]
+    return ([1, *ids] if with_cls else ids)[:max_length]
 
 
 def expected_embeddings(texts: list[str], table: np.ndarray, *, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16) -> np.ndarray:

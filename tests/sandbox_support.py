@@ -264,3 +264,12 @@ def host_still_forks() -> None:
     """The host can still start processes and the engine still answers."""
     result = subprocess.run(["/bin/sh", "-c", "echo alive"], capture_output=True, text=True, timeout=30, check=False)
     assert result.stdout.strip() == "alive"
+
+
+def read_report(out: Path) -> dict[str, Any]:
+    """``OUT/report.json``, validated against the report schema."""
+    from grader.reports import validate_report
+
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    validate_report(report)
+    return report

@@ -78,7 +78,7 @@ def test_split_digest_covers_exactly_the_files_of_the_split(small_task: Path) ->
     task = Task(small_task)
     files = {name: hashlib.sha256((small_task / name).read_bytes()).hexdigest() for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/dev.tsv"]}
     assert task.file_digests == files
-    listing = "".join(f"{name} {files[name]}\n" for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+    listing = "".join(f"{files[name]}  {name}\n" for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
     assert task.split_digest("test") == hashlib.sha256(listing.encode()).hexdigest()
     before_test, before_dev = task.split_digest("test"), task.split_digest("dev")
     (small_task / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n", encoding="utf-8")
@@ -124,7 +124,7 @@ def test_registered_coir_groups_csn_languages() -> None:
     spec = registered_spec("coir")
     units = spec.units()
     assert len(units) == 10
-    assert dict(units)["CodeSearchNet"] == tuple(f"CodeSearchNet-{l}" for l in ["go", "java", "javascript", "ruby", "python", "php"])
+    assert dict(units)["CodeSearchNet"] == tuple(f"CodeSearchNet-{language}" for language in ["go", "java", "javascript", "ruby", "python", "php"])
     assert spec.primary_measure == "NDCG@10"
     assert registered_spec("cat").primary_measure == "MRR@1000"
 

@@ -23,8 +23,7 @@ from grader.effect import compute_effect, global_min_max, top_k_trec
 from grader.errors import DataError, UsageError
 from grader.grading.runner import save_embeddings
 from tests.conftest import write_task
-from tests.onnx_models import embedding_table, onnx_submission
-
+from tests.onnx_models import embedding_table, onnx_submission, words
 
 # --------------------------------------------------------------------------- helpers
 
@@ -383,15 +382,11 @@ def test_cli_json_table_and_errors(tmp_path):
     assert bad_dims.exit_code == 2 and "--pca-dims: '0' is not a positive integer" in bad_dims.stderr
 
 
-def _w(*numbers: int) -> str:
-    return " ".join(f"w{n}" for n in numbers)
-
-
 def test_end_to_end_with_grader_run(tmp_path):
     """Kept embeddings from real ``grader run``s: MRR_org equals the run's own MRR@1000 (native and PCA)."""
     rng = np.random.default_rng(4)
-    corpus = [{"_id": f"c{i}", "title": "", "text": _w(*rng.choice(np.arange(3, 60), size=3))} for i in range(12)]
-    queries = [{"_id": f"q{i}", "text": _w(*rng.choice(np.arange(3, 60), size=2))} for i in range(6)]
+    corpus = [{"_id": f"c{i}", "title": "", "text": words(*rng.choice(np.arange(3, 60), size=3))} for i in range(12)]
+    queries = [{"_id": f"q{i}", "text": words(*rng.choice(np.arange(3, 60), size=2))} for i in range(6)]
     qrels = {"test": [(f"q{i}", f"c{(2 * i) % 12}", 1) for i in range(6)]}
     write_task(tmp_path / "bench" / "tiny", corpus=corpus, queries=queries, qrels=qrels)
     bench = tmp_path / "bench"

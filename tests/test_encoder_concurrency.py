@@ -68,7 +68,7 @@ def test_a_failing_batch_raises_from_the_concurrent_path(tmp_path: Path) -> None
     broken = onnx_submission(tmp_path / "nan", table=table)
     encoder = load(broken, 2)
     with pytest.raises(SubmissionError, match="NaN"):
-        encoder.encode(texts(200) + ["w60 w1"])
+        encoder.encode([*texts(200), "w60 w1"])
     # The encoder stays usable after the failure.
     ok, _ = encoder.encode(["w1 w2"])
     np.testing.assert_allclose(ok, expected_embeddings(["w1 w2"], TABLE), atol=1e-6)

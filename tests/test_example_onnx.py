@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
@@ -75,6 +76,7 @@ def _random_ndcg(seed: int = 0) -> float:
     return evaluate(qrels, Run.from_mapping(rankings), [measure]).mean(measure)
 
 
+@pytest.mark.slow
 def test_example_beats_chance_on_mini_dev(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,
@@ -93,6 +95,7 @@ def test_example_beats_chance_on_mini_dev(tmp_path: Path) -> None:
     assert ndcg > chance + 0.2
 
 
+@pytest.mark.slow
 def test_build_script_reproduces_the_committed_files(tmp_path: Path) -> None:
     # A fresh interpreter: the script pins thread counts before numpy and tokenizers load.
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], check=True, capture_output=True, text=True, timeout=120)

@@ -166,7 +166,7 @@ def test_malformed_runs_through_the_score_readers_and_the_sandbox_readers(tmp_pa
         label = f"seed {SEED} run #{number}"
         path = tmp_path / f"run-{number}.jsonl"
         path.write_bytes(data)
-        score_side = _outcome(lambda: read_run(path, RunFormat.JSONL), RunFormatError, label + " (grader score)")
+        score_side = _outcome(lambda path=path: read_run(path, RunFormat.JSONL), RunFormatError, label + " (grader score)")
         (out / "run.jsonl").write_bytes(data)
         sandbox_side = _outcome(lambda: read_run_output(out, query_ids=QUERIES, doc_ids=DOCS, top_k=10, max_bytes=1 << 22), TaskFailure, label + " (sandbox)")
         if isinstance(sandbox_side, TaskFailure):

@@ -20,7 +20,7 @@ from grader.cli.main import cli
 from grader.reports import validate_report
 from grader.submissions.digest import submission_digest
 from tests.conftest import write_task
-from tests.onnx_models import WORDS, embedding_table, expected_embeddings, onnx_submission
+from tests.onnx_models import WORDS, embedding_table, expected_embeddings, onnx_submission, words
 
 TABLE = embedding_table(dim=8, seed=5)
 MEASURES = ["NDCG@10", "MRR@10", "Recall@3", "P@1", "MAP@100"]
@@ -28,26 +28,22 @@ QUERY_PREFIX = "w7 "
 DOCUMENT_PREFIX = "w8 "
 
 
-def _w(*numbers: int) -> str:
-    return " ".join(f"w{n}" for n in numbers)
-
-
 TASKS = {
     "alpha": {
         "corpus": [
-            {"_id": "a1", "title": _w(10), "text": _w(11, 12, 13)},
-            {"_id": "a2", "title": "", "text": _w(14, 15, 16, 17)},
-            {"_id": "a3", "title": _w(18, 19), "text": _w(20, 21)},
-            {"_id": "a4", "title": "", "text": _w(22, 23, 10)},
-            {"_id": "a5", "title": "", "text": _w(7, 7, 7, 24)},
-            {"_id": "a6", "title": "", "text": _w(*range(25, 45))},  # longer than max_length: truncated
+            {"_id": "a1", "title": words(10), "text": words(11, 12, 13)},
+            {"_id": "a2", "title": "", "text": words(14, 15, 16, 17)},
+            {"_id": "a3", "title": words(18, 19), "text": words(20, 21)},
+            {"_id": "a4", "title": "", "text": words(22, 23, 10)},
+            {"_id": "a5", "title": "", "text": words(7, 7, 7, 24)},
+            {"_id": "a6", "title": "", "text": words(*range(25, 45))},  # longer than max_length: truncated
         ],
         "queries": [
-            {"_id": "qa1", "text": _w(11, 12)},
-            {"_id": "qa2", "text": _w(15, 16, 30)},
-            {"_id": "qa3", "text": _w(19, 21)},
-            {"_id": "qa4", "text": _w(23, 24)},
-            {"_id": "qa5", "text": _w(13)},  # not judged in test: never encoded
+            {"_id": "qa1", "text": words(11, 12)},
+            {"_id": "qa2", "text": words(15, 16, 30)},
+            {"_id": "qa3", "text": words(19, 21)},
+            {"_id": "qa4", "text": words(23, 24)},
+            {"_id": "qa5", "text": words(13)},  # not judged in test: never encoded
         ],
         "qrels": {
             "test": [("qa1", "a1", 1), ("qa2", "a2", 2), ("qa2", "a6", 1), ("qa3", "a3", 1), ("qa4", "a4", 1), ("qa4", "a5", 0)],
@@ -56,16 +52,16 @@ TASKS = {
     },
     "beta": {
         "corpus": [
-            {"_id": "b1", "title": "", "text": _w(45, 46, 47)},
-            {"_id": "b2", "title": "", "text": _w(48, 49)},
-            {"_id": "b3", "title": "", "text": _w(50, 51, 52, 60)},  # w60: the NaN row of the broken model
-            {"_id": "b4", "title": _w(53), "text": _w(54, 55)},
-            {"_id": "b5", "title": "", "text": _w(56, 57, 58, 59)},
+            {"_id": "b1", "title": "", "text": words(45, 46, 47)},
+            {"_id": "b2", "title": "", "text": words(48, 49)},
+            {"_id": "b3", "title": "", "text": words(50, 51, 52, 60)},  # w60: the NaN row of the broken model
+            {"_id": "b4", "title": words(53), "text": words(54, 55)},
+            {"_id": "b5", "title": "", "text": words(56, 57, 58, 59)},
         ],
         "queries": [
-            {"_id": "qb1", "text": _w(46, 47)},
-            {"_id": "qb2", "text": _w(51, 52)},
-            {"_id": "qb3", "text": _w(54, 59)},
+            {"_id": "qb1", "text": words(46, 47)},
+            {"_id": "qb2", "text": words(51, 52)},
+            {"_id": "qb3", "text": words(54, 59)},
         ],
         "qrels": {"test": [("qb1", "b1", 1), ("qb2", "b3", 1), ("qb3", "b4", 1), ("qb3", "b5", 1)]},
     },
@@ -295,6 +291,6 @@ def test_bad_submission_is_one_error_line(tmp_path: Path, benchmark: Path, submi
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(submission / "submission.json", arcname="../submission.json")
     result = CliRunner().invoke(cli, ["run", str(archive), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "none"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # the submission's fault (grader.cli.exits)
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"error: {archive}: archive member '../submission.json' contains '..'"]

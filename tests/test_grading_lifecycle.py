@@ -250,7 +250,9 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
     """The tiny lookup encoder plus a zero-valued term that either loops ~forever or allocates ~1 GiB per batch."""
     table = embedding_table()
     onnx_submission(folder, table=table)
-    const = lambda name, value, dtype=np.float32: numpy_helper.from_array(np.array(value, dtype=dtype), name)
+    def const(name, value, dtype=np.float32):  # type: ignore[no-untyped-def]
+        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
     nodes = [
         helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
         helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
@@ -379,9 +381,9 @@ def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submi
 
 
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.grading import runner
+    from grader.grading import backends  # where the sandbox is chosen (grader.grading.runner re-exports RUNNER_IMAGE)
 
-    monkeypatch.setattr(runner, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
+    monkeypatch.setattr(backends, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
     result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "auto"])
     assert result.exit_code == 0, result.stderr
     assert re.search(r"^sandbox: none \((no Docker engine answers|the runner image grader-runner:no-such-tag-for-this-test is missing).*NOT isolated", result.stderr, flags=re.MULTILINE)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.import_cat import cat_benchmark_json, find_cat_datasets, import_cat, split_files
@@ -222,30 +221,25 @@ def test_cat_benchmark_json_is_valid_and_restricted() -> None:
 # ---------------------------------------------------------------------- CLI
 
 
-def _cli():
-    from grader.cli.main import cli
 
-    return cli
-
-
-def test_cli_import(tmp_path: Path) -> None:
+def test_cli_import(grader_cli, tmp_path: Path) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
     make_dataset(src, "tlc", test=[record(i) for i in range(3)])
-    result = CliRunner().invoke(_cli(), ["data", "import-cat", str(src), str(dest)])
+    result = grader_cli("data", "import-cat", str(src), str(dest))
     assert result.exit_code == 0, result.output
     assert "tlc: 3 test records" in result.stderr
     assert "not found" in result.stderr and "funcom" in result.stderr
     assert load_benchmark_folder(dest).spec.tasks == ("tlc",)
-    again = CliRunner().invoke(_cli(), ["data", "import-cat", "--tasks", "tlc", str(src), str(dest)])
+    again = grader_cli("data", "import-cat", "--tasks", "tlc", str(src), str(dest))
     assert again.exit_code == 2 and "--overwrite" in again.stderr
-    replaced = CliRunner().invoke(_cli(), ["data", "import-cat", "--tasks", "tlc", "--overwrite", str(src), str(dest)])
+    replaced = grader_cli("data", "import-cat", "--tasks", "tlc", "--overwrite", str(src), str(dest))
     assert replaced.exit_code == 0, replaced.output
 
 
-def test_cli_import_failure_is_one_error_line(tmp_path: Path) -> None:
+def test_cli_import_failure_is_one_error_line(grader_cli, tmp_path: Path) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
     bad = write_jsonl(src / "tlc" / "test.jsonl", [record(1), {"id": 2, "code": 3, "comment": "c"}])
-    result = CliRunner().invoke(_cli(), ["data", "import-cat", str(src), str(dest)])
+    result = grader_cli("data", "import-cat", str(src), str(dest))
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [f"error: {bad}:2: code: expected a string, got int"]

@@ -11,7 +11,6 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from click.testing import CliRunner  # noqa: E402
 
 from grader.data.benchmark import load_benchmark_folder  # noqa: E402
 from grader.data.import_coir import _pyarrow, coir_benchmark_json, find_coir_tasks, import_coir  # noqa: E402
@@ -307,16 +306,11 @@ def test_write_task_is_atomic(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- CLI
 
 
-def _cli():
-    from grader.cli.main import cli
 
-    return cli
-
-
-def test_cli_import(tmp_path: Path) -> None:
+def test_cli_import(grader_cli, tmp_path: Path) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
     standard_task(src)
-    result = CliRunner().invoke(_cli(), ["data", "import-coir", str(src), str(dest)])
+    result = grader_cli("data", "import-coir", str(src), str(dest))
     assert result.exit_code == 0, result.output
     assert "cosqa: 6 documents" in result.stderr
     assert "not found" in result.stderr and "apps" in result.stderr
@@ -324,10 +318,10 @@ def test_cli_import(tmp_path: Path) -> None:
     assert load_benchmark_folder(dest).spec.tasks == ("cosqa",)
 
 
-def test_cli_import_failure(tmp_path: Path) -> None:
+def test_cli_import_failure(grader_cli, tmp_path: Path) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
     standard_task(src, qrels={"test": [("q1", "c404", 1)]})
-    result = CliRunner().invoke(_cli(), ["data", "import-coir", "--tasks", "cosqa", str(src), str(dest)])
+    result = grader_cli("data", "import-coir", "--tasks", "cosqa", str(src), str(dest))
     assert result.exit_code != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "corpus_id" in lines[0] and "c404" in lines[0]

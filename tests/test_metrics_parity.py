@@ -158,10 +158,7 @@ def generate_case(seed: int, score_mode: str | None = None):
             run_map[qid] = {}
             empty.add(qid)
             continue
-        if long_case and rng.random() < 0.6:
-            length = rng.randint(100, 400)
-        else:
-            length = rng.choice([1, 2, 3, 4, 5, 6, 9, 10, 11, 15, 30])
+        length = rng.randint(100, 400) if long_case and rng.random() < 0.6 else rng.choice([1, 2, 3, 4, 5, 6, 9, 10, 11, 15, 30])
         chosen = [d for d in judged_docs if rng.random() < 0.6]
         if rng.random() < 0.35 and qid not in chosen:
             chosen.append(qid)  # the query's own id, retrieved
@@ -338,7 +335,7 @@ def test_generator_covers_the_adversarial_features() -> None:
         seen["missing"] += bool(expected["missing"])
         seen["empty"] += bool(expected["empty"])
         seen["extra"] += bool(expected["extra"])
-        for qid, judged in qrels.items():
+        for judged in qrels.values():
             rels = list(judged.values())
             seen["all_zero"] += all(r == 0 for r in rels)
             seen["negative"] += any(r < 0 for r in rels)

@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MINI = REPO / "grader" / "benchmarks" / "mini"
+MINI = REPO / "grader" / "bundled" / "mini"
 SCRIPT = REPO / "scripts" / "build_mini.py"
 SCHEMA = REPO / "grader" / "schemas" / "benchmark.schema.json"
 TASKS = ("text2code", "code2code", "code2text")
@@ -263,7 +263,7 @@ def test_ids_give_no_hint(task) -> None:
 
 
 def test_sizes_and_split_fractions(task, definition: dict) -> None:
-    name, queries, corpus, qrels = task
+    name, _queries, corpus, qrels = task
     assert 2500 <= len(corpus) <= 6000, f"{name}: corpus of {len(corpus)}"
     counts = {split: len(rows) for split, rows in qrels.items()}
     total = sum(counts.values())

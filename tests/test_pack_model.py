@@ -25,8 +25,9 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 from grader.data.registry import resolve_benchmark
+from grader.data.task import document_text
 from grader.errors import PackError
-from grader.grading.runner import document_text, load_task_inputs
+from grader.grading.interfaces import load_task_inputs
 from tests.conftest import write_task
 
 TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries (cut, see _mini_sample)

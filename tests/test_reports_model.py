@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from grader.errors import ReportError
 from grader.reports.model import build_report, report_json, validate_report
 from grader.schemas import load_schema, validator
 
-START = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+START = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 
 
 def _inputs() -> dict:

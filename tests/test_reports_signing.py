@@ -13,6 +13,7 @@ import rfc8785
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader.cli.exits import exit_status
 from grader.errors import KeyFileError, ReportError, VerificationError
 from grader.reports.dsse import envelope_json, pae, sign_payload
 from grader.reports.example import example_report
@@ -56,7 +57,7 @@ def _with_signature(envelope: dict, signature: bytes) -> bytes:
 def _failure(envelope_bytes: bytes, public_key) -> str:
     with pytest.raises(VerificationError) as caught:
         verify_envelope(envelope_bytes, public_key)
-    assert caught.value.exit_code == 1
+    assert exit_status(caught.value) == 1
     return str(caught.value)
 
 

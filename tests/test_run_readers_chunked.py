@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import grader.metrics.ordering as ordering
+import grader.runs.ordering as ordering
 import grader.runs.readers as readers
 from grader.errors import RunFormatError
-from grader.metrics.ordering import first_repeat, order_in_place
+from grader.runs.ordering import first_repeat, order_in_place
 
 
 def _random_run(rng: random.Random, n_queries: int = 60) -> dict[str, dict[str, float]]:

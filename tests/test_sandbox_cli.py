@@ -23,17 +23,16 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
-from grader.reports import validate_report
 from grader.submissions.digest import submission_digest
 from tests.conftest import write_task
-from tests.onnx_models import embedding_table, onnx_submission
+from tests.onnx_models import embedding_table, onnx_submission, words
 from tests.sandbox_support import (
     BM25_IMAGE,
     RUNNER_IMAGE,
     HostGuard,
     docker_submission,
     image_of,
-    new_guard,
+    read_report,
     unavailable,
     write_benchmark,
 )
@@ -41,25 +40,14 @@ from tests.sandbox_support import (
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 REPO = Path(__file__).resolve().parent.parent
-MINI_TEXT2CODE = REPO / "grader" / "benchmarks" / "mini" / "text2code"
+MINI_TEXT2CODE = REPO / "grader" / "bundled" / "mini" / "text2code"
 LIMITS = ["--time-limit", "60", "--memory", "1g", "--cpus", "1"]
-
-
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
 
 
 def invoke(*args: str, expect: int = 0) -> Any:
     result = CliRunner().invoke(cli, [str(a) for a in args])
     assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
     return result
-
-
-def read_report(out: Path) -> dict[str, Any]:
-    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    validate_report(report)
-    return report
 
 
 def image_id_of(client: Any, reference: str) -> str:
@@ -76,6 +64,7 @@ def assert_same_measures(got: dict[str, float], expected: dict[str, float], *, t
 # --------------------------------------------------------------------------- grader run
 
 
+@pytest.mark.slow
 @pytest.mark.docker(BM25_IMAGE)
 def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if shutil.which("docker") is None:
@@ -118,25 +107,21 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
     guard.verify()
 
 
-def _w(*numbers: int) -> str:
-    return " ".join(f"w{n}" for n in numbers)
-
-
 ONNX_TASKS = {
     "alpha": {
         "corpus": [
-            {"_id": "a1", "title": _w(10), "text": _w(11, 12, 13)},
-            {"_id": "a2", "title": "", "text": _w(14, 15, 16, 17)},
-            {"_id": "a3", "title": _w(18, 19), "text": _w(20, 21)},
-            {"_id": "a4", "title": "", "text": _w(22, 23, 10)},
-            {"_id": "a5", "title": "", "text": _w(*range(25, 45))},  # longer than max_length: truncated
+            {"_id": "a1", "title": words(10), "text": words(11, 12, 13)},
+            {"_id": "a2", "title": "", "text": words(14, 15, 16, 17)},
+            {"_id": "a3", "title": words(18, 19), "text": words(20, 21)},
+            {"_id": "a4", "title": "", "text": words(22, 23, 10)},
+            {"_id": "a5", "title": "", "text": words(*range(25, 45))},  # longer than max_length: truncated
         ],
-        "queries": [{"_id": "qa1", "text": _w(11, 12)}, {"_id": "qa2", "text": _w(15, 16, 30)}, {"_id": "qa3", "text": _w(19, 21)}, {"_id": "qa4", "text": _w(23, 24)}],
+        "queries": [{"_id": "qa1", "text": words(11, 12)}, {"_id": "qa2", "text": words(15, 16, 30)}, {"_id": "qa3", "text": words(19, 21)}, {"_id": "qa4", "text": words(23, 24)}],
         "qrels": {"test": [("qa1", "a1", 1), ("qa2", "a2", 2), ("qa2", "a5", 1), ("qa3", "a3", 1), ("qa4", "a4", 1)]},
     },
     "beta": {
-        "corpus": [{"_id": "b1", "title": "", "text": _w(45, 46, 47)}, {"_id": "b2", "title": "", "text": _w(48, 49)}, {"_id": "b3", "title": _w(53), "text": _w(50, 51, 52)}],
-        "queries": [{"_id": "qb1", "text": _w(46, 47)}, {"_id": "qb2", "text": _w(51, 52, 48)}],
+        "corpus": [{"_id": "b1", "title": "", "text": words(45, 46, 47)}, {"_id": "b2", "title": "", "text": words(48, 49)}, {"_id": "b3", "title": words(53), "text": words(50, 51, 52)}],
+        "queries": [{"_id": "qb1", "text": words(46, 47)}, {"_id": "qb2", "text": words(51, 52, 48)}],
         "qrels": {"test": [("qb1", "b1", 1), ("qb2", "b3", 1), ("qb2", "b2", 1)]},
     },
 }
@@ -144,8 +129,7 @@ ONNX_TASKS = {
 
 @pytest.mark.docker(RUNNER_IMAGE)
 def test_onnx_scores_the_same_in_the_runner_image_as_in_process(guard: HostGuard, docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr("grader.grading.runner.RUNNER_IMAGE", RUNNER_IMAGE)
-    monkeypatch.setattr("grader.check.checker.RUNNER_IMAGE", RUNNER_IMAGE)
+    monkeypatch.setattr("grader.grading.backends.RUNNER_IMAGE", RUNNER_IMAGE)  # run and check choose their grader there
     bench = tmp_path / "bench"
     for name, task in ONNX_TASKS.items():
         write_task(bench / name, corpus=task["corpus"], queries=task["queries"], qrels=task["qrels"])
@@ -272,6 +256,7 @@ def test_check_passes_a_valid_image(guard: HostGuard, tmp_path: Path, scripted_b
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(BM25_IMAGE)
 def test_check_passes_the_bm25_example(guard: HostGuard) -> None:
     submission = REPO / "submissions_example" / "docker-bm25"

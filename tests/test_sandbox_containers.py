@@ -31,7 +31,6 @@ from tests.sandbox_support import (
     HostGuard,
     host_still_forks,
     image_of,
-    new_guard,
     read_log,
     require_docker,
     small_limits,
@@ -42,11 +41,6 @@ from tests.sandbox_support import (
 pytestmark = [pytest.mark.docker(BASE_IMAGE), pytest.mark.usefixtures("docker_engine")]
 
 NDCG10 = parse_measure("NDCG@10")
-
-
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
 
 
 class Ran:
@@ -113,7 +107,6 @@ echo "probe done"
 
 def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
     """No capabilities, no-new-privileges, non-root, read-only root, noexec /tmp, no network, the limits set."""
-    client = guard.client
     probe = tmp_path / "probe"
     probe.mkdir()
     limits = small_limits()
@@ -276,6 +269,7 @@ def test_memory_hog_is_oom_killed(guard: HostGuard) -> None:
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(image_of("sleeper"))
 def test_sleeper_is_killed_at_the_time_limit(guard: HostGuard) -> None:
     limit = 3.0

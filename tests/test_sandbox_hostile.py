@@ -25,10 +25,9 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
-from grader.reports import validate_report
 from grader.data.task import Document
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
-from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, new_guard, write_beir_task, write_benchmark
+from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, read_report, write_beir_task, write_benchmark
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
@@ -36,22 +35,11 @@ HOSTILE = image_of("hostile")
 LIMITS = ["--time-limit", "60", "--memory", "512m", "--cpus", "1"]
 
 
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
-
-
 def invoke(*args: object, expect: int | None = 0) -> Any:
     result = CliRunner().invoke(cli, [str(a) for a in args])
     if expect is not None:
         assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
     return result
-
-
-def read_report(out: Path) -> dict[str, Any]:
-    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    validate_report(report)
-    return report
 
 
 def _no_raw_controls(text: str) -> None:
@@ -139,11 +127,12 @@ def test_a_huge_id_gives_a_small_signed_report_that_verifies(guard: HostGuard, t
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(HOSTILE)
 def test_images_from_submission_only_refuses_host_images(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bench = write_benchmark(tmp_path / "bench", ["valid"])
     host_named = docker_submission(tmp_path / "host-named", HOSTILE)
-    refused = invoke("run", host_named, "--benchmark", bench, "--sandbox", "docker", "--out", tmp_path / "refused", "--quiet", "--images-from-submission-only", *LIMITS, expect=2)
+    refused = invoke("run", host_named, "--benchmark", bench, "--sandbox", "docker", "--out", tmp_path / "refused", "--quiet", "--images-from-submission-only", *LIMITS, expect=3)
     assert "IMAGE_INVALID" in refused.stderr and "only an image in the submission's own docker save .tar" in refused.stderr
     assert not (tmp_path / "refused" / "report.json").exists()
     checked = invoke("check", host_named, "--benchmark", bench, "--sandbox", "docker", "--images-from-submission-only", *LIMITS, expect=1)
@@ -182,6 +171,7 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
     guard.verify()
 
 
+@pytest.mark.slow
 @pytest.mark.docker(HOSTILE)
 def test_fuzzed_runs_from_containers_are_documented_outcomes(guard: HostGuard, tmp_path: Path) -> None:
     """Seeded malformed runs written by a real container: each task scores or fails with an output code; the run goes on."""

@@ -62,6 +62,7 @@ def test_a_tar_of_several_images_is_refused(docker_engine, tmp_path: Path) -> No
     assert caught.value.detail == f"{tmp_path / 'multi.tar'}: the archive must hold exactly one image, it holds 2"
 
 
+@pytest.mark.slow
 @pytest.mark.docker(image_of("silent"))
 def test_a_single_image_tar_loads_and_passes_intake(docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # Saved by ID, so loading it back re-tags nothing (other people may be rebuilding the tags).

@@ -34,7 +34,6 @@ from tests.sandbox_support import (
     docker_submission,
     image_of,
     mount_points,
-    new_guard,
     read_log,
     small_limits,
     stage_small,
@@ -44,11 +43,6 @@ from tests.sandbox_support import (
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:  # type: ignore[no-untyped-def]
-    return new_guard(docker_engine, tmp_path, monkeypatch)
 
 
 class Grader:

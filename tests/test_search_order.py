@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from grader.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-MINI = ROOT / "grader" / "benchmarks" / "mini"
+MINI = ROOT / "grader" / "bundled" / "mini"
 EXAMPLE = ROOT / "submissions_example" / "onnx-lsa"
 TASKS = ["text2code", "code2text"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from grader.errors import UsageError
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import compare
 
-COIR = Path(__file__).resolve().parent.parent / "grader" / "benchmarks" / "coir" / "benchmark.json"
+COIR = Path(__file__).resolve().parent.parent / "grader" / "bundled" / "coir" / "benchmark.json"
 
 
 def coir_table(seed: int = 0, entries: int = 2) -> tuple[ScoreTable, BenchmarkSpec, list[dict[str, dict[str, float]]]]:
@@ -91,7 +92,7 @@ def test_the_server_example_in_the_docs_runs() -> None:
 
 
 def test_reports_name_the_members_of_each_graded_group() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from grader.reports.model import build_report
 
@@ -100,7 +101,7 @@ def test_reports_name_the_members_of_each_graded_group() -> None:
     aggregate = spec.aggregate({"apps": 0.5, "CodeSearchNet-go": 0.25, "CodeSearchNet-ruby": 0.75}, tasks=graded)
     assert aggregate["group_members"] == {"CodeSearchNet": ["CodeSearchNet-go", "CodeSearchNet-ruby"]}
     assert "group_members" not in spec.aggregate({"apps": 0.5}, tasks=["apps"])  # nothing grouped was graded
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     tasks = [
         {"name": t, "split": "test", "data_digest": {"sha256": "0" * 64}, "status": "scored", "measures": {"NDCG@10": v},
          "queries": {"judged": 1, "answered": 1, "missing": 0, "extra": 0}, "per_query": {"measure": "NDCG@10", "values": {"q": v}}}

@@ -7,19 +7,19 @@ import json
 import math
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from grader.cli.main import cli
+from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
-from grader.reports.keys import load_public_key
 
 ROOT = Path(__file__).resolve().parent.parent
-MINI_TASK = ROOT / "grader" / "benchmarks" / "mini" / "text2code"
+MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 QRELS = MINI_TASK / "qrels" / "test.tsv"
 
 
@@ -160,7 +160,7 @@ def test_report_whose_values_do_not_average_to_its_score_cannot_be_built(signed:
     task = dict(report["tasks"][QRELS.name], name=QRELS.name)
     task["per_query"] = {"measure": "NDCG@10", "values": dict(task["per_query"]["values"], extra=1.0)}
     with pytest.raises(ReportError, match="per_query: values do not average"):
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         build_report(benchmark=report["benchmark"], subject=report["subject"], tasks=[task], aggregate=report["aggregate"], policy="strict", started_at=now, finished_at=now)
 
 

@@ -31,7 +31,6 @@ from grader.submissions.manifest import OnnxManifest, load_manifest
 from grader.submissions.onnx_intake import inspect_onnx_model
 from tests.onnx_models import embedding_table, lookup_model, onnx_submission
 
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -430,9 +429,8 @@ def test_archives_unpack_to_the_folder_with_the_same_digest(submission: Path, tm
 
 def test_archive_is_removed_even_when_the_body_fails(submission: Path, tmp_path: Path, temp_area: Path) -> None:
     archive = _zip_folder(submission, tmp_path / "sub.zip", top=None)
-    with pytest.raises(RuntimeError, match="boom"):
-        with open_submission(archive):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), open_submission(archive):
+        raise RuntimeError("boom")
     assert list(temp_area.iterdir()) == []
 
 
@@ -460,9 +458,8 @@ def _bad_tars() -> dict[str, tuple[list, ArchiveLimits, str]]:
 def test_bad_tar_members_are_refused_and_nothing_is_left(tmp_path: Path, temp_area: Path, case: str, mode: str) -> None:
     members, limits, phrase = _bad_tars()[case]
     archive = _tar(tmp_path / ("bad.tar.gz" if mode == "w:gz" else "bad.tar"), members, mode)
-    with pytest.raises(SubmissionError) as info:
-        with open_submission(archive, limits):
-            pytest.fail("a bad archive was opened")
+    with pytest.raises(SubmissionError) as info, open_submission(archive, limits):
+        pytest.fail("a bad archive was opened")
     assert str(info.value).startswith(f"{archive}: ")
     assert phrase in str(info.value)
     assert list(temp_area.iterdir()) == []
@@ -543,9 +540,8 @@ BAD_ZIPS = ["dotdot", "absolute", "backslash", "symlink", "too-many", "too-large
 @pytest.mark.parametrize("case", BAD_ZIPS)
 def test_bad_zip_members_are_refused_and_nothing_is_left(tmp_path: Path, temp_area: Path, case: str) -> None:
     archive, limits, phrase = _bad_zips(tmp_path)[case]
-    with pytest.raises(SubmissionError) as info:
-        with open_submission(archive, limits):
-            pytest.fail("a bad archive was opened")
+    with pytest.raises(SubmissionError) as info, open_submission(archive, limits):
+        pytest.fail("a bad archive was opened")
     assert str(info.value).startswith(f"{archive}: ")
     assert phrase in str(info.value)
     assert list(temp_area.iterdir()) == []
@@ -555,29 +551,24 @@ def test_bad_zip_members_are_refused_and_nothing_is_left(tmp_path: Path, temp_ar
 def test_symlink_inside_a_folder_submission_is_refused(submission: Path, tmp_path: Path) -> None:
     (tmp_path / "outside.txt").write_text("secret", encoding="utf-8")
     os.symlink(tmp_path / "outside.txt", submission / "extra" / "peek.txt")
-    with pytest.raises(SubmissionError) as info:
-        with open_submission(submission):
-            pytest.fail("a folder with a link was opened")
+    with pytest.raises(SubmissionError) as info, open_submission(submission):
+        pytest.fail("a folder with a link was opened")
     assert str(info.value).startswith(f"{submission / 'extra' / 'peek.txt'}: ")
     assert "symbolic links" in str(info.value)
 
 
 def test_dangling_symlink_to_a_folder_inside_is_refused(submission: Path, tmp_path: Path) -> None:
     os.symlink(tmp_path, submission / "up", target_is_directory=True)
-    with pytest.raises(SubmissionError, match="symbolic links"):
-        with open_submission(submission):
-            pass
+    with pytest.raises(SubmissionError, match="symbolic links"), open_submission(submission):
+        pass
 
 
 def test_submission_that_is_a_link_or_missing_or_unknown(submission: Path, tmp_path: Path) -> None:
     os.symlink(submission, tmp_path / "link")
-    with pytest.raises(SubmissionError, match="symbolic link"):
-        with open_submission(tmp_path / "link"):
-            pass
-    with pytest.raises(SubmissionError, match="not found"):
-        with open_submission(tmp_path / "nope.tar.gz"):
-            pass
+    with pytest.raises(SubmissionError, match="symbolic link"), open_submission(tmp_path / "link"):
+        pass
+    with pytest.raises(SubmissionError, match="not found"), open_submission(tmp_path / "nope.tar.gz"):
+        pass
     (tmp_path / "model.rar").write_bytes(b"Rar!")
-    with pytest.raises(SubmissionError, match=r"\.zip"):
-        with open_submission(tmp_path / "model.rar"):
-            pass
+    with pytest.raises(SubmissionError, match=r"\.zip"), open_submission(tmp_path / "model.rar"):
+        pass

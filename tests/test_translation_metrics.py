@@ -17,9 +17,8 @@ from pathlib import Path
 import crystalbleu  # runtime dependencies: a missing one fails, never skips
 import nltk.translate.meteor_score as nltk_meteor
 import pytest
-from click.testing import CliRunner
 
-from grader.errors import DataError, RunFormatError
+from grader.errors import DataError, InputError, RunFormatError
 from grader.translation import files as translation_files
 from grader.translation.metrics import crystal_bleu, meteor, ngram_frequencies, tokenize, trivially_shared_ngrams
 from grader.translation.scoring import IgnoredNGrams, score_files, score_translations
@@ -143,10 +142,10 @@ def test_wordnet_missing_fails_before_reading_files_and_via_env(tmp_path: Path, 
         score_files(tmp_path / "absent.jsonl", tmp_path / "absent.jsonl")
 
 
-def test_cli_wordnet_missing(tmp_path: Path) -> None:
+def test_cli_wordnet_missing(grader_cli, tmp_path: Path) -> None:
     refs = _jsonl(tmp_path / "refs.jsonl", [{"query_id": "a", "reference": "x y"}])
     preds = _jsonl(tmp_path / "preds.jsonl", [{"query_id": "a", "prediction": "x y"}])
-    result = CliRunner().invoke(_cli(), ["score-translation", "--references", str(refs), "--predictions", str(preds), "--nltk-data", str(tmp_path / "empty")])
+    result = grader_cli("score-translation", "--references", str(refs), "--predictions", str(preds), "--nltk-data", str(tmp_path / "empty"))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: WordNet 3.0 is not usable at ")
     assert "hint: run scripts/setup-wordnet.sh" in result.stderr
@@ -250,7 +249,7 @@ def test_score_translations_means_missing_and_unknown(wordnet) -> None:
     plain = score_translations(references, predictions, wordnet=wordnet)
     assert plain.bleu_measure == "BLEU-4" and plain.as_json()["bleu"]["ignored_ngrams"] is None
     assert "BLEU-4" in plain.as_json()["measures"] and "CrystalBLEU-4" not in plain.as_json()["measures"]
-    with pytest.raises(ValueError, match="unknown query ids: 'zz'"):
+    with pytest.raises(InputError, match="unknown query ids: 'zz'"):
         score_translations(references, {"zz": "x"}, wordnet=wordnet)
 
 
@@ -299,11 +298,6 @@ def test_references_reader(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- CLI
 
 
-def _cli():
-    from grader.cli.main import cli
-
-    return cli
-
 
 def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
     refs = _jsonl(tmp_path / "refs.jsonl", [{"query_id": "a", "reference": TRAIN[0]}, {"query_id": "b", "reference": TRAIN[1]}, {"query_id": "c", "reference": "Module Pass"}])
@@ -313,11 +307,11 @@ def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
     return refs, preds, train
 
 
-def test_cli_json_and_per_query(wordnet, tmp_path: Path) -> None:
+def test_cli_json_and_per_query(grader_cli, wordnet, tmp_path: Path) -> None:
     refs, preds, train = _files(tmp_path)
     per_query = tmp_path / "pq.tsv"
     args = ["score-translation", "--references", str(refs), "--predictions", str(preds), "--train-targets", str(train), "--ignore-top", "4", "--per-query", str(per_query), "--json"]
-    result = CliRunner().invoke(_cli(), args)
+    result = grader_cli(*args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["references"] == 3 and data["predicted"] == 2 and data["missing_predictions"] == 1
@@ -334,9 +328,9 @@ def test_cli_json_and_per_query(wordnet, tmp_path: Path) -> None:
     assert rows[0] == "query_id\tCrystalBLEU-4\tMETEOR\tmissing" and rows[3].startswith("c\t0.0\t0.0\t1")
 
 
-def test_cli_text_without_train_targets(wordnet, tmp_path: Path) -> None:
+def test_cli_text_without_train_targets(grader_cli, wordnet, tmp_path: Path) -> None:
     refs, preds, _ = _files(tmp_path)
-    result = CliRunner().invoke(_cli(), ["score-translation", "--references", str(refs), "--predictions", str(preds)])
+    result = grader_cli("score-translation", "--references", str(refs), "--predictions", str(preds))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("BLEU-4  ") and lines[1].startswith("METEOR  ")
@@ -344,18 +338,18 @@ def test_cli_text_without_train_targets(wordnet, tmp_path: Path) -> None:
     assert "no n-grams ignored" in result.stdout
 
 
-def test_cli_malformed_prediction_line(wordnet, tmp_path: Path) -> None:
+def test_cli_malformed_prediction_line(grader_cli, wordnet, tmp_path: Path) -> None:
     refs, _, _ = _files(tmp_path)
     preds = tmp_path / "bad.jsonl"
     preds.write_text('{"query_id": "a", "prediction": "x"}\n{"query_id": "b", "prediction": null}\n', encoding="utf-8")
-    result = CliRunner().invoke(_cli(), ["score-translation", "--references", str(refs), "--predictions", str(preds)])
+    result = grader_cli("score-translation", "--references", str(refs), "--predictions", str(preds))
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [f"error: {preds}:2: /prediction: None is not of type 'string'"]
 
 
-def test_cli_unknown_query_id(wordnet, tmp_path: Path) -> None:
+def test_cli_unknown_query_id(grader_cli, wordnet, tmp_path: Path) -> None:
     refs, _, _ = _files(tmp_path)
     preds = _jsonl(tmp_path / "p.jsonl", [{"query_id": "a", "prediction": "x"}, {"query_id": "zz", "prediction": "x"}])
-    result = CliRunner().invoke(_cli(), ["score-translation", "--references", str(refs), "--predictions", str(preds)])
+    result = grader_cli("score-translation", "--references", str(refs), "--predictions", str(preds))
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines()[0].startswith(f"error: {preds}:2: /query_id: unknown query id 'zz'")

@@ -8,6 +8,7 @@ validators), on the benchmark's public sample split, never the hidden one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import resource
 import tempfile
 import time
@@ -18,11 +19,11 @@ from typing import Any
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
 from grader.errors import GraderError, TaskFailure
 from grader.failures import OUTPUT_CODES, FailureCode
-from grader.grading.runner import InProcessOnnx, RunOptions, TaskInputs, load_task_inputs, resolve_sandbox, RUNNER_IMAGE
+from grader.grading.backends import prepare_task_grader
+from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
 from grader.sandbox.outputs import read_embeddings_output
-from grader.sandbox.staging import stage_task
 from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
@@ -31,33 +32,19 @@ from grader.submissions.manifest import load_manifest
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
 
 
-class _Quiet:
-    """A reporter that says nothing: check prints its own steps."""
-
-    def task_started(self, task: str, *, documents: int, queries: int) -> None:
-        return None
-
-    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
-        return None
-
-    def progress(self, label: str, total: int):  # type: ignore[no-untyped-def]
-        return lambda count: None
-
-    def finish(self) -> None:
-        return None
-
-
 @dataclass
-class _TaskRun:
-    """What the sample run of one task produced."""
+class _SampleOutcome:
+    """What the sample ranking of one task produced (through the same task grader as grading)."""
 
     name: str
     inputs: TaskInputs
     elapsed_s: float
     run: Run | None = None
     output_failure: TaskFailure | None = None
+    #: a copy of what a container wrote (sandboxed graders), for the all-errors validation
     kept_output: Path | None = None
-    staged: Any = None
+    #: the container's mode (``retrieve`` or ``encode``), for sandboxed graders
+    mode: str | None = None
     dimension: int | None = None
 
 
@@ -79,19 +66,10 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
             return report.finish()
         report.add(StepResult(ARCHIVE, "passed", f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...", data={"digest": digest, "kind": manifest.kind}))
 
-        # 2. intake
+        # 2. intake: the task grader grading uses (the same choice, the same intake)
         try:
-            sandbox = resolve_sandbox(options.sandbox, manifest)
-            if sandbox == "docker":
-                from grader.grading.sandboxed import DockerTaskGrader
-
-                grader: Any = DockerTaskGrader.prepare(folder, manifest, options, runner_image=RUNNER_IMAGE)
-                image = grader.image
-                reason = f"image {image.reference} ({image.id[:19]}...), user {image.user}, {image.size / 1e6:.0f} MB; sandbox docker"
-            else:
-                grader = InProcessOnnx(folder, manifest, options.threads)  # type: ignore[arg-type]
-                encoder = grader.encoder
-                reason = f"model and tokenizer load; inputs {', '.join(encoder.info.inputs)}; dimension {encoder.dimension}; sandbox none (in-process)"
+            prepared = prepare_task_grader(folder, manifest, options)
+            grader, sandbox, reason = prepared.grader, prepared.sandbox, prepared.intake
         except GraderError as error:
             report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
             return report.finish()
@@ -104,11 +82,13 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
             report.add(StepResult(SAMPLE_RUN, "failed", f"the sample split {split!r} is the hidden split; check never runs on it", "configure a public sample_split in benchmark.json"))
             return report.finish()
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
-        runs: list[_TaskRun] = []
+        # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
+        options = dataclasses.replace(options, out_dir=scratch)
+        runs: list[_SampleOutcome] = []
         for name in options.tasks:
             try:
                 inputs = load_task_inputs(options.benchmark.task(name), split)
-                runs.append(_sample_task(grader, sandbox, manifest, inputs, options, scratch / name))
+                runs.append(_sample_task(grader, inputs, options, scratch / name))
             except TaskFailure as failure:
                 report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
                 return report.finish()
@@ -163,67 +143,37 @@ def _failure_hint(code: FailureCode) -> str:
     return FAILURE_HINTS.get(code, "see docs/protocol.md")
 
 
-def _sample_task(grader: Any, sandbox: str, manifest: Any, inputs: TaskInputs, options: RunOptions, scratch: Path) -> _TaskRun:
+def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, scratch: Path) -> _SampleOutcome:
+    """Rank one task through ``grader.rank``, as grading does; keep a container's output to list every problem in it."""
     name = inputs.task.name
+    mode = getattr(grader, "mode", None)
+    kept = scratch / "output" if mode is not None else None
     started = time.monotonic()
-    if sandbox != "docker":
-        ranked = grader.rank(inputs, options, _Quiet())
-        return _TaskRun(name, inputs, time.monotonic() - started, run=ranked.run, dimension=ranked.extra["encoding"]["dimension"])
-    from grader.retrieval.search import search_run
-    from grader.sandbox.task_run import run_task_container
-
-    staged = stage_task(
-        scratch / "input",
-        task=name,
-        split=options.split,
-        mode=grader.mode,
-        top_k=options.top_k,
-        queries=inputs.queries,
-        documents=inputs.documents,
-        query_prefix=getattr(manifest, "query_prefix", ""),
-        document_prefix=getattr(manifest, "document_prefix", ""),
-    )
-    kept = scratch / "output"
-    result = _TaskRun(name, inputs, 0.0, kept_output=kept, staged=staged)
     try:
-        output = run_task_container(grader.image.id, staged, mode=grader.mode, limits=options.limits, log_path=scratch / "container.log", extra_mounts=grader.extra_mounts, environment=grader.environment, keep_output=kept, model_error_exit=grader.model_error_exit)
+        ranked = grader.rank(inputs, options, SilentProgress(), keep_output=kept)
     except TaskFailure as failure:
-        if failure.code not in OUTPUT_CODES:
+        if kept is None or failure.code not in OUTPUT_CODES:
             raise
-        result.output_failure = failure
-        result.elapsed_s = time.monotonic() - started
-        return result
-    result.elapsed_s = time.monotonic() - started
-    if output.run is not None:
-        result.run = output.run
-    elif output.query_vectors is not None and output.corpus_vectors is not None:
-        try:
-            result.run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code="OUTPUT_INVALID")
-        except TaskFailure as failure:  # vectors that cannot be searched (huge norms): the output's fault
-            if failure.code not in _OUTPUT_CODES:
-                raise
-            result.output_failure = failure
-            return result
-        result.dimension = int(output.corpus_vectors.shape[1])
-    return result
+        return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode)
+    return _SampleOutcome(name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, dimension=ranked.dimension)
 
 
-def _validate(task_run: _TaskRun, manifest: Any, options: RunOptions) -> list[str]:
+def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
     if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
         return []
-    staged = task_run.staged
+    query_ids = [q.id for q in task_run.inputs.queries]
+    doc_ids = [d.id for d in task_run.inputs.documents]
     problems: list[str] = []
-    mode = staged.task_json["mode"]
-    if mode == "retrieve":
-        validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=staged.query_ids, doc_ids=staged.doc_ids, top_k=int(staged.task_json["top_k"]))
+    if task_run.mode == "retrieve":
+        validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=query_ids, doc_ids=doc_ids, top_k=options.top_k)
         problems.extend(validation.errors)
-        missing = validation.missing(staged.query_ids) if validation.lines else []
+        missing = validation.missing(query_ids) if validation.lines else []
         if missing:
-            problems.append(f"/output/run.jsonl: answers {len(staged.query_ids) - len(missing)} of {len(staged.query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy")
+            problems.append(f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy")
     else:
-        for file_name, rows in (("corpus.npy", len(staged.doc_ids)), ("queries.npy", len(staged.query_ids))):
+        for file_name, rows in (("corpus.npy", len(doc_ids)), ("queries.npy", len(query_ids))):
             try:
                 read_embeddings_output(task_run.kept_output, file_name, rows=rows, max_bytes=options.limits.output_bytes)
             except TaskFailure as failure:
@@ -233,7 +183,7 @@ def _validate(task_run: _TaskRun, manifest: Any, options: RunOptions) -> list[st
     return [f"{name}: {problem}" for problem in problems]
 
 
-def _estimate(runs: list[_TaskRun], options: RunOptions) -> StepResult:
+def _estimate(runs: list[_SampleOutcome], options: RunOptions) -> StepResult:
     spec = options.benchmark.spec
     limits = options.limits
     details: list[str] = []

@@ -251,8 +251,8 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def metrics_token(ctx: click.Context) -> None:
     """Create (or replace) the token that reads /metrics; print it once (only its hash is stored)."""
-    from grader.hosting.services.metrics import METRICS_TOKEN_KEY
     from grader.hosting.db.models import Setting
+    from grader.hosting.services.metrics import METRICS_TOKEN_KEY
     from grader.hosting.services.tokens import new_token
 
     token, digest = new_token("gm")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import click
 
 from grader.check.checker import run_check
+from grader.cli.exits import EXIT_NOT_PASSED
 from grader.data.registry import resolve_benchmark
 from grader.grading.runner import RunOptions
 from grader.metrics.policy import Policy
@@ -50,7 +50,8 @@ def check_command(submission: Path, benchmark_name: str, tasks: str | None, sand
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
         click.echo(report.as_text(), nl=False)
-    sys.exit(0 if report.passed else 1)
+    if not report.passed:
+        click.get_current_context().exit(EXIT_NOT_PASSED)
 
 
 def register(group: click.Group) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from grader.errors import UsageError
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -73,8 +74,8 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
     table = table_from_reports(list(reports), documents)
     try:
         result = compare(table, resamples=resamples, seed=seed, level=level, alpha=alpha)
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
+    except ValueError as error:  # grader.stats checks its arguments with ValueError (e.g. too few resamples for the level)
+        raise UsageError(str(error)) from None
     first = documents[0]
     benchmark = first["benchmark"]
     if as_json:

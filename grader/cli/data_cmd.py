@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from grader.data.digests import describe
+from grader.data.describe import describe
 from grader.metrics.output import dumps
 
 

@@ -1,4 +1,4 @@
-"""The ``grader`` command group: the one place where errors become exit codes."""
+"""The ``grader`` command group: the one place where errors become exit codes (table: :mod:`grader.cli.exits`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from grader import __version__
-from grader.errors import GraderError
+from grader.cli.exits import exit_status, interrupted_status
+from grader.errors import GraderError, Interrupted
 from grader.text import MAX_ERROR_LINE, bounded
 
 
 class GraderGroup(click.Group):
-    """A click group that prints a :class:`GraderError` as one line and exits with its code."""
+    """A click group that prints a :class:`GraderError` as one line and exits with its status."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -23,19 +24,43 @@ class GraderGroup(click.Group):
             click.echo(f"error: {bounded(str(error), MAX_ERROR_LINE)}", err=True)
             if error.hint:
                 click.echo(f"hint: {bounded(error.hint, MAX_ERROR_LINE)}", err=True)
-            sys.exit(error.exit_code)
+            sys.exit(exit_status(error))
+        except Interrupted as stop:  # a BaseException: raised by grader.grading.signals after cleaning up
+            click.echo(f"error: {stop}", err=True)
+            sys.exit(interrupted_status(stop))
 
 
 @click.group(cls=GraderGroup)
 @click.version_option(__version__, prog_name="grader")
 def cli() -> None:
-    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably."""
+    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably.
+
+    Exit status: 0 success; 1 a verification or check did not pass; 2 usage or input error;
+    3 the submission's fault; 4 the infrastructure's fault (container engine, report writing).
+    """
 
 
 def _register() -> None:
     # Imported here so that each command module stays independent of the others.
-    from grader.cli import admin_cmd, benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd
-    from grader.cli import run_cmd, score_cmd, serve_cmd, submit_cmd, translation_cmd, verify_cmd, worker_cmd
+    from grader.cli import (
+        admin_cmd,
+        benchmarks_cmd,
+        check_cmd,
+        compare_cmd,
+        data_cmd,
+        effect_cmd,
+        export_cmd,
+        images_cmd,
+        keys_cmd,
+        pack_cmd,
+        run_cmd,
+        score_cmd,
+        serve_cmd,
+        submit_cmd,
+        translation_cmd,
+        verify_cmd,
+        worker_cmd,
+    )
 
     for module in (benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd,
                    translation_cmd, verify_cmd, admin_cmd, serve_cmd, submit_cmd, worker_cmd):

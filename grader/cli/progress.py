@@ -13,8 +13,8 @@ import click
 from grader.text import MAX_ERROR_LINE, MAX_STDERR_LINE, bounded
 
 
-class StderrReporter:
-    """Implements :class:`grader.grading.runner.Reporter` for people."""
+class StderrProgress:
+    """Implements :class:`grader.grading.interfaces.ProgressListener` for people."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False, primary: str | None = None) -> None:
         self.stream = stream or sys.stderr

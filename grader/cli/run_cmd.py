@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from grader.cli.progress import StderrReporter
+from grader.cli.progress import StderrProgress
 from grader.data.registry import resolve_benchmark
-from grader.errors import Interrupted
 from grader.grading.runner import RunOptions, grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.metrics.measures import parse_measures
@@ -67,12 +65,8 @@ def run_command(
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
     arguments = dict(locals())
-    try:
-        with stop_on_signals():
-            _run(**arguments)
-    except Interrupted as stop:
-        click.echo(f"error: {stop}", err=True)
-        sys.exit(stop.exit_code)
+    with stop_on_signals():
+        _run(**arguments)
 
 
 def _run(
@@ -120,7 +114,7 @@ def _run(
         explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
         images_from_submission_only=images_from_submission_only,
     )
-    report, path = grade_submission(submission, options, StderrReporter(quiet=quiet, primary=str(options.effective_measures()[0])))
+    report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
     click.echo(format_report_table(report), nl=False)
     click.echo(f"report: {path}")
 

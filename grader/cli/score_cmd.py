@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
 from grader.data.qrels import read_qrels
+from grader.errors import UsageError
 from grader.files import atomic_write_text, sha256_file
 from grader.metrics.measures import parse_measures
 from grader.metrics.output import as_coir, as_json, as_table, dumps, per_query_tsv
@@ -38,8 +39,8 @@ def score_command(
 ) -> None:
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
-        raise click.UsageError("--sign needs --out REPORT")
-    started_at = datetime.now(timezone.utc)
+        raise UsageError("--sign needs --out REPORT")
+    started_at = datetime.now(UTC)
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
     run = read_run(run_path, RunFormat(run_format) if run_format else None)
@@ -47,7 +48,7 @@ def score_command(
     if per_query_path is not None:
         atomic_write_text(per_query_path, per_query_tsv(evaluation))
     if report_path is not None:
-        from grader.reports.scoring import write_score_report
+        from grader.reports.score_report import write_score_report
 
         write_score_report(
             evaluation,

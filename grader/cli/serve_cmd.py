@@ -18,7 +18,8 @@ import click
 def serve(competition_file: Path, state_dir: Path, host: str, port: int, workers: int, database: str | None, broker: str | None) -> None:
     """Run the competition server: HTTP API, database, stored uploads and reports, and local workers."""
     from grader.hosting.config import load_competition
-    from grader.hosting.server import ServeOptions, serve as run
+    from grader.hosting.server import ServeOptions
+    from grader.hosting.server import serve as run
 
     run(ServeOptions(load_competition(competition_file), state_dir, host=host, port=port, workers=workers, database=database, broker=broker))
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import click
 
+from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
 from grader.hosting.client import HostingClient, token_from
-
-EXIT_BY_STATE = {"scored": 0, "failed": 1, "error": 3, "cancelled": 3}
 
 
 def _server_option(func):  # type: ignore[no-untyped-def]
@@ -47,7 +46,7 @@ def _progress(sent: int, total: int) -> None:
 def _finish(client: HostingClient, submission_id: str) -> None:
     view = client.wait(submission_id, on_change=lambda v: click.echo(_line(v), err=True))
     click.echo(_line(view))
-    sys.exit(EXIT_BY_STATE.get(view["state"], 3))
+    click.get_current_context().exit(REMOTE_STATE_EXIT.get(view["state"], EXIT_SUBMISSION))
 
 
 @click.command("submit")

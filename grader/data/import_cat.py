@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import jsonio
 from grader.data.ids import id_problem
-from grader.data.registry import BENCHMARKS_DIR
+from grader.data.registry import registered_definition
+from grader.data.selection import import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.textfiles import iter_jsonl
 from grader.data.writers import TaskWriter
-from grader.data.selection import import_tasks, select_tasks
 from grader.errors import DataError
 
 #: the split CAT evaluates on; it is both the query set and the candidate pool
@@ -59,13 +58,9 @@ Progress = Callable[[str], None]
 # ------------------------------------------------------------------- discovery
 
 
-def _registered_cat() -> dict[str, Any]:
-    return jsonio.load_file(BENCHMARKS_DIR / "cat" / "benchmark.json")
-
-
 def registered_cat_tasks() -> tuple[str, ...]:
     """The task names of the registered ``cat`` benchmark, in its order."""
-    return tuple(_registered_cat()["tasks"])
+    return tuple(registered_definition("cat")["tasks"])
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -221,16 +216,7 @@ def convert_dataset(task: str, dataset_dir: Path, folder: str | Path, *, overwri
 
 def cat_benchmark_json(tasks: Sequence[str]) -> dict[str, Any]:
     """The registered ``cat`` definition restricted to ``tasks`` (kept in its order)."""
-    data = _registered_cat()
-    keep = set(tasks)
-    data["tasks"] = [task for task in data["tasks"] if task in keep]
-    groups = {name: [m for m in members if m in keep] for name, members in data.get("groups", {}).items()}
-    groups = {name: members for name, members in groups.items() if members}
-    if groups:
-        data["groups"] = groups
-    else:
-        data.pop("groups", None)
-    return data
+    return registered_definition("cat", tasks)
 
 
 # ----------------------------------------------------------------------- entry

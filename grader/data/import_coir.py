@@ -31,12 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import jsonio
 from grader.data.ids import id_problem
-from grader.data.registry import BENCHMARKS_DIR
+from grader.data.registry import registered_definition
+from grader.data.selection import import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.writers import TaskWriter
-from grader.data.selection import import_tasks, select_tasks
 from grader.errors import DataError, GraderError
 
 HF_ORGANISATION = "CoIR-Retrieval"
@@ -162,14 +161,9 @@ class CoirTaskSource:
     qrels: dict[str, tuple[Path, ...]]
 
 
-def _registered_coir() -> tuple[Path, dict[str, Any]]:
-    path = BENCHMARKS_DIR / "coir" / "benchmark.json"
-    return path, jsonio.load_file(path)
-
-
 def registered_coir_tasks() -> tuple[str, ...]:
     """The task names of the registered ``coir`` benchmark, in its order."""
-    return tuple(_registered_coir()[1]["tasks"])
+    return tuple(registered_definition("coir")["tasks"])
 
 
 def _split_name(file_name: str) -> str:
@@ -389,16 +383,7 @@ def coir_benchmark_json(tasks: Sequence[str]) -> dict[str, Any]:
 
     Groups keep only their members among ``tasks``; a group left empty is dropped.
     """
-    _, data = _registered_coir()
-    keep = set(tasks)
-    data["tasks"] = [task for task in data["tasks"] if task in keep]
-    groups = {name: [m for m in members if m in keep] for name, members in data.get("groups", {}).items()}
-    groups = {name: members for name, members in groups.items() if members}
-    if groups:
-        data["groups"] = groups
-    else:
-        data.pop("groups", None)
-    return data
+    return registered_definition("coir", tasks)
 
 
 # ----------------------------------------------------------------------- entry

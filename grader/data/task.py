@@ -6,7 +6,6 @@ objects; each malformed line fails with ``file:line: field: what is wrong``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,7 +15,7 @@ from grader.data.ids import id_problem
 from grader.data.qrels import Qrels, read_beir_qrels
 from grader.data.textfiles import find_data_file, iter_jsonl, require_string
 from grader.errors import DataError
-from grader.files import sha256_file
+from grader.files import listing_digest, sha256_file
 
 
 @dataclass(frozen=True)
@@ -26,6 +25,11 @@ class Document:
     id: str
     title: str
     text: str
+
+
+def document_text(title: str, text: str) -> str:
+    """A document as an encoder sees it, in-process and in the runner image: ``title + " " + text``, stripped (as BEIR's dense models)."""
+    return (title + " " + text).strip()
 
 
 @dataclass(frozen=True)
@@ -126,13 +130,13 @@ class Task:
     def split_digest(self, split: str) -> str:
         """One sha256 naming exactly the data a grading of ``split`` depends on.
 
-        It hashes the lines ``<relative path> <sha256>`` of the corpus, the queries
-        and the split's qrels, in that order.
+        It hashes the lines ``<sha256>  <relative path>`` of the corpus, the queries
+        and the split's qrels, in that order (:func:`grader.files.listing_digest`:
+        ``sha256sum corpus.jsonl queries.jsonl qrels/test.tsv | sha256sum`` in the task folder).
         """
         names = [
             self.corpus_path.relative_to(self.root).as_posix(),
             self.queries_path.relative_to(self.root).as_posix(),
             self.qrels_path(split).relative_to(self.root).as_posix(),
         ]
-        listing = "".join(f"{name} {self.file_digests[name]}\n" for name in names)
-        return hashlib.sha256(listing.encode("utf-8")).hexdigest()
+        return listing_digest((name, self.file_digests[name]) for name in names)

@@ -38,10 +38,10 @@ from grader.effect.inputs import RunFolder
 from grader.errors import ReportError, UsageError
 from grader.files import atomic_write_text
 from grader.metrics.measures import Family, Measure, parse_measure
-from grader.metrics.ordering import byte_order_ranks
 from grader.metrics.policy import Policy, evaluate
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import rankings_to_run
+from grader.runs.ordering import byte_order_ranks
 
 #: The measure used when the benchmark's primary measure is not an MRR.
 DEFAULT_MEASURE = Measure(Family.MRR, 1000)
@@ -306,7 +306,7 @@ def format_effect_table(result: Mapping[str, Any]) -> str:
         dimension = "native" if c["dimension"] is None else str(c["dimension"])
         pca = "/".join("y" if c["pca_applied"][side] else "n" for side in ("base", "augmented"))
         lines.append(
-            f"{c['task']:<{width}}  {str(c.get('base')):<{base_width}}  {dimension:>9}  {pca:>7}  "
+            f"{c['task']:<{width}}  {c.get('base')!s:<{base_width}}  {dimension:>9}  {pca:>7}  "
             f"{_percent(c['mrr_org'], 8)}  {_percent(c['mrr_com'], 8)}  {_percent(c['effect_mrr'], 9, True)}"
         )
     n_dims = len(result.get("dimensions") or [None])

@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from grader.data.task import document_text
 from grader.errors import SubmissionError, TaskFailure
 from grader.files import atomic_write_bytes
-from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs, document_text
+from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import owned_tempdir
@@ -98,7 +99,8 @@ class ChildProcessOnnx:
             enforcement += f", pinned to {len(self.cores)} core(s)"
         return {"kind": "none", "threads": self.threads, "isolated": False, "limits": {**limits, "enforcement": enforcement}}
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
+    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
+        """Encode both sides in a fresh limited child, then search here (``keep_output``: nothing to keep, the output never leaves the grader)."""
         name = inputs.task.name
         # Owned: if the grader is SIGKILLed, the next start sweeps the texts staged here (its child dies with it).
         with owned_tempdir("grader-encode-") as work:

@@ -7,7 +7,7 @@ from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
-from grader.grading.runner import Ranked, Reporter, RunOptions, TaskInputs
+from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
@@ -82,7 +82,8 @@ class DockerTaskGrader:
             settings["image_origin"] = self.image.origin
         return settings
 
-    def rank(self, inputs: TaskInputs, options: RunOptions, reporter: Reporter) -> Ranked:
+    def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
+        """Stage the task, run one container, read and validate its output (copied to ``keep_output`` first, if given)."""
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
         with owned_tempdir("grader-stage-") as scratch:
@@ -105,6 +106,7 @@ class DockerTaskGrader:
                 extra_mounts=self.extra_mounts,
                 environment=self.environment,
                 model_error_exit=self.model_error_exit,
+                keep_output=keep_output,
             )
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:

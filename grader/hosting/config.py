@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 import tomllib
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from grader.errors import UsageError
 from grader.hosting.errors import CompetitionFileError
 from grader.sandbox.limits import SandboxLimits, parse_size
-from grader.errors import UsageError
 
 DEFAULT_UPLOAD_BYTES = 512 << 20
 
@@ -85,7 +85,7 @@ class Competition:
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file."""
         candidate = (self.path.parent / self.benchmark)
-        if "/" in self.benchmark or self.benchmark.startswith(".") or candidate.is_dir() and (candidate / "benchmark.json").exists():
+        if "/" in self.benchmark or self.benchmark.startswith(".") or (candidate.is_dir() and (candidate / "benchmark.json").exists()):
             return str(candidate.resolve())
         return self.benchmark
 
@@ -121,7 +121,7 @@ def _utc(text: str, key: str, path: Path) -> datetime:
         raise CompetitionFileError(f"not an RFC 3339 date-time: {text!r}", path=path, field=key) from None
     if moment.tzinfo is None:
         raise CompetitionFileError(f"{text!r} has no UTC offset; write e.g. 2027-01-31T23:59:59Z", path=path, field=key)
-    return moment.astimezone(timezone.utc)
+    return moment.astimezone(UTC)
 
 
 def parse_competition(data: dict[str, Any], path: Path) -> Competition:

@@ -12,9 +12,9 @@ from sqlalchemy import select
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
+from grader.hosting.ratelimit import FailureLimiter
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.storage import StateDir
-from grader.hosting.ratelimit import FailureLimiter
 
 
 @dataclass

@@ -18,13 +18,9 @@ class HostingError(GraderError):
 class PinMismatch(HostingError):
     """The benchmark data or the grader version differ from what the competition pinned."""
 
-    exit_code = 3
-
 
 class RefusedSubmission(GraderError):
     """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
-
-    exit_code = 4
 
     def __init__(self, message: str, *, status: int = 422, retry_at: datetime | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -34,5 +30,3 @@ class RefusedSubmission(GraderError):
 
 class ClientError(GraderError):
     """``grader submit/status/submissions`` could not talk to the server or got an error answer."""
-
-    exit_code = 5

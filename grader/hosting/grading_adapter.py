@@ -12,10 +12,11 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError
+from grader.grading.interfaces import SilentProgress
 from grader.grading.runner import RunOptions, grade_submission
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
@@ -42,22 +43,6 @@ class GradeOutcome:
     failure_code: str | None = None
     message: str = ""
     logs: dict[str, str] = field(default_factory=dict)
-
-
-class _Silent:
-    """A reporter that says nothing (workers log to the server, not a terminal)."""
-
-    def task_started(self, task: str, *, documents: int, queries: int) -> None:
-        return None
-
-    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
-        return None
-
-    def progress(self, label: str, total: int) -> Callable[[int], None]:
-        return lambda count: None
-
-    def finish(self) -> None:
-        return None
 
 
 def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
@@ -91,7 +76,7 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         benchmark = resolve_benchmark(request.benchmark)
         options = RunOptions(benchmark=benchmark, tasks=request.tasks, split=request.split, out_dir=out_dir, sandbox="docker", limits=request.limits)
         with open_submission(upload) as folder:
-            report, _path = grade_submission(folder, options, _Silent())
+            report, _path = grade_submission(folder, options, SilentProgress())
     except TaskFailure as failure:
         code = failure.code
         return GradeOutcome(None, code, failure.detail, _logs(out_dir))

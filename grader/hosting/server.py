@@ -14,8 +14,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from grader.hosting.api.app import create_app
-from grader.hosting.context import ServerContext
 from grader.hosting.config import Competition
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.leaderboard.secret import ensure_partition_secret, record_commitment

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.hosting.errors import RefusedSubmission
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader.hosting.errors import RefusedSubmission
 from grader.hosting.host_key import ensure_host_key
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
 

@@ -25,7 +25,10 @@ class Family(str, Enum):
 
 DEFAULT_CUTOFFS = (1, 3, 5, 10, 100, 1000)
 
-_CANONICAL = re.compile(r"^(?P<family>ndcg|map|recall|p|mrr)@(?P<k>[1-9][0-9]*)$", re.IGNORECASE)
+#: The canonical spelling of a measure, as a regular expression. The JSON Schemas that name measures
+#: (benchmark.schema.json, report.schema.json) carry this same pattern; tests/test_measures_as_data.py checks.
+MEASURE_PATTERN = "^(" + "|".join(family.value for family in Family) + ")@[1-9][0-9]*$"
+_CANONICAL = re.compile(r"^(?P<family>" + "|".join(family.value for family in Family) + r")@(?P<k>[1-9][0-9]*)$", re.IGNORECASE)
 _TREC = re.compile(r"^(?P<family>ndcg_cut|map_cut|recall|P)_(?P<k>[1-9][0-9]*)$")
 _BY_LOWER = {family.value.lower(): family for family in Family}
 _BY_TREC = {"ndcg_cut": Family.NDCG, "map_cut": Family.MAP, "recall": Family.RECALL, "P": Family.P}

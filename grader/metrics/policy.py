@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from grader.errors import UsageError
-from grader.metrics.engine import PerQuery, per_query_measures, select_rankings
 from grader.metrics.measures import Measure
+from grader.metrics.per_query import PerQuery, per_query_measures, select_rankings
 from grader.runs.run import Run
 
 

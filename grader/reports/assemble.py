@@ -11,8 +11,8 @@ from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.metrics.policy import Evaluation
 from grader.reports.model import report_json
+from grader.reports.pieces import Digest, Failure, QueryCoverage, TaskEntry
 from grader.reports.signing import write_signed_report
-from grader.text import MAX_STDERR_LINE, bounded
 
 
 def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
@@ -37,20 +37,15 @@ def without_per_query(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored, with the per-query values of its primary measure."""
-    entry: dict[str, Any] = {
-        "name": name,
-        "split": split,
-        "data_digest": {"sha256": data_digest},
-        "status": "scored",
-        "failure": None,
-        "measures": evaluation.means(),
-        "queries": evaluation.counts.as_dict(),
-        "per_query": per_query_values(evaluation),
-    }
-    if extra:
-        entry.update(extra)
-    return entry
+    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON), with the per-query values of its primary measure."""
+    return TaskEntry(
+        name=name,
+        split=split,
+        data_digest=Digest(data_digest),
+        queries=QueryCoverage(**evaluation.counts.as_dict()),
+        measures=evaluation.means(),
+        extra={"per_query": per_query_values(evaluation), **(extra or {})},
+    ).as_json()
 
 
 def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None) -> dict[str, Any]:
@@ -60,18 +55,13 @@ def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | 
     public split) are escaped and bounded again here, so whatever a caller passes,
     a report stays small enough for ``grader verify``.
     """
-    failure: dict[str, Any] = {"code": str(FailureCode(code)), "message": bounded(message)}
-    if stderr:
-        failure["stderr"] = bounded(stderr, MAX_STDERR_LINE)
-    return {
-        "name": name,
-        "split": split,
-        "data_digest": {"sha256": data_digest},
-        "status": "failed",
-        "failure": failure,
-        "measures": {},
-        "queries": {"judged": judged, "answered": 0, "missing": judged, "extra": 0},
-    }
+    return TaskEntry(
+        name=name,
+        split=split,
+        data_digest=Digest(data_digest),
+        queries=QueryCoverage.none_answered(judged),
+        failure=Failure(FailureCode(code), message, stderr),
+    ).as_json()
 
 
 def write_report(report: dict[str, Any], out_path: str | os.PathLike[str], key_path: str | os.PathLike[str] | None) -> Path:

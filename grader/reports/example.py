@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
 from grader.reports.model import build_report
 
@@ -11,7 +12,7 @@ EXAMPLE_DIGEST = "0123456789abcdef" * 4
 
 def example_report(*, failed_task: bool = False) -> dict:
     """A two-task report on a made-up benchmark; with ``failed_task`` the second task failed."""
-    first = {
+    first: dict[str, Any] = {
         "name": "cosqa",
         "split": "test",
         "data_digest": {"sha256": "a" * 64},
@@ -41,7 +42,7 @@ def example_report(*, failed_task: bool = False) -> dict:
             "groups": {},
         },
         policy="strict",
-        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-        finished_at=datetime(2025, 1, 2, 3, 14, 5, 250000, tzinfo=timezone.utc),
+        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+        finished_at=datetime(2025, 1, 2, 3, 14, 5, 250000, tzinfo=UTC),
         labels={"training": "zero-shot"},
     )

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import jsonschema
 
 import grader
 from grader.errors import ReportError
+from grader.reports.pieces import TaskEntry
 from grader.schemas import first_error, json_pointer
 
 SCHEMA_NAME = "report"
@@ -108,7 +110,7 @@ def format_timestamp(moment: datetime) -> str:
     """RFC 3339 in UTC with a ``Z`` suffix; naive datetimes are refused as ambiguous."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ReportError(f"timestamp {moment.isoformat()} has no time zone; pass an aware datetime")
-    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 def _plain(value: Any, pointer: str) -> Any:
@@ -138,9 +140,10 @@ def _plain(value: Any, pointer: str) -> Any:
     raise ReportError(f"invalid report at {pointer or '/'}: {type(value).__name__} is not JSON data")
 
 
-def _tasks_by_name(tasks: list[dict]) -> dict[str, dict]:
+def _tasks_by_name(tasks: Sequence[dict | TaskEntry]) -> dict[str, dict]:
     by_name: dict[str, dict] = {}
-    for index, task in enumerate(tasks):
+    for index, piece in enumerate(tasks):
+        task = piece.as_json() if isinstance(piece, TaskEntry) else piece
         if not isinstance(task, dict) or not isinstance(task.get("name"), str):
             raise ReportError(f"invalid report: tasks[{index}] needs a string 'name'")
         name = task["name"]
@@ -185,7 +188,7 @@ def build_report(
     *,
     benchmark: dict,
     subject: dict,
-    tasks: list[dict],
+    tasks: Sequence[dict | TaskEntry],
     aggregate: dict,
     policy: str,
     started_at: datetime,
@@ -196,7 +199,8 @@ def build_report(
     """Assemble and validate a grading report.
 
     ``benchmark`` may be the whole benchmark definition: only its name, version
-    and primary_measure are kept. Each entry of ``tasks`` carries a ``name`` plus
+    and primary_measure are kept. Each entry of ``tasks`` is a
+    :class:`grader.reports.pieces.TaskEntry`, or a dict that carries a ``name`` plus
     the task fields of the schema (``failure`` defaults to None, ``measures`` to
     {}). Floats are kept at full precision. Raises :class:`ReportError` naming
     the JSON pointer of the first problem.

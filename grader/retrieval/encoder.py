@@ -24,8 +24,8 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from grader.errors import SubmissionError
-from grader.submissions.manifest import OnnxManifest
 from grader.retrieval.vectors import vector_problem
+from grader.submissions.manifest import OnnxManifest
 from grader.submissions.onnx_intake import OnnxModelInfo, inspect_onnx_model
 
 Progress = Callable[[int], None]
@@ -151,12 +151,13 @@ class OnnxEncoder:
                 batches = self._batches(order[lengths[order] > 0], lengths)
 
                 def embed(indices: np.ndarray) -> np.ndarray:
-                    return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]
+                    # Used only within this iteration (the pending futures are all collected below).
+                    return self._run_batch(*_pad(indices, lengths, token_ids, type_ids))[0]  # noqa: B023
 
                 # Results are taken in batch order, so errors and progress come in a fixed order too.
-                results = map(embed, batches) if executor is None else [executor.submit(embed, indices) for indices in batches]
-                for indices, result in zip(batches, results):
-                    out[rows[indices]] = result if executor is None else result.result()
+                pending = None if executor is None else [executor.submit(embed, indices) for indices in batches]
+                for number, indices in enumerate(batches):
+                    out[rows[indices]] = embed(indices) if pending is None else pending[number].result()
                     if progress is not None:
                         progress(len(indices))
         finally:

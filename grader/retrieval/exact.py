@@ -141,10 +141,9 @@ def finish_rows(
                 break
         if not reached:
             floor = -np.inf
-        if valid == depth and depth < n_unique:
-            if not reached or np.float64(fetched_scores[i, depth - 1]) + coefficient * qn * max_d_norm + eta >= floor:
-                done[i] = False
-                continue
+        if valid == depth and depth < n_unique and (not reached or np.float64(fetched_scores[i, depth - 1]) + coefficient * qn * max_d_norm + eta >= floor):
+            done[i] = False
+            continue
         # The window: fetched rows that may belong to the exact top k.
         window = np.empty(valid, dtype=np.int64)
         width = 0

@@ -27,9 +27,9 @@ import faiss
 import numpy as np
 
 from grader.errors import TaskFailure
-from grader.metrics.ordering import byte_order_ranks
 from grader.retrieval import exact
 from grader.retrieval.vectors import MAX_NORM, canonical_float32
+from grader.runs.ordering import byte_order_ranks
 from grader.runs.run import Run
 
 #: Entries (query rows x fetched depth) held at once when queries must fetch deeper.

@@ -9,7 +9,7 @@ file with an error, is re-read line by line so the error names its line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,8 @@ from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import open_text
 from grader.errors import RunFormatError
-from grader.runs.line_check import is_valid_run_line
+from grader.runs.rules import RunLineRules
 from grader.runs.run import InvalidRun, Run
-from grader.schemas import first_error, json_pointer
 from grader.text import quote_id
 
 
@@ -381,19 +380,20 @@ def iter_jsonl_run_lines(path: Path) -> Iterator[tuple[int, str, list[dict[str, 
         yield from iter_jsonl_run_records(handle, path)
 
 
-def iter_jsonl_run_records(lines: Iterable[str], path: Path) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
-    """Like :func:`iter_jsonl_run_lines` over already-open text (``path`` names it in errors)."""
-    # Depth is proven by the structural check (a valid line has depth 3); only lines
-    # that fail it are walked, before jsonschema quotes them.
+def iter_jsonl_run_records(lines: Iterable[str], path: Path, rules: RunLineRules | None = None) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
+    """Like :func:`iter_jsonl_run_lines` over already-open text (``path`` names it in errors).
+
+    Every line passes the schema rule; with ``rules``, every rule of :mod:`grader.runs.rules`
+    (the first problem raises :class:`RunFormatError`).
+    """
+    schema = rules or RunLineRules()
+    # Depth is proven by the structural check (a valid line has depth 3): lines are parsed without a depth walk.
     for line_number, record in jsonio.iter_objects(lines, path=path, error=RunFormatError, max_depth=None):
-        if not is_valid_run_line(record):
-            try:
-                jsonio.check_depth(record)
-            except jsonio.JsonError as failure:
-                failure.raise_as(RunFormatError, path=path, line=line_number)
-            error = first_error("run", record)
-            if error is not None:
-                raise RunFormatError(error.message, path=path, line=line_number, field=json_pointer(error))
+        problem = next(iter(schema.schema_problems(record, every=False)), None)
+        if problem is None and rules is not None:
+            problem = next(rules.problems(record), None)
+        if problem is not None:
+            raise RunFormatError(problem.message, path=path, line=line_number, field=problem.field or None)
         yield line_number, record["query_id"], record["hits"]
 
 
@@ -403,25 +403,20 @@ def read_jsonl_run(path: Path) -> Run:
         return jsonl_run_from_lines(handle, path)
 
 
-def jsonl_run_from_lines(lines: Iterable[str], path: Path, *, max_hits: int | None = None) -> Run:
-    """Build a :class:`Run` from JSONL run lines; ``max_hits`` bounds each query's list."""
+def jsonl_run_from_lines(
+    lines: Iterable[str],
+    path: Path,
+    *,
+    max_hits: int | None = None,
+    known_queries: Collection[str] | None = None,
+    known_docs: Collection[str] | None = None,
+) -> Run:
+    """Build a :class:`Run` from JSONL run lines, stopping at the first broken rule (:mod:`grader.runs.rules`).
+
+    ``max_hits`` bounds each query's list; ``known_queries`` and ``known_docs``, when given, are the only ids allowed.
+    """
+    rules = RunLineRules(max_hits=max_hits, known_queries=known_queries, known_docs=known_docs)
     rankings: dict[str, dict[str, float]] = {}
-    for line_number, query_id, hits in iter_jsonl_run_records(lines, path):
-        if max_hits is not None and len(hits) > max_hits:
-            raise RunFormatError(f"{len(hits)} hits, more than the {max_hits} asked for", path=path, line=line_number, field="/hits")
-        problem = id_problem(query_id)
-        if problem:
-            raise RunFormatError(problem, path=path, line=line_number, field="/query_id")
-        if query_id in rankings:
-            raise RunFormatError(f"query {quote_id(query_id)} appears on two lines", path=path, line=line_number, field="/query_id")
-        docs: dict[str, float] = {}
-        for position, hit in enumerate(hits):
-            doc_id = hit["id"]
-            problem = id_problem(doc_id)
-            if problem:
-                raise RunFormatError(problem, path=path, line=line_number, field=f"/hits/{position}/id")
-            if doc_id in docs:
-                raise RunFormatError(f"document {quote_id(doc_id)} appears twice", path=path, line=line_number, field=f"/hits/{position}/id")
-            docs[doc_id] = float(hit["score"])
-        rankings[query_id] = docs
+    for _, query_id, hits in iter_jsonl_run_records(lines, path, rules):
+        rankings[query_id] = {hit["id"]: float(hit["score"]) for hit in hits}
     return _build(rankings, path)

@@ -17,7 +17,7 @@ import numpy as np
 
 from grader.data.ids import _FORBIDDEN as FORBIDDEN_ID_CHARACTERS  # the characters id_problem rejects
 from grader.data.ids import id_problem
-from grader.metrics.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
+from grader.runs.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
 
 
 @dataclass(frozen=True)

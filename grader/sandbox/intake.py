@@ -16,8 +16,8 @@ from pathlib import Path
 from grader import jsonio
 from grader.errors import SandboxUnavailable, TaskFailure
 from grader.failures import FailureCode
-from grader.text import quote_id
 from grader.sandbox.engine import docker_client
+from grader.text import quote_id
 
 DEFAULT_MAX_IMAGE_BYTES = 20 << 30
 _ROOT_USERS = {"", "root", "0"}

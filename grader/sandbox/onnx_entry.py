@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import jsonio
+from grader.data.task import document_text
 from grader.errors import DataError, GraderError, SubmissionError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT
 from grader.files import atomic_write_bytes
@@ -51,7 +52,7 @@ def main() -> int:
         encoder = OnnxEncoder.load(SUBMISSION, manifest, threads=threads)
         documents = _read_jsonl(INPUT / "corpus.jsonl")
         queries = _read_jsonl(INPUT / "queries.jsonl")
-        texts = [(d.get("title", "") + " " + d["text"]).strip() for d in documents]
+        texts = [document_text(d.get("title", ""), d["text"]) for d in documents]
         corpus, corpus_stats = encoder.encode(texts, prefix=manifest.document_prefix)
         query_vectors, query_stats = encoder.encode([q["text"] for q in queries], prefix=manifest.query_prefix)
         _save("corpus.npy", corpus)

@@ -23,7 +23,6 @@ from grader.errors import RunFormatError, TaskFailure
 from grader.failures import FailureCode
 from grader.runs.readers import jsonl_run_from_lines
 from grader.runs.run import Run
-from grader.text import quote_id
 
 
 @contextlib.contextmanager
@@ -55,18 +54,9 @@ def read_run_output(folder: Path, *, query_ids: Sequence[str], doc_ids: Sequence
     with open_output(folder, "run.jsonl", max_bytes=max_bytes) as handle:
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="strict", newline="")
         try:
-            run = jsonl_run_from_lines(text, Path("/output/run.jsonl"), max_hits=top_k)
+            return jsonl_run_from_lines(text, Path("/output/run.jsonl"), max_hits=top_k, known_queries=frozenset(query_ids), known_docs=frozenset(doc_ids))
         except RunFormatError as error:
             raise TaskFailure(FailureCode.OUTPUT_INVALID, str(error)) from None
-    known_queries = set(query_ids)
-    for query_id in run.query_ids:
-        if query_id not in known_queries:
-            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/run.jsonl: query_id: {quote_id(query_id)} is not one of the staged queries")
-    known_docs = set(doc_ids)
-    for doc_id in run.doc_vocab:
-        if doc_id not in known_docs:
-            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/run.jsonl: hits: document {quote_id(doc_id)} is not in the corpus")
-    return run
 
 
 def _npy_header(handle: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dtype]:

@@ -1,7 +1,8 @@
 """Exhaustive validation of a run a container wrote: every problem, not just the first.
 
 Grading stops at the first problem; ``grader check`` wants them all, each with
-its line and JSON pointer, so a participant can fix a file in one pass.
+its line and JSON pointer, so a participant can fix a file in one pass. The
+rules are those of :mod:`grader.runs.rules`, the ones grading applies.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.runs.line_check import is_valid_run_line
 from grader import jsonio
-from grader.schemas import json_pointer, validator
+from grader.runs.rules import RunLineRules
 
 
 @dataclass
@@ -31,11 +31,9 @@ class RunValidation:
 def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int, label: str = "/output/run.jsonl") -> RunValidation:
     """Check every line of a JSONL run: JSON, schema, known and unique ids, hit count."""
     result = RunValidation()
-    known_queries = set(query_ids)
-    known_docs = set(doc_ids)
-    schema = validator("run")
+    rules = RunLineRules(max_hits=top_k, known_queries=frozenset(query_ids), known_docs=frozenset(doc_ids))
     try:
-        handle = open(path, encoding="utf-8", errors="strict")
+        handle = open(path, encoding="utf-8", errors="strict")  # noqa: SIM115 - closed by the `with` below; opened first to tell a missing file apart
     except FileNotFoundError:
         result.errors.append(f"{label}: was not written (OUTPUT_MISSING)")
         return result
@@ -51,27 +49,11 @@ def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence
                 except jsonio.JsonError as exc:
                     result.errors.append(f"{where}: {exc.what}" + (f" (column {exc.column})" if exc.column else ""))
                     continue
-                schema_errors = [] if is_valid_run_line(record) else sorted(schema.iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path])
-                if schema_errors:
-                    result.errors.extend(f"{where}: {json_pointer(e)}: {e.message}" for e in schema_errors)
-                    continue
-                query_id = record["query_id"]
-                if query_id not in known_queries:
-                    result.errors.append(f"{where}: /query_id: {query_id!r} is not one of the staged queries")
-                elif query_id in result.answered:
-                    result.errors.append(f"{where}: /query_id: query {query_id!r} appears on two lines")
-                result.answered.add(query_id)
-                hits = record["hits"]
-                if len(hits) > top_k:
-                    result.errors.append(f"{where}: /hits: {len(hits)} hits, more than the {top_k} asked for")
-                seen: set[str] = set()
-                for position, hit in enumerate(hits):
-                    doc_id = hit["id"]
-                    if doc_id not in known_docs:
-                        result.errors.append(f"{where}: /hits/{position}/id: document {doc_id!r} is not in the corpus")
-                    if doc_id in seen:
-                        result.errors.append(f"{where}: /hits/{position}/id: document {doc_id!r} appears twice")
-                    seen.add(doc_id)
+                problems = rules.schema_problems(record, every=True)
+                if not problems:
+                    problems = list(rules.problems(record))
+                    result.answered.add(record["query_id"])
+                result.errors.extend(f"{where}: {problem.field}: {problem.message}" if problem.field else f"{where}: {problem.message}" for problem in problems)
         except UnicodeDecodeError as exc:
             result.errors.append(f"{label}: not UTF-8 text: {exc.reason}")
     return result

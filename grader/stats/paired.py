@@ -132,7 +132,7 @@ def randomization_pvalues(
     def statistic(leaf_sums: list[np.ndarray]) -> np.ndarray:
         # Exact integer differences per leaf, then one weighted sum in leaf order: same operations
         # for the observed and the flipped statistics, so equal sums compare equal.
-        total = np.zeros(leaf_sums[0].shape[:-1] + (len(pairs),), dtype=np.float64)
+        total = np.zeros((*leaf_sums[0].shape[:-1], len(pairs)), dtype=np.float64)
         for leaf, sums in enumerate(leaf_sums):
             total += (sums[..., first] - sums[..., second]) * scales[leaf]
         return np.abs(total)

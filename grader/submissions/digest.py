@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
-from grader.files import sha256_file
+from grader.files import listing_digest, sha256_file
 
 
 def file_listing(folder: Path) -> list[tuple[str, str]]:
@@ -27,5 +26,4 @@ def submission_digest(folder: Path) -> str:
     permissions or how the submission was packed, so the same submission as a
     folder, a tarball or a zip has one digest; ``sha256sum`` can reproduce it.
     """
-    listing = "".join(f"{digest}  {name}\n" for name, digest in file_listing(folder))
-    return hashlib.sha256(listing.encode("utf-8")).hexdigest()
+    return listing_digest(file_listing(folder))

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from grader.errors import UsageError
+
 #: BLEU-4: uniform weights over 1- to 4-grams
 BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 MAX_NGRAM = 4
@@ -54,7 +56,7 @@ def ngram_frequencies(targets: Iterable[Sequence[str]], max_n: int = MAX_NGRAM) 
 def trivially_shared_ngrams(targets: Iterable[Sequence[str]], k: int = DEFAULT_IGNORED, max_n: int = MAX_NGRAM) -> dict[NGram, int]:
     """The ``k`` most common 1- to ``max_n``-grams of ``targets`` with their counts (CrystalBLEU's ignore list)."""
     if k < 0:
-        raise ValueError("k must be >= 0")
+        raise UsageError("k must be >= 0")
     if k == 0:
         return {}
     return dict(ngram_frequencies(targets, max_n).most_common(k))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.errors import RunFormatError
+from grader.errors import InputError, RunFormatError
 from grader.files import sha256_file
 from grader.translation.files import iter_train_targets, read_predictions, read_references
 from grader.translation.metrics import DEFAULT_IGNORED, MAX_NGRAM, METEOR_PARAMETERS, crystal_bleu, meteor, tokenize, trivially_shared_ngrams
@@ -124,12 +124,12 @@ def score_translations(
     """Score ``predictions`` (query id -> text) against ``references`` (query id -> text).
 
     ``predictions`` must not name a query absent from ``references``
-    (:class:`ValueError`; :func:`score_files` reports the file line instead).
+    (:class:`grader.errors.InputError`; :func:`score_files` reports the file line instead).
     ``wordnet`` defaults to :func:`load_wordnet` of ``nltk_data``.
     """
     unknown = [qid for qid in predictions if qid not in references]
     if unknown:
-        raise ValueError(f"predictions for unknown query ids: {', '.join(map(repr, unknown[:5]))}")
+        raise InputError(f"predictions for unknown query ids: {', '.join(map(repr, unknown[:5]))}")
     if wordnet is None:
         wordnet = load_wordnet(nltk_data)
     ignoring = ignored.ngrams if ignored is not None else None

@@ -31,7 +31,7 @@ cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$ctx/src/"
 tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - grader | tar -C "$ctx/src" -xf -
 # No benchmark data in the image: the task folders (with their qrels) stay out;
 # benchmark.json/README.md at the benchmark level stay.
-find "$ctx/src/grader/benchmarks" -mindepth 2 -maxdepth 2 -type d -exec rm -rf {} +
+find "$ctx/src/grader/bundled" -mindepth 2 -maxdepth 2 -type d -exec rm -rf {} +
 if find "$ctx/src" -name '*.tsv' -o -name '*.jsonl*' | grep -q .; then
     echo "runner: benchmark data would enter the image; refusing" >&2; exit 1
 fi

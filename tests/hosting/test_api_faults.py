@@ -5,7 +5,6 @@ No worker runs here (``--workers 0``): these tests need no Docker engine.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os

@@ -6,7 +6,6 @@ Tests run in file order on one server; the last one ends the competition.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import httpx

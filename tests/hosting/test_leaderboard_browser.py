@@ -40,7 +40,7 @@ def no_alert(driver) -> bool:  # type: ignore[no-untyped-def]
     from selenium.common.exceptions import NoAlertPresentException
 
     try:
-        driver.switch_to.alert.text
+        _ = driver.switch_to.alert.text  # reading it raises when no alert is open
     except NoAlertPresentException:
         return True
     return False

@@ -36,7 +36,7 @@ def test_300_submissions_30_participants_3_workers(tmp_path: Path, docker_engine
         clients = [d.participant(f"p{n:02d}")[1] for n in range(PARTICIPANTS)]
         order: dict[str, list[str]] = {}
         with packed(tiny_submission(tmp_path, "tiny")) as archive:  # one ~1 MB upload, sent 300 times
-            for round_ in range(EACH):
+            for _ in range(EACH):
                 for n, client in enumerate(clients):
                     order.setdefault(f"p{n:02d}", []).append(client.upload(archive)["id"])
             with pytest.raises(RefusedSubmission):

@@ -2,7 +2,7 @@
 
 Stdlib only, for trying images outside the grader:
 
-    python tests/sandbox_images/stage_input.py grader/benchmarks/mini/text2code IN OUT \
+    python tests/sandbox_images/stage_input.py grader/bundled/mini/text2code IN OUT \
         [--split test] [--mode retrieve] [--top-k 1000]
     docker run --rm --network none --read-only --tmpfs /tmp \
         -v "$PWD/IN":/input:ro -v "$PWD/OUT":/output IMAGE

@@ -12,8 +12,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from grader import __version__
-from grader.hosting.context import ServerContext
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
+from grader.hosting.context import ServerContext
 from grader.hosting.leaderboard.secret_session import ensure_session_secret
 
 DOCS_ASSETS = "/docs-assets"

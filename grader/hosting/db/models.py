@@ -8,7 +8,7 @@ row per move, in the same transaction as the move.
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
@@ -27,10 +27,10 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC).replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=timezone.utc)
+        return None if value is None else value.replace(tzinfo=UTC)
 
 
 class State(str, enum.Enum):
@@ -56,7 +56,7 @@ IN_FLIGHT_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.valu
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}  # noqa: RUF012 - SQLAlchemy reads this class attribute
 
 
 class Participant(Base):

@@ -8,8 +8,8 @@ is scored with the benchmark's own aggregation (task means, then groups).
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 

@@ -49,8 +49,8 @@ class _DatabaseCollector(Collector):
             per_worker.add_metric([name], float(count))
         yield per_worker
         failures = GaugeMetricFamily("grader_failures", "Submissions that ended failed (participant) or error (platform), by failure code", labels=["state", "code"])
-        for state, code, count in ended:
-            failures.add_metric([state, code or "none"], float(count))
+        for ended_state, code, count in ended:
+            failures.add_metric([ended_state, code or "none"], float(count))
         yield failures
         published, failed = getattr(self.dispatcher, "published", None), getattr(self.dispatcher, "failed", None)
         if published is not None and failed is not None:

@@ -20,8 +20,8 @@ from grader.files import atomic_write_text
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Pin, Result, State, Submission, Worker
 from grader.hosting.db.session import Database
-from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
 from grader.hosting.host_key import sign_and_store
+from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
 from grader.hosting.storage import StateDir
 from grader.hosting.worker_signing import verify_result
 from grader.reports.model import validate_report

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import select
 
 from grader.errors import GraderError
-from grader.hosting.context import ServerContext
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Result, State, Submission, Transition
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received

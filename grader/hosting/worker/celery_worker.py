@@ -17,8 +17,8 @@ import httpx
 from celery.exceptions import WorkerShutdown
 from celery.worker import state as worker_state
 
-from grader.hosting.errors import HostingError
 from grader.hosting.celery_app import QUEUE, WAKE_TASK, make_celery
+from grader.hosting.errors import HostingError
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
 from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path

@@ -69,7 +69,7 @@ def loaded_image_id(upload: Path) -> str | None:
             inner_file = outer.extractfile(member)
             if inner_file is None:
                 return None
-            with tarfile.open(fileobj=io.BufferedReader(inner_file), mode="r|") as inner:  # type: ignore[arg-type]
+            with tarfile.open(fileobj=io.BufferedReader(inner_file), mode="r|") as inner:  # type: ignore[call-overload, type-var]
                 for entry in inner:
                     if entry.name in ("manifest.json", "./manifest.json"):
                         data = inner.extractfile(entry)

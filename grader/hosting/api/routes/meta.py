@@ -6,13 +6,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy import select
 
 from grader import __version__
-from grader.hosting.context import ServerContext
 from grader.hosting.api.deps import context
 from grader.hosting.clock import iso
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
-from sqlalchemy import select
 
 router = APIRouter(tags=["public"])
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from grader.hosting.context import ServerContext
 from grader.hosting.api.deps import context, participant
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.leaderboard.service import report_envelope

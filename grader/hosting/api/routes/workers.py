@@ -10,9 +10,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from grader.hosting.context import ServerContext
 from grader.hosting.api.deps import context, worker
 from grader.hosting.clock import iso
+from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin, Submission, Worker
 from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.services import lifecycle

@@ -1,7 +1,7 @@
 """first schema: participants, workers, pins, settings, submissions, transitions, attempts, results
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-12-01 (the first release: the schema is versioned from here on)
 """
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-
-
 
 revision = '0001'
 down_revision = None

@@ -13,6 +13,7 @@ bounded by the chunk, not by the run.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import overload
 
 import numpy as np
 
@@ -48,6 +49,10 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
 
 
+@overload
+def segment_of(offsets: np.ndarray, entries: int) -> int: ...
+@overload
+def segment_of(offsets: np.ndarray, entries: np.ndarray) -> np.ndarray: ...
 def segment_of(offsets: np.ndarray, entries: np.ndarray | int) -> np.ndarray | int:
     """The segment holding each of ``entries`` (empty segments share a start; the last one with it owns the entry)."""
     found = np.searchsorted(offsets, entries, side="right") - 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grader.metrics.measures import Family, Measure
-from grader.metrics.ordering import order_in_place, segment_ids, segment_of
+from grader.runs.ordering import order_in_place, segment_ids, segment_of
 from grader.runs.run import Run
 
 RELEVANCE_LEVEL = 1

@@ -1,11 +1,11 @@
-"""Digests of benchmark data: what ``grader data info`` prints and reports cite."""
+"""Describing benchmark data: the file and split digests (computed by grader.data.task) that ``grader data info`` prints and reports cite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from grader.data.benchmark import Benchmark, BenchmarkSpec, looks_like_task
+from grader.data.benchmark import DEFAULT_PRIMARY, Benchmark, BenchmarkSpec, looks_like_task
 from grader.data.registry import resolve_benchmark
 from grader.data.task import Task
 
@@ -24,7 +24,7 @@ def describe(target: str) -> dict[str, Any]:
     path = Path(target)
     if looks_like_task(path) and not (path / "benchmark.json").exists():
         task = Task(path)
-        spec = BenchmarkSpec(name=task.name, version="unversioned", primary_measure="NDCG@10", tasks=(task.name,))
+        spec = BenchmarkSpec(name=task.name, version="unversioned", primary_measure=DEFAULT_PRIMARY, tasks=(task.name,))
         benchmark = Benchmark(spec, path.parent)
         tasks = {task.name: describe_task(task)}
     else:

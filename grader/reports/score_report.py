@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.files import sha256_file
@@ -37,6 +37,6 @@ def write_score_report(
         aggregate={"measure": primary, "score": task["measures"][primary], "complete": True, "groups": {}},
         policy=evaluation.policy.value,
         started_at=started_at,
-        finished_at=datetime.now(timezone.utc),
+        finished_at=datetime.now(UTC),
     )
     return write_report(report, report_path, key_path)

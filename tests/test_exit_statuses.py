@@ -1,0 +1,132 @@
+"""Every exit status of ``grader``, end to end: the installed console script in a real process.
+
+0 success, 1 a verification or check that did not pass, 2 usage or input error,
+3 the submission's fault, 4 the infrastructure's fault (table: grader/cli/exits.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.cli.exits import EXIT_STATUSES, exit_status
+from grader.errors import (
+    DataError,
+    GraderError,
+    InputError,
+    KeyFileError,
+    ReportError,
+    RunFormatError,
+    SandboxUnavailable,
+    SubmissionError,
+    TaskFailure,
+    UsageError,
+    VerificationError,
+)
+from grader.failures import FailureCode
+
+REPO = Path(__file__).resolve().parent.parent
+BROKEN = REPO / "tests" / "broken_submissions"
+GRADER = Path(sys.executable).parent / "grader"
+
+
+def grader(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the console script as a user would, in a fresh process."""
+    command = [str(GRADER)] if GRADER.exists() else [sys.executable, "-c", "from grader.cli.main import main; main()"]
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, check=False)
+
+
+@pytest.fixture
+def scored_files(tmp_path: Path) -> tuple[Path, Path]:
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
+    run = tmp_path / "run.json"
+    run.write_text('{"q1": {"d1": 2.0, "d2": 1.0}}', encoding="utf-8")
+    return qrels, run
+
+
+def test_0_success(scored_files: tuple[Path, Path]) -> None:
+    qrels, run = scored_files
+    result = grader("score", "--qrels", qrels, "--run", run, "--measure", "P@1")
+    assert result.returncode == 0, result.stderr
+    assert "P@1" in result.stdout and "1.0000" in result.stdout
+
+
+def test_1_a_check_or_verification_that_did_not_pass(tmp_path: Path) -> None:
+    checked = grader("check", BROKEN / "onnx-wrong-pooling", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none")
+    assert checked.returncode == 1, checked.stderr
+    assert checked.stdout.startswith("[FAIL] 1. archive and manifest: ") and checked.stderr == ""
+    report = tmp_path / "report.json"
+    report.write_text("{}", encoding="utf-8")
+    assert grader("keygen", "--out", tmp_path / "keys").returncode == 0
+    verified = grader("verify", report, "--key", tmp_path / "keys" / "grader.pub")
+    assert verified.returncode == 1 and verified.stdout == "" and verified.stderr.startswith("error: ")
+
+
+def test_2_usage_or_input_error(tmp_path: Path, scored_files: tuple[Path, Path]) -> None:
+    qrels, run = scored_files
+    missing = grader("score", "--qrels", tmp_path / "absent.tsv", "--run", run)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "absent.tsv" in missing.stderr
+    unknown_measure = grader("score", "--qrels", qrels, "--run", run, "--measure", "NOPE@3")
+    assert unknown_measure.returncode == 2 and unknown_measure.stderr.startswith("error: ")
+    sign_without_out = grader("score", "--qrels", qrels, "--run", run, "--sign", tmp_path / "key")
+    assert sign_without_out.returncode == 2 and sign_without_out.stderr == "error: --sign needs --out REPORT\n"
+    bad_option = grader("score", "--no-such-option")
+    assert bad_option.returncode == 2  # click's own usage errors keep 2
+
+
+def test_3_the_submissions_fault(tmp_path: Path) -> None:
+    result = grader("run", BROKEN / "archive-dotdot" / "submission.tar.gz", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none", "--out", tmp_path / "out", "--quiet")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.startswith("error: ") and "'..'" in result.stderr
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_4_the_infrastructures_fault(tmp_path: Path) -> None:
+    # No engine listens on this socket: the container engine is unavailable, which is nobody's input error.
+    result = grader(
+        "run", BROKEN / "onnx-valid", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "docker", "--out", tmp_path / "out", "--quiet",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
+    )  # fmt: skip
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.startswith("error: the Docker engine does not answer")
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (VerificationError("bad signature"), 1),
+        (UsageError("unknown measure"), 2),
+        (InputError("bad", path="f", line=1), 2),
+        (DataError("bad", path="corpus.jsonl"), 2),
+        (RunFormatError("bad", path="run.jsonl"), 2),
+        (KeyFileError("mode 0644", path="grader.key"), 2),
+        (GraderError("anything else"), 2),
+        (SubmissionError("no manifest", path="sub"), 3),
+        (TaskFailure(FailureCode.TIMEOUT, "killed"), 3),
+        (SandboxUnavailable("no engine"), 4),
+        (ReportError("cannot write"), 4),
+    ],
+)
+def test_the_table_maps_each_kind_of_error(error: GraderError, status: int) -> None:
+    assert exit_status(error) == status
+
+
+def test_the_table_ends_with_the_base_class_and_statuses_are_documented() -> None:
+    assert EXIT_STATUSES[-1] == (GraderError, 2)
+    # 1-4 for every command; 75 (output folder locked) for grader run; 5 (server unreachable) for the hosting client.
+    assert {status for _, status in EXIT_STATUSES} == {1, 2, 3, 4, 5, 75}
+    assert len({exit_status(kind("x")) for kind in (VerificationError, UsageError, SubmissionError, SandboxUnavailable)}) == 4
+
+
+def test_only_the_cli_entry_point_exits() -> None:
+    """Commands and library code raise; GraderGroup alone calls sys.exit (plus the entry points of separate programs:
+    the runner image's encoder and the hosting worker)."""
+    callers = sorted(
+        str(path.relative_to(REPO)) for path in (REPO / "grader").rglob("*.py") if "sys.exit(" in path.read_text(encoding="utf-8") or "click.UsageError(" in path.read_text(encoding="utf-8")
+    )
+    assert callers == ["grader/cli/main.py", "grader/hosting/worker/__main__.py", "grader/sandbox/onnx_entry.py"]
