@@ -85,7 +85,23 @@ def mini_runs(out: Path) -> tuple[Path, list[Path]]:
     for k1, b in ((0.9, 0.4), (1.2, 0.75), (0.6, 0.3)):
         path = folder / f"bm25-k{k1}-b{b}.jsonl"
         if not path.exists():
-            subprocess.run([sys.executable, str(ROOT / "scripts" / "bm25_baseline.py"), str(MINI_TASK), "--split", "test", "--out", str(path), "--k1", str(k1), "--b", str(b)], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "scripts" / "bm25_baseline.py"),
+                    str(MINI_TASK),
+                    "--split",
+                    "test",
+                    "--out",
+                    str(path),
+                    "--k1",
+                    str(k1),
+                    "--b",
+                    str(b),
+                ],
+                check=True,
+                capture_output=True,
+            )
         runs.append(path)
     top5 = folder / "bm25-k0.9-b0.4-top5.jsonl"
     if not top5.exists():
@@ -176,7 +192,9 @@ def compare_dataset(name: str, qrels: Path, runs: list[Path], key: Path, public:
     ours = json.loads(printed)
     student_seconds, student = timed(lambda: ranx.compare(ranx_qrels, ranx_runs, ["ndcg@10"], stat_test="student").to_dict())
     # Once: ranx's permutation test is the slow part, and the student call before it paid ranx's one-off costs.
-    fisher_seconds, fisher = timed(lambda: ranx.compare(ranx_qrels, ranx_runs, ["ndcg@10"], stat_test="fisher", n_permutations=resamples).to_dict(), repeats=1)
+    fisher_seconds, fisher = timed(
+        lambda: ranx.compare(ranx_qrels, ranx_runs, ["ndcg@10"], stat_test="fisher", n_permutations=resamples).to_dict(), repeats=1
+    )
     t_diff = 0.0
     fisher_diff = 0.0
     for pair in ours["pairs"]:
@@ -220,15 +238,22 @@ def scale_reports(out: Path, key: Path, entries: int, queries: int) -> list[Path
             continue
         mean = math.fsum(values) / queries
         task = {
-            "name": "task", "split": "test", "data_digest": {"sha256": "0" * 64}, "status": "scored", "measures": {"NDCG@10": mean},
+            "name": "task",
+            "split": "test",
+            "data_digest": {"sha256": "0" * 64},
+            "status": "scored",
+            "measures": {"NDCG@10": mean},
             "queries": {"judged": queries, "answered": queries, "missing": 0, "extra": 0},
             "per_query": {"measure": "NDCG@10", "values": dict(zip(ids, values))},
         }
         report = build_report(
             benchmark={"name": "synthetic", "version": "1", "primary_measure": "NDCG@10"},
             subject={"kind": "run-file", "name": f"e{entry:02d}", "digest": {"sha256": f"{entry:064x}"}},
-            tasks=[task], aggregate={"measure": "NDCG@10", "score": mean, "complete": True, "groups": {}},
-            policy="strict", started_at=now, finished_at=now,
+            tasks=[task],
+            aggregate={"measure": "NDCG@10", "score": mean, "complete": True, "groups": {}},
+            policy="strict",
+            started_at=now,
+            finished_at=now,
         )
         write_signed_report(report, key, path)
     return paths
@@ -289,7 +314,7 @@ def render(rows: list[dict[str, Any]], scale: float | None, args: argparse.Names
         "",
         f"B = {args.resamples:,} resamples / permutations. grader: one call does signature verification of every report, bootstrap",
         "95% intervals and rank intervals, sign-flip randomization test, paired t-test, Holm's correction and groups over all pairs.",
-        "ranx: `compare(..., stat_test=\"student\")` and `compare(..., stat_test=\"fisher\", n_permutations=B)`, which also compute",
+        'ranx: `compare(..., stat_test="student")` and `compare(..., stat_test="fisher", n_permutations=B)`, which also compute',
         "NDCG@10 from the runs; no interval, no rank, no correction.",
         "",
         "| data | runs | queries | pairs | grader compare (s) | ranx student (s) | ranx fisher (s) | ranx both / grader | t-test p: max rel. diff | randomization p: max abs. diff |",

@@ -319,13 +319,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per variant (default 3; the median is reported)")
     parser.add_argument("--threads", type=int, default=2, help="threads for torch and onnxruntime (default 2)")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="where the ONNX submission is written")
-    parser.add_argument("--output", type=Path, default=None, help=f"the Markdown report (default: {DEFAULT_OUTPUT.relative_to(REPO)} for a full run, else WORKDIR/encode.md)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"the Markdown report (default: {DEFAULT_OUTPUT.relative_to(REPO)} for a full run, else WORKDIR/encode.md)",
+    )
     parser.add_argument("--no-variations", action="store_true", help="only (a), (b) and (c)")
     args = parser.parse_args(argv)
     if args.output is None:
         full = args.texts >= 2000 and args.repeats >= 3 and not args.no_variations
         args.output = DEFAULT_OUTPUT if full else args.workdir / "encode.md"
-    command = "HF_HUB_OFFLINE=1 .venv-bench/bin/python bench/encode.py" + "".join(f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = "HF_HUB_OFFLINE=1 .venv-bench/bin/python bench/encode.py" + "".join(
+        f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:])
+    )
 
     print(f"building {args.texts} snippets ...", flush=True)
     texts = stdlib_snippets(args.texts)
@@ -343,7 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     reference = Variant("a", f"(a) sentence-transformers, batch {ST_BATCH}, torch {t} threads", st_encode, grader=False)
     variants = [
         reference,
-        grader_variant(folder, "b", f"(b) grader, input order, batches of {ST_BATCH}, {t} threads", threads=t, sort_by_length=False, max_batch_size=ST_BATCH, max_batch_tokens=1 << 30),
+        grader_variant(
+            folder,
+            "b",
+            f"(b) grader, input order, batches of {ST_BATCH}, {t} threads",
+            threads=t,
+            sort_by_length=False,
+            max_batch_size=ST_BATCH,
+            max_batch_tokens=1 << 30,
+        ),
         grader_variant(folder, "c", f"(c) grader, default policy (length-sorted, token budget), {t} threads", threads=t),
     ]
     if not args.no_variations:
@@ -353,8 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         variants.append(grader_variant(folder, "c-4k", f"(c) but max_batch_tokens 4096 (default {budget})", threads=t, max_batch_tokens=4096))
         if t > 1:
             variants += [
-                grader_variant(folder, "c-seq", f"(c) but one batch at a time on {t} threads (concurrent_batches=False)", threads=t, concurrent_batches=False),
-                grader_variant(folder, "c-old", f"earlier defaults: max_batch_tokens 16384, one batch at a time on {t} threads", threads=t, concurrent_batches=False, max_batch_tokens=16384),
+                grader_variant(
+                    folder, "c-seq", f"(c) but one batch at a time on {t} threads (concurrent_batches=False)", threads=t, concurrent_batches=False
+                ),
+                grader_variant(
+                    folder,
+                    "c-old",
+                    f"earlier defaults: max_batch_tokens 16384, one batch at a time on {t} threads",
+                    threads=t,
+                    concurrent_batches=False,
+                    max_batch_tokens=16384,
+                ),
                 grader_variant(folder, "c-1t", "(c) on 1 thread", threads=1),
             ]
 
@@ -368,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  pass {round_ + 1}/{args.repeats} {variant.label}: {len(texts) / variant.seconds[-1]:.1f} texts/s", flush=True)
 
     load_after = os.getloadavg()[0]
-    facts = [*machine_facts(t), f"1-minute load average {load_before:.2f} before the timed passes and {load_after:.2f} after (this run's own threads count)"]
+    facts = [
+        *machine_facts(t),
+        f"1-minute load average {load_before:.2f} before the timed passes and {load_after:.2f} after (this run's own threads count)",
+    ]
     report = render(variants, reference, len(texts), args.repeats, facts, token_stats(folder, texts), command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report, encoding="utf-8")

@@ -44,8 +44,31 @@ LIMITS = {"time_limit_s": 600, "memory": "2g", "cpus": 1}
 
 def direct(out: Path) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from grader.cli.main import main; main()", "run", str(EXAMPLE), "--benchmark", "mini", "--split", "test", "--sandbox", "docker",
-                    "--time-limit", "600", "--memory", "2g", "--cpus", "1", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from grader.cli.main import main; main()",
+            "run",
+            str(EXAMPLE),
+            "--benchmark",
+            "mini",
+            "--split",
+            "test",
+            "--sandbox",
+            "docker",
+            "--time-limit",
+            "600",
+            "--memory",
+            "2g",
+            "--cpus",
+            "1",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - started
 
 
@@ -77,7 +100,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="grader-bench-hosting-") as scratch:
         root = Path(scratch)
-        competition = write_competition(root / "c.toml", tables={"limits": LIMITS, "quotas": {"per_day": 1000, "total": 1000, "concurrent": 2}, "queue": {"lease_s": 60, "heartbeat_s": 10, "redispatch_s": 30, "reap_every_s": 2}})
+        competition = write_competition(
+            root / "c.toml",
+            tables={
+                "limits": LIMITS,
+                "quotas": {"per_day": 1000, "total": 1000, "concurrent": 2},
+                "queue": {"lease_s": 60, "heartbeat_s": 10, "redispatch_s": 30, "reap_every_s": 2},
+            },
+        )
         server = Server(competition, root / "state", workers=1).start()
         try:
             client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())

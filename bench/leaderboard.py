@@ -35,7 +35,9 @@ def main() -> None:
     service.board_json(world.ctx, "public")
     warm = time.perf_counter() - start
     queries = world_module.QUERIES * len(world.ctx.tasks)
-    print(f"{participants} entries x {queries} hidden queries ({len(world.ctx.tasks)} tasks), 10,000 resamples: public board cold {cold:.2f} s (parts, bootstrap, all pairs), cached {warm:.3f} s")
+    print(
+        f"{participants} entries x {queries} hidden queries ({len(world.ctx.tasks)} tasks), 10,000 resamples: public board cold {cold:.2f} s (parts, bootstrap, all pairs), cached {warm:.3f} s"
+    )
 
 
 if __name__ == "__main__":

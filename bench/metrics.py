@@ -288,7 +288,9 @@ def child_engine(files: Files, repeat: int) -> dict[str, Any]:
         files.run_trec,
         read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"]),
         parse_options=pacsv.ParseOptions(delimiter=" "),
-        convert_options=pacsv.ConvertOptions(include_columns=["qid", "docid", "score"], column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()}),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=["qid", "docid", "score"], column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()}
+        ),
     )
     queries = pc.dictionary_encode(table.column("qid")).combine_chunks()
     docs = pc.dictionary_encode(table.column("docid")).combine_chunks()
@@ -461,7 +463,9 @@ def report(results: dict[str, Result], args: argparse.Namespace, command: str, f
             lines.append(f"| {result.label} | failed | | | | {result.error.splitlines()[0][:120]} |")
             return
         steps = "; ".join(f"{k} {v:.2f}" for k, v in result.report.get("steps", {}).items())
-        lines.append(f"| {result.label} | {_fmt_s(result.process_s)} | {_fmt_s(result.cpu_s)} | {_fmt_s(work)} | {_fmt_mib(result.peak_rss_mib)} | {steps} |")
+        lines.append(
+            f"| {result.label} | {_fmt_s(result.process_s)} | {_fmt_s(result.cpu_s)} | {_fmt_s(work)} | {_fmt_mib(result.peak_rss_mib)} | {steps} |"
+        )
 
     for result in (beir, ranx_, cli):
         if result is not None:
@@ -475,8 +479,12 @@ def report(results: dict[str, Result], args: argparse.Namespace, command: str, f
         )
     lines += ["", "## Scoring step alone, in memory", "", "| step | best of | time (s) |", "|---|---:|---:|"]
     if engine is not None and not engine.error:
-        lines.append(f"| grader `Run.build` from arrays (validate, sort into trec order once) | {args.repeat} | {engine.report['steps']['Run.build from arrays']:.3f} |")
-        lines.append(f"| grader `evaluate(qrels, run, measures)` + means, on the built Run | {args.repeat} | {engine.report['steps']['evaluate + means']:.3f} |")
+        lines.append(
+            f"| grader `Run.build` from arrays (validate, sort into trec order once) | {args.repeat} | {engine.report['steps']['Run.build from arrays']:.3f} |"
+        )
+        lines.append(
+            f"| grader `evaluate(qrels, run, measures)` + means, on the built Run | {args.repeat} | {engine.report['steps']['evaluate + means']:.3f} |"
+        )
     if pytrec is not None and not pytrec.error:
         lines.append(f"| pytrec_eval `RelevanceEvaluator(qrels, measures)` | {args.repeat} | {pytrec.report['steps']['RelevanceEvaluator()']:.3f} |")
         lines.append(f"| pytrec_eval `evaluator.evaluate(run_dict)` on the loaded dict | {args.repeat} | {pytrec.report['steps']['evaluate']:.3f} |")
@@ -501,12 +509,20 @@ def report(results: dict[str, Result], args: argparse.Namespace, command: str, f
     if ok(engine) and ok(pytrec):
         target("(d) pytrec_eval evaluate / grader evaluate", pytrec.report["steps"]["evaluate"] / engine.report["steps"]["evaluate + means"], 20.0)
         build_and_eval = engine.report["steps"]["evaluate + means"] + engine.report["steps"]["Run.build from arrays"]
-        lines.append(f"| (d') pytrec_eval evaluate / grader (Run.build + evaluate) | {pytrec.report['steps']['evaluate'] / build_and_eval:.2f}x | (no target) | |")
+        lines.append(
+            f"| (d') pytrec_eval evaluate / grader (Run.build + evaluate) | {pytrec.report['steps']['evaluate'] / build_and_eval:.2f}x | (no target) | |"
+        )
     if ok(ranx_) and ok(cli):
         lines.append(f"| (b) ranx work time / (c) grader CLI process time | {ranx_.report['work_s'] / cli.process_s:.2f}x | (no target) | |")
         lines.append(f"| (c) grader CLI peak RSS / (b) ranx peak RSS | {cli.peak_rss_mib / ranx_.peak_rss_mib:.2f}x | (no target) | |")
 
-    lines += ["", "## Agreement (NDCG@10, and the largest difference over all 24 measures)", "", "| contender | NDCG@10 | vs (c) | max diff, 24 measures |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "## Agreement (NDCG@10, and the largest difference over all 24 measures)",
+        "",
+        "| contender | NDCG@10 | vs (c) | max diff, 24 measures |",
+        "|---|---:|---:|---:|",
+    ]
     reference = cli.means if ok(cli) else {}
     for result in (beir, ranx_, cli, engine, pytrec):
         if not ok(result):
@@ -578,9 +594,31 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     me = [sys.executable, str(Path(__file__).resolve())]
-    common = ["--queries", str(args.queries), "--depth", str(args.depth), "--corpus", str(args.corpus), "--seed", str(args.seed), "--workdir", str(args.workdir.resolve()), "--repeat", str(args.repeat)]
+    common = [
+        "--queries",
+        str(args.queries),
+        "--depth",
+        str(args.depth),
+        "--corpus",
+        str(args.corpus),
+        "--seed",
+        str(args.seed),
+        "--workdir",
+        str(args.workdir.resolve()),
+        "--repeat",
+        str(args.repeat),
+    ]
     grader = Path(sys.executable).parent / "grader"
-    cli_command = [str(grader) if grader.exists() else "grader", "score", "--qrels", str(files.qrels_tsv), "--run", str(files.run_trec), "--format", "json"]
+    cli_command = [
+        str(grader) if grader.exists() else "grader",
+        "score",
+        "--qrels",
+        str(files.qrels_tsv),
+        "--run",
+        str(files.run_trec),
+        "--format",
+        "json",
+    ]
     for name in MEASURES:
         cli_command += ["--measure", name]
     plan = [
@@ -611,7 +649,10 @@ def main(argv: list[str] | None = None) -> int:
     disagree = [
         r.label
         for key, r in results.items()
-        if key in ("beir", "engine", "pytrec") and not r.error and reference is not None and abs(r.means.get("NDCG@10", math.inf) - reference) > TOLERANCE
+        if key in ("beir", "engine", "pytrec")
+        and not r.error
+        and reference is not None
+        and abs(r.means.get("NDCG@10", math.inf) - reference) > TOLERANCE
     ]
     for label in failed + disagree:
         print(f"FAILED: {label}", file=sys.stderr)

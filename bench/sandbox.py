@@ -88,7 +88,9 @@ CONTENDERS = {
 def ensure_image() -> str:
     """Build ``IMAGE`` unless it exists with this Dockerfile (label holds its hash); return its id."""
     digest = hashlib.sha256(DOCKERFILE.encode()).hexdigest()[:16]
-    probe = subprocess.run(["docker", "image", "inspect", IMAGE, "--format", "{{json .Config.Labels}}|{{.Id}}"], capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        ["docker", "image", "inspect", IMAGE, "--format", "{{json .Config.Labels}}|{{.Id}}"], capture_output=True, text=True, check=False
+    )
     if probe.returncode == 0:
         labels, image_id = probe.stdout.strip().rsplit("|", 1)
         if (json.loads(labels) or {}).get(IMAGE_LABEL) == digest:
@@ -307,7 +309,14 @@ def profile(bench: Bench, rounds: int) -> tuple[list[tuple[str, float, int]], fl
             phases.add("host: stage /input", time.perf_counter() - stage_started)
             from grader.sandbox.task_run import run_task_container
 
-            run_task_container(bench.image_id, staged, mode="retrieve", limits=LIMITS, log_path=bench.workdir / "logs" / "profile.log", scratch=bench.workdir / "scratch")
+            run_task_container(
+                bench.image_id,
+                staged,
+                mode="retrieve",
+                limits=LIMITS,
+                log_path=bench.workdir / "logs" / "profile.log",
+                scratch=bench.workdir / "scratch",
+            )
             totals.append(time.perf_counter() - started)
             per_run.append(phases.take())
             shutil.rmtree(folder)
@@ -316,7 +325,11 @@ def profile(bench: Bench, rounds: int) -> tuple[list[tuple[str, float, int]], fl
         (bench.workdir / "logs" / "profile.log").unlink(missing_ok=True)
     labels = {label for run in per_run for label in run}
     table = [
-        (label, statistics.fmean(run.get(label, [0.0, 0])[0] for run in per_run), int(statistics.median(run.get(label, [0.0, 0])[1] for run in per_run)))
+        (
+            label,
+            statistics.fmean(run.get(label, [0.0, 0])[0] for run in per_run),
+            int(statistics.median(run.get(label, [0.0, 0])[1] for run in per_run)),
+        )
         for label in labels
     ]
     # Slowest first, each nested call right after its caller.
@@ -356,12 +369,21 @@ def machine_facts() -> dict[str, str]:
         memory = f"{kib / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
-    info = subprocess.run(
-        ["docker", "info", "--format", "{{.ServerVersion}}|{{.Driver}}|{{.CgroupVersion}}|{{.CgroupDriver}}|{{.DefaultRuntime}}|{{.KernelVersion}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip().split("|")
+    info = (
+        subprocess.run(
+            [
+                "docker",
+                "info",
+                "--format",
+                "{{.ServerVersion}}|{{.Driver}}|{{.CgroupVersion}}|{{.CgroupDriver}}|{{.DefaultRuntime}}|{{.KernelVersion}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        .stdout.strip()
+        .split("|")
+    )
     info += ["unknown"] * (6 - len(info))
     client = subprocess.run(["docker", "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True, check=False).stdout.strip()
     return {
@@ -384,7 +406,17 @@ def _load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def report(times: dict[str, list[float]], args: argparse.Namespace, command: str, facts: dict[str, str], loads: tuple[str, str], client_s: float, phase_table: list[tuple[str, float, int]], phase_total: float, wall_s: float) -> str:
+def report(
+    times: dict[str, list[float]],
+    args: argparse.Namespace,
+    command: str,
+    facts: dict[str, str],
+    loads: tuple[str, str],
+    client_s: float,
+    phase_table: list[tuple[str, float, int]],
+    phase_total: float,
+    wall_s: float,
+) -> str:
     lines = [
         "# Sandbox overhead benchmark",
         "",
@@ -507,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_rounds > 0 and "a" in args.only:
         phase_table, phase_total = profile(bench, args.profile_rounds)
     loads_end = _load()
-    text = report(times, args, command, machine_facts(), (loads_start, loads_end), client_s, phase_table, phase_total, time.perf_counter() - wall_started)
+    text = report(
+        times, args, command, machine_facts(), (loads_start, loads_end), client_s, phase_table, phase_total, time.perf_counter() - wall_started
+    )
     print()
     print(text)
     full = args.only == "abc" and args.rounds >= DEFAULT_ROUNDS

@@ -48,9 +48,15 @@ def run_once(workers: int, submissions: int, image: str, broker: RedisServer, cl
     """Seconds from the first upload to the last terminal state, with ``workers`` workers already started."""
     root = Path(tempfile.mkdtemp(prefix=f"grader-bench-scale-{workers}-"))
     each = max(1, submissions // 4)
-    d = deploy(root, broker=broker.url, database=cluster.new_database(), workers=workers, tasks=["text2code"],
-               quotas={"per_day": each, "total": each, "concurrent": each, "sample_per_day": 1},
-               queue={"lease_s": 60, "heartbeat_s": 5, "redispatch_s": 10, "reap_every_s": 1})
+    d = deploy(
+        root,
+        broker=broker.url,
+        database=cluster.new_database(),
+        workers=workers,
+        tasks=["text2code"],
+        quotas={"per_day": each, "total": each, "concurrent": each, "sample_per_day": 1},
+        queue={"lease_s": 60, "heartbeat_s": 5, "redispatch_s": 10, "reap_every_s": 1},
+    )
     try:
         for worker in d.workers:
             wait_for(lambda w=worker: "ready." in w.log.read_text(), timeout=60, what=f"worker {worker.name} ready")

@@ -104,7 +104,9 @@ def child(contender: str, folder: Path, k: int, result: Path) -> None:
 
 def run_child(contender: str, folder: Path, k: int, result: Path) -> dict[str, float]:
     started = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--child", contender, "--folder", str(folder), "--k", str(k), "--result", str(result)], check=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, __file__, "--child", contender, "--folder", str(folder), "--k", str(k), "--result", str(result)], check=True, cwd=ROOT
+    )
     process = time.perf_counter() - started
     with np.load(result) as data:
         return {"work": float(data["work"]), "cpu": float(data["cpu"]), "warm": float(data["warm"]), "peak": float(data["peak"]), "process": process}
@@ -168,7 +170,10 @@ def main() -> int:
         "| contender | work (s) | per repeat (s) | CPU (s) | warm-up (s) | process (s) | peak RSS (MiB) |",
         "|---|---:|---|---:|---:|---:|---:|",
     ]
-    labels = {"faiss": "(a) plain faiss `IndexFlatIP`, float32, corpus chunks", "exact": "(b) grader exact search (faiss candidates + float64 re-scoring)"}
+    labels = {
+        "faiss": "(a) plain faiss `IndexFlatIP`, float32, corpus chunks",
+        "exact": "(b) grader exact search (faiss candidates + float64 re-scoring)",
+    }
     for name, runs in figures.items():
         m = median[name]
         repeats = ", ".join(f"{f['work']:.2f}" for f in runs)

@@ -133,6 +133,7 @@ class TaskFailure(GraderError):
             return self.own_message, self.container_words
         return redact_quoted(self.own_message), None
 
+
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
 

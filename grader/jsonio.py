@@ -131,7 +131,9 @@ def iter_lines(lines: Iterable[str], *, max_depth: int | None = MAX_DEPTH) -> It
         yield line_number, value
 
 
-def iter_objects(lines: Iterable[str], *, path: str | os.PathLike[str], error: type[InputError], max_depth: int | None = MAX_DEPTH) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_objects(
+    lines: Iterable[str], *, path: str | os.PathLike[str], error: type[InputError], max_depth: int | None = MAX_DEPTH
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line_number, object)`` of each non-blank JSONL line; anything else raises ``error`` naming ``path:line``.
 
     ``UnicodeDecodeError`` from the text below becomes ``error`` too.

@@ -258,11 +258,7 @@ def extract_function(lines: Sequence[str], node: ast.FunctionDef | ast.AsyncFunc
             or node.body[1].lineno <= first.end_lineno
         ):
             return None
-        keep = [
-            line
-            for offset, line in enumerate(seg_lines)
-            if not (first.lineno <= start + offset <= first.end_lineno)
-        ]
+        keep = [line for offset, line in enumerate(seg_lines) if not (first.lineno <= start + offset <= first.end_lineno)]
     else:
         keep = seg_lines
     # The header runs up to the first body statement (the docstring, if any):
@@ -381,16 +377,14 @@ TASKS: tuple[TaskSpec, ...] = (
         name="text2code",
         prefix="t2c",
         kind="text-to-code",
-        description="Query: the summary (first paragraph) of a function's docstring. "
-        "Document: the function's source with the docstring removed.",
+        description="Query: the summary (first paragraph) of a function's docstring. Document: the function's source with the docstring removed.",
         make_pair=text2code_pair,
     ),
     TaskSpec(
         name="code2code",
         prefix="c2c",
         kind="code-to-code",
-        description="Query: a function's header and the first half of its body lines (docstring removed). "
-        "Document: the second half of the body.",
+        description="Query: a function's header and the first half of its body lines (docstring removed). Document: the second half of the body.",
         make_pair=code2code_pair,
     ),
     TaskSpec(

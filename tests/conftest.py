@@ -27,7 +27,11 @@ def small_task(tmp_path: Path) -> Path:
     """A three-document, two-query task with a test and a dev split."""
     return write_task(
         tmp_path / "toy",
-        corpus=[{"_id": "d1", "title": "", "text": "def add(a, b): return a + b"}, {"_id": "d2", "title": "t", "text": "print(1)"}, {"_id": "d3", "title": "", "text": "x = 1"}],
+        corpus=[
+            {"_id": "d1", "title": "", "text": "def add(a, b): return a + b"},
+            {"_id": "d2", "title": "t", "text": "print(1)"},
+            {"_id": "d3", "title": "", "text": "x = 1"},
+        ],
         queries=[{"_id": "q1", "text": "add two numbers"}, {"_id": "q2", "text": "print"}, {"_id": "q3", "text": "unjudged"}],
         qrels={"test": [("q1", "d1", 1), ("q2", "d2", 2)], "dev": [("q2", "d3", 1)]},
     )

@@ -77,7 +77,15 @@ def lookup_model(
     onnx.save(model, str(path))
 
 
-def onnx_submission(folder: Path, *, table: np.ndarray | None = None, manifest: dict | None = None, with_cls: bool = False, pooled: bool = False, file_max_length: int | None = None) -> Path:
+def onnx_submission(
+    folder: Path,
+    *,
+    table: np.ndarray | None = None,
+    manifest: dict | None = None,
+    with_cls: bool = False,
+    pooled: bool = False,
+    file_max_length: int | None = None,
+) -> Path:
     """Write a complete ONNX submission folder and return it."""
     folder.mkdir(parents=True, exist_ok=True)
     table = embedding_table() if table is None else table
@@ -106,7 +114,9 @@ def expected_token_ids(text: str, *, with_cls: bool = False, max_length: int = 1
     return ([1, *ids] if with_cls else ids)[:max_length]
 
 
-def expected_embeddings(texts: list[str], table: np.ndarray, *, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16) -> np.ndarray:
+def expected_embeddings(
+    texts: list[str], table: np.ndarray, *, pooling: str = "mean", normalize: bool = True, with_cls: bool = False, max_length: int = 16
+) -> np.ndarray:
     """What a lookup-model submission should output for ``texts``, computed in float64 with numpy.
 
     ``mean`` and ``none`` (the pooled graph, given texts without padding) average the

@@ -124,10 +124,19 @@ def stage_small(folder: Path, *, task: str = "valid", mode: str = "retrieve", to
     return stage_task(folder, task=task, split="test", mode=mode, top_k=top_k, queries=QUERIES, documents=DOCUMENTS)
 
 
-def write_beir_task(root: Path, *, documents: Sequence[Document] = DOCUMENTS, queries: Sequence[Query] = QUERIES, qrels: dict[str, dict[str, int]] = QRELS, splits: Sequence[str] = ("test", "dev")) -> Path:
+def write_beir_task(
+    root: Path,
+    *,
+    documents: Sequence[Document] = DOCUMENTS,
+    queries: Sequence[Query] = QUERIES,
+    qrels: dict[str, dict[str, int]] = QRELS,
+    splits: Sequence[str] = ("test", "dev"),
+) -> Path:
     """The tiny task as a BEIR folder (qrels for each split in ``splits``)."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.id, "title": d.title, "text": d.text}) + "\n" for d in documents), encoding="utf-8")
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d.id, "title": d.title, "text": d.text}) + "\n" for d in documents), encoding="utf-8"
+    )
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q.id, "text": q.text}) + "\n" for q in queries), encoding="utf-8")
     (root / "qrels").mkdir(exist_ok=True)
     rows = "".join(f"{q}\t{d}\t{r}\n" for q, docs in qrels.items() for d, r in docs.items())
@@ -177,7 +186,12 @@ def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
         elif stat.S_ISLNK(info.st_mode):
             digest = os.readlink(path)
-        entries[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), info.st_size if stat.S_ISREG(info.st_mode) else None, digest)
+        entries[str(path.relative_to(root))] = (
+            stat.S_IFMT(info.st_mode),
+            stat.S_IMODE(info.st_mode),
+            info.st_size if stat.S_ISREG(info.st_mode) else None,
+            digest,
+        )
     return entries
 
 
@@ -248,7 +262,9 @@ class HostGuard:
         assert not leftover_tmp, f"grader temp folders left behind: {leftover_tmp}"
         for folder, before in self.watched.items():
             after = tree_snapshot(folder)
-            assert after == before, f"{folder} changed: added {sorted(set(after) - set(before))}, removed {sorted(set(before) - set(after))}, modified {sorted(k for k in before if k in after and before[k] != after[k])}"
+            assert after == before, (
+                f"{folder} changed: added {sorted(set(after) - set(before))}, removed {sorted(set(before) - set(after))}, modified {sorted(k for k in before if k in after and before[k] != after[k])}"
+            )
 
 
 def new_guard(client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HostGuard:

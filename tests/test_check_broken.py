@@ -74,7 +74,9 @@ def test_the_valid_onnx_submission_passes_every_step() -> None:
 
 
 def test_text_output_names_steps_and_fix_hints() -> None:
-    result = CliRunner().invoke(cli, ["check", str(BROKEN / "onnx-wrong-pooling"), "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none"])
+    result = CliRunner().invoke(
+        cli, ["check", str(BROKEN / "onnx-wrong-pooling"), "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none"]
+    )
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert lines[0].startswith("[FAIL] 1. archive and manifest: ")
@@ -105,7 +107,9 @@ DOCKER_CASES = [
 
 @pytest.mark.docker(image_of("rootuser"), image_of("silent"), image_of("scripted"))
 @pytest.mark.parametrize(("name", "task", "step", "fragments"), DOCKER_CASES, ids=[f"{c[0]}-{c[1]}" for c in DOCKER_CASES])
-def test_broken_docker_submission_fails_at_its_step(docker_engine, scripted_benchmark: Path, name: str, task: str | None, step: str, fragments: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_broken_docker_submission_fails_at_its_step(
+    docker_engine, scripted_benchmark: Path, name: str, task: str | None, step: str, fragments: list[str]
+) -> None:  # type: ignore[no-untyped-def]
     tasks = task or "half"
     code, report = _check(BROKEN / name, "--benchmark", str(scripted_benchmark), "--tasks", tasks, "--sandbox", "docker", "--time-limit", "60")
     assert code == 1

@@ -18,7 +18,9 @@ RUN = {"q1": {"d1": 0.75, "d2": 0.5, "d5": 0.875}, "q2": {"d6": 1.0, "d3": 0.5},
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
     qrels = tmp_path / "qrels.tsv"
-    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, docs in QRELS.items() for d, r in docs.items()), encoding="utf-8")
+    qrels.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, docs in QRELS.items() for d, r in docs.items()), encoding="utf-8"
+    )
     run = tmp_path / "run.trec"
     run.write_text("".join(f"{q} Q0 {d} 0 {s} x\n" for q, docs in RUN.items() for d, s in docs.items()), encoding="utf-8")
     return qrels, run
@@ -31,7 +33,9 @@ def _pytrec(measure: str) -> dict[str, float]:
 
 def test_json_output_strict_counts_missing_queries_as_zero(files: tuple[Path, Path]) -> None:
     qrels, run = files
-    result = CliRunner().invoke(cli, ["score", "--qrels", str(qrels), "--run", str(run), "--measure", "NDCG@10", "--measure", "P@1", "--format", "json"])
+    result = CliRunner().invoke(
+        cli, ["score", "--qrels", str(qrels), "--run", str(run), "--measure", "NDCG@10", "--measure", "P@1", "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     reference = _pytrec("ndcg_cut_10")  # q1, q2 present; q3 missing -> 0 under strict
@@ -44,7 +48,9 @@ def test_json_output_strict_counts_missing_queries_as_zero(files: tuple[Path, Pa
 
 def test_coir_policy_averages_only_answered_queries(files: tuple[Path, Path]) -> None:
     qrels, run = files
-    result = CliRunner().invoke(cli, ["score", "--qrels", str(qrels), "--run", str(run), "--measure", "NDCG@10", "--policy", "coir", "--format", "json"])
+    result = CliRunner().invoke(
+        cli, ["score", "--qrels", str(qrels), "--run", str(run), "--measure", "NDCG@10", "--policy", "coir", "--format", "json"]
+    )
     reference = _pytrec("ndcg_cut_10")
     data = json.loads(result.stdout)
     assert data["n_queries"] == 2
@@ -109,7 +115,24 @@ def test_signed_report_carries_the_printed_measures_and_verifies(files: tuple[Pa
     runner = CliRunner()
     assert runner.invoke(cli, ["keygen", "--out", str(tmp_path / "keys")]).exit_code == 0
     envelope = tmp_path / "out" / "report.dsse.json"
-    result = runner.invoke(cli, ["score", "--qrels", str(qrels), "--run", str(run), "--measure", "NDCG@10,MAP@10", "--format", "json", "--out", str(envelope), "--sign", str(tmp_path / "keys" / "grader.key")])
+    result = runner.invoke(
+        cli,
+        [
+            "score",
+            "--qrels",
+            str(qrels),
+            "--run",
+            str(run),
+            "--measure",
+            "NDCG@10,MAP@10",
+            "--format",
+            "json",
+            "--out",
+            str(envelope),
+            "--sign",
+            str(tmp_path / "keys" / "grader.key"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)["measures"]
     verified = verify_report_file(envelope, load_public_key(tmp_path / "keys" / "grader.pub")).report

@@ -41,7 +41,7 @@ def test_gzip_variants_are_read(small_task: Path) -> None:
         ('{"_id": 5, "text": "x"}', "corpus.jsonl:2: _id: expected a string"),
         ('{"_id": "d1", "text": "x"}', "corpus.jsonl:2: _id: duplicate document id 'd1'"),
         ('{"_id": "d9"}', "corpus.jsonl:2: text: missing field"),
-        ('[1, 2]', "corpus.jsonl:2: expected a JSON object"),
+        ("[1, 2]", "corpus.jsonl:2: expected a JSON object"),
         ('{"_id": "a\\tb", "text": "x"}', "corpus.jsonl:2: _id: identifier must not contain"),
     ],
 )
@@ -76,7 +76,10 @@ def test_qrels_formats_agree(tmp_path: Path) -> None:
 
 def test_split_digest_covers_exactly_the_files_of_the_split(small_task: Path) -> None:
     task = Task(small_task)
-    files = {name: hashlib.sha256((small_task / name).read_bytes()).hexdigest() for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/dev.tsv"]}
+    files = {
+        name: hashlib.sha256((small_task / name).read_bytes()).hexdigest()
+        for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/dev.tsv"]
+    }
     assert task.file_digests == files
     listing = "".join(f"{files[name]}  {name}\n" for name in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
     assert task.split_digest("test") == hashlib.sha256(listing.encode()).hexdigest()
@@ -109,7 +112,9 @@ def test_benchmark_groups_average_before_the_mean(tmp_path: Path) -> None:
 
 def test_benchmark_json_errors_name_the_pointer(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"/groups/G"):
-        BenchmarkSpec.from_json({"name": "b", "version": "1", "primary_measure": "NDCG@10", "tasks": ["a"], "groups": {"G": ["zz"]}}, path=tmp_path / "b.json")
+        BenchmarkSpec.from_json(
+            {"name": "b", "version": "1", "primary_measure": "NDCG@10", "tasks": ["a"], "groups": {"G": ["zz"]}}, path=tmp_path / "b.json"
+        )
     with pytest.raises(DataError, match=r"b.json: /primary_measure"):
         BenchmarkSpec.from_json({"name": "b", "version": "1", "primary_measure": "nDCG10", "tasks": ["a"]}, path=tmp_path / "b.json")
 

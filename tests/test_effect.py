@@ -395,10 +395,44 @@ def test_end_to_end_with_grader_run(tmp_path):
     for role, seed in (("base", 1), ("aug", 2)):
         submission = onnx_submission(tmp_path / f"sub-{role}", table=embedding_table(dim=8, seed=seed), manifest={"name": f"tiny-{role}"})
         out = tmp_path / f"run-{role}"
-        result = runner.invoke(cli, ["run", str(submission), "--benchmark", str(bench), "--out", str(out), "--threads", "1", "--sandbox", "none", "--keep-embeddings", "--pca-dims", "3", "--quiet"])
+        result = runner.invoke(
+            cli,
+            [
+                "run",
+                str(submission),
+                "--benchmark",
+                str(bench),
+                "--out",
+                str(out),
+                "--threads",
+                "1",
+                "--sandbox",
+                "none",
+                "--keep-embeddings",
+                "--pca-dims",
+                "3",
+                "--quiet",
+            ],
+        )
         assert result.exit_code == 0, result.output
         runs[role] = out
-    effect = runner.invoke(cli, ["effect", "--base", str(runs["base"]), "--augmented", str(runs["aug"]), "--weight", "0.25", "--benchmark", str(bench), "--pca-dims", "3,8", "--json"])
+    effect = runner.invoke(
+        cli,
+        [
+            "effect",
+            "--base",
+            str(runs["base"]),
+            "--augmented",
+            str(runs["aug"]),
+            "--weight",
+            "0.25",
+            "--benchmark",
+            str(bench),
+            "--pca-dims",
+            "3,8",
+            "--json",
+        ],
+    )
     assert effect.exit_code == 0, effect.output
     data = json.loads(effect.stdout)
     report = json.loads((runs["base"] / "report.json").read_text())["tasks"]["tiny"]

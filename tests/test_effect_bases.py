@@ -42,8 +42,12 @@ def _two_base_setup(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     bench = _benchmark(tmp_path / "bench", {"alpha": HAND_A, "beta": HAND_B})
     ids = {name: (case["queries"], case["docs"]) for name, case in (("alpha", HAND_A), ("beta", HAND_B))}
     gcb = _run_folder(tmp_path / "gcb", bench, {"alpha": (*ids["alpha"], *HAND_A["base"]), "beta": (*ids["beta"], *HAND_B["base"])}, name="gcb")
-    unix = _run_folder(tmp_path / "unix", bench, {"alpha": (*ids["alpha"], *HAND_A["augmented"]), "beta": (*ids["beta"], *HAND_B["base"])}, name="unix")
-    aug = _run_folder(tmp_path / "aug", bench, {"alpha": (*ids["alpha"], *HAND_A["augmented"]), "beta": (*ids["beta"], *HAND_B["augmented"])}, name="cat")
+    unix = _run_folder(
+        tmp_path / "unix", bench, {"alpha": (*ids["alpha"], *HAND_A["augmented"]), "beta": (*ids["beta"], *HAND_B["base"])}, name="unix"
+    )
+    aug = _run_folder(
+        tmp_path / "aug", bench, {"alpha": (*ids["alpha"], *HAND_A["augmented"]), "beta": (*ids["beta"], *HAND_B["augmented"])}, name="cat"
+    )
     return bench, gcb, unix, aug
 
 
@@ -82,9 +86,7 @@ def test_four_configurations_per_dataset_as_in_the_paper(tmp_path):
     weight = 0.35
     result = _effect(bench, [folders["b1"], folders["b2"]], folders["aug"], weight, dimensions=(3, 7))
     configs = result["configurations"]
-    assert [(c["task"], c["base"], c["dimension"]) for c in configs] == [
-        (t, b, d) for t in ("t1", "t2") for b in ("b1", "b2") for d in (3, 7)
-    ]
+    assert [(c["task"], c["base"], c["dimension"]) for c in configs] == [(t, b, d) for t in ("t1", "t2") for b in ("b1", "b2") for d in (3, 7)]
     # Each configuration independently: own PCA per side (d >= native: no reduction), global min-max, trec ties.
     for c in configs:
         spec = specs[c["task"]]

@@ -54,7 +54,9 @@ def benchmark(tmp_path: Path) -> Path:
 
 
 def _run(submission: Path, benchmark: Path, out: Path):
-    return CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", "--quiet"])
+    return CliRunner().invoke(
+        cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", "--quiet"]
+    )
 
 
 @pytest.mark.parametrize("scale", [1e20, -1e20])

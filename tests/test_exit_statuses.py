@@ -80,7 +80,19 @@ def test_2_usage_or_input_error(tmp_path: Path, scored_files: tuple[Path, Path])
 
 
 def test_3_the_submissions_fault(tmp_path: Path) -> None:
-    result = grader("run", BROKEN / "archive-dotdot" / "submission.tar.gz", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none", "--out", tmp_path / "out", "--quiet")
+    result = grader(
+        "run",
+        BROKEN / "archive-dotdot" / "submission.tar.gz",
+        "--benchmark",
+        "mini",
+        "--tasks",
+        "text2code",
+        "--sandbox",
+        "none",
+        "--out",
+        tmp_path / "out",
+        "--quiet",
+    )
     assert result.returncode == 3, result.stderr
     assert result.stderr.startswith("error: ") and "'..'" in result.stderr
     assert not (tmp_path / "out" / "report.json").exists()
@@ -127,6 +139,8 @@ def test_only_the_cli_entry_point_exits() -> None:
     """Commands and library code raise; GraderGroup alone calls sys.exit (plus the entry points of separate programs:
     the runner image's encoder and the hosting worker)."""
     callers = sorted(
-        str(path.relative_to(REPO)) for path in (REPO / "grader").rglob("*.py") if "sys.exit(" in path.read_text(encoding="utf-8") or "click.UsageError(" in path.read_text(encoding="utf-8")
+        str(path.relative_to(REPO))
+        for path in (REPO / "grader").rglob("*.py")
+        if "sys.exit(" in path.read_text(encoding="utf-8") or "click.UsageError(" in path.read_text(encoding="utf-8")
     )
     assert callers == ["grader/cli/main.py", "grader/hosting/worker/__main__.py", "grader/sandbox/onnx_entry.py"]

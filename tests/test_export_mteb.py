@@ -70,7 +70,21 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     bench = _benchmark(root / "bench")
     submission = onnx_submission(root / "sub", table=embedding_table(dim=8, seed=3), manifest={"name": "org/tiny-model"})
     result = CliRunner().invoke(
-        cli, ["run", str(submission), "--benchmark", str(bench), "--out", str(root / "run"), "--threads", "1", "--sandbox", "none", "--keep-embeddings", "--quiet"]
+        cli,
+        [
+            "run",
+            str(submission),
+            "--benchmark",
+            str(bench),
+            "--out",
+            str(root / "run"),
+            "--threads",
+            "1",
+            "--sandbox",
+            "none",
+            "--keep-embeddings",
+            "--quiet",
+        ],
     )
     assert result.exit_code == 0, result.output
     return bench, root / "run"
@@ -87,11 +101,23 @@ def _mteb_evaluation(bench: Path, run_dir: Path, task: str) -> dict[str, float]:
     qrels = {q: dict(docs) for q, docs in resolve_benchmark(str(bench)).task(task).qrels("test").items()}
     mteb_task = _mteb().get_task(MTEB_TASKS[task].name)
     evaluation = RetrievalEvaluator.evaluate(
-        None, qrels, run.to_mapping(), mteb_task.k_values, ignore_identical_ids=mteb_task.ignore_identical_ids, skip_first_result=mteb_task.skip_first_result  # type: ignore[arg-type]
+        None,
+        qrels,
+        run.to_mapping(),
+        mteb_task.k_values,
+        ignore_identical_ids=mteb_task.ignore_identical_ids,
+        skip_first_result=mteb_task.skip_first_result,  # type: ignore[arg-type]
     )
     scores = make_score_dict(
-        ndcg=evaluation.ndcg, _map=evaluation.map, recall=evaluation.recall, precision=evaluation.precision, mrr=evaluation.mrr,
-        naucs=evaluation.naucs, naucs_mrr=evaluation.naucs_mrr, hit_rate=evaluation.hit_rate, task_scores={},
+        ndcg=evaluation.ndcg,
+        _map=evaluation.map,
+        recall=evaluation.recall,
+        precision=evaluation.precision,
+        mrr=evaluation.mrr,
+        naucs=evaluation.naucs,
+        naucs_mrr=evaluation.naucs_mrr,
+        hit_rate=evaluation.hit_rate,
+        task_scores={},
     )
     return {key: round(value, 6) for key, value in scores.items() if isinstance(value, float)}  # TaskResult.to_disk rounds to 6
 

@@ -21,7 +21,18 @@ def _codes_in(text: str) -> set[str]:
 
 
 def test_the_enum_keeps_every_code_an_old_report_may_carry() -> None:
-    assert ALL == {"TIMEOUT", "OOM", "NONZERO_EXIT", "OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE", "IMAGE_INVALID", "INFRA", "MODEL_ERROR", "INPUT_INVALID"}
+    assert ALL == {
+        "TIMEOUT",
+        "OOM",
+        "NONZERO_EXIT",
+        "OUTPUT_MISSING",
+        "OUTPUT_INVALID",
+        "OUTPUT_TOO_LARGE",
+        "IMAGE_INVALID",
+        "INFRA",
+        "MODEL_ERROR",
+        "INPUT_INVALID",
+    }
     assert EMITTED == ALL - {"INPUT_INVALID"}
     assert OUTPUT_CODES <= set(FailureCode)
     assert FailureCode.OOM == "OOM" and json.dumps({"code": FailureCode.OOM}) == '{"code": "OOM"}'  # compares and serialises as its spelling

@@ -41,9 +41,35 @@ DOCS = ["d1", "d2", "d3", "d4"]
 
 # Pieces a mutation splices in: each has broken some JSON reader somewhere.
 NASTY = [
-    "NaN", "Infinity", "-Infinity", "1e400", "-0.0", "1" * 5000, "[" * 5000, "{" * 3000, "]" * 50, "}",
-    '"\\ud800"', '"\x1b[2J\x1b]0;t\x07"', '"' + "A" * 200_000 + '"', "null", "true", '""', "[]", "{}",
-    '"query_id"', '"hits"', '"id"', '"score"', ",", ":", "\\", '"', "\x00", "\u202e", "\n",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e400",
+    "-0.0",
+    "1" * 5000,
+    "[" * 5000,
+    "{" * 3000,
+    "]" * 50,
+    "}",
+    '"\\ud800"',
+    '"\x1b[2J\x1b]0;t\x07"',
+    '"' + "A" * 200_000 + '"',
+    "null",
+    "true",
+    '""',
+    "[]",
+    "{}",
+    '"query_id"',
+    '"hits"',
+    '"id"',
+    '"score"',
+    ",",
+    ":",
+    "\\",
+    '"',
+    "\x00",
+    "\u202e",
+    "\n",
 ]
 
 
@@ -69,7 +95,11 @@ def _mutate_text(rng: random.Random, text: str) -> str:
             text = text[:at] + rng.choice(NASTY) + text[end:]
         else:
             # a structural fault with valid syntax: duplicate keys, wrong types, deep values
-            text = text.replace('"score": ', rng.choice(['"score": "1", "score": ', '"score": [' * 3000 + "1" + "]" * 3000 + ', "x": ', '"score": {"a": 1}, "z": ']), 1)
+            text = text.replace(
+                '"score": ',
+                rng.choice(['"score": "1", "score": ', '"score": [' * 3000 + "1" + "]" * 3000 + ', "x": ', '"score": {"a": 1}, "z": ']),
+                1,
+            )
     return text
 
 
@@ -110,12 +140,16 @@ def malformed_vectors(count: int, seed: int, rows: int) -> list[bytes]:
         lambda: _npy(good.reshape(-1)),
         lambda: _npy(good.reshape(rows, 2, 2)),
         lambda: _npy(np.asfortranarray(good)),
-        lambda: _npy(np.where(np.arange(good.size).reshape(good.shape) == rng.randrange(good.size), np.float32(rng.choice([np.nan, np.inf, -np.inf])), good)),
+        lambda: _npy(
+            np.where(np.arange(good.size).reshape(good.shape) == rng.randrange(good.size), np.float32(rng.choice([np.nan, np.inf, -np.inf])), good)
+        ),
         lambda: _npy(good * np.float32(1e30)),
         lambda: _npy(np.array([{"a": 1}] * rows, dtype=object)),
         lambda: _npy(good.astype(">f4")),
         lambda: _npy(good)[: rng.randrange(1, len(_npy(good)))],
-        lambda: b"\x93NUMPY\x01\x00" + struct.pack("<H", 60) + b"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 4), }".ljust(60)[:60],
+        lambda: (
+            b"\x93NUMPY\x01\x00" + struct.pack("<H", 60) + b"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 4), }".ljust(60)[:60]
+        ),
         lambda: b"\x93NUMPY\x09\x09" + bytes(rng.randrange(256) for _ in range(rng.randint(0, 200))),
         lambda: bytes(rng.randrange(256) for _ in range(rng.randint(0, 300))),
         lambda: b"",
@@ -126,13 +160,40 @@ def malformed_vectors(count: int, seed: int, rows: int) -> list[bytes]:
 def malformed_manifests(count: int, seed: int) -> list[str]:
     """``count`` submission.json texts derived from a valid ONNX manifest."""
     rng = random.Random(seed)
-    base = {"kind": "onnx", "name": "fuzz", "model": "model.onnx", "tokenizer": "tokenizer.json", "max_length": 16, "pooling": "mean", "normalize": True}
+    base = {
+        "kind": "onnx",
+        "name": "fuzz",
+        "model": "model.onnx",
+        "tokenizer": "tokenizer.json",
+        "max_length": 16,
+        "pooling": "mean",
+        "normalize": True,
+    }
     texts = []
     for _ in range(count):
         data: dict[str, Any] = dict(base)
         for _ in range(rng.randint(0, 3)):
             key = rng.choice([*base, "image", "mode", "training", "query_prefix", "output", "extra"])
-            data[key] = rng.choice([None, -1, 0, 10**30, 1.5, "", "../../etc/passwd", "/etc/hostname", "model.onnx", "x" * 5000, [], {}, {"setting": "zero-shot"}, "docker", "retrieve", True])
+            data[key] = rng.choice(
+                [
+                    None,
+                    -1,
+                    0,
+                    10**30,
+                    1.5,
+                    "",
+                    "../../etc/passwd",
+                    "/etc/hostname",
+                    "model.onnx",
+                    "x" * 5000,
+                    [],
+                    {},
+                    {"setting": "zero-shot"},
+                    "docker",
+                    "retrieve",
+                    True,
+                ]
+            )
         text = json.dumps(data)
         if rng.random() < 0.6:
             text = _mutate_text(rng, text)
@@ -168,14 +229,18 @@ def test_malformed_runs_through_the_score_readers_and_the_sandbox_readers(tmp_pa
         path.write_bytes(data)
         score_side = _outcome(lambda path=path: read_run(path, RunFormat.JSONL), RunFormatError, label + " (grader score)")
         (out / "run.jsonl").write_bytes(data)
-        sandbox_side = _outcome(lambda: read_run_output(out, query_ids=QUERIES, doc_ids=DOCS, top_k=10, max_bytes=1 << 22), TaskFailure, label + " (sandbox)")
+        sandbox_side = _outcome(
+            lambda: read_run_output(out, query_ids=QUERIES, doc_ids=DOCS, top_k=10, max_bytes=1 << 22), TaskFailure, label + " (sandbox)"
+        )
         if isinstance(sandbox_side, TaskFailure):
             assert sandbox_side.code in OUTPUT_CODES, label
             refused += 1
         # grader score and the sandbox agree on what is a readable run (the sandbox also checks ids)
         if isinstance(score_side, RunFormatError):
             assert isinstance(sandbox_side, TaskFailure), label
-        validation = _outcome(lambda: validate_run_file(out / "run.jsonl", query_ids=QUERIES, doc_ids=DOCS, top_k=10), GraderError, label + " (check)")
+        validation = _outcome(
+            lambda: validate_run_file(out / "run.jsonl", query_ids=QUERIES, doc_ids=DOCS, top_k=10), GraderError, label + " (check)"
+        )
         assert not isinstance(validation, GraderError), label
         if isinstance(sandbox_side, TaskFailure) and sandbox_side.code == "OUTPUT_INVALID":
             assert validation.errors, f"{label}: check found nothing wrong in what grading refused: {sandbox_side}"
@@ -217,7 +282,13 @@ def test_malformed_vectors_through_the_sandbox_reader(tmp_path: Path) -> None:
 
 def test_malformed_encoding_stats_are_ignored_not_trusted(tmp_path: Path) -> None:
     rng = random.Random(SEED)
-    valid = json.dumps({"queries": {"texts": 3, "truncated": 1, "truncated_share": 0.5}, "corpus": {"texts": 4, "truncated": 0, "truncated_share": 0.0}, "dimension": 8})
+    valid = json.dumps(
+        {
+            "queries": {"texts": 3, "truncated": 1, "truncated_share": 0.5},
+            "corpus": {"texts": 4, "truncated": 0, "truncated_share": 0.0},
+            "dimension": 8,
+        }
+    )
     accepted = 0
     for number in range(200):
         text = valid if number == 0 else _mutate_text(rng, valid)

@@ -94,7 +94,13 @@ def _expected_task_measures(name: str) -> dict[str, float]:
     def mean(key: str) -> float:
         return float(np.mean([per_query[q][key] for q in qrels]))
 
-    return {"NDCG@10": mean("ndcg_cut_10"), "MRR@10": float(np.mean(mrr)), "Recall@3": mean("recall_3"), "P@1": mean("P_1"), "MAP@100": mean("map_cut_100")}
+    return {
+        "NDCG@10": mean("ndcg_cut_10"),
+        "MRR@10": float(np.mean(mrr)),
+        "Recall@3": mean("recall_3"),
+        "P@1": mean("P_1"),
+        "MAP@100": mean("map_cut_100"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +120,9 @@ def submission(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(runner: CliRunner, submission: Path, benchmark: Path, out: Path, *extra: str):
-    result = runner.invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", *extra])
+    result = runner.invoke(
+        cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", *extra]
+    )
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     return result
 
@@ -290,7 +298,9 @@ def test_bad_submission_is_one_error_line(tmp_path: Path, benchmark: Path, submi
     archive = tmp_path / "evil.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(submission / "submission.json", arcname="../submission.json")
-    result = CliRunner().invoke(cli, ["run", str(archive), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "none"])
+    result = CliRunner().invoke(
+        cli, ["run", str(archive), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "none"]
+    )
     assert result.exit_code == 3  # the submission's fault (grader.cli.exits)
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"error: {archive}: archive member '../submission.json' contains '..'"]

@@ -64,7 +64,9 @@ def key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(submission: Path, benchmark: Path, out: Path, *extra: str, expect: int = 0):  # type: ignore[no-untyped-def]
-    result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", *extra])
+    result = CliRunner().invoke(
+        cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(out), "--threads", "1", "--sandbox", "none", *extra]
+    )
     assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
     return result
 
@@ -172,8 +174,16 @@ def test_keep_embeddings_in_an_existing_out_writes_them(tmp_path: Path, benchmar
 def test_every_output_changing_option_is_in_the_store_key(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out, "--tasks", "alpha")
-    for extra in (["--top-k", "5"], ["--policy", "coir"], ["--measure", "NDCG@10"], ["--pca-dims", "4"], ["--keep-embeddings"],
-                  ["--time-limit", "300"], ["--memory", "2g"], ["--split", "test", "--threads", "2"]):
+    for extra in (
+        ["--top-k", "5"],
+        ["--policy", "coir"],
+        ["--measure", "NDCG@10"],
+        ["--pca-dims", "4"],
+        ["--keep-embeddings"],
+        ["--time-limit", "300"],
+        ["--memory", "2g"],
+        ["--split", "test", "--threads", "2"],
+    ):
         result = run(submission, benchmark, out, "--tasks", "alpha", *extra)
         assert resumed(result.stderr) == set(), extra
     assert resumed(run(submission, benchmark, out, "--tasks", "alpha").stderr) == {"alpha"}
@@ -197,9 +207,16 @@ def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from grader.grading.lock import locked_out_dir\n"
-         "with locked_out_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(out)],
-        stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from grader.grading.lock import locked_out_dir\n"
+            "with locked_out_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
@@ -218,7 +235,9 @@ def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_pa
 # --------------------------------------------------------------------------- INFRA per task
 
 
-def test_sandbox_unavailable_during_a_task_is_infra_for_that_task(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sandbox_unavailable_during_a_task_is_infra_for_that_task(
+    tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from grader.errors import SandboxUnavailable
     from grader.grading.inprocess import ChildProcessOnnx
 
@@ -250,6 +269,7 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
     """The tiny lookup encoder plus a zero-valued term that either loops ~forever or allocates ~1 GiB per batch."""
     table = embedding_table()
     onnx_submission(folder, table=table)
+
     def const(name, value, dtype=np.float32):  # type: ignore[no-untyped-def]
         return numpy_helper.from_array(np.array(value, dtype=dtype), name)
 
@@ -264,7 +284,11 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
         body = helper.make_graph(
             [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "one_b"], ["v_out"])],
             "body",
-            [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [])],
+            [
+                helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("v_in", TensorProto.FLOAT, []),
+            ],
             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [])],
             initializer=[const("one_b", 1.0)],
         )
@@ -278,7 +302,8 @@ def _hostile_submission(folder: Path, kind: str) -> Path:
         initializers.append(const("huge_shape", [256 << 20], np.int64))
     nodes.append(helper.make_node("Add", ["tokens", "nothing"], ["last_hidden_state"]))
     graph = helper.make_graph(
-        nodes, "hostile",
+        nodes,
+        "hostile",
         [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "tokens"]) for n in ("input_ids", "attention_mask")],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", table.shape[1]])],
         initializer=initializers,
@@ -295,7 +320,11 @@ def _leftover_children() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == mine and b"grader.grading.inprocess" in (entry / "cmdline").read_bytes():
+            if (
+                entry.name.isdigit()
+                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == mine
+                and b"grader.grading.inprocess" in (entry / "cmdline").read_bytes()
+            ):
                 found.append(int(entry.name))
         except (OSError, IndexError):
             continue
@@ -384,9 +413,15 @@ def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Pat
     from grader.grading import backends  # where the sandbox is chosen (grader.grading.runner re-exports RUNNER_IMAGE)
 
     monkeypatch.setattr(backends, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
-    result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "auto"])
+    result = CliRunner().invoke(
+        cli, ["run", str(submission), "--benchmark", str(benchmark), "--out", str(tmp_path / "out"), "--threads", "1", "--sandbox", "auto"]
+    )
     assert result.exit_code == 0, result.stderr
-    assert re.search(r"^sandbox: none \((no Docker engine answers|the runner image grader-runner:no-such-tag-for-this-test is missing).*NOT isolated", result.stderr, flags=re.MULTILINE)
+    assert re.search(
+        r"^sandbox: none \((no Docker engine answers|the runner image grader-runner:no-such-tag-for-this-test is missing).*NOT isolated",
+        result.stderr,
+        flags=re.MULTILINE,
+    )
     assert json.loads((tmp_path / "out" / "report.json").read_text())["sandbox"]["isolated"] is False
 
 
@@ -394,8 +429,25 @@ def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchma
     looping = _hostile_submission(tmp_path / "looping", "loop")
     out = tmp_path / "out"
     grader = subprocess.Popen(
-        [sys.executable, "-c", "from grader.cli.main import main; main()", "run", str(looping), "--benchmark", str(benchmark), "--out", str(out), "--sandbox", "none", "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-c",
+            "from grader.cli.main import main; main()",
+            "run",
+            str(looping),
+            "--benchmark",
+            str(benchmark),
+            "--out",
+            str(out),
+            "--sandbox",
+            "none",
+            "--threads",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     deadline = time.monotonic() + 60
     children: list[int] = []
@@ -411,13 +463,28 @@ def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchma
     assert not (out / "report.json").exists()
 
 
-def test_sigkill_of_the_grader_kills_its_encoder_and_the_next_start_sweeps_the_staged_texts(tmp_path: Path, benchmark: Path, submission: Path) -> None:
+def test_sigkill_of_the_grader_kills_its_encoder_and_the_next_start_sweeps_the_staged_texts(
+    tmp_path: Path, benchmark: Path, submission: Path
+) -> None:
     looping = _hostile_submission(tmp_path / "looping", "loop")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
-    command = [sys.executable, "-c", "from grader.cli.main import main; main()", "run", "--benchmark", str(benchmark), "--sandbox", "none", "--threads", "1"]
-    grader = subprocess.Popen([*command, str(looping), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
+    command = [
+        sys.executable,
+        "-c",
+        "from grader.cli.main import main; main()",
+        "run",
+        "--benchmark",
+        str(benchmark),
+        "--sandbox",
+        "none",
+        "--threads",
+        "1",
+    ]
+    grader = subprocess.Popen(
+        [*command, str(looping), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env
+    )
     deadline = time.monotonic() + 60
     children: list[int] = []
     while not children and time.monotonic() < deadline:

@@ -34,7 +34,9 @@ def write_jsonl(path: Path, records: list[dict], *, gz: bool = False) -> Path:
     return path
 
 
-def make_dataset(src: Path, name: str, *, test: list[dict], train: list[dict] | None = None, valid: list[dict] | None = None, folders: bool = True, shards: int = 1) -> Path:
+def make_dataset(
+    src: Path, name: str, *, test: list[dict], train: list[dict] | None = None, valid: list[dict] | None = None, folders: bool = True, shards: int = 1
+) -> Path:
     """Write a CAT dataset: ``<split>/part-N.jsonl`` (``folders``) or ``<split>.jsonl``."""
     root = src / name
     for split, records in (("train", train), ("valid", valid), ("test", test)):
@@ -58,7 +60,14 @@ def _ids(path: Path) -> list[str]:
 
 def test_round_trip_pool_is_the_test_split(tmp_path: Path) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
-    make_dataset(src, "TLC", train=[record(i) for i in range(100, 104)], valid=[record(i) for i in range(200, 202)], test=[record(i) for i in range(5)], shards=2)
+    make_dataset(
+        src,
+        "TLC",
+        train=[record(i) for i in range(100, 104)],
+        valid=[record(i) for i in range(200, 202)],
+        test=[record(i) for i in range(5)],
+        shards=2,
+    )
     lines: list[str] = []
     result = import_cat(src, dest, progress=lines.append)
 
@@ -219,7 +228,6 @@ def test_cat_benchmark_json_is_valid_and_restricted() -> None:
 
 
 # ---------------------------------------------------------------------- CLI
-
 
 
 def test_cli_import(grader_cli, tmp_path: Path) -> None:

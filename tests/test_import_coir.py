@@ -62,7 +62,14 @@ def make_coir_task(
 
 
 def doc(i: int, title: str | None = None) -> dict:
-    return {"_id": f"c{i}", "title": title, "partition": "test", "text": f"def f{i}():\n    return {i}  # é", "language": "python", "meta_information": None}
+    return {
+        "_id": f"c{i}",
+        "title": title,
+        "partition": "test",
+        "text": f"def f{i}():\n    return {i}  # é",
+        "language": "python",
+        "meta_information": None,
+    }
 
 
 def query(i: int) -> dict:
@@ -304,7 +311,6 @@ def test_write_task_is_atomic(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- CLI
-
 
 
 def test_cli_import(grader_cli, tmp_path: Path) -> None:

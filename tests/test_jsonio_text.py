@@ -27,8 +27,8 @@ DEEP = 200_000
     [
         ('{"a": 1, "a": 2}', "key 'a' appears twice in one object"),
         ('{"a": NaN}', "NaN is not a valid score"),
-        ('[Infinity]', "Infinity is not a valid score"),
-        ('[-Infinity]', "-Infinity is not a valid score"),
+        ("[Infinity]", "Infinity is not a valid score"),
+        ("[-Infinity]", "-Infinity is not a valid score"),
         ("[" * DEEP + "]" * DEEP, "nested too deeply"),
         ("[" * 65 + "]" * 65, "nested deeper than 64 levels"),
         ('{"a": ' * 70 + "1" + "}" * 70, "nested deeper than 64 levels"),
@@ -111,8 +111,6 @@ def test_a_failed_entry_is_small_whatever_the_message() -> None:
     entry = failed_task("t", split="test", data_digest="0" * 64, code="OUTPUT_INVALID", message="q" * 100_000_000, judged=3, stderr="\x1b" * 10_000)
     assert len(json.dumps(entry)) < 3000
     assert "\x1b" not in entry["failure"]["stderr"]
-
-
 
 
 def test_the_schema_bounds_the_stderr_field_at_least_as_wide_as_the_text_bound() -> None:

@@ -14,7 +14,9 @@ from grader.submissions.manifest import load_manifest
 
 def write(folder: Path, **extra: object) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "submission.json").write_text(json.dumps({"kind": "docker", "name": "x", "image": "img:1", "mode": "retrieve", **extra}), encoding="utf-8")
+    (folder / "submission.json").write_text(
+        json.dumps({"kind": "docker", "name": "x", "image": "img:1", "mode": "retrieve", **extra}), encoding="utf-8"
+    )
     return folder
 
 
@@ -29,7 +31,10 @@ def test_model_card_is_read_and_labelled(tmp_path: Path) -> None:
     assert manifest_labels(manifest) == {"model": card, "training": {"setting": "fine-tuned", "datasets": ["csn"]}}
 
 
-@pytest.mark.parametrize("card, field", [({"parameters": 0}, "/model_card/parameters"), ({"licence": "mit"}, "/model_card"), ({"dimension": "768"}, "/model_card/dimension")])
+@pytest.mark.parametrize(
+    "card, field",
+    [({"parameters": 0}, "/model_card/parameters"), ({"licence": "mit"}, "/model_card"), ({"dimension": "768"}, "/model_card/dimension")],
+)
 def test_bad_model_card_is_refused_naming_the_field(tmp_path: Path, card: dict[str, object], field: str) -> None:
     with pytest.raises(SubmissionError) as caught:
         load_manifest(write(tmp_path / "bad", manifest_version=2, model_card=card))

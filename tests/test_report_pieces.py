@@ -45,7 +45,9 @@ def test_a_piece_refuses_what_the_schema_would(make, words: str) -> None:  # typ
 
 
 def test_pieces_serialise_to_what_the_assemblers_wrote_before() -> None:
-    failed = TaskEntry("apps", "test", Digest(DIGEST), QueryCoverage.none_answered(4), failure=Failure(FailureCode.OOM, "killed\x1b[2J", stderr="boom"))
+    failed = TaskEntry(
+        "apps", "test", Digest(DIGEST), QueryCoverage.none_answered(4), failure=Failure(FailureCode.OOM, "killed\x1b[2J", stderr="boom")
+    )
     assert failed.status == "failed"
     assert failed.as_json() == {
         "name": "apps",

@@ -19,9 +19,7 @@ from grader.reports.keys import private_key_pem, public_key_pem
 from grader.reports.signing import write_signed_report
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reports.md"
-_SCRIPT_BLOCK = re.compile(
-    r"<!-- verify_report\.py: begin -->\n```python\n(.*?)```\n<!-- verify_report\.py: end -->", re.DOTALL
-)
+_SCRIPT_BLOCK = re.compile(r"<!-- verify_report\.py: begin -->\n```python\n(.*?)```\n<!-- verify_report\.py: end -->", re.DOTALL)
 
 
 @pytest.fixture(scope="module")

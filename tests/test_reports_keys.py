@@ -100,18 +100,12 @@ def test_errors_about_malformed_key_files_do_not_quote_them(tmp_path):
 def test_other_key_kinds_are_refused(tmp_path):
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private_path = tmp_path / "rsa.key"
-    private_path.write_bytes(
-        rsa_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    private_path.write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     os.chmod(private_path, 0o600)
     with pytest.raises(KeyFileError, match="not an Ed25519 private key"):
         load_private_key(private_path)
     public_path = tmp_path / "rsa.pub"
-    public_path.write_bytes(
-        rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    public_path.write_bytes(rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     with pytest.raises(KeyFileError, match="not an Ed25519 public key"):
         load_public_key(public_path)
     encrypted_path = tmp_path / "encrypted.key"

@@ -260,9 +260,7 @@ def test_verify_report_file_prefixes_errors_with_the_path(tmp_path, key):
 
 def test_no_private_key_material_in_the_envelope(key, envelope):
     text = envelope_json(envelope)
-    raw = key.private_bytes(
-        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-    )
+    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     payload = base64.b64decode(envelope["payload"])
     for needle in (raw, raw.hex().encode(), base64.b64encode(raw)):
         assert needle not in text and needle not in payload

@@ -15,11 +15,16 @@ RANKINGS = {"q1": {"d1": 0.5, "d2": 0.5, "d10": 0.25}, "q2": {"d9": 1.0}, "q3": 
 
 def _write_all(tmp_path: Path) -> dict[str, Path]:
     trec = tmp_path / "run.trec"
-    trec.write_text("".join(f"{q} Q0 {d} {i + 1} {s!r} tag\n" for q, docs in RANKINGS.items() for i, (d, s) in enumerate(docs.items())), encoding="utf-8")
+    trec.write_text(
+        "".join(f"{q} Q0 {d} {i + 1} {s!r} tag\n" for q, docs in RANKINGS.items() for i, (d, s) in enumerate(docs.items())), encoding="utf-8"
+    )
     as_json = tmp_path / "run.json"
     as_json.write_text(json.dumps(RANKINGS), encoding="utf-8")
     jsonl = tmp_path / "run.jsonl"
-    jsonl.write_text("".join(json.dumps({"query_id": q, "hits": [{"id": d, "score": s} for d, s in docs.items()]}) + "\n" for q, docs in RANKINGS.items()), encoding="utf-8")
+    jsonl.write_text(
+        "".join(json.dumps({"query_id": q, "hits": [{"id": d, "score": s} for d, s in docs.items()]}) + "\n" for q, docs in RANKINGS.items()),
+        encoding="utf-8",
+    )
     return {"trec": trec, "json": as_json, "jsonl": jsonl}
 
 
@@ -75,7 +80,11 @@ def test_large_trec_file_uses_identical_order_as_mapping(tmp_path: Path) -> None
         ("r.trec", "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 inf t\n", "r.trec:2: score: score must be finite"),
         ("r.trec", "q1 Q0 d1 1 abc t\n", "r.trec:1: score: score is not a number: 'abc'"),
         ("r.trec", "q1 Q0 d1 1 0.5\n", "r.trec:1: expected 6 whitespace-separated fields"),
-        ("r.jsonl", '{"query_id": "q1", "hits": [{"id": "d1", "score": 1}, {"id": "d1", "score": 2}]}\n', "r.jsonl:1: /hits/1/id: document 'd1' appears twice"),
+        (
+            "r.jsonl",
+            '{"query_id": "q1", "hits": [{"id": "d1", "score": 1}, {"id": "d1", "score": 2}]}\n',
+            "r.jsonl:1: /hits/1/id: document 'd1' appears twice",
+        ),
         ("r.jsonl", '{"query_id": "q1", "hits": []}\n{"query_id": "q1", "hits": []}\n', "r.jsonl:2: /query_id: query 'q1' appears on two lines"),
         ("r.jsonl", '{"query_id": "q1", "hits": [{"id": "d1", "score": NaN}]}\n', "r.jsonl:1: NaN is not a valid score"),
         ("r.jsonl", '{"query_id": 7, "hits": []}\n', "r.jsonl:1: /query_id: 7 is not of type 'string'"),

@@ -73,12 +73,38 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
     guard.watch(submission, MINI_TEXT2CODE)
     out = tmp_path / "out"
     tagged_before = image_id_of(docker_engine, BM25_IMAGE)
-    result = invoke("run", submission, "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "docker", "--out", out, "--quiet", "--time-limit", "120", "--memory", "1g", "--cpus", "2", "--top-k", "100")
+    result = invoke(
+        "run",
+        submission,
+        "--benchmark",
+        "mini",
+        "--tasks",
+        "text2code",
+        "--sandbox",
+        "docker",
+        "--out",
+        out,
+        "--quiet",
+        "--time-limit",
+        "120",
+        "--memory",
+        "1g",
+        "--cpus",
+        "2",
+        "--top-k",
+        "100",
+    )
     assert f"report: {out / 'report.json'}" in result.stdout
     report = read_report(out)
     image_id = report["sandbox"]["image"]
     assert image_id in (tagged_before, image_id_of(docker_engine, BM25_IMAGE))  # the tag's image (even if rebuilt meanwhile)
-    assert report["subject"] == {"kind": "docker-image", "name": "bm25s-baseline", "digest": {"sha256": image_id.split(":", 1)[1]}, "image": BM25_IMAGE, "mode": "retrieve"}
+    assert report["subject"] == {
+        "kind": "docker-image",
+        "name": "bm25s-baseline",
+        "digest": {"sha256": image_id.split(":", 1)[1]},
+        "image": BM25_IMAGE,
+        "mode": "retrieve",
+    }
     sandbox = report["sandbox"]
     assert sandbox["kind"] == "docker" and sandbox["image"] == image_id and sandbox["mode"] == "retrieve" and sandbox["network"] == "none"
     assert sandbox["limits"]["time_limit_s"] == 120.0
@@ -91,7 +117,20 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
 
     # By hand: stage with the stdlib script, run the image with the docker CLI, score with `grader score`.
     staged_in, staged_out = tmp_path / "by-hand" / "in", tmp_path / "by-hand" / "out"
-    subprocess.run([sys.executable, str(REPO / "tests" / "sandbox_images" / "stage_input.py"), str(MINI_TEXT2CODE), str(staged_in), str(staged_out), "--top-k", "100"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "sandbox_images" / "stage_input.py"),
+            str(MINI_TEXT2CODE),
+            str(staged_in),
+            str(staged_out),
+            "--top-k",
+            "100",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     os.chmod(staged_out, 0o777)
     subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--memory", "1g",
@@ -99,7 +138,16 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     measures = list(task["measures"])
-    scored = invoke("score", "--qrels", MINI_TEXT2CODE / "qrels" / "test.tsv", "--run", staged_out / "run.jsonl", "--format", "json", *[arg for m in measures for arg in ("--measure", m)])
+    scored = invoke(
+        "score",
+        "--qrels",
+        MINI_TEXT2CODE / "qrels" / "test.tsv",
+        "--run",
+        staged_out / "run.jsonl",
+        "--format",
+        "json",
+        *[arg for m in measures for arg in ("--measure", m)],
+    )
     by_hand = json.loads(scored.stdout)
     assert by_hand["queries"] == {k: task["queries"][k] for k in by_hand["queries"]}
     assert_same_measures(task["measures"], by_hand["measures"], tolerance=0.0)
@@ -116,11 +164,20 @@ ONNX_TASKS = {
             {"_id": "a4", "title": "", "text": words(22, 23, 10)},
             {"_id": "a5", "title": "", "text": words(*range(25, 45))},  # longer than max_length: truncated
         ],
-        "queries": [{"_id": "qa1", "text": words(11, 12)}, {"_id": "qa2", "text": words(15, 16, 30)}, {"_id": "qa3", "text": words(19, 21)}, {"_id": "qa4", "text": words(23, 24)}],
+        "queries": [
+            {"_id": "qa1", "text": words(11, 12)},
+            {"_id": "qa2", "text": words(15, 16, 30)},
+            {"_id": "qa3", "text": words(19, 21)},
+            {"_id": "qa4", "text": words(23, 24)},
+        ],
         "qrels": {"test": [("qa1", "a1", 1), ("qa2", "a2", 2), ("qa2", "a5", 1), ("qa3", "a3", 1), ("qa4", "a4", 1)]},
     },
     "beta": {
-        "corpus": [{"_id": "b1", "title": "", "text": words(45, 46, 47)}, {"_id": "b2", "title": "", "text": words(48, 49)}, {"_id": "b3", "title": words(53), "text": words(50, 51, 52)}],
+        "corpus": [
+            {"_id": "b1", "title": "", "text": words(45, 46, 47)},
+            {"_id": "b2", "title": "", "text": words(48, 49)},
+            {"_id": "b3", "title": words(53), "text": words(50, 51, 52)},
+        ],
         "queries": [{"_id": "qb1", "text": words(46, 47)}, {"_id": "qb2", "text": words(51, 52, 48)}],
         "qrels": {"test": [("qb1", "b1", 1), ("qb2", "b3", 1), ("qb2", "b2", 1)]},
     },
@@ -128,13 +185,28 @@ ONNX_TASKS = {
 
 
 @pytest.mark.docker(RUNNER_IMAGE)
-def test_onnx_scores_the_same_in_the_runner_image_as_in_process(guard: HostGuard, docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_onnx_scores_the_same_in_the_runner_image_as_in_process(
+    guard: HostGuard, docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr("grader.grading.backends.RUNNER_IMAGE", RUNNER_IMAGE)  # run and check choose their grader there
     bench = tmp_path / "bench"
     for name, task in ONNX_TASKS.items():
         write_task(bench / name, corpus=task["corpus"], queries=task["queries"], qrels=task["qrels"])
-    (bench / "benchmark.json").write_text(json.dumps({"name": "onnx-tiny", "version": "1", "primary_measure": "NDCG@10", "measures": ["NDCG@10", "MRR@10", "Recall@3", "P@1", "MAP@100"], "tasks": list(ONNX_TASKS)}), encoding="utf-8")
-    submission = onnx_submission(tmp_path / "tiny-model", table=embedding_table(dim=8, seed=3), manifest={"query_prefix": "w7 ", "document_prefix": "w8 "})
+    (bench / "benchmark.json").write_text(
+        json.dumps(
+            {
+                "name": "onnx-tiny",
+                "version": "1",
+                "primary_measure": "NDCG@10",
+                "measures": ["NDCG@10", "MRR@10", "Recall@3", "P@1", "MAP@100"],
+                "tasks": list(ONNX_TASKS),
+            }
+        ),
+        encoding="utf-8",
+    )
+    submission = onnx_submission(
+        tmp_path / "tiny-model", table=embedding_table(dim=8, seed=3), manifest={"query_prefix": "w7 ", "document_prefix": "w8 "}
+    )
     guard.watch(submission, bench)
 
     in_docker, in_process = tmp_path / "docker", tmp_path / "none"
@@ -143,8 +215,21 @@ def test_onnx_scores_the_same_in_the_runner_image_as_in_process(guard: HostGuard
     invoke("run", submission, "--benchmark", bench, "--sandbox", "none", "--out", in_process, "--threads", "1", "--quiet")
     sandboxed, local = read_report(in_docker), read_report(in_process)
 
-    assert sandboxed["sandbox"]["kind"] == "docker" and sandboxed["sandbox"]["image"] in (runner_before, image_id_of(docker_engine, RUNNER_IMAGE)) and sandboxed["sandbox"]["mode"] == "encode"
-    assert sandboxed["sandbox"]["limits"] == {"time_limit_s": 60.0, "memory_bytes": 1 << 30, "cpus": 1.0, "pids": 256, "nofile": 1024, "output_bytes": 2 << 30, "tmp_bytes": 1 << 30, "log_bytes": 10 << 20}
+    assert (
+        sandboxed["sandbox"]["kind"] == "docker"
+        and sandboxed["sandbox"]["image"] in (runner_before, image_id_of(docker_engine, RUNNER_IMAGE))
+        and sandboxed["sandbox"]["mode"] == "encode"
+    )
+    assert sandboxed["sandbox"]["limits"] == {
+        "time_limit_s": 60.0,
+        "memory_bytes": 1 << 30,
+        "cpus": 1.0,
+        "pids": 256,
+        "nofile": 1024,
+        "output_bytes": 2 << 30,
+        "tmp_bytes": 1 << 30,
+        "log_bytes": 10 << 20,
+    }
     assert local["sandbox"]["kind"] == "none" and local["sandbox"]["threads"] == 1
     assert sandboxed["sandbox"]["isolated"] is True and local["sandbox"]["isolated"] is False
     assert sandboxed["subject"] == local["subject"] == {"kind": "onnx", "name": "tiny-lookup", "digest": {"sha256": submission_digest(submission)}}

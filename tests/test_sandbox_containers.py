@@ -60,7 +60,17 @@ class Ran:
         return self.failure.code if self.failure else None
 
 
-def run_image(guard: HostGuard, name: str, *, task: str = "valid", mode: str = "retrieve", image: str | None = None, keep_output: Path | None = None, environment: dict[str, str] | None = None, **limits: object) -> Ran:
+def run_image(
+    guard: HostGuard,
+    name: str,
+    *,
+    task: str = "valid",
+    mode: str = "retrieve",
+    image: str | None = None,
+    keep_output: Path | None = None,
+    environment: dict[str, str] | None = None,
+    **limits: object,
+) -> Ran:
     """Stage the tiny task as ``task``, run the image on it, and collect what happened."""
     root = guard.root
     staged = stage_small(root / "input", task=task, mode=mode)
@@ -115,7 +125,14 @@ def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
 
     def target() -> None:
         try:
-            result["outcome"] = run_container(BASE_IMAGE, mounts=[Mount(probe, "/probe", True)], limits=limits, log_path=log_path, command=["/bin/sh", "-c", PROBE_SCRIPT], user="10001")
+            result["outcome"] = run_container(
+                BASE_IMAGE,
+                mounts=[Mount(probe, "/probe", True)],
+                limits=limits,
+                log_path=log_path,
+                command=["/bin/sh", "-c", PROBE_SCRIPT],
+                user="10001",
+            )
         except Exception as error:  # surfaced below
             result["error"] = error
 
@@ -208,7 +225,9 @@ def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     task_root = write_beir_task(tmp_path / "bench" / "secret-task")
     inputs = load_task_inputs(Task(task_root), "test")
     assert (task_root / "qrels" / "test.tsv").read_text().startswith("query-id\tcorpus-id")
-    staged = stage_task(tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents)
+    staged = stage_task(
+        tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents
+    )
     guard.watch(staged.folder, task_root)
     log_path = tmp_path / "snoop.log"
     output = run_task_container(image_of("snoop"), staged, mode="retrieve", limits=small_limits(time_limit_s=60), log_path=log_path, scratch=tmp_path)
@@ -232,7 +251,14 @@ def test_writing_to_input_is_refused(guard: HostGuard) -> None:
     assert "exit status 3" in ran.failure.detail
     assert "every write refused" in ran.failure.detail
     log = ran.log
-    for attempt in ("create /input/pwned", "overwrite /input/queries.jsonl", "chmod /input/task.json", "mkdir /input/dir", "create /etc/pwned (root fs)", "create /app/pwned (root fs)"):
+    for attempt in (
+        "create /input/pwned",
+        "overwrite /input/queries.jsonl",
+        "chmod /input/task.json",
+        "mkdir /input/dir",
+        "create /etc/pwned (root fs)",
+        "create /app/pwned (root fs)",
+    ):
         assert f"write-input: {attempt}: refused (" in log, log
     # The mount itself is read-only (not merely files the user does not own).
     assert "write-input: create /input/pwned: refused (Read-only file system)" in log

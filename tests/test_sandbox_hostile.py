@@ -132,7 +132,20 @@ def test_a_huge_id_gives_a_small_signed_report_that_verifies(guard: HostGuard, t
 def test_images_from_submission_only_refuses_host_images(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bench = write_benchmark(tmp_path / "bench", ["valid"])
     host_named = docker_submission(tmp_path / "host-named", HOSTILE)
-    refused = invoke("run", host_named, "--benchmark", bench, "--sandbox", "docker", "--out", tmp_path / "refused", "--quiet", "--images-from-submission-only", *LIMITS, expect=3)
+    refused = invoke(
+        "run",
+        host_named,
+        "--benchmark",
+        bench,
+        "--sandbox",
+        "docker",
+        "--out",
+        tmp_path / "refused",
+        "--quiet",
+        "--images-from-submission-only",
+        *LIMITS,
+        expect=3,
+    )
     assert "IMAGE_INVALID" in refused.stderr and "only an image in the submission's own docker save .tar" in refused.stderr
     assert not (tmp_path / "refused" / "report.json").exists()
     checked = invoke("check", host_named, "--benchmark", bench, "--sandbox", "docker", "--images-from-submission-only", *LIMITS, expect=1)
@@ -160,7 +173,9 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
     bench = tmp_path / "bench"
     documents = [*DOCUMENTS, Document("d7", "", "w60 w61")]
     write_beir_task(bench / "alpha", documents=documents)
-    (bench / "benchmark.json").write_text(json.dumps({"name": "nan-bench", "version": "1", "primary_measure": "NDCG@10", "tasks": ["alpha"]}), encoding="utf-8")
+    (bench / "benchmark.json").write_text(
+        json.dumps({"name": "nan-bench", "version": "1", "primary_measure": "NDCG@10", "tasks": ["alpha"]}), encoding="utf-8"
+    )
     codes = {}
     for sandbox in ("none", "docker"):
         out = tmp_path / f"out-{sandbox}"

@@ -57,9 +57,29 @@ class Grader:
         self.out = root / f"out-{name}"
         env = {**os.environ, "TMPDIR": str(guard.private_tmp), "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from grader.cli.main import main; main()", "run", str(self.submission), "--benchmark", str(self.bench), "--out", str(self.out),
-             "--sandbox", "docker", "--time-limit", str(time_limit), "--memory", "256m", "--quiet"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, start_new_session=True,
+            [
+                sys.executable,
+                "-c",
+                "from grader.cli.main import main; main()",
+                "run",
+                str(self.submission),
+                "--benchmark",
+                str(self.bench),
+                "--out",
+                str(self.out),
+                "--sandbox",
+                "docker",
+                "--time-limit",
+                str(time_limit),
+                "--memory",
+                "256m",
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
         )
 
     def containers(self) -> list[Any]:
@@ -188,8 +208,15 @@ def test_output_larger_than_the_memory_headroom_is_output_too_large_not_oom(guar
     cap = 192 << 20
     limits = small_limits(memory_bytes=128 << 20, output_bytes=cap, time_limit_s=60.0)
     with pytest.raises(TaskFailure) as failure:
-        run_task_container(image_of("bigwriter"), staged, mode="retrieve", limits=limits, log_path=root / "bigwriter.log", scratch=scratch,
-                           environment={"BIGWRITER_MAX_MB": "320", "BIGWRITER_MAX_FILES": "10"})
+        run_task_container(
+            image_of("bigwriter"),
+            staged,
+            mode="retrieve",
+            limits=limits,
+            log_path=root / "bigwriter.log",
+            scratch=scratch,
+            environment={"BIGWRITER_MAX_MB": "320", "BIGWRITER_MAX_FILES": "10"},
+        )
     assert failure.value.code == "OUTPUT_TOO_LARGE", failure.value
     log = read_log(root / "bigwriter.log")
     written = int(log.split("bigwriter: run.jsonl: ")[1].split()[0])
@@ -212,8 +239,15 @@ def test_tmp_is_disk_backed_and_capped(guard: HostGuard, tmp_path: Path) -> None
     script = "dd if=/dev/zero of=/tmp/fill bs=1M count=400 2>&1 | tail -1; echo used=$(du -m /tmp/fill | cut -f1)"
     with output_dir(tmp_path, limits.output_bytes, limits.tmp_bytes) as output:
         assert output.tmp_path is not None
-        outcome = run_container(BASE_IMAGE, mounts=[Mount(output.path, "/output", False)], limits=limits, log_path=tmp_path / "tmp.log",
-                                command=["/bin/sh", "-c", script], user="10001", tmp_path=output.tmp_path)
+        outcome = run_container(
+            BASE_IMAGE,
+            mounts=[Mount(output.path, "/output", False)],
+            limits=limits,
+            log_path=tmp_path / "tmp.log",
+            command=["/bin/sh", "-c", script],
+            user="10001",
+            tmp_path=output.tmp_path,
+        )
     log = (tmp_path / "tmp.log").read_text()
     assert not outcome.oom_killed, log
     used = int(log.split("used=")[1].split()[0])

@@ -150,7 +150,9 @@ def test_identical_vectors_get_identical_scores_at_any_position(seed: int) -> No
     for shuffle in range(3):
         d_order = np.arange(3000) if shuffle == 0 else rng.permutation(3000)
         q_order = np.arange(45) if shuffle == 0 else rng.permutation(45)
-        runs.append(search_run([query_ids[i] for i in q_order], [doc_ids[j] for j in d_order], queries[q_order], corpus[d_order], 3000, corpus_chunk=1000))
+        runs.append(
+            search_run([query_ids[i] for i in q_order], [doc_ids[j] for j in d_order], queries[q_order], corpus[d_order], 3000, corpus_chunk=1000)
+        )
     first = runs[0]
     for query_id in query_ids:
         ranking = first.ranking(query_id)

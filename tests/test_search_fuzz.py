@@ -71,7 +71,10 @@ def test_generated_vectors_give_the_reference_ranking_or_a_coded_refusal(seed: i
     code = "OUTPUT_INVALID" if seed % 2 else "MODEL_ERROR"
     finite = np.isfinite(queries).all() and np.isfinite(corpus).all()
     with np.errstate(over="ignore"):
-        small = finite and max(np.linalg.norm(queries.astype(np.float64), axis=1).max(), np.linalg.norm(corpus.astype(np.float64), axis=1).max()) <= MAX_NORM
+        small = (
+            finite
+            and max(np.linalg.norm(queries.astype(np.float64), axis=1).max(), np.linalg.norm(corpus.astype(np.float64), axis=1).max()) <= MAX_NORM
+        )
     try:
         run = search_run(query_ids, doc_ids, queries, corpus, k, fault_code=code)
     except TaskFailure as failure:

@@ -51,7 +51,21 @@ def _shuffled_copy(target: Path, seed: int) -> Path:
 def _grade(benchmark: Path, out: Path, threads: int) -> dict:
     result = CliRunner().invoke(
         cli,
-        ["run", str(EXAMPLE), "--benchmark", str(benchmark), "--out", str(out), "--threads", str(threads), "--sandbox", "none", "--quiet", "--tasks", ",".join(TASKS)],
+        [
+            "run",
+            str(EXAMPLE),
+            "--benchmark",
+            str(benchmark),
+            "--out",
+            str(out),
+            "--threads",
+            str(threads),
+            "--sandbox",
+            "none",
+            "--quiet",
+            "--tasks",
+            ",".join(TASKS),
+        ],
     )
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))

@@ -33,7 +33,19 @@ def test_coir_score_averages_the_codesearchnet_languages_first() -> None:
         task_scores = {task: math.fsum(values.values()) / len(values) for task, values in entry.items()}
         # Exactly the benchmark's own aggregate: 10 units, the two CodeSearchNet groups averaged first.
         assert table.score(row) == spec.aggregate(task_scores)["score"]
-        by_hand = [task_scores[t] for t in ("apps", "cosqa", "synthetic-text2sql", "codetrans-dl", "codetrans-contest", "stackoverflow-qa", "codefeedback-st", "codefeedback-mt")]
+        by_hand = [
+            task_scores[t]
+            for t in (
+                "apps",
+                "cosqa",
+                "synthetic-text2sql",
+                "codetrans-dl",
+                "codetrans-contest",
+                "stackoverflow-qa",
+                "codefeedback-st",
+                "codefeedback-mt",
+            )
+        ]
         for group in ("CodeSearchNet", "CodeSearchNet-ccr"):
             by_hand.append(sum(task_scores[t] for t in spec.groups[group]) / 6)
         assert table.score(row) == pytest.approx(sum(by_hand) / 10, abs=1e-15)
@@ -103,12 +115,26 @@ def test_reports_name_the_members_of_each_graded_group() -> None:
     assert "group_members" not in spec.aggregate({"apps": 0.5}, tasks=["apps"])  # nothing grouped was graded
     now = datetime.now(UTC)
     tasks = [
-        {"name": t, "split": "test", "data_digest": {"sha256": "0" * 64}, "status": "scored", "measures": {"NDCG@10": v},
-         "queries": {"judged": 1, "answered": 1, "missing": 0, "extra": 0}, "per_query": {"measure": "NDCG@10", "values": {"q": v}}}
+        {
+            "name": t,
+            "split": "test",
+            "data_digest": {"sha256": "0" * 64},
+            "status": "scored",
+            "measures": {"NDCG@10": v},
+            "queries": {"judged": 1, "answered": 1, "missing": 0, "extra": 0},
+            "per_query": {"measure": "NDCG@10", "values": {"q": v}},
+        }
         for t, v in (("apps", 0.5), ("CodeSearchNet-go", 0.25), ("CodeSearchNet-ruby", 0.75))
     ]
-    report = build_report(benchmark={"name": "coir", "version": "v", "primary_measure": "NDCG@10"}, subject={"kind": "run-file", "name": "r", "digest": {"sha256": "1" * 64}},
-                          tasks=tasks, aggregate=aggregate, policy="strict", started_at=now, finished_at=now)
+    report = build_report(
+        benchmark={"name": "coir", "version": "v", "primary_measure": "NDCG@10"},
+        subject={"kind": "run-file", "name": "r", "digest": {"sha256": "1" * 64}},
+        tasks=tasks,
+        aggregate=aggregate,
+        policy="strict",
+        started_at=now,
+        finished_at=now,
+    )
     from grader.stats.reports import table_from_reports
 
     table = table_from_reports(["r.json"], [report])

@@ -35,15 +35,39 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     key = root / "keys" / "grader.key"
     paths = {"key": key, "pub": root / "keys" / "grader.pub"}
     for name, top_k in (("onnx", "1000"), ("onnx-top3", "3")):
-        result = invoke("run", ROOT / "submissions_example" / "onnx-lsa", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none", "--threads", "1", "--top-k", top_k, "--key", key, "--out", root / name, "--quiet")
+        result = invoke(
+            "run",
+            ROOT / "submissions_example" / "onnx-lsa",
+            "--benchmark",
+            "mini",
+            "--tasks",
+            "text2code",
+            "--sandbox",
+            "none",
+            "--threads",
+            "1",
+            "--top-k",
+            top_k,
+            "--key",
+            key,
+            "--out",
+            root / name,
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         paths[name] = root / name / "report.dsse.json"
     run = root / "bm25.jsonl"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "bm25_baseline.py"), str(MINI_TASK), "--split", "test", "--out", str(run)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bm25_baseline.py"), str(MINI_TASK), "--split", "test", "--out", str(run)],
+        check=True,
+        capture_output=True,
+    )
     short = root / "bm25-top3.jsonl"
     short.write_text("".join(json.dumps({**row, "hits": row["hits"][:3]}) + "\n" for row in map(json.loads, run.read_text().splitlines())))
     for name, run_path in (("bm25", run), ("bm25-top3", short)):
-        result = invoke("score", "--qrels", QRELS, "--run", run_path, "--measure", "NDCG@10", "--out", root / name / "report.dsse.json", "--sign", key)
+        result = invoke(
+            "score", "--qrels", QRELS, "--run", run_path, "--measure", "NDCG@10", "--out", root / name / "report.dsse.json", "--sign", key
+        )
         assert result.exit_code == 0, result.output
         paths[name] = root / name / "report.dsse.json"
     return paths
@@ -161,7 +185,15 @@ def test_report_whose_values_do_not_average_to_its_score_cannot_be_built(signed:
     task["per_query"] = {"measure": "NDCG@10", "values": dict(task["per_query"]["values"], extra=1.0)}
     with pytest.raises(ReportError, match="per_query: values do not average"):
         now = datetime.now(UTC)
-        build_report(benchmark=report["benchmark"], subject=report["subject"], tasks=[task], aggregate=report["aggregate"], policy="strict", started_at=now, finished_at=now)
+        build_report(
+            benchmark=report["benchmark"],
+            subject=report["subject"],
+            tasks=[task],
+            aggregate=report["aggregate"],
+            policy="strict",
+            started_at=now,
+            finished_at=now,
+        )
 
 
 def test_a_report_without_per_query_values_still_signs_and_verifies(signed: dict[str, Path], tmp_path: Path) -> None:
@@ -175,7 +207,16 @@ def test_a_report_without_per_query_values_still_signs_and_verifies(signed: dict
     assert verify_report_file(envelope, load_public_key(signed["pub"])).report == stripped
 
 
-@pytest.mark.parametrize(("value", "message"), [(1.5, "1.5 is not within [0, 1]"), (-0.0001, "-0.0001 is not within [0, 1]"), ("0.5", "is not a number"), (True, "is not a number"), (None, "is not a number")])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (1.5, "1.5 is not within [0, 1]"),
+        (-0.0001, "-0.0001 is not within [0, 1]"),
+        ("0.5", "is not a number"),
+        (True, "is not a number"),
+        (None, "is not a number"),
+    ],
+)
 def test_per_query_values_are_checked_like_the_schema_says(signed: dict[str, Path], value: object, message: str) -> None:
     import jsonschema
 

@@ -37,7 +37,9 @@ def test_reference_philox_matches_random123_known_answers() -> None:
     assert philox4x64_10([MASK] * 4, [MASK, MASK]) == [0x87B092C3013FE90B, 0x438C3C67BE8D0224, 0x9CC7D7C69CD777B6, 0xA09CAEBF594F0BA0]
 
 
-@pytest.mark.parametrize(("seed", "stream"), [(0, stream_id(BOOTSTRAP, 0)), (12345, stream_id(SIGN_FLIP, 7)), (2**64 - 1, stream_id(BOOTSTRAP, 2**32 - 1))])
+@pytest.mark.parametrize(
+    ("seed", "stream"), [(0, stream_id(BOOTSTRAP, 0)), (12345, stream_id(SIGN_FLIP, 7)), (2**64 - 1, stream_id(BOOTSTRAP, 2**32 - 1))]
+)
 def test_word_stream_is_the_specified_philox_stream(seed: int, stream: int) -> None:
     generator = WordStream(seed, stream)
     drawn = list(generator.words(5)) + list(generator.words(6))  # read in pieces: one continuous stream

@@ -375,7 +375,10 @@ def test_external_data_of_a_sparse_constant_outside_is_refused(tmp_path: Path) -
     for key, value in (("location", "../secret.bin"), ("offset", "0"), ("length", str(table.nbytes))):
         entry = sparse.values.external_data.add()
         entry.key, entry.value = key, value
-    nodes = [helper.make_node("Constant", [], ["table"], sparse_value=sparse), helper.make_node("Gather", ["table", "input_ids"], ["last_hidden_state"], axis=0)]
+    nodes = [
+        helper.make_node("Constant", [], ["table"], sparse_value=sparse),
+        helper.make_node("Gather", ["table", "input_ids"], ["last_hidden_state"], axis=0),
+    ]
     graph = helper.make_graph(
         nodes,
         "sparse",
@@ -448,7 +451,11 @@ def _bad_tars() -> dict[str, tuple[list, ArchiveLimits, str]]:
         "fifo": ([ok, (_tarinfo("pipe", tarfile.FIFOTYPE), None)], ArchiveLimits(), "not a regular file"),
         "too-many": ([ok] + [(_tarinfo(f"f{i}.txt"), b"") for i in range(3)], ArchiveLimits(max_files=3), "more than 3 entries"),
         "too-many-folders": ([(_tarinfo(f"d{i}", tarfile.DIRTYPE), None) for i in range(4)], ArchiveLimits(max_files=3), "more than 3 entries"),
-        "too-large": ([ok, (_tarinfo("a.bin"), b"a" * 60), (_tarinfo("b.bin"), b"b" * 60)], ArchiveLimits(max_total_bytes=100), "more than 100 bytes"),
+        "too-large": (
+            [ok, (_tarinfo("a.bin"), b"a" * 60), (_tarinfo("b.bin"), b"b" * 60)],
+            ArchiveLimits(max_total_bytes=100),
+            "more than 100 bytes",
+        ),
         "duplicate": ([ok, ok], ArchiveLimits(), "not a readable tar archive"),
     }
 
@@ -477,7 +484,7 @@ def test_tar_limits_are_inclusive(tmp_path: Path, temp_area: Path) -> None:
 def _symlink_zip_info(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name)
     info.create_system = 3
-    info.external_attr = (0o120777 << 16)
+    info.external_attr = 0o120777 << 16
     return info
 
 
@@ -534,7 +541,20 @@ def _bad_zips(tmp_path: Path) -> dict[str, tuple[Path, ArchiveLimits, str]]:
     return out
 
 
-BAD_ZIPS = ["dotdot", "absolute", "backslash", "symlink", "too-many", "too-large", "forged-size", "corrupt-deflate", "encrypted", "unknown-method", "bad-utf8-name", "not-a-zip"]
+BAD_ZIPS = [
+    "dotdot",
+    "absolute",
+    "backslash",
+    "symlink",
+    "too-many",
+    "too-large",
+    "forged-size",
+    "corrupt-deflate",
+    "encrypted",
+    "unknown-method",
+    "bad-utf8-name",
+    "not-a-zip",
+]
 
 
 @pytest.mark.parametrize("case", BAD_ZIPS)

@@ -25,9 +25,47 @@ from grader.translation.scoring import IgnoredNGrams, score_files, score_transla
 from grader.translation.wordnet import REQUIRED_FILES, WordNetUnavailable, load_wordnet
 
 # The sentences of NLTK's meteor_score docstring (nltk/translate/meteor_score.py).
-HYPOTHESIS1 = ["It", "is", "a", "guide", "to", "action", "which", "ensures", "that", "the", "military", "always", "obeys", "the", "commands", "of", "the", "party"]
+HYPOTHESIS1 = [
+    "It",
+    "is",
+    "a",
+    "guide",
+    "to",
+    "action",
+    "which",
+    "ensures",
+    "that",
+    "the",
+    "military",
+    "always",
+    "obeys",
+    "the",
+    "commands",
+    "of",
+    "the",
+    "party",
+]
 REFERENCE1 = ["It", "is", "a", "guide", "to", "action", "that", "ensures", "that", "the", "military", "will", "forever", "heed", "Party", "commands"]
-REFERENCE2 = ["It", "is", "the", "guiding", "principle", "which", "guarantees", "the", "military", "forces", "always", "being", "under", "the", "command", "of", "the", "Party"]
+REFERENCE2 = [
+    "It",
+    "is",
+    "the",
+    "guiding",
+    "principle",
+    "which",
+    "guarantees",
+    "the",
+    "military",
+    "forces",
+    "always",
+    "being",
+    "under",
+    "the",
+    "command",
+    "of",
+    "the",
+    "Party",
+]
 REFERENCE3 = ["It", "is", "the", "practical", "guide", "for", "the", "army", "always", "to", "heed", "the", "directions", "of", "the", "party"]
 
 TRAIN = [
@@ -196,7 +234,10 @@ def test_crystal_bleu_matches_direct_library_calls() -> None:
     targets = [t.split() for t in TRAIN]
     ignoring = _recipe_ngrams(targets, 10)
     pairs = [
-        ("Module FunctionDef arguments arg Return BinOp Name Add Name Constant", "Module FunctionDef arguments arg Return BinOp Name Sub Name Constant"),
+        (
+            "Module FunctionDef arguments arg Return BinOp Name Add Name Constant",
+            "Module FunctionDef arguments arg Return BinOp Name Sub Name Constant",
+        ),
         ("Module Expr Call Attribute Name Load Constant Constant", "Module Expr Call Attribute Name Load Constant"),
         (" ".join(HYPOTHESIS1), " ".join(REFERENCE1)),
         ("a b c", "a b c"),
@@ -284,7 +325,10 @@ def test_references_reader(tmp_path: Path) -> None:
     good = _jsonl(tmp_path / "refs.jsonl", [{"query_id": "b", "reference": "x y", "code": "ignored"}, {"query_id": "a", "reference": "z"}])
     assert translation_files.read_references(good) == {"b": "x y", "a": "z"}
     for records, pattern in [
-        ([{"query_id": "a", "reference": "x"}, {"query_id": "a", "reference": "y"}], r":2: query_id: query 'a' has two references \(first on line 1\)"),
+        (
+            [{"query_id": "a", "reference": "x"}, {"query_id": "a", "reference": "y"}],
+            r":2: query_id: query 'a' has two references \(first on line 1\)",
+        ),
         ([{"query_id": "a", "reference": "  "}], r":1: reference: reference has no tokens"),
         ([{"query_id": "a"}], r":1: reference: missing field"),
         ([{"id": "a", "reference": "x"}], r":1: query_id: missing field"),
@@ -298,10 +342,15 @@ def test_references_reader(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- CLI
 
 
-
 def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
-    refs = _jsonl(tmp_path / "refs.jsonl", [{"query_id": "a", "reference": TRAIN[0]}, {"query_id": "b", "reference": TRAIN[1]}, {"query_id": "c", "reference": "Module Pass"}])
-    preds = _jsonl(tmp_path / "preds.jsonl", [{"query_id": "b", "prediction": "Module FunctionDef arguments arg Return BinOp Name Sub Name"}, {"query_id": "a", "prediction": TRAIN[0]}])
+    refs = _jsonl(
+        tmp_path / "refs.jsonl",
+        [{"query_id": "a", "reference": TRAIN[0]}, {"query_id": "b", "reference": TRAIN[1]}, {"query_id": "c", "reference": "Module Pass"}],
+    )
+    preds = _jsonl(
+        tmp_path / "preds.jsonl",
+        [{"query_id": "b", "prediction": "Module FunctionDef arguments arg Return BinOp Name Sub Name"}, {"query_id": "a", "prediction": TRAIN[0]}],
+    )
     train = tmp_path / "train.txt"
     train.write_text("\n".join(TRAIN[2:]) + "\n", encoding="utf-8")
     return refs, preds, train
@@ -310,7 +359,20 @@ def _files(tmp_path: Path) -> tuple[Path, Path, Path]:
 def test_cli_json_and_per_query(grader_cli, wordnet, tmp_path: Path) -> None:
     refs, preds, train = _files(tmp_path)
     per_query = tmp_path / "pq.tsv"
-    args = ["score-translation", "--references", str(refs), "--predictions", str(preds), "--train-targets", str(train), "--ignore-top", "4", "--per-query", str(per_query), "--json"]
+    args = [
+        "score-translation",
+        "--references",
+        str(refs),
+        "--predictions",
+        str(preds),
+        "--train-targets",
+        str(train),
+        "--ignore-top",
+        "4",
+        "--per-query",
+        str(per_query),
+        "--json",
+    ]
     result = grader_cli(*args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -318,7 +380,10 @@ def test_cli_json_and_per_query(grader_cli, wordnet, tmp_path: Path) -> None:
     assert data["bleu"]["ignored_ngrams"]["k"] == 4 and data["bleu"]["ignored_ngrams"]["ignored"] == 4
     assert data["bleu"]["smoothing"] is None and data["meteor"]["alpha"] == 0.9
     ignoring = _recipe_ngrams([t.split() for t in TRAIN[2:]], 4)
-    expected_bleu = {qid: crystalbleu.sentence_bleu([r.split()], h.split(), ignoring=ignoring) for qid, r, h in [("a", TRAIN[0], TRAIN[0]), ("b", TRAIN[1], "Module FunctionDef arguments arg Return BinOp Name Sub Name")]}
+    expected_bleu = {
+        qid: crystalbleu.sentence_bleu([r.split()], h.split(), ignoring=ignoring)
+        for qid, r, h in [("a", TRAIN[0], TRAIN[0]), ("b", TRAIN[1], "Module FunctionDef arguments arg Return BinOp Name Sub Name")]
+    }
     assert data["per_query"]["a"]["CrystalBLEU-4"] == expected_bleu["a"]
     assert data["per_query"]["b"]["CrystalBLEU-4"] == expected_bleu["b"]
     assert data["per_query"]["c"] == {"CrystalBLEU-4": 0.0, "METEOR": 0.0, "missing": True}

@@ -135,7 +135,9 @@ def test_the_resumed_line_shows_the_primary_measure(tmp_path: Path) -> None:
     out = tmp_path / "out"
     lines = []
     for _ in range(2):
-        result = CliRunner().invoke(cli, ["run", str(submission), "--benchmark", str(bench), "--out", str(out), "--threads", "1", "--sandbox", "none"])
+        result = CliRunner().invoke(
+            cli, ["run", str(submission), "--benchmark", str(bench), "--out", str(out), "--threads", "1", "--sandbox", "none"]
+        )
         assert result.exit_code == 0, (result.stderr, result.exception)
         lines.append(next(line for line in result.stderr.splitlines() if line.startswith("alpha: scored")))
     assert lines[0].startswith("alpha: scored NDCG@10 = ")

@@ -64,7 +64,14 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
         except GraderError as error:
             report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
             return report.finish()
-        report.add(StepResult(ARCHIVE, "passed", f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...", data={"digest": digest, "kind": manifest.kind}))
+        report.add(
+            StepResult(
+                ARCHIVE,
+                "passed",
+                f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
+                data={"digest": digest, "kind": manifest.kind},
+            )
+        )
 
         # 2. intake: the task grader grading uses (the same choice, the same intake)
         try:
@@ -79,7 +86,14 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
         spec = options.benchmark.spec
         split = spec.sample_split
         if split == spec.default_split:
-            report.add(StepResult(SAMPLE_RUN, "failed", f"the sample split {split!r} is the hidden split; check never runs on it", "configure a public sample_split in benchmark.json"))
+            report.add(
+                StepResult(
+                    SAMPLE_RUN,
+                    "failed",
+                    f"the sample split {split!r} is the hidden split; check never runs on it",
+                    "configure a public sample_split in benchmark.json",
+                )
+            )
             return report.finish()
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
         # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
@@ -96,14 +110,26 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
                 report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
                 return report.finish()
         details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
-        report.add(StepResult(SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details))
+        report.add(
+            StepResult(
+                SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
+            )
+        )
 
         # 4. output validation
         errors: list[str] = []
         for task_run in runs:
             errors.extend(_validate(task_run, manifest, options))
         if errors:
-            report.add(StepResult(VALIDATION, "failed", f"{len(errors)} problem(s) in the output", "see docs/protocol.md for the output format", details=listed(errors)))
+            report.add(
+                StepResult(
+                    VALIDATION,
+                    "failed",
+                    f"{len(errors)} problem(s) in the output",
+                    "see docs/protocol.md for the output format",
+                    details=listed(errors),
+                )
+            )
             return report.finish()
         report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
 
@@ -117,7 +143,15 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
             evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
             scores[task_run.name] = evaluation.mean(primary)
             lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
-        report.add(StepResult(SCORE, "passed", f"sample score on the public {split!r} split; it says nothing about the hidden {spec.default_split!r} split", details=lines, data={"scores": scores, "measure": str(primary)}))
+        report.add(
+            StepResult(
+                SCORE,
+                "passed",
+                f"sample score on the public {split!r} split; it says nothing about the hidden {spec.default_split!r} split",
+                details=lines,
+                data={"scores": scores, "measure": str(primary)},
+            )
+        )
 
         # 6. estimate
         report.add(_estimate(runs, options))
@@ -171,7 +205,9 @@ def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> l
         problems.extend(validation.errors)
         missing = validation.missing(query_ids) if validation.lines else []
         if missing:
-            problems.append(f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy")
+            problems.append(
+                f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy"
+            )
     else:
         for file_name, rows in (("corpus.npy", len(doc_ids)), ("queries.npy", len(query_ids))):
             try:

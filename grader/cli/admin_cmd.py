@@ -69,7 +69,16 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
         rows = []
         for p in session.scalars(select(Participant).order_by(Participant.name)).all():
             count = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == p.id)) or 0
-            rows.append({"name": p.name, "team": p.team, "revoked": p.revoked_at is not None, "baseline": p.is_baseline, "submissions": count, "created_at": iso(p.created_at)})
+            rows.append(
+                {
+                    "name": p.name,
+                    "team": p.team,
+                    "revoked": p.revoked_at is not None,
+                    "baseline": p.is_baseline,
+                    "submissions": count,
+                    "created_at": iso(p.created_at),
+                }
+            )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -85,13 +94,27 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
     from grader.hosting.db.models import Participant, Submission
 
     with _db(ctx).session() as session:
-        rows = [{"id": s.id, "participant": p.name, "name": s.name, "track": s.track, "state": s.state, "failure_code": s.failure_code, "attempt": s.attempt, "score": s.public_score, "uploaded_at": iso(s.uploaded_at)}
-                for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()]
+        rows = [
+            {
+                "id": s.id,
+                "participant": p.name,
+                "name": s.name,
+                "track": s.track,
+                "state": s.state,
+                "failure_code": s.failure_code,
+                "attempt": s.attempt,
+                "score": s.public_score,
+                "uploaded_at": iso(s.uploaded_at),
+            }
+            for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()
+        ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     for r in rows:
-        click.echo(f"{r['id']}  {r['participant']:<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {r['name']}")
+        click.echo(
+            f"{r['id']}  {r['participant']:<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {r['name']}"
+        )
 
 
 @admin.command("history")
@@ -128,10 +151,17 @@ def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max
         raise UsageError("give one SUBMISSION_ID or --all")
     db = _db(ctx)
     with db.session() as session:
-        ids = [submission_id] if submission_id else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
+        ids = (
+            [submission_id]
+            if submission_id
+            else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
+        )
     dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
     done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts)]
-    click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {sorted(set(ids) - set(done))}" if len(done) != len(ids) else ""))
+    click.echo(
+        f"queued {len(done)} submission(s) for rejudging"
+        + (f"; not finished or unknown: {sorted(set(ids) - set(done))}" if len(done) != len(ids) else "")
+    )
 
 
 @admin.command("cancel")
@@ -196,8 +226,13 @@ def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
 
 @admin.command("add-worker")
 @click.argument("name")
-@click.option("--public-key", "public_key", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="The worker's Ed25519 public key (PEM, grader.pub in its --key-dir); without it the worker's key is recorded at its first start.")
+@click.option(
+    "--public-key",
+    "public_key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The worker's Ed25519 public key (PEM, grader.pub in its --key-dir); without it the worker's key is recorded at its first start.",
+)
 @click.pass_context
 def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
     """Register remote worker NAME and print its token (shown once; only its hash is stored)."""
@@ -213,7 +248,10 @@ def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
     with _db(ctx).session() as session:
         _worker, token = add(session, name, pem)
     click.echo(token)
-    click.echo(f"worker {name!r} added; run it with `grader worker --server URL --worker-token TOKEN` (the token is not stored and cannot be shown again)", err=True)
+    click.echo(
+        f"worker {name!r} added; run it with `grader worker --server URL --worker-token TOKEN` (the token is not stored and cannot be shown again)",
+        err=True,
+    )
 
 
 @admin.command("revoke-worker")
@@ -238,13 +276,20 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
     with _db(ctx).session() as session:
         rows = []
         for w in session.scalars(select(Worker).order_by(Worker.name)).all():
-            running = session.scalar(select(func.count()).select_from(Submission).where(Submission.lease_worker_id == w.id, Submission.state == State.RUNNING.value)) or 0
+            running = (
+                session.scalar(
+                    select(func.count()).select_from(Submission).where(Submission.lease_worker_id == w.id, Submission.state == State.RUNNING.value)
+                )
+                or 0
+            )
             rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     for r in rows:
-        click.echo(f"{r['name']:<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}")
+        click.echo(
+            f"{r['name']:<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
+        )
 
 
 @admin.command("metrics-token")

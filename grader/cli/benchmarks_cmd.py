@@ -14,7 +14,9 @@ def benchmarks_command() -> None:
         spec = registered_spec(name)
         root = data_root(name)
         state = "present" if root.is_dir() else "not imported"
-        click.echo(f"{name} (version {spec.version}): {len(spec.tasks)} datasets in {len(spec.units())} scored tasks, primary {spec.primary_measure}; data: {root} [{state}]")
+        click.echo(
+            f"{name} (version {spec.version}): {len(spec.tasks)} datasets in {len(spec.units())} scored tasks, primary {spec.primary_measure}; data: {root} [{state}]"
+        )
         for unit, members in spec.units():
             if len(members) == 1 and members[0] == unit:
                 click.echo(f"  {unit}")

@@ -25,9 +25,24 @@ from grader.sandbox.limits import limits_from_options
 @click.option("--memory", default=None, metavar="SIZE", help="Per-task memory limit (default 8g).")
 @click.option("--cpus", type=float, default=None, metavar="N", help="Per-task CPU limit (default 2).")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for in-process encoding.")
-@click.option("--images-from-submission-only", is_flag=True, help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).")
+@click.option(
+    "--images-from-submission-only",
+    is_flag=True,
+    help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with the same steps.")
-def check_command(submission: Path, benchmark_name: str, tasks: str | None, sandbox: str, time_limit: float | None, memory: str | None, cpus: float | None, threads: int | None, images_from_submission_only: bool, as_json: bool) -> None:
+def check_command(
+    submission: Path,
+    benchmark_name: str,
+    tasks: str | None,
+    sandbox: str,
+    time_limit: float | None,
+    memory: str | None,
+    cpus: float | None,
+    threads: int | None,
+    images_from_submission_only: bool,
+    as_json: bool,
+) -> None:
     """Run SUBMISSION through intake, a sample run, validation, scoring and an estimate, on public data only.
 
     Exit 0 only when every step passes.

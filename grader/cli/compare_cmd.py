@@ -57,8 +57,16 @@ def format_comparison(comparison: Comparison, header: str) -> str:
 @click.argument("reports", nargs=-1, required=True)
 @click.option("--key", "key_path", required=True, help="Public key (grader.pub) every report must be signed with.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=DEFAULT_SEED, show_default=True, help="Seed of the random draws (docs/statistics.md).")
-@click.option("--resamples", type=click.IntRange(39, 1_000_000), default=DEFAULT_RESAMPLES, show_default=True, help="Bootstrap resamples and randomization-test sign flips.")
+@click.option(
+    "--seed", type=click.IntRange(0, 2**64 - 1), default=DEFAULT_SEED, show_default=True, help="Seed of the random draws (docs/statistics.md)."
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(39, 1_000_000),
+    default=DEFAULT_RESAMPLES,
+    show_default=True,
+    help="Bootstrap resamples and randomization-test sign flips.",
+)
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=DEFAULT_LEVEL, show_default=True, help="Confidence level of the intervals.")
 @click.option("--alpha", type=click.FloatRange(0.0001, 0.5), default=DEFAULT_ALPHA, show_default=True, help="Significance level of the groups.")
 def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed: int, resamples: int, level: float, alpha: float) -> None:

@@ -57,13 +57,17 @@ def import_coir_command(src: Path, dest: Path, task_list: str | None, overwrite:
     result = import_coir(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
     if result.missing:
         click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
-    click.echo(f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True)
+    click.echo(
+        f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True
+    )
 
 
 @data_group.command("import-cat")
 @click.argument("src", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--tasks", "task_list", metavar="A,B", help="Comma-separated datasets to import: tlc, csn, funcom, pcsd (default: every one found in SRC).")
+@click.option(
+    "--tasks", "task_list", metavar="A,B", help="Comma-separated datasets to import: tlc, csn, funcom, pcsd (default: every one found in SRC)."
+)
 @click.option("--overwrite", is_flag=True, help="Replace task folders that exist in DEST already.")
 def import_cat_command(src: Path, dest: Path, task_list: str | None, overwrite: bool) -> None:
     """Convert CAT's cleaned JSONL splits in SRC into BEIR task folders in DEST.
@@ -82,10 +86,11 @@ def import_cat_command(src: Path, dest: Path, task_list: str | None, overwrite: 
     result = import_cat(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
     if result.missing:
         click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
-    click.echo(f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True)
+    click.echo(
+        f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True
+    )
 
 
 def register(group: click.Group) -> None:
     """Add ``data`` to ``group``."""
     group.add_command(data_group)
-

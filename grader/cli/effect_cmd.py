@@ -24,10 +24,21 @@ def _split_tasks(value: str | None) -> list[str] | None:
     type=click.Path(path_type=Path),
     help="`grader run --keep-embeddings` folder of a base (original) encoder; repeat for several base models (CAT: GraphCodeBERT, UniXcoder).",
 )
-@click.option("--augmented", "augmented_dir", required=True, type=click.Path(path_type=Path), help="`grader run --keep-embeddings` folder of the augmented encoder.")
+@click.option(
+    "--augmented",
+    "augmented_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="`grader run --keep-embeddings` folder of the augmented encoder.",
+)
 @click.option("--weight", type=float, required=True, help="W in [0, 1]: S = (1 - W) * minmax(cos_base) + W * cos_augmented.")
 @click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
-@click.option("--pca-dims", default=None, metavar="D1,D2", help="Dimensions to reduce each side to by PCA (CAT: 20,768); each is a separate configuration. Default: native.")
+@click.option(
+    "--pca-dims",
+    default=None,
+    metavar="D1,D2",
+    help="Dimensions to reduce each side to by PCA (CAT: 20,768); each is a separate configuration. Default: native.",
+)
 @click.option("--tasks", default=None, help="Comma-separated task names (default: every benchmark task the base run graded).")
 @click.option("--split", default=None, help="Split (default: the benchmark's, usually test).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), default=None, help="Write the JSON result here (atomically).")

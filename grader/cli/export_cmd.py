@@ -11,16 +11,29 @@ from grader.export.mteb import MTEB_VERSION, export_mteb
 
 @click.command("export-mteb")
 @click.argument("report", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Folder to write results/<model>/<revision>/<Task>.json under.")
-@click.option("--assume-mteb-revisions", is_flag=True, help="State that the graded data is MTEB's pinned dataset revision of each task (a report cannot show it).")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Folder to write results/<model>/<revision>/<Task>.json under."
+)
+@click.option(
+    "--assume-mteb-revisions",
+    is_flag=True,
+    help="State that the graded data is MTEB's pinned dataset revision of each task (a report cannot show it).",
+)
 @click.option("--model-name", default=None, help="Model name in MTEB (default: the submission's name).")
 @click.option("--revision", default=None, help="Model revision in MTEB (default: the submission's sha256 digest).")
 @click.option("--tasks", default=None, help="Comma-separated grader task names (default: every CoIR task the report graded).")
-def export_mteb_command(report: Path, out_dir: Path, assume_mteb_revisions: bool, model_name: str | None, revision: str | None, tasks: str | None) -> None:
+def export_mteb_command(
+    report: Path, out_dir: Path, assume_mteb_revisions: bool, model_name: str | None, revision: str | None, tasks: str | None
+) -> None:
     """Write MTEB's per-task result files (mteb==%s) for the CoIR tasks REPORT graded; refuse what MTEB would compute otherwise."""
     selected = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
     written = export_mteb(
-        report, out_dir, assume_revisions=assume_mteb_revisions, model_name=model_name, revision=revision, tasks=selected,
+        report,
+        out_dir,
+        assume_revisions=assume_mteb_revisions,
+        model_name=model_name,
+        revision=revision,
+        tasks=selected,
         say=lambda line: click.echo(f"export-mteb: {line}", err=True),
     )
     for path in written:

@@ -62,8 +62,25 @@ def _register() -> None:
         worker_cmd,
     )
 
-    for module in (benchmarks_cmd, check_cmd, compare_cmd, data_cmd, effect_cmd, export_cmd, images_cmd, keys_cmd, pack_cmd, run_cmd, score_cmd,
-                   translation_cmd, verify_cmd, admin_cmd, serve_cmd, submit_cmd, worker_cmd):
+    for module in (
+        benchmarks_cmd,
+        check_cmd,
+        compare_cmd,
+        data_cmd,
+        effect_cmd,
+        export_cmd,
+        images_cmd,
+        keys_cmd,
+        pack_cmd,
+        run_cmd,
+        score_cmd,
+        translation_cmd,
+        verify_cmd,
+        admin_cmd,
+        serve_cmd,
+        submit_cmd,
+        worker_cmd,
+    ):
         module.register(cli)
 
 

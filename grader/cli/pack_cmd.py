@@ -16,7 +16,9 @@ from grader.pack.config import POOLINGS, Overrides
 @click.option("--max-length", type=int, default=None, help="Tokens per text (default: the model's max_seq_length).")
 @click.option("--query-prefix", default=None, help="Text put before every query (default: the model's configured query prompt).")
 @click.option("--document-prefix", default=None, help="Text put before every document (default: the model's configured document prompt).")
-@click.option("--pooling", type=click.Choice(POOLINGS), default=None, help="Pooling; required for a plain transformers folder (default: the Pooling module's).")
+@click.option(
+    "--pooling", type=click.Choice(POOLINGS), default=None, help="Pooling; required for a plain transformers folder (default: the Pooling module's)."
+)
 @click.option("--normalize/--no-normalize", default=None, help="L2-normalise embeddings (default: whether the model has a Normalize module).")
 @click.option("--name", default=None, help="Submission name (default: the model folder's name).")
 @click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True, help="Threads for the packed encoder during the check.")

@@ -27,20 +27,46 @@ def _split_tasks(value: str | None) -> list[str] | None:
 @click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
 @click.option("--tasks", default=None, help="Comma-separated task names (default: all).")
 @click.option("--split", default=None, help="Split to grade (default: the benchmark's, usually test).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("out/run"), show_default=True, help="Folder for the report and the stored per-task results (resumable).")
-@click.option("--key", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key: also write OUT/report.dsse.json, signed.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=Path("out/run"),
+    show_default=True,
+    help="Folder for the report and the stored per-task results (resumable).",
+)
+@click.option(
+    "--key", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key: also write OUT/report.dsse.json, signed."
+)
 @click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True)
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True, help="auto: Docker when an engine answers (and, for ONNX, the runner image exists), else in-process.")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "docker", "none"]),
+    default="auto",
+    show_default=True,
+    help="auto: Docker when an engine answers (and, for ONNX, the runner image exists), else in-process.",
+)
 @click.option("--time-limit", type=float, default=None, metavar="SECONDS", help="Wall-clock limit per task in the sandbox (default 3600).")
 @click.option("--memory", default=None, metavar="SIZE", help="Memory limit per task, swap included (e.g. 4g; default 8g).")
 @click.option("--cpus", type=float, default=None, metavar="N", help="CPU limit per task (default 2).")
 @click.option("--runtime", default=None, help="OCI runtime for the sandbox, e.g. runsc (gVisor); default: the engine's.")
-@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for encoding (default: all cores). Fixed threads => identical embeddings.")
+@click.option(
+    "--threads", type=click.IntRange(1, 256), default=None, help="Threads for encoding (default: all cores). Fixed threads => identical embeddings."
+)
 @click.option("--top-k", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Documents retrieved per query.")
 @click.option("--measure", "measures", multiple=True, metavar="M", help="Measures to report (default: the benchmark's).")
-@click.option("--pca-dims", default=None, metavar="D1,D2", help="Also grade embeddings reduced by PCA to each dimension (CAT: 20,768); each is a separate result.")
+@click.option(
+    "--pca-dims",
+    default=None,
+    metavar="D1,D2",
+    help="Also grade embeddings reduced by PCA to each dimension (CAT: 20,768); each is a separate result.",
+)
 @click.option("--keep-embeddings", is_flag=True, help="Keep each task's embeddings under OUT/embeddings (for `grader effect`).")
-@click.option("--images-from-submission-only", is_flag=True, help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).")
+@click.option(
+    "--images-from-submission-only",
+    is_flag=True,
+    help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,

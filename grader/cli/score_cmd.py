@@ -20,12 +20,43 @@ from grader.runs.readers import RunFormat, read_run
 @click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path), help="Judgements: BEIR TSV, TREC qrels or JSON.")
 @click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="Run: TREC 6-column, JSON {qid: {docid: score}} or JSONL.")
 @click.option("--run-format", type=click.Choice([f.value for f in RunFormat]), default=None, help="Run format (default: detected).")
-@click.option("--measure", "measures", multiple=True, metavar="M", help="Measure such as NDCG@10 (repeatable, or comma-separated). Default: NDCG, MAP, Recall, P, MRR at 1,3,5,10,100,1000.")
-@click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True, help="strict: every judged query counts, missing ones score 0. coir: reproduce coir-eval/BEIR exactly.")
+@click.option(
+    "--measure",
+    "measures",
+    multiple=True,
+    metavar="M",
+    help="Measure such as NDCG@10 (repeatable, or comma-separated). Default: NDCG, MAP, Recall, P, MRR at 1,3,5,10,100,1000.",
+)
+@click.option(
+    "--policy",
+    type=click.Choice([p.value for p in Policy]),
+    default=Policy.STRICT.value,
+    show_default=True,
+    help="strict: every judged query counts, missing ones score 0. coir: reproduce coir-eval/BEIR exactly.",
+)
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None, help="Also write per-query values (TSV) to this file.")
-@click.option("--format", "output_format", type=click.Choice(["table", "json", "coir"]), default="table", show_default=True, help="coir: CoIR's result shape, rounded to 5 decimals.")
-@click.option("--out", "report_path", type=click.Path(path_type=Path), default=None, help="Write a grading report here (signed envelope with --sign, plain report otherwise).")
-@click.option("--sign", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key (from `grader keygen`) to sign the report with; needs --out.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "coir"]),
+    default="table",
+    show_default=True,
+    help="coir: CoIR's result shape, rounded to 5 decimals.",
+)
+@click.option(
+    "--out",
+    "report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write a grading report here (signed envelope with --sign, plain report otherwise).",
+)
+@click.option(
+    "--sign",
+    "key_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Ed25519 private key (from `grader keygen`) to sign the report with; needs --out.",
+)
 def score_command(
     qrels_path: Path,
     run_path: Path,

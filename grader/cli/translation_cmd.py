@@ -10,8 +10,20 @@ from grader.metrics.output import dumps
 
 
 @click.command("score-translation")
-@click.option("--references", "references_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help='JSONL: {"query_id": ..., "reference": ...} per line.')
-@click.option("--predictions", "predictions_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help='JSONL: {"query_id": ..., "prediction": ...} per line (translate mode\'s predictions.jsonl).')
+@click.option(
+    "--references",
+    "references_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='JSONL: {"query_id": ..., "reference": ...} per line.',
+)
+@click.option(
+    "--predictions",
+    "predictions_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='JSONL: {"query_id": ..., "prediction": ...} per line (translate mode\'s predictions.jsonl).',
+)
 @click.option(
     "--train-targets",
     "train_targets",
@@ -19,9 +31,28 @@ from grader.metrics.output import dumps
     default=None,
     help="Training targets, one per line (or .jsonl with a reference field): CrystalBLEU ignores their most common 1-4-grams. Without it, plain BLEU-4 is reported.",
 )
-@click.option("--ignore-top", "k", type=click.IntRange(min=0), default=500, show_default=True, help="How many of the most common training n-grams CrystalBLEU ignores.")
-@click.option("--nltk-data", "nltk_data", type=click.Path(file_okay=False, path_type=Path), default=None, help="Data root holding corpora/wordnet (default: $GRADER_NLTK_DATA or ~/.cache/grader/nltk_data; build it with scripts/setup-wordnet.sh).")
-@click.option("--per-query", "per_query_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write per-query scores (TSV) to this file.")
+@click.option(
+    "--ignore-top",
+    "k",
+    type=click.IntRange(min=0),
+    default=500,
+    show_default=True,
+    help="How many of the most common training n-grams CrystalBLEU ignores.",
+)
+@click.option(
+    "--nltk-data",
+    "nltk_data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Data root holding corpora/wordnet (default: $GRADER_NLTK_DATA or ~/.cache/grader/nltk_data; build it with scripts/setup-wordnet.sh).",
+)
+@click.option(
+    "--per-query",
+    "per_query_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write per-query scores (TSV) to this file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (means, counts, recipe and per-query scores).")
 def score_translation_command(
     references_path: Path,
@@ -56,7 +87,9 @@ def score_translation_command(
     if scores.ignored is None:
         click.echo("no n-grams ignored (no --train-targets): plain sentence BLEU-4, not CrystalBLEU")
     else:
-        click.echo(f"ignored: the {len(scores.ignored.ngrams)} most common 1-4-grams of {scores.ignored.targets} training targets ({scores.ignored.source})")
+        click.echo(
+            f"ignored: the {len(scores.ignored.ngrams)} most common 1-4-grams of {scores.ignored.targets} training targets ({scores.ignored.source})"
+        )
 
 
 def register(group: click.Group) -> None:

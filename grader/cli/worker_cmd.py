@@ -9,15 +9,37 @@ import click
 
 
 @click.command("worker")
-@click.option("--server", default=None, envvar="GRADER_SERVER", help="The competition server's URL (jobs, uploads and results go over its worker API).")
-@click.option("--worker-token", "token", default=None, envvar="GRADER_WORKER_TOKEN", help="This worker's token (`grader admin add-worker NAME`); or GRADER_WORKER_TOKEN.")
-@click.option("--broker", default=None, envvar="GRADER_BROKER", help="Celery broker URL (redis://[:password@]host:6379/0); without it the worker long-polls the server.")
+@click.option(
+    "--server", default=None, envvar="GRADER_SERVER", help="The competition server's URL (jobs, uploads and results go over its worker API)."
+)
+@click.option(
+    "--worker-token",
+    "token",
+    default=None,
+    envvar="GRADER_WORKER_TOKEN",
+    help="This worker's token (`grader admin add-worker NAME`); or GRADER_WORKER_TOKEN.",
+)
+@click.option(
+    "--broker",
+    default=None,
+    envvar="GRADER_BROKER",
+    help="Celery broker URL (redis://[:password@]host:6379/0); without it the worker long-polls the server.",
+)
 @click.option("--name", default=None, help="Name in logs (default: the host name).")
-@click.option("--key-dir", type=click.Path(path_type=Path), default=None, envvar="GRADER_WORKER_KEY_DIR",
-              help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.")
+@click.option(
+    "--key-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    envvar="GRADER_WORKER_KEY_DIR",
+    help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.",
+)
 @click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
-@click.option("--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`.")
-def worker(server: str | None, token: str | None, broker: str | None, name: str | None, key_dir: Path | None, min_free_disk: str, init_key: bool) -> None:
+@click.option(
+    "--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`."
+)
+def worker(
+    server: str | None, token: str | None, broker: str | None, name: str | None, key_dir: Path | None, min_free_disk: str, init_key: bool
+) -> None:
     """Run a grading worker: claim a job (a lease), grade it in the Docker sandbox, post the result signed with this worker's key."""
     from grader.errors import UsageError
     from grader.sandbox.limits import parse_size

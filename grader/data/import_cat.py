@@ -242,7 +242,15 @@ def _select(found: dict[str, Path], tasks: Sequence[str] | None, src: Path) -> t
         path=src,
         hint="each holds test/*.jsonl (or test.jsonl) with id, code and comment per line",
     )
-    return select_tasks(found, tasks, registered, src=src, kind="CAT dataset", none_found=none_found, absent=lambda task: f"dataset {task!r} not found (no {task}/ folder)")
+    return select_tasks(
+        found,
+        tasks,
+        registered,
+        src=src,
+        kind="CAT dataset",
+        none_found=none_found,
+        absent=lambda task: f"dataset {task!r} not found (no {task}/ folder)",
+    )
 
 
 def import_cat(

@@ -105,7 +105,13 @@ def read_json_qrels(path: Path) -> Qrels:
             raise DataError(f"judgements of query {qid!r} must be an object", path=path, field=qid)
         for did, rel in docs.items():
             if isinstance(rel, bool) or not isinstance(rel, int):
-                raise DataError(f"relevance must be an integer, got {rel!r}" if isinstance(rel, (float, str)) else f"relevance must be an integer, got {type(rel).__name__}", path=path, field=f"{qid}/{did}")
+                raise DataError(
+                    f"relevance must be an integer, got {rel!r}"
+                    if isinstance(rel, (float, str))
+                    else f"relevance must be an integer, got {type(rel).__name__}",
+                    path=path,
+                    field=f"{qid}/{did}",
+                )
             _add(judgements, qid, did, rel, path=path, line=None, fields=(qid, f"{qid}/{did}"))
     return Qrels(judgements)
 

@@ -124,7 +124,10 @@ def combine_rankings(
     out = {name: (np.empty((n_queries, depth)), np.empty((n_queries, depth), dtype=np.int64)) for name in ("base", "combined")}
     for begin, end in query_blocks(n_queries, n_docs, block_elements):
         base_block = bq[begin:end] @ bc.T
-        for name, block in (("base", base_block), ("combined", (1.0 - weight) * min_max_scale(base_block, low, high) + weight * (aq[begin:end] @ ac.T))):
+        for name, block in (
+            ("base", base_block),
+            ("combined", (1.0 - weight) * min_max_scale(base_block, low, high) + weight * (aq[begin:end] @ ac.T)),
+        ):
             scores, indices = top_k_trec(block, depth, doc_ranks)
             out[name][0][begin:end] = scores
             out[name][1][begin:end] = indices

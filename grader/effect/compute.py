@@ -149,10 +149,7 @@ def per_task_averages(configurations: Sequence[Configuration]) -> list[dict[str,
     by_task: dict[str, list[Configuration]] = {}
     for configuration in configurations:
         by_task.setdefault(configuration.task, []).append(configuration)
-    return [
-        {"task": task, "configurations": len(group), "average_effect_mrr": average_effect(group)}
-        for task, group in by_task.items()
-    ]
+    return [{"task": task, "configurations": len(group), "average_effect_mrr": average_effect(group)} for task, group in by_task.items()]
 
 
 def base_labels(folders: Sequence[RunFolder]) -> list[str]:
@@ -235,8 +232,17 @@ def compute_effect(
             for dimension in dims:
                 configurations.append(
                     task_configuration(
-                        name, qrels, query_ids, doc_ids, base_pair, augmented_pair,
-                        weight=weight, dimension=dimension, measure=measure, block_elements=block_elements, base_label=label,
+                        name,
+                        qrels,
+                        query_ids,
+                        doc_ids,
+                        base_pair,
+                        augmented_pair,
+                        weight=weight,
+                        dimension=dimension,
+                        measure=measure,
+                        block_elements=block_elements,
+                        base_label=label,
                     )
                 )
     tasks_summary = per_task_averages(configurations)

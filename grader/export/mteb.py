@@ -42,7 +42,13 @@ MTEB_VERSION = "2.26.24"
 MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 MAIN_SCORE = "ndcg_at_10"
 #: grader measure family -> (MTEB key prefix, rounded to 5 decimals by MTEB's evaluator)
-FAMILIES = {"NDCG": ("ndcg_at_", True), "MAP": ("map_at_", True), "Recall": ("recall_at_", True), "P": ("precision_at_", True), "MRR": ("mrr_at_", False)}
+FAMILIES = {
+    "NDCG": ("ndcg_at_", True),
+    "MAP": ("map_at_", True),
+    "Recall": ("recall_at_", True),
+    "P": ("precision_at_", True),
+    "MRR": ("mrr_at_", False),
+}
 _MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR)@([0-9]+)$")
 
 
@@ -208,7 +214,9 @@ def _exported_measures(measures: Mapping[str, float]) -> set[str]:
     return {m for m in measures if (match := _MEASURE.match(m)) is not None and int(match.group(2)) in MTEB_K_VALUES}
 
 
-def _write(out: Path, model_name: str, revision: str, by_task: Mapping[str, Mapping[str, dict[str, Any]]], report_path: Path, digest: str | None) -> list[Path]:
+def _write(
+    out: Path, model_name: str, revision: str, by_task: Mapping[str, Mapping[str, dict[str, Any]]], report_path: Path, digest: str | None
+) -> list[Path]:
     """All files in a temporary folder, then each renamed into ``out/results/<model>/<revision>/``."""
     folder = out / "results" / _safe_name(model_name) / _safe_name(revision)
     folder.mkdir(parents=True, exist_ok=True)
@@ -230,7 +238,10 @@ def _write(out: Path, model_name: str, revision: str, by_task: Mapping[str, Mapp
             files[f"{task}.json"] = json.dumps(result, indent=2, allow_nan=False) + "\n"
         meta_path = folder / "model_meta.json"
         if not meta_path.exists():
-            files["model_meta.json"] = json.dumps({"name": model_name, "revision": revision, "grader_report": str(report_path), "grader_subject_digest": digest}, indent=2) + "\n"
+            files["model_meta.json"] = (
+                json.dumps({"name": model_name, "revision": revision, "grader_report": str(report_path), "grader_subject_digest": digest}, indent=2)
+                + "\n"
+            )
         for name, text in files.items():
             (staging / name).write_text(text, encoding="utf-8")
         for name in files:

@@ -52,7 +52,10 @@ def choose_sandbox(requested: str, manifest: Manifest) -> tuple[str, str]:
         if not engine_available():
             return "none", "no Docker engine answers; the ONNX encoder runs in a child process, NOT isolated (time and memory limits still apply)"
         if not _image_present(RUNNER_IMAGE):
-            return "none", f"the runner image {RUNNER_IMAGE} is missing (build it with `make images`); the ONNX encoder runs in a child process, NOT isolated"
+            return (
+                "none",
+                f"the runner image {RUNNER_IMAGE} is missing (build it with `make images`); the ONNX encoder runs in a child process, NOT isolated",
+            )
         return "docker", f"a Docker engine answers and the runner image {RUNNER_IMAGE} is present"
     return requested, f"--sandbox {requested} was asked for"
 
@@ -84,7 +87,13 @@ def prepare_task_grader(folder: Path, manifest: Manifest, options: RunOptions) -
 
         docker_grader = DockerTaskGrader.prepare(folder, manifest, options, runner_image=RUNNER_IMAGE)
         if isinstance(manifest, DockerManifest):
-            subject = {"kind": "docker-image", "name": manifest.name, "digest": {"sha256": docker_grader.image.digest}, "image": manifest.image, "mode": manifest.mode}
+            subject = {
+                "kind": "docker-image",
+                "name": manifest.name,
+                "digest": {"sha256": docker_grader.image.digest},
+                "image": manifest.image,
+                "mode": manifest.mode,
+            }
         image = docker_grader.image
         intake = f"image {image.reference} ({image.id[:19]}...), user {image.user}, {image.size / 1e6:.0f} MB; sandbox docker"
         return PreparedGrader(docker_grader, sandbox, why, subject, intake)

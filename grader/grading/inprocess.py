@@ -180,7 +180,9 @@ class ChildProcessOnnx:
             raise TaskFailure(str(error["code"]), str(error["message"]))
         if child.returncode == -signal.SIGKILL or child.returncode == -signal.SIGSEGV or child.returncode < 0:
             # Most likely an allocation refused by the RLIMIT_AS backstop that the runtime could not survive.
-            raise TaskFailure("OOM" if child.returncode == -signal.SIGKILL else "MODEL_ERROR", f"the encoder process died of signal {-child.returncode}")
+            raise TaskFailure(
+                "OOM" if child.returncode == -signal.SIGKILL else "MODEL_ERROR", f"the encoder process died of signal {-child.returncode}"
+            )
         raise TaskFailure("MODEL_ERROR", f"the encoder process failed (exit status {child.returncode}); its log is {log_path}")
 
 
@@ -234,7 +236,9 @@ def _child(work: Path) -> int:
         (work / "error.json").write_text(json.dumps({"code": "MODEL_ERROR", "message": str(error)}), encoding="utf-8")
         return _EXIT_REPORTED
     except MemoryError:
-        (work / "error.json").write_text(json.dumps({"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"}), encoding="utf-8")
+        (work / "error.json").write_text(
+            json.dumps({"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"}), encoding="utf-8"
+        )
         return _EXIT_REPORTED
     (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     return 0

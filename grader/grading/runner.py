@@ -37,6 +37,7 @@ from grader.submissions.manifest import DockerManifest, load_manifest
 #: Re-exported: callers (the hosting adapter, tests) import these from here.
 __all__ = ["RUNNER_IMAGE", "Ranked", "RunOptions", "TaskGrader", "TaskInputs", "choose_sandbox", "grade_submission", "grade_task", "load_task_inputs"]
 
+
 def split_is_public(options: RunOptions) -> bool:
     """Whether the split being graded is the benchmark's public sample (not its hidden split)."""
     spec = options.benchmark.spec
@@ -52,12 +53,18 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
         ranked = grader.rank(inputs, options, progress)
     except TaskFailure as failure:
         message, stderr = failure.report_text(public=split_is_public(options))
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels))
+        return failed_task(
+            task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels)
+        )
     except SubmissionError as error:
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels))
+        return failed_task(
+            task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels)
+        )
     except SandboxUnavailable as error:
         # The engine's fault, not the submission's: this task is INFRA, the others still run.
-        return failed_task(task.name, split=options.split, data_digest=data_digest, code=FailureCode.INFRA, message=str(error), judged=len(inputs.qrels))
+        return failed_task(
+            task.name, split=options.split, data_digest=data_digest, code=FailureCode.INFRA, message=str(error), judged=len(inputs.qrels)
+        )
     measures = options.effective_measures()
     evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
     extra = dict(ranked.extra)
@@ -71,7 +78,9 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
     return scored_task(task.name, split=options.split, data_digest=data_digest, evaluation=evaluation, extra=extra)
 
 
-def pca_results(inputs: TaskInputs, query_ids: list[str], doc_ids: list[str], queries: np.ndarray, corpus: np.ndarray, options: RunOptions) -> dict[str, Any]:
+def pca_results(
+    inputs: TaskInputs, query_ids: list[str], doc_ids: list[str], queries: np.ndarray, corpus: np.ndarray, options: RunOptions
+) -> dict[str, Any]:
     """Measures at each PCA dimension: separate, labelled results, never averaged together."""
     results: dict[str, Any] = {}
     for dimension in options.pca_dims:
@@ -183,4 +192,3 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
     else:
         path = write_report(report, options.out_dir / REPORT_NAME, None)
     return report, path
-

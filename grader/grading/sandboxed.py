@@ -25,13 +25,19 @@ def _require_tar_inside(folder: Path, reference: str) -> None:
     candidate = Path(reference)
     inside = not candidate.is_absolute() and (folder / candidate).resolve().is_relative_to(folder.resolve())
     if not inside:
-        raise TaskFailure(FailureCode.IMAGE_INVALID, f"image {reference!r}: a docker save .tar must be a file inside the submission", hint="put the .tar in the submission folder and name it by a relative path")
+        raise TaskFailure(
+            FailureCode.IMAGE_INVALID,
+            f"image {reference!r}: a docker save .tar must be a file inside the submission",
+            hint="put the .tar in the submission folder and name it by a relative path",
+        )
 
 
 class DockerTaskGrader:
     """Runs each task in a fresh hardened container of one validated image."""
 
-    def __init__(self, image: ImageInfo, mode: str, manifest: Manifest, extra_mounts: list[Mount], environment: dict[str, str], options: RunOptions) -> None:
+    def __init__(
+        self, image: ImageInfo, mode: str, manifest: Manifest, extra_mounts: list[Mount], environment: dict[str, str], options: RunOptions
+    ) -> None:
         self.image = image
         self.mode = mode
         self.manifest = manifest
@@ -117,4 +123,3 @@ class DockerTaskGrader:
         fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
         run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)
-

@@ -80,7 +80,9 @@ class HostingClient:
     """The participant API of one server."""
 
     def __init__(self, server: str, token: str, *, timeout: float = 60.0) -> None:
-        self.http = httpx.Client(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.http = httpx.Client(
+            base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout, connect=10.0)
+        )
 
     def _check(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
@@ -89,7 +91,9 @@ class HostingClient:
                 retry = None
                 with contextlib.suppress(ValueError, AttributeError):
                     retry = response.json().get("retry_at")
-                raise RefusedSubmission(f"refused ({response.status_code}): {detail}" + (f" (next possible at {retry})" if retry else ""), status=response.status_code)
+                raise RefusedSubmission(
+                    f"refused ({response.status_code}): {detail}" + (f" (next possible at {retry})" if retry else ""), status=response.status_code
+                )
             raise ClientError(f"server answered {response.status_code}: {detail}")
         return response.json() if response.content else None
 
@@ -112,11 +116,23 @@ class HostingClient:
                         progress(sent, size)
                     yield block
 
-        response = self._request("POST", "/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(),
-                                 headers={"Content-Type": "application/gzip", "Content-Length": str(size)})
+        response = self._request(
+            "POST",
+            "/api/v1/submissions",
+            params={"sample": "true" if sample else "false"},
+            content=chunks(),
+            headers={"Content-Type": "application/gzip", "Content-Length": str(size)},
+        )
         return self._check(response)  # type: ignore[no-any-return]
 
-    def submit(self, submission: Path, *, sample: bool = False, kinds: tuple[str, ...] = ("onnx", "docker"), progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    def submit(
+        self,
+        submission: Path,
+        *,
+        sample: bool = False,
+        kinds: tuple[str, ...] = ("onnx", "docker"),
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
         """Check locally (archive, manifest, static intake), pack, upload."""
         check_submission(submission, kinds=kinds, image_as_tar=False)
         with packed(submission) as archive:
@@ -146,7 +162,9 @@ class HostingClient:
             raise ClientError(f"server answered {response.status_code} for its public key")
         return response.content
 
-    def wait(self, submission_id: str, *, poll_s: float = 0.5, timeout_s: float | None = None, on_change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    def wait(
+        self, submission_id: str, *, poll_s: float = 0.5, timeout_s: float | None = None, on_change: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         """Follow the submission until it ends; report each state change."""
         last = None
         started = time.monotonic()

@@ -84,7 +84,7 @@ class Competition:
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file."""
-        candidate = (self.path.parent / self.benchmark)
+        candidate = self.path.parent / self.benchmark
         if "/" in self.benchmark or self.benchmark.startswith(".") or (candidate.is_dir() and (candidate / "benchmark.json").exists()):
             return str(candidate.resolve())
         return self.benchmark
@@ -134,7 +134,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         what = first.message if first.validator not in ("additionalProperties",) else "unknown key"
         if first.validator == "required":
             what = "required key is missing"
-        raise CompetitionFileError(what, path=path, field=_key(first), hint="see grader/schemas/competition.schema.json and competitions_example/mini.toml")
+        raise CompetitionFileError(
+            what, path=path, field=_key(first), hint="see grader/schemas/competition.schema.json and competitions_example/mini.toml"
+        )
     start = _utc(doc["start"], "start", path)
     end = _utc(doc["end"], "end", path)
     if end <= start:
@@ -156,7 +158,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         raise CompetitionFileError(str(error), path=path, field="limits.memory / upload.max_bytes") from None
     queue = QueueTiming(**{k: float(v) for k, v in doc.get("queue", {}).items()})
     if queue.heartbeat_s >= queue.lease_s:
-        raise CompetitionFileError("must be shorter than queue.lease_s (a worker renews its lease by heartbeat)", path=path, field="queue.heartbeat_s")
+        raise CompetitionFileError(
+            "must be shorter than queue.lease_s (a worker renews its lease by heartbeat)", path=path, field="queue.heartbeat_s"
+        )
     return Competition(
         name=doc["name"],
         title=doc.get("title", ""),

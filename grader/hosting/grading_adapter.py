@@ -68,7 +68,6 @@ def _logs(out_dir: Path) -> dict[str, str]:
     return logs
 
 
-
 def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOutcome:
     """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises for a submission's fault."""
     out_dir = work_dir / "out"

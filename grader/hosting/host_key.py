@@ -38,7 +38,9 @@ def ensure_host_key(keys_dir: Path) -> Ed25519PrivateKey:
     if not os.path.lexists(private_path):
         key = Ed25519PrivateKey.generate()
         secret = _passphrase()
-        encryption: serialization.KeySerializationEncryption = serialization.BestAvailableEncryption(secret) if secret else serialization.NoEncryption()
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(secret) if secret else serialization.NoEncryption()
+        )
         atomic_write_bytes(private_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption), mode=0o600)
         atomic_write_bytes(public_path, public_key_pem(key.public_key()), mode=0o644)
     key = load_host_key(private_path)
@@ -57,7 +59,9 @@ def load_host_key(path: Path) -> Ed25519PrivateKey:
         key = serialization.load_pem_private_key(data, password=_passphrase())
     except TypeError:
         # encrypted without a passphrase given, or a passphrase given for an unencrypted key
-        raise KeyFileError(f"the host key's encryption does not match {PASSPHRASE_ENV} (set it to the passphrase of the first start, or unset it)", path=path) from None
+        raise KeyFileError(
+            f"the host key's encryption does not match {PASSPHRASE_ENV} (set it to the passphrase of the first start, or unset it)", path=path
+        ) from None
     except (ValueError, UnsupportedAlgorithm):
         raise KeyFileError(f"cannot read the host key (wrong {PASSPHRASE_ENV}, or not a PEM PKCS#8 key)", path=path) from None
     if not isinstance(key, Ed25519PrivateKey):

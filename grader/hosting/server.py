@@ -58,9 +58,20 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_orphans(known)
     _benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
-    ctx = ServerContext(competition=competition, db=db, state=state, dispatcher=dispatcher, pin_id=pin_id, signing_key=signing_key,
-                        benchmark_target=competition.benchmark_target(), tasks=tasks, split=split, sample_split=sample,
-                        partition_secret=secret, partition_commitment=commitment)
+    ctx = ServerContext(
+        competition=competition,
+        db=db,
+        state=state,
+        dispatcher=dispatcher,
+        pin_id=pin_id,
+        signing_key=signing_key,
+        benchmark_target=competition.benchmark_target(),
+        tasks=tasks,
+        split=split,
+        sample_split=sample,
+        partition_secret=secret,
+        partition_commitment=commitment,
+    )
     return ctx, db
 
 
@@ -83,8 +94,12 @@ class Reaper(threading.Thread):
         while not self.stopping.wait(queue.reap_every_s):
             try:
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
-                for what, ids in (("lease expired, re-queued", done.requeued), ("lease expired, attempt limit reached: error/INFRA", done.errored),
-                                  ("left received, queued", done.queued_received), ("waiting unclaimed, re-dispatched", done.redispatched)):
+                for what, ids in (
+                    ("lease expired, re-queued", done.requeued),
+                    ("lease expired, attempt limit reached: error/INFRA", done.errored),
+                    ("left received, queued", done.queued_received),
+                    ("waiting unclaimed, re-dispatched", done.redispatched),
+                ):
                     if ids:
                         log.warning("reaper: %s: %s", what, ", ".join(ids))
             except Exception:  # the reaper must outlive a database hiccup
@@ -109,7 +124,12 @@ class LocalWorkers(threading.Thread):
     def _start(self, name: str) -> None:
         env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])
         log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        process = subprocess.Popen([sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name, "--exit-with-parent"], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name, "--exit-with-parent"],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
         log_file.close()
         self.processes[name] = process
         (self.ctx.state.run / f"{name}.pid").write_text(f"{process.pid}\n")
@@ -158,5 +178,9 @@ def serve(options: ServeOptions) -> None:
         db.dispose()
 
     app = create_app(ctx, on_start=on_start, on_stop=on_stop)
-    print(f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}", file=sys.stderr, flush=True)
+    print(
+        f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)

@@ -1,10 +1,10 @@
 """The state folder: uploads, reports, host-only logs and the host key, under names the server chooses.
 
-    DIR/grader.sqlite3          the database (unless --database)
-    DIR/keys/grader.key, .pub   the host's signing key (0600) and its public half
-    DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in progress
-    DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only)
-    DIR/run/                    pid files of the local workers
+DIR/grader.sqlite3          the database (unless --database)
+DIR/keys/grader.key, .pub   the host's signing key (0600) and its public half
+DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in progress
+DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only)
+DIR/run/                    pid files of the local workers
 """
 
 from __future__ import annotations

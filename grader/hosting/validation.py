@@ -57,7 +57,9 @@ def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path) -> None
     reference = manifest.image
     relative = PurePosixPath(reference)
     if not reference.endswith(".tar") or relative.is_absolute() or ".." in relative.parts:
-        raise SubmissionError("a Docker submission must carry its image as a `docker save` .tar inside the upload (grader submit does this)", path=path, field="image")
+        raise SubmissionError(
+            "a Docker submission must carry its image as a `docker save` .tar inside the upload (grader submit does this)", path=path, field="image"
+        )
     tar_path = folder / relative
     if tar_path.is_symlink() or not tar_path.is_file():
         raise SubmissionError(f"{reference!r} is not a file in the upload", path=path, field="image")
@@ -70,7 +72,14 @@ def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path) -> None
         raise SubmissionError(f"{reference!r} has no manifest.json: not a docker save tar", path=path, field="image")
 
 
-def check_submission(upload: Path, *, kinds: tuple[str, ...] = ("onnx", "docker"), require_training_labels: bool = False, image_as_tar: bool = True, limits: ArchiveLimits = ArchiveLimits()) -> CheckedSubmission:
+def check_submission(
+    upload: Path,
+    *,
+    kinds: tuple[str, ...] = ("onnx", "docker"),
+    require_training_labels: bool = False,
+    image_as_tar: bool = True,
+    limits: ArchiveLimits = ArchiveLimits(),
+) -> CheckedSubmission:
     """Check an upload (folder or archive): archive, manifest, competition rules, static intake.
 
     Raises :class:`SubmissionError` (one line naming the file and field) on the first problem.

@@ -26,10 +26,21 @@ from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_private_
 PAYLOAD_TYPE = "application/vnd.grader.worker-result.v1+json"
 
 
-def result_message(*, submission_id: str, attempt: int, upload_sha256: str, report: dict[str, Any] | None, failure_code: str | None, message: str) -> bytes:
+def result_message(
+    *, submission_id: str, attempt: int, upload_sha256: str, report: dict[str, Any] | None, failure_code: str | None, message: str
+) -> bytes:
     """The exact bytes a worker signs for one result."""
-    return rfc8785.dumps({"type": PAYLOAD_TYPE, "submission_id": submission_id, "attempt": attempt, "upload_sha256": upload_sha256,
-                          "report": report, "failure_code": failure_code, "message": message})
+    return rfc8785.dumps(
+        {
+            "type": PAYLOAD_TYPE,
+            "submission_id": submission_id,
+            "attempt": attempt,
+            "upload_sha256": upload_sha256,
+            "report": report,
+            "failure_code": failure_code,
+            "message": message,
+        }
+    )
 
 
 def sign_result(key: Ed25519PrivateKey, **fields: Any) -> str:

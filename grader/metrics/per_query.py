@@ -45,10 +45,7 @@ class PerQuery:
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         """``{query_id: {"NDCG@10": value, ...}}``."""
-        return {
-            query_id: {str(measure): float(column[i]) for measure, column in self.values.items()}
-            for i, query_id in enumerate(self.query_ids)
-        }
+        return {query_id: {str(measure): float(column[i]) for measure, column in self.values.items()} for i, query_id in enumerate(self.query_ids)}
 
 
 def select_rankings(

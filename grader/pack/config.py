@@ -156,7 +156,9 @@ def read_settings(model_dir: Path, overrides: Overrides = Overrides()) -> PackSe
             sbert = _read_json(sbert_path)
             if isinstance(sbert, dict):
                 if sbert.get("do_lower_case") is True:
-                    raise PackError(f"{sbert_path}: do_lower_case is true: sentence-transformers lowercases texts before tokenizing, which the grader does not")
+                    raise PackError(
+                        f"{sbert_path}: do_lower_case is true: sentence-transformers lowercases texts before tokenizing, which the grader does not"
+                    )
                 value = sbert.get("max_seq_length")
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     max_length, sources["max_length"] = value, f"{sbert_path}: max_seq_length"
@@ -179,7 +181,9 @@ def read_settings(model_dir: Path, overrides: Overrides = Overrides()) -> PackSe
                     if document_prefix is None:
                         document_prefix, sources["document_prefix"] = prompts[default_name], where
     elif overrides.pooling is None:
-        raise PackError(f"{model_dir} has no {MODULES_FILE} (not a sentence-transformers folder): say how to pool with --pooling mean or --pooling cls")
+        raise PackError(
+            f"{model_dir} has no {MODULES_FILE} (not a sentence-transformers folder): say how to pool with --pooling mean or --pooling cls"
+        )
     if not (transformer_dir / "config.json").is_file():
         raise PackError(f"{transformer_dir}: no config.json (not a transformers model folder)")
     if overrides.pooling is not None:
@@ -195,7 +199,9 @@ def read_settings(model_dir: Path, overrides: Overrides = Overrides()) -> PackSe
     if max_length is None:
         found_length = _max_length_from_tokenizer(transformer_dir)
         if found_length is None:
-            raise PackError(f"{model_dir}: no maximum length found (sentence_bert_config.json, tokenizer_config.json, config.json); give --max-length")
+            raise PackError(
+                f"{model_dir}: no maximum length found (sentence_bert_config.json, tokenizer_config.json, config.json); give --max-length"
+            )
         max_length, sources["max_length"] = found_length
     for key, value in (("query_prefix", overrides.query_prefix), ("document_prefix", overrides.document_prefix)):
         if value is not None:

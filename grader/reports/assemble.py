@@ -48,7 +48,9 @@ def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluati
     ).as_json()
 
 
-def failed_task(name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None) -> dict[str, Any]:
+def failed_task(
+    name: str, *, split: str, data_digest: str, code: FailureCode | str, message: str, judged: int, stderr: str | None = None
+) -> dict[str, Any]:
     """The report entry of a task that failed with a failure ``code``.
 
     ``message`` and ``stderr`` (the container's last line, only for grades of a

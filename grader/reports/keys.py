@@ -34,9 +34,7 @@ def keyid(public_key: Ed25519PublicKey) -> str:
 
 def private_key_pem(private_key: Ed25519PrivateKey) -> bytes:
     """PEM PKCS#8, unencrypted (the file's permissions protect it)."""
-    return private_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    return private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def public_key_pem(public_key: Ed25519PublicKey) -> bytes:
@@ -118,9 +116,7 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
         key = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm):
         if b"PRIVATE KEY" in data:
-            raise KeyFileError(
-                f"is a private key; pass the public key ({PUBLIC_KEY_NAME}) instead", path=key_path
-            ) from None
+            raise KeyFileError(f"is a private key; pass the public key ({PUBLIC_KEY_NAME}) instead", path=key_path) from None
         raise KeyFileError("not a PEM public key", path=key_path) from None
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError("not an Ed25519 public key", path=key_path)

@@ -172,9 +172,7 @@ def _check_consistency(report: dict) -> None:
     measure = aggregate["measure"]
     for name, task in tasks.items():
         if task["status"] == "scored" and measure not in task["measures"]:
-            raise ReportError(
-                f"invalid report at /tasks/{_escape(name)}/measures: scored task lacks the aggregate measure {measure}"
-            )
+            raise ReportError(f"invalid report at /tasks/{_escape(name)}/measures: scored task lacks the aggregate measure {measure}")
         per_query = task.get("per_query")
         if per_query is not None:
             # The per-query values must be the ones the task's score is the mean of (fsum, as Evaluation.mean).

@@ -45,9 +45,7 @@ def _sign_and_check(report: dict, private_key: Ed25519PrivateKey) -> tuple[dict[
     return envelope, verified
 
 
-def write_signed_report(
-    report: dict, key_path: str | os.PathLike[str], out_path: str | os.PathLike[str]
-) -> tuple[Path, Path]:
+def write_signed_report(report: dict, key_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Sign ``report`` with the private key at ``key_path``; write the envelope to ``out_path``.
 
     A plain ``report.json`` is written beside the envelope. It holds the report

@@ -28,8 +28,7 @@ def format_summary(verified: VerifiedReport) -> str:
     lines = [
         f"verified: signed by key {verified.keyid}",
         f"subject: {_clean(subject['name'])} ({subject['kind']}) sha256:{subject['digest']['sha256']}",
-        f"benchmark: {_clean(benchmark['name'])} {_clean(benchmark['version'])} "
-        f"(primary measure {benchmark['primary_measure']})",
+        f"benchmark: {_clean(benchmark['name'])} {_clean(benchmark['version'])} (primary measure {benchmark['primary_measure']})",
         f"policy: {report['policy']}",
         f"score: {measure} = {_number(aggregate['score'])}"
         + ("" if aggregate["complete"] else " (incomplete: not every task of the benchmark was graded and scored)"),

@@ -22,7 +22,11 @@ def format_report_table(report: dict[str, Any]) -> str:
         if task["status"] == "scored":
             values = "  ".join(f"{task['measures'][c]:>10.4f}" if c in task["measures"] else f"{'-':>10}" for c in columns)
             encoding = task.get("encoding")
-            truncated = f"{100 * encoding['corpus']['truncated_share']:.1f}% docs, {100 * encoding['queries']['truncated_share']:.1f}% queries" if encoding else ""
+            truncated = (
+                f"{100 * encoding['corpus']['truncated_share']:.1f}% docs, {100 * encoding['queries']['truncated_share']:.1f}% queries"
+                if encoding
+                else ""
+            )
             lines.append(f"{name:<{width}}  {'scored':<6}  {values}  {truncated}")
         else:
             failure = task["failure"]

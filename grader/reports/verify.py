@@ -29,9 +29,7 @@ class VerifiedReport:
     keyid: str
 
 
-def _check_signature(
-    payload_type: str, payload: bytes, signatures: list[tuple[str, bytes]], public_key: Ed25519PublicKey
-) -> str:
+def _check_signature(payload_type: str, payload: bytes, signatures: list[tuple[str, bytes]], public_key: Ed25519PublicKey) -> str:
     """Check the signatures made with ``public_key``'s keyid; return that keyid."""
     expected = keyid(public_key)
     matching = [signature for kid, signature in signatures if kid == expected]
@@ -48,9 +46,7 @@ def _check_signature(
     raise VerificationError("bad signature")
 
 
-def verify_envelope(
-    envelope_bytes: bytes, public_key: Ed25519PublicKey, *, source: str | None = None
-) -> VerifiedReport:
+def verify_envelope(envelope_bytes: bytes, public_key: Ed25519PublicKey, *, source: str | None = None) -> VerifiedReport:
     """Verify a DSSE envelope holding a signed report and return the verified report.
 
     Checks, in order: valid JSON, envelope shape, payload type, base64, keyid,

@@ -78,7 +78,16 @@ class BatchPolicy:
 class OnnxEncoder:
     """A loaded, checked ONNX encoder. Construct with :meth:`load`."""
 
-    def __init__(self, manifest: OnnxManifest, session: ort.InferenceSession, tokenizer: Tokenizer, info: OnnxModelInfo, batching: BatchPolicy, *, workers: int = 1) -> None:
+    def __init__(
+        self,
+        manifest: OnnxManifest,
+        session: ort.InferenceSession,
+        tokenizer: Tokenizer,
+        info: OnnxModelInfo,
+        batching: BatchPolicy,
+        *,
+        workers: int = 1,
+    ) -> None:
         self.manifest = manifest
         self.session = session
         self.tokenizer = tokenizer
@@ -131,7 +140,9 @@ class OnnxEncoder:
         truncated = 0
         chunk = self.batching.chunk_size
         # Python compares str by code point, the same order as UTF-8 bytes; equal texts are interchangeable.
-        canonical = np.asarray(sorted(range(len(texts)), key=texts.__getitem__), dtype=np.int64) if self.batching.sort_by_length else np.arange(len(texts))
+        canonical = (
+            np.asarray(sorted(range(len(texts)), key=texts.__getitem__), dtype=np.int64) if self.batching.sort_by_length else np.arange(len(texts))
+        )
         executor = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
         try:
             for start in range(0, len(texts), chunk):
@@ -194,9 +205,17 @@ class OnnxEncoder:
         hidden = np.asarray(hidden)
         vectors = pool(hidden, mask_array, self.manifest.pooling)
         if vectors.ndim != 2 or vectors.shape[0] != ids_array.shape[0] or vectors.shape[1] == 0:
-            raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}, which does not fit pooling {self.manifest.pooling!r}", path=self.manifest.model, field="output")
+            raise SubmissionError(
+                f"output {self.manifest.output!r} has shape {hidden.shape}, which does not fit pooling {self.manifest.pooling!r}",
+                path=self.manifest.model,
+                field="output",
+            )
         if hasattr(self, "dimension") and vectors.shape[1] != self.dimension:
-            raise SubmissionError(f"output {self.manifest.output!r} has shape {hidden.shape}: {vectors.shape[1]} dimensions, not {self.dimension} as on the first batch", path=self.manifest.model, field="output")
+            raise SubmissionError(
+                f"output {self.manifest.output!r} has shape {hidden.shape}: {vectors.shape[1]} dimensions, not {self.dimension} as on the first batch",
+                path=self.manifest.model,
+                field="output",
+            )
         if screen and not np.all(np.isfinite(vectors)):
             raise SubmissionError("the model produced NaN or infinite values", path=self.manifest.model, field="output")
         if self.manifest.normalize:
@@ -208,7 +227,9 @@ class OnnxEncoder:
         return vectors, mask_array
 
 
-def _pad(indices: np.ndarray, lengths: np.ndarray, token_ids: list[list[int]], type_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pad(
+    indices: np.ndarray, lengths: np.ndarray, token_ids: list[list[int]], type_ids: list[list[int]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Right-pad the rows ``indices`` with zeros to the longest of them: (ids, mask, types), int64."""
     rows = lengths[indices]
     filled = np.arange(int(rows.max()) if len(rows) else 0) < rows[:, None]

@@ -141,7 +141,11 @@ def finish_rows(
                 break
         if not reached:
             floor = -np.inf
-        if valid == depth and depth < n_unique and (not reached or np.float64(fetched_scores[i, depth - 1]) + coefficient * qn * max_d_norm + eta >= floor):
+        if (
+            valid == depth
+            and depth < n_unique
+            and (not reached or np.float64(fetched_scores[i, depth - 1]) + coefficient * qn * max_d_norm + eta >= floor)
+        ):
             done[i] = False
             continue
         # The window: fetched rows that may belong to the exact top k.

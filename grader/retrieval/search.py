@@ -166,7 +166,9 @@ def exact_top_k(
         for begin in range(0, len(pending), step):
             rows = pending[begin : begin + step]
             selected = queries if len(rows) == n_queries else queries[rows]
-            scores, found = faiss_top_k(selected, corpus, fetch, corpus_chunk=corpus_chunk, query_chunk=query_chunk, rows=None if unique.identity else unique.representatives)
+            scores, found = faiss_top_k(
+                selected, corpus, fetch, corpus_chunk=corpus_chunk, query_chunk=query_chunk, rows=None if unique.identity else unique.representatives
+            )
             done = np.zeros(len(rows), dtype=np.bool_)
             exact.finish_rows(
                 rows, queries, q_norms, scores, found, corpus, unique.representatives, d_norms, float(d_norms.max()), unique.multiplicity,
@@ -181,7 +183,9 @@ def exact_top_k(
     return out_scores, out_docs
 
 
-def rankings_to_run(query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarray, indices: np.ndarray, *, doc_ranks: np.ndarray | None = None) -> Run:
+def rankings_to_run(
+    query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarray, indices: np.ndarray, *, doc_ranks: np.ndarray | None = None
+) -> Run:
     """Turn search output (arrays) into a :class:`Run`, straight to the metrics engine."""
     valid = indices >= 0
     lengths = valid.sum(axis=1)

@@ -138,7 +138,9 @@ def trec_order(offsets: np.ndarray, scores: np.ndarray, doc_ranks: np.ndarray) -
     return np.arange(len(scores), dtype=np.int64) if permutation is None else permutation
 
 
-def order_in_place(offsets: np.ndarray, doc_codes: np.ndarray, scores: np.ndarray, code_ranks: np.ndarray, *, max_entries: int = CHUNK_ENTRIES) -> None:
+def order_in_place(
+    offsets: np.ndarray, doc_codes: np.ndarray, scores: np.ndarray, code_ranks: np.ndarray, *, max_entries: int = CHUNK_ENTRIES
+) -> None:
     """Put every segment of ``(doc_codes, scores)`` in trec_eval order, permuting both arrays in place.
 
     ``code_ranks[code]`` is the byte-order rank of a code's id. Works on chunks of

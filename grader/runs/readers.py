@@ -210,7 +210,9 @@ class _TrecPieces:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(buffer)[:cut]),
             read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES),
-            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True),
+            parse_options=pacsv.ParseOptions(
+                delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True
+            ),
             convert_options=pacsv.ConvertOptions(
                 include_columns=["qid", "docid", "score"],
                 column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
@@ -316,7 +318,9 @@ def _read_trec_lines(path: Path) -> Run:
                 if not fields:
                     continue
                 if len(fields) != 6:
-                    raise RunFormatError(f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag), got {len(fields)}", path=path, line=line_number)
+                    raise RunFormatError(
+                        f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag), got {len(fields)}", path=path, line=line_number
+                    )
                 query_id, _, doc_id, _, score_text, _ = fields
                 try:
                     score = float(score_text)
@@ -326,7 +330,9 @@ def _read_trec_lines(path: Path) -> Run:
                     raise RunFormatError(f"score must be finite, got {quote_id(score_text)}", path=path, line=line_number, field="score")
                 docs = rankings.setdefault(query_id, {})
                 if doc_id in docs:
-                    raise RunFormatError(f"document {quote_id(doc_id)} appears twice for query {quote_id(query_id)}", path=path, line=line_number, field="docid")
+                    raise RunFormatError(
+                        f"document {quote_id(doc_id)} appears twice for query {quote_id(query_id)}", path=path, line=line_number, field="docid"
+                    )
                 docs[doc_id] = score
         except UnicodeDecodeError as exc:
             raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None

@@ -121,7 +121,9 @@ class Run:
                 codes.append(vocab.setdefault(doc_id, len(vocab)))
                 scores.append(score)
             offsets.append(len(codes))
-        return cls.build(list(rankings), np.asarray(offsets), np.asarray(codes, dtype=np.int64), list(vocab), np.asarray(scores, dtype=np.float64), in_place=True)
+        return cls.build(
+            list(rankings), np.asarray(offsets), np.asarray(codes, dtype=np.int64), list(vocab), np.asarray(scores, dtype=np.float64), in_place=True
+        )
 
     @cached_property
     def doc_ranks(self) -> np.ndarray:
@@ -168,4 +170,6 @@ def _check_unique_documents(offsets: np.ndarray, doc_codes: np.ndarray, query_id
     repeat = first_repeat(offsets, doc_codes)
     if repeat is not None:
         segment, code = repeat
-        raise InvalidRun(RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query_ids[segment], doc_vocab[code], field="doc_id"))
+        raise InvalidRun(
+            RunProblem(f"document {doc_vocab[code]!r} appears twice in the ranking", query_ids[segment], doc_vocab[code], field="doc_id")
+        )

@@ -42,7 +42,9 @@ class SandboxLimits:
         return {key: value for key, value in asdict(self).items() if value is not None}
 
 
-def limits_from_options(*, time_limit: float | None, memory: str | None, cpus: float | None, runtime: str | None, base: SandboxLimits = SandboxLimits()) -> SandboxLimits:
+def limits_from_options(
+    *, time_limit: float | None, memory: str | None, cpus: float | None, runtime: str | None, base: SandboxLimits = SandboxLimits()
+) -> SandboxLimits:
     """Apply a host's command-line overrides to the defaults."""
     values = asdict(base)
     if time_limit is not None:

@@ -96,7 +96,11 @@ def _mount_image(folder: Path, name: str, cap_bytes: int) -> Path | None:
         handle.truncate(cap_bytes)
     # No journal and no reserved blocks: the whole cap is for the container; inodes bound file counts.
     inodes = str(max(1024, min(1 << 20, cap_bytes // (16 << 10))))
-    made = subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-N", inodes, "-E", "lazy_itable_init=1,nodiscard", str(image)], capture_output=True, check=False)
+    made = subprocess.run(
+        ["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-N", inodes, "-E", "lazy_itable_init=1,nodiscard", str(image)],
+        capture_output=True,
+        check=False,
+    )
     if made.returncode != 0:
         return None
     mounted = subprocess.run(["mount", "-o", "loop,nosuid,nodev,noexec", str(image), str(point)], capture_output=True, check=False)

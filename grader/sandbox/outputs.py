@@ -54,7 +54,9 @@ def read_run_output(folder: Path, *, query_ids: Sequence[str], doc_ids: Sequence
     with open_output(folder, "run.jsonl", max_bytes=max_bytes) as handle:
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="strict", newline="")
         try:
-            return jsonl_run_from_lines(text, Path("/output/run.jsonl"), max_hits=top_k, known_queries=frozenset(query_ids), known_docs=frozenset(doc_ids))
+            return jsonl_run_from_lines(
+                text, Path("/output/run.jsonl"), max_hits=top_k, known_queries=frozenset(query_ids), known_docs=frozenset(doc_ids)
+            )
         except RunFormatError as error:
             raise TaskFailure(FailureCode.OUTPUT_INVALID, str(error)) from None
 
@@ -93,7 +95,9 @@ def read_embeddings_output(folder: Path, name: str, *, rows: int, max_bytes: int
         expected = shape[0] * shape[1] * 4
         data = handle.read(expected + 1)
         if len(data) != expected:
-            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {len(data)} data bytes where its header promises {expected}")
+            raise TaskFailure(
+                FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {len(data)} data bytes where its header promises {expected}"
+            )
         array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
     if dimension is not None and array.shape[1] != dimension:
         raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has {array.shape[1]} columns; the other side has {dimension}")

@@ -84,7 +84,9 @@ class Owner:
         """The owner a container's labels name, or None (not a container of an owner-aware grader)."""
         labels = labels or {}
         try:
-            return cls(int(labels[_LABEL_PREFIX + "pid"]), labels[_LABEL_PREFIX + "start"], labels[_LABEL_PREFIX + "host"], labels[_LABEL_PREFIX + "boot"])
+            return cls(
+                int(labels[_LABEL_PREFIX + "pid"]), labels[_LABEL_PREFIX + "start"], labels[_LABEL_PREFIX + "host"], labels[_LABEL_PREFIX + "boot"]
+            )
         except (KeyError, ValueError):
             return None
 

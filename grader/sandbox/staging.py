@@ -35,7 +35,18 @@ def _write_jsonl(path: Path, records: list[dict[str, str]]) -> None:
     os.chmod(path, 0o644)
 
 
-def stage_task(folder: Path, *, task: str, split: str, mode: str, top_k: int, queries: list[Query], documents: list[Document], query_prefix: str = "", document_prefix: str = "") -> StagedTask:
+def stage_task(
+    folder: Path,
+    *,
+    task: str,
+    split: str,
+    mode: str,
+    top_k: int,
+    queries: list[Query],
+    documents: list[Document],
+    query_prefix: str = "",
+    document_prefix: str = "",
+) -> StagedTask:
     """Write ``task.json``, ``queries.jsonl`` (sorted by id) and ``corpus.jsonl`` into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)

@@ -97,6 +97,8 @@ def run_task_container(
             return SandboxedOutput(run, None, None, outcome, output.enforcement)
         if mode == "encode":
             corpus = read_embeddings_output(output.path, "corpus.npy", rows=len(staged.doc_ids), max_bytes=limits.output_bytes)
-            queries = read_embeddings_output(output.path, "queries.npy", rows=len(staged.query_ids), max_bytes=limits.output_bytes, dimension=corpus.shape[1])
+            queries = read_embeddings_output(
+                output.path, "queries.npy", rows=len(staged.query_ids), max_bytes=limits.output_bytes, dimension=corpus.shape[1]
+            )
             return SandboxedOutput(None, queries, corpus, outcome, output.enforcement, read_encoding_stats(output.path))
         raise TaskFailure(FailureCode.IMAGE_INVALID, f"mode {mode!r} is not supported for retrieval tasks")

@@ -53,7 +53,9 @@ def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence
                 if not problems:
                     problems = list(rules.problems(record))
                     result.answered.add(record["query_id"])
-                result.errors.extend(f"{where}: {problem.field}: {problem.message}" if problem.field else f"{where}: {problem.message}" for problem in problems)
+                result.errors.extend(
+                    f"{where}: {problem.field}: {problem.message}" if problem.field else f"{where}: {problem.message}" for problem in problems
+                )
         except UnicodeDecodeError as exc:
             result.errors.append(f"{label}: not UTF-8 text: {exc.reason}")
     return result

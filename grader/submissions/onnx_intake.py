@@ -87,10 +87,16 @@ def _check_external_data(model: onnx.ModelProto, folder: Path, model_path: Path)
             continue
         location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
         if not location or os.path.isabs(location) or "\\" in location or ".." in Path(location).parts:
-            raise SubmissionError(f"tensor {tensor.name!r} names external data {location!r} outside the submission", path=model_path, field="external_data")
-        target = (base / location)
+            raise SubmissionError(
+                f"tensor {tensor.name!r} names external data {location!r} outside the submission", path=model_path, field="external_data"
+            )
+        target = base / location
         if target.is_symlink() or not target.is_file() or not target.resolve().is_relative_to(root):
-            raise SubmissionError(f"tensor {tensor.name!r}: external data {location!r} is not a regular file inside the submission", path=model_path, field="external_data")
+            raise SubmissionError(
+                f"tensor {tensor.name!r}: external data {location!r} is not a regular file inside the submission",
+                path=model_path,
+                field="external_data",
+            )
 
 
 def _dim_value(dim: onnx.TensorShapeProto.Dimension) -> int | None:

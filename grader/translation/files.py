@@ -61,7 +61,9 @@ def read_predictions(path: str | Path) -> dict[str, tuple[int, str]]:
                     raise RunFormatError(problem, path=path, line=line_number, field="/query_id")
                 if query_id in predictions:
                     first = predictions[query_id][0]
-                    raise RunFormatError(f"query {query_id!r} is predicted twice (first on line {first})", path=path, line=line_number, field="/query_id")
+                    raise RunFormatError(
+                        f"query {query_id!r} is predicted twice (first on line {first})", path=path, line=line_number, field="/query_id"
+                    )
                 predictions[query_id] = (line_number, record["prediction"])
         except UnicodeDecodeError as exc:
             raise RunFormatError(f"not UTF-8 text: {exc.reason}", path=path) from None

@@ -55,7 +55,14 @@ class IgnoredNGrams:
         return cls(ngrams=frozenset(ngrams), k=k, source=str(path), sha256=sha256_file(path), targets=count)
 
     def describe(self) -> dict[str, Any]:
-        return {"k": self.k, "ignored": len(self.ngrams), "max_n": MAX_NGRAM, "train_targets": self.source, "train_targets_sha256": self.sha256, "train_target_count": self.targets}
+        return {
+            "k": self.k,
+            "ignored": len(self.ngrams),
+            "max_n": MAX_NGRAM,
+            "train_targets": self.source,
+            "train_targets_sha256": self.sha256,
+            "train_target_count": self.targets,
+        }
 
 
 @dataclass(frozen=True)
@@ -170,7 +177,9 @@ def score_files(
     predicted = read_predictions(predictions_path)
     for query_id, (line, _) in predicted.items():
         if query_id not in references:
-            raise RunFormatError(f"unknown query id {query_id!r} (not in the references {references_path})", path=predictions_path, line=line, field="/query_id")
+            raise RunFormatError(
+                f"unknown query id {query_id!r} (not in the references {references_path})", path=predictions_path, line=line, field="/query_id"
+            )
     ignored = IgnoredNGrams.from_file(train_targets, k) if train_targets is not None else None
     predictions = {query_id: text for query_id, (_, text) in predicted.items()}
     return score_translations(references, predictions, ignored=ignored, wordnet=wordnet)

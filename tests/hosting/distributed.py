@@ -30,7 +30,9 @@ def tiny_submission(root: Path, name: str, image: str = TINY) -> Path:
     """A Docker submission of a tiny test image (packed with its ~2 MB `docker save` tar at upload)."""
     folder = root / "submissions" / name
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "submission.json").write_text(json.dumps({"kind": "docker", "name": name, "mode": "retrieve", "image": image, "training": {"setting": "zero-shot", "datasets": []}}))
+    (folder / "submission.json").write_text(
+        json.dumps({"kind": "docker", "name": name, "mode": "retrieve", "image": image, "training": {"setting": "zero-shot", "datasets": []}})
+    )
     return folder
 
 
@@ -42,10 +44,25 @@ class BrokerServer(Server):
         self.broker = broker
 
     def start(self, *, expect_ok: bool = True) -> BrokerServer:
-        args = ["serve", "--competition", str(self.competition), "--state", str(self.state), "--port", str(self.port), "--workers", "0",
-                "--database", str(self.database), "--broker", self.broker]
+        args = [
+            "serve",
+            "--competition",
+            str(self.competition),
+            "--state",
+            str(self.state),
+            "--port",
+            str(self.port),
+            "--workers",
+            "0",
+            "--database",
+            str(self.database),
+            "--broker",
+            self.broker,
+        ]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+            )
         if expect_ok:
             self.wait_ready()
         return self
@@ -64,10 +81,27 @@ class WorkerProcess:
     process: subprocess.Popen[bytes] | None = None
 
     def start(self, server_url: str | None = None) -> WorkerProcess:
-        args = ["worker", "--server", server_url or self.server_url, "--broker", self.broker, "--name", self.name, "--key-dir", str(self.key_dir), "--min-free-disk", "10m"]
+        args = [
+            "worker",
+            "--server",
+            server_url or self.server_url,
+            "--broker",
+            self.broker,
+            "--name",
+            self.name,
+            "--key-dir",
+            str(self.key_dir),
+            "--min-free-disk",
+            "10m",
+        ]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                            env={**os.environ, "GRADER_WORKER_TOKEN": self.token})
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from grader.cli.main import main; main()", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env={**os.environ, "GRADER_WORKER_TOKEN": self.token},
+            )
         return self
 
     def kill9(self) -> None:
@@ -95,7 +129,9 @@ class Deployment:
 
     def add_worker(self, name: str, *, server_url: str | None = None) -> WorkerProcess:
         token = admin(self.server.state, "add-worker", name, database=self.server.database).strip()
-        worker = WorkerProcess(name, token, self.root / "keys" / name, self.root / f"worker-{name}.log", server_url or self.server.url, self.server.broker)
+        worker = WorkerProcess(
+            name, token, self.root / "keys" / name, self.root / f"worker-{name}.log", server_url or self.server.url, self.server.broker
+        )
         self.workers.append(worker.start())
         return worker
 
@@ -127,6 +163,7 @@ class Deployment:
         def done() -> dict[str, dict[str, Any]] | None:
             rows = {row["id"]: row for row in self.host_rows() if row["id"] in ids}
             return rows if len(rows) == len(ids) and all(row["state"] in TERMINAL for row in rows.values()) else None
+
         return wait_for(done, timeout=timeout, interval=0.5, what="every submission terminal")  # type: ignore[no-any-return]
 
     def check_invariants(self, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -148,10 +185,22 @@ class Deployment:
         return rows
 
 
-def deploy(root: Path, *, broker: str, database: str, workers: int = 2, quotas: dict[str, int] | None = None, max_attempts: int = 3,
-           queue: dict[str, float] | None = None, **top: Any) -> Deployment:
+def deploy(
+    root: Path,
+    *,
+    broker: str,
+    database: str,
+    workers: int = 2,
+    quotas: dict[str, int] | None = None,
+    max_attempts: int = 3,
+    queue: dict[str, float] | None = None,
+    **top: Any,
+) -> Deployment:
     """Start a server on ``database`` and ``broker`` and ``workers`` worker processes."""
-    tables: dict[str, dict[str, Any]] = {"quotas": quotas or {"per_day": 50, "total": 100, "concurrent": 10, "sample_per_day": 5}, "limits": {"time_limit_s": 30, "memory": "256m", "cpus": 1}}
+    tables: dict[str, dict[str, Any]] = {
+        "quotas": quotas or {"per_day": 50, "total": 100, "concurrent": 10, "sample_per_day": 5},
+        "limits": {"time_limit_s": 30, "memory": "256m", "cpus": 1},
+    }
     if queue:
         tables["queue"] = queue
     competition = write_competition(root / "c.toml", tables=tables, max_attempts=max_attempts, **top)

@@ -86,8 +86,13 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
     board: dict[str, Any] = {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7}
     if ladder_step is not None:
         board.update(ladder=True, ladder_step=ladder_step)
-    competition = load_competition(write_competition(tmp_path / "c.toml", title="Code retrieval on mini (demo)", tables={"leaderboard": board,
-                                                                                   "quotas": {"per_day": 50, "total": 100, "concurrent": 50}}))
+    competition = load_competition(
+        write_competition(
+            tmp_path / "c.toml",
+            title="Code retrieval on mini (demo)",
+            tables={"leaderboard": board, "quotas": {"per_day": 50, "total": 100, "concurrent": 50}},
+        )
+    )
     state = tmp_path / "state"
     # A fixed secret keeps every number of the tests the same from run to run (the leak scan looks for exact numbers).
     (state / "keys").mkdir(parents=True)
@@ -98,15 +103,31 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
     ctx, _db = prepare(ServeOptions(competition=competition, state_dir=state, database=database, workers=0))
     tokens = {}
     with ctx.db.session() as session:
-        for name, team, baseline in (("alice", "lab-a", False), ("bob", None, False), ("carol", "=cmd|' /C calc'!A0", False), ("mallory", None, False), ("host-bm25", None, True)):
+        for name, team, baseline in (
+            ("alice", "lab-a", False),
+            ("bob", None, False),
+            ("carol", "=cmd|' /C calc'!A0", False),
+            ("mallory", None, False),
+            ("host-bm25", None, True),
+        ):
             tokens[name] = add_participant(session, name, team, baseline=baseline)[1]
         rekey_local_worker(session, "seed-worker")
     world = World(ctx, state, database, tokens, ctx.partition_secret)
     return world
 
 
-def seed(world: World, participant: str, name: str, level: float, *, setting: str | None = "zero-shot", private_shift: float = 0.0, model: dict[str, Any] | None = None,
-         uploaded_ago_s: float = 0, rng_seed: int = 0) -> Seeded:
+def seed(
+    world: World,
+    participant: str,
+    name: str,
+    level: float,
+    *,
+    setting: str | None = "zero-shot",
+    private_shift: float = 0.0,
+    model: dict[str, Any] | None = None,
+    uploaded_ago_s: float = 0,
+    rng_seed: int = 0,
+) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``)."""
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -131,9 +152,31 @@ def seed(world: World, participant: str, name: str, level: float, *, setting: st
         labels["training"] = {"setting": setting, "datasets": [] if setting == "zero-shot" else ["mini/train"]}
     now = utcnow() - timedelta(seconds=uploaded_ago_s)
     submission = Submission(
-        id=lifecycle.new_submission_id(), participant_id=pid, name=name, kind="onnx", track="hidden", split="test", state="received", failure_code=None,
-        upload_path="none", upload_sha256="0" * 64, upload_bytes=1, content_digest=content_digest, uploaded_at=now, updated_at=now, dispatched_at=None, attempt=0,
-        attempt_limit=3, lease_worker_id=None, lease_expires_at=None, version=0, pin_id=ctx.pin_id, public_score=None, result_id=None, labels=labels)
+        id=lifecycle.new_submission_id(),
+        participant_id=pid,
+        name=name,
+        kind="onnx",
+        track="hidden",
+        split="test",
+        state="received",
+        failure_code=None,
+        upload_path="none",
+        upload_sha256="0" * 64,
+        upload_bytes=1,
+        content_digest=content_digest,
+        uploaded_at=now,
+        updated_at=now,
+        dispatched_at=None,
+        attempt=0,
+        attempt_limit=3,
+        lease_worker_id=None,
+        lease_expires_at=None,
+        version=0,
+        pin_id=ctx.pin_id,
+        public_score=None,
+        result_id=None,
+        labels=labels,
+    )
     with ctx.db.session() as session:
         lifecycle.record_received(session, submission)
     assert lifecycle.enqueue(ctx.db, ctx.dispatcher, submission.id, actor="test")
@@ -144,16 +187,41 @@ def seed(world: World, participant: str, name: str, level: float, *, setting: st
     for task in ctx.tasks:
         per_query = values[task]
         mean = math.fsum(per_query.values()) / len(per_query)
-        tasks.append({"name": task, "split": "test", "data_digest": {"sha256": digests["tasks"][task]["test"]}, "status": "scored", "failure": None,
-                      "measures": {"NDCG@10": mean, "MAP@10": mean / 2}, "queries": {"judged": QUERIES, "answered": QUERIES, "missing": 0, "extra": 0},
-                      "per_query": {"measure": "NDCG@10", "values": per_query}})
-    report = build_report(benchmark={"name": "mini", "version": digests["version"], "primary_measure": "NDCG@10"}, subject={"name": name, "kind": "onnx", "digest": {"sha256": content_digest}},
-                          tasks=tasks, aggregate=spec.aggregate({t["name"]: t["measures"]["NDCG@10"] for t in tasks}), policy="strict", started_at=now, finished_at=now,
-                          labels={k: v for k, v in labels.items() if k == "training"})
-    verdict = accept_result(ctx.db, ctx.state, ctx.signing_key, submission_id=submission.id, attempt=claim.attempt, worker_id=worker_id, payload={"report": report})
+        tasks.append(
+            {
+                "name": task,
+                "split": "test",
+                "data_digest": {"sha256": digests["tasks"][task]["test"]},
+                "status": "scored",
+                "failure": None,
+                "measures": {"NDCG@10": mean, "MAP@10": mean / 2},
+                "queries": {"judged": QUERIES, "answered": QUERIES, "missing": 0, "extra": 0},
+                "per_query": {"measure": "NDCG@10", "values": per_query},
+            }
+        )
+    report = build_report(
+        benchmark={"name": "mini", "version": digests["version"], "primary_measure": "NDCG@10"},
+        subject={"name": name, "kind": "onnx", "digest": {"sha256": content_digest}},
+        tasks=tasks,
+        aggregate=spec.aggregate({t["name"]: t["measures"]["NDCG@10"] for t in tasks}),
+        policy="strict",
+        started_at=now,
+        finished_at=now,
+        labels={k: v for k, v in labels.items() if k == "training"},
+    )
+    verdict = accept_result(
+        ctx.db, ctx.state, ctx.signing_key, submission_id=submission.id, attempt=claim.attempt, worker_id=worker_id, payload={"report": report}
+    )
     assert verdict.status == "accepted", verdict
-    entry = Seeded(submission.id, participant, name, values, public=_mean_of_tasks(values, public_sets),
-                   private=_mean_of_tasks(values, {t: set(values[t]) - public_sets[t] for t in values}), full=_mean_of_tasks(values, None))
+    entry = Seeded(
+        submission.id,
+        participant,
+        name,
+        values,
+        public=_mean_of_tasks(values, public_sets),
+        private=_mean_of_tasks(values, {t: set(values[t]) - public_sets[t] for t in values}),
+        full=_mean_of_tasks(values, None),
+    )
     entry.private_tasks = {t: math.fsum(v for q, v in values[t].items() if q not in public_sets[t]) / (QUERIES - len(public_sets[t])) for t in values}
     world.submissions.append(entry)
     return entry
@@ -161,12 +229,28 @@ def seed(world: World, participant: str, name: str, level: float, *, setting: st
 
 def seed_demo(world: World) -> None:
     """The board of the tests and of docs/leaderboard.png."""
-    seed(world, "alice", "alice-encoder-v1", 0.55, private_shift=-0.05, model={"parameters": 22_700_000, "dimension": 384, "max_length": 256, "license": "apache-2.0"},
-         uploaded_ago_s=500, rng_seed=1)
-    seed(world, "alice", "alice-encoder-v2", 0.60, private_shift=-0.10, model={"parameters": 22_700_000, "dimension": 384, "max_length": 512, "license": "apache-2.0", "revision": "v2"},
-         uploaded_ago_s=400, rng_seed=2)
+    seed(
+        world,
+        "alice",
+        "alice-encoder-v1",
+        0.55,
+        private_shift=-0.05,
+        model={"parameters": 22_700_000, "dimension": 384, "max_length": 256, "license": "apache-2.0"},
+        uploaded_ago_s=500,
+        rng_seed=1,
+    )
+    seed(
+        world,
+        "alice",
+        "alice-encoder-v2",
+        0.60,
+        private_shift=-0.10,
+        model={"parameters": 22_700_000, "dimension": 384, "max_length": 512, "license": "apache-2.0", "revision": "v2"},
+        uploaded_ago_s=400,
+        rng_seed=2,
+    )
     seed(world, "bob", "bob-lsa", 0.45, private_shift=0.12, uploaded_ago_s=300, rng_seed=3)
-    seed(world, "carol", "=HYPERLINK(\"http://x\")", 0.35, private_shift=0.0, uploaded_ago_s=250, rng_seed=4)
+    seed(world, "carol", '=HYPERLINK("http://x")', 0.35, private_shift=0.0, uploaded_ago_s=250, rng_seed=4)
     seed(world, "mallory", XSS_NAME, 0.40, private_shift=0.03, uploaded_ago_s=200, rng_seed=5)
     seed(world, "host-bm25", "BM25 baseline", 0.50, private_shift=0.0, uploaded_ago_s=600, rng_seed=6)
     seed(world, "bob", "bob-finetuned", 0.70, setting="fine-tuned", private_shift=-0.02, uploaded_ago_s=100, rng_seed=7)

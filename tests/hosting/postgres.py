@@ -42,9 +42,17 @@ class Cluster:
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
         self.user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
-        subprocess.run(_as_postgres([str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", self.user, "--no-sync", "-E", "UTF8"]), check=True, capture_output=True)
+        subprocess.run(
+            _as_postgres([str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", self.user, "--no-sync", "-E", "UTF8"]),
+            check=True,
+            capture_output=True,
+        )
         options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=200"
-        subprocess.run(_as_postgres([str(bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"]), check=True, capture_output=True)
+        subprocess.run(
+            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"]),
+            check=True,
+            capture_output=True,
+        )
 
     def new_database(self) -> str:
         import psycopg

@@ -32,8 +32,27 @@ class RedisServer:
         self.start()
 
     def start(self) -> None:
-        args = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.root), "--save", "", "--appendonly", "no",
-                "--requirepass", self.password, "--protected-mode", "yes", "--daemonize", "no", "--logfile", str(self.root / "redis.log")]
+        args = [
+            self.binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.root),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            self.password,
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.root / "redis.log"),
+        ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         import redis

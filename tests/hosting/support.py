@@ -43,9 +43,21 @@ def toml_value(value: Any) -> str:
 
 def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = None, **top: Any) -> Path:
     """A competition file on mini (overridable), with fast queue timings and small limits."""
-    values: dict[str, Any] = {"name": "test-comp", "benchmark": "mini", "split": "test", "sample_split": "dev", "start": "2020-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "max_attempts": 3}
+    values: dict[str, Any] = {
+        "name": "test-comp",
+        "benchmark": "mini",
+        "split": "test",
+        "sample_split": "dev",
+        "start": "2020-01-01T00:00:00Z",
+        "end": "2099-01-01T00:00:00Z",
+        "max_attempts": 3,
+    }
     values.update(top)
-    sections: dict[str, dict[str, Any]] = {"queue": dict(FAST_QUEUE), "limits": {"time_limit_s": 60, "memory": "2g", "cpus": 1}, "quotas": {"per_day": 5, "total": 20, "concurrent": 2, "sample_per_day": 5}}
+    sections: dict[str, dict[str, Any]] = {
+        "queue": dict(FAST_QUEUE),
+        "limits": {"time_limit_s": 60, "memory": "2g", "cpus": 1},
+        "quotas": {"per_day": 5, "total": 20, "concurrent": 2, "sample_per_day": 5},
+    }
     for name, table in (tables or {}).items():
         sections.setdefault(name, {}).update(table)
     lines = []
@@ -68,7 +80,14 @@ def admin(state: Path, *args: str, database: str | None = None) -> str:
 
 def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real `grader` command in a subprocess."""
-    return subprocess.run([sys.executable, "-c", "from grader.cli.main import main; main()", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", "from grader.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 class Server:
@@ -86,7 +105,9 @@ class Server:
         if self.database:
             args += ["--database", self.database]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+            )
         if expect_ok:
             self.wait_ready()
         return self

@@ -40,7 +40,13 @@ def server(tmp_path: Path, database_url: str | None):  # type: ignore[no-untyped
 
 
 def post(server: Server, body, token: str, **kwargs) -> httpx.Response:  # type: ignore[no-untyped-def]
-    return httpx.post(f"{server.url}/api/v1/submissions", content=body, headers={"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}, timeout=30, **kwargs)
+    return httpx.post(
+        f"{server.url}/api/v1/submissions",
+        content=body,
+        headers={"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})},
+        timeout=30,
+        **kwargs,
+    )
 
 
 def tar_gz(files: dict[str, bytes]) -> bytes:
@@ -58,7 +64,11 @@ def test_bad_uploads_are_refused_and_nothing_is_stored(server: Server) -> None:
     cases = {
         "malformed archive": (os.urandom(4096), 422, "not a readable tar archive"),
         "path traversal": ((REPO / "tests/broken_submissions/archive-dotdot/submission.tar.gz").read_bytes(), 422, "contains '..'"),
-        "100 MB name": (tar_gz({"submission.json": json.dumps({"kind": "onnx", "name": "n" * 100_000_000}).encode()}), 422, "larger than 1048576 bytes"),
+        "100 MB name": (
+            tar_gz({"submission.json": json.dumps({"kind": "onnx", "name": "n" * 100_000_000}).encode()}),
+            422,
+            "larger than 1048576 bytes",
+        ),
         "invalid model": (None, 422, "pooler_output"),
     }
     with packed(REPO / "tests/broken_submissions/onnx-wrong-output") as archive:
@@ -75,6 +85,7 @@ def test_bad_uploads_are_refused_and_nothing_is_stored(server: Server) -> None:
 
 def test_over_cap_upload_is_refused_while_streaming(server: Server) -> None:
     alice = server.tokens["alice"]  # type: ignore[attr-defined]
+
     def endless():  # no Content-Length: the server must count while streaming
         for _ in range(64):
             yield b"\0" * (256 << 10)
@@ -86,7 +97,12 @@ def test_over_cap_upload_is_refused_while_streaming(server: Server) -> None:
         pass  # the server may close the connection before reading the rest; either way nothing is stored
     declared = post(server, b"\0" * 10, alice, headers={"Content-Length": str(10)})  # small body passes the cap check
     assert declared.status_code == 422
-    huge = httpx.post(f"{server.url}/api/v1/submissions", headers={"Authorization": f"Bearer {alice}", "Content-Length": str(3 << 20)}, content=b"\0" * (3 << 20), timeout=30)
+    huge = httpx.post(
+        f"{server.url}/api/v1/submissions",
+        headers={"Authorization": f"Bearer {alice}", "Content-Length": str(3 << 20)},
+        content=b"\0" * (3 << 20),
+        timeout=30,
+    )
     assert huge.status_code == 413
     assert stored_files(server.state) == []
     assert submissions(server.state, server.database) == []

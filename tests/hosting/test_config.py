@@ -25,12 +25,12 @@ def test_example_competition_loads() -> None:
     ("text", "key", "what"),
     [
         (BASE + "[quotas]\nper_day = -1\n", "quotas.per_day", "minimum"),
-        (BASE + "[limits]\nmemory = \"lots\"\n", "limits.memory", "does not match"),
+        (BASE + '[limits]\nmemory = "lots"\n', "limits.memory", "does not match"),
         (BASE + "surprise = 1\n", "surprise", "unknown key"),
         ('name = "c"\nstart = 2026-01-01T00:00:00Z\nend = 2027-01-01T00:00:00Z\n', "benchmark", "required"),
         ('name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00\nend = 2027-01-01T00:00:00Z\n', "start", "no UTC offset"),
         ('name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00Z\nend = 2025-01-01T00:00:00Z\n', "end", "after start"),
-        (BASE + "kinds = [\"wasm\"]\n", "kinds.0", "is not one of"),
+        (BASE + 'kinds = ["wasm"]\n', "kinds.0", "is not one of"),
         (BASE + "[queue]\nlease_s = 5\nheartbeat_s = 10\n", "queue.heartbeat_s", "shorter"),
     ],
 )

@@ -44,7 +44,9 @@ def world(tmp_path: Path, database_url: str | None) -> World:
     state = StateDir(tmp_path / "state")
     key = state.ensure_host_key()
     db = open_database(state.root, database_url)
-    competition = load_competition(write_competition(tmp_path / "c.toml", max_attempts=2, tables={"quotas": {"per_day": 2, "total": 3, "concurrent": 5}}))
+    competition = load_competition(
+        write_competition(tmp_path / "c.toml", max_attempts=2, tables={"quotas": {"per_day": 2, "total": 3, "concurrent": 5}})
+    )
     with db.session() as session:
         pin = ensure_pin(session, competition)
         participant, token = add_participant(session, "alice", "team-a")
@@ -59,10 +61,29 @@ def world(tmp_path: Path, database_url: str | None) -> World:
 def new_submission(world: World, *, track: str = "hidden", queue: bool = True, uploaded_ago_s: float = 0) -> str:
     now = utcnow() - timedelta(seconds=uploaded_ago_s)
     submission = Submission(
-        id=lifecycle.new_submission_id(), participant_id=world.participant_id, name="x", kind="onnx", track=track, split="test", state=State.RECEIVED.value,
-        failure_code=None, upload_path="none", upload_sha256="0" * 64, upload_bytes=1, content_digest="0" * 64, uploaded_at=now, updated_at=now,
-        dispatched_at=None, attempt=0, attempt_limit=world.competition.max_attempts, lease_worker_id=None, lease_expires_at=None, version=0,
-        pin_id=world.pin_id, public_score=None, result_id=None,
+        id=lifecycle.new_submission_id(),
+        participant_id=world.participant_id,
+        name="x",
+        kind="onnx",
+        track=track,
+        split="test",
+        state=State.RECEIVED.value,
+        failure_code=None,
+        upload_path="none",
+        upload_sha256="0" * 64,
+        upload_bytes=1,
+        content_digest="0" * 64,
+        uploaded_at=now,
+        updated_at=now,
+        dispatched_at=None,
+        attempt=0,
+        attempt_limit=world.competition.max_attempts,
+        lease_worker_id=None,
+        lease_expires_at=None,
+        version=0,
+        pin_id=world.pin_id,
+        public_score=None,
+        result_id=None,
     )
     with world.db.session() as session:
         lifecycle.record_received(session, submission)
@@ -129,15 +150,28 @@ def test_audit_trail_and_participant_failure(world: World) -> None:
     assert claim is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[1], 30) is None  # not this worker's lease
-    verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM", "message": "killed"})
+    verdict = accept_result(
+        world.db,
+        world.state,
+        world.key,
+        submission_id=submission_id,
+        attempt=1,
+        worker_id=world.workers[0],
+        payload={"failure_code": "OOM", "message": "killed"},
+    )
     assert (verdict.status, verdict.state) == ("accepted", "failed")
     final = state_of(world, submission_id)
     assert (final.state, final.failure_code) == ("failed", "OOM")
     with world.db.session() as session:
-        moves = [(t.from_state, t.to_state) for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id))]
+        moves = [
+            (t.from_state, t.to_state)
+            for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id))
+        ]
     assert moves == [(None, "received"), ("received", "queued"), ("queued", "running"), ("running", "failed")]
     # a duplicate of the same result changes nothing
-    again = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
+    again = accept_result(
+        world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
+    )
     assert again.status == "stale"
 
 
@@ -152,10 +186,14 @@ def test_stale_attempt_result_is_discarded(world: World) -> None:
     assert second is not None and second.attempt == 2
     # the lost worker comes back: its heartbeat and its result are refused
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
-    stale = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "TIMEOUT"})
+    stale = accept_result(
+        world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "TIMEOUT"}
+    )
     assert stale.status == "stale"
     assert state_of(world, submission_id).state == "running"
-    done = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "NONZERO_EXIT"})
+    done = accept_result(
+        world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "NONZERO_EXIT"}
+    )
     assert done.state == "failed"
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Result).where(Result.submission_id == submission_id)) == 1
@@ -177,7 +215,15 @@ def test_lost_workers_end_in_error_infra_and_are_not_charged(world: World) -> No
 def test_platform_failure_posted_by_worker_is_retried(world: World) -> None:
     submission_id = new_submission(world)
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
-    verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "INFRA", "message": "docker gone"})
+    verdict = accept_result(
+        world.db,
+        world.state,
+        world.key,
+        submission_id=submission_id,
+        attempt=1,
+        worker_id=world.workers[0],
+        payload={"failure_code": "INFRA", "message": "docker gone"},
+    )
     assert verdict.status == "requeued" and state_of(world, submission_id).state == "queued"
 
 
@@ -198,7 +244,12 @@ def test_cancel_is_never_charged_and_running_worker_learns_it(world: World) -> N
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
     assert lifecycle.cancel(world.db, submission_id)
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
-    assert accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}).status == "stale"
+    assert (
+        accept_result(
+            world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
+        ).status
+        == "stale"
+    )
     with world.db.session() as session:
         assert quota_status(session, world.competition, world.participant_id, "hidden", utcnow()).used_24h == 0
 
@@ -213,7 +264,15 @@ def test_quota_counts_what_the_participant_caused(world: World) -> None:
     for _ in range(2):
         claim = lifecycle.claim(world.db, world.workers[0], 30)
         assert claim is not None
-        accept_result(world.db, world.state, world.key, submission_id=claim.submission_id, attempt=claim.attempt, worker_id=world.workers[0], payload=outcomes[claim.submission_id])
+        accept_result(
+            world.db,
+            world.state,
+            world.key,
+            submission_id=claim.submission_id,
+            attempt=claim.attempt,
+            worker_id=world.workers[0],
+            payload=outcomes[claim.submission_id],
+        )
     assert lifecycle.cancel(world.db, ids[2])
     assert [state_of(world, i).state for i in ids] == ["failed", "error", "cancelled", "queued"]
     now = utcnow()
@@ -235,14 +294,18 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     submission_id = new_submission(world)
     claim = lifecycle.claim(world.db, world.workers[0], 30)
     assert claim is not None
-    accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"})
+    accept_result(
+        world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
+    )
     assert not lifecycle.rejudge(world.db, world.dispatcher, "s-unknown", max_attempts=2)
     assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
     queued = state_of(world, submission_id)
     assert (queued.state, queued.failure_code, queued.attempt_limit) == ("queued", None, 3)
     again = lifecycle.claim(world.db, world.workers[1], 30)
     assert again is not None and again.attempt == 2
-    accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"})
+    accept_result(
+        world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"}
+    )
     with world.db.session() as session:
         codes = session.scalars(select(Result.failure_code).where(Result.submission_id == submission_id).order_by(Result.id)).all()
     assert codes == ["OOM", "TIMEOUT"] and state_of(world, submission_id).failure_code == "TIMEOUT"

@@ -61,7 +61,11 @@ def test_postgresql_restarted_during_a_run(tmp_path: Path, docker_engine, redis_
         subprocess.run(_as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-m", "immediate", "stop"]), check=True, capture_output=True)
         time.sleep(2)
         options = f"-h 127.0.0.1 -p {postgres_cluster.port} -k {postgres_cluster.root} -c fsync=off -c max_connections=200"
-        subprocess.run(_as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-o", options, "-l", str(postgres_cluster.root / "log"), "-w", "start"]), check=True, capture_output=True)
+        subprocess.run(
+            _as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-o", options, "-l", str(postgres_cluster.root / "log"), "-w", "start"]),
+            check=True,
+            capture_output=True,
+        )
         rows = d.wait_all_terminal(ids, timeout=180)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)

@@ -36,7 +36,17 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 def leaker(root: Path) -> Path:
     folder = root / "leaker"
     folder.mkdir(exist_ok=True)
-    (folder / "submission.json").write_text(json.dumps({"kind": "docker", "name": "leaker", "mode": "retrieve", "image": image_of("hosting-leaker"), "training": {"setting": "zero-shot", "datasets": []}}))
+    (folder / "submission.json").write_text(
+        json.dumps(
+            {
+                "kind": "docker",
+                "name": "leaker",
+                "mode": "retrieve",
+                "image": image_of("hosting-leaker"),
+                "training": {"setting": "zero-shot", "datasets": []},
+            }
+        )
+    )
     return folder
 
 
@@ -55,7 +65,13 @@ def everything_alice_can_fetch(server: Server, submission_id: str) -> str:
     headers = {"Authorization": f"Bearer {server.tokens['alice']}"}  # type: ignore[attr-defined]
     listed = httpx.get(f"{server.url}/api/v1/submissions", headers=headers, timeout=30).json()
     bodies = [json.dumps([view for view in listed if view["id"] == submission_id])]
-    for path in (f"/api/v1/submissions/{submission_id}", f"/api/v1/submissions/{submission_id}/report", f"/api/v1/submissions/{submission_id}/logs", "/api/v1/quota", "/api/v1/competition"):
+    for path in (
+        f"/api/v1/submissions/{submission_id}",
+        f"/api/v1/submissions/{submission_id}/report",
+        f"/api/v1/submissions/{submission_id}/logs",
+        "/api/v1/quota",
+        "/api/v1/competition",
+    ):
         bodies.append(httpx.get(server.url + path, headers=headers, timeout=30).text)
     return "\n".join(bodies)
 
@@ -106,7 +122,24 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     assert public_report["labels"]["part"]["name"] == "public" and all("per_query" not in t for t in public_report["tasks"].values())
     assert f"score {public_report['aggregate']['score']:.4f}" in scored.stdout  # the score shown is the public part's
 
-    direct = grader_cli("run", str(EXAMPLE), "--benchmark", "mini", "--split", "test", "--sandbox", "docker", "--time-limit", "60", "--memory", "2g", "--cpus", "1", "--out", str(tmp_path / "direct"))
+    direct = grader_cli(
+        "run",
+        str(EXAMPLE),
+        "--benchmark",
+        "mini",
+        "--split",
+        "test",
+        "--sandbox",
+        "docker",
+        "--time-limit",
+        "60",
+        "--memory",
+        "2g",
+        "--cpus",
+        "1",
+        "--out",
+        str(tmp_path / "direct"),
+    )
     assert direct.returncode == 0, direct.stderr
     expected = json.loads((tmp_path / "direct" / "report.json").read_text())
 
@@ -117,7 +150,9 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     assert verified.returncode == 0, verified.stderr
     report = json.loads(verified.stdout)
     assert report["aggregate"] == expected["aggregate"]
-    assert {name: entry["measures"] for name, entry in report["tasks"].items()} == {name: entry["measures"] for name, entry in expected["tasks"].items()}
+    assert {name: entry["measures"] for name, entry in report["tasks"].items()} == {
+        name: entry["measures"] for name, entry in expected["tasks"].items()
+    }
     assert report["subject"]["digest"] == expected["subject"]["digest"]
     # after the end the hidden leaker's report is public too, and still carries no stderr
     leak_id = served.ids["leak-hidden"]  # type: ignore[attr-defined]

@@ -58,7 +58,11 @@ def test_kill9_of_the_server_during_grading(tmp_path: Path, docker_engine) -> No
     wait_for(lambda: running(client, first), timeout=60, interval=0.05, what="running")
     [old_worker] = server.worker_pids()
     server.kill9()
-    wait_for(lambda: not os.path.exists(f"/proc/{old_worker}") or Path(f"/proc/{old_worker}/stat").read_text().split()[2] == "Z", timeout=10, what="the orphaned worker to exit")
+    wait_for(
+        lambda: not os.path.exists(f"/proc/{old_worker}") or Path(f"/proc/{old_worker}/stat").read_text().split()[2] == "Z",
+        timeout=10,
+        what="the orphaned worker to exit",
+    )
     try:
         server.start()
         for submission_id in (first, second):

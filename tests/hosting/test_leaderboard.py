@@ -62,7 +62,11 @@ def test_public_board_ranks_best_public_entries_per_setting(world: World, client
     assert list(boards) == ["zero-shot", "fine-tuned", "undeclared"]  # never ranked together
     zero = boards["zero-shot"]["entries"]
     ranked = [e for e in zero if e["rank"] is not None]
-    assert [e["name"] for e in ranked] == expected_order(world, ZERO_SHOT, "public") == ["alice-encoder-v2", "bob-lsa", XSS_NAME, '=HYPERLINK("http://x")']
+    assert (
+        [e["name"] for e in ranked]
+        == expected_order(world, ZERO_SHOT, "public")
+        == ["alice-encoder-v2", "bob-lsa", XSS_NAME, '=HYPERLINK("http://x")']
+    )
     assert [e["rank"] for e in ranked] == [1, 2, 3, 4]
     baseline = zero[-1]
     assert baseline["baseline"] and baseline["rank"] is None and baseline["group"] is None and baseline["name"] == "BM25 baseline"
@@ -103,8 +107,22 @@ def decoded(body: bytes) -> str:
 
 def test_no_private_number_reaches_any_route_before_the_end(world: World, client: TestClient) -> None:
     ids = [s.id for s in world.submissions]
-    public_gets = ["/", "/?part=private", "/api/v1/leaderboard", "/api/v1/leaderboard?part=private", "/leaderboard.csv", "/leaderboard.csv?part=private",
-                   "/api/v1/partition", "/api/v1/competition", "/host-key.pub", "/healthz", "/openapi.json", "/signin", "/me", "/assets/board.css"]
+    public_gets = [
+        "/",
+        "/?part=private",
+        "/api/v1/leaderboard",
+        "/api/v1/leaderboard?part=private",
+        "/leaderboard.csv",
+        "/leaderboard.csv?part=private",
+        "/api/v1/partition",
+        "/api/v1/competition",
+        "/host-key.pub",
+        "/healthz",
+        "/openapi.json",
+        "/signin",
+        "/me",
+        "/assets/board.css",
+    ]
     public_gets += [f"/api/v1/leaderboard/reports/{i}" for i in ids]
     seen_paths = set()
     for path in public_gets:
@@ -115,7 +133,9 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
     assert client.get("/api/v1/leaderboard?part=private").status_code == 404
     for name in world.tokens:
         headers = bearer(world, name)
-        paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"] + [f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/logs")]
+        paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"] + [
+            f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/logs")
+        ]
         for path in paths:
             response = client.get(path, headers=headers)
             assert_free_of_secrets(world, decoded(response.content), f"{name} {path}")
@@ -126,8 +146,16 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
         client.cookies.clear()
     # every GET route of the app that is not a worker's was scanned above
     routes = {r.path for r in client.app.routes if "GET" in getattr(r, "methods", set())}
-    templated = {"/api/v1/submissions/{submission_id}", "/api/v1/submissions/{submission_id}/report", "/api/v1/submissions/{submission_id}/logs",
-                 "/api/v1/leaderboard/reports/{submission_id}", "/me/submissions/{submission_id}/report", "/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"}
+    templated = {
+        "/api/v1/submissions/{submission_id}",
+        "/api/v1/submissions/{submission_id}/report",
+        "/api/v1/submissions/{submission_id}/logs",
+        "/api/v1/leaderboard/reports/{submission_id}",
+        "/me/submissions/{submission_id}/report",
+        "/api/v1/submissions",
+        "/api/v1/quota",
+        "/api/v1/finals",
+    }
     unscanned = routes - seen_paths - templated - {"/docs", "/api/v1/worker/jobs/{job_id}/upload"}
     assert not {r for r in unscanned if not r.startswith("/api/v1/worker")}, unscanned
 
@@ -166,7 +194,7 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     assert zero["alice-encoder-v2"]["score"] == round(v2.private, 4)  # her only final, though v1's private score is higher
     assert "alice-encoder-v1" not in zero
     ranked = [e["name"] for e in data["boards"][0]["entries"] if e["rank"] is not None]
-    private_names = (ZERO_SHOT - {"alice-encoder-v1"})
+    private_names = ZERO_SHOT - {"alice-encoder-v1"}
     assert ranked == expected_order(world, private_names, "private")
     assert ranked[0] == "bob-lsa"  # bob's private score overtakes
     info = client.get("/api/v1/partition").json()
@@ -176,14 +204,19 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     part = partition(secret, "text2code", list(values), FRACTION)
     public_mean = sum(values[q] for q in part.public) / len(part.public)
     assert client.get(f"/api/v1/submissions/{v1.id}", headers=bearer(world, "alice")).json()["private_score"] == round(v1.private, 4)
-    full = verify_envelope(client.get(f"/api/v1/submissions/{v1.id}/report", headers=bearer(world, "alice")).content, load_public_key(world.state / "keys" / "grader.pub")).report
-    assert "per_query" in full["tasks"]["text2code"] and abs(public_mean - v1.values["text2code"][sorted(part.public)[0]]) >= 0  # the full report, after the end
+    full = verify_envelope(
+        client.get(f"/api/v1/submissions/{v1.id}/report", headers=bearer(world, "alice")).content,
+        load_public_key(world.state / "keys" / "grader.pub"),
+    ).report
+    assert (
+        "per_query" in full["tasks"]["text2code"] and abs(public_mean - v1.values["text2code"][sorted(part.public)[0]]) >= 0
+    )  # the full report, after the end
 
 
 def test_csv_cells_never_start_a_formula(world: World, client: TestClient) -> None:
     rows = list(csv.reader(io.StringIO(client.get("/leaderboard.csv").text)))
     cells = [cell for row in rows[1:] for cell in row]
-    assert "'=HYPERLINK(\"http://x\")" in cells and "'=cmd|' /C calc'!A0" in cells
+    assert '\'=HYPERLINK("http://x")' in cells and "'=cmd|' /C calc'!A0" in cells
     assert not [cell for cell in cells if cell[:1] in ("=", "+", "@", "\t", "\r")]
 
 
@@ -261,7 +294,11 @@ def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
     assert expected_after["alice-3"] == expected_after["alice-2"] != expected_after["alice-1"]  # the seeds exercise both branches
     client = TestClient(create_app(world.ctx))
     entries = {e["name"]: e for e in client.get("/api/v1/leaderboard").json()["boards"][0]["entries"]}
-    assert set(entries) == {"alice-2", "bob-1"} and entries["alice-2"]["score"] == round(expected_after["alice-2"], 4) and entries["alice-2"]["rank"] == 1
+    assert (
+        set(entries) == {"alice-2", "bob-1"}
+        and entries["alice-2"]["score"] == round(expected_after["alice-2"], 4)
+        and entries["alice-2"]["rank"] == 1
+    )
     assert entries["alice-2"]["interval"] == [None, None] and entries["alice-2"]["tasks"] == {}
     for s in seeded:
         view = client.get(f"/api/v1/submissions/{s.id}", headers=bearer(world, "alice")).json()
@@ -273,7 +310,9 @@ def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrades(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrades(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     from alembic import command
     from sqlalchemy import inspect, text
 
@@ -290,7 +329,10 @@ def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrade
 
     to("0001")
     with engine.begin() as connection:
-        connection.execute(text("INSERT INTO participants (name, token_sha256, is_baseline, created_at) VALUES ('old', :t, false, CURRENT_TIMESTAMP)"), {"t": "0" * 64})
+        connection.execute(
+            text("INSERT INTO participants (name, token_sha256, is_baseline, created_at) VALUES ('old', :t, false, CURRENT_TIMESTAMP)"),
+            {"t": "0" * 64},
+        )
     assert migrate(engine) != "0001"
     assert {"result_parts", "final_choices"} <= set(inspect(engine).get_table_names())
     with engine.connect() as connection:

@@ -30,8 +30,15 @@ def test_300_submissions_30_participants_3_workers(tmp_path: Path, docker_engine
     from grader.hosting.db.session import open_database
 
     quotas = {"per_day": EACH, "total": EACH, "concurrent": EACH, "sample_per_day": 1}
-    d = deploy(tmp_path, broker=redis_server.url, database=postgres_cluster.new_database(), workers=WORKERS, quotas=quotas, tasks=["text2code"],
-               queue={"lease_s": 30, "heartbeat_s": 3, "redispatch_s": 5, "reap_every_s": 1})
+    d = deploy(
+        tmp_path,
+        broker=redis_server.url,
+        database=postgres_cluster.new_database(),
+        workers=WORKERS,
+        quotas=quotas,
+        tasks=["text2code"],
+        queue={"lease_s": 30, "heartbeat_s": 3, "redispatch_s": 5, "reap_every_s": 1},
+    )
     try:
         clients = [d.participant(f"p{n:02d}")[1] for n in range(PARTICIPANTS)]
         order: dict[str, list[str]] = {}
@@ -56,7 +63,9 @@ def test_300_submissions_30_participants_3_workers(tmp_path: Path, docker_engine
             assert starts == sorted(starts)
         waits = sorted((claimed[sid] - uploaded[sid]).total_seconds() for sid in ids)
         p95 = waits[int(0.95 * (len(waits) - 1))]
-        print(f"\nload: {len(ids)} submissions, {WORKERS} workers: upload->running median {statistics.median(waits):.1f} s, p95 {p95:.1f} s, max {waits[-1]:.1f} s")
+        print(
+            f"\nload: {len(ids)} submissions, {WORKERS} workers: upload->running median {statistics.median(waits):.1f} s, p95 {p95:.1f} s, max {waits[-1]:.1f} s"
+        )
         graded_by: dict[str, int] = {}
         for sid in ids:
             history = admin(d.server.state, "history", sid, database=d.server.database).splitlines()

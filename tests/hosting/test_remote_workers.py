@@ -43,7 +43,9 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         url = f"/api/v1/worker/jobs/{sid}/result"
         assert one.post(url, json=body).status_code == 403  # unsigned
         assert one.post(url, json={**body, "signature": sign_result(key1, **{**fields, "attempt": 2})}).status_code == 403  # another attempt
-        assert one.post(url, json={**body, "signature": sign_result(key1, **{**fields, "upload_sha256": "0" * 64})}).status_code == 403  # another upload
+        assert (
+            one.post(url, json={**body, "signature": sign_result(key1, **{**fields, "upload_sha256": "0" * 64})}).status_code == 403
+        )  # another upload
         assert one.post(url, json={**body, "signature": sign_result(key2, **fields)}).status_code == 403  # another worker's key
         assert one.post(url, json={**body, "message": "edited", "signature": sign_result(key1, **fields)}).status_code == 403  # altered after signing
         assert two.post(url, json={**body, "signature": sign_result(key2, **fields)}).status_code == 409  # not the lease holder

@@ -33,7 +33,9 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         one = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-1')}"}, timeout=30)
         two = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-2')}"}, timeout=30)
         # a participant token is not a worker token
-        assert httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {participant}"}).status_code == 401
+        assert (
+            httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {participant}"}).status_code == 401
+        )
         assert one.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204
 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
@@ -46,7 +48,12 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         assert hashlib.sha256(body).hexdigest() == job["upload_sha256"] == view["sha256"]
         assert one.post(f"/api/v1/worker/jobs/{view['id']}/heartbeat", json={"attempt": 1}).status_code == 200
         # an INFRA result re-queues (attempt 1 of 2); the next claim is attempt 2
-        assert one.post(f"/api/v1/worker/jobs/{view['id']}/result", json={"attempt": 1, "failure_code": "INFRA", "message": "engine gone"}).json()["status"] == "requeued"
+        assert (
+            one.post(f"/api/v1/worker/jobs/{view['id']}/result", json={"attempt": 1, "failure_code": "INFRA", "message": "engine gone"}).json()[
+                "status"
+            ]
+            == "requeued"
+        )
         second = two.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
         assert second["attempt"] == 2
         # worker one's late heartbeat and result for attempt 1 are refused and change nothing
@@ -55,7 +62,10 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         assert late.status_code == 409 and "discarded" in late.json()["detail"]
         assert HostingClient(server.url, participant).status(view["id"])["state"] == "running"
         # a second INFRA at the attempt limit ends `error`, which is never charged
-        assert two.post(f"/api/v1/worker/jobs/{view['id']}/result", json={"attempt": 2, "failure_code": "INFRA"}).json() == {"status": "error", "state": "error"}
+        assert two.post(f"/api/v1/worker/jobs/{view['id']}/result", json={"attempt": 2, "failure_code": "INFRA"}).json() == {
+            "status": "error",
+            "state": "error",
+        }
         final = HostingClient(server.url, participant).status(view["id"])
         assert (final["state"], final["failure_code"]) == ("error", "INFRA")
         quota = httpx.get(f"{server.url}/api/v1/quota", headers={"Authorization": f"Bearer {participant}"}).json()

@@ -38,19 +38,32 @@ def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None
             if on_stop is not None:
                 on_stop()
 
-    app = FastAPI(title=f"grader: {ctx.competition.name}", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
-                  description="Competition hosting API of `grader serve`. Participants authenticate with `Authorization: Bearer <token>`.")
+    app = FastAPI(
+        title=f"grader: {ctx.competition.name}",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        description="Competition hosting API of `grader serve`. Participants authenticate with `Authorization: Bearer <token>`.",
+    )
     app.state.context = ctx
     from starlette.middleware.sessions import SessionMiddleware
 
     # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours.
-    app.add_middleware(SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=8 * 3600, same_site="strict")
+    app.add_middleware(
+        SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=8 * 3600, same_site="strict"
+    )
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} API", swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
     app.include_router(meta.router)
     app.include_router(participants.router)

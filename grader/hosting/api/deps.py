@@ -31,7 +31,9 @@ def _authenticated(request: Request, lookup):  # type: ignore[no-untyped-def]
     address = _address(request)
     wait = ctx.limiter.blocked_for(address)
     if wait > 0:
-        raise HTTPException(429, f"too many failed sign-ins from this address; try again in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)})
+        raise HTTPException(
+            429, f"too many failed sign-ins from this address; try again in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)}
+        )
     token = _bearer(request)
     found = None
     if token is not None:

@@ -63,7 +63,9 @@ def migrate(engine: Engine) -> str:
             command.upgrade(config, "head")
             return str(MigrationContext.configure(connection).get_current_revision())
     except SQLAlchemyError as error:
-        raise HostingError(f"database {engine.url.render_as_string(hide_password=True)}: cannot migrate: {error.__class__.__name__}: {str(error).splitlines()[0]}") from None
+        raise HostingError(
+            f"database {engine.url.render_as_string(hide_password=True)}: cannot migrate: {error.__class__.__name__}: {str(error).splitlines()[0]}"
+        ) from None
 
 
 def head_revision() -> str:

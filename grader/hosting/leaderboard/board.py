@@ -154,7 +154,9 @@ def _values(row: Scored, public_key: Any, secret: bytes, fraction: float, part: 
     return signed.measure, signed.groups, part_values(signed.values, partitions(secret, signed.values, fraction), part)
 
 
-def ladder_replay(rows: list[Scored], public_key: Any, secret: bytes, fraction: float, step: float | None) -> tuple[dict[str, float], dict[str, float]]:
+def ladder_replay(
+    rows: list[Scored], public_key: Any, secret: bytes, fraction: float, step: float | None
+) -> tuple[dict[str, float], dict[str, float]]:
     """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
 
     Each participant's submissions of one training setting are replayed in upload
@@ -180,8 +182,19 @@ def ladder_replay(rows: list[Scored], public_key: Any, secret: bytes, fraction: 
     return after, best
 
 
-def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes, fraction: float, finals_k: int, resamples: int, seed: int,
-                 ladder: bool = False, ladder_step: float | None = None) -> list[Board]:
+def build_boards(
+    session: Session,
+    *,
+    part: str,
+    public_key: Any,
+    secret: bytes,
+    fraction: float,
+    finals_k: int,
+    resamples: int,
+    seed: int,
+    ladder: bool = False,
+    ladder_step: float | None = None,
+) -> list[Board]:
     """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
     rows = scored_rows(session, public_key, secret, fraction)
     finals = finals_of(session, rows, finals_k)
@@ -205,7 +218,10 @@ def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes,
             table = ScoreTable.from_values([r.submission.id for r in members], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
             key = (part, setting, ranked, tuple((r.submission.id, r.result.id) for r in members), fraction, resamples, seed, secret)
             result = _comparison(key, table, resamples, seed)
-            board.method = result.as_json()["method"] | {"measure": result.measure, "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board"}
+            board.method = result.as_json()["method"] | {
+                "measure": result.measure,
+                "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board",
+            }
             by_id = {r.submission.id: r for r in members}
             pairs = {(p.first, p.second): p for p in result.pairs}
             above: str | None = None
@@ -213,15 +229,34 @@ def build_boards(session: Session, *, part: str, public_key: Any, secret: bytes,
             for stat in result.entries:
                 row = by_id[stat.name]
                 tasks = row.parts.tasks[part]
-                entry = Entry(row.submission.id, row.participant.name, row.participant.team, row.participant.is_baseline, row.submission.name, row.submission.kind, setting,
-                              dict(row.submission.labels or {}), row.submission.uploaded_at, stat.score, dict(tasks), final=row.submission.id in finals.get(row.participant.id, set()),
-                              ci_low=stat.ci_low, ci_high=stat.ci_high, released=released.get(row.submission.id))
+                entry = Entry(
+                    row.submission.id,
+                    row.participant.name,
+                    row.participant.team,
+                    row.participant.is_baseline,
+                    row.submission.name,
+                    row.submission.kind,
+                    setting,
+                    dict(row.submission.labels or {}),
+                    row.submission.uploaded_at,
+                    stat.score,
+                    dict(tasks),
+                    final=row.submission.id in finals.get(row.participant.id, set()),
+                    ci_low=stat.ci_low,
+                    ci_high=stat.ci_high,
+                    released=released.get(row.submission.id),
+                )
                 if ranked:
                     entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group
                     if above is not None and (above, stat.name) in pairs:
                         pair = pairs[(above, stat.name)]
-                        entry.vs_above = {"submission": above, "difference": pair.mean_difference, "effect_size": pair.effect_size,
-                                          "t_p_holm": pair.t_p_holm, "randomization_p_holm": pair.randomization_p_holm}
+                        entry.vs_above = {
+                            "submission": above,
+                            "difference": pair.mean_difference,
+                            "effect_size": pair.effect_size,
+                            "t_p_holm": pair.t_p_holm,
+                            "randomization_p_holm": pair.randomization_p_holm,
+                        }
                     above = stat.name
                 rows_out.append(entry)
             if ranked and released:

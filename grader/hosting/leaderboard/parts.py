@@ -104,8 +104,14 @@ def ensure_parts(session: Session, result: Result, public_key: Ed25519PublicKey,
     if result.state != "scored" or result.envelope_path is None:
         return None
     scored = score_parts(signed_values(result.envelope_path, public_key), secret, fraction)
-    values = dict(result_id=result.id, full_score=scored["full"]["score"], public_score=scored["public"]["score"], private_score=scored["private"]["score"],
-                  tasks={part: scored[part]["tasks"] for part in PARTS}, computed_at=utcnow())
+    values = dict(
+        result_id=result.id,
+        full_score=scored["full"]["score"],
+        public_score=scored["public"]["score"],
+        private_score=scored["private"]["score"],
+        tasks={part: scored[part]["tasks"] for part in PARTS},
+        computed_at=utcnow(),
+    )
     with _write_lock, OwnSession(session.get_bind()) as own:
         if own.get(ResultPart, result.id) is None:
             own.add(ResultPart(**values))
@@ -118,6 +124,10 @@ def ensure_parts(session: Session, result: Result, public_key: Ed25519PublicKey,
 
 def scored_hidden(session: Session) -> list[tuple[Submission, Result]]:
     """Every hidden-split submission in state ``scored`` with its current result."""
-    rows = session.execute(select(Submission, Result).join(Result, Result.id == Submission.result_id)
-                           .where(Submission.track == "hidden", Submission.state == "scored").order_by(Submission.uploaded_at, Submission.id)).all()
+    rows = session.execute(
+        select(Submission, Result)
+        .join(Result, Result.id == Submission.result_id)
+        .where(Submission.track == "hidden", Submission.state == "scored")
+        .order_by(Submission.uploaded_at, Submission.id)
+    ).all()
     return [(s, r) for s, r in rows]

@@ -36,6 +36,13 @@ def public_part_report(signed: SignedValues, secret: bytes, fraction: float, com
     report["aggregate"]["score"] = round(table.score(0), 4)
     report["aggregate"]["groups"] = {g: None if v is None else round(v, 4) for g, v in report["aggregate"]["groups"].items()}
     report["aggregate"]["complete"] = signed.report["aggregate"]["complete"]
-    report["labels"] = {**report.get("labels", {}), "part": {"name": "public", "fraction": fraction, "partition_commitment": commitment,
-                                                           "note": "scores over the public queries only; the full report is published at the end"}}
+    report["labels"] = {
+        **report.get("labels", {}),
+        "part": {
+            "name": "public",
+            "fraction": fraction,
+            "partition_commitment": commitment,
+            "note": "scores over the public queries only; the full report is published at the end",
+        },
+    }
     return report

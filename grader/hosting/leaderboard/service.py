@@ -34,8 +34,16 @@ def rounded(value: float | None) -> float | None:
 
 def _settings(ctx: ServerContext) -> dict[str, Any]:
     lb = ctx.competition.leaderboard
-    return {"public_key": ctx.signing_key.public_key(), "secret": ctx.partition_secret, "fraction": lb.public_fraction, "finals_k": lb.finals,
-            "resamples": lb.resamples, "seed": lb.seed, "ladder": lb.ladder, "ladder_step": lb.ladder_step}
+    return {
+        "public_key": ctx.signing_key.public_key(),
+        "secret": ctx.partition_secret,
+        "fraction": lb.public_fraction,
+        "finals_k": lb.finals,
+        "resamples": lb.resamples,
+        "seed": lb.seed,
+        "ladder": lb.ladder,
+        "ladder_step": lb.ladder_step,
+    }
 
 
 def boards(ctx: ServerContext, part: str) -> list[Board]:
@@ -56,26 +64,70 @@ def entry_json(entry: Any) -> dict[str, Any]:
     vs = entry.vs_above
     if entry.released is not None:
         # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
-        return {"rank": entry.rank, "rank_interval": None, "group": None, "participant": entry.participant, "team": entry.team, "baseline": entry.baseline,
-                "submission": entry.submission_id, "name": entry.name, "kind": entry.kind, "setting": entry.setting, "training_data": training.get("datasets"),
-                "model": facts, "final": entry.final, "score": rounded(entry.released), "ladder": True, "interval": [None, None], "tasks": {}, "vs_above": None,
-                "date": iso(entry.uploaded_at), "report": None}
+        return {
+            "rank": entry.rank,
+            "rank_interval": None,
+            "group": None,
+            "participant": entry.participant,
+            "team": entry.team,
+            "baseline": entry.baseline,
+            "submission": entry.submission_id,
+            "name": entry.name,
+            "kind": entry.kind,
+            "setting": entry.setting,
+            "training_data": training.get("datasets"),
+            "model": facts,
+            "final": entry.final,
+            "score": rounded(entry.released),
+            "ladder": True,
+            "interval": [None, None],
+            "tasks": {},
+            "vs_above": None,
+            "date": iso(entry.uploaded_at),
+            "report": None,
+        }
     return {
-        "rank": entry.rank, "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high], "group": entry.group,
-        "participant": entry.participant, "team": entry.team, "baseline": entry.baseline, "submission": entry.submission_id, "name": entry.name, "kind": entry.kind,
-        "setting": entry.setting, "training_data": training.get("datasets"), "model": facts, "final": entry.final,
-        "score": rounded(entry.score), "ladder": False, "interval": [rounded(entry.ci_low), rounded(entry.ci_high)], "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
-        "vs_above": None if vs is None else {"submission": vs["submission"], "difference": rounded(vs["difference"]), "effect_size": rounded(vs["effect_size"]),
-                                             "t_p_holm": rounded(vs["t_p_holm"]), "randomization_p_holm": rounded(vs["randomization_p_holm"])},
-        "date": iso(entry.uploaded_at), "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
+        "rank": entry.rank,
+        "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high],
+        "group": entry.group,
+        "participant": entry.participant,
+        "team": entry.team,
+        "baseline": entry.baseline,
+        "submission": entry.submission_id,
+        "name": entry.name,
+        "kind": entry.kind,
+        "setting": entry.setting,
+        "training_data": training.get("datasets"),
+        "model": facts,
+        "final": entry.final,
+        "score": rounded(entry.score),
+        "ladder": False,
+        "interval": [rounded(entry.ci_low), rounded(entry.ci_high)],
+        "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
+        "vs_above": None
+        if vs is None
+        else {
+            "submission": vs["submission"],
+            "difference": rounded(vs["difference"]),
+            "effect_size": rounded(vs["effect_size"]),
+            "t_p_holm": rounded(vs["t_p_holm"]),
+            "randomization_p_holm": rounded(vs["randomization_p_holm"]),
+        },
+        "date": iso(entry.uploaded_at),
+        "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
     }
 
 
 def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
     """The boards of ``part`` as JSON data."""
     found = boards(ctx, part)
-    return {"competition": ctx.competition.name, "part": part, "ended": ctx.ended(), "host_key": "/host-key.pub",
-            "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found]}
+    return {
+        "competition": ctx.competition.name,
+        "part": part,
+        "ended": ctx.ended(),
+        "host_key": "/host-key.pub",
+        "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found],
+    }
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -93,12 +145,45 @@ def board_csv(ctx: ServerContext, part: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     tasks = sorted({t for b in data["boards"] for e in b["entries"] for t in e["tasks"]})
-    writer.writerow(["board", "rank", "rank_low", "rank_high", "group", "participant", "team", "baseline", "submission", "name", "setting", "score", "ci_low", "ci_high", *tasks, "date"])
+    writer.writerow(
+        [
+            "board",
+            "rank",
+            "rank_low",
+            "rank_high",
+            "group",
+            "participant",
+            "team",
+            "baseline",
+            "submission",
+            "name",
+            "setting",
+            "score",
+            "ci_low",
+            "ci_high",
+            *tasks,
+            "date",
+        ]
+    )
     for board in data["boards"]:
         for e in board["entries"]:
             interval = e["rank_interval"] or [None, None]
-            row = [board["setting"], e["rank"], *interval, e["group"], e["participant"], e["team"], e["baseline"], e["submission"], e["name"], e["setting"],
-                   e["score"], *e["interval"], *[e["tasks"].get(t) for t in tasks], e["date"]]
+            row = [
+                board["setting"],
+                e["rank"],
+                *interval,
+                e["group"],
+                e["participant"],
+                e["team"],
+                e["baseline"],
+                e["submission"],
+                e["name"],
+                e["setting"],
+                e["score"],
+                *e["interval"],
+                *[e["tasks"].get(t) for t in tasks],
+                e["date"],
+            ]
             writer.writerow([csv_cell(v) for v in row])
     return out.getvalue()
 
@@ -110,9 +195,15 @@ def partition_info(ctx: ServerContext) -> dict[str, Any]:
         assert pin is not None
         digests = pin.digests
     ended = ctx.ended()
-    return {"commitment": ctx.partition_commitment, "commitment_of": "hex SHA-256 of the secret's bytes", "public_fraction": ctx.competition.leaderboard.public_fraction,
-            "rule": "docs/statistics.md (Public and private queries); docs/leaderboard.md", "data_digests": digests, "ended": ended,
-            "secret": ctx.partition_secret.hex() if ended else None}
+    return {
+        "commitment": ctx.partition_commitment,
+        "commitment_of": "hex SHA-256 of the secret's bytes",
+        "public_fraction": ctx.competition.leaderboard.public_fraction,
+        "rule": "docs/statistics.md (Public and private queries); docs/leaderboard.md",
+        "data_digests": digests,
+        "ended": ended,
+        "secret": ctx.partition_secret.hex() if ended else None,
+    }
 
 
 def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, Any]:
@@ -140,8 +231,11 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
     s = _settings(ctx)
     setting = setting_of(submission.labels)
-    rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
-            if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
+    rows = [
+        r
+        for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
+        if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting
+    ]
     return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
 
 

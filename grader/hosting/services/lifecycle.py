@@ -22,7 +22,9 @@ from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
 
 #: Failure codes caused by the submission; they end ``failed`` and count against the quota.
-PARTICIPANT_CODES = frozenset({"TIMEOUT", "OOM", "NONZERO_EXIT", "OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE", "IMAGE_INVALID", "MODEL_ERROR"})
+PARTICIPANT_CODES = frozenset(
+    {"TIMEOUT", "OOM", "NONZERO_EXIT", "OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE", "IMAGE_INVALID", "MODEL_ERROR"}
+)
 #: The platform's own failure: retried, and at the end ``error``, never charged.
 INFRA = "INFRA"
 
@@ -32,7 +34,9 @@ def new_submission_id() -> str:
     return "s" + secrets.token_hex(8)
 
 
-def move(session: Session, submission: Submission, to: State, *, actor: str, reason: str = "", expect: tuple[State, ...] | None = None, **values: Any) -> bool:
+def move(
+    session: Session, submission: Submission, to: State, *, actor: str, reason: str = "", expect: tuple[State, ...] | None = None, **values: Any
+) -> bool:
     """Move ``submission`` to ``to`` if its state (one of ``expect``) and version still hold; audit it.
 
     Returns False (and changes nothing) when another writer got there first.
@@ -47,7 +51,17 @@ def move(session: Session, submission: Submission, to: State, *, actor: str, rea
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False
-    session.add(Transition(submission_id=submission.id, from_state=submission.state, to_state=to.value, attempt=values.get("attempt", submission.attempt), actor=actor, reason=reason, at=now))
+    session.add(
+        Transition(
+            submission_id=submission.id,
+            from_state=submission.state,
+            to_state=to.value,
+            attempt=values.get("attempt", submission.attempt),
+            actor=actor,
+            reason=reason,
+            at=now,
+        )
+    )
     session.flush()
     session.refresh(submission)
     return True
@@ -57,7 +71,17 @@ def record_received(session: Session, submission: Submission) -> None:
     """Insert a new submission in ``received`` with its first audit row."""
     session.add(submission)
     session.flush()
-    session.add(Transition(submission_id=submission.id, from_state=None, to_state=State.RECEIVED.value, attempt=0, actor="upload", reason=f"{submission.upload_bytes} bytes, sha256 {submission.upload_sha256}", at=submission.uploaded_at))
+    session.add(
+        Transition(
+            submission_id=submission.id,
+            from_state=None,
+            to_state=State.RECEIVED.value,
+            attempt=0,
+            actor="upload",
+            reason=f"{submission.upload_bytes} bytes, sha256 {submission.upload_sha256}",
+            at=submission.uploaded_at,
+        )
+    )
 
 
 def enqueue(db: Database, dispatcher: Dispatcher, submission_id: str, *, actor: str, reason: str = "", max_attempts: int = 3) -> bool:
@@ -68,7 +92,19 @@ def enqueue(db: Database, dispatcher: Dispatcher, submission_id: str, *, actor: 
             return False
         expect = (State.RECEIVED,) if actor != "rejudge" else (State.SCORED, State.FAILED, State.ERROR, State.CANCELLED)
         extra: dict[str, Any] = {"attempt_limit": submission.attempt + max_attempts} if actor == "rejudge" else {}
-        moved = move(session, submission, State.QUEUED, actor=actor, reason=reason, expect=expect, dispatched_at=utcnow(), failure_code=None, lease_worker_id=None, lease_expires_at=None, **extra)
+        moved = move(
+            session,
+            submission,
+            State.QUEUED,
+            actor=actor,
+            reason=reason,
+            expect=expect,
+            dispatched_at=utcnow(),
+            failure_code=None,
+            lease_worker_id=None,
+            lease_expires_at=None,
+            **extra,
+        )
     if moved:
         dispatcher.dispatch(submission_id)  # after the commit, never before
     return moved
@@ -91,22 +127,50 @@ def claim(db: Database, worker_id: int, lease_s: float) -> Claim | None:
     """
     for _ in range(5):
         with db.session() as session:
-            candidates = session.scalars(select(Submission).where(Submission.state == State.QUEUED.value).order_by(Submission.uploaded_at, Submission.id).limit(5)).all()
+            candidates = session.scalars(
+                select(Submission).where(Submission.state == State.QUEUED.value).order_by(Submission.uploaded_at, Submission.id).limit(5)
+            ).all()
             if not candidates:
                 return None
             for submission in candidates:
                 now = utcnow()
                 expires = now + timedelta(seconds=lease_s)
                 attempt = submission.attempt + 1
-                if move(session, submission, State.RUNNING, actor=f"worker:{worker_id}", reason=f"attempt {attempt} claimed", expect=(State.QUEUED,), attempt=attempt, lease_worker_id=worker_id, lease_expires_at=expires):
-                    session.add(Attempt(submission_id=submission.id, number=attempt, worker_id=worker_id, claimed_at=now, heartbeat_at=now, lease_expires_at=expires, ended_at=None, outcome=None))
+                if move(
+                    session,
+                    submission,
+                    State.RUNNING,
+                    actor=f"worker:{worker_id}",
+                    reason=f"attempt {attempt} claimed",
+                    expect=(State.QUEUED,),
+                    attempt=attempt,
+                    lease_worker_id=worker_id,
+                    lease_expires_at=expires,
+                ):
+                    session.add(
+                        Attempt(
+                            submission_id=submission.id,
+                            number=attempt,
+                            worker_id=worker_id,
+                            claimed_at=now,
+                            heartbeat_at=now,
+                            lease_expires_at=expires,
+                            ended_at=None,
+                            outcome=None,
+                        )
+                    )
                     return Claim(submission.id, attempt, expires)
     return None
 
 
 def holds_lease(submission: Submission | None, attempt: int, worker_id: int) -> bool:
     """Whether ``worker_id`` holds the current lease of ``attempt`` on a running submission."""
-    return submission is not None and submission.state == State.RUNNING.value and submission.attempt == attempt and submission.lease_worker_id == worker_id
+    return (
+        submission is not None
+        and submission.state == State.RUNNING.value
+        and submission.attempt == attempt
+        and submission.lease_worker_id == worker_id
+    )
 
 
 def heartbeat(db: Database, submission_id: str, attempt: int, worker_id: int, lease_s: float) -> datetime | None:
@@ -116,28 +180,62 @@ def heartbeat(db: Database, submission_id: str, attempt: int, worker_id: int, le
         expires = now + timedelta(seconds=lease_s)
         result = session.execute(
             update(Submission)
-            .where(Submission.id == submission_id, Submission.state == State.RUNNING.value, Submission.attempt == attempt, Submission.lease_worker_id == worker_id, Submission.lease_expires_at > now)
+            .where(
+                Submission.id == submission_id,
+                Submission.state == State.RUNNING.value,
+                Submission.attempt == attempt,
+                Submission.lease_worker_id == worker_id,
+                Submission.lease_expires_at > now,
+            )
             .values(lease_expires_at=expires)
             .execution_options(synchronize_session=False)
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             return None
-        session.execute(update(Attempt).where(Attempt.submission_id == submission_id, Attempt.number == attempt).values(heartbeat_at=now, lease_expires_at=expires))
+        session.execute(
+            update(Attempt)
+            .where(Attempt.submission_id == submission_id, Attempt.number == attempt)
+            .values(heartbeat_at=now, lease_expires_at=expires)
+        )
         return expires
 
 
 def end_attempt(session: Session, submission_id: str, attempt: int, outcome: str) -> None:
     """Record how an attempt ended (audit only)."""
-    session.execute(update(Attempt).where(Attempt.submission_id == submission_id, Attempt.number == attempt, Attempt.ended_at.is_(None)).values(ended_at=utcnow(), outcome=outcome))
+    session.execute(
+        update(Attempt)
+        .where(Attempt.submission_id == submission_id, Attempt.number == attempt, Attempt.ended_at.is_(None))
+        .values(ended_at=utcnow(), outcome=outcome)
+    )
 
 
 def retry_or_error(session: Session, submission: Submission, *, actor: str, reason: str) -> State | None:
     """A platform failure of the current attempt: back to the queue, or ``error``/INFRA at the attempt limit."""
     end_attempt(session, submission.id, submission.attempt, "infra")
     if submission.attempt >= submission.attempt_limit:
-        done = move(session, submission, State.ERROR, actor=actor, reason=f"{reason}; attempt limit reached", expect=(State.RUNNING,), failure_code=INFRA, lease_worker_id=None, lease_expires_at=None)
+        done = move(
+            session,
+            submission,
+            State.ERROR,
+            actor=actor,
+            reason=f"{reason}; attempt limit reached",
+            expect=(State.RUNNING,),
+            failure_code=INFRA,
+            lease_worker_id=None,
+            lease_expires_at=None,
+        )
         return State.ERROR if done else None
-    done = move(session, submission, State.QUEUED, actor=actor, reason=reason, expect=(State.RUNNING,), dispatched_at=utcnow(), lease_worker_id=None, lease_expires_at=None)
+    done = move(
+        session,
+        submission,
+        State.QUEUED,
+        actor=actor,
+        reason=reason,
+        expect=(State.RUNNING,),
+        dispatched_at=utcnow(),
+        lease_worker_id=None,
+        lease_expires_at=None,
+    )
     return State.QUEUED if done else None
 
 
@@ -149,7 +247,16 @@ def cancel(db: Database, submission_id: str, *, actor: str = "host") -> bool:
             return False
         if submission.state == State.RUNNING.value:
             end_attempt(session, submission.id, submission.attempt, "cancelled")
-        return move(session, submission, State.CANCELLED, actor=actor, reason="cancelled by the host", expect=(State.RECEIVED, State.QUEUED, State.RUNNING), lease_worker_id=None, lease_expires_at=None)
+        return move(
+            session,
+            submission,
+            State.CANCELLED,
+            actor=actor,
+            reason="cancelled by the host",
+            expect=(State.RECEIVED, State.QUEUED, State.RUNNING),
+            lease_worker_id=None,
+            lease_expires_at=None,
+        )
 
 
 @dataclass
@@ -175,10 +282,20 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapRe
             elif outcome is State.ERROR:
                 report.errored.append(submission.id)
         for submission in session.scalars(select(Submission).where(Submission.state == State.RECEIVED.value, Submission.uploaded_at < stale)).all():
-            if move(session, submission, State.QUEUED, actor="reaper", reason="left received (a dispatch lost between commit and publish)", expect=(State.RECEIVED,), dispatched_at=now):
+            if move(
+                session,
+                submission,
+                State.QUEUED,
+                actor="reaper",
+                reason="left received (a dispatch lost between commit and publish)",
+                expect=(State.RECEIVED,),
+                dispatched_at=now,
+            ):
                 report.queued_received.append(submission.id)
         for submission in session.scalars(select(Submission).where(Submission.state == State.QUEUED.value, Submission.dispatched_at < stale)).all():
-            session.execute(update(Submission).where(Submission.id == submission.id, Submission.state == State.QUEUED.value).values(dispatched_at=now))
+            session.execute(
+                update(Submission).where(Submission.id == submission.id, Submission.state == State.QUEUED.value).values(dispatched_at=now)
+            )
             report.redispatched.append(submission.id)
     for submission_id in report.requeued + report.queued_received + report.redispatched:
         dispatcher.dispatch(submission_id)

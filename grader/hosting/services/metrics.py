@@ -33,10 +33,17 @@ class _DatabaseCollector(Collector):
         with self.db.session() as session:
             by_state = dict(session.execute(select(Submission.state, func.count()).group_by(Submission.state)).all())
             oldest = session.scalar(select(func.min(Submission.uploaded_at)).where(Submission.state == State.QUEUED.value))
-            running = session.execute(select(Worker.name, func.count(Submission.id)).outerjoin(
-                Submission, (Submission.lease_worker_id == Worker.id) & (Submission.state == State.RUNNING.value)).where(Worker.revoked_at.is_(None)).group_by(Worker.name)).all()
-            ended = session.execute(select(Submission.state, Submission.failure_code, func.count()).where(
-                Submission.state.in_([State.FAILED.value, State.ERROR.value])).group_by(Submission.state, Submission.failure_code)).all()
+            running = session.execute(
+                select(Worker.name, func.count(Submission.id))
+                .outerjoin(Submission, (Submission.lease_worker_id == Worker.id) & (Submission.state == State.RUNNING.value))
+                .where(Worker.revoked_at.is_(None))
+                .group_by(Worker.name)
+            ).all()
+            ended = session.execute(
+                select(Submission.state, Submission.failure_code, func.count())
+                .where(Submission.state.in_([State.FAILED.value, State.ERROR.value]))
+                .group_by(Submission.state, Submission.failure_code)
+            ).all()
         states = GaugeMetricFamily("grader_submissions", "Submissions by state", labels=["state"])
         for state in State:
             states.add_metric([state.value], float(by_state.get(state.value, 0)))
@@ -48,7 +55,9 @@ class _DatabaseCollector(Collector):
         for name, count in running:
             per_worker.add_metric([name], float(count))
         yield per_worker
-        failures = GaugeMetricFamily("grader_failures", "Submissions that ended failed (participant) or error (platform), by failure code", labels=["state", "code"])
+        failures = GaugeMetricFamily(
+            "grader_failures", "Submissions that ended failed (participant) or error (platform), by failure code", labels=["state", "code"]
+        )
         for ended_state, code, count in ended:
             failures.add_metric([ended_state, code or "none"], float(count))
         yield failures

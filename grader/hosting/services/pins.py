@@ -69,7 +69,10 @@ def ensure_pin(session: Session, competition: Competition) -> Pin:
         return pin
     changes = _differences(pin, digests)
     if changes:
-        raise PinMismatch(f"competition {competition.name!r} was pinned on other data or grader: {'; '.join(changes)}", hint="if this is intended, run `grader admin repin` (new grades then use the new pin; old results keep theirs)")
+        raise PinMismatch(
+            f"competition {competition.name!r} was pinned on other data or grader: {'; '.join(changes)}",
+            hint="if this is intended, run `grader admin repin` (new grades then use the new pin; old results keep theirs)",
+        )
     return pin
 
 

@@ -53,7 +53,12 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     quotas = competition.quotas
     mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES))
     window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
-    in_flight = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))) or 0
+    in_flight = (
+        session.scalar(
+            select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))
+        )
+        or 0
+    )
     per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
     total_used = session.scalar(select(func.count()).select_from(Submission).where(*mine)) if track == "hidden" else None
     total = quotas.total if track == "hidden" else None
@@ -73,11 +78,20 @@ def check_quota(session: Session, competition: Competition, participant_id: int,
         raise RefusedSubmission(f"the competition closed at {iso(ends_at)}; no further submissions are possible", status=403)
     status = quota_status(session, competition, participant_id, track, now)
     if status.total is not None and status.used_total is not None and status.used_total >= status.total:
-        raise RefusedSubmission(f"total quota used: {status.used_total} of {status.total} submissions; no further submissions are possible", status=429)
+        raise RefusedSubmission(
+            f"total quota used: {status.used_total} of {status.total} submissions; no further submissions are possible", status=429
+        )
     if status.used_24h >= status.per_day:
         if status.per_day == 0:
             raise RefusedSubmission(f"{track} submissions are not allowed in this competition", status=403)
         retry = status.next_possible_at
-        raise RefusedSubmission(f"daily quota used: {status.used_24h} of {status.per_day} {track} submissions in the last 24 h; the next is possible at {iso(retry)}", status=429, retry_at=retry)
+        raise RefusedSubmission(
+            f"daily quota used: {status.used_24h} of {status.per_day} {track} submissions in the last 24 h; the next is possible at {iso(retry)}",
+            status=429,
+            retry_at=retry,
+        )
     if status.in_flight >= status.concurrent:
-        raise RefusedSubmission(f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends", status=429)
+        raise RefusedSubmission(
+            f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends",
+            status=429,
+        )

@@ -90,7 +90,9 @@ def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
     return target
 
 
-def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]) -> Verdict:
+def accept_result(
+    db: Database, state: StateDir, key: Ed25519PrivateKey, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]
+) -> Verdict:
     """Judge and record one posted result (see the module docstring)."""
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -105,9 +107,19 @@ def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, subm
         remote = not who.local
         signature = payload.get("signature")
         # A remote worker's result counts only if its registered key signed it, bound to this upload and attempt.
-        if remote and (who.public_key is None or not verify_result(
-                who.public_key, signature, submission_id=submission_id, attempt=attempt, upload_sha256=submission.upload_sha256,
-                report=payload.get("report"), failure_code=payload.get("failure_code"), message=str(payload.get("message", "")))):
+        if remote and (
+            who.public_key is None
+            or not verify_result(
+                who.public_key,
+                signature,
+                submission_id=submission_id,
+                attempt=attempt,
+                upload_sha256=submission.upload_sha256,
+                report=payload.get("report"),
+                failure_code=payload.get("failure_code"),
+                message=str(payload.get("message", "")),
+            )
+        ):
             return Verdict("refused")
         worker_name = who.name
     report = payload.get("report")
@@ -149,13 +161,35 @@ def accept_result(db: Database, state: StateDir, key: Ed25519PrivateKey, *, subm
             outcome = retry_or_error(session, submission, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {code}: {reason}"[:2000])
             return Verdict("requeued" if outcome is State.QUEUED else "error", outcome.value if outcome else None)
         score = aggregate.get("score") if isinstance(aggregate, dict) else None
-        result = Result(submission_id=submission_id, attempt=attempt, pin_id=submission.pin_id, worker_id=worker_id, state=final.value, failure_code=code, aggregate=aggregate,
-                        envelope_path=None if envelope is None else str(envelope), report_path=None if plain is None else str(plain), logs_path=None if logs_path is None else str(logs_path), created_at=utcnow(),
-                        worker_signature=signature if remote else None)
+        result = Result(
+            submission_id=submission_id,
+            attempt=attempt,
+            pin_id=submission.pin_id,
+            worker_id=worker_id,
+            state=final.value,
+            failure_code=code,
+            aggregate=aggregate,
+            envelope_path=None if envelope is None else str(envelope),
+            report_path=None if plain is None else str(plain),
+            logs_path=None if logs_path is None else str(logs_path),
+            created_at=utcnow(),
+            worker_signature=signature if remote else None,
+        )
         session.add(result)
         session.flush()
         end_attempt(session, submission_id, attempt, "result")
-        if not move(session, submission, final, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {reason}"[:2000], expect=(State.RUNNING,), failure_code=code,
-                    public_score=score if isinstance(score, (int, float)) else None, result_id=result.id, lease_worker_id=None, lease_expires_at=None):
+        if not move(
+            session,
+            submission,
+            final,
+            actor=f"worker:{worker_id}",
+            reason=f"attempt {attempt}: {reason}"[:2000],
+            expect=(State.RUNNING,),
+            failure_code=code,
+            public_score=score if isinstance(score, (int, float)) else None,
+            result_id=result.id,
+            lease_worker_id=None,
+            lease_expires_at=None,
+        ):
             raise RuntimeError("lost a race while holding the lease")  # rolled back; the worker retries and is told stale
         return Verdict("accepted", final.value)

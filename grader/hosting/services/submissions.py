@@ -56,11 +56,29 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
             check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at())
             os.replace(upload.path, final_path)
             submission = Submission(
-                id=submission_id, participant_id=participant.id, name=checked.name, kind=checked.kind, track=track,
-                split=ctx.split if track == "hidden" else ctx.sample_split, state=State.RECEIVED.value, failure_code=None,
-                upload_path=final_path.name, upload_sha256=upload.sha256, upload_bytes=upload.size, content_digest=checked.digest,
-                uploaded_at=uploaded_at, updated_at=uploaded_at, dispatched_at=None, attempt=0, attempt_limit=competition.max_attempts,
-                lease_worker_id=None, lease_expires_at=None, version=0, pin_id=ctx.pin_id, public_score=None, result_id=None,
+                id=submission_id,
+                participant_id=participant.id,
+                name=checked.name,
+                kind=checked.kind,
+                track=track,
+                split=ctx.split if track == "hidden" else ctx.sample_split,
+                state=State.RECEIVED.value,
+                failure_code=None,
+                upload_path=final_path.name,
+                upload_sha256=upload.sha256,
+                upload_bytes=upload.size,
+                content_digest=checked.digest,
+                uploaded_at=uploaded_at,
+                updated_at=uploaded_at,
+                dispatched_at=None,
+                attempt=0,
+                attempt_limit=competition.max_attempts,
+                lease_worker_id=None,
+                lease_expires_at=None,
+                version=0,
+                pin_id=ctx.pin_id,
+                public_score=None,
+                result_id=None,
                 labels=manifest_labels(checked.manifest),
             )
             record_received(session, submission)
@@ -146,7 +164,9 @@ def own_submission(ctx: ServerContext, participant: Participant, submission_id: 
 def own_submissions(ctx: ServerContext, participant: Participant) -> list[Submission]:
     """All of ``participant``'s submissions, newest first."""
     with ctx.db.session() as session:
-        return list(session.scalars(select(Submission).where(Submission.participant_id == participant.id).order_by(Submission.uploaded_at.desc())).all())
+        return list(
+            session.scalars(select(Submission).where(Submission.participant_id == participant.id).order_by(Submission.uploaded_at.desc())).all()
+        )
 
 
 def history(ctx: ServerContext, submission_id: str) -> list[dict[str, Any]]:

@@ -36,8 +36,10 @@ def register_key(api: WorkerApi, key_dir: Path) -> None:
     if response.status_code == 401:
         raise HostingError("the server does not know this worker token", hint="the host runs `grader admin add-worker NAME` and gives you its token")
     if response.status_code == 409:
-        raise HostingError(f"the server holds another public key for this worker; use the key pair the host registered (not {key_dir})",
-                           hint="or ask the host to re-add the worker (`grader admin revoke-worker`, `add-worker`)")
+        raise HostingError(
+            f"the server holds another public key for this worker; use the key pair the host registered (not {key_dir})",
+            hint="or ask the host to re-add the worker (`grader admin revoke-worker`, `add-worker`)",
+        )
     if response.status_code != 200:
         raise HostingError(f"the server answered {response.status_code} when recording this worker's key")
 
@@ -62,7 +64,9 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
         while not stopping():
             free = free_bytes()
             if free < min_free_bytes:
-                log.warning("only %d MB free for staging (floor %d MB): claiming nothing; the job waits for another worker", free >> 20, min_free_bytes >> 20)
+                log.warning(
+                    "only %d MB free for staging (floor %d MB): claiming nothing; the job waits for another worker", free >> 20, min_free_bytes >> 20
+                )
                 return graded
             try:
                 job = api.claim(wait_s=0)
@@ -81,7 +85,17 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 raise WorkerShutdown(1)
         return graded
 
-    worker = app.Worker(hostname=f"{name}@{socket.gethostname()}", pool="solo", concurrency=1, prefetch_multiplier=1, queues=[QUEUE], loglevel="INFO",
-                        without_gossip=True, without_mingle=True, without_heartbeat=True, optimization="fair")
+    worker = app.Worker(
+        hostname=f"{name}@{socket.gethostname()}",
+        pool="solo",
+        concurrency=1,
+        prefetch_multiplier=1,
+        queues=[QUEUE],
+        loglevel="INFO",
+        without_gossip=True,
+        without_mingle=True,
+        without_heartbeat=True,
+        optimization="fair",
+    )
     worker.start()
     raise SystemExit(worker.exitcode or 0)

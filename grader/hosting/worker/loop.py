@@ -111,7 +111,9 @@ def _download(api: WorkerApi, submission_id: str, attempt: int, target: Path) ->
         return None
 
 
-def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
+def grade_job(
+    api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None
+) -> str:
     """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
 
     The worker's benchmark data must have the digests the competition pins: otherwise the
@@ -128,23 +130,46 @@ def grade_job(api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | N
             upload = work / "upload.tar.gz"
             mismatch = data_mismatch(job)
             if mismatch is not None:
-                payload: dict[str, Any] = {"attempt": attempt, "failure_code": "INFRA", "message": f"benchmark data on this worker does not match the pin: {mismatch}"}
+                payload: dict[str, Any] = {
+                    "attempt": attempt,
+                    "failure_code": "INFRA",
+                    "message": f"benchmark data on this worker does not match the pin: {mismatch}",
+                }
                 if on_data_mismatch is not None:
                     on_data_mismatch(mismatch)
             elif (fetched := _download(api, submission_id, attempt, upload)) != job["upload_sha256"]:
-                payload = {"attempt": attempt, "failure_code": "INFRA", "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer"}
+                payload = {
+                    "attempt": attempt,
+                    "failure_code": "INFRA",
+                    "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer",
+                }
             else:
-                request = GradeRequest(benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"]))
+                request = GradeRequest(
+                    benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"])
+                )
                 try:
                     outcome = grade_upload(upload, request, work)
                 finally:
                     remove_submission_image(upload)
-                payload = {"attempt": attempt, "report": outcome.report, "failure_code": outcome.failure_code, "message": outcome.message[-20000:], "logs": outcome.logs}
+                payload = {
+                    "attempt": attempt,
+                    "report": outcome.report,
+                    "failure_code": outcome.failure_code,
+                    "message": outcome.message[-20000:],
+                    "logs": outcome.logs,
+                }
     finally:
         beat.done.set()
     if key is not None:
-        payload["signature"] = sign_result(key, submission_id=submission_id, attempt=attempt, upload_sha256=job["upload_sha256"],
-                                           report=payload.get("report"), failure_code=payload.get("failure_code"), message=payload.get("message", ""))
+        payload["signature"] = sign_result(
+            key,
+            submission_id=submission_id,
+            attempt=attempt,
+            upload_sha256=job["upload_sha256"],
+            report=payload.get("report"),
+            failure_code=payload.get("failure_code"),
+            message=payload.get("message", ""),
+        )
     if beat.lost.is_set():
         log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
     return _post_with_retry(api, submission_id, payload, give_up_after=3 * float(job["lease_s"]))
@@ -164,8 +189,16 @@ class ParentWatch(threading.Thread):
                 os._exit(3)
 
 
-def run_worker(server: str, token: str, *, name: str = "worker", once: bool = False, exit_with_parent: bool = False, key: Ed25519PrivateKey | None = None,
-               min_free_bytes: int = 0) -> None:
+def run_worker(
+    server: str,
+    token: str,
+    *,
+    name: str = "worker",
+    once: bool = False,
+    exit_with_parent: bool = False,
+    key: Ed25519PrivateKey | None = None,
+    min_free_bytes: int = 0,
+) -> None:
     """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
     if exit_with_parent:
         ParentWatch().start()

@@ -31,7 +31,11 @@ def leaderboard(part: str = PART, ctx: ServerContext = Depends(context)) -> dict
 @router.get("/leaderboard.csv", response_class=PlainTextResponse, summary="The leaderboard as CSV (cells escaped against formula injection)")
 def leaderboard_csv(part: str = PART, ctx: ServerContext = Depends(context)) -> Response:
     _boards_or_404(ctx, part)
-    return Response(service.board_csv(ctx, part), media_type="text/csv; charset=utf-8", headers={"Content-Disposition": f'attachment; filename="leaderboard-{part}.csv"'})
+    return Response(
+        service.board_csv(ctx, part),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="leaderboard-{part}.csv"'},
+    )
 
 
 @router.get("/api/v1/partition", summary="The partition commitment and data digests; the secret itself after the end")
@@ -62,7 +66,9 @@ def get_finals(ctx: ServerContext = Depends(context), who: Participant = Depends
 
 
 @router.put("/api/v1/finals", summary="Choose your final submissions (replaces earlier choices; before the end)")
-def put_finals(submissions: list[str] = Body(..., embed=True, max_length=50), ctx: ServerContext = Depends(context), who: Participant = Depends(participant)) -> dict[str, Any]:
+def put_finals(
+    submissions: list[str] = Body(..., embed=True, max_length=50), ctx: ServerContext = Depends(context), who: Participant = Depends(participant)
+) -> dict[str, Any]:
     try:
         chosen = service.set_finals(ctx, who, submissions)
     except LookupError:

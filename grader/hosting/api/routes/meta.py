@@ -33,10 +33,26 @@ def competition(ctx: ServerContext = Depends(context)) -> dict[str, Any]:
         assert pin is not None
         pinned = {"grader_version": pin.grader_version, "digests": pin.digests, "pinned_at": iso(pin.pinned_at)}
     return {
-        "name": c.name, "title": c.title, "benchmark": pin.digests.get("benchmark"), "split": ctx.split, "sample_split": ctx.sample_split, "tasks": ctx.tasks,
-        "start": iso(c.start), "end": iso(ctx.ends_at()), "kinds": list(c.kinds), "require_training_labels": c.require_training_labels,
-        "quotas": {"per_day": c.quotas.per_day, "total": c.quotas.total, "concurrent": c.quotas.concurrent, "sample_per_day": c.quotas.sample_per_day},
-        "limits": c.limits.as_report(), "upload_max_bytes": c.upload_max_bytes, "pin": pinned, "grader_version": __version__,
+        "name": c.name,
+        "title": c.title,
+        "benchmark": pin.digests.get("benchmark"),
+        "split": ctx.split,
+        "sample_split": ctx.sample_split,
+        "tasks": ctx.tasks,
+        "start": iso(c.start),
+        "end": iso(ctx.ends_at()),
+        "kinds": list(c.kinds),
+        "require_training_labels": c.require_training_labels,
+        "quotas": {
+            "per_day": c.quotas.per_day,
+            "total": c.quotas.total,
+            "concurrent": c.quotas.concurrent,
+            "sample_per_day": c.quotas.sample_per_day,
+        },
+        "limits": c.limits.as_report(),
+        "upload_max_bytes": c.upload_max_bytes,
+        "pin": pinned,
+        "grader_version": __version__,
     }
 
 
@@ -45,7 +61,9 @@ def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics (Authorization: Bearer <token of `grader admin metrics-token`>)", response_class=PlainTextResponse)
+@router.get(
+    "/metrics", summary="Prometheus metrics (Authorization: Bearer <token of `grader admin metrics-token`>)", response_class=PlainTextResponse
+)
 def metrics(request: Request, ctx: ServerContext = Depends(context)) -> Response:
     from prometheus_client import CONTENT_TYPE_LATEST
 

@@ -30,13 +30,19 @@ def refused(error: RefusedSubmission) -> JSONResponse:
 
 
 @router.post("/submissions", status_code=201, summary="Upload a submission (.tar.gz body, streamed)")
-async def submit(request: Request, sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
-                 ctx: ServerContext = Depends(context), who: Participant = Depends(participant)) -> Any:
+async def submit(
+    request: Request,
+    sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
+    ctx: ServerContext = Depends(context),
+    who: Participant = Depends(participant),
+) -> Any:
     track = "sample" if sample else "hidden"
     try:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > ctx.competition.upload_max_bytes:
-            raise RefusedSubmission(f"upload of {declared} bytes is larger than the competition's cap of {ctx.competition.upload_max_bytes} bytes", status=413)
+            raise RefusedSubmission(
+                f"upload of {declared} bytes is larger than the competition's cap of {ctx.competition.upload_max_bytes} bytes", status=413
+            )
         await run_in_threadpool(service.refuse_early, ctx, who, track)
         upload = await ctx.state.receive(request.stream(), ctx.competition.upload_max_bytes)
         submission = await run_in_threadpool(service.create_submission, ctx, who, track, upload)
@@ -59,7 +65,10 @@ def get_submission(submission_id: str, ctx: ServerContext = Depends(context), wh
     return service.public_view(ctx, submission, ended=utcnow() >= ctx.ends_at())
 
 
-@router.get("/submissions/{submission_id}/report", summary="The signed report (sample runs; of hidden grades the public part until the end, the full report after)")
+@router.get(
+    "/submissions/{submission_id}/report",
+    summary="The signed report (sample runs; of hidden grades the public part until the end, the full report after)",
+)
 def get_report(submission_id: str, ctx: ServerContext = Depends(context), who: Participant = Depends(participant)) -> Response:
     submission = service.own_submission(ctx, who, submission_id)
     if submission is None:

@@ -29,15 +29,27 @@ from grader.hosting.services import submissions as submissions_service
 from grader.hosting.services.participants import authenticate
 
 router = APIRouter(include_in_schema=False)
-TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).resolve().parents[2] / "leaderboard" / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
+TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).resolve().parents[2] / "leaderboard" / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+)
 MAX_FORM_BYTES = 16_384
 
 
 def _page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
     ctx: ServerContext = request.app.state.context
-    html = TEMPLATES.get_template(name).render(competition=ctx.competition, csrf=_csrf(request), signed_in=_who(request), ended=ctx.ended(), ends_at=iso(ctx.ends_at()), **values)
-    return HTMLResponse(html, status_code=status, headers={"Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-                                                           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"})
+    html = TEMPLATES.get_template(name).render(
+        competition=ctx.competition, csrf=_csrf(request), signed_in=_who(request), ended=ctx.ended(), ends_at=iso(ctx.ends_at()), **values
+    )
+    return HTMLResponse(
+        html,
+        status_code=status,
+        headers={
+            "Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "same-origin",
+        },
+    )
 
 
 def _csrf(request: Request) -> str:
@@ -140,7 +152,16 @@ def own_page(request: Request, ctx: ServerContext = Depends(context)) -> Respons
     rows = [submissions_service.public_view(ctx, s, ended=ctx.ended()) for s in submissions_service.own_submissions(ctx, who)]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
-    return _page("me.html", request, who=who, rows=rows, finals=finals, chosen=chosen, limit=ctx.competition.leaderboard.finals, message=message if isinstance(message, str) else None)
+    return _page(
+        "me.html",
+        request,
+        who=who,
+        rows=rows,
+        finals=finals,
+        chosen=chosen,
+        limit=ctx.competition.leaderboard.finals,
+        message=message if isinstance(message, str) else None,
+    )
 
 
 @router.post("/me/finals")

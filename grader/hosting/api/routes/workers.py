@@ -39,7 +39,9 @@ class ResultBody(BaseModel):
     failure_code: str | None = Field(None, max_length=32)
     message: str = Field("", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
-    signature: str | None = Field(None, max_length=200, description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt")
+    signature: str | None = Field(
+        None, max_length=200, description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt"
+    )
 
 
 def _job(ctx: ServerContext, claim: lifecycle.Claim) -> dict[str, Any]:
@@ -125,8 +127,14 @@ def upload(submission_id: str, attempt: int, ctx: ServerContext = Depends(contex
 @router.post("/jobs/{submission_id}/result", summary="Post the result of an attempt; a stale attempt's result is discarded (409)")
 async def result(submission_id: str, body: ResultBody, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> dict[str, Any]:
     verdict = await run_in_threadpool(
-        accept_result, ctx.db, ctx.state, ctx.signing_key,
-        submission_id=submission_id, attempt=body.attempt, worker_id=who.id, payload=body.model_dump(),
+        accept_result,
+        ctx.db,
+        ctx.state,
+        ctx.signing_key,
+        submission_id=submission_id,
+        attempt=body.attempt,
+        worker_id=who.id,
+        payload=body.model_dump(),
     )
     if verdict.status == "stale":
         raise HTTPException(409, "stale attempt: result discarded")
