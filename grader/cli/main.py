@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -40,48 +41,31 @@ def cli() -> None:
     """
 
 
-def _register() -> None:
-    # Imported here so that each command module stays independent of the others.
-    from grader.cli import (
-        admin_cmd,
-        benchmarks_cmd,
-        check_cmd,
-        compare_cmd,
-        data_cmd,
-        effect_cmd,
-        export_cmd,
-        images_cmd,
-        keys_cmd,
-        pack_cmd,
-        run_cmd,
-        score_cmd,
-        serve_cmd,
-        submit_cmd,
-        translation_cmd,
-        verify_cmd,
-        worker_cmd,
-    )
+#: The command modules; each has ``register(cli)``. Imported in ``_register`` so that each stays independent of the others.
+COMMAND_MODULES = (
+    "admin_cmd",
+    "benchmarks_cmd",
+    "check_cmd",
+    "compare_cmd",
+    "data_cmd",
+    "effect_cmd",
+    "export_cmd",
+    "images_cmd",
+    "keys_cmd",
+    "pack_cmd",
+    "run_cmd",
+    "score_cmd",
+    "serve_cmd",
+    "submit_cmd",
+    "translation_cmd",
+    "verify_cmd",
+    "worker_cmd",
+)
 
-    for module in (
-        benchmarks_cmd,
-        check_cmd,
-        compare_cmd,
-        data_cmd,
-        effect_cmd,
-        export_cmd,
-        images_cmd,
-        keys_cmd,
-        pack_cmd,
-        run_cmd,
-        score_cmd,
-        translation_cmd,
-        verify_cmd,
-        admin_cmd,
-        serve_cmd,
-        submit_cmd,
-        worker_cmd,
-    ):
-        module.register(cli)
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"grader.cli.{name}").register(cli)
 
 
 _register()
