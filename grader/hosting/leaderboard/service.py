@@ -62,22 +62,25 @@ def entry_json(entry: Any) -> dict[str, Any]:
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
     training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
     vs = entry.vs_above
+    identity = {
+        "participant": entry.participant,
+        "team": entry.team,
+        "baseline": entry.baseline,
+        "submission": entry.submission_id,
+        "name": entry.name,
+        "kind": entry.kind,
+        "setting": entry.setting,
+        "training_data": training.get("datasets"),
+        "model": facts,
+        "final": entry.final,
+    }
     if entry.released is not None:
         # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
         return {
             "rank": entry.rank,
             "rank_interval": None,
             "group": None,
-            "participant": entry.participant,
-            "team": entry.team,
-            "baseline": entry.baseline,
-            "submission": entry.submission_id,
-            "name": entry.name,
-            "kind": entry.kind,
-            "setting": entry.setting,
-            "training_data": training.get("datasets"),
-            "model": facts,
-            "final": entry.final,
+            **identity,
             "score": rounded(entry.released),
             "ladder": True,
             "interval": [None, None],
@@ -90,16 +93,7 @@ def entry_json(entry: Any) -> dict[str, Any]:
         "rank": entry.rank,
         "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high],
         "group": entry.group,
-        "participant": entry.participant,
-        "team": entry.team,
-        "baseline": entry.baseline,
-        "submission": entry.submission_id,
-        "name": entry.name,
-        "kind": entry.kind,
-        "setting": entry.setting,
-        "training_data": training.get("datasets"),
-        "model": facts,
-        "final": entry.final,
+        **identity,
         "score": rounded(entry.score),
         "ladder": False,
         "interval": [rounded(entry.ci_low), rounded(entry.ci_high)],
