@@ -90,59 +90,34 @@ def run_command(
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
-    arguments = dict(locals())
-    with stop_on_signals():
-        _run(**arguments)
-
-
-def _run(
-    submission: Path,
-    benchmark_name: str,
-    tasks: str | None,
-    split: str | None,
-    out_dir: Path,
-    key_path: Path | None,
-    policy: str,
-    sandbox: str,
-    time_limit: float | None,
-    memory: str | None,
-    cpus: float | None,
-    runtime: str | None,
-    threads: int | None,
-    top_k: int,
-    measures: tuple[str, ...],
-    pca_dims: str | None,
-    keep_embeddings: bool,
-    images_from_submission_only: bool,
-    quiet: bool,
-) -> None:
     from grader.sandbox.sweep import sweep
 
-    # What dead graders left on this machine (containers, mounts, staged data): never a live grader's.
-    swept = sweep(containers=sandbox != "none")
-    if swept and not quiet:
-        click.echo(f"swept what dead graders left: {swept.containers} container(s), {swept.folders} scratch folder(s)", err=True)
-    benchmark = resolve_benchmark(benchmark_name)
-    options = RunOptions(
-        benchmark=benchmark,
-        tasks=benchmark.select(_split_tasks(tasks)),
-        split=split or benchmark.spec.default_split,
-        out_dir=out_dir,
-        policy=Policy(policy),
-        key_path=key_path,
-        threads=threads or (os.cpu_count() or 1),
-        top_k=top_k,
-        measures=parse_measures(list(measures)) if measures else (),
-        sandbox=sandbox,
-        limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=runtime),
-        pca_dims=parse_dimensions(pca_dims),
-        keep_embeddings=keep_embeddings,
-        explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
-        images_from_submission_only=images_from_submission_only,
-    )
-    report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
-    click.echo(format_report_table(report), nl=False)
-    click.echo(f"report: {path}")
+    with stop_on_signals():
+        # What dead graders left on this machine (containers, mounts, staged data): never a live grader's.
+        swept = sweep(containers=sandbox != "none")
+        if swept and not quiet:
+            click.echo(f"swept what dead graders left: {swept.containers} container(s), {swept.folders} scratch folder(s)", err=True)
+        benchmark = resolve_benchmark(benchmark_name)
+        options = RunOptions(
+            benchmark=benchmark,
+            tasks=benchmark.select(_split_tasks(tasks)),
+            split=split or benchmark.spec.default_split,
+            out_dir=out_dir,
+            policy=Policy(policy),
+            key_path=key_path,
+            threads=threads or (os.cpu_count() or 1),
+            top_k=top_k,
+            measures=parse_measures(list(measures)) if measures else (),
+            sandbox=sandbox,
+            limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=runtime),
+            pca_dims=parse_dimensions(pca_dims),
+            keep_embeddings=keep_embeddings,
+            explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
+            images_from_submission_only=images_from_submission_only,
+        )
+        report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
+        click.echo(format_report_table(report), nl=False)
+        click.echo(f"report: {path}")
 
 
 def register(group: click.Group) -> None:
