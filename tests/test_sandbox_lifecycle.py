@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 
 from grader.errors import TaskFailure
@@ -94,7 +95,12 @@ class Grader:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.process.communicate()
             for container in self.containers():
-                container.reload()
+                try:
+                    container.reload()
+                except docker.errors.NotFound:
+                    # Listed, then removed before this inspect (the grader ended its task meanwhile):
+                    # the next turn's poll() then says why, with the grader's own output.
+                    continue
                 if container.attrs["State"].get("Running"):
                     return container
             time.sleep(0.1)
