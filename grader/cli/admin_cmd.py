@@ -224,6 +224,19 @@ def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
     click.echo(str(out_path))
 
 
+@admin.command("leaderboard")
+@click.option("--private", "private", is_flag=True, help="The private board (participants see it only after the end; the host at any time).")
+@click.option("--competition", "competition_file", required=True, type=click.Path(path_type=Path), envvar="GRADER_COMPETITION")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def leaderboard(ctx: click.Context, private: bool, competition_file: Path, as_json: bool) -> None:
+    """The leaderboard as the server computes it (host view): with --private, the private board, also before the end."""
+    from grader.hosting.leaderboard.host_view import board_text, host_board
+
+    data = host_board(ctx.obj["state"], _db(ctx), _competition(competition_file), "private" if private else "public")
+    click.echo(json.dumps(data, indent=2, allow_nan=False) if as_json else board_text(data))
+
+
 @admin.command("add-worker")
 @click.argument("name")
 @click.option(

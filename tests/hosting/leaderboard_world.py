@@ -26,6 +26,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Pin, Submission, Worker
+from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import lifecycle
 from grader.hosting.services.participants import add_participant, rekey_local_worker
@@ -127,8 +128,12 @@ def seed(
     model: dict[str, Any] | None = None,
     uploaded_ago_s: float = 0,
     rng_seed: int = 0,
+    without_parts: bool = False,
 ) -> Seeded:
-    """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``)."""
+    """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
+
+    ``without_parts``: accepted as before part scores were stored at acceptance (a row the repair path must fill).
+    """
     ctx = world.ctx
     rng = random.Random(rng_seed)
     with ctx.db.session() as session:
@@ -210,7 +215,14 @@ def seed(
         labels={k: v for k, v in labels.items() if k == "training"},
     )
     verdict = accept_result(
-        ctx.db, ctx.state, ctx.signing_key, submission_id=submission.id, attempt=claim.attempt, worker_id=worker_id, payload={"report": report}
+        ctx.db,
+        ctx.state,
+        ctx.signing_key,
+        submission_id=submission.id,
+        attempt=claim.attempt,
+        worker_id=worker_id,
+        payload={"report": report},
+        parts=None if without_parts else acceptance_scorer(ctx),  # as the server's route does
     )
     assert verdict.status == "accepted", verdict
     entry = Seeded(

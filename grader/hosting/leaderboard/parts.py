@@ -1,17 +1,26 @@
 """Scores of a result on the full hidden split, its public part and its private part, computed on the server.
 
-From the per-query values of the primary measure in the host-signed report
-(verified with the host key before use) and the partition secret: every part
-is scored with the benchmark's own aggregation (task means, then groups).
+From the per-query values of the primary measure in the host-signed report and
+the partition secret: every part is scored with the benchmark's own
+aggregation (task means, then groups).
+
+They are computed when a result is accepted (:class:`PartScorer`, called by
+:func:`grader.hosting.services.results.accept_result`) and stored in the same
+transaction that records the scored state, so a board never shows a scored
+submission without its parts and no page view does grading math. Results
+accepted before that (rows that predate it) are repaired at server start
+(:func:`backfill_parts`), and :func:`ensure_parts` still fills a missing row
+on first use, from the report verified with the host key.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
@@ -19,14 +28,20 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm import Session as OwnSession
 
+from grader.errors import GraderError
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Result, ResultPart, Submission
+from grader.hosting.db.session import Database
 from grader.reports.verify import verify_envelope
 from grader.stats.aggregate import ScoreTable
 from grader.stats.partition import Partition, partition
 
+if TYPE_CHECKING:
+    from grader.hosting.context import ServerContext
+
 PARTS = ("full", "public", "private")
 PerQuery = dict[str, dict[str, float]]
+log = logging.getLogger("grader.hosting")
 
 
 @dataclass(frozen=True)
@@ -52,14 +67,19 @@ def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> Si
     if found is not None:
         return found
     report = verify_envelope(Path(envelope_path).read_bytes(), public_key, source=Path(envelope_path).name).report
-    aggregate = report["aggregate"]
-    values = {name: dict(task["per_query"]["values"]) for name, task in report["tasks"].items() if task.get("per_query")}
-    found = SignedValues(report, aggregate["measure"], {g: list(m) for g, m in aggregate.get("group_members", {}).items()}, values)
+    found = values_of(report)
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()
         _cache[key] = found
     return found
+
+
+def values_of(report: dict[str, Any]) -> SignedValues:
+    """The per-query values of the primary measure that ``report`` (already trusted: signed by this host) carries."""
+    aggregate = report["aggregate"]
+    values = {name: dict(task["per_query"]["values"]) for name, task in report["tasks"].items() if task.get("per_query")}
+    return SignedValues(report, aggregate["measure"], {g: list(m) for g, m in aggregate.get("group_members", {}).items()}, values)
 
 
 @lru_cache(maxsize=1024)
@@ -89,29 +109,72 @@ def score_parts(signed: SignedValues, secret: bytes, fraction: float) -> dict[st
     return scored
 
 
+def part_columns(signed: SignedValues, secret: bytes, fraction: float) -> dict[str, Any] | None:
+    """The columns of a :class:`ResultPart` row (all but ``result_id``); None when the report cannot be split into parts.
+
+    That is a report without per-query values for every task (one from a grader before per-query values, or
+    a malformed one): its parts cannot be scored, so it stays off the board rather than ranked on some tasks only.
+    """
+    tasks = signed.report.get("tasks") or {}
+    if not signed.values or set(signed.values) != set(tasks):
+        return None
+    try:
+        scored = score_parts(signed, secret, fraction)
+    except GraderError as error:
+        log.warning("part scores of %s: %s", signed.report.get("subject", {}).get("name", "?"), error)
+        return None
+    return {
+        "full_score": scored["full"]["score"],
+        "public_score": scored["public"]["score"],
+        "private_score": scored["private"]["score"],
+        "tasks": {part: scored[part]["tasks"] for part in PARTS},
+        "computed_at": utcnow(),
+    }
+
+
+@dataclass(frozen=True)
+class PartScorer:
+    """Scores the parts of a hidden-split report at acceptance; the server holds the secret, workers never do.
+
+    Called with the report the host has just signed (so it needs no verification); returns the
+    :class:`ResultPart` columns that the acceptance stores in the transaction recording the scored state.
+    """
+
+    secret: bytes = field(repr=False)
+    fraction: float
+
+    def __call__(self, report: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            signed = values_of(report)
+        except (KeyError, TypeError, AttributeError):  # a schema-valid report always has these; never fail an acceptance on it
+            return None
+        return part_columns(signed, self.secret, self.fraction)
+
+
+def acceptance_scorer(ctx: ServerContext) -> PartScorer:
+    """The scorer the server hands to the result acceptance: its partition secret and the competition's public fraction."""
+    return PartScorer(ctx.partition_secret, ctx.competition.leaderboard.public_fraction)
+
+
 _write_lock = threading.Lock()
 
 
 def ensure_parts(session: Session, result: Result, public_key: Ed25519PublicKey, secret: bytes, fraction: float) -> ResultPart | None:
-    """The result's part scores, computed and stored on first use; None for a result without a signed, scored report.
+    """The result's part scores: the stored row, or (a row that predates scoring at acceptance) computed and stored now.
 
-    The row is written in its own short transaction (under a lock, and tolerating a concurrent writer), so
-    callers that only read never write and two requests computing the same row at once do not fail.
+    None for a result without a signed, scored report with per-query values. A row is written in its own
+    short transaction (under a lock, and tolerating a concurrent writer), so callers that only read never
+    write and two requests computing the same row at once do not fail.
     """
     row = session.get(ResultPart, result.id)
     if row is not None:
         return row
     if result.state != "scored" or result.envelope_path is None:
         return None
-    scored = score_parts(signed_values(result.envelope_path, public_key), secret, fraction)
-    values = dict(
-        result_id=result.id,
-        full_score=scored["full"]["score"],
-        public_score=scored["public"]["score"],
-        private_score=scored["private"]["score"],
-        tasks={part: scored[part]["tasks"] for part in PARTS},
-        computed_at=utcnow(),
-    )
+    columns = part_columns(signed_values(result.envelope_path, public_key), secret, fraction)
+    if columns is None:
+        return None
+    values = {"result_id": result.id, **columns}
     with _write_lock, OwnSession(session.get_bind()) as own:
         if own.get(ResultPart, result.id) is None:
             own.add(ResultPart(**values))
@@ -120,6 +183,22 @@ def ensure_parts(session: Session, result: Result, public_key: Ed25519PublicKey,
             except IntegrityError:  # another server process wrote the same (deterministic) row first
                 own.rollback()
     return ResultPart(**values)
+
+
+def backfill_parts(db: Database, public_key: Ed25519PublicKey, secret: bytes, fraction: float) -> list[str]:
+    """Repair at server start: store the parts of every scored hidden-split result that has none; the submissions repaired.
+
+    Those are results accepted before part scores were computed at acceptance (or by a server without the hook).
+    """
+    with db.session() as session:
+        missing = session.execute(
+            select(Submission.id, Result)
+            .join(Result, Result.id == Submission.result_id)
+            .outerjoin(ResultPart, ResultPart.result_id == Result.id)
+            .where(Submission.track == "hidden", Submission.state == "scored", ResultPart.result_id.is_(None))
+            .order_by(Submission.id)
+        ).all()
+        return [sid for sid, result in missing if ensure_parts(session, result, public_key, secret, fraction) is not None]
 
 
 def scored_hidden(session: Session) -> list[tuple[Submission, Result]]:

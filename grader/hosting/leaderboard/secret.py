@@ -28,6 +28,14 @@ def ensure_partition_secret(keys_dir: Path) -> bytes:
     path = keys_dir / SECRET_FILE
     if not os.path.lexists(path):
         atomic_write_bytes(path, new_secret().hex().encode("ascii") + b"\n", mode=0o600)
+    return load_partition_secret(keys_dir)
+
+
+def load_partition_secret(keys_dir: Path) -> bytes:
+    """Load ``keys_dir/partition.secret`` (never creating one), refusing a missing file or one others can read."""
+    path = keys_dir / SECRET_FILE
+    if not os.path.lexists(path):
+        raise HostingError(f"{path}: no partition secret here", hint="start `grader serve --state DIR` once first")
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode & 0o077:
         raise HostingError(f"{path}: the partition secret is readable by others (mode {mode:04o}); run: chmod 600 {path}")

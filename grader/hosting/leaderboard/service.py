@@ -12,9 +12,11 @@ import csv
 import io
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
 from grader.hosting.errors import HostingError
@@ -32,11 +34,12 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def _settings(ctx: ServerContext) -> dict[str, Any]:
-    lb = ctx.competition.leaderboard
+def board_settings(competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> dict[str, Any]:
+    """What :func:`build_boards` needs besides the session: the host key, the partition secret and the board settings."""
+    lb = competition.leaderboard
     return {
-        "public_key": ctx.signing_key.public_key(),
-        "secret": ctx.partition_secret,
+        "public_key": public_key,
+        "secret": secret,
         "fraction": lb.public_fraction,
         "finals_k": lb.finals,
         "resamples": lb.resamples,
@@ -44,6 +47,10 @@ def _settings(ctx: ServerContext) -> dict[str, Any]:
         "ladder": lb.ladder,
         "ladder_step": lb.ladder_step,
     }
+
+
+def _settings(ctx: ServerContext) -> dict[str, Any]:
+    return board_settings(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
 
 
 def boards(ctx: ServerContext, part: str) -> list[Board]:
@@ -112,16 +119,20 @@ def entry_json(entry: Any) -> dict[str, Any]:
     }
 
 
-def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
-    """The boards of ``part`` as JSON data."""
-    found = boards(ctx, part)
+def boards_json(found: list[Board], *, competition: str, part: str, ended: bool) -> dict[str, Any]:
+    """Boards as JSON data (numbers rounded)."""
     return {
-        "competition": ctx.competition.name,
+        "competition": competition,
         "part": part,
-        "ended": ctx.ended(),
+        "ended": ended,
         "host_key": "/host-key.pub",
         "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found],
     }
+
+
+def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
+    """The boards of ``part`` as JSON data."""
+    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=ctx.ended())
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

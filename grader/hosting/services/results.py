@@ -9,6 +9,7 @@ match the pinned digests, a malformed report) returns the job to the queue.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.errors import ReportError
 from grader.files import atomic_write_text
 from grader.hosting.clock import utcnow
-from grader.hosting.db.models import Pin, Result, State, Submission, Worker
+from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
@@ -90,10 +91,26 @@ def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
     return target
 
 
+#: Scores a signed hidden-split report's public/private parts: the ResultPart columns, or None (see grader.hosting.leaderboard.parts).
+PartScorer = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
 def accept_result(
-    db: Database, state: StateDir, key: Ed25519PrivateKey, *, submission_id: str, attempt: int, worker_id: int, payload: dict[str, Any]
+    db: Database,
+    state: StateDir,
+    key: Ed25519PrivateKey,
+    *,
+    submission_id: str,
+    attempt: int,
+    worker_id: int,
+    payload: dict[str, Any],
+    parts: PartScorer | None = None,
 ) -> Verdict:
-    """Judge and record one posted result (see the module docstring)."""
+    """Judge and record one posted result (see the module docstring).
+
+    ``parts`` scores a scored hidden-split report's public and private parts; they are stored in the
+    transaction that records the scored state, so no board ever sees one without the other.
+    """
     with db.session() as session:
         submission = session.get(Submission, submission_id)
         if not holds_lease(submission, attempt, worker_id):
@@ -133,6 +150,7 @@ def accept_result(
     reason = str(payload.get("message", ""))[:2000]
     envelope = plain = None
     aggregate: dict[str, Any] | None = None
+    part_columns: dict[str, Any] | None = None
     if isinstance(report, dict):
         try:
             validate_report(report)
@@ -144,6 +162,8 @@ def accept_result(
                     report = {**report, "labels": {**(report.get("labels") or {}), "graded_by": {"worker": worker_name, "attempt": attempt}}}
                 envelope, plain = sign_and_store(report, key, folder)
                 aggregate = report.get("aggregate")
+                if parts is not None and track == "hidden" and final is State.SCORED:
+                    part_columns = parts(report)  # before the transaction: it holds no lock while the parts are scored
             reason = why if final is not None else f"{why} {reason}".strip()
         except ReportError as error:
             final, code, reason = None, INFRA, f"malformed report from the worker: {error}"
@@ -177,6 +197,8 @@ def accept_result(
         )
         session.add(result)
         session.flush()
+        if part_columns is not None:
+            session.add(ResultPart(result_id=result.id, **part_columns))
         end_attempt(session, submission_id, attempt, "result")
         if not move(
             session,

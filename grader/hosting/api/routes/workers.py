@@ -15,6 +15,7 @@ from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin, Submission, Worker
 from grader.hosting.grading_adapter import limits_to_json
+from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.services import lifecycle
 from grader.hosting.services.results import accept_result
 
@@ -135,6 +136,7 @@ async def result(submission_id: str, body: ResultBody, ctx: ServerContext = Depe
         attempt=body.attempt,
         worker_id=who.id,
         payload=body.model_dump(),
+        parts=acceptance_scorer(ctx),
     )
     if verdict.status == "stale":
         raise HTTPException(409, "stale attempt: result discarded")
