@@ -61,6 +61,8 @@ class World:
     tokens: dict[str, str]
     secret: bytes
     submissions: list[Seeded] = field(default_factory=list)
+    #: the token of the local worker that claims the seeded jobs (for posting results through the HTTP route)
+    worker_token: str = ""
 
     def by_name(self, name: str) -> Seeded:
         return next(s for s in self.submissions if s.name == name)
@@ -112,8 +114,8 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
             ("host-bm25", None, True),
         ):
             tokens[name] = add_participant(session, name, team, baseline=baseline)[1]
-        rekey_local_worker(session, "seed-worker")
-    world = World(ctx, state, database, tokens, ctx.partition_secret)
+        worker_token = rekey_local_worker(session, "seed-worker")
+    world = World(ctx, state, database, tokens, ctx.partition_secret, worker_token=worker_token)
     return world
 
 
@@ -129,10 +131,12 @@ def seed(
     uploaded_ago_s: float = 0,
     rng_seed: int = 0,
     without_parts: bool = False,
+    through: Any = None,
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
     ``without_parts``: accepted as before part scores were stored at acceptance (a row the repair path must fill).
+    ``through``: an HTTP client of the server's app; the result is then posted through the worker route.
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -214,17 +218,25 @@ def seed(
         finished_at=now,
         labels={k: v for k, v in labels.items() if k == "training"},
     )
-    verdict = accept_result(
-        ctx.db,
-        ctx.state,
-        ctx.signing_key,
-        submission_id=submission.id,
-        attempt=claim.attempt,
-        worker_id=worker_id,
-        payload={"report": report},
-        parts=None if without_parts else acceptance_scorer(ctx),  # as the server's route does
-    )
-    assert verdict.status == "accepted", verdict
+    if through is not None:
+        answer = through.post(
+            f"/api/v1/worker/jobs/{submission.id}/result",
+            json={"attempt": claim.attempt, "report": report},
+            headers={"Authorization": f"Bearer {world.worker_token}"},
+        )
+        assert answer.status_code == 200 and answer.json()["status"] == "accepted", answer.text
+    else:
+        verdict = accept_result(
+            ctx.db,
+            ctx.state,
+            ctx.signing_key,
+            submission_id=submission.id,
+            attempt=claim.attempt,
+            worker_id=worker_id,
+            payload={"report": report},
+            parts=None if without_parts else acceptance_scorer(ctx),  # as the server's route does
+        )
+        assert verdict.status == "accepted", verdict
     entry = Seeded(
         submission.id,
         participant,
