@@ -213,6 +213,25 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     )  # the full report, after the end
 
 
+def test_commitment_and_data_digests_are_published_from_the_start_and_the_revealed_secret_matches(world: World, client: TestClient) -> None:
+    from grader.hosting.db.models import Pin
+
+    before = client.get("/api/v1/partition").json()
+    assert before["secret"] is None and not before["ended"]
+    assert before["commitment"] == hashlib.sha256(world.secret).hexdigest()  # the secret file the test wrote, hashed here
+    with world.ctx.db.session() as session:
+        pin = session.get(Pin, world.ctx.pin_id)
+        assert pin is not None
+        assert before["data_digests"] == pin.digests
+    page = client.get("/").text
+    digests = before["data_digests"]
+    assert before["commitment"] in page and all(digests["tasks"][t][digests["split"]] in page for t in digests["tasks"])
+    admin(world.state, "end", database=world.database)
+    after = client.get("/api/v1/partition").json()
+    assert after["ended"] and after["commitment"] == before["commitment"]
+    assert hashlib.sha256(bytes.fromhex(after["secret"])).hexdigest() == before["commitment"]  # what was committed to is what is revealed
+
+
 def test_csv_cells_never_start_a_formula(world: World, client: TestClient) -> None:
     rows = list(csv.reader(io.StringIO(client.get("/leaderboard.csv").text)))
     cells = [cell for row in rows[1:] for cell in row]
