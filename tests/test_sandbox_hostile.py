@@ -10,7 +10,9 @@ Each test is an observation made on the grader before these checks existed:
   report grew with it (a 100 MB id made a 133 MB report ``grader verify`` refused);
 * a report of the hidden split carried the container's stderr, a channel out of
   the sandbox for hidden queries;
-* a Docker manifest could name any image already on the host.
+* a Docker manifest could name any image already on the host;
+* an encode-mode image returning finite but huge vectors (+-1e30) made float32
+  inner products overflow to infinity: a traceback, no report, later tasks not graded.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_sub
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 HOSTILE = image_of("hostile")
+HUGE_VECTORS = image_of("huge-vectors")
 LIMITS = ["--time-limit", "60", "--memory", "512m", "--cpus", "1"]
 
 
@@ -124,6 +127,33 @@ def test_a_huge_id_gives_a_small_signed_report_that_verifies(guard: HostGuard, t
             assert "'\\x1b[2JAAAA" in failure["message"] and "(900004 characters)" in failure["message"]
         else:  # hidden split: the id the container returned is redacted
             assert "AAAA" not in failure["message"] and "'...'" in failure["message"]
+    guard.verify()
+
+
+@pytest.mark.docker(HUGE_VECTORS)
+def test_huge_finite_vectors_from_an_encode_image_fail_the_task_not_the_run(guard: HostGuard, tmp_path: Path) -> None:
+    """+-1e30 entries are finite in float32, but their inner products are not: OUTPUT_INVALID for that task, a signed report."""
+    names = ["huge-corpus", "huge-queries", "huge-both", "valid"]
+    bench = write_benchmark(tmp_path / "bench", names)
+    submission = docker_submission(tmp_path / "sub", HUGE_VECTORS, mode="encode")
+    key = tmp_path / "keys" / "grader.key"
+    invoke("keygen", "--out", key.parent)
+    out = tmp_path / "out"
+    result = invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", out, "--key", key, *LIMITS)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stderr
+    tasks = read_report(out)["tasks"]
+    side = {"huge-corpus": "document", "huge-queries": "query", "huge-both": "query"}
+    for name, which in side.items():
+        assert tasks[name]["status"] == "failed", tasks[name]
+        failure = tasks[name]["failure"]
+        assert failure["code"] == "OUTPUT_INVALID", failure
+        # 64 columns of +-1e30: L2 norm 8e30, named in the grader's own message.
+        assert f"{which} embeddings: row 0 has L2 norm 8e+30, above the limit of 1e+15" in failure["message"], failure
+        assert any(line.startswith(f"{name}: FAILED OUTPUT_INVALID") for line in result.stderr.splitlines()), result.stderr
+    # The task after them is graded as usual (a tiny task where each query shares its words with one document).
+    assert tasks["valid"]["status"] == "scored"
+    invoke("verify", out / "report.dsse.json", "--key", key.with_suffix(".pub"))
     guard.verify()
 
 
