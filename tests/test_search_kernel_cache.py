@@ -76,7 +76,7 @@ def digest(scores: np.ndarray, rows: np.ndarray) -> str:
 
 
 def _child(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in (kernel_cache.CACHE_ENV, "XDG_CACHE_HOME")}
+    env = {k: v for k, v in os.environ.items() if k not in (kernel_cache.CACHE_ENV, kernel_cache.SWITCH_ENV, "XDG_CACHE_HOME")}
     env.update(HOME=str(home), PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", CHILD, str(REPO)], capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -125,6 +125,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No NUMBA_CACHE_DIR, no XDG_CACHE_HOME, HOME in a temp folder; numba's config left as it was."""
     monkeypatch.delenv(kernel_cache.CACHE_ENV, raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv(kernel_cache.SWITCH_ENV, raising=False)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -174,3 +175,9 @@ def test_an_unusable_explicit_folder_turns_caching_off(clean_env: Path, monkeypa
     not_a_folder.write_text("", encoding="utf-8")
     monkeypatch.setenv(kernel_cache.CACHE_ENV, str(not_a_folder))
     assert kernel_cache.configure_numba_cache() is False
+
+
+def test_the_switch_turns_caching_off(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(kernel_cache.SWITCH_ENV, "off")
+    assert kernel_cache.configure_numba_cache() is False
+    assert kernel_cache.CACHE_ENV not in os.environ and not (clean_env / ".cache").exists()

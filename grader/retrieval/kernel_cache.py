@@ -10,7 +10,7 @@ before numba reads its configuration.
 
 numba's cache files are pickles: loading one runs what it says. The default
 folder is therefore used only when it is a real folder (not a link) owned by this
-user and writable by no one else; a folder that fails that, or that cannot be
+user and writable by no one else; ``GRADER_NUMBA_CACHE=off``, a folder that fails that, or that cannot be
 written, turns caching off (the kernels are compiled in memory, as without a
 cache). A cache entry is reused only for the same source file contents, numba
 version and CPU (numba keys entries by them), so a cached kernel is the kernel
@@ -27,6 +27,9 @@ from pathlib import Path
 
 #: The environment variable numba reads its cache folder from.
 CACHE_ENV = "NUMBA_CACHE_DIR"
+
+#: Set to ``off`` (or ``0``, ``no``, ``false``) to compile in memory in every process, caching nothing.
+SWITCH_ENV = "GRADER_NUMBA_CACHE"
 
 
 def default_cache_dir() -> Path | None:
@@ -68,6 +71,8 @@ def configure_numba_cache() -> bool:
     then); if numba was imported already, its configuration is reread. An explicit ``NUMBA_CACHE_DIR`` is the user's choice and is
     kept (caching is off if it cannot be written).
     """
+    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+        return False
     chosen = os.environ.get(CACHE_ENV, "").strip()
     if chosen:
         path = Path(chosen)
