@@ -234,6 +234,55 @@ def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_pa
     assert (out / "report.json").is_file()
 
 
+@pytest.mark.slow
+def test_two_real_runs_into_one_out_leave_one_submissions_report_and_signature(tmp_path: Path, benchmark: Path, key: Path) -> None:
+    """The observation itself: two ``grader run --key`` of different submissions into one OUT.
+
+    Before the lock both proceeded and, in 2 of 20 trials, report.json described one
+    submission while report.dsse.json was signed for the other. Here the first run
+    holds OUT for at least its 4 s time limit (a model that loops), so the second is
+    certain to start while the first is running.
+    """
+    from grader.submissions.digest import submission_digest
+
+    slow = _hostile_submission(tmp_path / "slow", "loop")
+    fast = onnx_submission(tmp_path / "fast")
+    out = tmp_path / "out"
+    args = ["--benchmark", str(benchmark), "--out", str(out), "--key", str(key), "--sandbox", "none", "--threads", "1", "--tasks", "alpha"]
+    first = subprocess.Popen(
+        [sys.executable, "-c", "from grader.cli.main import main; main()", "run", str(slow), *args, "--time-limit", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        lock = out / ".grader.lock"
+        while not (lock.is_file() and f'"pid": {first.pid}' in lock.read_text(encoding="utf-8")):
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(0.05)
+        second = CliRunner().invoke(cli, ["run", str(fast), *args])
+        assert second.exit_code == 75, (second.exit_code, second.stderr)
+        assert f"another grader run is using this folder (pid {first.pid} on " in second.stderr
+        _, stderr = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, stderr.decode(errors="replace")
+    # report.json and the signed envelope both describe the first submission, and only it.
+    report = json.loads((out / "report.json").read_text())
+    signed = verified_report(out, key)
+    assert report == signed
+    assert signed["subject"]["digest"]["sha256"] == submission_digest(slow) != submission_digest(fast)
+    assert signed["tasks"]["alpha"]["failure"]["code"] == "TIMEOUT"
+    # Once the first is done, the second may use OUT; then both files describe the second.
+    run(fast, benchmark, out, "--key", str(key), "--tasks", "alpha")
+    report = json.loads((out / "report.json").read_text())
+    assert report == verified_report(out, key) and report["subject"]["digest"]["sha256"] == submission_digest(fast)
+
+
 # --------------------------------------------------------------------------- INFRA per task
 
 
