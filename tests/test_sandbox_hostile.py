@@ -11,8 +11,9 @@ Each test is an observation made on the grader before these checks existed:
 * a report of the hidden split carried the container's stderr, a channel out of
   the sandbox for hidden queries;
 * a Docker manifest could name any image already on the host;
-* an encode-mode image returning finite but huge vectors (+-1e30) made float32
-  inner products overflow to infinity: a traceback, no report, later tasks not graded.
+* an encode-mode image returning finite but huge vectors (+-1e30), or an ONNX
+  model with ``normalize: false`` returning +-1e20, made float32 inner products
+  overflow to infinity: a traceback, no report, later tasks not graded.
 """
 
 from __future__ import annotations
@@ -213,6 +214,33 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
         codes[sandbox] = read_report(out)["tasks"]["alpha"]["failure"]["code"]
     # The runner image carries the grader's source: one built before this check exits 2 (NONZERO_EXIT); rebuild it.
     assert codes == {"none": "MODEL_ERROR", "docker": "MODEL_ERROR"}, f"{codes} with {RUNNER_IMAGE} (rebuild it: images/runner/build.sh)"
+    guard.verify()
+
+
+@pytest.mark.docker(RUNNER_IMAGE)
+def test_a_model_with_huge_finite_outputs_is_model_error_in_process_and_in_the_runner_image(guard: HostGuard, tmp_path: Path) -> None:
+    """Issue 10, observation 4: +-1e20 vectors from an ONNX model with ``normalize: false`` (finite; inner products overflow float32)."""
+    table = embedding_table(dim=8, seed=4) * np.float32(1e20)
+    assert np.isfinite(table).all()
+    huge = onnx_submission(tmp_path / "huge-model", table=table, manifest={"normalize": False})
+    bench = tmp_path / "bench"
+    for name in ("alpha", "beta"):  # the tiny task plus a document of the table's own words (the tiny task's are unknown to it)
+        write_beir_task(bench / name, documents=[*DOCUMENTS, Document("d7", "", "w60 w61")])
+    (bench / "benchmark.json").write_text(
+        json.dumps({"name": "huge-bench", "version": "1", "primary_measure": "NDCG@10", "tasks": ["alpha", "beta"]}), encoding="utf-8"
+    )
+    failures = {}
+    for sandbox in ("none", "docker"):
+        out = tmp_path / f"out-{sandbox}"
+        invoke("run", huge, "--benchmark", bench, "--sandbox", sandbox, "--out", out, "--quiet", "--threads", "1", *LIMITS)
+        tasks = read_report(out)["tasks"]
+        assert set(tasks) == {"alpha", "beta"}  # the run went on past the first failed task
+        failures[sandbox] = {name: (task["status"], task["failure"]["code"]) for name, task in tasks.items()}
+        # In-process the grader names the norm; the runner image's words stay out of a hidden split's report.
+        message = "has L2 norm" if sandbox == "none" else "the model failed while encoding"
+        assert message in tasks["alpha"]["failure"]["message"], tasks["alpha"]["failure"]
+    expected = {"alpha": ("failed", "MODEL_ERROR"), "beta": ("failed", "MODEL_ERROR")}
+    assert failures == {"none": expected, "docker": expected}, f"{failures} with {RUNNER_IMAGE} (rebuild it: images/runner/build.sh)"
     guard.verify()
 
 
