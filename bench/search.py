@@ -21,7 +21,8 @@ What it does:
    screening, duplicate rows, faiss candidates within the proven error bound,
    float64 fixed-order re-scoring and the trec-order cut, same chunking.
    Each process first warms up on a tiny input (numba compiles the kernels of
-   (b) there, once per process; the compile time is reported apart), then times
+   (b) there, or loads them from its disk cache once a process has compiled them,
+   see ``bench/kernel_cache.py``; reported apart), then times
    the search alone: *work*. *Peak RSS* is the process's ``ru_maxrss``;
 3. checks (b) against (a): for every query the set of the top k must be the same
    except where float32 could not separate scores (the count is printed), and
@@ -164,7 +165,7 @@ def main() -> int:
         f"{args.queries:,} queries x {args.docs:,} documents x {args.dim} dimensions, top {args.k:,}; clustered, normalised float32 vectors,",
         f"2% duplicated documents, seed {args.seed}. `{command.strip()}` on {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()};",
         f"median of {args.repeats} round-robin repeats, each contender in its own process. Work is the search call alone, after a warm-up",
-        "(numba compiles the exact search's kernels in the warm-up, once per process: *warm-up* column). *CPU* is the process's",
+        "(numba compiles the exact search's kernels in the warm-up, or loads them from its disk cache: *warm-up* column). *CPU* is the process's",
         "user + system time during the work (all threads); on a shared machine wall times move by tens of percent between runs, CPU times less.",
         "",
         "| contender | work (s) | per repeat (s) | CPU (s) | warm-up (s) | process (s) | peak RSS (MiB) |",

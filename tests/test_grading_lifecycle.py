@@ -8,7 +8,8 @@ Each test is an observation of issue 10 that held on the old main:
 * the resume line showed ``MAP@...`` (the alphabetically first measure), not the primary one;
 * two runs on one OUT both proceeded;
 * a ``SandboxUnavailable`` during a task ended the run;
-* ``--sandbox none`` ignored ``--time-limit`` and ``--memory``, and ``auto`` said nothing.
+* ``--sandbox none`` ignored ``--time-limit`` and ``--memory``, and ``auto`` said nothing;
+  ``grader check``'s sample run of an ONNX model ran in the checking process itself, without those limits.
 
 Real parts: real ONNX models (built here) in onnxruntime, real child processes, real locks.
 """
@@ -44,7 +45,8 @@ def benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bench") / "tiny"
     corpus = [{"_id": f"d{i}", "title": "", "text": f"w{i} w{i + 10} w{i + 20}"} for i in range(8)]
     queries = [{"_id": f"q{i}", "text": f"w{i} w{i + 20}"} for i in range(4)]
-    qrels = {"test": [(f"q{i}", f"d{i}", 1) for i in range(4)]}
+    rows = [(f"q{i}", f"d{i}", 1) for i in range(4)]
+    qrels = {"test": rows, "dev": rows}  # dev: the public sample split grader check runs on
     for name in ("alpha", "beta"):
         write_task(root / name, corpus=corpus, queries=queries, qrels=qrels)
     spec = {"name": "tiny", "version": "1", "primary_measure": "NDCG@10", "measures": MEASURES, "tasks": ["alpha", "beta"]}
@@ -232,6 +234,55 @@ def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_pa
     assert (out / "report.json").is_file()
 
 
+@pytest.mark.slow
+def test_two_real_runs_into_one_out_leave_one_submissions_report_and_signature(tmp_path: Path, benchmark: Path, key: Path) -> None:
+    """The observation itself: two ``grader run --key`` of different submissions into one OUT.
+
+    Before the lock both proceeded and, in 2 of 20 trials, report.json described one
+    submission while report.dsse.json was signed for the other. Here the first run
+    holds OUT for at least its 4 s time limit (a model that loops), so the second is
+    certain to start while the first is running.
+    """
+    from grader.submissions.digest import submission_digest
+
+    slow = _hostile_submission(tmp_path / "slow", "loop")
+    fast = onnx_submission(tmp_path / "fast")
+    out = tmp_path / "out"
+    args = ["--benchmark", str(benchmark), "--out", str(out), "--key", str(key), "--sandbox", "none", "--threads", "1", "--tasks", "alpha"]
+    first = subprocess.Popen(
+        [sys.executable, "-c", "from grader.cli.main import main; main()", "run", str(slow), *args, "--time-limit", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        lock = out / ".grader.lock"
+        while not (lock.is_file() and f'"pid": {first.pid}' in lock.read_text(encoding="utf-8")):
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(0.05)
+        second = CliRunner().invoke(cli, ["run", str(fast), *args])
+        assert second.exit_code == 75, (second.exit_code, second.stderr)
+        assert f"another grader run is using this folder (pid {first.pid} on " in second.stderr
+        _, stderr = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, stderr.decode(errors="replace")
+    # report.json and the signed envelope both describe the first submission, and only it.
+    report = json.loads((out / "report.json").read_text())
+    signed = verified_report(out, key)
+    assert report == signed
+    assert signed["subject"]["digest"]["sha256"] == submission_digest(slow) != submission_digest(fast)
+    assert signed["tasks"]["alpha"]["failure"]["code"] == "TIMEOUT"
+    # Once the first is done, the second may use OUT; then both files describe the second.
+    run(fast, benchmark, out, "--key", str(key), "--tasks", "alpha")
+    report = json.loads((out / "report.json").read_text())
+    assert report == verified_report(out, key) and report["subject"]["digest"]["sha256"] == submission_digest(fast)
+
+
 # --------------------------------------------------------------------------- INFRA per task
 
 
@@ -353,6 +404,35 @@ def test_in_process_encoder_is_killed_at_the_memory_limit(tmp_path: Path, benchm
     assert peak > 500 << 20 and peak < 1 << 30  # killed on the way up, before the whole GiB was touched
     assert report["sandbox"]["isolated"] is False and report["sandbox"]["limits"]["memory_bytes"] == 500 << 20
     assert _leftover_children() == []
+
+
+def check(submission: Path, benchmark: Path, *extra: str, expect: int = 1):  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(
+        cli, ["check", str(submission), "--benchmark", str(benchmark), "--tasks", "alpha", "--threads", "1", "--sandbox", "none", "--json", *extra]
+    )
+    assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return {step["step"]: step for step in json.loads(result.stdout)["steps"]}
+
+
+@pytest.mark.slow
+def test_check_samples_in_the_same_limited_child_process(tmp_path: Path, benchmark: Path) -> None:
+    """grader check's sample run goes through the encoder child of grading: killed at --time-limit, at --memory."""
+    started = time.monotonic()
+    steps = check(_hostile_submission(tmp_path / "looping", "loop"), benchmark, "--time-limit", "3")
+    assert time.monotonic() - started < 30  # not the 10^12 iterations
+    assert steps["intake"]["status"] == "passed" and "in a child process" in steps["intake"]["reason"]
+    sample = steps["sample run"]
+    assert sample["status"] == "failed" and sample["reason"] == "alpha: TIMEOUT: killed after the 3 s time limit", sample
+    assert sample["hint"] == "make it faster or ask the host for a longer --time-limit"
+    steps = check(_hostile_submission(tmp_path / "hog", "alloc"), benchmark, "--memory", "500m")
+    sample = steps["sample run"]
+    assert sample["status"] == "failed" and sample["reason"].startswith("alpha: OOM: "), sample
+    peak = int(re.search(r"resident memory (\d+) bytes", sample["reason"])[1])
+    assert 500 << 20 < peak < 1 << 30
+    assert _leftover_children() == []
+    # The same limits let a well-behaved model through: the limits decided above, not the check.
+    steps = check(onnx_submission(tmp_path / "fine"), benchmark, "--time-limit", "60", "--memory", "500m", expect=0)
+    assert steps["sample run"]["status"] == "passed" and steps["sample score"]["status"] == "passed"
 
 
 def test_the_same_hog_scores_when_the_limit_allows_it(tmp_path: Path, benchmark: Path, submission: Path) -> None:

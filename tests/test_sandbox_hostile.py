@@ -10,7 +10,10 @@ Each test is an observation made on the grader before these checks existed:
   report grew with it (a 100 MB id made a 133 MB report ``grader verify`` refused);
 * a report of the hidden split carried the container's stderr, a channel out of
   the sandbox for hidden queries;
-* a Docker manifest could name any image already on the host.
+* a Docker manifest could name any image already on the host;
+* an encode-mode image returning finite but huge vectors (+-1e30), or an ONNX
+  model with ``normalize: false`` returning +-1e20, made float32 inner products
+  overflow to infinity: a traceback, no report, later tasks not graded.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_sub
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 
 HOSTILE = image_of("hostile")
+HUGE_VECTORS = image_of("huge-vectors")
 LIMITS = ["--time-limit", "60", "--memory", "512m", "--cpus", "1"]
 
 
@@ -127,6 +131,33 @@ def test_a_huge_id_gives_a_small_signed_report_that_verifies(guard: HostGuard, t
     guard.verify()
 
 
+@pytest.mark.docker(HUGE_VECTORS)
+def test_huge_finite_vectors_from_an_encode_image_fail_the_task_not_the_run(guard: HostGuard, tmp_path: Path) -> None:
+    """+-1e30 entries are finite in float32, but their inner products are not: OUTPUT_INVALID for that task, a signed report."""
+    names = ["huge-corpus", "huge-queries", "huge-both", "valid"]
+    bench = write_benchmark(tmp_path / "bench", names)
+    submission = docker_submission(tmp_path / "sub", HUGE_VECTORS, mode="encode")
+    key = tmp_path / "keys" / "grader.key"
+    invoke("keygen", "--out", key.parent)
+    out = tmp_path / "out"
+    result = invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", out, "--key", key, *LIMITS)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stderr
+    tasks = read_report(out)["tasks"]
+    side = {"huge-corpus": "document", "huge-queries": "query", "huge-both": "query"}
+    for name, which in side.items():
+        assert tasks[name]["status"] == "failed", tasks[name]
+        failure = tasks[name]["failure"]
+        assert failure["code"] == "OUTPUT_INVALID", failure
+        # 64 columns of +-1e30: L2 norm 8e30, named in the grader's own message.
+        assert f"{which} embeddings: row 0 has L2 norm 8e+30, above the limit of 1e+15" in failure["message"], failure
+        assert any(line.startswith(f"{name}: FAILED OUTPUT_INVALID") for line in result.stderr.splitlines()), result.stderr
+    # The task after them is graded as usual (a tiny task where each query shares its words with one document).
+    assert tasks["valid"]["status"] == "scored"
+    invoke("verify", out / "report.dsse.json", "--key", key.with_suffix(".pub"))
+    guard.verify()
+
+
 @pytest.mark.slow
 @pytest.mark.docker(HOSTILE)
 def test_images_from_submission_only_refuses_host_images(guard: HostGuard, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -183,6 +214,33 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
         codes[sandbox] = read_report(out)["tasks"]["alpha"]["failure"]["code"]
     # The runner image carries the grader's source: one built before this check exits 2 (NONZERO_EXIT); rebuild it.
     assert codes == {"none": "MODEL_ERROR", "docker": "MODEL_ERROR"}, f"{codes} with {RUNNER_IMAGE} (rebuild it: images/runner/build.sh)"
+    guard.verify()
+
+
+@pytest.mark.docker(RUNNER_IMAGE)
+def test_a_model_with_huge_finite_outputs_is_model_error_in_process_and_in_the_runner_image(guard: HostGuard, tmp_path: Path) -> None:
+    """Issue 10, observation 4: +-1e20 vectors from an ONNX model with ``normalize: false`` (finite; inner products overflow float32)."""
+    table = embedding_table(dim=8, seed=4) * np.float32(1e20)
+    assert np.isfinite(table).all()
+    huge = onnx_submission(tmp_path / "huge-model", table=table, manifest={"normalize": False})
+    bench = tmp_path / "bench"
+    for name in ("alpha", "beta"):  # the tiny task plus a document of the table's own words (the tiny task's are unknown to it)
+        write_beir_task(bench / name, documents=[*DOCUMENTS, Document("d7", "", "w60 w61")])
+    (bench / "benchmark.json").write_text(
+        json.dumps({"name": "huge-bench", "version": "1", "primary_measure": "NDCG@10", "tasks": ["alpha", "beta"]}), encoding="utf-8"
+    )
+    failures = {}
+    for sandbox in ("none", "docker"):
+        out = tmp_path / f"out-{sandbox}"
+        invoke("run", huge, "--benchmark", bench, "--sandbox", sandbox, "--out", out, "--quiet", "--threads", "1", *LIMITS)
+        tasks = read_report(out)["tasks"]
+        assert set(tasks) == {"alpha", "beta"}  # the run went on past the first failed task
+        failures[sandbox] = {name: (task["status"], task["failure"]["code"]) for name, task in tasks.items()}
+        # In-process the grader names the norm; the runner image's words stay out of a hidden split's report.
+        message = "has L2 norm" if sandbox == "none" else "the model failed while encoding"
+        assert message in tasks["alpha"]["failure"]["message"], tasks["alpha"]["failure"]
+    expected = {"alpha": ("failed", "MODEL_ERROR"), "beta": ("failed", "MODEL_ERROR")}
+    assert failures == {"none": expected, "docker": expected}, f"{failures} with {RUNNER_IMAGE} (rebuild it: images/runner/build.sh)"
     guard.verify()
 
 

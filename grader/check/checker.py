@@ -224,7 +224,9 @@ def _estimate(runs: list[_SampleOutcome], options: RunOptions) -> StepResult:
     limits = options.limits
     details: list[str] = []
     over: list[str] = []
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # An in-process (ONNX) sample ran in the grading child process (grader/grading/inprocess.py): its peak
+    # is a waited-for child's, not this process's own.
+    peak_rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) * 1024
     for task_run in runs:
         sample = len(task_run.inputs.documents) + len(task_run.inputs.queries)
         full = spec.full_size(task_run.name)

@@ -12,15 +12,23 @@ A fused multiply-add could not change a bit either: the product it skips
 rounding is exact anyway. So the score is a function of the two vectors alone,
 bit for bit, on any IEEE-754 CPU and at any thread count.
 
-Numba compiles these on first use (a few seconds, once per process); nothing is
-cached on disk.
+Numba compiles these on first use (seconds) and caches the machine code on disk
+(:mod:`grader.retrieval.kernel_cache`: the user's cache folder unless
+``NUMBA_CACHE_DIR`` says otherwise), so later processes load it. A cached entry is
+keyed by this file's contents, the numba version and the CPU, and it was compiled
+with the same flags (no ``fastmath``): the same code as a fresh compilation.
 """
 
 from __future__ import annotations
 
-import numba
-import numpy as np
-from numba import prange
+from grader.retrieval.kernel_cache import configure_numba_cache
+
+#: Whether the kernels are cached on disk; decided before numba reads its configuration.
+CACHE = configure_numba_cache()
+
+import numba  # noqa: E402 - after NUMBA_CACHE_DIR is set
+import numpy as np  # noqa: E402
+from numba import prange  # noqa: E402
 
 # Error-bound constants (docs/search.md). u32, u64: unit roundoffs.
 U32 = 2.0**-24
@@ -48,7 +56,7 @@ def error_coefficients(dimension: int) -> tuple[float, float]:
     return c, eta
 
 
-@numba.njit(cache=False, fastmath=False, nogil=True, inline="always")
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, inline="always")
 def score(q: np.ndarray, d: np.ndarray) -> float:  # pragma: no cover - compiled
     """The fixed-order float64 inner product of two float32 vectors (see the module docstring)."""
     n = q.shape[0]
@@ -76,7 +84,7 @@ def score(q: np.ndarray, d: np.ndarray) -> float:  # pragma: no cover - compiled
     return total
 
 
-@numba.njit(cache=False, fastmath=False, nogil=True)
+@numba.njit(cache=CACHE, fastmath=False, nogil=True)
 def score_pairs(queries: np.ndarray, corpus: np.ndarray, q_rows: np.ndarray, d_rows: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """:func:`score` of each pair ``(queries[q_rows[p]], corpus[d_rows[p]])`` (tests and the benchmark use it)."""
     out = np.empty(len(q_rows), dtype=np.float64)
@@ -85,7 +93,7 @@ def score_pairs(queries: np.ndarray, corpus: np.ndarray, q_rows: np.ndarray, d_r
     return out
 
 
-@numba.njit(cache=False, fastmath=False, nogil=True, parallel=True)
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, parallel=True)
 def finish_rows(
     rows: np.ndarray,
     queries: np.ndarray,
@@ -200,7 +208,7 @@ def finish_rows(
         done[i] = True
 
 
-@numba.njit(cache=False, fastmath=False, nogil=True, parallel=True)
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, parallel=True)
 def scan_rows(vectors: np.ndarray, tiny: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """One pass over float32 rows: float64 L2 norms, whether each row is finite, whether it holds -0.0 or a subnormal."""
     n, dimension = vectors.shape
@@ -228,7 +236,7 @@ def scan_rows(vectors: np.ndarray, tiny: float) -> tuple[np.ndarray, np.ndarray,
     return norms, finite, odd
 
 
-@numba.njit(cache=False, fastmath=False, nogil=True, parallel=True)
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, parallel=True)
 def row_hashes(vectors: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """A 64-bit FNV-1a style hash of each row's float32 bit patterns (groups candidate duplicates)."""
     n, dimension = vectors.shape
@@ -242,7 +250,7 @@ def row_hashes(vectors: np.ndarray) -> np.ndarray:  # pragma: no cover - compile
     return out
 
 
-@numba.njit(cache=False, nogil=True)
+@numba.njit(cache=CACHE, nogil=True)
 def group_rows(vectors: np.ndarray, order: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
     """Group ids (0, 1, ...) of rows visited in ``order`` (sorted by hash): equal rows share an id, compared bit for bit.
 
