@@ -84,7 +84,6 @@ def test_write_json_sets_the_mode_and_can_write_ascii_only(tmp_path: Path) -> No
     assert target.stat().st_mode & 0o777 == 0o600  # the temporary file's own mode when none is asked for
 
 
-
 def test_the_task_store_reads_strictly_and_writes_atomically(tmp_path: Path) -> None:
     store = TaskStore(tmp_path)
     key = TaskStore.key(task="alpha", split="test")
@@ -96,6 +95,7 @@ def test_the_task_store_reads_strictly_and_writes_atomically(tmp_path: Path) -> 
     path.write_text(path.read_text(encoding="utf-8").replace('"entry"', '"key": {}, "entry"', 1), encoding="utf-8")
     assert json.loads(path.read_text(encoding="utf-8"))["key"] == key
     assert store.lookup("alpha", key) == Loaded(None, "not valid JSON")
+
 
 # --------------------------------------------------------------------------- text safety
 
