@@ -112,7 +112,8 @@ class ChildProcessOnnx:
                     "queries": {"prefix": self.manifest.query_prefix, "texts": [q.text for q in inputs.queries]},
                 },
             }
-            (work / "job.json").write_text(jsonio.dumps(job), encoding="utf-8")  # a scratch file the child reads once it exists
+            # A scratch file the child reads once it exists; ASCII, so a lone surrogate in a text is escaped, not an encoding error.
+            (work / "job.json").write_text(jsonio.dumps(job, ensure_ascii=True), encoding="ascii")
             progress = {
                 "corpus": reporter.progress(f"{name}: corpus", len(inputs.documents)),
                 "queries": reporter.progress(f"{name}: queries", len(inputs.queries)),
@@ -230,10 +231,10 @@ def _child(work: Path) -> int:
             np.save(work / f"{side}.npy", vectors, allow_pickle=False)
             meta[side] = stats.as_dict()
     except TaskFailure as failure:
-        jsonio.write_json(work / "error.json", {"code": failure.code, "message": failure.detail})
+        jsonio.write_json(work / "error.json", {"code": failure.code, "message": failure.detail}, ensure_ascii=True)
         return _EXIT_REPORTED
     except SubmissionError as error:
-        jsonio.write_json(work / "error.json", {"code": "MODEL_ERROR", "message": str(error)})
+        jsonio.write_json(work / "error.json", {"code": "MODEL_ERROR", "message": str(error)}, ensure_ascii=True)
         return _EXIT_REPORTED
     except MemoryError:
         jsonio.write_json(work / "error.json", {"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"})

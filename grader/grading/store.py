@@ -136,7 +136,7 @@ class TaskStore:
         record: dict[str, Any] = {"key": key, "entry": entry}
         if self.authenticator is not None:
             record["mac"] = {"alg": ALGORITHM, "key_id": self.authenticator.key_id, "value": self.authenticator.mac({"key": key, "entry": entry})}
-        jsonio.write_json(path, record, indent=1, sort_keys=True)
+        jsonio.write_json(path, record, indent=1, sort_keys=True, ensure_ascii=True)
         return path
 
 

@@ -62,7 +62,7 @@ def packed(submission: Path) -> Iterator[Path]:
                 _save_image(manifest.image, source / "image.tar")
                 data = jsonio.load_file(source / "submission.json")
                 data["image"] = "image.tar"
-                jsonio.write_json(source / "submission.json", data, mode=0o644)
+                jsonio.write_json(source / "submission.json", data, ensure_ascii=True, mode=0o644)
             archive = work / "submission.tar.gz"
             with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
                 _add_folder(tar, source)

@@ -145,7 +145,7 @@ def owned_tempdir(prefix: str, parent: Path | None = None) -> Iterator[Path]:
     """
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
-        jsonio.write_json(folder / OWNER_FILE, Owner.current().as_json(), indent=None, mode=0o644)
+        jsonio.write_json(folder / OWNER_FILE, Owner.current().as_json(), indent=None, ensure_ascii=True, mode=0o644)
         yield folder
     finally:
         remove_owned_folder(folder)
