@@ -69,7 +69,8 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, path: str) -> None:
         self.path = path
         self.scopes: list[str] = []
-        self.json_names: set[str] = set()  # names bound to the json module here (import json / import json as j)
+        # Names bound to the json module (import json / import json as j); "json" itself even unimported (a merge may drop the import).
+        self.json_names: set[str] = {"json"}
         self.json_uses: list[Finding] = []
         self.raises: list[Finding] = []
 
@@ -152,7 +153,8 @@ def test_the_package_was_scanned() -> None:
     # A scan that silently found no files would pass every rule above.
     paths = {scanner.path for scanner in SCANNED}
     assert {"grader/jsonio.py", "grader/grading/store.py", "grader/stats/bootstrap.py", "grader/effect/combine.py"} <= paths
-    assert any(scanner.json_names for scanner in SCANNED if scanner.path == "grader/jsonio.py")
+    # jsonio itself calls json.loads and json.dumps: the scanner sees them there (and the rule exempts that one file).
+    assert {f.what for s in SCANNED if s.path == "grader/jsonio.py" for f in s.json_uses} >= {"json.loads", "json.dumps"}
 
 
 @pytest.mark.parametrize(
@@ -162,6 +164,7 @@ def test_the_package_was_scanned() -> None:
         ("import json as j\nclass A:\n    def f(self, x):\n        j.dump(x, open('a', 'w'))\n", ["json.dump"]),
         ("def f(x):\n    import json\n    return json.dumps(x)\n", ["json.dumps"]),
         ("import json\nparse = json.load\n", ["json.load"]),
+        ("def f(x):\n    return json.dumps(x)\n", ["json.dumps"]),
         ("from json import loads as parse\n", ["from json import loads"]),
         ("import orjson\n", ["import orjson"]),
         ("import json\ntry:\n    pass\nexcept json.JSONDecodeError:\n    pass\n", []),
