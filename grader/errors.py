@@ -65,7 +65,7 @@ class RunFormatError(InputError):
 
 
 class UsageError(GraderError):
-    """The command line asks for something inconsistent (unknown measure, benchmark...)."""
+    """The command line, or a library caller, asks for something inconsistent (unknown measure, benchmark, an argument out of range...)."""
 
 
 class PackError(GraderError):

@@ -159,6 +159,12 @@ def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, ens
     return json.dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False)
 
 
-def write_json(path: str | os.PathLike[str], value: Any, *, indent: int | None = 2, sort_keys: bool = False, mode: int | None = None) -> Path:
-    """Write ``value`` as JSON plus a newline to ``path`` atomically (readers see the old file or the whole new one)."""
-    return atomic_write_bytes(path, (dumps(value, indent=indent, sort_keys=sort_keys) + "\n").encode("utf-8"), mode=mode)
+def write_json(
+    path: str | os.PathLike[str], value: Any, *, indent: int | None = 2, sort_keys: bool = False, ensure_ascii: bool = False, mode: int | None = None
+) -> Path:
+    """Write ``value`` as JSON plus a newline to ``path`` atomically (readers see the old file or the whole new one).
+
+    ``mode`` sets the permission bits (the temporary file is created 0600); a file another user or a container reads needs 0o644.
+    """
+    text = dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    return atomic_write_bytes(path, (text + "\n").encode("utf-8"), mode=mode)

@@ -28,6 +28,9 @@ from grader.errors import (
     VerificationError,
 )
 from grader.failures import FailureCode
+from grader.stats.bootstrap import order_statistic_ranks
+from grader.stats.draws import BOOTSTRAP, stream_id
+from grader.stats.multiple import holm
 
 REPO = Path(__file__).resolve().parent.parent
 BROKEN = REPO / "tests" / "broken_submissions"
@@ -126,6 +129,14 @@ def test_4_the_infrastructures_fault(tmp_path: Path) -> None:
 )
 def test_the_table_maps_each_kind_of_error(error: GraderError, status: int) -> None:
     assert exit_status(error) == status
+
+
+def test_an_argument_the_library_refuses_is_a_usage_error() -> None:
+    # grader.stats and grader.effect check their arguments with UsageError (never a bare ValueError: tests/test_source_rules.py).
+    for call in (lambda: order_statistic_ranks(38, 0.95), lambda: holm([1.5]), lambda: stream_id(BOOTSTRAP, -1)):
+        with pytest.raises(UsageError) as caught:
+            call()
+        assert exit_status(caught.value) == 2
 
 
 def test_the_table_ends_with_the_base_class_and_statuses_are_documented() -> None:

@@ -11,6 +11,7 @@ from grader import jsonio
 from grader.data.textfiles import iter_jsonl
 from grader.errors import DataError, TaskFailure
 from grader.failures import FailureCode
+from grader.grading.store import Loaded, TaskStore
 from grader.reports.assemble import failed_task
 from grader.reports.example import example_report
 from grader.schemas import first_error
@@ -70,6 +71,30 @@ def test_write_json_is_atomic(tmp_path: Path) -> None:
         jsonio.write_json(target, {"a": float("nan")})
     assert json.loads(target.read_text(encoding="utf-8")) == {"a": [1.5], "b": 1}  # the old file, whole
     assert sorted(p.name for p in target.parent.iterdir()) == ["stats.json"]  # no temporary left behind
+
+
+def test_write_json_sets_the_mode_and_can_write_ascii_only(tmp_path: Path) -> None:
+    # A staged task.json is read by the container's user: 0644, and ASCII with \u escapes as the protocol writes it.
+    target = tmp_path / "task.json"
+    jsonio.write_json(target, {"task": "caf\u00e9\u202e"}, indent=None, ensure_ascii=True, mode=0o644)
+    assert target.read_bytes() == b'{"task": "caf\\u00e9\\u202e"}\n'
+    assert target.stat().st_mode & 0o777 == 0o644
+    jsonio.write_json(target, {"task": "caf\u00e9"}, indent=None)
+    assert target.read_bytes() == '{"task": "caf\u00e9"}\n'.encode()
+    assert target.stat().st_mode & 0o777 == 0o600  # the temporary file's own mode when none is asked for
+
+
+def test_the_task_store_reads_strictly_and_writes_atomically(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path)
+    key = TaskStore.key(task="alpha", split="test")
+    path = store.save("alpha", key, {"name": "alpha"})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"key": key, "entry": {"name": "alpha"}}
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left behind
+    assert store.lookup("alpha", key).rejected == "the entry breaks the report schema at /"
+    # A second "key" before the real one: json.loads keeps the last and would read on; jsonio refuses the bytes.
+    path.write_text(path.read_text(encoding="utf-8").replace('"entry"', '"key": {}, "entry"', 1), encoding="utf-8")
+    assert json.loads(path.read_text(encoding="utf-8"))["key"] == key
+    assert store.lookup("alpha", key) == Loaded(None, "not valid JSON")
 
 
 # --------------------------------------------------------------------------- text safety

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from grader.errors import UsageError
 from grader.stats.bootstrap import bootstrap_scores, order_statistic_ranks, percentile_interval
 from grader.stats.draws import BOOTSTRAP, WordStream, stream_id
 from tests.test_stats_paired import table_of
@@ -64,7 +65,7 @@ def test_percentile_interval_takes_the_specified_order_statistics() -> None:
     assert order_statistic_ranks(10_000, 0.95) == (250, 9751)
     assert order_statistic_ranks(999, 0.95) == (25, 975)
     assert order_statistic_ranks(39, 0.95) == (1, 39)
-    with pytest.raises(ValueError, match="too few"):
+    with pytest.raises(UsageError, match="too few"):
         order_statistic_ranks(38, 0.95)
     replicates = np.random.default_rng(3).permutation(np.arange(1.0, 1000.0))[:, None]
     low, high = percentile_interval(replicates, 0.95)

@@ -136,6 +136,13 @@ def test_tampered_report_is_refused(signed: dict[str, Path], tmp_path: Path) -> 
     assert result.stderr.strip() == f"error: {tampered}: bad signature"
 
 
+def test_too_few_resamples_for_the_level_is_a_usage_error(signed: dict[str, Path]) -> None:
+    # Both options are in click's ranges; grader.stats refuses the pair with a UsageError: exit 2, one line, no traceback.
+    result = invoke("compare", signed["bm25"], signed["bm25-top3"], "--key", signed["pub"], "--resamples", "39", "--level", "0.99")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == "error: 39 resamples are too few for a 0.99 interval (need at least 200)\n"
+
+
 def test_reports_of_different_benchmarks_are_refused(signed: dict[str, Path]) -> None:
     result = invoke("compare", signed["onnx"], signed["bm25"], "--key", signed["pub"])
     assert result.exit_code == 2 and result.stdout == ""

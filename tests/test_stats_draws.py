@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grader.errors import UsageError
 from grader.stats.draws import BOOTSTRAP, SIGN_FLIP, WordStream, indices_from_words, signs_from_words, stream_id, words_per_sign_row
 
 MASK = (1 << 64) - 1
@@ -52,7 +53,7 @@ def test_indices_are_the_high_word_of_the_product() -> None:
         expected = [(int(w) * n) >> 64 for w in words]
         got = indices_from_words(words.copy(), n)
         assert got.dtype == np.int64 and got.tolist() == expected
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         indices_from_words(words, 0)
 
 

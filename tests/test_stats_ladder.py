@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from grader.errors import UsageError
 from grader.stats.aggregate import Layout
 from grader.stats.ladder import ladder_step, standard_error
 
@@ -22,7 +23,7 @@ def test_fixed_step_ladder() -> None:
     # +0.065 (score 0.44): shown, rounded to the step.
     big = ladder_step(np.array([0.76, 0.5, 0.25, 0.25]), ONE, np.array([0.5, 0.5, 0.25, 0.25]), first.released, step=0.01)
     assert big.improved and big.released == pytest.approx(0.44)
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         ladder_step(np.zeros(4), ONE, step=0)
 
 

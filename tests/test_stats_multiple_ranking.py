@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grader.errors import UsageError
 from grader.stats.multiple import holm
 from grader.stats.ranking import bootstrap_ranks, rank_intervals, significance_groups
 
@@ -29,9 +30,9 @@ def test_holm_rejects_what_bonferroni_would_not() -> None:
 
 
 def test_holm_refuses_values_outside_the_unit_interval() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         holm([0.1, 1.5])
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         holm([float("nan")])
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from sqlalchemy import func, select
 
+from grader import jsonio
 from grader.hosting.clock import iso, utcnow
 
 
@@ -80,7 +80,7 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
                 }
             )
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
     for row in rows:
         click.echo(f"{row['name']:<24} team={row['team'] or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}")
@@ -109,7 +109,7 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
             for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()
         ]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
     for r in rows:
         click.echo(
@@ -234,7 +234,7 @@ def leaderboard(ctx: click.Context, private: bool, competition_file: Path, as_js
     from grader.hosting.leaderboard.host_view import board_text, host_board
 
     data = host_board(ctx.obj["state"], _db(ctx), _competition(competition_file), "private" if private else "public")
-    click.echo(json.dumps(data, indent=2, allow_nan=False) if as_json else board_text(data))
+    click.echo(jsonio.dumps(data, indent=2, ensure_ascii=True) if as_json else board_text(data))
 
 
 @admin.command("add-worker")
@@ -297,7 +297,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
             )
             rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
     for r in rows:
         click.echo(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
+from grader import jsonio
 from grader.check.checker import run_check
 from grader.cli.exits import EXIT_NOT_PASSED
 from grader.data.registry import resolve_benchmark
@@ -62,7 +62,7 @@ def check_command(
     )
     report = run_check(submission, options)
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(jsonio.dumps(report.as_dict(), indent=2, ensure_ascii=True))
     else:
         click.echo(report.as_text(), nl=False)
     if not report.passed:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
-from grader.errors import UsageError
+from grader import jsonio
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -80,10 +79,7 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
     verified = [verify_report_file(path, public_key) for path in reports]
     documents = [item.report for item in verified]
     table = table_from_reports(list(reports), documents)
-    try:
-        result = compare(table, resamples=resamples, seed=seed, level=level, alpha=alpha)
-    except ValueError as error:  # grader.stats checks its arguments with ValueError (e.g. too few resamples for the level)
-        raise UsageError(str(error)) from None
+    result = compare(table, resamples=resamples, seed=seed, level=level, alpha=alpha)  # UsageError: e.g. too few resamples for the level
     first = documents[0]
     benchmark = first["benchmark"]
     if as_json:
@@ -95,7 +91,7 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
             ],
             **result.as_json(),
         }
-        click.echo(json.dumps(data, indent=2, allow_nan=False))
+        click.echo(jsonio.dumps(data, indent=2, ensure_ascii=True))
         return
     header = (
         f"benchmark {_safe(benchmark['name'])} {_safe(benchmark['version'])}, {result.measure} ({first['policy']} policy), "

@@ -7,13 +7,13 @@ submission's fault), 3 error or cancelled (the platform's or the host's);
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
 from grader.hosting.client import HostingClient, token_from
 
@@ -83,7 +83,7 @@ def status(submission_id: str, server: str, token: str | None, wait: bool, repor
     if wait:
         _finish(client, submission_id)
     view = client.status(submission_id)
-    click.echo(json.dumps(view, indent=2) if as_json else _line(view))
+    click.echo(jsonio.dumps(view, indent=2, ensure_ascii=True) if as_json else _line(view))
 
 
 @click.command("submissions")
@@ -93,7 +93,7 @@ def submissions(server: str, token: str | None, as_json: bool) -> None:
     """List your submissions, newest first."""
     views = HostingClient(server, token_from(token)).submissions()
     if as_json:
-        click.echo(json.dumps(views, indent=2))
+        click.echo(jsonio.dumps(views, indent=2, ensure_ascii=True))
         return
     for view in views:
         click.echo(f"{_line(view)}  {view['track']}  {view['uploaded_at']}  {click.unstyle(view['name'])!r}")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.errors import UsageError
+
 #: Scores held per matrix block (queries x corpus); a block of float64 is 8 bytes each.
 DEFAULT_BLOCK_ELEMENTS = 1 << 22
 
@@ -116,7 +118,7 @@ def combine_rankings(
     describe the same queries and documents in the same order.
     """
     if len(base_queries) != len(augmented_queries) or len(base_corpus) != len(augmented_corpus):
-        raise ValueError("base and augmented embeddings do not have the same rows")
+        raise UsageError("base and augmented embeddings do not have the same rows")
     bq, bc, aq, ac = (as_float64(x) for x in (base_queries, base_corpus, augmented_queries, augmented_corpus))
     low, high = global_min_max(bq, bc, block_elements=block_elements)
     n_queries, n_docs = len(bq), len(bc)

@@ -26,7 +26,6 @@ revision its data came from, so the person exporting must say so
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.errors import InputError, UsageError
 
 MTEB_VERSION = "2.26.24"
@@ -133,10 +133,10 @@ def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -
 
 def _read_report(path: Path) -> dict[str, Any]:
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise InputError(f"invalid JSON: {error.msg}", path=path, line=error.lineno) from None
-    except (OSError, UnicodeDecodeError) as error:
+        report = jsonio.load_file(path)
+    except jsonio.JsonError as error:
+        error.raise_as(InputError, path=path)
+    except OSError as error:
         raise InputError(f"cannot read: {error}", path=path) from None
     if not isinstance(report, dict):
         raise InputError("expected a report object", path=path)
@@ -235,11 +235,15 @@ def _write(
                 "kg_co2_emissions": None,
                 "date": None,
             }
-            files[f"{task}.json"] = json.dumps(result, indent=2, allow_nan=False) + "\n"
+            files[f"{task}.json"] = jsonio.dumps(result, indent=2, ensure_ascii=True) + "\n"
         meta_path = folder / "model_meta.json"
         if not meta_path.exists():
             files["model_meta.json"] = (
-                json.dumps({"name": model_name, "revision": revision, "grader_report": str(report_path), "grader_subject_digest": digest}, indent=2)
+                jsonio.dumps(
+                    {"name": model_name, "revision": revision, "grader_report": str(report_path), "grader_subject_digest": digest},
+                    indent=2,
+                    ensure_ascii=True,
+                )
                 + "\n"
             )
         for name, text in files.items():

@@ -20,7 +20,6 @@ be honoured in-process and is refused.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import resource
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from grader import jsonio
 from grader.data.task import document_text
 from grader.errors import SubmissionError, TaskFailure
 from grader.files import atomic_write_bytes
@@ -112,7 +112,8 @@ class ChildProcessOnnx:
                     "queries": {"prefix": self.manifest.query_prefix, "texts": [q.text for q in inputs.queries]},
                 },
             }
-            (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+            # A scratch file the child reads once it exists; ASCII, so a lone surrogate in a text is escaped, not an encoding error.
+            (work / "job.json").write_text(jsonio.dumps(job, ensure_ascii=True), encoding="ascii")
             progress = {
                 "corpus": reporter.progress(f"{name}: corpus", len(inputs.documents)),
                 "queries": reporter.progress(f"{name}: queries", len(inputs.queries)),
@@ -120,7 +121,7 @@ class ChildProcessOnnx:
             self._run_child(work, progress, options.out_dir / "logs" / f"{name}.log")
             corpus = np.load(work / "corpus.npy", allow_pickle=False)
             queries = np.load(work / "queries.npy", allow_pickle=False)
-            meta = json.loads((work / "meta.json").read_text(encoding="utf-8"))
+            meta = jsonio.load_file(work / "meta.json")
         run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
         encoding = {"queries": meta["queries"], "corpus": meta["corpus"], "dimension": int(meta["dimension"])}
         return Ranked(run, {"encoding": encoding}, queries, corpus)
@@ -176,7 +177,7 @@ class ChildProcessOnnx:
             return
         reported = work / "error.json"
         if child.returncode == _EXIT_REPORTED and reported.is_file():
-            error = json.loads(reported.read_text(encoding="utf-8"))
+            error = jsonio.load_file(reported, max_bytes=1 << 20)
             raise TaskFailure(str(error["code"]), str(error["message"]))
         if child.returncode == -signal.SIGKILL or child.returncode == -signal.SIGSEGV or child.returncode < 0:
             # Most likely an allocation refused by the RLIMIT_AS backstop that the runtime could not survive.
@@ -209,7 +210,7 @@ def _child(work: Path) -> int:
     from grader.retrieval.encoder import OnnxEncoder
     from grader.submissions.manifest import load_manifest
 
-    job = json.loads((work / "job.json").read_text(encoding="utf-8"))
+    job = jsonio.load_file(work / "job.json")
 
     def say(side: str) -> Any:
         def advance(count: int) -> None:
@@ -230,17 +231,15 @@ def _child(work: Path) -> int:
             np.save(work / f"{side}.npy", vectors, allow_pickle=False)
             meta[side] = stats.as_dict()
     except TaskFailure as failure:
-        (work / "error.json").write_text(json.dumps({"code": failure.code, "message": failure.detail}), encoding="utf-8")
+        jsonio.write_json(work / "error.json", {"code": failure.code, "message": failure.detail}, ensure_ascii=True)
         return _EXIT_REPORTED
     except SubmissionError as error:
-        (work / "error.json").write_text(json.dumps({"code": "MODEL_ERROR", "message": str(error)}), encoding="utf-8")
+        jsonio.write_json(work / "error.json", {"code": "MODEL_ERROR", "message": str(error)}, ensure_ascii=True)
         return _EXIT_REPORTED
     except MemoryError:
-        (work / "error.json").write_text(
-            json.dumps({"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"}), encoding="utf-8"
-        )
+        jsonio.write_json(work / "error.json", {"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"})
         return _EXIT_REPORTED
-    (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    jsonio.write_json(work / "meta.json", meta)
     return 0
 
 

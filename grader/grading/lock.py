@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grader import jsonio
 from grader.errors import OutputLocked
 
 LOCK_NAME = ".grader.lock"
@@ -30,9 +30,9 @@ _HOLDER_BYTES = 4096
 def _holder_text(handle_fd: int) -> str:
     try:
         raw = os.pread(handle_fd, _HOLDER_BYTES, 0)
-        holder = json.loads(raw.decode("utf-8"))
+        holder = jsonio.loads(raw)
         return f"pid {int(holder['pid'])} on {str(holder['host'])[:64]!r}, started {str(holder['started_at'])[:40]}"
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError):  # jsonio.JsonError is a ValueError
         return "a process that has not yet said who it is"
 
 
@@ -57,7 +57,8 @@ def locked_out_dir(out_dir: Path) -> Iterator[Path]:
             ) from None
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
+        # Written in place, not renamed: the lock is on this inode.
+        os.pwrite(fd, (jsonio.dumps(holder) + "\n").encode("utf-8"), 0)
         try:
             yield out_dir
         finally:

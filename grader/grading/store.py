@@ -17,7 +17,6 @@ reason given; nothing read from the store is ever fatal.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,8 +24,7 @@ from typing import Any
 
 import jsonschema
 
-from grader import __version__
-from grader.files import atomic_write_text
+from grader import __version__, jsonio
 from grader.grading.store_auth import ALGORITHM, StoreAuthenticator
 from grader.schemas import load_schema
 
@@ -92,7 +90,7 @@ class TaskStore:
         return {"grader": __version__, **parts}
 
     def _path(self, task: str, key: dict[str, Any]) -> Path:
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:24]
+        digest = hashlib.sha256(jsonio.dumps(key, sort_keys=True, ensure_ascii=True).encode("utf-8")).hexdigest()[:24]
         return self.folder / f"{task}.{digest}.json"
 
     def lookup(self, task: str, key: dict[str, Any]) -> Loaded:
@@ -108,8 +106,8 @@ class TaskStore:
         if len(raw) > MAX_ENTRY_BYTES:
             return Loaded(None, "larger than any entry the grader writes")
         try:
-            stored = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            stored = jsonio.loads(raw)
+        except jsonio.JsonError:
             return Loaded(None, "not valid JSON")
         if not isinstance(stored, dict) or stored.get("key") != key:
             return Loaded(None, "stored under another key")
@@ -138,7 +136,7 @@ class TaskStore:
         record: dict[str, Any] = {"key": key, "entry": entry}
         if self.authenticator is not None:
             record["mac"] = {"alg": ALGORITHM, "key_id": self.authenticator.key_id, "value": self.authenticator.mac({"key": key, "entry": entry})}
-        atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+        jsonio.write_json(path, record, indent=1, sort_keys=True, ensure_ascii=True)
         return path
 
 

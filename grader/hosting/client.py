@@ -7,7 +7,6 @@ server re-checks everything (it never trusts these checks).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tarfile
@@ -19,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from grader import jsonio
 from grader.errors import SubmissionError
 from grader.hosting.errors import ClientError, RefusedSubmission
 from grader.hosting.validation import check_submission
@@ -60,9 +60,9 @@ def packed(submission: Path) -> Iterator[Path]:
                 source = work / "submission"
                 shutil.copytree(folder, source, symlinks=True)
                 _save_image(manifest.image, source / "image.tar")
-                data = json.loads((source / "submission.json").read_text(encoding="utf-8"))
+                data = jsonio.load_file(source / "submission.json")
                 data["image"] = "image.tar"
-                (source / "submission.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+                jsonio.write_json(source / "submission.json", data, ensure_ascii=True, mode=0o644)
             archive = work / "submission.tar.gz"
             with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
                 _add_folder(tar, source)

@@ -6,11 +6,9 @@ fix it without reading the schema.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +17,13 @@ import jsonschema
 from grader.errors import UsageError
 from grader.hosting.errors import CompetitionFileError
 from grader.sandbox.limits import SandboxLimits, parse_size
+from grader.schemas import load_schema
 
 DEFAULT_UPLOAD_BYTES = 512 << 20
 
 
 def _schema() -> dict[str, Any]:
-    return json.loads(resources.files("grader.schemas").joinpath("competition.schema.json").read_text(encoding="utf-8"))
+    return load_schema("competition")
 
 
 @dataclass(frozen=True)

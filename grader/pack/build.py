@@ -16,7 +16,6 @@ submission or absent.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from grader import jsonio
 from grader.errors import PackError
 from grader.pack.config import Overrides, PackSettings, read_settings
 from grader.submissions.manifest import MANIFEST_NAME, load_manifest
@@ -132,7 +132,7 @@ def pack_model(
         tokenizer_source = original.write_tokenizer(work / TOKENIZER_FILE)
         say(f"tokenizer.json from {tokenizer_source}")
         manifest = manifest_for(settings, name or settings.model_dir.resolve().name)
-        (work / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        jsonio.write_json(work / MANIFEST_NAME, manifest, mode=0o644)
         min_cosine, dimension = _compare(work, original, settings, texts, threads, say)
         if min_cosine < MIN_COSINE:
             raise PackError(

@@ -12,12 +12,12 @@ say so. Nothing here imports torch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.errors import PackError
 
 MODULES_FILE = "modules.json"
@@ -64,15 +64,15 @@ class PackSettings:
             "query_prefix": self.query_prefix,
             "document_prefix": self.document_prefix,
         }
-        return [f"{name} = {json.dumps(value)} ({self.sources[name]})" for name, value in values.items()]
+        return [f"{name} = {jsonio.dumps(value, ensure_ascii=True)} ({self.sources[name]})" for name, value in values.items()]
 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise PackError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
-    except (OSError, UnicodeDecodeError) as error:
+        return jsonio.load_file(path)
+    except jsonio.JsonError as error:
+        raise PackError(f"{path}:{error.line}: {error.what}" if error.line else f"{path}: {error.what}") from None
+    except OSError as error:
         raise PackError(f"{path}: cannot read: {error}") from None
 
 

@@ -7,7 +7,6 @@ assembles one, so every report the grader writes or signs has been checked.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from typing import Any, NamedTuple
 import jsonschema
 
 import grader
+from grader import jsonio
 from grader.errors import ReportError
 from grader.reports.pieces import TaskEntry
 from grader.schemas import first_error, json_pointer
@@ -233,7 +233,7 @@ def report_json(report: dict) -> bytes:
     rounded and the same report always gives the same bytes.
     """
     try:
-        text = json.dumps(report, sort_keys=True, indent=2, allow_nan=False)
+        text = jsonio.dumps(report, sort_keys=True, indent=2, ensure_ascii=True)
     except (TypeError, ValueError) as error:
         raise ReportError(f"report cannot be written as JSON: {error}") from None
     return (text + "\n").encode("utf-8")

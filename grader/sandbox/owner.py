@@ -11,7 +11,6 @@ scratch folders carry it in an ``owner.json`` file.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -22,6 +21,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from grader import jsonio
 
 #: Every sandbox container carries this label (tests/sandbox_support.py finds containers by it).
 SANDBOX_LABEL = "dev.grader.sandbox"
@@ -105,8 +106,8 @@ def read_owner_file(folder: Path) -> Owner | None:
     """The owner recorded in ``folder/owner.json``, or None."""
     try:
         with open(folder / OWNER_FILE, "rb") as handle:
-            return Owner.from_json(json.loads(handle.read(4096).decode("utf-8")))
-    except (OSError, ValueError, RecursionError):
+            return Owner.from_json(jsonio.loads(handle.read(4096)))
+    except (OSError, ValueError):  # jsonio.JsonError is a ValueError
         return None
 
 
@@ -144,7 +145,7 @@ def owned_tempdir(prefix: str, parent: Path | None = None) -> Iterator[Path]:
     """
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
-        (folder / OWNER_FILE).write_text(json.dumps(Owner.current().as_json()) + "\n", encoding="utf-8")
+        jsonio.write_json(folder / OWNER_FILE, Owner.current().as_json(), indent=None, ensure_ascii=True, mode=0o644)
         yield folder
     finally:
         remove_owned_folder(folder)

@@ -62,8 +62,7 @@ def stage_task(
         "queries": len(ordered_queries),
         "documents": len(documents),
     }
-    (folder / "task.json").write_text(jsonio.dumps(task_json, indent=2, ensure_ascii=True) + "\n", encoding="utf-8")
-    os.chmod(folder / "task.json", 0o644)
+    jsonio.write_json(folder / "task.json", task_json, ensure_ascii=True, mode=0o644)
     _write_jsonl(folder / "queries.jsonl", [{"_id": q.id, "text": q.text} for q in ordered_queries])
     _write_jsonl(folder / "corpus.jsonl", [{"_id": d.id, "title": d.title, "text": d.text} for d in documents])
     return StagedTask(folder, [q.id for q in ordered_queries], [d.id for d in documents], task_json)

@@ -27,7 +27,6 @@ should use ``KillMode=mixed`` so the grader gets SIGTERM and cleans up itself.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -37,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.sandbox.owner import Owner, read_owner_file, remove_owned_folder
 
 #: Seconds past the time limit before the watchdog acts (the grader's own timer comes first).
@@ -50,7 +50,7 @@ def spawn(container_id: str, *, limit_s: float, folders: list[Path]) -> subproce
     """Start the watchdog of ``container_id``, whose time limit ``limit_s`` counts from the container's start."""
     spec = {"container": container_id, "limit_s": limit_s, "owner": Owner.current().as_json(), "folders": [str(f) for f in folders]}
     return subprocess.Popen(
-        [sys.executable, "-m", "grader.sandbox.watchdog", json.dumps(spec)],
+        [sys.executable, "-m", "grader.sandbox.watchdog", jsonio.dumps(spec, ensure_ascii=True)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -142,7 +142,7 @@ def watch(spec: dict[str, Any]) -> int:
 
 def main(argv: list[str]) -> int:
     """``python -m grader.sandbox.watchdog SPEC_JSON``."""
-    return watch(json.loads(argv[0]))
+    return watch(jsonio.loads(argv[0]))
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a separate process

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+
+from grader import jsonio
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 
@@ -15,8 +16,8 @@ SCHEMA_DIR = Path(__file__).resolve().parent
 @cache
 def load_schema(name: str) -> dict[str, Any]:
     """The schema ``<name>.schema.json`` as a dict."""
-    with open(SCHEMA_DIR / f"{name}.schema.json", encoding="utf-8") as handle:
-        return json.load(handle)
+    schema: dict[str, Any] = jsonio.load_file(SCHEMA_DIR / f"{name}.schema.json")
+    return schema
 
 
 @cache

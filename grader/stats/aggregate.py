@@ -133,7 +133,7 @@ class ScoreTable:
         if not per_entry:
             raise UsageError("nothing to compare: no entry")
         if len(names) != len(per_entry):
-            raise ValueError("one name per entry")
+            raise UsageError("one name per entry")
         first = per_entry[0]
         layout = Layout.build({leaf: list(values) for leaf, values in first.items()}, groups)
         values = np.empty((len(per_entry), layout.total), dtype=np.float64)

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from grader.errors import UsageError
 from grader.stats.aggregate import ScoreTable
 from grader.stats.draws import BOOTSTRAP, WordStream, indices_from_words, stream_id
 
@@ -44,7 +45,7 @@ def bootstrap_scores(table: ScoreTable, *, resamples: int = DEFAULT_RESAMPLES, s
     on any machine.
     """
     if resamples < 1:
-        raise ValueError("resamples must be positive")
+        raise UsageError("resamples must be positive")
     layout = table.layout
     columns = leaf_columns(table)
     scales = table.leaf_scales()
@@ -79,10 +80,10 @@ def order_statistic_ranks(resamples: int, level: float) -> tuple[int, int]:
     """
     alpha = 1 - Fraction(str(level))
     if not 0 < alpha < 1:
-        raise ValueError(f"confidence level {level} is not in (0, 1)")
+        raise UsageError(f"confidence level {level} is not in (0, 1)")
     k = int((resamples + 1) * alpha / 2)
     if k < 1:
-        raise ValueError(f"{resamples} resamples are too few for a {level} interval (need at least {int(2 / alpha)})")
+        raise UsageError(f"{resamples} resamples are too few for a {level} interval (need at least {int(2 / alpha)})")
     return k, resamples + 1 - k
 
 

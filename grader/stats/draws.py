@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader.errors import UsageError
+
 #: Stream numbers: the purpose of a draw in the high 32 bits, the leaf (task) index in the low 32.
 BOOTSTRAP = 1
 SIGN_FLIP = 2
@@ -31,7 +33,7 @@ _SHIFT32 = np.uint64(32)
 def stream_id(purpose: int, leaf: int) -> int:
     """The stream number of ``purpose`` (BOOTSTRAP or SIGN_FLIP) for leaf number ``leaf``."""
     if not 0 <= leaf < 2**32:
-        raise ValueError(f"leaf index {leaf} out of range")
+        raise UsageError(f"leaf index {leaf} out of range")
     return (purpose << 32) | leaf
 
 
@@ -40,9 +42,9 @@ class WordStream:
 
     def __init__(self, seed: int, stream: int) -> None:
         if not 0 <= seed < 2**64:
-            raise ValueError(f"seed {seed} is not in [0, 2**64)")
+            raise UsageError(f"seed {seed} is not in [0, 2**64)")
         if not 0 <= stream < 2**64:
-            raise ValueError(f"stream {stream} is not in [0, 2**64)")
+            raise UsageError(f"stream {stream} is not in [0, 2**64)")
         self._generator = np.random.Philox(key=seed + (stream << 64))
 
     def words(self, count: int) -> np.ndarray:
@@ -58,7 +60,7 @@ def indices_from_words(words: np.ndarray, n: int) -> np.ndarray:
     temporaries cost more than the arithmetic.
     """
     if not 1 <= n < 2**32:
-        raise ValueError(f"cannot draw indices in [0, {n})")
+        raise UsageError(f"cannot draw indices in [0, {n})")
     size = np.uint64(n)
     low = np.bitwise_and(words, _LOW32)
     low *= size
@@ -79,7 +81,7 @@ def sign_bits_from_words(words: np.ndarray, rows: int, n: int) -> np.ndarray:
     """A (rows, n) uint8 array of sign bits: bit j of word j // 64 of each row, least significant bit first."""
     per_row = words_per_sign_row(n)
     if words.shape != (rows * per_row,):
-        raise ValueError("wrong number of words for the signs asked")
+        raise UsageError("wrong number of words for the signs asked")
     as_bytes = words.astype("<u8").view(np.uint8).reshape(rows, per_row * 8)
     return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n]
 

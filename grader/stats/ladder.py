@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.errors import UsageError
 from grader.stats.aggregate import Layout
 
 
@@ -73,7 +74,7 @@ def ladder_step(
     replaces its stored best by ``new_values`` when ``improved`` is true.
     """
     if step is not None and step <= 0:
-        raise ValueError("the Ladder's step must be positive")
+        raise UsageError("the Ladder's step must be positive")
     score = aggregated(new_values, layout)
     if best_values is None or released is None:
         margin = step if step is not None else standard_error(new_values, layout)

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from grader.errors import UsageError
+
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Holm-adjusted p-values, in the input's order.
@@ -17,9 +19,9 @@ def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     """
     p = np.asarray(p_values, dtype=np.float64)
     if p.ndim != 1:
-        raise ValueError("p-values must be one-dimensional")
+        raise UsageError("p-values must be one-dimensional")
     if np.any((p < 0) | (p > 1) | ~np.isfinite(p)):
-        raise ValueError("p-values must lie in [0, 1]")
+        raise UsageError("p-values must lie in [0, 1]")
     m = p.shape[0]
     order = np.argsort(p, kind="stable")
     scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])

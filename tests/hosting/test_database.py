@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import func, inspect, select, update
+from sqlalchemy import func, inspect, select, text, update
 
+from grader import jsonio
 from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition, load_competition
-from grader.hosting.db.models import Participant, Result, State, Submission, Transition, Worker
+from grader.hosting.db.models import Participant, Pin, Result, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database, head_revision, migrate, open_database
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.services import lifecycle
@@ -110,6 +111,16 @@ def test_migrations_reach_head_and_are_idempotent(world: World) -> None:
     assert {"participants", "workers", "pins", "settings", "submissions", "transitions", "attempts", "results", "alembic_version"} <= tables
     assert {"result_parts", "final_choices"} <= tables  # 0002_leaderboard
     assert "labels" in {column["name"] for column in inspect(world.db.engine).get_columns("submissions")}
+
+
+def test_json_columns_are_read_back_strictly(world: World) -> None:
+    # JSON columns go through grader.jsonio both ways: what the host wrote reads back, a duplicate key does not.
+    with world.db.session() as session:
+        pin = session.get(Pin, world.pin_id)
+        assert pin is not None and isinstance(pin.digests["tasks"], dict)
+        session.execute(text("UPDATE pins SET digests = :raw WHERE id = :id"), {"raw": '{"tasks": {}, "tasks": {}}', "id": world.pin_id})
+    with world.db.session() as session, pytest.raises(jsonio.JsonError, match="key 'tasks' appears twice"):
+        session.get(Pin, world.pin_id)
 
 
 def test_tokens_are_stored_hashed_and_revocable(world: World) -> None:

@@ -47,6 +47,13 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         body = one.get(f"/api/v1/worker/jobs/{view['id']}/upload", params={"attempt": 1}).content
         assert hashlib.sha256(body).hexdigest() == job["upload_sha256"] == view["sha256"]
         assert one.post(f"/api/v1/worker/jobs/{view['id']}/heartbeat", json={"attempt": 1}).status_code == 200
+        # the result body is read as strictly as a file (grader.jsonio): a duplicate key or a NaN is refused and changes nothing
+        for raw, why in (
+            (b'{"attempt": 1, "attempt": 2, "failure_code": "INFRA"}', "key 'attempt' appears twice"),
+            (b'{"attempt": 1, "failure_code": "INFRA", "report": {"tasks": NaN}}', "NaN is not a valid score"),
+        ):
+            refused = one.post(f"/api/v1/worker/jobs/{view['id']}/result", content=raw, headers={"Content-Type": "application/json"})
+            assert refused.status_code == 422 and refused.json()["detail"].startswith(f"request body: {why}"), refused.text
         # an INFRA result re-queues (attempt 1 of 2); the next claim is attempt 2
         assert (
             one.post(f"/api/v1/worker/jobs/{view['id']}/result", json={"attempt": 1, "failure_code": "INFRA", "message": "engine gone"}).json()[

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request
 
+from grader import jsonio
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Worker
 from grader.hosting.services.participants import authenticate, authenticate_worker
@@ -55,3 +56,16 @@ def participant(request: Request) -> Participant:
 def worker(request: Request) -> Worker:
     """The worker whose token the request carries."""
     return _authenticated(request, authenticate_worker)  # type: ignore[no-any-return]
+
+
+async def strict_json_body(request: Request) -> None:
+    """422 unless the body is JSON that :func:`grader.jsonio.loads` accepts (no duplicate keys, no NaN, bounded depth).
+
+    FastAPI's own parser keeps the last of duplicate keys and reads NaN; a worker's result becomes a signed
+    report, so it is held to the same strict reading as any file the grader reads. Starlette keeps the body it
+    already read, so this parses it a second time without reading the network again.
+    """
+    try:
+        jsonio.loads(await request.body())
+    except jsonio.JsonError as error:
+        raise HTTPException(422, f"request body: {error.what}") from None

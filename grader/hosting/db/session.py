@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,12 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from grader import jsonio
 from grader.hosting.errors import HostingError
 
 DB_FILE = "grader.sqlite3"
+#: JSON columns are written and read back through grader.jsonio (ASCII: PostgreSQL's json type refuses a raw NUL).
+_JSON_CODEC: dict[str, Any] = {"json_serializer": partial(jsonio.dumps, ensure_ascii=True), "json_deserializer": jsonio.loads}
 
 
 def database_url(state_dir: Path, url: str | None) -> str:
@@ -42,10 +46,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` (already normalised by :func:`database_url`)."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True, **_JSON_CODEC)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **_JSON_CODEC)
 
 
 def _alembic_config() -> Config:

@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from grader import jsonio
 
 log = logging.getLogger("grader.worker")
 
@@ -61,7 +62,7 @@ def loaded_image_id(upload: Path) -> str | None:
     """The image id a Docker upload's ``image.tar`` loads as (from its docker save manifest), or None."""
     try:
         with tarfile.open(upload, "r:gz") as outer:
-            manifest = json.loads(_read_member(outer, "submission.json") or b"{}")
+            manifest = jsonio.loads(_read_member(outer, "submission.json") or b"{}")
             image = manifest.get("image") if isinstance(manifest, dict) and manifest.get("kind") == "docker" else None
             if not isinstance(image, str) or not image.endswith(".tar"):
                 return None
@@ -73,7 +74,7 @@ def loaded_image_id(upload: Path) -> str | None:
                 for entry in inner:
                     if entry.name in ("manifest.json", "./manifest.json"):
                         data = inner.extractfile(entry)
-                        entries = json.loads(data.read(_MAX_MANIFEST)) if data else None
+                        entries = jsonio.loads(data.read(_MAX_MANIFEST)) if data else None
                         if isinstance(entries, list) and len(entries) == 1:
                             return "sha256:" + Path(str(entries[0].get("Config", ""))).name.removesuffix(".json")
                         return None

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from grader.hosting.api.deps import context, worker
+from grader.hosting.api.deps import context, strict_json_body, worker
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin, Submission, Worker
@@ -126,7 +126,13 @@ def upload(submission_id: str, attempt: int, ctx: ServerContext = Depends(contex
 
 
 @router.post("/jobs/{submission_id}/result", summary="Post the result of an attempt; a stale attempt's result is discarded (409)")
-async def result(submission_id: str, body: ResultBody, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> dict[str, Any]:
+async def result(
+    submission_id: str,
+    body: ResultBody,
+    ctx: ServerContext = Depends(context),
+    who: Worker = Depends(worker),
+    _strict: None = Depends(strict_json_body),  # after the token check: an unknown caller gets 401, not a parse
+) -> dict[str, Any]:
     verdict = await run_in_threadpool(
         accept_result,
         ctx.db,
