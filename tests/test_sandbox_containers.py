@@ -110,7 +110,7 @@ cp /bin/true /tmp/true && chmod 755 /tmp/true
 if /tmp/true 2>/dev/null; then echo "tmp-exec=allowed"; else echo "tmp-exec=denied"; fi
 echo "interfaces=$(ls /sys/class/net | tr '\n' ' ')"
 echo "home=$HOME"
-i=0; while [ ! -e /probe/go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+i=0; while [ ! -e /probe/go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 echo "probe done"
 """
 
@@ -119,7 +119,8 @@ def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
     """No capabilities, no-new-privileges, non-root, read-only root, noexec /tmp, no network, the limits set."""
     probe = tmp_path / "probe"
     probe.mkdir()
-    limits = small_limits()
+    # The probe waits (up to 120 s) until the test has seen it running: room for a loaded engine, within the limit.
+    limits = small_limits(time_limit_s=180.0)
     log_path = tmp_path / "probe.log"
     result: dict[str, object] = {}
 
@@ -140,7 +141,7 @@ def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
     thread.start()
     try:
         attrs = None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while attrs is None and time.monotonic() < deadline and thread.is_alive():
             for container in guard.own_containers():
                 try:
@@ -152,7 +153,7 @@ def test_hardening_is_in_force(guard: HostGuard, tmp_path: Path) -> None:
             time.sleep(0.05)
     finally:
         (probe / "go").touch()
-        thread.join(60)
+        thread.join(180)
     assert not thread.is_alive()
     assert "error" not in result, result.get("error")
     assert attrs is not None, "never saw the container running"
@@ -273,14 +274,14 @@ def test_writing_to_input_is_refused(guard: HostGuard) -> None:
 @pytest.mark.docker(image_of("forkbomb"))
 def test_fork_bomb_is_bounded_by_the_pids_limit(guard: HostGuard) -> None:
     pids = 48
-    ran = run_image(guard, "forkbomb", pids=pids, time_limit_s=30)
+    ran = run_image(guard, "forkbomb", pids=pids, time_limit_s=120)
     assert ran.code() == "NONZERO_EXIT", ran.failure
     assert "exit status 1" in ran.failure.detail
     detail = ran.failure.detail
     assert "forkbomb: refused after" in detail and "NOT REFUSED" not in ran.log
     children = int(detail.split("refused after ")[1].split()[0])
     assert 0 < children < pids, detail
-    assert ran.wall_s < 25
+    assert ran.wall_s < 100  # ended by itself, refused, long before the limit (the margin is for a loaded engine)
     host_still_forks()
     guard.verify()  # stopped and removed
 
@@ -303,8 +304,9 @@ def test_sleeper_is_killed_at_the_time_limit(guard: HostGuard) -> None:
     assert ran.code() == "TIMEOUT", ran.failure
     assert "killed after the 3 s time limit" in ran.failure.detail
     assert "sleeper: sleeping 3600 s" in ran.log
-    # The grader's timer, not the container: killed within a few seconds of the limit.
-    assert limit <= ran.wall_s < limit + 6, ran.wall_s
+    # The grader's timer, not the container: killed at the limit, not after the 3600 s sleep nor after a failed kill
+    # (30 s more of waiting). The margin covers staging, two ext4 images, create/start/remove on a loaded engine.
+    assert limit <= ran.wall_s < limit + 20, ran.wall_s
     guard.verify()
 
 
