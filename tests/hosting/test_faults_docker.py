@@ -42,7 +42,7 @@ def test_kill9_of_a_worker_mid_grade(tmp_path: Path, docker_engine) -> None:  # 
         token = admin(server.state, "add-participant", "erin").strip()
         client = HostingClient(server.url, token)
         submission_id = client.submit(EXAMPLE)["id"]
-        wait_for(lambda: running(client, submission_id), timeout=60, interval=0.05, what="running")
+        wait_for(lambda: running(client, submission_id), timeout=180, interval=0.05, what="running")
         [pid] = server.worker_pids()
         os.kill(pid, signal.SIGKILL)
         final = client.wait(submission_id, timeout_s=180)
@@ -64,7 +64,7 @@ def test_kill9_of_the_server_during_grading(tmp_path: Path, docker_engine) -> No
     client = HostingClient(server.url, token)
     first = client.submit(EXAMPLE)["id"]
     second = client.submit(EXAMPLE)["id"]  # waits in the queue behind the first
-    wait_for(lambda: running(client, first), timeout=60, interval=0.05, what="running")
+    wait_for(lambda: running(client, first), timeout=180, interval=0.05, what="running")
     [old_worker] = server.worker_pids()
     server.kill9()
     wait_for(lambda: _exited(old_worker), timeout=120, what="the orphaned worker to exit")
