@@ -310,6 +310,58 @@ def test_sleeper_is_killed_at_the_time_limit(guard: HostGuard) -> None:
     guard.verify()
 
 
+@pytest.mark.docker(BASE_IMAGE)
+def test_a_failed_wait_call_does_not_end_a_running_container(guard: HostGuard, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's wait call can fail while the container still runs (a dropped connection): the grader waits again.
+
+    Before, the task counted as finished at once: the running container was read as ``exit status None``
+    (NONZERO_EXIT, the submission's fault) and removed under a grader that was still running.
+    Fault injection on the real engine: the SDK's first wait call raises, as a dropped connection would.
+    """
+    import requests.exceptions
+    from docker.models.containers import Container
+
+    real_wait = Container.wait
+    calls: list[str] = []
+
+    def flaky_wait(self: Container, **kwargs: object) -> object:
+        calls.append(self.id)
+        if len(calls) == 1:
+            raise requests.exceptions.ConnectionError("connection dropped (injected)")
+        return real_wait(self, **kwargs)
+
+    monkeypatch.setattr(Container, "wait", flaky_wait)
+    go = tmp_path / "go"
+    go.mkdir()
+    script = "i=0; while [ ! -e /go/now ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; echo done; exit 7"
+    result: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            result["outcome"] = run_container(
+                BASE_IMAGE, mounts=[Mount(go, "/go", True)], limits=small_limits(time_limit_s=180.0), command=["/bin/sh", "-c", script], user="10001"
+            )
+        except Exception as error:  # surfaced below
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        # Either the grader waits again (a second call) or it wrongly ends the task (the thread ends): no timing involved.
+        deadline = time.monotonic() + 120
+        while len(calls) < 2 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        (go / "now").touch()
+        thread.join(180)
+    assert not thread.is_alive()
+    assert "error" not in result, result.get("error")
+    outcome = result["outcome"]
+    assert outcome.exit_code == 7 and not outcome.timed_out, outcome  # type: ignore[attr-defined]
+    assert len(calls) == 2 and len(set(calls)) == 1
+    guard.verify()
+
+
 @pytest.mark.docker(image_of("bigwriter"))
 def test_writing_past_the_output_cap(guard: HostGuard) -> None:
     cap = 4 << 20
