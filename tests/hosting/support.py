@@ -123,7 +123,7 @@ def admin(state: Path, *args: str, database: str | None = None) -> str:
     return result.stdout
 
 
-def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """Run the real `grader` command in a subprocess."""
     return subprocess.run(
         [sys.executable, "-c", "from grader.cli.main import main; main()", *args],

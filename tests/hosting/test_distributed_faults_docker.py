@@ -44,7 +44,7 @@ def test_redis_restarted_during_a_run(tmp_path: Path, docker_engine, redis_serve
         during = [client.submit(tiny_submission(tmp_path, f"eve-{n}", TINY))["id"] for n in range(2)]  # uploads still accepted
         time.sleep(2)
         redis_server.start()
-        rows = d.wait_all_terminal(ids + during, timeout=180)
+        rows = d.wait_all_terminal(ids + during, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids + during)
         assert "not published" in d.server.log.read_text()  # the lost dispatches were re-sent by the reaper
@@ -66,7 +66,7 @@ def test_postgresql_restarted_during_a_run(tmp_path: Path, docker_engine, redis_
             check=True,
             capture_output=True,
         )
-        rows = d.wait_all_terminal(ids, timeout=180)
+        rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)
     finally:
@@ -81,7 +81,7 @@ def test_server_restarted_during_a_run(tmp_path: Path, docker_engine, redis_serv
         d.server.kill9()
         time.sleep(1)
         d.server.start()
-        rows = d.wait_all_terminal(ids, timeout=180)
+        rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)
     finally:
@@ -104,7 +104,7 @@ def test_worker_cut_off_from_the_server_its_late_result_is_refused(tmp_path: Pat
         )
         proxy.cut()  # heartbeats and the result post now fail; the far worker retries with back-off
         near = d.add_worker("near")
-        rows = d.wait_all_terminal([victim], timeout=300)  # the lease expired, the job was re-attempted by the near worker
+        rows = d.wait_all_terminal([victim], timeout=600)  # the lease expired, the job was re-attempted by the near worker
         assert rows[victim]["state"] == "scored" and rows[victim]["attempt"] == 2
         proxy.restore()
         wait_for(lambda: f"{victim} attempt 1: stale" in far.log.read_text(), timeout=180, interval=0.5, what="the late result to be refused")
@@ -136,7 +136,7 @@ def test_a_submission_that_kills_its_worker_every_time(tmp_path: Path, docker_en
                 killed.add(row["attempt"])
                 holder.start()  # the host's supervisor restarts it
             time.sleep(0.1)
-        rows = d.wait_all_terminal([killer, fine], timeout=300)
+        rows = d.wait_all_terminal([killer, fine], timeout=600)
         assert rows[killer]["state"] == "error" and rows[killer]["failure_code"] == "INFRA" and killed == {1, 2}
         assert rows[fine]["state"] == "scored"
         quota = httpx.get(f"{d.server.url}/api/v1/quota", headers={"Authorization": f"Bearer {token}"}).json()

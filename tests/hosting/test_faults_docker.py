@@ -45,7 +45,7 @@ def test_kill9_of_a_worker_mid_grade(tmp_path: Path, docker_engine) -> None:  # 
         wait_for(lambda: running(client, submission_id), timeout=180, interval=0.05, what="running")
         [pid] = server.worker_pids()
         os.kill(pid, signal.SIGKILL)
-        final = client.wait(submission_id, timeout_s=180)
+        final = client.wait(submission_id, timeout_s=900)
         assert final["state"] == "scored" and final["score"] is not None
         assert host_view(server, submission_id)["attempt"] == 2
         history = admin(server.state, "history", submission_id)
@@ -71,7 +71,7 @@ def test_kill9_of_the_server_during_grading(tmp_path: Path, docker_engine) -> No
     try:
         server.start()
         for submission_id in (first, second):
-            assert client.wait(submission_id, timeout_s=180)["state"] == "scored"
+            assert client.wait(submission_id, timeout_s=900)["state"] == "scored"
         assert admin(server.state, "history", first).count("-> scored") == 1
     finally:
         server.stop()
