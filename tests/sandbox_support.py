@@ -195,6 +195,12 @@ def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
     return entries
 
 
+def is_under(path: str, root: Path | str) -> bool:
+    """Whether ``path`` is ``root`` or lies below it (by whole path components: ``/a/b_1`` is not under ``/a/b``)."""
+    base = str(root).rstrip("/")
+    return path == base or path.startswith(base + "/")
+
+
 def mount_points() -> list[str]:
     """Mount points of this mount namespace (``/proc/mounts``, octal escapes decoded)."""
     with open("/proc/mounts", encoding="utf-8") as handle:
@@ -211,7 +217,7 @@ def watchdogs_mentioning(root: Path) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"grader.sandbox.watchdog" in cmdline and str(root).encode() in cmdline:
+        if b"grader.sandbox.watchdog" in cmdline and (str(root).rstrip("/") + "/").encode() in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -243,7 +249,7 @@ class HostGuard:
         # could fail on someone else's container removed meanwhile.
         for container in self.client.containers.list(all=True, sparse=True, filters={"label": f"{SANDBOX_LABEL}=1"}):
             mounts = container.attrs.get("Mounts") or []
-            if any(str(m.get("Source", "")).startswith(str(self.root)) for m in mounts):
+            if any(is_under(str(m.get("Source", "")), self.root) for m in mounts):
                 mine.append(container)
         return mine
 
@@ -252,9 +258,10 @@ class HostGuard:
         assert not leftovers, f"containers left behind: {[(c.short_id, c.attrs.get('State')) for c in leftovers]}"
         # Every /output tmpfs of this test is made under its folder (see new_guard); others'
         # concurrent runs mount theirs elsewhere, so only these are this test's to answer for.
-        under_test = [p for p in mount_points() if p.startswith(str(self.root))]
+        under_test = [p for p in mount_points() if is_under(p, self.root)]
         assert not under_test, f"mounts left under the test folder: {under_test}"
-        settle = time.monotonic() + 3  # a watchdog that just finished its cleanup may take a moment to exit
+        # A watchdog that just finished its cleanup may take a moment to exit (seconds on a loaded 2-core CI machine).
+        settle = time.monotonic() + 20
         while (watchdogs := watchdogs_mentioning(self.root)) and time.monotonic() < settle:
             time.sleep(0.1)
         assert not watchdogs, f"container watchdogs still running for this test: pids {watchdogs}"

@@ -213,7 +213,7 @@ def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_pa
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from grader.grading.lock import locked_out_dir\n"
-            "with locked_out_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            "with locked_out_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)",  # killed below
             str(out),
         ],
         stdout=subprocess.PIPE,
@@ -387,7 +387,7 @@ def test_in_process_encoder_is_killed_at_the_time_limit(tmp_path: Path, benchmar
     out = tmp_path / "out"
     started = time.monotonic()
     result = run(looping, benchmark, out, "--time-limit", "3", "--tasks", "alpha")
-    assert time.monotonic() - started < 30  # not the 10^12 iterations
+    assert time.monotonic() - started < 120  # not the 10^12 iterations (generous: a loaded CI machine starts the child slowly)
     failure = json.loads((out / "report.json").read_text())["tasks"]["alpha"]["failure"]
     assert failure == {"code": "TIMEOUT", "message": "killed after the 3 s time limit"}, result.stderr
     assert _leftover_children() == []
@@ -529,12 +529,7 @@ def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchma
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    deadline = time.monotonic() + 60
-    children: list[int] = []
-    while not children and time.monotonic() < deadline:
-        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == grader.pid]
-        time.sleep(0.1)
-    assert children, "the encoder child never started"
+    children = _wait_encoder_children(grader)
     os.kill(grader.pid, signal.SIGTERM)
     _, stderr = grader.communicate(timeout=30)
     assert grader.returncode == 128 + signal.SIGTERM, stderr
@@ -565,23 +560,38 @@ def test_sigkill_of_the_grader_kills_its_encoder_and_the_next_start_sweeps_the_s
     grader = subprocess.Popen(
         [*command, str(looping), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env
     )
-    deadline = time.monotonic() + 60
-    children: list[int] = []
-    while not children and time.monotonic() < deadline:
-        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == grader.pid]
-        time.sleep(0.1)
-    assert children, "the encoder child never started"
+    children = _wait_encoder_children(grader)
     staged = [p for p in scratch.iterdir() if p.name.startswith("grader-encode-")]
     assert staged and (staged[0] / "job.json").is_file()
     os.kill(grader.pid, signal.SIGKILL)
     grader.wait()
-    gone_by = time.monotonic() + 5
-    while any(Path(f"/proc/{pid}").exists() and b"grader.grading.inprocess" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children):
+    gone_by = time.monotonic() + 30  # PDEATHSIG acts at once; the bound only leaves room for a loaded machine
+    while any(_is_encoder(Path(f"/proc/{pid}")) for pid in children):
         assert time.monotonic() < gone_by, "the encoder outlived its grader"
         time.sleep(0.1)
     assert staged[0].exists()  # nobody cleaned up yet ...
     subprocess.run([*command, str(submission), "--out", str(tmp_path / "out2")], check=True, cwd=REPO, env=env, capture_output=True)
     assert not staged[0].exists()  # ... until the next start swept it
+
+
+def _is_encoder(proc: Path) -> bool:
+    """Whether ``proc`` (a /proc entry) is a live in-process encoder child; False once it is gone (read races its exit)."""
+    try:
+        return b"grader.grading.inprocess" in proc.joinpath("cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _wait_encoder_children(grader: subprocess.Popen[bytes], timeout: float = 180.0) -> list[int]:
+    """Pids of ``grader``'s in-process encoder children, once there is one (not any short-lived child it runs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert grader.poll() is None, f"the grader ended (exit {grader.returncode}) before its encoder started"
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == grader.pid and _is_encoder(p)]
+        if children:
+            return children
+        time.sleep(0.1)
+    raise AssertionError("the encoder child never started")
 
 
 def _parent(proc: Path) -> int | None:

@@ -138,10 +138,21 @@ def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None
     finished = threading.Event()
 
     def wait() -> None:
-        try:
-            container.wait()
-        except Exception:  # the connection may drop; the state is read afterwards
-            pass
+        # The wait call can fail while the container still runs (a dropped connection, a busy engine). Ending
+        # the task then would read a running container as "exit status None" and remove it: wait again instead,
+        # so that only the container's end (or the grader's timer) ends the task.
+        while True:
+            try:
+                container.wait()
+                break
+            except Exception:
+                try:
+                    container.reload()
+                except Exception:  # gone, or the engine lost it: the state read afterwards says which
+                    break
+                if not (container.attrs.get("State") or {}).get("Running"):
+                    break
+                time.sleep(0.5)
         finished.set()
 
     started = time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +14,6 @@ import pytest
 
 from grader.hosting.api.app import create_app
 from grader.hosting.context import ServerContext
-from tests.hosting.support import free_port
 
 CHROMIUM = os.environ.get("GRADER_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GRADER_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -57,11 +57,15 @@ def http_server(ctx: ServerContext) -> Iterator[str]:
     """The app of ``ctx`` served by uvicorn on a free loopback port, in a thread."""
     import uvicorn
 
-    port = free_port()
+    # Bound here on port 0 and handed to uvicorn: no window in which another socket could take a port chosen earlier.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise AssertionError("the test server did not start")
@@ -71,3 +75,4 @@ def http_server(ctx: ServerContext) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+        sock.close()

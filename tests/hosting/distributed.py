@@ -43,8 +43,8 @@ class BrokerServer(Server):
         super().__init__(competition, state, workers=0, database=database)
         self.broker = broker
 
-    def start(self, *, expect_ok: bool = True) -> BrokerServer:
-        args = [
+    def serve_args(self) -> list[str]:
+        return [
             "serve",
             "--competition",
             str(self.competition),
@@ -59,13 +59,6 @@ class BrokerServer(Server):
             "--broker",
             self.broker,
         ]
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
-            )
-        if expect_ok:
-            self.wait_ready()
-        return self
 
 
 @dataclass

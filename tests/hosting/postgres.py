@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosting.support import free_port
+from tests.hosting.support import ADDRESS_IN_USE, BIND_ATTEMPTS, free_port
 
 
 def _bin_dir() -> Path | None:
@@ -47,12 +47,21 @@ class Cluster:
             check=True,
             capture_output=True,
         )
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=200"
-        subprocess.run(
-            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"]),
-            check=True,
-            capture_output=True,
-        )
+        # The port may be taken between free_port() and the server's bind (by any process's client socket): then a fresh one.
+        for attempt in range(BIND_ATTEMPTS):
+            log = self.root / "log"
+            offset = log.stat().st_size if log.exists() else 0
+            options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=200"
+            started = subprocess.run(
+                _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "180", "start"]),
+                capture_output=True,
+            )
+            if started.returncode == 0:
+                break
+            said = log.read_bytes()[offset:].decode("utf-8", "replace") if log.exists() else ""
+            if attempt == BIND_ATTEMPTS - 1 or not any(words in said.lower() for words in ADDRESS_IN_USE):
+                raise AssertionError(f"PostgreSQL did not start: {started.stderr!r} {said[-1500:]}")
+            self.port = free_port()
 
     def new_database(self) -> str:
         import psycopg

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosting.support import free_port
+from tests.hosting.support import ADDRESS_IN_USE, BIND_ATTEMPTS, PortTaken, free_port
 
 
 class RedisServer:
@@ -29,9 +29,29 @@ class RedisServer:
         self.password = os.urandom(12).hex()
         self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
+        self._started = False
         self.start()
 
     def start(self) -> None:
+        """Start (or restart) it. A first start whose port was taken meanwhile moves to a fresh port; a restart keeps its port."""
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                self._start_once()
+            except PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise AssertionError(f"redis-server found no free port in {BIND_ATTEMPTS} tries") from None
+                if self._started:
+                    time.sleep(1)
+                else:
+                    self.port = free_port()
+                    self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+                continue
+            self._started = True
+            return
+
+    def _start_once(self) -> None:
+        log = self.root / "redis.log"
+        offset = log.stat().st_size if log.exists() else 0
         args = [
             self.binary,
             "--bind",
@@ -54,16 +74,22 @@ class RedisServer:
             str(self.root / "redis.log"),
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         import redis
 
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                said = log.read_bytes()[offset:].decode("utf-8", "replace") if log.exists() else ""
+                if any(words in said.lower() for words in ADDRESS_IN_USE):
+                    raise PortTaken(self.port)
+                raise AssertionError(f"redis-server exited {self.process.returncode}: {said[-1000:]}")
             try:
+                # Our password: another server that took the port would refuse it.
                 if redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=1).ping():
                     return
             except redis.RedisError:
                 time.sleep(0.05)
-        raise AssertionError(f"redis-server did not start: {(self.root / 'redis.log').read_text()[-1000:]}")
+        raise AssertionError(f"redis-server did not start: {log.read_text()[-1000:] if log.exists() else ''}")
 
     def stop(self) -> None:
         """Kill it (SIGKILL: a crash; queued messages are lost, as they would be without persistence)."""

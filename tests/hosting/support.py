@@ -24,9 +24,54 @@ FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s":
 
 
 def free_port() -> int:
+    """A loopback port free right now, for a server in another process to bind (it may be taken meanwhile: see below).
+
+    The kernel hands the same range to outgoing connections, so until the server binds it, a client socket of
+    any process can take it. The servers of these tests therefore retry on a fresh port when the bind fails
+    (:class:`Server`, tests/hosting/redis.py, tests/hosting/postgres.py); in-process listeners bind port 0 themselves.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+#: How many fresh ports a server's first start tries before the test fails.
+BIND_ATTEMPTS = 5
+#: What a server that lost its port race says (uvicorn, redis-server, PostgreSQL).
+ADDRESS_IN_USE = ("address already in use", "could not bind ipv4 address", "could not create any tcp/ip sockets")
+
+
+class PortTaken(Exception):
+    """The server could not bind its port (someone took it after :func:`free_port` chose it)."""
+
+
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on 127.0.0.1:``port`` or 0.0.0.0:``port`` (from /proc/net/tcp)."""
+    found = set()
+    wanted = {f"0100007F:{port:04X}", f"00000000:{port:04X}"}
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        next(table, None)
+        for row in table:
+            fields = row.split()
+            if len(fields) > 9 and fields[1] in wanted and fields[3] == "0A":  # 0A: LISTEN
+                found.add(fields[9])
+    return found
+
+
+def owns_listener(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on ``port`` (not some other server that took the port)."""
+    inodes = {f"socket:[{inode}]" for inode in listening_inodes(port)}
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def toml_value(value: Any) -> str:
@@ -78,7 +123,7 @@ def admin(state: Path, *args: str, database: str | None = None) -> str:
     return result.stdout
 
 
-def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """Run the real `grader` command in a subprocess."""
     return subprocess.run(
         [sys.executable, "-c", "from grader.cli.main import main; main()", *args],
@@ -99,32 +144,67 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.log = state.parent / f"{state.name}-server.log"
+        self._started = False
+        self._log_offset = 0
 
-    def start(self, *, expect_ok: bool = True) -> Server:
+    def serve_args(self) -> list[str]:
+        """The `grader serve` arguments of this server."""
         args = ["serve", "--competition", str(self.competition), "--state", str(self.state), "--port", str(self.port), "--workers", str(self.workers)]
         if self.database:
             args += ["--database", self.database]
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
-            )
-        if expect_ok:
-            self.wait_ready()
-        return self
+        return args
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def start(self, *, expect_ok: bool = True) -> Server:
+        """Start (or restart) the server; with ``expect_ok``, wait until it answers.
+
+        A first start whose port was taken meanwhile moves to a fresh port; a restart keeps its port (clients
+        and workers know it) and tries it again.
+        """
+        first = not self._started
+        for attempt in range(BIND_ATTEMPTS):
+            self._log_offset = self.log.stat().st_size if self.log.exists() else 0
+            with open(self.log, "ab") as log:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-c", "from grader.cli.main import main; main()", *self.serve_args()],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                )
+            if not expect_ok:
+                return self
+            try:
+                self.wait_ready()
+            except PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise AssertionError(f"no free port after {BIND_ATTEMPTS} tries: {self.log.read_text()[-2000:]}") from None
+                if first:
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                else:
+                    time.sleep(1)
+                continue
+            self._started = True
+            return self
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        """Wait until this server's own process answers /healthz (a generous bound: migrations and imports on a loaded machine)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise AssertionError(f"server exited {self.process.returncode}: {self.log.read_text()[-2000:]}")
+                output = self.log.read_bytes()[self._log_offset :].decode("utf-8", "replace")
+                if any(words in output.lower() for words in ADDRESS_IN_USE):
+                    raise PortTaken(self.port)
+                raise AssertionError(f"server exited {self.process.returncode}: {output[-2000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                # Ours, not another server that took the port first (ours then exits, above).
+                if httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200 and owns_listener(self.process.pid, self.port):
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise AssertionError("server did not start")
+        raise AssertionError(f"server did not start within {timeout:g} s: {self.log.read_text()[-2000:]}")
 
     def worker_pids(self) -> list[int]:
         return [int(p.read_text()) for p in sorted((self.state / "run").glob("local-*.pid"))]

@@ -5,25 +5,24 @@ from __future__ import annotations
 import socket
 import threading
 
-from tests.hosting.support import free_port
-
 
 class CuttableProxy:
     """Forwards 127.0.0.1:``port`` to ``target_port``; :meth:`cut` drops every connection and refuses new ones."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # the first bind asks the kernel for a free port (no race with a port chosen earlier)
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._listener: socket.socket | None = None
         self.restore()
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def restore(self) -> None:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
+        self.port = listener.getsockname()[1]
         listener.listen(64)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()

@@ -163,7 +163,7 @@ def test_kill9_server_during_upload_leaves_no_half_submission(tmp_path: Path) ->
     def slow():
         yield data[: len(data) // 2]
         half.set()
-        time.sleep(30)
+        time.sleep(300)  # the server is killed long before (a daemon thread: it ends with the test process)
         yield data[len(data) // 2 :]
 
     def upload() -> None:
@@ -174,8 +174,8 @@ def test_kill9_server_during_upload_leaves_no_half_submission(tmp_path: Path) ->
 
     thread = threading.Thread(target=upload, daemon=True)
     thread.start()
-    half.wait(10)
-    wait_for(lambda: any((srv.state / "uploads" / "tmp").iterdir()), timeout=10, what="the partial upload on disk")
+    assert half.wait(120), "the first half of the upload was never sent"
+    wait_for(lambda: any((srv.state / "uploads" / "tmp").iterdir()), timeout=120, what="the partial upload on disk")
     srv.kill9()
     srv.start()  # the same state folder and port
     try:

@@ -28,7 +28,7 @@ def test_two_workers_grade_sign_and_report(tmp_path: Path, docker_engine, redis_
         for who in ("ann", "ben"):
             _token, client = d.participant(who)
             ids += [client.submit(tiny_submission(tmp_path, f"{who}-{n}", TINY_SLEEP))["id"] for n in range(2)]
-        rows = d.wait_all_terminal(ids, timeout=120)
+        rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)
         assert all(d.lease_holder(i) is None for i in ids)  # no lease left behind
@@ -61,9 +61,9 @@ def test_kill9_of_a_celery_worker_mid_grade(tmp_path: Path, docker_engine, redis
     try:
         _token, client = d.participant("cat")
         victim = client.submit(tiny_submission(tmp_path, "victim", TINY_SLEEP))["id"]
-        holder = wait_for(lambda: d.lease_holder(victim), timeout=60, interval=0.1, what="a worker to claim")
+        holder = wait_for(lambda: d.lease_holder(victim), timeout=180, interval=0.1, what="a worker to claim")
         holder.kill9()
-        rows = d.wait_all_terminal([victim], timeout=120)
+        rows = d.wait_all_terminal([victim], timeout=600)
         assert rows[victim]["state"] == "scored" and rows[victim]["attempt"] == 2
         assert "lease of attempt 1 expired (worker lost)" in admin(d.server.state, "history", victim, database=d.server.database)
         d.check_invariants([victim])

@@ -38,13 +38,13 @@ def test_redis_restarted_during_a_run(tmp_path: Path, docker_engine, redis_serve
     d = deploy(tmp_path, broker=redis_server.url, database=postgres_cluster.new_database(), workers=2)
     try:
         ids = _submit_some(d, tmp_path, "dan", 3)
-        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=60, interval=0.1, what="a grading")
+        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=180, interval=0.1, what="a grading")
         redis_server.stop()  # queued wake-ups are lost with it (no persistence)
         _token, client = d.participant("eve")
         during = [client.submit(tiny_submission(tmp_path, f"eve-{n}", TINY))["id"] for n in range(2)]  # uploads still accepted
         time.sleep(2)
         redis_server.start()
-        rows = d.wait_all_terminal(ids + during, timeout=180)
+        rows = d.wait_all_terminal(ids + during, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids + during)
         assert "not published" in d.server.log.read_text()  # the lost dispatches were re-sent by the reaper
@@ -56,7 +56,7 @@ def test_postgresql_restarted_during_a_run(tmp_path: Path, docker_engine, redis_
     d = deploy(tmp_path, broker=redis_server.url, database=postgres_cluster.new_database(), workers=2)
     try:
         ids = _submit_some(d, tmp_path, "fay", 3)
-        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=60, interval=0.1, what="a grading")
+        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=180, interval=0.1, what="a grading")
         pg_ctl = str(postgres_cluster.bin / "pg_ctl")
         subprocess.run(_as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-m", "immediate", "stop"]), check=True, capture_output=True)
         time.sleep(2)
@@ -66,7 +66,7 @@ def test_postgresql_restarted_during_a_run(tmp_path: Path, docker_engine, redis_
             check=True,
             capture_output=True,
         )
-        rows = d.wait_all_terminal(ids, timeout=180)
+        rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)
     finally:
@@ -77,11 +77,11 @@ def test_server_restarted_during_a_run(tmp_path: Path, docker_engine, redis_serv
     d = deploy(tmp_path, broker=redis_server.url, database=postgres_cluster.new_database(), workers=2)
     try:
         ids = _submit_some(d, tmp_path, "gus", 3)
-        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=60, interval=0.1, what="a grading")
+        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=180, interval=0.1, what="a grading")
         d.server.kill9()
         time.sleep(1)
         d.server.start()
-        rows = d.wait_all_terminal(ids, timeout=180)
+        rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)
     finally:
@@ -94,15 +94,20 @@ def test_worker_cut_off_from_the_server_its_late_result_is_refused(tmp_path: Pat
     try:
         far = d.add_worker("far", server_url=proxy.url)
         [victim] = _submit_some(d, tmp_path, "hal", 1)
-        wait_for(lambda: d.lease_holder(victim) is far, timeout=60, interval=0.05, what="the far worker to claim")
+        wait_for(lambda: d.lease_holder(victim) is far, timeout=180, interval=0.05, what="the far worker to claim")
         sleeper = docker_engine.images.get(TINY_SLEEP).id
-        wait_for(lambda: docker_engine.containers.list(filters={"ancestor": sleeper}), timeout=60, interval=0.05, what="the grading container")
+        wait_for(
+            lambda: docker_engine.containers.list(sparse=True, filters={"ancestor": sleeper}),
+            timeout=120,
+            interval=0.05,
+            what="the grading container",
+        )
         proxy.cut()  # heartbeats and the result post now fail; the far worker retries with back-off
         near = d.add_worker("near")
-        rows = d.wait_all_terminal([victim], timeout=120)  # the lease expired, the job was re-attempted by the near worker
+        rows = d.wait_all_terminal([victim], timeout=600)  # the lease expired, the job was re-attempted by the near worker
         assert rows[victim]["state"] == "scored" and rows[victim]["attempt"] == 2
         proxy.restore()
-        wait_for(lambda: f"{victim} attempt 1: stale" in far.log.read_text(), timeout=60, interval=0.5, what="the late result to be refused")
+        wait_for(lambda: f"{victim} attempt 1: stale" in far.log.read_text(), timeout=180, interval=0.5, what="the late result to be refused")
         history = admin(d.server.state, "history", victim, database=d.server.database)
         assert "lease of attempt 1 expired" in history and "worker:" in history
         d.check_invariants([victim])
@@ -131,7 +136,7 @@ def test_a_submission_that_kills_its_worker_every_time(tmp_path: Path, docker_en
                 killed.add(row["attempt"])
                 holder.start()  # the host's supervisor restarts it
             time.sleep(0.1)
-        rows = d.wait_all_terminal([killer, fine], timeout=120)
+        rows = d.wait_all_terminal([killer, fine], timeout=600)
         assert rows[killer]["state"] == "error" and rows[killer]["failure_code"] == "INFRA" and killed == {1, 2}
         assert rows[fine]["state"] == "scored"
         quota = httpx.get(f"{d.server.url}/api/v1/quota", headers={"Authorization": f"Bearer {token}"}).json()

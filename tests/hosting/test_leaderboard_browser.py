@@ -54,8 +54,8 @@ def submit_and_wait(browser, button_id: str) -> None:  # type: ignore[no-untyped
 
     old_page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.ID, button_id).click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(old_page))
-    WebDriverWait(browser, 20).until(lambda b: b.execute_script("return document.readyState") == "complete")
+    WebDriverWait(browser, 120).until(expected_conditions.staleness_of(old_page))
+    WebDriverWait(browser, 120).until(lambda b: b.execute_script("return document.readyState") == "complete")
 
 
 def sign_in(driver, url: str, token: str) -> None:  # type: ignore[no-untyped-def]
