@@ -150,6 +150,7 @@ def test_exported_files_load_in_mteb_and_equal_its_evaluator(graded, tmp_path):
         # determine (@1 is P@1; @10 is the share of positive per-query NDCG@10 values, the report's primary measure).
         exportable = {k for k in expected if not k.startswith(("nauc", "hit_rate"))} | {"hit_rate_at_1", "hit_rate_at_10"}
         assert exportable == set(exported)
+        assert len([k for k in expected if k.startswith("nauc_")]) == 105  # docs/mteb.md: 5 families x 7 cut-offs x 3 confidences
         for key, value in exported.items():
             assert value == expected[key], (task, key, value, expected[key])
         assert exported["hit_rate_at_10"] != exported["recall_at_10"]  # queries have several relevant documents: not a recall
@@ -272,7 +273,7 @@ def test_report_records_top_k_and_shallow_or_unrecorded_depth_is_refused(graded,
     # A report from before the field existed still validates, and is refused rather than assumed to be 1000 deep.
     old = _report_copy(run_dir, tmp_path, lambda r: r.pop("ranking"))
     validate_report(json.loads(old.read_text()))
-    with pytest.raises(UsageError, match=r"the report does not record its ranking depth \(--top-k; reports record it from grader 0.2.0 on\)"):
+    with pytest.raises(UsageError, match=r"the report does not record its ranking depth \(--top-k; reports of older graders lack ranking.top_k\)"):
         export_mteb(old, tmp_path / "out", assume_revisions=True)
     deeper = _report_copy(run_dir, tmp_path, lambda r: r.update(ranking={"top_k": 5000}))  # @1000 of a deeper ranking is MTEB's
     export_mteb(deeper, tmp_path / "deeper", assume_revisions=True, tasks=["cosqa"])

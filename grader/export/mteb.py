@@ -26,7 +26,7 @@ MTEB's split, and the data is MTEB's dataset revision. The grader cannot see the
 revision its data came from, so the person exporting must say so
 (``assume_revisions``). The rankings must also be as deep as MTEB's: the report's
 ``ranking.top_k`` (``grader run --top-k``) at least 1000; a report without it
-(graded before 0.2.0 recorded it) is refused rather than guessed.
+(an older grader's) is refused rather than guessed.
 
 Of MTEB's extra keys, a report determines exactly ``hit_rate_at_1`` (success@1 is
 P@1 query by query) and ``hit_rate_at_k`` for the cut-off k of the report's
@@ -269,7 +269,7 @@ def _depth_refusal(report: Mapping[str, Any]) -> str | None:
     top_k = ranking.get("top_k") if isinstance(ranking, Mapping) else None
     if not isinstance(top_k, int) or isinstance(top_k, bool):
         return (
-            "the report does not record its ranking depth (--top-k; reports record it from grader 0.2.0 on), "
+            "the report does not record its ranking depth (--top-k; reports of older graders lack ranking.top_k), "
             f"and MTEB's @{MTEB_DEPTH} measures need rankings of {MTEB_DEPTH} documents"
         )
     if top_k < MTEB_DEPTH:
