@@ -336,6 +336,10 @@ def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, t
     csn.write_text(json.dumps({**result, "mteb_version": "1.0.0"}))
     with pytest.raises(InputError, match=r"COIRCodeSearchNetRetrieval.json: mteb_version: is '1.0.0', expected '2.26.24'"):
         export_mteb(run_dir / "report.json", out, assume_revisions=True, tasks=["CodeSearchNet-python"], revision="main")
+    result["scores"]["test"][0]["ndcg_at_10"] = "high"
+    csn.write_text(json.dumps(result))
+    with pytest.raises(InputError, match=r"scores.test\[0\]: holds a value that is not a score"):
+        export_mteb(run_dir / "report.json", out, assume_revisions=True, tasks=["CodeSearchNet-python"], revision="main")
     result["scores"]["test"][0]["hf_subset"] = "cobol"
     csn.write_text(json.dumps(result))
     with pytest.raises(InputError, match=r"scores.test\[0\].hf_subset: 'cobol' is not a new subset of COIRCodeSearchNetRetrieval"):

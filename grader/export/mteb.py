@@ -342,9 +342,10 @@ def _write(
 
 
 _REVISIONS = {mteb.name: mteb.revision for mteb in MTEB_TASKS.values()}
-_SUBSETS: dict[str, set[str]] = {}
+#: MTEB task -> its subsets -> their languages
+_SUBSETS: dict[str, dict[str, list[str]]] = {}
 for _entry in MTEB_TASKS.values():
-    _SUBSETS.setdefault(_entry.name, set()).add(_entry.hf_subset)
+    _SUBSETS.setdefault(_entry.name, {})[_entry.hf_subset] = list(_entry.languages)
 
 
 @contextlib.contextmanager
@@ -423,6 +424,8 @@ def _existing_subsets(path: Path, task: str) -> dict[str, dict[str, Any]]:
         subset = entry.get("hf_subset") if isinstance(entry, dict) else None
         if not isinstance(subset, str) or subset not in _SUBSETS[task] or subset in subsets:
             raise refuse(f"scores.test[{index}].hf_subset", f"{str(subset)[:40]!r} is not a new subset of {task}")
+        if entry.get("languages") != _SUBSETS[task][subset] or entry.get("mteb_version") != MTEB_VERSION:
+            raise refuse(f"scores.test[{index}]", f"languages or mteb_version of subset {subset!r} differ from MTEB's")
         numbers = {k: v for k, v in entry.items() if k not in ("hf_subset", "languages", "mteb_version")}
         if not all(isinstance(v, float | int) and not isinstance(v, bool) and 0 <= v <= 1 for v in numbers.values()):
             raise refuse(f"scores.test[{index}]", "holds a value that is not a score")
