@@ -214,6 +214,7 @@ def _report_copy(run_dir: Path, tmp_path: Path, change) -> Path:
         (lambda r: r["tasks"]["cosqa"]["queries"].update(missing=2), "task 'cosqa': 2 judged queries got no ranking"),
         (lambda r: r["tasks"]["cosqa"].update(split="dev"), "task 'cosqa' was graded on split 'dev'; MTEB evaluates CosQA on 'test'"),
         (lambda r: r["tasks"]["cosqa"].update(status="failed"), "task 'cosqa' was not scored"),
+        (lambda r: r["tasks"]["cosqa"]["queries"].update(judged=5), "task 'cosqa' scores 5 of the 12 answered queries (a report of part"),
     ],
 )
 def test_refusals(graded, tmp_path, change, message):
@@ -349,3 +350,21 @@ def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, t
         export_mteb(run_dir / "report.json", out, assume_revisions=True, tasks=["CodeSearchNet-python"], revision="main")
     csn.write_bytes(before[csn.name])
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing else was touched by the refusals
+
+
+def test_a_hosts_public_part_report_is_refused(graded, tmp_path):
+    """A leaderboard's public-part report scores a share of each task's queries: not MTEB's numbers."""
+    from grader.hosting.leaderboard.parts import SignedValues
+    from grader.hosting.leaderboard.public_report import public_part_report
+
+    _bench, run_dir = graded
+    report = json.loads((run_dir / "report.json").read_text())
+    values = {name: dict(task["per_query"]["values"]) for name, task in report["tasks"].items()}
+    groups = {g: list(m) for g, m in report["aggregate"].get("group_members", {}).items()}
+    public = public_part_report(SignedValues(report, "NDCG@10", groups, values), b"k" * 32, 0.5, "c" * 64)
+    validate_report(public)
+    path = tmp_path / "public.json"
+    path.write_text(json.dumps(public))
+    with pytest.raises(UsageError, match=r"task '[^']+' scores [0-9]+ of the 12 answered queries \(a report of part of the queries\)"):
+        export_mteb(path, tmp_path / "out", assume_revisions=True)
+    assert not (tmp_path / "out").exists()

@@ -175,6 +175,12 @@ def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -
             f"task {task!r}: {queries['missing']} judged queries got no ranking; the grader counts them as 0, "
             "MTEB (which answers every query) would not see them"
         )
+    if queries.get("answered") != queries.get("judged"):
+        # a host's public-part report (labels.part) scores a share of the judged queries, counted over the whole run
+        return (
+            f"task {task!r} scores {queries.get('judged')!r} of the {queries.get('answered')!r} answered queries "
+            "(a report of part of the queries); MTEB scores them all"
+        )
     if "NDCG@10" not in entry.get("measures", {}):
         return f"task {task!r} lacks NDCG@10, MTEB's main score"
     return None
