@@ -12,7 +12,10 @@ Its retrieval evaluator (``mteb._evaluators.retrieval_metrics``):
   every one), drops queries without judgements, and keeps a document whose id
   equals the query id (``ignore_identical_ids`` is false for every CoIR task);
 * rounds NDCG, MAP, recall, precision and hit rate means to 5 decimals, and
-  writes every score rounded to 6.
+  writes every score rounded to 6;
+* adds ``hit_rate_at_k`` (pytrec_eval's ``success``: a relevant document in the
+  top k) and 105 ``nauc_*`` keys (how well each query's top score, score spread
+  and top-two gap predict its per-query NDCG, MAP, recall, precision and MRR).
 
 The grader's ``strict`` policy computes the same per-query values (trec_eval's
 measures and tie order, every judged query counted), so a report's means equal
@@ -21,16 +24,28 @@ scores to float32), every judged query was answered (MTEB would average over the
 answered ones only, the grader counts a missing one as 0), the task was graded on
 MTEB's split, and the data is MTEB's dataset revision. The grader cannot see the
 revision its data came from, so the person exporting must say so
-(``assume_revisions``). Anything else is refused with the reason.
+(``assume_revisions``). The rankings must also be as deep as MTEB's: the report's
+``ranking.top_k`` (``grader run --top-k``) at least 1000; a report without it
+(an older grader's) is refused rather than guessed.
+
+Of MTEB's extra keys, a report determines exactly ``hit_rate_at_1`` (success@1 is
+P@1 query by query) and ``hit_rate_at_k`` for the cut-off k of the report's
+per-query measure (each of NDCG, MAP, recall, precision and MRR at k is positive
+exactly when a relevant document is in the top k). Other hit rates need per-query
+values a report does not hold, and every nAUC needs the retrieval scores of each
+query's ranking, which no report holds: :data:`NOT_EXPORTED` says so, and the
+export prints it. Anything else is refused with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +65,17 @@ FAMILIES = {
     "MRR": ("mrr_at_", False),
 }
 _MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR)@([0-9]+)$")
+#: MTEB retrieves this many documents per query; a shallower ranking changes its deepest measures.
+MTEB_DEPTH = max(MTEB_K_VALUES)
+#: What MTEB's files hold that an export cannot, and why (printed by every export).
+NOT_EXPORTED = (
+    "nauc_* (MTEB's abstention scores need the retrieval scores of each query's ranking, which a report does not hold); "
+    "hit_rate_at_k beyond @1 and the per-query measure's cut-off (each needs per-query values of a measure at k, "
+    "and a report holds only its primary measure's)"
+)
+_ELSEWHERE = "remove it, or export into another --out"
+#: An existing task file larger than this was not written by an export (one holds a few kB).
+_MAX_RESULT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -88,12 +114,16 @@ MTEB_TASKS: Mapping[str, MtebTask] = {
 Say = Callable[[str], None]
 
 
-def mteb_scores(measures: Mapping[str, float]) -> dict[str, float]:
+def mteb_scores(measures: Mapping[str, float], per_query: Mapping[str, Any] | None = None) -> dict[str, float]:
     """MTEB's score keys from a task's grader measures, rounded as MTEB's evaluator and ``to_disk`` round them.
 
-    Measures at a cut-off MTEB does not evaluate (or of a family it does not have) are left out.
+    Measures at a cut-off MTEB does not evaluate (or of a family it does not have) are left out. The hit
+    rates a report determines are added: ``hit_rate_at_1`` from P@1, and from ``per_query`` (the task's
+    ``per_query`` entry, values of every evaluated query) the hit rate at its measure's cut-off.
     """
     scores: dict[str, float] = {}
+    for k, rate in _hit_rates(measures, per_query).items():
+        scores[f"hit_rate_at_{k}"] = round(round(rate, 5), 6)
     for measure, value in measures.items():
         match = _MEASURE.match(measure)
         if match is None or int(match.group(2)) not in MTEB_K_VALUES:
@@ -105,6 +135,25 @@ def mteb_scores(measures: Mapping[str, float]) -> dict[str, float]:
     if MAIN_SCORE in scores:
         scores["main_score"] = scores[MAIN_SCORE]
     return dict(sorted(scores.items()))
+
+
+def _hit_rates(measures: Mapping[str, float], per_query: Mapping[str, Any] | None) -> dict[int, float]:
+    """Hit rates (pytrec_eval's ``success@k``, a relevant document in the top k) that a report determines exactly.
+
+    A document is relevant when its judgement is >= 1, and only relevant documents have positive gain, so:
+    success@1 equals P@1 query by query; and each of NDCG, MAP, Recall, P and MRR at k is positive
+    exactly when success@k is 1. Their means give no other hit rate.
+    """
+    rates: dict[int, float] = {}
+    if "P@1" in measures:
+        rates[1] = measures["P@1"]
+    if isinstance(per_query, Mapping) and isinstance(per_query.get("values"), Mapping) and isinstance(per_query.get("measure"), str):
+        match = _MEASURE.match(per_query["measure"])
+        values = list(per_query["values"].values())
+        if match is not None and int(match.group(2)) in MTEB_K_VALUES and values and all(isinstance(v, (int, float)) for v in values):
+            # as MTEB sums pytrec_eval's 0.0/1.0 successes and divides by the number of queries
+            rates[int(match.group(2))] = sum(1.0 if v > 0 else 0.0 for v in values) / len(values)
+    return rates
 
 
 def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -> str | None:
@@ -125,6 +174,12 @@ def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -
         return (
             f"task {task!r}: {queries['missing']} judged queries got no ranking; the grader counts them as 0, "
             "MTEB (which answers every query) would not see them"
+        )
+    if queries.get("answered") != queries.get("judged"):
+        # a host's public-part report (labels.part) scores a share of the judged queries, counted over the whole run
+        return (
+            f"task {task!r} scores {queries.get('judged')!r} of the {queries.get('answered')!r} answered queries "
+            "(a report of part of the queries); MTEB scores them all"
         )
     if "NDCG@10" not in entry.get("measures", {}):
         return f"task {task!r} lacks NDCG@10, MTEB's main score"
@@ -192,6 +247,9 @@ def export_mteb(
         reason = _refusal(name, graded[name], report.get("policy"), MTEB_TASKS[name])
         if reason is not None:
             raise UsageError(f"cannot export to MTEB: {reason}")
+    depth_problem = _depth_refusal(report)
+    if depth_problem is not None:
+        raise UsageError(f"cannot export to MTEB: {depth_problem}", hint=f"grade again with `grader run` and --top-k {MTEB_DEPTH} (the default)")
     if not assume_revisions:
         revisions = ", ".join(sorted({f"{MTEB_TASKS[n].name}@{MTEB_TASKS[n].revision[:12]}" for n in names}))
         raise UsageError(
@@ -203,11 +261,38 @@ def export_mteb(
     for name in names:
         mteb = MTEB_TASKS[name]
         entry = graded[name]
-        scores = mteb_scores(entry["measures"])
+        scores = mteb_scores(entry["measures"], _complete_per_query(entry))
         skipped = sorted(m for m in entry["measures"] if m not in _exported_measures(entry["measures"]))
         say(f"{name} -> {mteb.name} ({mteb.hf_subset}): {len(scores)} scores" + (f"; not in MTEB's set: {', '.join(skipped)}" if skipped else ""))
         by_task.setdefault(mteb.name, {})[mteb.hf_subset] = {**scores, "hf_subset": mteb.hf_subset, "languages": list(mteb.languages)}
-    return _write(Path(out), model_name, revision, by_task, report_path, digest)
+    say(f"not exported: {NOT_EXPORTED}")
+    return _write(Path(out), model_name, revision, by_task, report_path, digest, say)
+
+
+def _depth_refusal(report: Mapping[str, Any]) -> str | None:
+    """Why the report's rankings may be shallower than MTEB's top 1000, or None."""
+    ranking = report.get("ranking")
+    top_k = ranking.get("top_k") if isinstance(ranking, Mapping) else None
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        return (
+            "the report does not record its ranking depth (--top-k; reports of older graders lack ranking.top_k), "
+            f"and MTEB's @{MTEB_DEPTH} measures need rankings of {MTEB_DEPTH} documents"
+        )
+    if top_k < MTEB_DEPTH:
+        return (
+            f"the report's rankings were cut at --top-k {top_k}; MTEB ranks {MTEB_DEPTH} documents per query "
+            f"and its @{MTEB_DEPTH} measures would differ"
+        )
+    return None
+
+
+def _complete_per_query(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The task's per-query values when they cover every judged query (MTEB's denominator), else None."""
+    per_query = entry.get("per_query")
+    queries = entry.get("queries")
+    if not isinstance(per_query, Mapping) or not isinstance(per_query.get("values"), Mapping) or not isinstance(queries, Mapping):
+        return None
+    return per_query if len(per_query["values"]) == queries.get("judged") else None
 
 
 def _exported_measures(measures: Mapping[str, float]) -> set[str]:
@@ -215,42 +300,141 @@ def _exported_measures(measures: Mapping[str, float]) -> set[str]:
 
 
 def _write(
-    out: Path, model_name: str, revision: str, by_task: Mapping[str, Mapping[str, dict[str, Any]]], report_path: Path, digest: str | None
+    out: Path,
+    model_name: str,
+    revision: str,
+    by_task: Mapping[str, Mapping[str, dict[str, Any]]],
+    report_path: Path,
+    digest: str | None,
+    say: Say,
 ) -> list[Path]:
-    """All files in a temporary folder, then each renamed into ``out/results/<model>/<revision>/``."""
+    """Merge into ``out/results/<model>/<revision>/``: all files in a temporary folder, then each renamed into place.
+
+    A task file already there keeps the subsets this export does not write (the six CodeSearchNet languages
+    are one MTEB task and may come from several reports of the submission); one this version did not write,
+    or a folder holding another submission's results, is refused before anything is written.
+    """
     folder = out / "results" / _safe_name(model_name) / _safe_name(revision)
     folder.mkdir(parents=True, exist_ok=True)
-    revisions = {mteb.name: mteb.revision for mteb in MTEB_TASKS.values()}
-    staging = Path(tempfile.mkdtemp(prefix=".export-mteb-", dir=folder))
-    written: list[Path] = []
-    try:
-        files: dict[str, str] = {}
+    with _locked(folder):
+        meta = _merged_meta(folder, model_name, revision, report_path, digest)
+        files: dict[str, str] = {"model_meta.json": jsonio.dumps(meta, indent=2, ensure_ascii=True) + "\n"}
         for task, subsets in sorted(by_task.items()):
+            kept = {s: v for s, v in _existing_subsets(folder / f"{task}.json", task).items() if s not in subsets}
+            if kept:
+                say(f"{task}.json: keeping subsets {', '.join(sorted(kept))} already there; writing {', '.join(sorted(subsets))}")
+            merged = {**kept, **{s: dict(v, mteb_version=MTEB_VERSION) for s, v in subsets.items()}}
             result = {
-                "dataset_revision": revisions[task],
+                "dataset_revision": _REVISIONS[task],
                 "task_name": task,
                 "mteb_version": MTEB_VERSION,
-                "scores": {"test": [dict(subsets[s], mteb_version=MTEB_VERSION) for s in sorted(subsets)]},
+                "scores": {"test": [merged[s] for s in sorted(merged)]},
                 "evaluation_time": None,
                 "kg_co2_emissions": None,
                 "date": None,
             }
             files[f"{task}.json"] = jsonio.dumps(result, indent=2, ensure_ascii=True) + "\n"
-        meta_path = folder / "model_meta.json"
-        if not meta_path.exists():
-            files["model_meta.json"] = (
-                jsonio.dumps(
-                    {"name": model_name, "revision": revision, "grader_report": str(report_path), "grader_subject_digest": digest},
-                    indent=2,
-                    ensure_ascii=True,
-                )
-                + "\n"
-            )
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-        for name in files:
-            os.replace(staging / name, folder / name)
-            written.append(folder / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=".export-mteb-", dir=folder))
+        written: list[Path] = []
+        try:
+            for name, text in files.items():
+                (staging / name).write_text(text, encoding="utf-8")
+            for name in sorted(files, key=lambda n: n == "model_meta.json"):  # the task files first
+                os.replace(staging / name, folder / name)
+                written.append(folder / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+_REVISIONS = {mteb.name: mteb.revision for mteb in MTEB_TASKS.values()}
+#: MTEB task -> its subsets -> their languages
+_SUBSETS: dict[str, dict[str, list[str]]] = {}
+for _entry in MTEB_TASKS.values():
+    _SUBSETS.setdefault(_entry.name, {})[_entry.hf_subset] = list(_entry.languages)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One export at a time per results folder (two merging one task file would lose a subset); waits for the other.
+
+    The lock is on the folder itself, so that no lock file lands in a results repository.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_small_json(path: Path) -> Any:
+    """An export's own JSON file, or None when there is none; InputError when it is not one an export could have written."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", path=path) from None
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(_MAX_RESULT_BYTES + 1)
+    if len(raw) > _MAX_RESULT_BYTES:
+        raise InputError("larger than any file export-mteb writes", path=path, hint=_ELSEWHERE)
+    try:
+        return jsonio.loads(raw)
+    except jsonio.JsonError:
+        raise InputError("not valid JSON", path=path, hint=_ELSEWHERE) from None
+
+
+def _merged_meta(folder: Path, model_name: str, revision: str, report_path: Path, digest: str | None) -> dict[str, Any]:
+    """``model_meta.json``: the model's name and revision, the subject's digest and every report exported into the folder.
+
+    Refuses a folder whose results are another submission's (same --model-name and --revision, other digest).
+    """
+    path = folder / "model_meta.json"
+    existing = _read_small_json(path)
+    reports = [str(report_path)]
+    if existing is not None:
+        if not isinstance(existing, dict) or existing.get("grader_subject_digest") != digest:
+            held = existing.get("grader_subject_digest") if isinstance(existing, dict) else None
+            what = f"submission sha256:{str(held)[:64]}" if isinstance(held, str) else "results export-mteb did not write"
+            raise UsageError(
+                f"cannot export to MTEB: {folder} holds {what}, not this report's submission (sha256:{digest}); "
+                "its task files would mix two submissions",
+                hint="export into another --out, or give another --model-name or --revision",
+            )
+        previous = existing.get("grader_reports", [existing.get("grader_report")])  # "grader_report": one, as exports before merging wrote
+        if isinstance(previous, list):
+            reports = [r for r in previous if isinstance(r, str) and r != str(report_path)] + reports
+    return {"name": model_name, "revision": revision, "grader_reports": reports, "grader_subject_digest": digest}
+
+
+def _existing_subsets(path: Path, task: str) -> dict[str, dict[str, Any]]:
+    """The subsets of a task file already in the folder, checked to be what an export of this version writes."""
+    result = _read_small_json(path)
+    if result is None:
+        return {}
+
+    def refuse(field: str, why: str) -> InputError:
+        return InputError(f"{why}: not a {task} result this export writes", path=path, field=field, hint=_ELSEWHERE)
+
+    if not isinstance(result, dict):
+        raise refuse("", "not an object")
+    for field, expected in (("task_name", task), ("dataset_revision", _REVISIONS[task]), ("mteb_version", MTEB_VERSION)):
+        if result.get(field) != expected:
+            raise refuse(field, f"is {str(result.get(field))[:80]!r}, expected {expected!r}")
+    entries = result.get("scores", {}).get("test") if isinstance(result.get("scores"), dict) else None
+    if not isinstance(entries, list):
+        raise refuse("scores.test", "missing or not a list")
+    subsets: dict[str, dict[str, Any]] = {}
+    for index, entry in enumerate(entries):
+        subset = entry.get("hf_subset") if isinstance(entry, dict) else None
+        if not isinstance(subset, str) or subset not in _SUBSETS[task] or subset in subsets:
+            raise refuse(f"scores.test[{index}].hf_subset", f"{str(subset)[:40]!r} is not a new subset of {task}")
+        if entry.get("languages") != _SUBSETS[task][subset] or entry.get("mteb_version") != MTEB_VERSION:
+            raise refuse(f"scores.test[{index}]", f"languages or mteb_version of subset {subset!r} differ from MTEB's")
+        numbers = {k: v for k, v in entry.items() if k not in ("hf_subset", "languages", "mteb_version")}
+        if not all(isinstance(v, float | int) and not isinstance(v, bool) and 0 <= v <= 1 for v in numbers.values()):
+            raise refuse(f"scores.test[{index}]", "holds a value that is not a score")
+        subsets[subset] = entry
+    return subsets

@@ -186,6 +186,7 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
         finished_at=datetime.now(UTC),
         sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
+        top_k=options.top_k,
     )
     if options.key_path is not None:
         path = write_report(report, options.out_dir / ENVELOPE_NAME, options.key_path)

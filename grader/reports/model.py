@@ -193,6 +193,7 @@ def build_report(
     finished_at: datetime,
     sandbox: dict | None = None,
     labels: dict | None = None,
+    top_k: int | None = None,
 ) -> dict:
     """Assemble and validate a grading report.
 
@@ -201,7 +202,8 @@ def build_report(
     :class:`grader.reports.pieces.TaskEntry`, or a dict that carries a ``name`` plus
     the task fields of the schema (``failure`` defaults to None, ``measures`` to
     {}). Floats are kept at full precision. Raises :class:`ReportError` naming
-    the JSON pointer of the first problem.
+    the JSON pointer of the first problem. ``top_k`` (``grader run --top-k``) is
+    recorded as ``ranking.top_k``: measures at deeper cut-offs depend on it.
     """
     start_text = format_timestamp(started_at)
     finish_text = format_timestamp(finished_at)
@@ -220,6 +222,8 @@ def build_report(
         "started_at": start_text,
         "finished_at": finish_text,
     }
+    if top_k is not None:
+        report["ranking"] = {"top_k": top_k}
     report = _plain(report, "")
     validate_report(report)
     _check_consistency(report)
