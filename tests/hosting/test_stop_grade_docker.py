@@ -5,11 +5,14 @@ container would run until the competition's time limit. In each case the
 container is gone within a few heartbeats, nothing is posted for the stopped
 attempt, the worker's staging is removed (each server and worker runs with
 its own TMPDIR here, so the test can look), the quota is not charged, and the
-same worker goes on grading.
+same worker goes on grading. And a worker killed outright (kill -9) leaves no
+container or staging behind: its grading child cleans up.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,8 @@ GONE_WITHIN_S = 8
 
 def _containers_of(docker_engine: Any, image: str) -> list[Any]:
     image_id = docker_engine.images.get(image).id
-    return docker_engine.containers.list(all=True, filters={"ancestor": image_id})  # type: ignore[no-any-return]
+    # sparse: no inspect per container, which would race the removal this test waits for (404 on a container just gone)
+    return docker_engine.containers.list(all=True, sparse=True, filters={"ancestor": image_id})  # type: ignore[no-any-return]
 
 
 def _staging_left(tmp: Path) -> list[str]:
@@ -66,6 +70,14 @@ def test_a_cancelled_grade_is_stopped_by_a_local_worker(tmp_path: Path, docker_e
         assert _quota(server.url, token)["used_24h"] == 1
         history = admin(server.state, "history", long_id)
         assert "-> cancelled" in history and "-> scored" not in history and "-> failed" not in history
+        # A worker killed outright: its grading child sees it gone and removes the container itself.
+        orphan_id = client.submit(tiny_submission(tmp_path, "orphan", TINY_LONG))["id"]
+        wait_for(lambda: _containers_of(docker_engine, TINY_LONG), timeout=60, interval=0.1, what="the grading container")
+        [worker_pid] = server.worker_pids()
+        os.kill(worker_pid, signal.SIGKILL)
+        wait_for(lambda: not _containers_of(docker_engine, TINY_LONG), timeout=GONE_WITHIN_S, interval=0.1, what="the orphan's container to go")
+        wait_for(lambda: not _staging_left(tmp), timeout=GONE_WITHIN_S, interval=0.1, what="the orphan's staging to go")
+        admin(server.state, "cancel", orphan_id)  # else the restarted worker grades attempt 2 for 600 s
     finally:
         server.stop()
     log = (server.state / "run" / "local-1.log").read_text()
@@ -104,7 +116,9 @@ def test_a_stale_then_a_cancelled_grade_are_stopped_by_a_celery_worker(  # type:
         # Cancelled: the host cancels attempt 2.
         admin(d.server.state, "cancel", long_id, database=d.server.database)
         wait_for(lambda: not _containers_of(docker_engine, TINY_LONG), timeout=GONE_WITHIN_S, interval=0.1, what="the container to go")
-        wait_for(lambda: f"{long_id} attempt 2: abandoned" in far.log.read_text(), timeout=GONE_WITHIN_S, interval=0.2, what="attempt 2 to be stopped")
+        wait_for(
+            lambda: f"{long_id} attempt 2: abandoned" in far.log.read_text(), timeout=GONE_WITHIN_S, interval=0.2, what="attempt 2 to be stopped"
+        )
         wait_for(lambda: not _staging_left(tmp), timeout=GONE_WITHIN_S, interval=0.1, what="the staging to go")
         row = next(row for row in d.host_rows() if row["id"] == long_id)
         assert row["state"] == "cancelled" and row["attempt"] == 2

@@ -17,7 +17,8 @@ child) is dead, and the worker sweeps what they may have missed
 (:mod:`grader.sandbox.sweep`, which only touches what dead owners left).
 
 The child also ends itself when the worker dies (SIGKILL leaves no one to stop
-it): it watches its parent and interrupts its own grade.
+it): it watches its parent, interrupts its own grade, and removes what the
+worker would have (its work folder with the upload, the submission's image).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import threading
 import time
@@ -63,7 +65,14 @@ def _child_main(send: Connection, upload: Path, request: GradeRequest, work_dir:
         with stop_on_signals():
             outcome = grade_upload(upload, request, work_dir)
     except Interrupted:
-        return  # stopped by the worker (or orphaned): the clean-up ran while unwinding; nothing to send
+        # Stopped: the grading core's clean-up ran while unwinding; nothing to send. Orphaned: the worker's own
+        # clean-up (its work folder with the upload, the loaded image) will not run, so do it here.
+        if os.getppid() != parent:
+            from grader.hosting.worker.hygiene import remove_submission_image
+
+            remove_submission_image(upload)
+            shutil.rmtree(work_dir, ignore_errors=True)
+        return
     send.send(outcome)
     send.close()
 
