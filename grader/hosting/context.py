@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,7 +34,6 @@ class ServerContext:
     partition_secret: bytes = b""
     partition_commitment: str = ""
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
-    submit_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ends_at(self) -> datetime:
         """The competition's end: the file's, or earlier if the host ended it (``grader admin end``)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosting.postgres import postgres_cluster  # noqa: F401 - a fixture
+from tests.hosting.postgres import postgres_cluster, private_postgres_cluster  # noqa: F401 - fixtures
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

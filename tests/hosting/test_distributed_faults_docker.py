@@ -60,12 +60,28 @@ def test_postgresql_restarted_during_a_run(tmp_path: Path, docker_engine, redis_
         pg_ctl = str(postgres_cluster.bin / "pg_ctl")
         subprocess.run(_as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-m", "immediate", "stop"]), check=True, capture_output=True)
         time.sleep(2)
-        options = f"-h 127.0.0.1 -p {postgres_cluster.port} -k {postgres_cluster.root} -c fsync=off -c max_connections=200"
-        subprocess.run(
-            _as_postgres([pg_ctl, "-D", str(postgres_cluster.data), "-o", options, "-l", str(postgres_cluster.root / "log"), "-w", "start"]),
-            check=True,
-            capture_output=True,
-        )
+        postgres_cluster.start()
+        rows = d.wait_all_terminal(ids, timeout=600)
+        assert {row["state"] for row in rows.values()} == {"scored"}
+        d.check_invariants(ids)
+    finally:
+        _stop(d)
+
+
+def test_postgresql_killed_during_a_run(tmp_path: Path, docker_engine, redis_server, private_postgres_cluster) -> None:  # type: ignore[no-untyped-def]
+    """kill -9 of the postmaster and all its backends mid-run (a crash, not a shutdown), then a restart with crash recovery."""
+    cluster = private_postgres_cluster
+    d = deploy(tmp_path, broker=redis_server.url, database=cluster.new_database(), workers=2)
+    try:
+        ids = _submit_some(d, tmp_path, "kit", 4)
+        wait_for(lambda: any(d.lease_holder(i) for i in ids), timeout=180, interval=0.1, what="a grading")
+        killed = cluster.kill9()
+        assert len(killed) > 1  # the postmaster and its backends (the server's and the test's connections among them)
+        time.sleep(3)  # heartbeats, result posts, claims and the reaper all fail meanwhile
+        cluster.start()
+        assert "database system was interrupted" in (cluster.root / "log").read_text()  # it recovered from a crash
+        _token, client = d.participant("lou")
+        ids.append(client.submit(tiny_submission(tmp_path, "lou-after", TINY))["id"])  # the server works again
         rows = d.wait_all_terminal(ids, timeout=600)
         assert {row["state"] for row in rows.values()} == {"scored"}
         d.check_invariants(ids)

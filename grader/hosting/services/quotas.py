@@ -4,6 +4,9 @@ Only what the participant caused counts (states in ``CHARGED_STATES``:
 in flight, scored, or ``failed`` with a participant failure code). Platform
 failures (``error``: INFRA, lost workers) and host cancellations never count.
 Windows roll over the upload completion times, in UTC.
+
+Admission is atomic at the database (:func:`lock_admission`), so any number of
+server processes on one database never admit more than the quota.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from grader.hosting.clock import iso
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Submission
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Submission
 from grader.hosting.errors import RefusedSubmission
 
 DAY = timedelta(hours=24)
@@ -68,6 +71,25 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     elif per_day == 0:
         next_at = None
     return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at)
+
+
+def lock_admission(session: Session, participant_id: int) -> None:
+    """Serialise the admissions of ``participant_id`` until ``session`` ends, across every process on the database.
+
+    Must be the session's first statement. Counting and inserting are otherwise a
+    race: two servers (or two requests) both count ``quota - 1`` and both admit.
+    PostgreSQL: a row lock on the participant (``SELECT ... FOR UPDATE``); a second
+    admission of the same participant waits for the first to commit, and its count,
+    a later statement under READ COMMITTED, then sees the first one's row. Other
+    participants are not held up. SQLite has no row locks: ``BEGIN IMMEDIATE`` takes
+    the database's write lock before the count (pysqlite would only open the
+    transaction at the INSERT, after a count made outside it); other writers wait
+    (``busy_timeout``), readers do not (WAL).
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        session.execute(select(Participant.id).where(Participant.id == participant_id).with_for_update())
 
 
 def check_quota(session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime) -> None:

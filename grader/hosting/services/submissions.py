@@ -22,7 +22,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Result, State, Submission, Transition
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.services.quotas import check_quota
+from grader.hosting.services.quotas import check_quota, lock_admission
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.submissions.manifest import Manifest, OnnxManifest
@@ -52,7 +52,8 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
             raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
-        with ctx.submit_lock, ctx.db.session() as session:
+        with ctx.db.session() as session:
+            lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
             check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at())
             os.replace(upload.path, final_path)
             submission = Submission(

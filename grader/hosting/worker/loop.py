@@ -1,7 +1,9 @@
 """The worker loop, over HTTP only (no database credentials): claim, fetch, grade with heartbeats, post.
 
 A worker that dies mid-grade simply stops heartbeating; the server's reaper
-re-queues the job. A result the server calls stale (409) is dropped. Posting
+re-queues the job. A heartbeat answered "stale or cancelled" stops the grade
+at once (it runs in a child process: :mod:`grader.hosting.worker.child`) and
+nothing is posted. A result the server calls stale (409) is dropped. Posting
 is retried with back-off for three lease lengths: a server that was unreachable
 for longer has re-queued the job, and then refuses the late result anyway.
 """
@@ -22,7 +24,8 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.hosting.grading_adapter import GradeRequest, grade_upload, limits_from_json
+from grader.hosting.grading_adapter import GradeRequest, limits_from_json
+from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
 
@@ -148,9 +151,13 @@ def grade_job(
                     benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"])
                 )
                 try:
-                    outcome = grade_upload(upload, request, work)
+                    outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
                 finally:
                     remove_submission_image(upload)
+                if outcome is None:
+                    # Stale or cancelled: the grade was stopped (containers and staging removed); nothing to post.
+                    log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
+                    return "abandoned"
                 payload = {
                     "attempt": attempt,
                     "report": outcome.report,
@@ -171,7 +178,7 @@ def grade_job(
             message=payload.get("message", ""),
         )
     if beat.lost.is_set():
-        log.warning("%s attempt %s went stale while grading; posting anyway (the server decides)", submission_id, attempt)
+        log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
     return _post_with_retry(api, submission_id, payload, give_up_after=3 * float(job["lease_s"]))
 
 
