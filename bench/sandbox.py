@@ -13,9 +13,10 @@ hits. Then, per round, in this order, each contender on a freshly staged ``/inpu
 (``grader.sandbox.staging.stage_task``, a handful of queries and documents):
 
   (a) the grader's path: ``stage_task`` + ``run_task_container(image, staged,
-      mode="retrieve", limits=SandboxLimits(...), log_path=...)``: host tmpfs
-      for ``/output``, create, start, wait (thread + timer), inspect, logs, remove,
-      classify, validate the run, unmount;
+      mode="retrieve", limits=SandboxLimits(...), log_path=...)``: capped ext4 images
+      for ``/output`` and ``/tmp`` (as root), the container's watchdog process,
+      create, start, wait (thread + timer), inspect, logs, remove, classify,
+      validate the run, unmount;
   (b) ``stage_task`` + ``docker run --rm --network none -v IN:/input:ro -v
       OUT:/output grader-bench-noop:1`` (subprocess, a plain ``/output`` folder),
       then a line count of ``run.jsonl``;
@@ -240,7 +241,6 @@ class Phases:
         setattr(owner, name, timed)
 
     def install(self) -> None:
-        import types
 
         import docker.api.client
         import docker.models.containers
@@ -259,26 +259,15 @@ class Phases:
         self.wrap(docker.models.containers.ContainerCollection, "create", "sdk: containers.create")
         self.wrap(docker.models.containers.Container, "reload", "sdk: container.reload")
         self.wrap(container_module, "atomic_write_bytes", "host: write the log file")
-        self.wrap(output_module.tempfile, "mkdtemp", "host: mkdtemp /output")
-        self.wrap(output_module.shutil, "rmtree", "host: rmtree /output")
-        self.wrap(output_module, "_try_mount_tmpfs", "host: mount tmpfs on /output")
-        if hasattr(output_module, "_unmount"):
-            self.wrap(output_module, "_unmount", "host: unmount /output")
-        else:  # the subprocess spelling: time `umount` alone (mount is timed above)
-            real = output_module.subprocess
-            phases = self
+        import grader.sandbox.owner as owner_module
+        import grader.sandbox.watchdog as watchdog_module
 
-            def run(argv: list[str], *args: Any, **kwargs: Any) -> Any:
-                started = time.perf_counter()
-                try:
-                    return real.run(argv, *args, **kwargs)
-                finally:
-                    if argv and argv[0] == "umount":
-                        phases.add("host: unmount /output", time.perf_counter() - started)
-
-            shim = types.SimpleNamespace(run=run)
-            self.restore.append((output_module, "subprocess", real))
-            output_module.subprocess = shim  # type: ignore[assignment]
+        # 0.2.0: /output and /tmp are loop-mounted ext4 images (as root) in an owned scratch folder, and each
+        # container has a watchdog process; time those steps (mkfs, mount and umount through subprocess.run).
+        self.wrap(output_module, "_mount_image", "host: mkfs.ext4 + loop mount (per image)")
+        self.wrap(owner_module, "remove_owned_folder", "host: unmount + remove the scratch folder")
+        self.wrap(watchdog_module, "spawn", "host: spawn the watchdog process")
+        self.wrap(watchdog_module, "stop", "host: stop the watchdog process")
         self.wrap(task_module, "classify", "host: classify (statvfs)")
         self.wrap(task_module, "read_run_output", "host: read + validate run.jsonl")
 
@@ -398,7 +387,7 @@ def machine_facts() -> dict[str, str]:
         "runtime": info[4],
         "docker SDK (Python)": docker.__version__,
         "python": platform.python_version(),
-        "euid": f"{os.geteuid()} (root mounts a tmpfs on /output)" if os.geteuid() == 0 else str(os.geteuid()),
+        "euid": f"{os.geteuid()} (root loop-mounts capped ext4 images on /output and /tmp)" if os.geteuid() == 0 else str(os.geteuid()),
     }
 
 
@@ -446,7 +435,7 @@ def report(
     if "c" in medians and "b" in medians:
         lines.append(f"| median(c) - median(b): the hardening flags | {medians['c'] - medians['b']:+.3f} s | | |")
     if "a" in medians and "c" in medians:
-        lines.append(f"| median(a) - median(c): SDK path, host tmpfs, validation | {medians['a'] - medians['c']:+.3f} s | | |")
+        lines.append(f"| median(a) - median(c): SDK path, watchdog, /output and /tmp images, validation | {medians['a'] - medians['c']:+.3f} s | | |")
     if phase_table:
         lines += [
             "",
