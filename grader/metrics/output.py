@@ -8,7 +8,7 @@ from grader import jsonio
 from grader.metrics.measures import Family
 from grader.metrics.policy import Evaluation
 
-# CoIR / BEIR group names of each family in their output dictionary.
+# CoIR / BEIR group names of each family in their output dictionary (a family they lack: its own name).
 _COIR_GROUP = {Family.NDCG: "NDCG", Family.MAP: "MAP", Family.RECALL: "Recall", Family.P: "Precision", Family.MRR: "MRR"}
 
 
@@ -26,7 +26,7 @@ def as_coir(evaluation: Evaluation) -> dict[str, Any]:
     """CoIR's result shape ``{"metrics": {"NDCG": {"NDCG@1": ...}, ...}}``, rounded to 5 decimals as BEIR does."""
     metrics: dict[str, dict[str, float]] = {}
     for measure in evaluation.measures:
-        metrics.setdefault(_COIR_GROUP[measure.family], {})[str(measure)] = round(evaluation.mean(measure), 5)
+        metrics.setdefault(_COIR_GROUP.get(measure.family, measure.family.value), {})[str(measure)] = round(evaluation.mean(measure), 5)
     return {"metrics": metrics}
 
 
