@@ -29,13 +29,16 @@ nDCG, whose gains are the judgements (trec_eval's ``ndcg`` and ``ndcg_cut`` igno
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from grader.cli.main import cli
 from grader.data.qrels import read_qrels
 from grader.metrics.measures import Family, Measure
 from grader.metrics.policy import Evaluation, Policy, evaluate
@@ -158,3 +161,47 @@ def test_the_coir_policy_is_not_trec_evals_c() -> None:
     """Without -c trec_eval skips a judged query the run lacks; with -c it scores it 0, as strict does, not coir."""
     evaluation = evaluate(read_qrels(DATA / "qrels.test"), read_run(DATA / "results.trunc"), [Measure(Family.MAP, UNCUT_AT)], Policy.COIR)
     assert evaluation.counts.evaluated == 2 != read_printed(DATA / "out.test.aqc").num_q
+
+
+# --------------------------------------------------------------------------- through `grader score`
+
+
+@pytest.mark.parametrize(
+    ("out_name", "qrels_name", "run_name", "extra"),
+    [
+        ("out.test.aqc", "qrels.test.with-comments", "results.trunc", []),
+        ("out.test.aql", "qrels.rel_level", "results.test", ["--relevance-level", "2"]),
+    ],
+)
+def test_grader_score_prints_trec_evals_means(out_name: str, qrels_name: str, run_name: str, extra: list[str]) -> None:
+    """The two files trec_eval scores that the grader once refused, and -l2, through the command itself."""
+    printed = read_printed(DATA / out_name)
+    wanted = {name: entry for (name, qid), entry in printed.values.items() if qid == "all"}
+    measures = ",".join(sorted({str(measure) for measure, _ in wanted.values()}))
+    result = CliRunner().invoke(
+        cli, ["score", "--qrels", str(DATA / qrels_name), "--run", str(DATA / run_name), "--measure", measures, "--format", "json", *extra]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["n_queries"] == printed.num_q and data["policy"] == "strict"
+    assert data.get("relevance_level", 1) == (int(extra[1]) if extra else 1)
+    assert {name: f"{data['measures'][str(measure)]:.4f}" for name, (measure, _) in wanted.items()} == {
+        name: text for name, (_, text) in wanted.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--relevance-level", "0"], "Invalid value for '--relevance-level'"),
+        (["--relevance-level", "2", "--policy", "coir"], "--relevance-level 2 needs --policy strict and no --out"),
+        (["--relevance-level", "2", "--out", "report.json"], "--relevance-level 2 needs --policy strict and no --out"),
+    ],
+)
+def test_relevance_levels_the_command_refuses(args: list[str], message: str, tmp_path: Path) -> None:
+    command = ["score", "--qrels", str(DATA / "qrels.rel_level"), "--run", str(DATA / "results.test"), *args]
+    result = CliRunner().invoke(cli, [str(tmp_path / arg) if arg == "report.json" else arg for arg in command])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / "report.json").exists()

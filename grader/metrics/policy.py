@@ -53,6 +53,7 @@ class Evaluation:
     measures: tuple[Measure, ...]
     per_query: PerQuery
     counts: QueryCounts
+    relevance_level: int = RELEVANCE_LEVEL
 
     def mean(self, measure: Measure) -> float:
         """Mean over evaluated queries; exactly rounded (``math.fsum``), so order-independent."""
@@ -104,7 +105,7 @@ def evaluate(
         extra=extra,
         evaluated=len(query_ids),
     )
-    return Evaluation(policy, tuple(measures), per_query, counts)
+    return Evaluation(policy, tuple(measures), per_query, counts, relevance_level)
 
 
 def _ranked_anything(run: Run, index: int) -> bool:
