@@ -18,8 +18,20 @@ from grader.runs.readers import RunFormat, read_run
 
 
 @click.command("score")
-@click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path), help="Judgements: BEIR TSV, TREC qrels or JSON.")
-@click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="Run: TREC 6-column, JSON {qid: {docid: score}} or JSONL.")
+@click.option(
+    "--qrels",
+    "qrels_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Judgements: BEIR TSV, TREC qrels ('#' lines are comments, as in trec_eval) or JSON. See docs/inputs.md.",
+)
+@click.option(
+    "--run",
+    "run_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Run: TREC (qid Q0 docid rank score tag; later fields ignored, as in trec_eval), JSON {qid: {docid: score}} or JSONL.",
+)
 @click.option("--run-format", type=click.Choice([f.value for f in RunFormat]), default=None, help="Run format (default: detected).")
 @click.option(
     "--measure",
