@@ -82,8 +82,9 @@ def read_trec_qrels(path: Path) -> Qrels:
 
     As trec_eval's ``get_qrels.c`` does, a line whose first character is ``#`` is a
     comment and skipped (a ``#`` anywhere else is data: ``CR#93E-1860`` is a doc id);
-    the iteration field is read and ignored. Unlike trec_eval, blank lines are skipped
-    too (it calls them malformed). Every other line must have exactly four fields.
+    the iteration field is read and ignored. Unlike trec_eval 10, blank lines are skipped
+    too (it calls them malformed), and so is the second of two comment lines in a row
+    (it reads that one as data). Every other line must have exactly four fields.
     """
     judgements: Judgements = {}
     with open_text(path) as handle:
