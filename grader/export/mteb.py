@@ -31,8 +31,9 @@ revision its data came from, so the person exporting must say so
 Of MTEB's extra keys, a report determines exactly ``hit_rate_at_1`` (success@1 is
 P@1 query by query) and ``hit_rate_at_k`` for the cut-off k of the report's
 per-query measure (each of NDCG, MAP, recall, precision and MRR at k is positive
-exactly when a relevant document is in the top k). Other hit rates need per-query
-values a report does not hold, and every nAUC needs the retrieval scores of each
+exactly when a relevant document is in the top k), and ``hit_rate_at_k`` for each
+``Success@k`` the report measures (the same mean of trec_eval's success). Other hit
+rates need per-query values a report does not hold, and every nAUC needs the retrieval scores of each
 query's ranking, which no report holds: :data:`NOT_EXPORTED` says so, and the
 export prints it. Anything else is refused with the reason.
 """
@@ -63,15 +64,16 @@ FAMILIES = {
     "Recall": ("recall_at_", True),
     "P": ("precision_at_", True),
     "MRR": ("mrr_at_", False),
+    "Success": ("hit_rate_at_", True),  # pytrec_eval's success, as MTEB computes its hit rate
 }
-_MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR)@([0-9]+)$")
+_MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR|Success)@([0-9]+)$")
 #: MTEB retrieves this many documents per query; a shallower ranking changes its deepest measures.
 MTEB_DEPTH = max(MTEB_K_VALUES)
 #: What MTEB's files hold that an export cannot, and why (printed by every export).
 NOT_EXPORTED = (
     "nauc_* (MTEB's abstention scores need the retrieval scores of each query's ranking, which a report does not hold); "
     "hit_rate_at_k beyond @1 and the per-query measure's cut-off (each needs per-query values of a measure at k, "
-    "and a report holds only its primary measure's)"
+    "and a report holds only its primary measure's), unless the benchmark measures Success@k"
 )
 _ELSEWHERE = "remove it, or export into another --out"
 #: An existing task file larger than this was not written by an export (one holds a few kB).

@@ -85,7 +85,12 @@ def read_run(path: str | Path, fmt: RunFormat | None = None) -> Run:
 
 
 def read_trec_run(path: Path) -> Run:
-    """Read ``qid Q0 docid rank score tag`` lines; rank and tag are ignored, as trec_eval does."""
+    """Read ``qid Q0 docid rank score tag`` lines; rank, tag and any fields after the tag are ignored, as trec_eval does.
+
+    trec_eval's ``get_trec_results.c``: "Any field following run_id is ignored". A line
+    with fewer than six fields is an error naming its line, as in trec_eval. The fast
+    reader takes only six-field lines; a file with more falls back to the line reader.
+    """
     try:
         run = _read_trec_arrow(path)
     except _NeedsLineByLine:
@@ -317,11 +322,14 @@ def _read_trec_lines(path: Path) -> Run:
                 fields = line.split()
                 if not fields:
                     continue
-                if len(fields) != 6:
+                if len(fields) < 6:
                     raise RunFormatError(
-                        f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag), got {len(fields)}", path=path, line=line_number
+                        f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag; any after the tag are ignored), got {len(fields)}",
+                        path=path,
+                        line=line_number,
                     )
-                query_id, _, doc_id, _, score_text, _ = fields
+                # Fields after the run tag are ignored, as trec_eval's get_trec_results.c documents.
+                query_id, _, doc_id, _, score_text = fields[:5]
                 try:
                     score = float(score_text)
                 except ValueError:
