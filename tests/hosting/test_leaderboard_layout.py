@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from grader.hosting.leaderboard.formatting import fact_value, number, p_value, when
-from tests.hosting.browser import http_server, new_driver, require_chromium
+from tests.hosting.browser import http_server, require_chromium, sized_driver
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import admin
 
@@ -43,12 +43,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]
 
 def browser(width: int):  # type: ignore[no-untyped-def]
     """Chromium as a desktop window of ``width`` pixels, or (below 500) as a phone of that width."""
-    driver = new_driver(max(width, 800), 900)
-    if width < 500:
-        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844, "deviceScaleFactor": 3, "mobile": True})
-    else:
-        driver.set_window_size(width, 900)
-    return driver
+    return sized_driver(width, 844 if width < 500 else 900)
 
 
 def layout(url: str, width: int) -> dict:
