@@ -139,19 +139,25 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: Any) -> str:
-    """A CSV cell that no spreadsheet reads as a formula (OWASP: prefix ' to cells starting = + - @ tab CR)."""
+    """A CSV cell that no spreadsheet reads as a formula (OWASP: prefix ' to cells starting = + - @ tab CR).
+
+    Booleans are ``true``/``false`` (as in the JSON), an absent value an empty cell.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = "" if value is None else str(value)
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def board_csv(ctx: ServerContext, part: str) -> str:
-    """The boards of ``part`` as CSV, one row per entry."""
+    """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
     data = board_json(ctx, part)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     tasks = sorted({t for b in data["boards"] for e in b["entries"] for t in e["tasks"]})
     writer.writerow(
         [
+            "part",
             "board",
             "rank",
             "rank_low",
@@ -174,6 +180,7 @@ def board_csv(ctx: ServerContext, part: str) -> str:
         for e in board["entries"]:
             interval = e["rank_interval"] or [None, None]
             row = [
+                part,
                 board["setting"],
                 e["rank"],
                 *interval,

@@ -25,6 +25,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard import service
+from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.services import submissions as submissions_service
 from grader.hosting.services.participants import authenticate
 
@@ -33,6 +34,7 @@ TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).resolve().parents[2] / "leaderboard" / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
+TEMPLATES.filters.update(FILTERS)
 MAX_FORM_BYTES = 16_384
 
 
