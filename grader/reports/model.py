@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -241,3 +242,96 @@ def report_json(report: dict) -> bytes:
     except (TypeError, ValueError) as error:
         raise ReportError(f"report cannot be written as JSON: {error}") from None
     return (text + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class PerQuery:
+    """A task's per-query values of one measure (the values its score is the mean of)."""
+
+    measure: str
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class ReportTask:
+    """One task of a report, as read back: status, the failure code of a failed task, measures, per-query values."""
+
+    name: str
+    split: str
+    data_digest: str
+    status: str
+    failure_code: str | None
+    measures: Mapping[str, float]
+    per_query: PerQuery | None
+
+    @property
+    def scored(self) -> bool:
+        return self.status == "scored"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The benchmark score of a report: its primary measure, score, completeness and groups."""
+
+    measure: str
+    score: float | None
+    complete: bool
+    groups: Mapping[str, float | None]
+    #: the graded tasks of each group (empty in reports made before it was recorded)
+    group_members: Mapping[str, tuple[str, ...]]
+    #: whether the report says which tasks its groups average (``group_members`` present)
+    members_recorded: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    """A schema-valid report read back, with typed access to what its readers need; ``data`` is the JSON itself."""
+
+    data: Mapping[str, Any]
+    benchmark: Mapping[str, str]
+    subject_kind: str
+    subject_name: str
+    subject_digest: str
+    policy: str
+    tasks: Mapping[str, ReportTask]
+    aggregate: Aggregate
+    labels: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Report:
+        """Check ``data`` against the report schema (:class:`ReportError` naming the pointer) and read it."""
+        validate_report(data)
+        tasks = {}
+        for name, task in data["tasks"].items():
+            per_query = task.get("per_query")
+            failure = task["failure"]
+            tasks[name] = ReportTask(
+                name=name,
+                split=task["split"],
+                data_digest=task["data_digest"]["sha256"],
+                status=task["status"],
+                failure_code=None if failure is None else failure["code"],
+                measures=task["measures"],
+                per_query=None if per_query is None else PerQuery(per_query["measure"], per_query["values"]),
+            )
+        aggregate = data["aggregate"]
+        members = aggregate.get("group_members")
+        subject = data["subject"]
+        return cls(
+            data=data,
+            benchmark=data["benchmark"],
+            subject_kind=subject["kind"],
+            subject_name=subject["name"],
+            subject_digest=subject["digest"]["sha256"],
+            policy=data["policy"],
+            tasks=tasks,
+            aggregate=Aggregate(
+                measure=aggregate["measure"],
+                score=aggregate["score"],
+                complete=aggregate["complete"],
+                groups=aggregate["groups"],
+                group_members={group: tuple(names) for group, names in (members or {}).items()},
+                members_recorded=members is not None,
+            ),
+            labels=data["labels"],
+        )
