@@ -285,8 +285,8 @@ def test_dimensions_are_separate_configurations(tmp_path):
     assert result["average_effect_mrr"] == math.fsum(effects) / 4
     for c in configs:
         assert c["effect_mrr"] == c["mrr_com"] - c["mrr_org"]
-    assert result["labels"] == {"base": {"training": "zero-shot"}, "augmented": {"training": "fine-tuned"}}
-    assert result["base"]["subject"]["name"] == "b" and result["augmented"]["subject"]["name"] == "a"
+    assert result["labels"] == {"augmented": {"training": "fine-tuned"}} and result["bases"][0]["labels"] == {"training": "zero-shot"}
+    assert result["bases"][0]["subject"]["name"] == "b" and result["augmented"]["subject"]["name"] == "a"
     # --tasks picks a subset; the benchmark's MRR primary measure sets the cutoff.
     only_beta = _effect(bench, base, augmented, 0.6, dimensions=(3,), tasks=["beta"])
     assert [(c["task"], c["dimension"]) for c in only_beta["configurations"]] == [("beta", 3)]
@@ -368,7 +368,7 @@ def test_cli_json_table_and_errors(tmp_path):
     printed = json.loads(result.stdout)
     assert printed == json.loads(out.read_text())
     assert printed["kind"] == "effect" and printed["weight"] == 0.5 and printed["split"] == "test" and printed["benchmark"] == "bench"
-    assert printed["base"]["report"] == str(base / "report.json")
+    assert [b["report"] for b in printed["bases"]] == [str(base / "report.json")]
     assert printed["average_effect_mrr"] == 0.25
     table = runner.invoke(cli, [*args, "--pca-dims", "1,2"])
     assert table.exit_code == 0, table.output
@@ -440,5 +440,5 @@ def test_end_to_end_with_grader_run(tmp_path):
     assert by_dim[8]["pca_applied"] == {"base": False, "augmented": False}
     assert by_dim[8]["mrr_org"] == pytest.approx(report["measures"]["MRR@1000"], abs=1e-12)
     assert by_dim[3]["mrr_org"] == pytest.approx(report["pca"]["3"]["measures"]["MRR@1000"], abs=1e-12)
-    assert data["base"]["subject"]["name"] == "tiny-base" and data["augmented"]["subject"]["name"] == "tiny-aug"
-    assert data["labels"]["base"] == json.loads((runs["base"] / "report.json").read_text())["labels"]
+    assert data["bases"][0]["subject"]["name"] == "tiny-base" and data["augmented"]["subject"]["name"] == "tiny-aug"
+    assert data["bases"][0]["labels"] == json.loads((runs["base"] / "report.json").read_text())["labels"]
