@@ -3,6 +3,8 @@
 A report is a plain JSON-compatible dict described by
 ``grader/schemas/report.schema.json``; this module is the only place that
 assembles one, so every report the grader writes or signs has been checked.
+Code that reads a report back reads it through :meth:`Report.from_json`
+(checked against the schema, then typed), not by walking the dict.
 """
 
 from __future__ import annotations
@@ -260,13 +262,20 @@ class ReportTask:
     split: str
     data_digest: str
     status: str
-    failure_code: str | None
+    #: a failed task's ``{"code", "message"[, "stderr"]}``; None for a scored one
+    failure: Mapping[str, str] | None
     measures: Mapping[str, float]
     per_query: PerQuery | None
+    #: an embedding submission's encoding statistics (truncation per side), if recorded
+    encoding: Mapping[str, Any] | None
 
     @property
     def scored(self) -> bool:
         return self.status == "scored"
+
+    @property
+    def failure_code(self) -> str | None:
+        return None if self.failure is None else self.failure["code"]
 
 
 @dataclass(frozen=True)
@@ -288,6 +297,7 @@ class Report:
     """A schema-valid report read back, with typed access to what its readers need; ``data`` is the JSON itself."""
 
     data: Mapping[str, Any]
+    grader_version: str
     benchmark: Mapping[str, str]
     subject_kind: str
     subject_name: str
@@ -296,6 +306,8 @@ class Report:
     tasks: Mapping[str, ReportTask]
     aggregate: Aggregate
     labels: Mapping[str, Any]
+    started_at: str
+    finished_at: str
 
     @classmethod
     def from_json(cls, data: Any) -> Report:
@@ -304,21 +316,22 @@ class Report:
         tasks = {}
         for name, task in data["tasks"].items():
             per_query = task.get("per_query")
-            failure = task["failure"]
             tasks[name] = ReportTask(
                 name=name,
                 split=task["split"],
                 data_digest=task["data_digest"]["sha256"],
                 status=task["status"],
-                failure_code=None if failure is None else failure["code"],
+                failure=task["failure"],
                 measures=task["measures"],
                 per_query=None if per_query is None else PerQuery(per_query["measure"], per_query["values"]),
+                encoding=task.get("encoding"),
             )
         aggregate = data["aggregate"]
         members = aggregate.get("group_members")
         subject = data["subject"]
         return cls(
             data=data,
+            grader_version=data["grader"]["version"],
             benchmark=data["benchmark"],
             subject_kind=subject["kind"],
             subject_name=subject["name"],
@@ -334,4 +347,6 @@ class Report:
                 members_recorded=members is not None,
             ),
             labels=data["labels"],
+            started_at=data["started_at"],
+            finished_at=data["finished_at"],
         )
