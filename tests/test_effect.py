@@ -53,13 +53,26 @@ def _run_folder(out: Path, bench: Path, vectors: dict[str, tuple], *, name: str,
     for task_name, (qids, dids, queries, corpus) in vectors.items():
         save_embeddings(out / "embeddings" / task_name, list(qids), list(dids), np.asarray(queries, np.float32), np.asarray(corpus, np.float32))
         digest = benchmark.task(task_name).split_digest("test")
-        tasks[task_name] = {"split": "test", "data_digest": {"sha256": digest}, "status": "scored", "failure": None, "measures": {"NDCG@10": 0.5}}
-    report = {
+        tasks[task_name] = {
+            "split": "test",
+            "data_digest": {"sha256": digest},
+            "status": "scored",
+            "failure": None,
+            "measures": {"NDCG@10": 0.5},
+            "queries": {"judged": len(qids), "answered": len(qids), "missing": 0, "extra": 0},
+        }
+    report = {  # schema-valid; the scores themselves are not what EffectMRR reads
         "schema_version": "1",
+        "grader": {"name": "grader", "version": "test"},
         "benchmark": {"name": benchmark.name, "version": benchmark.spec.version, "primary_measure": benchmark.spec.primary_measure},
         "subject": {"kind": "onnx", "name": name, "digest": {"sha256": "0" * 64}},
+        "policy": "strict",
         "tasks": tasks,
+        "aggregate": {"measure": benchmark.spec.primary_measure, "score": None, "complete": False, "groups": {}},
+        "sandbox": None,
         "labels": labels if labels is not None else {"training": name},
+        "started_at": "2025-01-01T00:00:00Z",
+        "finished_at": "2025-01-01T00:00:00Z",
     }
     (out / "report.json").write_text(json.dumps(report), encoding="utf-8")
     return out
@@ -347,7 +360,7 @@ def test_missing_inputs_are_refused(tmp_path):
     with pytest.raises(UsageError, match="--base: .* kept no embeddings for task 'toy'"):
         _effect(bench, base, augmented, 0.5)
     report = json.loads((base / "report.json").read_text())
-    del report["tasks"]["toy"]
+    report["tasks"]["other"] = report["tasks"].pop("toy")  # a report of another benchmark's task
     (base / "report.json").write_text(json.dumps(report))
     with pytest.raises(UsageError, match="grades no task of benchmark"):
         _effect(bench, base, augmented, 0.5)
