@@ -354,8 +354,8 @@ def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, t
 
 def test_a_hosts_public_part_report_is_refused(graded, tmp_path):
     """A leaderboard's public-part report scores a share of each task's queries: not MTEB's numbers."""
-    from grader.hosting.leaderboard.parts import SignedValues
     from grader.hosting.leaderboard.public_report import public_part_report
+    from grader.hosting.leaderboard.values import SignedValues
 
     _bench, run_dir = graded
     report = json.loads((run_dir / "report.json").read_text())

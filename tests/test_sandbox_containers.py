@@ -220,7 +220,7 @@ def test_egress_gets_nowhere(guard: HostGuard) -> None:
 def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     """The task's qrels sit on the host next to its corpus; nothing of them is visible inside."""
     from grader.data.task import Task
-    from grader.grading.runner import load_task_inputs
+    from grader.grading.interfaces import load_task_inputs
     from grader.sandbox.staging import stage_task
 
     task_root = write_beir_task(tmp_path / "bench" / "secret-task")

@@ -11,7 +11,7 @@ from grader import jsonio
 from grader.check.checker import run_check
 from grader.cli.exits import EXIT_NOT_PASSED
 from grader.data.registry import resolve_benchmark
-from grader.grading.runner import RunOptions
+from grader.grading.interfaces import RunOptions
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
 

@@ -9,7 +9,8 @@ import click
 
 from grader.cli.progress import StderrProgress
 from grader.data.registry import resolve_benchmark
-from grader.grading.runner import RunOptions, grade_submission
+from grader.grading.interfaces import RunOptions
+from grader.grading.runner import grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy

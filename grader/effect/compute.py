@@ -267,9 +267,6 @@ def compute_effect(
         "average_effect_mrr": math.fsum(t["average_effect_mrr"] for t in tasks_summary) / len(tasks_summary),
         "labels": {"augmented": augmented.labels},
     }
-    if len(bases) == 1:  # the one-base layout of earlier versions, kept as it was
-        result["base"] = {"report": str(bases[0].report_path), "subject": bases[0].subject}
-        result["labels"]["base"] = bases[0].labels
     return result
 
 
@@ -297,7 +294,7 @@ def format_effect_table(result: Mapping[str, Any]) -> str:
     """A readable table in percent: one line per (task, base, dimension), each task's average, the overall mean."""
     measure = result["measure"]
     configurations = result["configurations"]
-    bases = result.get("bases") or [{"label": None, **result["base"]}]
+    bases = result["bases"]
     width = max([len("task")] + [len(c["task"]) for c in configurations])
     base_width = max([len("base")] + [len(str(c.get("base"))) for c in configurations])
     lines = [
@@ -305,7 +302,7 @@ def format_effect_table(result: Mapping[str, Any]) -> str:
         f"augmented: {result['augmented']['subject'].get('name', '?')} ({result['augmented']['report']})",
     ]
     for base in bases:
-        lines.append(f"base:      {base.get('label') or base['subject'].get('name', '?')} ({base['report']})")
+        lines.append(f"base:      {base['label']} ({base['report']})")
     header = f"{'task':<{width}}  {'base':<{base_width}}  {'dimension':>9}  {'PCA b/a':>7}  {'MRR_org':>8}  {'MRR_com':>8}  {'EffectMRR':>9}"
     lines += [header, "-" * len(header)]
     for c in configurations:

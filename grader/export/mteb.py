@@ -405,7 +405,7 @@ def _merged_meta(folder: Path, model_name: str, revision: str, report_path: Path
                 "its task files would mix two submissions",
                 hint="export into another --out, or give another --model-name or --revision",
             )
-        previous = existing.get("grader_reports", [existing.get("grader_report")])  # "grader_report": one, as exports before merging wrote
+        previous = existing.get("grader_reports")
         if isinstance(previous, list):
             reports = [r for r in previous if isinstance(r, str) and r != str(report_path)] + reports
     return {"name": model_name, "revision": revision, "grader_reports": reports, "grader_subject_digest": digest}

@@ -21,8 +21,8 @@ from grader import jsonio
 from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure, UsageError
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
-from grader.grading.backends import RUNNER_IMAGE, choose_sandbox, prepare_task_grader
-from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskGrader, TaskInputs, load_task_inputs
+from grader.grading.backends import prepare_task_grader
+from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
 from grader.metrics.policy import evaluate
@@ -33,9 +33,6 @@ from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
-
-#: Re-exported: callers (the hosting adapter, tests) import these from here.
-__all__ = ["RUNNER_IMAGE", "Ranked", "RunOptions", "TaskGrader", "TaskInputs", "choose_sandbox", "grade_submission", "grade_task", "load_task_inputs"]
 
 
 def split_is_public(options: RunOptions) -> bool:

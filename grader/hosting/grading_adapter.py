@@ -16,8 +16,8 @@ from typing import Any
 
 from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError
-from grader.grading.interfaces import SilentProgress
-from grader.grading.runner import RunOptions, grade_submission
+from grader.grading.interfaces import RunOptions, SilentProgress
+from grader.grading.runner import grade_submission
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
 

@@ -18,7 +18,7 @@ from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission
 from grader.hosting.db.session import Database, open_database
-from grader.hosting.leaderboard.parts import backfill_parts
+from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret, record_commitment
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
@@ -73,10 +73,11 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         partition_secret=secret,
         partition_commitment=commitment,
     )
-    # Repair: results accepted before part scores were stored at acceptance get them now, not on a page view.
-    repaired = backfill_parts(db, signing_key.public_key(), secret, competition.leaderboard.public_fraction)
+    # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
+    # scores) is made now as acceptance makes it, so that no read ever writes.
+    repaired = repair_accepted(db, state, signing_key, acceptance_scorer(ctx))
     if repaired:
-        log.info("leaderboard: part scores stored for %d result(s) accepted without them", len(repaired))
+        log.info("leaderboard: part scores and public-part reports stored for %d result(s) accepted without them", len(repaired))
     return ctx, db
 
 

@@ -20,9 +20,9 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.leaderboard.board import build_boards
+from grader.hosting.leaderboard.board import BoardSettings, build_boards
 from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
-from grader.hosting.leaderboard.service import board_settings, boards_json
+from grader.hosting.leaderboard.service import boards_json
 from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
 from grader.stats.partition import commitment
 
@@ -43,7 +43,7 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: st
         recorded = recorded_commitment(session)
         if recorded is None or recorded != commitment(secret):
             raise HostingError(f"{keys}: the partition secret does not match the commitment recorded in this database (another competition's state?)")
-        found = build_boards(session, part=part, **board_settings(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
+        found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
     ends_at = _ends_at(db, competition)
     data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= ends_at)
     data["ends_at"] = iso(ends_at)

@@ -12,21 +12,17 @@ import csv
 import io
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
 from grader.hosting.errors import HostingError
-from grader.hosting.host_key import sign_and_store
-from grader.hosting.leaderboard.board import Board, build_boards, finals_of, ladder_replay, scored_rows, setting_of
-from grader.hosting.leaderboard.parts import ensure_parts, signed_values
-from grader.hosting.leaderboard.public_report import public_part_report
+from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
+from grader.hosting.leaderboard.parts import stored_parts
+from grader.reports.signing import ENVELOPE_NAME
 
 DECIMALS = 4
-PUBLIC_REPORT_DIR = "public-part"
 
 
 def rounded(value: float | None) -> float | None:
@@ -34,23 +30,8 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def board_settings(competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> dict[str, Any]:
-    """What :func:`build_boards` needs besides the session: the host key, the partition secret and the board settings."""
-    lb = competition.leaderboard
-    return {
-        "public_key": public_key,
-        "secret": secret,
-        "fraction": lb.public_fraction,
-        "finals_k": lb.finals,
-        "resamples": lb.resamples,
-        "seed": lb.seed,
-        "ladder": lb.ladder,
-        "ladder_step": lb.ladder_step,
-    }
-
-
-def _settings(ctx: ServerContext) -> dict[str, Any]:
-    return board_settings(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
+def _settings(ctx: ServerContext) -> BoardSettings:
+    return BoardSettings.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
 
 
 def boards(ctx: ServerContext, part: str) -> list[Board]:
@@ -60,7 +41,7 @@ def boards(ctx: ServerContext, part: str) -> list[Board]:
     if part == "private" and not ctx.ended():
         raise HostingError("the private board is published at the end")
     with ctx.db.session() as session:
-        return build_boards(session, part=part, **_settings(ctx))
+        return build_boards(session, part, _settings(ctx))
 
 
 def entry_json(entry: Any) -> dict[str, Any]:
@@ -225,10 +206,8 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
         return {"score": rounded(submission.public_score)}
     if submission.result_id is None or submission.state != "scored":
         return {"score": None}
-    s = _settings(ctx)
     with ctx.db.session() as session:
-        result = session.get(Result, submission.result_id)
-        parts = None if result is None else ensure_parts(session, result, s["public_key"], s["secret"], s["fraction"])
+        parts = stored_parts(session, submission.result_id)
         if parts is None:
             return {"score": None}
         view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
@@ -241,23 +220,17 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
 
 def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> float | None:
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
-    s = _settings(ctx)
     setting = setting_of(submission.labels)
-    rows = [
-        r
-        for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
-        if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting
-    ]
-    return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
+    rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
+    return ladder_replay(rows, _settings(ctx))[0].get(submission.id)
 
 
 def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
-    s = _settings(ctx)
     with ctx.db.session() as session:
         chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
-        rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"]) if r.participant.id == participant.id]
-        finals = finals_of(session, rows, s["finals_k"]).get(participant.id, set())
+        rows = [r for r in scored_rows(session) if r.participant.id == participant.id]
+        finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(participant.id, set())
     return finals, bool(chosen & finals)
 
 
@@ -285,7 +258,7 @@ def set_finals(ctx: ServerContext, participant: Participant, submission_ids: lis
 
 def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     """The signed report a participant may download: a sample run's at once; of a hidden grade, the public-part
-    report (signed on the server) until the end and the full report after; None when there is none."""
+    report (signed at acceptance) until the end and the full report after; None when there is none. Reads only."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
@@ -297,11 +270,6 @@ def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
             return handle.read()
     if result.state != "scored" or ctx.competition.leaderboard.ladder:
         return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
-    folder = ctx.state.result_dir(submission.id, result.attempt) / PUBLIC_REPORT_DIR
-    signed_path = folder / "report.dsse.json"
-    if not signed_path.is_file():
-        s = _settings(ctx)
-        report = public_part_report(signed_values(result.envelope_path, s["public_key"]), s["secret"], s["fraction"], ctx.partition_commitment)
-        folder.mkdir(parents=True, exist_ok=True)
-        signed_path, _plain = sign_and_store(report, ctx.signing_key, folder)
-    return signed_path.read_bytes()
+    signed_path = ctx.state.public_part_dir(submission.id, result.attempt) / ENVELOPE_NAME
+    # absent for a report whose parts could not be scored (no per-query values): there is no public part to give
+    return signed_path.read_bytes() if signed_path.is_file() else None
