@@ -18,12 +18,14 @@ from sqlalchemy import delete, select
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
+from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.leaderboard.board import Board, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import ensure_parts, signed_values
 from grader.hosting.leaderboard.public_report import public_part_report
+from grader.hosting.principal import Principal
+from grader.hosting.visibility import Download, board_visible, has_ended, report_download
 
 DECIMALS = 4
 PUBLIC_REPORT_DIR = "public-part"
@@ -57,7 +59,7 @@ def boards(ctx: ServerContext, part: str) -> list[Board]:
     """The boards of ``part``; the private part only after the end (the caller answers 404 before)."""
     if part not in ("public", "private"):
         raise HostingError(f"no such board part: {part!r}")
-    if part == "private" and not ctx.ended():
+    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
         raise HostingError("the private board is published at the end")
     with ctx.db.session() as session:
         return build_boards(session, part=part, **_settings(ctx))
@@ -132,7 +134,7 @@ def boards_json(found: list[Board], *, competition: str, part: str, ended: bool)
 
 def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
     """The boards of ``part`` as JSON data."""
-    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=ctx.ended())
+    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=has_ended(ctx.db, ctx.competition))
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -199,7 +201,7 @@ def partition_info(ctx: ServerContext) -> dict[str, Any]:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
         digests = pin.digests
-    ended = ctx.ended()
+    ended = has_ended(ctx.db, ctx.competition)
     return {
         "commitment": ctx.partition_commitment,
         "commitment_of": "hex SHA-256 of the secret's bytes",
@@ -219,15 +221,16 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
     if submission.result_id is None or submission.state != "scored":
         return {"score": None}
     s = _settings(ctx)
+    ended = has_ended(ctx.db, ctx.competition)
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
         parts = None if result is None else ensure_parts(session, result, s["public_key"], s["secret"], s["fraction"])
         if parts is None:
             return {"score": None}
         view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
-        if ctx.competition.leaderboard.ladder and not ctx.ended():
+        if ctx.competition.leaderboard.ladder and not ended:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
-        if ctx.ended():
+        if ended:
             view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
         return view
 
@@ -244,7 +247,7 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
 
 
-def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
+def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
     s = _settings(ctx)
     with ctx.db.session() as session:
@@ -254,10 +257,10 @@ def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], 
     return finals, bool(chosen & finals)
 
 
-def set_finals(ctx: ServerContext, participant: Participant, submission_ids: list[str]) -> list[str]:
+def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[str]) -> list[str]:
     """Replace the participant's final choices (own, hidden, scored submissions; at most K; before the end)."""
     k = ctx.competition.leaderboard.finals
-    if ctx.ended():
+    if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
     if len(ids) > k:
@@ -277,19 +280,22 @@ def set_finals(ctx: ServerContext, participant: Participant, submission_ids: lis
 
 
 def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
-    """The signed report a participant may download: a sample run's at once; of a hidden grade, the public-part
-    report (signed on the server) until the end and the full report after; None when there is none."""
+    """The signed report a participant may download (the rule: :func:`grader.hosting.visibility.report_download`):
+    the full report, or the public-part report signed on the server; None when there is none to download."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
     if result is None or result.envelope_path is None:
         return None
-    if submission.track != "hidden" or ctx.ended():
+    download = report_download(
+        track=submission.track, result_state=result.state, ended=has_ended(ctx.db, ctx.competition), ladder=ctx.competition.leaderboard.ladder
+    )
+    if download is Download.NONE:
+        return None
+    if download is Download.FULL:
         with open(result.envelope_path, "rb") as handle:
             return handle.read()
-    if result.state != "scored" or ctx.competition.leaderboard.ladder:
-        return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
     folder = ctx.state.result_dir(submission.id, result.attempt) / PUBLIC_REPORT_DIR
     signed_path = folder / "report.dsse.json"
     if not signed_path.is_file():
@@ -298,3 +304,15 @@ def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
         folder.mkdir(parents=True, exist_ok=True)
         signed_path, _plain = sign_and_store(report, ctx.signing_key, folder)
     return signed_path.read_bytes()
+
+
+def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
+    """The signed report of a board entry (public board; the private one too after the end); None if not an entry or none to show."""
+    entries = {e.submission_id for b in boards(ctx, "public") for e in b.entries}
+    if has_ended(ctx.db, ctx.competition):
+        entries |= {e.submission_id for b in boards(ctx, "private") for e in b.entries}
+    if submission_id not in entries:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+    return None if submission is None else report_envelope(ctx, submission)
