@@ -21,7 +21,7 @@ class _Request(BaseModel):
 class ClaimRequest(_Request):
     """A worker asks for a job."""
 
-    wait_s: float = Field(10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
+    wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
 
 
 class Job(BaseModel):
@@ -71,11 +71,13 @@ class WorkerResult(_Request):
 
     attempt: int = Field(ge=1)
     report: dict[str, Any] | None = None
-    failure_code: str | None = Field(None, max_length=32)
-    message: str = Field("", max_length=20_000)
+    failure_code: str | None = Field(default=None, max_length=32)
+    message: str = Field(default="", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
     signature: str | None = Field(
-        None, max_length=200, description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt"
+        default=None,
+        max_length=200,
+        description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt",
     )
 
 

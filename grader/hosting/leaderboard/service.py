@@ -65,8 +65,8 @@ def boards(ctx: ServerContext, part: str) -> list[Board]:
         return build_boards(session, part=part, **_settings(ctx))
 
 
-def entry_json(entry: Any) -> dict[str, Any]:
-    """One row as published (numbers rounded)."""
+def entry_json(entry: Any, *, ended: bool = False) -> dict[str, Any]:
+    """One row as published (numbers rounded); its report link only where the report route serves one (visibility rule)."""
     labels = entry.labels
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
     training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
@@ -96,7 +96,8 @@ def entry_json(entry: Any) -> dict[str, Any]:
             "tasks": {},
             "vs_above": None,
             "date": iso(entry.uploaded_at),
-            "report": None,
+            # the link follows grader.hosting.visibility.report_download: none in Ladder mode until the end
+            "report": f"/api/v1/leaderboard/reports/{entry.submission_id}" if ended else None,
         }
     return {
         "rank": entry.rank,
@@ -128,7 +129,9 @@ def boards_json(found: list[Board], *, competition: str, part: str, ended: bool)
         "part": part,
         "ended": ended,
         "host_key": "/host-key.pub",
-        "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found],
+        "boards": [
+            {"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e, ended=ended) for e in b.entries]} for b in found
+        ],
     }
 
 
