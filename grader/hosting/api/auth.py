@@ -14,6 +14,7 @@ itself.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -56,7 +57,7 @@ def verify(request: Request, role: Role, token: str) -> Principal:
     return found
 
 
-def _bearer_of(role: Role):  # type: ignore[no-untyped-def]
+def _bearer_of(role: Role) -> Callable[[Request], Awaitable[Principal]]:
     async def dependency(request: Request) -> Principal:
         # The lookup touches the database: off the event loop.
         return await run_in_threadpool(verify, request, role, bearer(request))
