@@ -11,19 +11,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
-
 from grader.hosting.api.app import create_app
 from grader.hosting.config import Competition
-from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Submission
+from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
-from grader.hosting.leaderboard.secret import ensure_partition_secret, record_commitment
+from grader.hosting.leaderboard.secret import ensure_partition_secret
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
-from grader.hosting.services.participants import rekey_local_worker
-from grader.hosting.services.pins import ensure_pin, grading_splits
+from grader.hosting.services.pins import grading_splits
+from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.storage import StateDir
 
 log = logging.getLogger("grader.hosting")
@@ -50,13 +47,9 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     secret = ensure_partition_secret(state.keys)
     db = open_database(state.root, options.database)
     competition = options.competition
-    with db.session() as session:
-        commitment = record_commitment(session, secret)
-        pin = ensure_pin(session, competition)
-        pin_id = pin.id
-        known = set(session.scalars(select(Submission.id)).all())
+    opened = open_competition(db, competition, secret)
     state.clean_tmp()
-    state.clean_orphans(known)
+    state.clean_orphans(set(opened.known))
     _benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
@@ -64,14 +57,14 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         db=db,
         state=state,
         dispatcher=dispatcher,
-        pin_id=pin_id,
+        pin_id=opened.pin_id,
         signing_key=signing_key,
         benchmark_target=competition.benchmark_target(),
         tasks=tasks,
         split=split,
         sample_split=sample,
         partition_secret=secret,
-        partition_commitment=commitment,
+        partition_commitment=opened.commitment,
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.
@@ -81,7 +74,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     return ctx, db
 
 
-def _celery_dispatcher(broker: str) -> LocalDispatcher:
+def _celery_dispatcher(broker: str) -> ServerDispatcher:
     from grader.hosting.services.celery_dispatch import CeleryDispatcher
 
     return CeleryDispatcher(broker)
@@ -122,10 +115,7 @@ class LocalWorkers(threading.Thread):
         self.url = url
         self.stopping = threading.Event()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.tokens: dict[str, str] = {}
-        with ctx.db.session() as session:
-            for index in range(1, count + 1):
-                self.tokens[f"local-{index}"] = rekey_local_worker(session, f"local-{index}")
+        self.tokens = local_worker_tokens(ctx.db, count)
 
     def _start(self, name: str) -> None:
         env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])

@@ -9,28 +9,19 @@ first start, so the host sees the partition the board publishes.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
-from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard.board import BoardSettings, build_boards
 from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
 from grader.hosting.leaderboard.service import boards_json
+from grader.hosting.visibility import ends_at
 from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
 from grader.stats.partition import commitment
-
-
-def _ends_at(db: Database, competition: Competition) -> datetime:
-    with db.session() as session:
-        ended = session.scalar(select(Setting.value).where(Setting.key == "ended_at"))
-    return competition.end if ended is None else min(competition.end, datetime.fromisoformat(ended))
 
 
 def host_board(state_dir: Path, db: Database, competition: Competition, part: str) -> dict[str, Any]:
@@ -44,9 +35,9 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: st
         if recorded is None or recorded != commitment(secret):
             raise HostingError(f"{keys}: the partition secret does not match the commitment recorded in this database (another competition's state?)")
         found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
-    ends_at = _ends_at(db, competition)
-    data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= ends_at)
-    data["ends_at"] = iso(ends_at)
+    end = ends_at(db, competition)
+    data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= end)
+    data["ends_at"] = iso(end)
     data["host_only"] = part == "private" and not data["ended"]
     return data
 

@@ -16,10 +16,12 @@ from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
+from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import stored_parts
+from grader.hosting.principal import Principal
+from grader.hosting.visibility import Download, board_visible, has_ended, report_download
 from grader.reports.signing import ENVELOPE_NAME
 
 DECIMALS = 4
@@ -38,14 +40,14 @@ def boards(ctx: ServerContext, part: str) -> list[Board]:
     """The boards of ``part``; the private part only after the end (the caller answers 404 before)."""
     if part not in ("public", "private"):
         raise HostingError(f"no such board part: {part!r}")
-    if part == "private" and not ctx.ended():
+    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
         raise HostingError("the private board is published at the end")
     with ctx.db.session() as session:
         return build_boards(session, part, _settings(ctx))
 
 
-def entry_json(entry: Any) -> dict[str, Any]:
-    """One row as published (numbers rounded)."""
+def entry_json(entry: Any, *, ended: bool = False) -> dict[str, Any]:
+    """One row as published (numbers rounded); its report link only where the report route serves one (visibility rule)."""
     labels = entry.labels
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
     training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
@@ -75,7 +77,8 @@ def entry_json(entry: Any) -> dict[str, Any]:
             "tasks": {},
             "vs_above": None,
             "date": iso(entry.uploaded_at),
-            "report": None,
+            # the link follows grader.hosting.visibility.report_download: none in Ladder mode until the end
+            "report": f"/api/v1/leaderboard/reports/{entry.submission_id}" if ended else None,
         }
     return {
         "rank": entry.rank,
@@ -107,13 +110,15 @@ def boards_json(found: list[Board], *, competition: str, part: str, ended: bool)
         "part": part,
         "ended": ended,
         "host_key": "/host-key.pub",
-        "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found],
+        "boards": [
+            {"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e, ended=ended) for e in b.entries]} for b in found
+        ],
     }
 
 
 def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
     """The boards of ``part`` as JSON data."""
-    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=ctx.ended())
+    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=has_ended(ctx.db, ctx.competition))
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -187,7 +192,7 @@ def partition_info(ctx: ServerContext) -> dict[str, Any]:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
         digests = pin.digests
-    ended = ctx.ended()
+    ended = has_ended(ctx.db, ctx.competition)
     return {
         "commitment": ctx.partition_commitment,
         "commitment_of": "hex SHA-256 of the secret's bytes",
@@ -206,14 +211,15 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
         return {"score": rounded(submission.public_score)}
     if submission.result_id is None or submission.state != "scored":
         return {"score": None}
+    ended = has_ended(ctx.db, ctx.competition)
     with ctx.db.session() as session:
         parts = stored_parts(session, submission.result_id)
         if parts is None:
             return {"score": None}
         view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
-        if ctx.competition.leaderboard.ladder and not ctx.ended():
+        if ctx.competition.leaderboard.ladder and not ended:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
-        if ctx.ended():
+        if ended:
             view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
         return view
 
@@ -225,7 +231,7 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     return ladder_replay(rows, _settings(ctx))[0].get(submission.id)
 
 
-def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
+def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
     with ctx.db.session() as session:
         chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
@@ -234,10 +240,10 @@ def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], 
     return finals, bool(chosen & finals)
 
 
-def set_finals(ctx: ServerContext, participant: Participant, submission_ids: list[str]) -> list[str]:
+def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[str]) -> list[str]:
     """Replace the participant's final choices (own, hidden, scored submissions; at most K; before the end)."""
     k = ctx.competition.leaderboard.finals
-    if ctx.ended():
+    if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
     if len(ids) > k:
@@ -257,19 +263,34 @@ def set_finals(ctx: ServerContext, participant: Participant, submission_ids: lis
 
 
 def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
-    """The signed report a participant may download: a sample run's at once; of a hidden grade, the public-part
-    report (signed at acceptance) until the end and the full report after; None when there is none. Reads only."""
+    """The signed report a participant may download (the rule: :func:`grader.hosting.visibility.report_download`):
+    the full report, or the public-part report signed at acceptance; None when there is none to download. Reads only."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
     if result is None or result.envelope_path is None:
         return None
-    if submission.track != "hidden" or ctx.ended():
+    download = report_download(
+        track=submission.track, result_state=result.state, ended=has_ended(ctx.db, ctx.competition), ladder=ctx.competition.leaderboard.ladder
+    )
+    if download is Download.NONE:
+        return None
+    if download is Download.FULL:
         with open(result.envelope_path, "rb") as handle:
             return handle.read()
-    if result.state != "scored" or ctx.competition.leaderboard.ladder:
-        return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
     signed_path = ctx.state.public_part_dir(submission.id, result.attempt) / ENVELOPE_NAME
     # absent for a report whose parts could not be scored (no per-query values): there is no public part to give
     return signed_path.read_bytes() if signed_path.is_file() else None
+
+
+def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
+    """The signed report of a board entry (public board; the private one too after the end); None if not an entry or none to show."""
+    entries = {e.submission_id for b in boards(ctx, "public") for e in b.entries}
+    if has_ended(ctx.db, ctx.competition):
+        entries |= {e.submission_id for b in boards(ctx, "private") for e in b.entries}
+    if submission_id not in entries:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+    return None if submission is None else report_envelope(ctx, submission)
