@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
 from grader.errors import GraderError, TaskFailure
-from grader.failures import OUTPUT_CODES, FailureCode
+from grader.failures import FailureCode
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
@@ -186,7 +186,7 @@ def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, sc
     try:
         ranked = grader.rank(inputs, options, SilentProgress(), keep_output=kept)
     except TaskFailure as failure:
-        if kept is None or failure.code not in OUTPUT_CODES:
+        if kept is None or not failure.code.about_outputs:
             raise
         return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode)
     return _SampleOutcome(name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, dimension=ranked.dimension)

@@ -53,7 +53,12 @@ class DockerTaskGrader:
         """Validate the image (the submission's, or the runner image for ONNX)."""
         if isinstance(manifest, DockerManifest):
             if manifest.mode == "translate":
-                raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
+                # The submission's own choice of mode, so its fault (charged), wherever it is graded.
+                raise TaskFailure(
+                    FailureCode.IMAGE_INVALID,
+                    "translate-mode images are graded by `grader score-translation`, not on retrieval tasks",
+                    hint="submit a retrieve- or encode-mode image to a retrieval benchmark",
+                )
             _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
             return cls(image, manifest.mode, manifest, [], {}, options)

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeRequest, limits_from_json
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
@@ -135,7 +136,7 @@ def grade_job(
             if mismatch is not None:
                 payload: dict[str, Any] = {
                     "attempt": attempt,
-                    "failure_code": "INFRA",
+                    "failure_code": FailureCode.INFRA,
                     "message": f"benchmark data on this worker does not match the pin: {mismatch}",
                 }
                 if on_data_mismatch is not None:
@@ -143,7 +144,7 @@ def grade_job(
             elif (fetched := _download(api, submission_id, attempt, upload)) != job["upload_sha256"]:
                 payload = {
                     "attempt": attempt,
-                    "failure_code": "INFRA",
+                    "failure_code": FailureCode.INFRA,
                     "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 }
             else:
