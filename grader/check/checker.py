@@ -2,7 +2,9 @@
 scoring on public data only, and say what will go wrong when it is graded.
 
 The steps use the grading code itself (the same intake, sandbox, limits and
-validators), on the benchmark's public sample split, never the hidden one.
+validators), on the benchmark's public sample split, never the hidden one. Like
+grading, check reaches what a container wrote through :mod:`grader.collect`, never
+through the sandbox (an import-layer contract forbids it).
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
+from grader.collect.validate import output_problems
 from grader.errors import GraderError, TaskFailure
 from grader.failures import FailureCode
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
-from grader.sandbox.outputs import read_embeddings_output
-from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
 from grader.submissions.manifest import load_manifest
@@ -195,25 +196,16 @@ def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, sc
 def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
-    if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
+    if task_run.kept_output is None or task_run.mode is None:  # in-process encoders: the encoder validated its own output
         return []
-    query_ids = [q.id for q in task_run.inputs.queries]
-    doc_ids = [d.id for d in task_run.inputs.documents]
-    problems: list[str] = []
-    if task_run.mode == "retrieve":
-        validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=query_ids, doc_ids=doc_ids, top_k=options.top_k)
-        problems.extend(validation.errors)
-        missing = validation.missing(query_ids) if validation.lines else []
-        if missing:
-            problems.append(
-                f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy"
-            )
-    else:
-        for file_name, rows in (("corpus.npy", len(doc_ids)), ("queries.npy", len(query_ids))):
-            try:
-                read_embeddings_output(task_run.kept_output, file_name, rows=rows, max_bytes=options.limits.output_bytes)
-            except TaskFailure as failure:
-                problems.append(failure.detail)
+    problems = output_problems(
+        task_run.kept_output,
+        mode=task_run.mode,
+        query_ids=[q.id for q in task_run.inputs.queries],
+        doc_ids=[d.id for d in task_run.inputs.documents],
+        top_k=options.top_k,
+        max_bytes=options.limits.output_bytes,
+    )
     if task_run.output_failure is not None and not problems:
         problems.append(task_run.output_failure.detail)
     return [f"{name}: {problem}" for problem in problems]
