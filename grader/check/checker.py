@@ -28,7 +28,7 @@ from grader.metrics.policy import evaluate
 from grader.runs.run import Run
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
-from grader.submissions.manifest import load_manifest
+from grader.submissions.manifest import Manifest, load_manifest
 
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
 
@@ -57,106 +57,124 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
     """Run every step; stop at the first blocking one (later steps are reported as not run)."""
     report = CheckReport(str(submission))
     with contextlib.ExitStack() as stack:
-        # 1. archive and manifest
-        try:
-            folder = stack.enter_context(open_submission(submission))
-            manifest = load_manifest(folder)
-            digest = submission_digest(folder)
-        except GraderError as error:
-            report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
+        opened = _archive_step(report, stack, submission)
+        if opened is None:
             return report.finish()
-        report.add(
-            StepResult(
-                ARCHIVE,
-                "passed",
-                f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
-                data={"digest": digest, "kind": manifest.kind},
-            )
-        )
-
-        # 2. intake: the task grader grading uses (the same choice, the same intake)
-        try:
-            prepared = prepare_task_grader(folder, manifest, options)
-            grader, sandbox, reason = prepared.grader, prepared.sandbox, prepared.intake
-        except GraderError as error:
-            report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
+        folder, manifest = opened
+        grader = _intake_step(report, folder, manifest, options)
+        if grader is None:
             return report.finish()
-        report.add(StepResult(INTAKE, "passed", reason, data={"sandbox": sandbox}))
-
-        # 3. sample run
-        spec = options.benchmark.spec
-        split = spec.sample_split
-        if split == spec.default_split:
-            report.add(
-                StepResult(
-                    SAMPLE_RUN,
-                    "failed",
-                    f"the sample split {split!r} is the hidden split; check never runs on it",
-                    "configure a public sample_split in benchmark.json",
-                )
-            )
+        runs = _sample_run_step(report, stack, grader, options)
+        if runs is None or not _validation_step(report, runs, manifest, options):
             return report.finish()
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
-        # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
-        options = dataclasses.replace(options, out_dir=scratch)
-        runs: list[_SampleOutcome] = []
-        for name in options.tasks:
-            try:
-                inputs = load_task_inputs(options.benchmark.task(name), split)
-                runs.append(_sample_task(grader, inputs, options, scratch / name))
-            except TaskFailure as failure:
-                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
-                return report.finish()
-            except GraderError as error:
-                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
-                return report.finish()
-        details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
-        report.add(
-            StepResult(
-                SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
-            )
-        )
-
-        # 4. output validation
-        errors: list[str] = []
-        for task_run in runs:
-            errors.extend(_validate(task_run, manifest, options))
-        if errors:
-            report.add(
-                StepResult(
-                    VALIDATION,
-                    "failed",
-                    f"{len(errors)} problem(s) in the output",
-                    "see docs/protocol.md for the output format",
-                    details=listed(errors),
-                )
-            )
-            return report.finish()
-        report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
-
-        # 5. sample score
-        primary = options.effective_measures()[0]
-        lines = []
-        scores: dict[str, float] = {}
-        for task_run in runs:
-            if task_run.run is None:
-                continue
-            evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
-            scores[task_run.name] = evaluation.mean(primary)
-            lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
-        report.add(
-            StepResult(
-                SCORE,
-                "passed",
-                f"sample score on the public {split!r} split; it says nothing about the hidden {spec.default_split!r} split",
-                details=lines,
-                data={"scores": scores, "measure": str(primary)},
-            )
-        )
-
-        # 6. estimate
+        report.add(_score_step(runs, options))
         report.add(_estimate(runs, options))
     return report.finish()
+
+
+def _archive_step(report: CheckReport, stack: contextlib.ExitStack, submission: Path) -> tuple[Path, Manifest] | None:
+    """1. The archive opens and its manifest is valid: the unpacked folder (open until ``stack`` closes) and the manifest."""
+    try:
+        folder = stack.enter_context(open_submission(submission))
+        manifest = load_manifest(folder)
+        digest = submission_digest(folder)
+    except GraderError as error:
+        report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
+        return None
+    report.add(
+        StepResult(
+            ARCHIVE,
+            "passed",
+            f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
+            data={"digest": digest, "kind": manifest.kind},
+        )
+    )
+    return folder, manifest
+
+
+def _intake_step(report: CheckReport, folder: Path, manifest: Manifest, options: RunOptions) -> TaskGrader | None:
+    """2. Intake: the task grader grading uses (the same choice, the same intake)."""
+    try:
+        prepared = prepare_task_grader(folder, manifest, options)
+    except GraderError as error:
+        report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
+        return None
+    report.add(StepResult(INTAKE, "passed", prepared.intake, data={"sandbox": prepared.sandbox}))
+    return prepared.grader
+
+
+def _sample_run_step(report: CheckReport, stack: contextlib.ExitStack, grader: TaskGrader, options: RunOptions) -> list[_SampleOutcome] | None:
+    """3. A sample run of every task on the public sample split (never the hidden one), through ``grader.rank``."""
+    spec = options.benchmark.spec
+    split = spec.sample_split
+    if split == spec.default_split:
+        report.add(
+            StepResult(
+                SAMPLE_RUN,
+                "failed",
+                f"the sample split {split!r} is the hidden split; check never runs on it",
+                "configure a public sample_split in benchmark.json",
+            )
+        )
+        return None
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
+    # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
+    options = dataclasses.replace(options, out_dir=scratch)
+    runs: list[_SampleOutcome] = []
+    for name in options.tasks:
+        try:
+            inputs = load_task_inputs(options.benchmark.task(name), split)
+            runs.append(_sample_task(grader, inputs, options, scratch / name))
+        except TaskFailure as failure:
+            report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
+            return None
+        except GraderError as error:
+            report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
+            return None
+    details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
+    report.add(
+        StepResult(
+            SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
+        )
+    )
+    return runs
+
+
+def _validation_step(report: CheckReport, runs: list[_SampleOutcome], manifest: Manifest, options: RunOptions) -> bool:
+    """4. Output validation: every problem in what the containers wrote; whether there were none."""
+    errors: list[str] = []
+    for task_run in runs:
+        errors.extend(_validate(task_run, manifest, options))
+    if errors:
+        report.add(
+            StepResult(
+                VALIDATION, "failed", f"{len(errors)} problem(s) in the output", "see docs/protocol.md for the output format", details=listed(errors)
+            )
+        )
+        return False
+    report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
+    return True
+
+
+def _score_step(runs: list[_SampleOutcome], options: RunOptions) -> StepResult:
+    """5. The sample score of each task's ranking (it says nothing about the hidden split)."""
+    spec = options.benchmark.spec
+    primary = options.effective_measures()[0]
+    lines = []
+    scores: dict[str, float] = {}
+    for task_run in runs:
+        if task_run.run is None:
+            continue
+        evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
+        scores[task_run.name] = evaluation.mean(primary)
+        lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
+    return StepResult(
+        SCORE,
+        "passed",
+        f"sample score on the public {spec.sample_split!r} split; it says nothing about the hidden {spec.default_split!r} split",
+        details=lines,
+        data={"scores": scores, "measure": str(primary)},
+    )
 
 
 #: What to do about each failure code (a test checks every code has one).
