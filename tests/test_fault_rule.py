@@ -137,3 +137,18 @@ def test_an_unexpected_error_on_a_host_is_infra_with_its_traceback_logged(
     assert "ZeroDivisionError: a bug of ours" in outcome.message
     logged = [record for record in caplog.records if record.exc_info]
     assert logged and logged[0].exc_info is not None and logged[0].exc_info[0] is ZeroDivisionError
+
+
+def test_no_module_spells_a_failure_code_as_a_string() -> None:
+    import ast
+
+    grader_root = Path(__file__).resolve().parent.parent / "grader"
+    spellings = {code.value for code in FailureCode}
+    found = [
+        f"{path.relative_to(grader_root)}:{node.lineno}"
+        for path in grader_root.rglob("*.py")
+        if path.name != "failures.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in spellings
+    ]
+    assert found == [], "use grader.failures.FailureCode"
