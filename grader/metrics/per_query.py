@@ -106,23 +106,26 @@ def _codes_of(run: Run, ids: Iterable[str]) -> dict[str, int]:
     return {vocab[code]: int(code) for code in found}
 
 
-def per_query_measures(
-    qrels: Mapping[str, Mapping[str, int]],
-    query_ids: Sequence[str],
-    rankings: Rankings,
-    run: Run,
-    measures: Sequence[Measure],
-) -> PerQuery:
-    """Compute ``measures`` for each of ``query_ids`` from its ranking in ``rankings``.
+@dataclass(frozen=True)
+class _Judgements:
+    """What the qrels say about ``query_ids``, in the run's document codes."""
 
-    A query without judgements, or without relevant judgements, scores 0 everywhere.
-    """
+    #: relevant documents per query
+    n_relevant: np.ndarray
+    #: (query index, gain) of each relevant judgement, gains descending within a query: the ideal ranking
+    ideal_query: list[int]
+    ideal_gain: list[int]
+    #: sorted ``query index * n_vocab + document code`` of the relevant judgements the run could retrieve, and their gains
+    keys: np.ndarray
+    rels: np.ndarray
+    n_vocab: np.int64
+
+
+def _judgements(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str], run: Run) -> _Judgements:
+    """Count of relevant per query, ideal gains, and (query, code) keys of judged documents the run could have retrieved."""
     n_queries = len(query_ids)
     vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
     n_vocab = np.int64(max(len(run.doc_vocab), 1))
-
-    # Judgements: count of relevant per query, ideal gains, and (query, code) keys of
-    # judged documents the run could have retrieved.
     n_relevant = np.zeros(n_queries, dtype=np.int64)
     ideal_query: list[int] = []
     ideal_gain: list[int] = []
@@ -141,12 +144,15 @@ def per_query_measures(
             if code is not None and rel >= RELEVANCE_LEVEL:
                 judged_keys.append(qi * int(n_vocab) + code)
                 judged_rels.append(rel)
-
-    # Relevance of each retrieved entry (only relevant judgements matter below).
-    offsets, doc_codes = rankings.offsets, rankings.doc_codes
     keys = np.asarray(judged_keys, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
-    keys, rels = keys[order], np.asarray(judged_rels, dtype=np.int64)[order]
+    return _Judgements(n_relevant, ideal_query, ideal_gain, keys[order], np.asarray(judged_rels, dtype=np.int64)[order], n_vocab)
+
+
+def _retrieved_relevant(judged: _Judgements, rankings: Rankings) -> tuple[np.ndarray, np.ndarray]:
+    """The retrieved entries (indexes into ``rankings.doc_codes``) that are relevant, and their gains."""
+    offsets, doc_codes = rankings.offsets, rankings.doc_codes
+    keys, rels, n_vocab = judged.keys, judged.rels, judged.n_vocab
     relevant_entries = np.empty(0, dtype=np.int64)
     relevant_gain = np.empty(0, dtype=np.float64)
     if len(keys) and len(doc_codes):
@@ -159,6 +165,25 @@ def per_query_measures(
         hit = keys[slot] == candidate_keys
         relevant_entries = candidates[hit]
         relevant_gain = rels[slot[hit]].astype(np.float64)
+    return relevant_entries, relevant_gain
+
+
+def per_query_measures(
+    qrels: Mapping[str, Mapping[str, int]],
+    query_ids: Sequence[str],
+    rankings: Rankings,
+    run: Run,
+    measures: Sequence[Measure],
+) -> PerQuery:
+    """Compute ``measures`` for each of ``query_ids`` from its ranking in ``rankings``.
+
+    A query without judgements, or without relevant judgements, scores 0 everywhere.
+    """
+    n_queries = len(query_ids)
+    judged = _judgements(qrels, query_ids, run)
+    n_relevant, ideal_query, ideal_gain = judged.n_relevant, judged.ideal_query, judged.ideal_gain
+    offsets = rankings.offsets
+    relevant_entries, relevant_gain = _retrieved_relevant(judged, rankings)
 
     rel_query = segment_of(offsets, relevant_entries)
     rel_position = relevant_entries - offsets[rel_query]  # 0-based rank
