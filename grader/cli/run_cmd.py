@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import tasks_option
 from grader.cli.progress import StderrProgress
 from grader.data.registry import resolve_benchmark
 from grader.grading.interfaces import RunOptions
@@ -19,14 +20,10 @@ from grader.retrieval.pca import parse_dimensions
 from grader.sandbox.limits import limits_from_options
 
 
-def _split_tasks(value: str | None) -> list[str] | None:
-    return [part.strip() for part in value.split(",") if part.strip()] if value else None
-
-
 @click.command("run")
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
-@click.option("--tasks", default=None, help="Comma-separated task names (default: all).")
+@tasks_option()
 @click.option("--split", default=None, help="Split to grade (default: the benchmark's, usually test).")
 @click.option(
     "--out",
@@ -72,7 +69,7 @@ def _split_tasks(value: str | None) -> list[str] | None:
 def run_command(
     submission: Path,
     benchmark_name: str,
-    tasks: str | None,
+    tasks: list[str] | None,
     split: str | None,
     out_dir: Path,
     key_path: Path | None,
@@ -101,7 +98,7 @@ def run_command(
         benchmark = resolve_benchmark(benchmark_name)
         options = RunOptions(
             benchmark=benchmark,
-            tasks=benchmark.select(_split_tasks(tasks)),
+            tasks=benchmark.select(tasks),
             split=split or benchmark.spec.default_split,
             out_dir=out_dir,
             policy=Policy(policy),

@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,20 +52,20 @@ from typing import Any
 
 from grader import jsonio
 from grader.errors import InputError, UsageError
+from grader.metrics.measures import Family, Measure, printed_measure
 
 MTEB_VERSION = "2.26.24"
 MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 MAIN_SCORE = "ndcg_at_10"
 #: grader measure family -> (MTEB key prefix, rounded to 5 decimals by MTEB's evaluator)
-FAMILIES = {
-    "NDCG": ("ndcg_at_", True),
-    "MAP": ("map_at_", True),
-    "Recall": ("recall_at_", True),
-    "P": ("precision_at_", True),
-    "MRR": ("mrr_at_", False),
-    "Success": ("hit_rate_at_", True),  # pytrec_eval's success, as MTEB computes its hit rate
+FAMILIES: dict[Family, tuple[str, bool]] = {
+    Family.NDCG: ("ndcg_at_", True),
+    Family.MAP: ("map_at_", True),
+    Family.RECALL: ("recall_at_", True),
+    Family.P: ("precision_at_", True),
+    Family.MRR: ("mrr_at_", False),
+    Family.SUCCESS: ("hit_rate_at_", True),  # pytrec_eval's success, as MTEB computes its hit rate
 }
-_MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR|Success)@([0-9]+)$")
 #: MTEB retrieves this many documents per query; a shallower ranking changes its deepest measures.
 MTEB_DEPTH = max(MTEB_K_VALUES)
 #: What MTEB's files hold that an export cannot, and why (printed by every export).
@@ -126,12 +125,12 @@ def mteb_scores(measures: Mapping[str, float], per_query: Mapping[str, Any] | No
     scores: dict[str, float] = {}
     for k, rate in _hit_rates(measures, per_query).items():
         scores[f"hit_rate_at_{k}"] = round(round(rate, 5), 6)
-    for measure, value in measures.items():
-        match = _MEASURE.match(measure)
-        if match is None or int(match.group(2)) not in MTEB_K_VALUES:
+    for name, value in measures.items():
+        measure = _mteb_measure(name)
+        if measure is None:
             continue
-        prefix, five = FAMILIES[match.group(1)]
-        scores[f"{prefix}{match.group(2)}"] = round(round(value, 5) if five else value, 6)
+        prefix, five = FAMILIES[measure.family]
+        scores[f"{prefix}{measure.cutoff}"] = round(round(value, 5) if five else value, 6)
     if "recall_at_1" in scores:
         scores["accuracy"] = scores["recall_at_1"]  # MTEB reports recall@1 as "accuracy" too
     if MAIN_SCORE in scores:
@@ -150,11 +149,11 @@ def _hit_rates(measures: Mapping[str, float], per_query: Mapping[str, Any] | Non
     if "P@1" in measures:
         rates[1] = measures["P@1"]
     if isinstance(per_query, Mapping) and isinstance(per_query.get("values"), Mapping) and isinstance(per_query.get("measure"), str):
-        match = _MEASURE.match(per_query["measure"])
+        measure = _mteb_measure(per_query["measure"])
         values = list(per_query["values"].values())
-        if match is not None and int(match.group(2)) in MTEB_K_VALUES and values and all(isinstance(v, (int, float)) for v in values):
+        if measure is not None and values and all(isinstance(v, (int, float)) for v in values):
             # as MTEB sums pytrec_eval's 0.0/1.0 successes and divides by the number of queries
-            rates[int(match.group(2))] = sum(1.0 if v > 0 else 0.0 for v in values) / len(values)
+            rates[measure.cutoff] = sum(1.0 if v > 0 else 0.0 for v in values) / len(values)
     return rates
 
 
@@ -297,8 +296,14 @@ def _complete_per_query(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return per_query if len(per_query["values"]) == queries.get("judged") else None
 
 
+def _mteb_measure(name: str) -> Measure | None:
+    """The measure a report key names, if MTEB evaluates it (its family, at one of MTEB's cut-offs)."""
+    measure = printed_measure(name)
+    return measure if measure is not None and measure.cutoff in MTEB_K_VALUES else None
+
+
 def _exported_measures(measures: Mapping[str, float]) -> set[str]:
-    return {m for m in measures if (match := _MEASURE.match(m)) is not None and int(match.group(2)) in MTEB_K_VALUES}
+    return {name for name in measures if _mteb_measure(name) is not None}
 
 
 def _write(

@@ -1,21 +1,81 @@
-"""Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image."""
+"""Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image.
+
+Each task goes through the stages in order: stage its input, run its container
+(:mod:`grader.sandbox`), collect and validate what it returned (:mod:`grader.collect`),
+search (for embeddings).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.collect.outputs import TaskOutputs, collect_outputs, copy_outputs
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
-from grader.sandbox.container import Mount
+from grader.sandbox.container import ContainerOutcome, Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
+from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import storage_report
 from grader.sandbox.owner import owned_tempdir
-from grader.sandbox.staging import stage_task
+from grader.sandbox.staging import StagedTask, stage_task
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
+
+
+@dataclass(frozen=True)
+class SandboxedOutput:
+    """One task's container: how it ended, and what it returned, read and validated."""
+
+    outputs: TaskOutputs
+    outcome: ContainerOutcome
+    output_enforcement: str
+
+
+def run_and_collect(
+    image_id: str,
+    staged: StagedTask,
+    *,
+    mode: str,
+    limits: SandboxLimits,
+    log_path: Path | None,
+    extra_mounts: list[Mount] | None = None,
+    environment: dict[str, str] | None = None,
+    scratch: Path | None = None,
+    keep_output: Path | None = None,
+    model_error_exit: int | None = None,
+) -> SandboxedOutput:
+    """Run the task's container (the sandbox), then read and validate its outputs (collect); or raise :class:`TaskFailure`.
+
+    With ``keep_output``, the raw output files are copied there first (safely, and
+    even when the container failed), so a checker can report every problem in them.
+    """
+    with run_task_container(
+        image_id,
+        staged,
+        limits=limits,
+        log_path=log_path,
+        extra_mounts=extra_mounts,
+        environment=environment,
+        scratch=scratch,
+        model_error_exit=model_error_exit,
+    ) as finished:
+        if keep_output is not None:
+            copy_outputs(finished.output, keep_output, mode, max_bytes=limits.output_bytes)
+        if finished.failure is not None:
+            raise finished.failure
+        outputs = collect_outputs(
+            finished.output,
+            mode=mode,
+            query_ids=staged.query_ids,
+            doc_ids=staged.doc_ids,
+            top_k=int(staged.task_json["top_k"]),
+            max_bytes=limits.output_bytes,
+        )
+        return SandboxedOutput(outputs, finished.outcome, finished.output_enforcement)
 
 
 def _require_tar_inside(folder: Path, reference: str) -> None:
@@ -53,7 +113,12 @@ class DockerTaskGrader:
         """Validate the image (the submission's, or the runner image for ONNX)."""
         if isinstance(manifest, DockerManifest):
             if manifest.mode == "translate":
-                raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
+                # The submission's own choice of mode, so its fault (charged), wherever it is graded.
+                raise TaskFailure(
+                    FailureCode.IMAGE_INVALID,
+                    "translate-mode images are graded by `grader score-translation`, not on retrieval tasks",
+                    hint="submit a retrieve- or encode-mode image to a retrieval benchmark",
+                )
             _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
             return cls(image, manifest.mode, manifest, [], {}, options)
@@ -89,7 +154,7 @@ class DockerTaskGrader:
         return settings
 
     def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
-        """Stage the task, run one container, read and validate its output (copied to ``keep_output`` first, if given)."""
+        """Stage the task, run one container, collect and validate its output (copied to ``keep_output`` first, if given)."""
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
         with owned_tempdir("grader-stage-") as scratch:
@@ -103,7 +168,7 @@ class DockerTaskGrader:
                 documents=inputs.documents,
                 **prefixes,
             )
-            output = run_task_container(
+            sandboxed = run_and_collect(
                 self.image.id,
                 staged,
                 mode=self.mode,
@@ -114,6 +179,7 @@ class DockerTaskGrader:
                 model_error_exit=self.model_error_exit,
                 keep_output=keep_output,
             )
+        output = sandboxed.outputs
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:
             return Ranked(output.run, extra)

@@ -71,6 +71,21 @@ def parse_measure(text: str) -> Measure:
     )
 
 
+_PRINTED = re.compile(MEASURE_PATTERN)
+
+
+def printed_measure(text: str) -> Measure | None:
+    """The measure whose printed form ``text`` is, exactly (``NDCG@10``, as reports and benchmark files spell it), or None.
+
+    Unlike :func:`parse_measure`, which reads what a person types (any case, trec_eval's names)
+    and refuses the rest, this reads keys a file holds and says "not a measure" without raising.
+    """
+    if _PRINTED.match(text) is None:
+        return None
+    family, _, cutoff = text.partition("@")
+    return Measure(Family(family), int(cutoff))
+
+
 def default_measures() -> tuple[Measure, ...]:
     """Each default family at each of the default cutoffs 1, 3, 5, 10, 100, 1000."""
     return tuple(Measure(family, k) for family in DEFAULT_FAMILIES for k in DEFAULT_CUTOFFS)

@@ -15,11 +15,7 @@ from typing import Any
 from grader.errors import ComparisonError, UsageError
 from grader.reports.model import Report
 from grader.stats.aggregate import ScoreTable
-
-
-def _clean(text: Any) -> str:
-    # Names come from submitters; keep escapes and newlines off the terminal and out of errors.
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+from grader.text import escape_control
 
 
 def _identity(report: Report) -> dict[str, Any]:
@@ -55,8 +51,8 @@ def _per_query(source: str, report: Report) -> dict[str, dict[str, float]]:
 
 def label_entries(sources: Sequence[str], reports: Sequence[Report]) -> list[str]:
     """Display names: each report's subject name, followed by its file where two share a name; terminal-safe."""
-    names = [_clean(report.subject_name) for report in reports]
-    return [name if names.count(name) == 1 else f"{name} [{_clean(source)}]" for name, source in zip(names, sources)]
+    names = [escape_control(report.subject_name) for report in reports]
+    return [name if names.count(name) == 1 else f"{name} [{escape_control(source)}]" for name, source in zip(names, sources)]
 
 
 def table_from_reports(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> ScoreTable:
@@ -87,7 +83,7 @@ def _describe(field: str, found: Any, expected: Any) -> str:
     if field == "task data":
         for name in sorted(set(found) | set(expected)):
             if found.get(name) != expected.get(name):
-                return f"task {_clean(name)} is split/data {found.get(name)} vs {expected.get(name)}"
+                return f"task {escape_control(name)} is split/data {found.get(name)} vs {expected.get(name)}"
     if field == "tasks":
-        return f"{', '.join(map(_clean, found))} vs {', '.join(map(_clean, expected))}"
-    return f"{_clean(found)!s} vs {_clean(expected)!s}"
+        return f"{', '.join(map(escape_control, found))} vs {', '.join(map(escape_control, expected))}"
+    return f"{escape_control(found)!s} vs {escape_control(expected)!s}"

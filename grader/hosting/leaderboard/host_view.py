@@ -22,6 +22,7 @@ from grader.hosting.leaderboard.service import boards_json
 from grader.hosting.visibility import ends_at
 from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
 from grader.stats.partition import commitment
+from grader.text import escape_control
 
 
 def host_board(state_dir: Path, db: Database, competition: Competition, part: str) -> dict[str, Any]:
@@ -42,11 +43,6 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: st
     return data
 
 
-def _safe(text: Any) -> str:
-    """Participant text for a terminal: non-printable characters (escapes, newlines) shown escaped."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
-
-
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -54,7 +50,8 @@ def _number(value: float | None) -> str:
 def board_text(data: dict[str, Any]) -> str:
     """The boards as plain text, one line per entry (participant text escaped for the terminal)."""
     lines = [
-        f"{_safe(data['competition'])}: {data['part']} board" + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
+        f"{escape_control(data['competition'])}: {data['part']} board"
+        + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
     ]
     for board in data["boards"]:
         lines.append("")
@@ -66,7 +63,7 @@ def board_text(data: dict[str, Any]) -> str:
             low, high = e["interval"]
             lines.append(
                 f"{rank:>4} {ranks:<8} {group:<4} {_number(e['score'])} ({_number(low)}-{_number(high)})  "
-                f"{_safe(e['participant']):<20} {_safe(e['name'])}  {e['submission']}{'  final' if e['final'] else ''}"
+                f"{escape_control(e['participant']):<20} {escape_control(e['name'])}  {e['submission']}{'  final' if e['final'] else ''}"
             )
     if not data["boards"]:
         lines.append("no scored hidden-split submission yet")

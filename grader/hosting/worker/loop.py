@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeRequest, limits_from_json
 from grader.hosting.messages import Attempt, ClaimRequest, Job, Verdict, WorkerResult
 from grader.hosting.worker.child import grade_in_child
@@ -132,13 +133,13 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
             mismatch = data_mismatch(job)
             if mismatch is not None:
                 payload = WorkerResult(
-                    attempt=attempt, failure_code="INFRA", message=f"benchmark data on this worker does not match the pin: {mismatch}"
+                    attempt=attempt, failure_code=FailureCode.INFRA, message=f"benchmark data on this worker does not match the pin: {mismatch}"
                 )
                 if on_data_mismatch is not None:
                     on_data_mismatch(mismatch)
             elif (fetched := _download(api, submission_id, attempt, upload)) != job.upload_sha256:
                 payload = WorkerResult(
-                    attempt=attempt, failure_code="INFRA", message="upload not fetched" if fetched is None else "upload digest mismatch in transfer"
+                    attempt=attempt, failure_code=FailureCode.INFRA, message="upload not fetched" if fetched is None else "upload digest mismatch in transfer"
                 )
             else:
                 request = GradeRequest(benchmark=job.benchmark, tasks=list(job.tasks), split=job.split, limits=limits_from_json(job.limits))
