@@ -12,6 +12,7 @@ from pathlib import Path
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import iter_tsv, open_text
+from grader.data.trec_fields import trec_fields
 from grader.errors import DataError
 
 BEIR_HEADER = ("query-id", "corpus-id", "score")
@@ -91,7 +92,7 @@ def read_trec_qrels(path: Path) -> Qrels:
         for line, text in enumerate(handle, start=1):
             if text.startswith(TREC_COMMENT):
                 continue
-            fields = text.split()
+            fields = trec_fields(text)
             if not fields:
                 continue
             if len(fields) != 4:

@@ -19,6 +19,7 @@ import numpy as np
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import open_text
+from grader.data.trec_fields import C_SPACE, trec_fields
 from grader.errors import RunFormatError
 from grader.runs.rules import RunLineRules
 from grader.runs.run import InvalidRun, Run
@@ -85,13 +86,11 @@ def read_run(path: str | Path, fmt: RunFormat | None = None) -> Run:
 
 #: trec_eval's ``get_trec_results.c`` skips a run line whose first character after any blanks is this.
 TREC_RUN_COMMENT = "#"
-# C's isspace() in the C locale, which trec_eval's readers use: narrower than str.split()'s whitespace.
-_C_SPACE = " \t\n\v\f\r"
 
 
 def is_trec_run_comment(line: str) -> bool:
     """Whether trec_eval skips ``line`` of a run as a comment: ``#`` after any blanks (``get_trec_results.c``)."""
-    return line.lstrip(_C_SPACE).startswith(TREC_RUN_COMMENT)
+    return line.lstrip(C_SPACE).startswith(TREC_RUN_COMMENT)
 
 
 def read_trec_run(path: Path) -> Run:
@@ -377,8 +376,9 @@ def _read_trec_lines(path: Path) -> Run:
     with open_text(path) as handle:
         try:
             for line_number, line in enumerate(handle, start=1):
-                fields = line.split()
-                if not fields or (fields[0][0] == TREC_RUN_COMMENT and is_trec_run_comment(line)):
+                fields = trec_fields(line)
+                # Split as trec_eval splits, the first field starts at its first non-blank: is_trec_run_comment(line).
+                if not fields or fields[0][0] == TREC_RUN_COMMENT:
                     continue
                 if len(fields) < 6:
                     raise RunFormatError(
