@@ -85,7 +85,9 @@ def read_trec_qrels(path: Path) -> Qrels:
     comment and skipped (a ``#`` anywhere else is data: ``CR#93E-1860`` is a doc id);
     the iteration field is read and ignored. Unlike trec_eval 10, blank lines are skipped
     too (it calls them malformed), and so is the second of two comment lines in a row
-    (it reads that one as data). Every other line must have exactly four fields.
+    (it reads that one as data, and crashes on a comment as the last line): accidents of
+    its parser, not rules (docs/inputs.md). Every other line must have exactly four
+    fields, split where trec_eval splits (:func:`grader.data.trec_fields.trec_fields`).
     """
     judgements: Judgements = {}
     with open_text(path) as handle:
