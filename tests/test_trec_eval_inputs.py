@@ -1,8 +1,8 @@
 """TREC inputs as trec_eval reads them: what it accepts is accepted, nothing looser.
 
 trec_eval 10 (usnistgov/trec_eval, ``get_qrels.c`` and ``get_trec_results.c``):
-a qrels line whose first character is ``#`` is a comment; a run's fields after the
-run tag are ignored. Everything else malformed stays one error line naming file and line.
+a qrels line whose first character is ``#`` is a comment, and so is a run line whose first
+character after any blanks is ``#``; a run's fields after the run tag are ignored. Everything else malformed stays one error line naming file and line.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def test_fields_after_the_tag_are_ignored(tmp_path: Path, separator: str) -> Non
         ("q1 Q0 d1 1 x t more fields\n", "r.trec:1: score: score is not a number: 'x'"),
         ("q1 Q0 d1 1 nan t more\n", "r.trec:1: score: score must be finite"),
         ("q1 Q0 d1 1 0.5 t a\nq1 Q0 d1 2 0.4 t b\n", "r.trec:2: docid: document 'd1' appears twice for query 'q1'"),
-        # trec_eval 10 also skips '#' lines in a run; the grader does not (see docs/inputs.md).
-        ("# a run comment\nq1 Q0 d1 1 0.5 t\n", "r.trec:1: expected 6 whitespace-separated fields"),
+        # A comment line is skipped (tests/test_trec_run_comments.py) but still counts in line numbers.
+        ("# a run comment\nq1 Q0 d1 1 0.5\n", "r.trec:2: expected 6 whitespace-separated fields"),
     ],
 )
 def test_other_malformed_run_lines_stay_refused(tmp_path: Path, content: str, expected: str) -> None:

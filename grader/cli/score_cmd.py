@@ -30,7 +30,8 @@ from grader.runs.readers import RunFormat, read_run
     "run_path",
     required=True,
     type=click.Path(path_type=Path),
-    help="Run: TREC (qid Q0 docid rank score tag; later fields ignored, as in trec_eval), JSON {qid: {docid: score}} or JSONL.",
+    help="Run: TREC (qid Q0 docid rank score tag; later fields ignored and '#' lines comments, as in trec_eval), "
+    "JSON {qid: {docid: score}} or JSONL.",
 )
 @click.option("--run-format", type=click.Choice([f.value for f in RunFormat]), default=None, help="Run format (default: detected).")
 @click.option(

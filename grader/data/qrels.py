@@ -12,6 +12,7 @@ from pathlib import Path
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import iter_tsv, open_text
+from grader.data.trec_fields import trec_fields
 from grader.errors import DataError
 
 BEIR_HEADER = ("query-id", "corpus-id", "score")
@@ -84,14 +85,16 @@ def read_trec_qrels(path: Path) -> Qrels:
     comment and skipped (a ``#`` anywhere else is data: ``CR#93E-1860`` is a doc id);
     the iteration field is read and ignored. Unlike trec_eval 10, blank lines are skipped
     too (it calls them malformed), and so is the second of two comment lines in a row
-    (it reads that one as data). Every other line must have exactly four fields.
+    (it reads that one as data, and crashes on a comment as the last line): accidents of
+    its parser, not rules (docs/inputs.md). Every other line must have exactly four
+    fields, split where trec_eval splits (:func:`grader.data.trec_fields.trec_fields`).
     """
     judgements: Judgements = {}
     with open_text(path) as handle:
         for line, text in enumerate(handle, start=1):
             if text.startswith(TREC_COMMENT):
                 continue
-            fields = text.split()
+            fields = trec_fields(text)
             if not fields:
                 continue
             if len(fields) != 4:
