@@ -299,7 +299,7 @@ def _complete_per_query(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _mteb_measure(name: str) -> Measure | None:
     """The measure a report key names, if MTEB evaluates it (its family, at one of MTEB's cut-offs)."""
     measure = printed_measure(name)
-    return measure if measure is not None and measure.cutoff in MTEB_K_VALUES else None
+    return measure if measure is not None and measure.family in FAMILIES and measure.cutoff in MTEB_K_VALUES else None
 
 
 def _exported_measures(measures: Mapping[str, float]) -> set[str]:

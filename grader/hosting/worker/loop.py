@@ -139,7 +139,9 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     on_data_mismatch(mismatch)
             elif (fetched := _download(api, submission_id, attempt, upload)) != job.upload_sha256:
                 payload = WorkerResult(
-                    attempt=attempt, failure_code=FailureCode.INFRA, message="upload not fetched" if fetched is None else "upload digest mismatch in transfer"
+                    attempt=attempt,
+                    failure_code=FailureCode.INFRA,
+                    message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
             else:
                 request = GradeRequest(benchmark=job.benchmark, tasks=list(job.tasks), split=job.split, limits=limits_from_json(job.limits))
