@@ -134,6 +134,13 @@ class TaskFailure(GraderError):
         return redact_quoted(self.own_message), None
 
 
+class InternalError(GraderError):
+    """A bug of ours: an invariant the code relies on does not hold (e.g. a submission state move outside the state table).
+
+    Never the participant's fault and never a usage error; the CLI exits 4 (infrastructure).
+    """
+
+
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
 
