@@ -130,3 +130,17 @@ def render_diagram() -> str:
         targets = " \\| ".join(t.value for t in State if t in event.targets)
         lines.append(f"| `{event.name}` | {sources} → {targets} | {event.meaning} |")
     return "\n".join(lines) + "\n"
+
+
+#: The lines around the generated diagram in docs/hosting.md.
+DIAGRAM_BEGIN = "<!-- state table: generated from grader/hosting/states.py by scripts/render_states.py; do not edit -->"
+DIAGRAM_END = "<!-- end of the generated state table -->"
+
+
+def with_diagram(document: str) -> str:
+    """``document`` with the block between :data:`DIAGRAM_BEGIN` and :data:`DIAGRAM_END` replaced by :func:`render_diagram`."""
+    head, found, rest = document.partition(DIAGRAM_BEGIN + "\n")
+    _old, found_end, tail = rest.partition(DIAGRAM_END)
+    if not found or not found_end:
+        raise InternalError("the document has no generated state-table block")
+    return f"{head}{DIAGRAM_BEGIN}\n{render_diagram()}\n{DIAGRAM_END}{tail}"

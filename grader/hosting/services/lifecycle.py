@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from grader.errors import InternalError
@@ -38,8 +38,8 @@ def new_submission_id() -> str:
     return "s" + secrets.token_hex(8)
 
 
-#: How many times :func:`claim` looks again after every job it saw was taken by another worker first.
-CLAIM_ROUNDS = 8
+#: How many rounds :func:`claim` tries optimistically before it takes the queue's lock (each lost round: others took every job it saw).
+CLAIM_ROUNDS = 5
 #: How many of the oldest queued jobs one round of :func:`claim` tries.
 CLAIM_BATCH = 5
 
@@ -138,50 +138,75 @@ class Claim:
 
 
 def claim(db: Database, worker_id: int, lease_s: float) -> Claim | None:
-    """Event CLAIM: atomically take the queued job uploaded first (optimistic: a lost race tries the next one).
+    """Event CLAIM: atomically take the queued job uploaded first; None only when no job is queued.
 
     Order is by upload time only: a re-dispatch or a re-queue after a lost worker
-    never sends a job to the back of the queue. None means the queue was seen
-    empty; when every job seen was taken by others first, it looks again, up to
-    :data:`CLAIM_ROUNDS` times (bounded: a worker that still finds nothing
-    long-polls again, so a queue stays drained without a claim spinning forever).
+    never sends a job to the back of the queue. Optimistic first: a lost race
+    (another worker took the job) tries the next one, for at most
+    :data:`CLAIM_ROUNDS` rounds of :data:`CLAIM_BATCH` jobs; a worker that lost
+    them all takes the queue's lock and claims without a race, so a claim never
+    comes back empty-handed while jobs wait.
     """
     for _ in range(CLAIM_ROUNDS):
         with db.session() as session:
-            candidates = session.scalars(
-                select(Submission).where(Submission.state == State.QUEUED).order_by(Submission.uploaded_at, Submission.id).limit(CLAIM_BATCH)
-            ).all()
+            candidates = session.scalars(_oldest_queued().limit(CLAIM_BATCH)).all()
             if not candidates:
                 return None
             for submission in candidates:
-                now = utcnow()
-                expires = now + timedelta(seconds=lease_s)
-                attempt = submission.attempt + 1
-                if move(
-                    session,
-                    submission,
-                    State.RUNNING,
-                    event=CLAIM,
-                    actor=f"worker:{worker_id}",
-                    reason=f"attempt {attempt} claimed",
-                    attempt=attempt,
-                    lease_worker_id=worker_id,
-                    lease_expires_at=expires,
-                ):
-                    session.add(
-                        Attempt(
-                            submission_id=submission.id,
-                            number=attempt,
-                            worker_id=worker_id,
-                            claimed_at=now,
-                            heartbeat_at=now,
-                            lease_expires_at=expires,
-                            ended_at=None,
-                            outcome=None,
-                        )
-                    )
-                    return Claim(submission.id, attempt, expires)
-    return None
+                if (taken := _take(session, submission, worker_id, lease_s)) is not None:
+                    return taken
+    with db.session() as session:
+        _lock_queue(session)
+        oldest = session.scalars(_oldest_queued().limit(1).with_for_update(skip_locked=True)).first()
+        if oldest is None:
+            return None
+        taken = _take(session, oldest, worker_id, lease_s)
+        if taken is None:
+            raise InternalError(f"claim of {oldest.id} under the queue's lock lost a race")
+        return taken
+
+
+def _oldest_queued() -> Select[Submission]:
+    return select(Submission).where(Submission.state == State.QUEUED).order_by(Submission.uploaded_at, Submission.id)
+
+
+def _lock_queue(session: Session) -> None:
+    """Make the rest of ``session`` a claim no other writer can race: SQLite's write lock (``BEGIN IMMEDIATE``, must be first);
+    on PostgreSQL the caller's ``FOR UPDATE SKIP LOCKED`` locks the row it reads instead."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _take(session: Session, submission: Submission, worker_id: int, lease_s: float) -> Claim | None:
+    """Move ``submission`` (read ``queued``) to ``running`` under a new lease of ``worker_id``; None if another writer was first."""
+    now = utcnow()
+    expires = now + timedelta(seconds=lease_s)
+    attempt = submission.attempt + 1
+    if not move(
+        session,
+        submission,
+        State.RUNNING,
+        event=CLAIM,
+        actor=f"worker:{worker_id}",
+        reason=f"attempt {attempt} claimed",
+        attempt=attempt,
+        lease_worker_id=worker_id,
+        lease_expires_at=expires,
+    ):
+        return None
+    session.add(
+        Attempt(
+            submission_id=submission.id,
+            number=attempt,
+            worker_id=worker_id,
+            claimed_at=now,
+            heartbeat_at=now,
+            lease_expires_at=expires,
+            ended_at=None,
+            outcome=None,
+        )
+    )
+    return Claim(submission.id, attempt, expires)
 
 
 def holds_lease(submission: Submission | None, attempt: int, worker_id: int) -> bool:
