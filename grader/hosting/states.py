@@ -110,8 +110,10 @@ EVENTS: tuple[Event, ...] = (ENQUEUE, CLAIM, REQUEUE_OR_ERROR, FINISH, CANCEL, R
 def event_of(source: State, target: State) -> Event:
     """The one event that makes the move ``source -> target`` (InternalError for a pair outside the table)."""
     require(source, target)
-    (event,) = (event for event in EVENTS if (source, target) in event.edges())
-    return event
+    makers = [event for event in EVENTS if (source, target) in event.edges()]
+    if len(makers) != 1:
+        raise InternalError(f"{len(makers)} events make the move {source} -> {target}; the table wants exactly one")
+    return makers[0]
 
 
 def render_diagram() -> str:

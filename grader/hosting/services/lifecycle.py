@@ -97,14 +97,15 @@ def record_received(session: Session, submission: Submission) -> None:
     )
 
 
-def _to_queue(db: Database, dispatcher: Dispatcher, submission_id: str, event: Event, *, actor: str, reason: str, **values: Any) -> bool:
-    """Move a submission to ``queued`` by ``event`` (ENQUEUE or REJUDGE); commit; then dispatch."""
+def _to_queue(
+    db: Database, dispatcher: Dispatcher, submission_id: str, event: Event, *, actor: str, reason: str, more_attempts: int | None = None
+) -> bool:
+    """Move a submission to ``queued`` by ``event`` (ENQUEUE, or REJUDGE with ``more_attempts`` allowed); commit; then dispatch."""
     with db.session() as session:
         submission = session.get(Submission, submission_id)
         if submission is None or not event.applies(submission.state):
             return False
-        if event is REJUDGE:  # a rejudge gets a fresh allowance of attempts
-            values["attempt_limit"] = submission.attempt + values.pop("max_attempts")
+        values: dict[str, Any] = {} if more_attempts is None else {"attempt_limit": submission.attempt + more_attempts}
         moved = move(
             session,
             submission,
@@ -144,8 +145,9 @@ def claim(db: Database, worker_id: int, lease_s: float) -> Claim | None:
     never sends a job to the back of the queue. Optimistic first: a lost race
     (another worker took the job) tries the next one, for at most
     :data:`CLAIM_ROUNDS` rounds of :data:`CLAIM_BATCH` jobs; a worker that lost
-    them all takes the queue's lock and claims without a race, so a claim never
-    comes back empty-handed while jobs wait.
+    them all takes the queue's lock and claims without a race, so a claim does
+    not come back empty-handed while jobs wait (on PostgreSQL, jobs another
+    transaction is moving at that instant are skipped, not waited for).
     """
     for _ in range(CLAIM_ROUNDS):
         with db.session() as session:
@@ -363,4 +365,4 @@ def rejudge(db: Database, dispatcher: Dispatcher, submission_id: str, *, max_att
 
     False when the submission is unknown or has not ended.
     """
-    return _to_queue(db, dispatcher, submission_id, REJUDGE, actor="rejudge", reason="rejudge requested by the host", max_attempts=max_attempts)
+    return _to_queue(db, dispatcher, submission_id, REJUDGE, actor="rejudge", reason="rejudge requested by the host", more_attempts=max_attempts)
