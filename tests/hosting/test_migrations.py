@@ -3,6 +3,7 @@ and an upgrade keeps the rows of an older schema; on SQLite and on a real Postgr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from grader.hosting.db import session as sessions
 from grader.hosting.db.models import Base
 from grader.hosting.db.session import Database, head_revision, migrate
+from grader.hosting.states import State, Track
 
 
 @pytest.fixture
@@ -25,19 +27,29 @@ def engine(tmp_path: Path, database_url: str | None) -> Iterator[Engine]:
     database.dispose()
 
 
-def _checks_declared() -> dict[str, set[str]]:
-    declared: dict[str, set[str]] = {}
+def _allowed_values(sql: str) -> frozenset[str]:
+    return frozenset(re.findall(r"'([^']*)'", sql))
+
+
+def _checks_declared() -> dict[str, dict[str, frozenset[str]]]:
+    """{table: {constraint name: the values it allows}} of the models."""
+    declared: dict[str, dict[str, frozenset[str]]] = {}
     for table in Base.metadata.sorted_tables:
-        names = {str(c.name) for c in table.constraints if isinstance(c, CheckConstraint)}
-        if names:
-            declared[table.name] = names
+        for constraint in table.constraints:
+            if isinstance(constraint, CheckConstraint):
+                sql = str(constraint.sqltext.compile(compile_kwargs={"literal_binds": True}))
+                declared.setdefault(table.name, {})[str(constraint.name)] = _allowed_values(sql)
     return declared
 
 
-def _checks_in_database(engine: Engine) -> dict[str, set[str]]:
+def _checks_in_database(engine: Engine) -> dict[str, dict[str, frozenset[str]]]:
+    """The same, as the migrated database holds them."""
     inspector = inspect(engine)
-    found = {table: {str(c["name"]) for c in inspector.get_check_constraints(table)} for table in inspector.get_table_names()}
-    return {table: names for table, names in found.items() if names}
+    found: dict[str, dict[str, frozenset[str]]] = {}
+    for table in inspector.get_table_names():
+        for check in inspector.get_check_constraints(table):
+            found.setdefault(table, {})[str(check["name"])] = _allowed_values(str(check["sqltext"]))
+    return found
 
 
 def test_migrated_schema_matches_the_models(engine: Engine) -> None:
@@ -46,8 +58,12 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
         context = MigrationContext.configure(connection, opts={"compare_type": True, "compare_server_default": True})
         drift = compare_metadata(context, Base.metadata)
     assert drift == [], f"the models and the migrations differ (add a migration): {drift}"
-    # Alembic's comparison leaves CHECK constraints out: compare them by name.
-    assert _checks_in_database(engine) == _checks_declared() == {"submissions": {"ck_submission_state", "ck_submission_track"}}
+    # Alembic's comparison leaves CHECK constraints out: compare their names and the values they allow
+    # (a new state or track without a migration fails here).
+    assert _checks_in_database(engine) == _checks_declared()
+    assert _checks_declared() == {
+        "submissions": {"ck_submission_state": frozenset(s.value for s in State), "ck_submission_track": frozenset(t.value for t in Track)}
+    }
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:

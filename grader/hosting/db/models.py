@@ -16,7 +16,7 @@ from sqlalchemy import JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from grader.hosting.states import State, Track
+from grader.hosting.states import IN_FLIGHT, State, Track
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -39,7 +39,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 #: States that count against a participant's quota: everything the participant caused.
 #: ``failed`` only ever holds participant failures; platform failures end ``error``; host cancels ``cancelled``.
 CHARGED_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value, State.SCORED.value, State.FAILED.value)
-IN_FLIGHT_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value)
+IN_FLIGHT_STATES = tuple(state.value for state in State if state in IN_FLIGHT)
 
 
 def _stored_enum(kind: type[enum.StrEnum], name: str) -> Enum:
