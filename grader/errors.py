@@ -164,6 +164,13 @@ def failure_code(error: BaseException) -> FailureCode:
     return FailureCode.INFRA
 
 
+class InternalError(GraderError):
+    """A bug of ours: an invariant the code relies on does not hold (e.g. a submission state move outside the state table).
+
+    Never the participant's fault and never a usage error; the CLI exits 4 (infrastructure).
+    """
+
+
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
 

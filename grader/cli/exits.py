@@ -21,7 +21,17 @@ Library code raises :class:`grader.errors.GraderError` subclasses and never exit
 
 from __future__ import annotations
 
-from grader.errors import GraderError, Interrupted, OutputLocked, ReportError, SandboxUnavailable, SubmissionError, TaskFailure, VerificationError
+from grader.errors import (
+    GraderError,
+    InternalError,
+    Interrupted,
+    OutputLocked,
+    ReportError,
+    SandboxUnavailable,
+    SubmissionError,
+    TaskFailure,
+    VerificationError,
+)
 from grader.hosting.errors import ClientError, PinMismatch, RefusedSubmission
 
 EXIT_OK = 0
@@ -47,6 +57,7 @@ EXIT_STATUSES: tuple[tuple[type[GraderError], int], ...] = (
     (TaskFailure, EXIT_SUBMISSION),
     (SandboxUnavailable, EXIT_INFRASTRUCTURE),
     (ReportError, EXIT_INFRASTRUCTURE),
+    (InternalError, EXIT_INFRASTRUCTURE),  # a bug of ours, never the caller's
     (GraderError, EXIT_USAGE),  # UsageError, InputError (DataError, RunFormatError, KeyFileError), and the rest
 )
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from grader.hosting import settings
+
 
 @click.command("serve")
 @click.option(
@@ -20,12 +22,12 @@ import click
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes (0: remote workers only).")
 @click.option(
-    "--database", default=None, envvar="GRADER_DATABASE", help="Database URL (default: SQLite in the state folder), e.g. postgresql://user@host/db."
+    "--database", default=None, envvar=settings.DATABASE, help="Database URL (default: SQLite in the state folder), e.g. postgresql://user@host/db."
 )
 @click.option(
     "--broker",
     default=None,
-    envvar="GRADER_BROKER",
+    envvar=settings.BROKER,
     help="Celery broker URL (redis://...): also dispatch to remote `grader worker --broker` machines.",
 )
 def serve(competition_file: Path, state_dir: Path, host: str, port: int, workers: int, database: str | None, broker: str | None) -> None:

@@ -15,12 +15,13 @@ import click
 
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
+from grader.hosting import settings
 from grader.hosting.client import HostingClient, token_from
 
 
 def _server_option(func):  # type: ignore[no-untyped-def]
-    func = click.option("--token", default=None, help="Your token (default: $GRADER_TOKEN).")(func)
-    return click.option("--server", required=True, envvar="GRADER_SERVER", help="The competition server's URL.")(func)
+    func = click.option("--token", default=None, help=f"Your token (default: ${settings.TOKEN}).")(func)
+    return click.option("--server", required=True, envvar=settings.SERVER, help="The competition server's URL.")(func)
 
 
 def _line(view: dict[str, Any]) -> str:

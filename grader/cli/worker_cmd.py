@@ -1,4 +1,8 @@
-"""``grader worker``: grade a competition's jobs on this machine (Docker and the benchmark data; no database access)."""
+"""``grader worker``: grade a competition's jobs on this machine (Docker and the benchmark data; no database access).
+
+The one worker entry point: remote workers run it, and ``grader serve`` starts its
+local workers as ``python -m grader worker --local-of SERVER_PID`` (token in GRADER_WORKER_TOKEN).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,24 @@ from pathlib import Path
 
 import click
 
+from grader.hosting import settings
+
 
 @click.command("worker")
 @click.option(
-    "--server", default=None, envvar="GRADER_SERVER", help="The competition server's URL (jobs, uploads and results go over its worker API)."
+    "--server", default=None, envvar=settings.SERVER, help="The competition server's URL (jobs, uploads and results go over its worker API)."
 )
 @click.option(
     "--worker-token",
     "token",
     default=None,
-    envvar="GRADER_WORKER_TOKEN",
-    help="This worker's token (`grader admin add-worker NAME`); or GRADER_WORKER_TOKEN.",
+    envvar=settings.WORKER_TOKEN,
+    help=f"This worker's token (`grader admin add-worker NAME`); or {settings.WORKER_TOKEN}.",
 )
 @click.option(
     "--broker",
     default=None,
-    envvar="GRADER_BROKER",
+    envvar=settings.BROKER,
     help="Celery broker URL (redis://[:password@]host:6379/0); without it the worker long-polls the server.",
 )
 @click.option("--name", default=None, help="Name in logs (default: the host name).")
@@ -30,15 +36,32 @@ import click
     "--key-dir",
     type=click.Path(path_type=Path),
     default=None,
-    envvar="GRADER_WORKER_KEY_DIR",
+    envvar=settings.WORKER_KEY_DIR,
     help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.",
 )
 @click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
 @click.option(
     "--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`."
 )
+@click.option(
+    "--local-of",
+    "server_pid",
+    type=int,
+    default=None,
+    hidden=True,
+    help="A local worker of the `grader serve` process PID: long-polls, posts unsigned results (no key pair), exits when that process is gone.",
+)
+@click.option("--once", is_flag=True, hidden=True, help="Grade at most one job, then exit (long-poll mode).")
 def worker(
-    server: str | None, token: str | None, broker: str | None, name: str | None, key_dir: Path | None, min_free_disk: str, init_key: bool
+    server: str | None,
+    token: str | None,
+    broker: str | None,
+    name: str | None,
+    key_dir: Path | None,
+    min_free_disk: str,
+    init_key: bool,
+    server_pid: int | None,
+    once: bool,
 ) -> None:
     """Run a grading worker: claim a job (a lease), grade it in the Docker sandbox, post the result signed with this worker's key."""
     from grader.errors import UsageError
@@ -55,9 +78,14 @@ def worker(
     if not server:
         raise UsageError("--server is required (the competition server's URL)")
     if not token:
-        raise UsageError("no worker token: pass --worker-token or set GRADER_WORKER_TOKEN (the host runs `grader admin add-worker NAME`)")
-    folder = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
+        raise UsageError(f"no worker token: pass --worker-token or set {settings.WORKER_TOKEN} (the host runs `grader admin add-worker NAME`)")
     label = name or os.uname().nodename
+    from grader.hosting.worker.loop import run_worker
+
+    if server_pid is not None:  # the server re-keys its local workers at every start; their results are signed by the host alone
+        run_worker(server, token, name=label, once=once, parent=server_pid)
+        return
+    folder = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
     floor = parse_size(min_free_disk)
     if broker:
         from grader.hosting.worker.celery_worker import run_celery_worker
@@ -65,12 +93,12 @@ def worker(
         run_celery_worker(broker, server, token, name=label, key_dir=folder, min_free_bytes=floor)
         return
     from grader.hosting.worker.celery_worker import register_key
-    from grader.hosting.worker.loop import WorkerApi, run_worker
+    from grader.hosting.worker.loop import WorkerApi
     from grader.hosting.worker_signing import ensure_worker_key
 
     key = ensure_worker_key(folder)
     register_key(WorkerApi(server, token), folder)
-    run_worker(server, token, name=label, key=key, min_free_bytes=floor)
+    run_worker(server, token, name=label, key=key, min_free_bytes=floor, once=once)
 
 
 def register(group: click.Group) -> None:

@@ -7,7 +7,6 @@ server re-checks everything (it never trusts these checks).
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tarfile
 import tempfile
@@ -21,6 +20,7 @@ import httpx
 from grader import jsonio
 from grader.errors import SubmissionError
 from grader.hosting.errors import ClientError, RefusedSubmission
+from grader.hosting.settings import environment
 from grader.hosting.validation import check_submission
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
@@ -181,8 +181,8 @@ class HostingClient:
 
 
 def token_from(option: str | None) -> str:
-    """The token from ``--token`` or ``GRADER_TOKEN``."""
-    token = option or os.environ.get("GRADER_TOKEN")
+    """The token from ``--token`` or ``GRADER_TOKEN`` (:mod:`grader.hosting.settings`)."""
+    token = option or environment().token
     if not token:
         raise ClientError("no token: set GRADER_TOKEN or pass --token (the host gives it to you)")
     return token

@@ -30,6 +30,9 @@ class ServerDispatcher(Protocol):
     def wait(self, seen: int, timeout: float) -> None:
         """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
 
+    def close(self) -> None:
+        """Flush and stop at server shutdown (a Celery dispatcher publishes what is pending)."""
+
 
 @dataclass
 class ServerContext:

@@ -18,17 +18,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
+from grader.hosting.settings import HOST_KEY_PASSPHRASE, environment
 from grader.reports.dsse import envelope_json
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, public_key_pem
 from grader.reports.model import report_json
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME, sign_report
 from grader.reports.verify import verify_envelope
 
-PASSPHRASE_ENV = "GRADER_HOST_KEY_PASSPHRASE"
+PASSPHRASE_ENV = HOST_KEY_PASSPHRASE
 
 
 def _passphrase() -> bytes | None:
-    value = os.environ.get(PASSPHRASE_ENV)
+    value = environment().host_key_passphrase
     return value.encode("utf-8") if value else None
 
 

@@ -21,6 +21,7 @@ from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.startup import local_worker_tokens, open_competition
+from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import StateDir
 
 log = logging.getLogger("grader.hosting")
@@ -118,11 +119,10 @@ class LocalWorkers(threading.Thread):
         self.tokens = local_worker_tokens(ctx.db, count)
 
     def _start(self, name: str) -> None:
-        env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])
         log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         process = subprocess.Popen(
-            [sys.executable, "-m", "grader.hosting.worker", "--server", self.url, "--name", name, "--exit-with-parent"],
-            env=env,
+            [sys.executable, "-m", "grader", "worker", "--local-of", str(os.getpid()), "--server", self.url, "--name", name],
+            env=with_worker_token(self.tokens[name]),  # never on the command line, where `ps` shows it
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
@@ -151,13 +151,23 @@ class LocalWorkers(threading.Thread):
                 process.kill()
 
 
+def shutdown(ctx: ServerContext, reaper: Reaper, workers: LocalWorkers | None) -> None:
+    """Stop what :func:`serve` started, in order: the reaper, the local workers, the dispatcher (a Celery one
+    publishes what is pending, then its thread ends), the database's connections."""
+    reaper.stopping.set()
+    if workers is not None:
+        workers.stop()
+    ctx.dispatcher.close()
+    ctx.db.dispose()
+
+
 def serve(options: ServeOptions) -> None:
     """Run the server until interrupted."""
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    ctx, db = prepare(options)
+    ctx, _db = prepare(options)
     reaper = Reaper(ctx)
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
     workers = LocalWorkers(ctx, options.workers, url) if options.workers > 0 else None
@@ -168,10 +178,7 @@ def serve(options: ServeOptions) -> None:
             workers.start()
 
     def on_stop() -> None:
-        reaper.stopping.set()
-        if workers is not None:
-            workers.stop()
-        db.dispose()
+        shutdown(ctx, reaper, workers)
 
     app = create_app(ctx, on_start=on_start, on_stop=on_stop)
     print(

@@ -106,7 +106,7 @@ def expire_lease(world: World, submission_id: str) -> None:
 
 
 def test_migrations_reach_head_and_are_idempotent(world: World) -> None:
-    assert migrate(world.db.engine) == head_revision() == "0003_workers"
+    assert migrate(world.db.engine) == head_revision() == "0004_state_enums"
     tables = set(inspect(world.db.engine).get_table_names())
     assert {"participants", "workers", "pins", "settings", "submissions", "transitions", "attempts", "results", "alembic_version"} <= tables
     assert {"result_parts", "final_choices"} <= tables  # 0002_leaderboard

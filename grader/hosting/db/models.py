@@ -2,7 +2,8 @@
 
 A submission's state lives here and only here. It moves through
 :mod:`grader.hosting.services.lifecycle`, which writes one :class:`Transition`
-row per move, in the same transaction as the move.
+row per move, in the same transaction as the move; the legal moves are the table
+of :mod:`grader.hosting.states`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from grader.hosting.states import IN_FLIGHT, State, Track
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -33,26 +36,23 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
-class State(str, enum.Enum):
-    """A submission's state. Terminal: scored, failed, error, cancelled."""
-
-    RECEIVED = "received"
-    QUEUED = "queued"
-    RUNNING = "running"
-    SCORED = "scored"
-    FAILED = "failed"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (State.SCORED, State.FAILED, State.ERROR, State.CANCELLED)
-
-
 #: States that count against a participant's quota: everything the participant caused.
 #: ``failed`` only ever holds participant failures; platform failures end ``error``; host cancels ``cancelled``.
 CHARGED_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value, State.SCORED.value, State.FAILED.value)
-IN_FLIGHT_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value)
+IN_FLIGHT_STATES = tuple(state.value for state in State if state in IN_FLIGHT)
+
+
+def _stored_enum(kind: type[enum.StrEnum], name: str) -> Enum:
+    """``kind`` stored as its values in a VARCHAR(16) with a CHECK constraint named ``ck_<name>`` (the same on SQLite and PostgreSQL)."""
+    return Enum(
+        kind,
+        name=f"ck_{name}",
+        native_enum=False,
+        create_constraint=True,
+        length=16,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
 
 
 class Base(DeclarativeBase):
@@ -115,9 +115,9 @@ class Submission(Base):
     name: Mapped[str] = mapped_column(String(200))
     kind: Mapped[str] = mapped_column(String(16))
     #: ``hidden`` (the competition's split, counted in the quota) or ``sample`` (the public sample split, logs visible)
-    track: Mapped[str] = mapped_column(String(16))
+    track: Mapped[Track] = mapped_column(_stored_enum(Track, "submission_track"))
     split: Mapped[str] = mapped_column(String(64))
-    state: Mapped[str] = mapped_column(String(16))
+    state: Mapped[State] = mapped_column(_stored_enum(State, "submission_state"))
     failure_code: Mapped[str | None] = mapped_column(String(32))
     upload_path: Mapped[str] = mapped_column(String(500))
     upload_sha256: Mapped[str] = mapped_column(String(64))

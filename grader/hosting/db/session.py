@@ -58,14 +58,32 @@ def _alembic_config() -> Config:
     return config
 
 
-def migrate(engine: Engine) -> str:
-    """Bring the schema to the newest revision (Alembic, programmatically); return that revision."""
+def migrate(engine: Engine, revision: str = "head") -> str:
+    """Bring the schema to ``revision`` (the newest by default; Alembic, programmatically); return the revision reached.
+
+    On SQLite, foreign-key enforcement is off while the migrations run: a batch
+    migration rebuilds a table (copy, drop, rename), and dropping a table other
+    rows refer to would otherwise fail. Every reference is checked before the
+    commit instead (``PRAGMA foreign_key_check``).
+    """
     config = _alembic_config()
+    sqlite = engine.dialect.name == "sqlite"
     try:
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
-            return str(MigrationContext.configure(connection).get_current_revision())
+        with engine.connect() as connection:
+            if sqlite:  # outside any transaction: SQLite ignores this pragma inside one
+                connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                connection.commit()
+            try:
+                with connection.begin():
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, revision)
+                    if sqlite and (broken := connection.exec_driver_sql("PRAGMA foreign_key_check").first()) is not None:
+                        raise HostingError(f"database {engine.url}: a migration left a broken reference in table {broken[0]}")
+                    return str(MigrationContext.configure(connection).get_current_revision())
+            finally:
+                if sqlite:
+                    connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                    connection.commit()
     except SQLAlchemyError as error:
         raise HostingError(
             f"database {engine.url.render_as_string(hide_password=True)}: cannot migrate: {error.__class__.__name__}: {str(error).splitlines()[0]}"

@@ -17,6 +17,9 @@ class Dispatcher(Protocol):
 
     def dispatch(self, submission_id: str) -> None: ...
 
+    def close(self) -> None:
+        """Release what the dispatcher holds (a publisher thread, a broker connection); called once, at shutdown."""
+
 
 class LocalDispatcher:
     """Wakes the long-polling ``claim`` requests of this server's workers."""
@@ -34,6 +37,9 @@ class LocalDispatcher:
         """A counter that changes on every dispatch (read it before looking for work)."""
         with self._condition:
             return self._generation
+
+    def close(self) -> None:
+        """Nothing to release: long-polls end with their requests."""
 
     def wait(self, seen: int, timeout: float) -> None:
         """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""

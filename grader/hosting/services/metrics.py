@@ -43,9 +43,9 @@ class _DatabaseCollector(Collector):
             ).all()
         states = GaugeMetricFamily("grader_submissions", "Submissions by state", labels=["state"])
         for state in State:
-            states.add_metric([state.value], float(by_state.get(state.value, 0)))
+            states.add_metric([state.value], float(by_state.get(state, 0)))
         yield states
-        yield GaugeMetricFamily("grader_queue_depth", "Jobs queued and not claimed", value=float(by_state.get(State.QUEUED.value, 0)))
+        yield GaugeMetricFamily("grader_queue_depth", "Jobs queued and not claimed", value=float(by_state.get(State.QUEUED, 0)))
         age = 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
         yield GaugeMetricFamily("grader_oldest_queued_seconds", "Seconds since the upload of the oldest queued job (0 if none)", value=age)
         per_worker = GaugeMetricFamily("grader_running_jobs", "Jobs running now, by worker (active workers)", labels=["worker"])

@@ -9,7 +9,8 @@ match the pinned digests, a malformed report) returns the job to the queue.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
-from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
+from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, finish, holds_lease, retry_or_error
 from grader.hosting.storage import StateDir
 from grader.hosting.worker_signing import verify_result
 from grader.reports.model import Report
@@ -76,6 +77,16 @@ def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or f"log{index}"
         atomic_write_text(target / f"{safe}.log", text)
     return target
+
+
+@contextmanager
+def _removed_on_error(folder: Path) -> Iterator[None]:
+    """Remove ``folder`` when the block raises: its transaction was rolled back (on purpose, or the database failed), so no row names it."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 #: Scores a signed hidden-split report's public/private parts: (the ResultPart columns, the public-part report to sign),
@@ -163,7 +174,7 @@ def accept_result(
         final = State.FAILED
     else:
         final, code = None, INFRA
-    with db.session() as session:
+    with _removed_on_error(folder), db.session() as session:
         submission = session.get(Submission, submission_id)
         if not holds_lease(submission, attempt, worker_id):
             shutil.rmtree(folder, ignore_errors=True)
@@ -192,18 +203,15 @@ def accept_result(
         if part_columns is not None:
             session.add(ResultPart(result_id=result.id, **part_columns))
         end_attempt(session, submission_id, attempt, "result")
-        if not move(
+        if not finish(
             session,
             submission,
             final,
             actor=f"worker:{worker_id}",
             reason=f"attempt {attempt}: {reason}"[:2000],
-            expect=(State.RUNNING,),
             failure_code=code,
             public_score=score if isinstance(score, (int, float)) else None,
             result_id=result.id,
-            lease_worker_id=None,
-            lease_expires_at=None,
         ):
             raise RuntimeError("lost a race while holding the lease")  # rolled back; the worker retries and is told stale
         return Verdict("accepted", final.value)

@@ -174,11 +174,14 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
 
 
 class ParentWatch(threading.Thread):
-    """Ends a local worker whose server died (kill -9 leaves no one to stop it); its lease then expires."""
+    """Ends a local worker whose server (process ``parent``) died (kill -9 leaves no one to stop it); its lease then expires.
 
-    def __init__(self) -> None:
+    The server names itself: a worker that was orphaned while it still started up would otherwise take its new parent for the server.
+    """
+
+    def __init__(self, parent: int) -> None:
         super().__init__(daemon=True)
-        self.parent = os.getppid()
+        self.parent = parent
 
     def run(self) -> None:
         while True:
@@ -193,13 +196,13 @@ def run_worker(
     *,
     name: str = "worker",
     once: bool = False,
-    exit_with_parent: bool = False,
+    parent: int | None = None,
     key: Ed25519PrivateKey | None = None,
     min_free_bytes: int = 0,
 ) -> None:
-    """Claim and grade jobs until SIGTERM (finishing the current job first) or, with ``once``, after one."""
-    if exit_with_parent:
-        ParentWatch().start()
+    """Claim and grade jobs until SIGTERM (finishing the current job first), with ``once`` after one, or when process ``parent`` is gone."""
+    if parent is not None:
+        ParentWatch(parent).start()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stopping = threading.Event()

@@ -1,0 +1,68 @@
+"""Every environment variable of the hosting layer: named here, read here, and nowhere else.
+
+========================== ===================================================== =====================================
+variable                   what                                                  read by
+========================== ===================================================== =====================================
+GRADER_SERVER              the competition server's URL                          ``grader submit/status/...``, ``worker``
+GRADER_TOKEN               a participant's token                                 ``grader submit/status/submissions``
+GRADER_WORKER_TOKEN        a worker's token (``grader admin add-worker``)        ``grader worker``
+GRADER_WORKER_KEY_DIR      where a remote worker keeps its Ed25519 key pair      ``grader worker``
+GRADER_BROKER              the Celery broker URL (``redis://...``)               ``grader serve``, ``grader worker``
+GRADER_DATABASE            the database URL (default: SQLite in the state)       ``grader serve``
+GRADER_HOST_KEY_PASSPHRASE encrypts the host's signing key at its first start    ``grader serve``
+========================== ===================================================== =====================================
+
+A command's option wins over its variable (the CLI passes the variable's name
+to click, which reads it for the option); library code asks :func:`environment`.
+docs/hosting.md lists the same table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+SERVER = "GRADER_SERVER"
+TOKEN = "GRADER_TOKEN"
+WORKER_TOKEN = "GRADER_WORKER_TOKEN"
+WORKER_KEY_DIR = "GRADER_WORKER_KEY_DIR"
+BROKER = "GRADER_BROKER"
+DATABASE = "GRADER_DATABASE"
+HOST_KEY_PASSPHRASE = "GRADER_HOST_KEY_PASSPHRASE"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The hosting variables as this process sees them; an empty value counts as unset. Secrets stay out of ``repr``."""
+
+    server: str | None = None
+    token: str | None = field(default=None, repr=False)
+    worker_token: str | None = field(default=None, repr=False)
+    worker_key_dir: str | None = None
+    broker: str | None = field(default=None, repr=False)  # a broker URL may carry its password
+    database: str | None = field(default=None, repr=False)
+    host_key_passphrase: str | None = field(default=None, repr=False)
+
+
+def environment(environ: Mapping[str, str] | None = None) -> Environment:
+    """Read every hosting variable from ``environ`` (default: this process's environment)."""
+    source = os.environ if environ is None else environ
+
+    def value(name: str) -> str | None:
+        return source.get(name) or None
+
+    return Environment(
+        server=value(SERVER),
+        token=value(TOKEN),
+        worker_token=value(WORKER_TOKEN),
+        worker_key_dir=value(WORKER_KEY_DIR),
+        broker=value(BROKER),
+        database=value(DATABASE),
+        host_key_passphrase=value(HOST_KEY_PASSPHRASE),
+    )
+
+
+def with_worker_token(token: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A child process's environment: ``environ`` (default: this process's) with :data:`WORKER_TOKEN` set to ``token``."""
+    return {**(os.environ if environ is None else environ), WORKER_TOKEN: token}

@@ -1,0 +1,109 @@
+"""Migrations match the models (Alembic's autogenerate comparison, plus the CHECK constraints it does not compare),
+and an upgrade keeps the rows of an older schema; on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import CheckConstraint, Engine, inspect, text
+from sqlalchemy.exc import IntegrityError
+
+from grader.hosting.db import session as sessions
+from grader.hosting.db.models import Base
+from grader.hosting.db.session import Database, head_revision, migrate
+from grader.hosting.states import State, Track
+
+
+@pytest.fixture
+def engine(tmp_path: Path, database_url: str | None) -> Iterator[Engine]:
+    """An empty database (SQLite in tmp_path, or a fresh PostgreSQL database), not yet migrated."""
+    database = Database(sessions.database_url(tmp_path, database_url))
+    yield database.engine
+    database.dispose()
+
+
+def _allowed_values(sql: str) -> frozenset[str]:
+    return frozenset(re.findall(r"'([^']*)'", sql))
+
+
+def _checks_declared() -> dict[str, dict[str, frozenset[str]]]:
+    """{table: {constraint name: the values it allows}} of the models."""
+    declared: dict[str, dict[str, frozenset[str]]] = {}
+    for table in Base.metadata.sorted_tables:
+        for constraint in table.constraints:
+            if isinstance(constraint, CheckConstraint):
+                sql = str(constraint.sqltext.compile(compile_kwargs={"literal_binds": True}))
+                declared.setdefault(table.name, {})[str(constraint.name)] = _allowed_values(sql)
+    return declared
+
+
+def _checks_in_database(engine: Engine) -> dict[str, dict[str, frozenset[str]]]:
+    """The same, as the migrated database holds them."""
+    inspector = inspect(engine)
+    found: dict[str, dict[str, frozenset[str]]] = {}
+    for table in inspector.get_table_names():
+        for check in inspector.get_check_constraints(table):
+            found.setdefault(table, {})[str(check["name"])] = _allowed_values(str(check["sqltext"]))
+    return found
+
+
+def test_migrated_schema_matches_the_models(engine: Engine) -> None:
+    assert migrate(engine) == head_revision()
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True, "compare_server_default": True})
+        drift = compare_metadata(context, Base.metadata)
+    assert drift == [], f"the models and the migrations differ (add a migration): {drift}"
+    # Alembic's comparison leaves CHECK constraints out: compare their names and the values they allow
+    # (a new state or track without a migration fails here).
+    assert _checks_in_database(engine) == _checks_declared()
+    assert _checks_declared() == {
+        "submissions": {"ck_submission_state": frozenset(s.value for s in State), "ck_submission_track": frozenset(t.value for t in Track)}
+    }
+
+
+def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
+    assert migrate(engine) == migrate(engine) == head_revision() == "0004_state_enums"
+
+
+def _rows_of_release_0_2_0(engine: Engine) -> None:
+    """One submission with the rows that refer to it, as schema 0003 held them (raw SQL: the models are newer)."""
+    statements = [
+        "INSERT INTO participants (id, name, token_sha256, is_baseline, created_at) VALUES (1, 'alice', 't', false, '2026-12-01 00:00:00')",
+        "INSERT INTO workers (id, name, token_sha256, local, created_at) VALUES (1, 'w1', 'w', true, '2026-12-01 00:00:00')",
+        "INSERT INTO pins (id, competition, grader_version, digests, active, pinned_at) VALUES (1, 'c', '0.2.0', '{}', true, '2026-12-01 00:00:00')",
+        "INSERT INTO submissions (id, participant_id, name, kind, track, split, state, upload_path, upload_sha256, upload_bytes,"
+        " content_digest, uploaded_at, updated_at, attempt, attempt_limit, version, pin_id)"
+        " VALUES ('s1', 1, 'x', 'onnx', 'sample', 'dev', 'failed', 'u', 'h', 1, 'd', '2026-12-01 00:00:00', '2026-12-01 00:00:00', 1, 3, 3, 1)",
+        "INSERT INTO transitions (submission_id, from_state, to_state, attempt, actor, reason, at)"
+        " VALUES ('s1', NULL, 'received', 0, 'upload', '', '2026-12-01 00:00:00')",
+        "INSERT INTO attempts (submission_id, number, worker_id, claimed_at, heartbeat_at, lease_expires_at)"
+        " VALUES ('s1', 1, 1, '2026-12-01 00:00:00', '2026-12-01 00:00:00', '2026-12-01 00:00:00')",
+        "INSERT INTO results (submission_id, attempt, pin_id, worker_id, state, created_at) VALUES ('s1', 1, 1, 1, 'failed', '2026-12-01 00:00:00')",
+        "INSERT INTO final_choices (submission_id, participant_id, chosen_at) VALUES ('s1', 1, '2026-12-01 00:00:00')",
+    ]
+    with engine.begin() as connection:
+        for statement in statements:
+            connection.execute(text(statement))
+
+
+def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine) -> None:
+    assert migrate(engine, "0003_workers") == "0003_workers"
+    _rows_of_release_0_2_0(engine)
+    assert migrate(engine) == "0004_state_enums"  # SQLite: the table is rebuilt while four tables refer to it
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT state, track, version FROM submissions")).one() == ("failed", "sample", 3)
+        for table in ("transitions", "attempts", "results", "final_choices"):
+            assert connection.execute(text(f"SELECT count(*) FROM {table} WHERE submission_id = 's1'")).scalar() == 1
+        if engine.dialect.name == "sqlite":
+            assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1  # enforcement is back on after the migration
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        connection.execute(text("UPDATE submissions SET state = 'lost'"))
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # references are enforced again
+        connection.execute(text("DELETE FROM submissions"))
+    indexes = {index["name"] for index in inspect(engine).get_indexes("submissions")}
+    assert {"ix_submissions_state", "ix_submissions_participant"} <= indexes
