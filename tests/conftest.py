@@ -80,3 +80,14 @@ def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # ty
     from tests.sandbox_support import new_guard
 
     return new_guard(docker_engine, tmp_path, monkeypatch)
+
+
+# --------------------------------------------------------------------------- the slow rule
+
+
+@pytest.fixture(autouse=True)
+def _slow_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a server, a container or a process must be marked slow (tests/slow_rule.py)."""
+    from tests.slow_rule import enforce
+
+    enforce(request, monkeypatch)

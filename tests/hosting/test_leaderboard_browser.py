@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.hosting.browser import http_server, new_driver, require_chromium
-from tests.hosting.leaderboard_world import XSS_NAME, World, make_world, seed_demo
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
-from tests.hosting.test_leaderboard import ZERO_SHOT, assert_free_of_secrets, expected_order
 
 
 @pytest.fixture(scope="module")
@@ -145,17 +143,3 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     assert rows(driver, "zero-shot")[:-1] == expected_order(world, ZERO_SHOT, "private")
     assert set(rows(driver, "zero-shot")) <= set(private)
     assert world.secret.hex() in driver.page_source  # revealed
-
-
-def write_screenshot(path: Path, tmp: Path) -> None:
-    """docs/leaderboard.png: the seeded demo board in headless Chromium."""
-    world = make_world(tmp, None, resamples=10_000)
-    seed_demo(world)
-    browser = new_driver(1500, 1100)
-    try:
-        with http_server(world.ctx) as url:
-            browser.get(url + "/")
-            browser.save_screenshot(str(path))
-    finally:
-        browser.quit()
-        world.ctx.db.dispose()

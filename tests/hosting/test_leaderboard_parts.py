@@ -23,8 +23,7 @@ from grader.hosting.db.models import Result, ResultPart, Submission
 from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
-from tests.hosting.leaderboard_world import XSS_NAME, Seeded, World, make_world, seed, seed_demo
-from tests.hosting.test_leaderboard import ZERO_SHOT, expected_order
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, World, expected_order, make_world, seed, seed_demo
 
 
 @pytest.fixture
