@@ -283,6 +283,7 @@ def test_cli_json_table_and_errors(tmp_path):
     assert bad_dims.exit_code == 2 and "--pca-dims: '0' is not a positive integer" in bad_dims.stderr
 
 
+@pytest.mark.slow
 def test_end_to_end_with_grader_run(tmp_path):
     """Kept embeddings from real ``grader run``s: MRR_org equals the run's own MRR@1000 (native and PCA)."""
     rng = np.random.default_rng(4)

@@ -257,6 +257,7 @@ def test_hit_rates_a_report_determines():
     assert mteb_scores({}, None) == {}
 
 
+@pytest.mark.slow
 def test_report_records_top_k_and_shallow_or_unrecorded_depth_is_refused(graded, tmp_path):
     bench, run_dir = graded
     report = json.loads((run_dir / "report.json").read_text())

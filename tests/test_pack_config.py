@@ -174,6 +174,7 @@ def test_row_cosines():
     assert row_cosines(a, b).tolist() == [1.0, 1.0, 0.0]
 
 
+@pytest.mark.slow
 def test_missing_extra_is_one_line_with_the_install_commands(tmp_path):
     """With torch unimportable, ``grader pack`` says how to install the extra, exits 2 and writes nothing."""
     folder = _folder(tmp_path / "m", sbert={"max_seq_length": 32})

@@ -106,6 +106,7 @@ def _mini_sample(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_packed_submission_passes_check_and_grades_like_the_original(packed, model_dir, tmp_path):
     out, _ = packed
     runner = CliRunner()

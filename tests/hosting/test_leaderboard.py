@@ -230,6 +230,7 @@ def test_forms_need_the_session_csrf_token_and_the_cookie_is_httponly_samesite(w
     assert client.get(f"/me/submissions/{world.by_name('bob-lsa').id}/report").status_code == 404
 
 
+@pytest.mark.slow
 def test_the_documented_check_re_derives_every_private_score(world: World, tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -80,6 +80,7 @@ def test_board_rows_in_order_and_hostile_name_shown_as_text(site: tuple[World, s
     assert_free_of_secrets(world, driver.page_source, "board page")
 
 
+@pytest.mark.slow
 def test_sign_in_shows_only_own_submissions(site: tuple[World, str]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -111,6 +112,7 @@ def test_sign_in_shows_only_own_submissions(site: tuple[World, str]) -> None:
         bob.quit()
 
 
+@pytest.mark.slow
 def test_final_choice_controls(site: tuple[World, str]) -> None:
     from selenium.webdriver.common.by import By
 
