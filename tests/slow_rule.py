@@ -1,7 +1,8 @@
 """The rule that keeps ``pytest -m 'not slow'`` a fast loop: a test that starts a server, a container or a process is slow.
 
-Enforced while the tests run (:func:`enforce`, an autouse fixture of tests/conftest.py), not by reading their
-source, so a helper function or a fixture that starts something is caught as well as the test itself:
+Enforced while the tests run (:func:`guarded`, around the setup and the call of each test: hooks in
+tests/conftest.py), not by reading their source, so a helper function or a fixture that starts something is
+caught as well as the test itself, and so is a module- or session-scoped fixture set up for a test not marked slow:
 
 * a test not marked ``@pytest.mark.slow`` that asks for a fixture of :data:`SLOW_FIXTURES`, or carries the
   ``docker`` mark, fails at once, naming them;
@@ -9,7 +10,7 @@ source, so a helper function or a fixture that starts something is caught as wel
   ``os.posix_spawn``), listening on a socket (any server: uvicorn, an asyncio server, a TCP proxy) or
   creating a container through the Docker SDK raises :class:`SlowOnly`, which fails the test with the reason.
 
-Higher-scoped fixtures (a session's PostgreSQL cluster) are set up before this guard; they are caught by name.
+Teardown is not guarded: stopping what a slow test's shared fixture started may take a process (``pg_ctl stop``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import pytest
@@ -71,12 +74,18 @@ def forbid_slow_work(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ContainerApiMixin, "create_container", _refuse("creates a container"))
 
 
-def enforce(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rule for one test (see the module docstring)."""
-    item = request.node
+@contextmanager
+def guarded(item: pytest.Item) -> Iterator[None]:
+    """The rule around one phase (setup, call) of ``item``: nothing for a slow test; otherwise its checks and the guard."""
     if is_slow(item):
+        yield
         return
     found = misuses(item)
     if found:
         pytest.fail(f"{item.nodeid} uses {', '.join(found)} but is not marked slow: {WHY}", pytrace=False)
-    forbid_slow_work(monkeypatch)
+    patch = pytest.MonkeyPatch()
+    try:
+        forbid_slow_work(patch)
+        yield
+    finally:
+        patch.undo()

@@ -21,6 +21,8 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 
+pytestmark = pytest.mark.slow  # a module-scoped fixture grades with `grader run` (an encoder child process)
+
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "grader" / "bundled" / "mini"
 EXAMPLE = ROOT / "submissions_example" / "onnx-lsa"

@@ -302,7 +302,7 @@ def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
     world.ctx.db.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrades(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -10,6 +10,9 @@ from tests.hosting.browser import http_server, new_driver, require_chromium
 from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
 
+# A real browser against a real (in-process, listening) server: each test is slow.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]]:
@@ -80,7 +83,6 @@ def test_board_rows_in_order_and_hostile_name_shown_as_text(site: tuple[World, s
     assert_free_of_secrets(world, driver.page_source, "board page")
 
 
-@pytest.mark.slow
 def test_sign_in_shows_only_own_submissions(site: tuple[World, str]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -112,7 +114,6 @@ def test_sign_in_shows_only_own_submissions(site: tuple[World, str]) -> None:
         bob.quit()
 
 
-@pytest.mark.slow
 def test_final_choice_controls(site: tuple[World, str]) -> None:
     from selenium.webdriver.common.by import By
 
