@@ -1,9 +1,9 @@
 """``--cross-check``: the same run scored by pytrec_eval (trec_eval) and by the grader's own ``coir`` policy.
 
 pytrec_eval is the reference the grader's metrics are built to reproduce; this lets a user see that they do,
-on their own data. The comparison is per query and per measure, on the measures pytrec_eval has
-(``ndcg_cut``, ``map_cut``, ``recall``, ``P`` at any cut-off; MRR@k is not one of them: trec_eval's
-``recip_rank`` is uncut), and any difference beyond :data:`TOLERANCE` is an error.
+on their own data. The comparison is per query and per measure, on the measures pytrec_eval has (those with a trec_eval name,
+:attr:`grader.metrics.measures.Measure.trec_name`: ``ndcg_cut_10`` ...; MRR@k is not one of them: trec_eval's
+``recip_rank`` has no cut-off), and any difference beyond :data:`TOLERANCE` is an error.
 
 The ``coir`` policy is the grader's reading of a run that pytrec_eval shares (BEIR's): a document whose id
 is its query's is dropped, scores are ranked as float32, and only the judged queries present in the run
@@ -20,14 +20,12 @@ from dataclasses import dataclass
 import pytrec_eval
 
 from grader.errors import CrossCheckError, UsageError
-from grader.metrics.measures import Family, Measure
+from grader.metrics.measures import Measure
 from grader.metrics.policy import Policy, evaluate
 from grader.runs.run import Run
 
 #: The largest difference allowed between the grader's value and pytrec_eval's, per query and measure.
 TOLERANCE = 1e-12
-#: pytrec_eval's measure family of each grader family it has.
-_PYTREC_FAMILY = {Family.NDCG: "ndcg_cut", Family.MAP: "map_cut", Family.RECALL: "recall", Family.P: "P"}
 #: How many differences an error quotes.
 _QUOTED = 3
 
@@ -55,21 +53,21 @@ class CrossCheck:
             f"(coir policy; largest difference {self.largest:.1e}, tolerance {TOLERANCE:g})"
         )
         if self.skipped:
-            line += f"; not in pytrec_eval, not compared: {', '.join(str(m) for m in self.skipped)}"
+            line += f"; not in pytrec_eval at a cut-off, not compared: {', '.join(str(m) for m in self.skipped)}"
         return line
 
 
 def pytrec_name(measure: Measure) -> str | None:
-    """pytrec_eval's output key for ``measure`` (``ndcg_cut_10``), or None when pytrec_eval does not have it."""
-    family = _PYTREC_FAMILY.get(measure.family)
-    return None if family is None else f"{family}_{measure.cutoff}"
+    """pytrec_eval's output key for ``measure`` (trec_eval's name, ``ndcg_cut_10``), or None when pytrec_eval does not have it."""
+    return measure.trec_name
 
 
 def pytrec_per_query(qrels: Mapping[str, Mapping[str, int]], run: Run, measures: Sequence[Measure]) -> dict[str, dict[str, float]]:
     """pytrec_eval's per-query values of ``measures`` for ``run``, read as BEIR reads it (a query's own id dropped)."""
     cutoffs: dict[str, set[int]] = {}
     for measure in measures:
-        cutoffs.setdefault(_PYTREC_FAMILY[measure.family], set()).add(measure.cutoff)
+        family = str(pytrec_name(measure)).rsplit("_", 1)[0]  # ndcg_cut_10 -> ndcg_cut, asked for as ndcg_cut.10
+        cutoffs.setdefault(family, set()).add(measure.cutoff)
     wanted = {f"{family}.{','.join(str(k) for k in sorted(ks))}" for family, ks in cutoffs.items()}
     judged = {query: {doc: int(grade) for doc, grade in docs.items()} for query, docs in qrels.items()}
     rankings = {query: {doc: score for doc, score in run.ranking(query) if doc != query} for query in run.query_ids}
@@ -84,7 +82,7 @@ def cross_check(qrels: Mapping[str, Mapping[str, int]], run: Run, measures: Sequ
     compared = tuple(m for m in measures if pytrec_name(m) is not None)
     skipped = tuple(m for m in measures if pytrec_name(m) is None)
     if not compared:
-        raise UsageError("--cross-check: none of the measures is one pytrec_eval has", hint="add one of NDCG@k, MAP@k, Recall@k, P@k")
+        raise UsageError("--cross-check: none of the measures is one pytrec_eval has at a cut-off", hint="add one of NDCG@k, MAP@k, Recall@k, P@k")
     ours = evaluate(qrels, run, compared, Policy.COIR)
     theirs = pytrec_per_query(qrels, run, compared)
     our_values = ours.per_query.as_dict()
