@@ -20,7 +20,9 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# ranx alone, not the whole bench extra: bench/metrics.py needs no torch.
 bench: setup
+	$(BIN)/python -m pip install --quiet 'ranx>=0.3.20'
 	$(BIN)/python bench/metrics.py
 
 clean:

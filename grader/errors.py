@@ -80,6 +80,10 @@ class VerificationError(GraderError):
     """A signed report failed verification. Exit status 1, as ``grader verify`` documents."""
 
 
+class CrossCheckError(VerificationError):
+    """``--cross-check``: the grader's metrics differ from pytrec_eval's on the same run. Exit status 1: a check that did not pass."""
+
+
 class ComparisonError(GraderError):
     """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
 

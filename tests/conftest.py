@@ -80,3 +80,24 @@ def guard(docker_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # ty
     from tests.sandbox_support import new_guard
 
     return new_guard(docker_engine, tmp_path, monkeypatch)
+
+
+# --------------------------------------------------------------------------- the slow rule
+# A test that starts a server, a container or a process must be marked slow (tests/slow_rule.py): checked around the
+# setup of each test (its fixtures, module- and session-scoped ones included) and around the test itself.
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):  # type: ignore[no-untyped-def]
+    from tests.slow_rule import guarded
+
+    with guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    from tests.slow_rule import guarded
+
+    with guarded(item):
+        return (yield)

@@ -66,6 +66,7 @@ def test_unpacking_the_dotdot_archive_writes_nothing_outside(tmp_path: Path) -> 
     assert not (BROKEN / "archive-dotdot" / "escaped.txt").exists()
 
 
+@pytest.mark.slow
 def test_the_valid_onnx_submission_passes_every_step() -> None:
     code, report = _check(BROKEN / "onnx-valid", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none")
     assert code == 0
@@ -105,6 +106,7 @@ DOCKER_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.docker(image_of("rootuser"), image_of("silent"), image_of("scripted"))
 @pytest.mark.parametrize(("name", "task", "step", "fragments"), DOCKER_CASES, ids=[f"{c[0]}-{c[1]}" for c in DOCKER_CASES])
 def test_broken_docker_submission_fails_at_its_step(

@@ -19,7 +19,7 @@ from grader.cli.main import cli
 from grader.data.registry import resolve_benchmark
 from grader.effect import compute_effect
 from grader.errors import UsageError
-from tests.test_effect import HAND_A, HAND_B, _benchmark, _normalize, _pca_numpy, _qrels_dict, _random_task, _run_folder, _trec_rr
+from tests.effect_support import HAND_A, HAND_B, _benchmark, _normalize, _pca_numpy, _qrels_dict, _random_task, _run_folder, _trec_rr
 
 
 def _effect(bench: Path, bases: list[Path], augmented: Path, weight: float, **kwargs) -> dict:

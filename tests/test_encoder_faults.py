@@ -59,6 +59,7 @@ def _run(submission: Path, benchmark: Path, out: Path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1e20, -1e20])
 def test_huge_finite_vectors_are_a_model_error_not_a_crash(tmp_path: Path, benchmark: Path, scale: float) -> None:
     table = embedding_table(dim=8, seed=4) * np.float32(scale)
@@ -72,6 +73,7 @@ def test_huge_finite_vectors_are_a_model_error_not_a_crash(tmp_path: Path, bench
     assert "L2 norm" in task["failure"]["message"]
 
 
+@pytest.mark.slow
 def test_the_same_vectors_normalised_are_graded_as_the_unscaled_ones(tmp_path: Path, benchmark: Path) -> None:
     """Normalising must not overflow (1e20 squared is beyond float32): the scale cannot matter."""
     table = embedding_table(dim=8, seed=4)
@@ -87,6 +89,7 @@ def test_the_same_vectors_normalised_are_graded_as_the_unscaled_ones(tmp_path: P
     assert measures[0]["NDCG@10"] > 0.5
 
 
+@pytest.mark.slow
 def test_a_zero_width_model_is_a_model_error_of_its_task_not_a_traceback(tmp_path: Path, benchmark: Path) -> None:
     """The encoder runs in a child process (``--sandbox none``): a model whose output has no width fails its task, coded."""
     folder = onnx_submission(tmp_path / "m", table=np.zeros((64, 0), dtype=np.float32))

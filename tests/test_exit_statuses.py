@@ -52,6 +52,7 @@ def scored_files(tmp_path: Path) -> tuple[Path, Path]:
     return qrels, run
 
 
+@pytest.mark.slow
 def test_0_success(scored_files: tuple[Path, Path]) -> None:
     qrels, run = scored_files
     result = grader("score", "--qrels", qrels, "--run", run, "--measure", "P@1")
@@ -59,6 +60,7 @@ def test_0_success(scored_files: tuple[Path, Path]) -> None:
     assert "P@1" in result.stdout and "1.0000" in result.stdout
 
 
+@pytest.mark.slow
 def test_1_a_check_or_verification_that_did_not_pass(tmp_path: Path) -> None:
     checked = grader("check", BROKEN / "onnx-wrong-pooling", "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "none")
     assert checked.returncode == 1, checked.stderr
@@ -70,6 +72,7 @@ def test_1_a_check_or_verification_that_did_not_pass(tmp_path: Path) -> None:
     assert verified.returncode == 1 and verified.stdout == "" and verified.stderr.startswith("error: ")
 
 
+@pytest.mark.slow
 def test_2_usage_or_input_error(tmp_path: Path, scored_files: tuple[Path, Path]) -> None:
     qrels, run = scored_files
     missing = grader("score", "--qrels", tmp_path / "absent.tsv", "--run", run)
@@ -82,6 +85,7 @@ def test_2_usage_or_input_error(tmp_path: Path, scored_files: tuple[Path, Path])
     assert bad_option.returncode == 2  # click's own usage errors keep 2
 
 
+@pytest.mark.slow
 def test_3_the_submissions_fault(tmp_path: Path) -> None:
     result = grader(
         "run",
@@ -101,6 +105,7 @@ def test_3_the_submissions_fault(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_4_the_infrastructures_fault(tmp_path: Path) -> None:
     # No engine listens on this socket: the container engine is unavailable, which is nobody's input error.
     result = grader(

@@ -124,6 +124,7 @@ def _mteb_evaluation(bench: Path, run_dir: Path, task: str) -> dict[str, float]:
     return {key: round(value, 6) for key, value in scores.items() if isinstance(value, float)}  # TaskResult.to_disk rounds to 6
 
 
+@pytest.mark.slow
 def test_exported_files_load_in_mteb_and_equal_its_evaluator(graded, tmp_path):
     mteb = _mteb()
     from mteb.cache import ResultCache
@@ -164,6 +165,7 @@ def test_exported_files_load_in_mteb_and_equal_its_evaluator(graded, tmp_path):
     assert sorted(s["hf_subset"] for s in csn.scores["test"]) == ["go", "python"]
 
 
+@pytest.mark.slow
 def test_the_coir_policy_would_not_equal_mteb(graded):
     """Why the export refuses a coir-policy report: dropping the document whose id is the query's changes the numbers."""
     _mteb()
@@ -207,6 +209,7 @@ def _report_copy(run_dir: Path, tmp_path: Path, change) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -225,6 +228,7 @@ def test_refusals(graded, tmp_path, change, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_revisions_must_be_stated_and_other_refusals(graded, tmp_path):
     _bench, run_dir = graded
     runner = CliRunner()
@@ -257,6 +261,7 @@ def test_hit_rates_a_report_determines():
     assert mteb_scores({}, None) == {}
 
 
+@pytest.mark.slow
 def test_report_records_top_k_and_shallow_or_unrecorded_depth_is_refused(graded, tmp_path):
     bench, run_dir = graded
     report = json.loads((run_dir / "report.json").read_text())
@@ -281,6 +286,7 @@ def test_report_records_top_k_and_shallow_or_unrecorded_depth_is_refused(graded,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_without_per_query_values_only_the_hit_rate_at_1_is_exported(graded, tmp_path):
     _bench, run_dir = graded
     report = _report_copy(run_dir, tmp_path, lambda r: r.update(without_per_query(r)))
@@ -294,6 +300,7 @@ def _subsets(path: Path) -> dict[str, dict]:
     return {s["hf_subset"]: s for s in json.loads(path.read_text())["scores"]["test"]}
 
 
+@pytest.mark.slow
 def test_codesearchnet_languages_from_several_exports_are_merged(graded, tmp_path):
     """The six CodeSearchNet languages are one MTEB task: a second export adds its language and keeps the others."""
     mteb = _mteb()
@@ -323,6 +330,7 @@ def test_codesearchnet_languages_from_several_exports_are_merged(graded, tmp_pat
     assert sorted(p.name for p in folder.iterdir()) == ["COIRCodeSearchNetRetrieval.json", "model_meta.json"]
 
 
+@pytest.mark.slow
 def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, tmp_path):
     _bench, run_dir = graded
     out = tmp_path / "out"
@@ -352,6 +360,7 @@ def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, t
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing else was touched by the refusals
 
 
+@pytest.mark.slow
 def test_a_hosts_public_part_report_is_refused(graded, tmp_path):
     """A leaderboard's public-part report scores a share of each task's queries: not MTEB's numbers."""
     from grader.hosting.leaderboard.public_report import public_part_report

@@ -146,6 +146,7 @@ def test_the_prefixes_and_measures_make_a_discriminating_reference() -> None:
     assert min(alpha["NDCG@10"], beta["NDCG@10"]) < 1
 
 
+@pytest.mark.slow
 def test_run_writes_a_valid_report_with_independently_computed_measures(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     result = _run(CliRunner(), submission, benchmark, out)
@@ -197,6 +198,7 @@ def test_the_prefixes_matter_to_the_reference() -> None:
         QUERY_PREFIX, DOCUMENT_PREFIX = saved
 
 
+@pytest.mark.slow
 def test_archive_submission_has_the_folder_digest_and_the_same_measures(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     archive = tmp_path / "model.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -212,6 +214,7 @@ def test_archive_submission_has_the_folder_digest_and_the_same_measures(tmp_path
     assert archive_report["aggregate"]["complete"] is False
 
 
+@pytest.mark.slow
 def test_signed_report_verifies(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     runner = CliRunner()
     keys = tmp_path / "keys"
@@ -231,6 +234,7 @@ def test_signed_report_verifies(tmp_path: Path, benchmark: Path, submission: Pat
     assert runner.invoke(cli, ["verify", str(envelope), "--key", str(tmp_path / "other" / "grader.pub")]).exit_code == 1
 
 
+@pytest.mark.slow
 def test_runs_resume_from_stored_tasks(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "out"
@@ -271,6 +275,7 @@ def test_runs_resume_from_stored_tasks(tmp_path: Path, benchmark: Path, submissi
     assert _report(out)["tasks"]["alpha"]["measures"]["Recall@3"] == alpha_first["measures"]["Recall@3"]
 
 
+@pytest.mark.slow
 def test_a_model_failing_on_one_task_fails_only_that_task(tmp_path: Path, benchmark: Path) -> None:
     table = TABLE.copy()
     table[WORDS.index("w60")] = np.nan  # only beta's document b3 has w60

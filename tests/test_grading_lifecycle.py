@@ -93,6 +93,7 @@ def resumed(stderr: str) -> set[str]:
 # --------------------------------------------------------------------------- the task store
 
 
+@pytest.mark.slow
 def test_a_forged_stored_result_is_not_signed(tmp_path: Path, benchmark: Path, submission: Path, key: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out, "--key", str(key))
@@ -107,6 +108,7 @@ def test_a_forged_stored_result_is_not_signed(tmp_path: Path, benchmark: Path, s
     assert report["tasks"]["alpha"]["measures"]["NDCG@10"] == true_alpha != 0.999
 
 
+@pytest.mark.slow
 def test_a_signed_run_does_not_reuse_results_of_an_unsigned_run(tmp_path: Path, benchmark: Path, submission: Path, key: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out)
@@ -124,6 +126,7 @@ def test_a_signed_run_does_not_reuse_results_of_an_unsigned_run(tmp_path: Path, 
     assert resumed(third.stderr) == set() and "authenticated with another signing key" in third.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [
@@ -148,6 +151,7 @@ def test_a_malformed_stored_entry_is_graded_again_not_fatal(tmp_path: Path, benc
     assert json.loads((out / "report.json").read_text())["tasks"]["alpha"] == good
 
 
+@pytest.mark.slow
 def test_deeply_nested_stored_entry_is_graded_again(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out, "--tasks", "alpha")
@@ -156,6 +160,7 @@ def test_deeply_nested_stored_entry_is_graded_again(tmp_path: Path, benchmark: P
     assert "alpha: stored result not reused (not valid JSON)" in again.stderr
 
 
+@pytest.mark.slow
 def test_keep_embeddings_in_an_existing_out_writes_them(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out)
@@ -173,6 +178,7 @@ def test_keep_embeddings_in_an_existing_out_writes_them(tmp_path: Path, benchmar
     assert (out / "embeddings" / "beta" / "corpus.npy").is_file()
 
 
+@pytest.mark.slow
 def test_every_output_changing_option_is_in_the_store_key(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     run(submission, benchmark, out, "--tasks", "alpha")
@@ -191,6 +197,7 @@ def test_every_output_changing_option_is_in_the_store_key(tmp_path: Path, benchm
     assert resumed(run(submission, benchmark, out, "--tasks", "alpha").stderr) == {"alpha"}
 
 
+@pytest.mark.slow
 def test_the_resume_line_shows_the_primary_measure(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     out = tmp_path / "out"
     first = run(submission, benchmark, out, "--tasks", "alpha")
@@ -203,6 +210,7 @@ def test_the_resume_line_shows_the_primary_measure(tmp_path: Path, benchmark: Pa
 # --------------------------------------------------------------------------- the OUT lock
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_locked_out_names_the_holder_and_writes_nothing(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     from grader.grading.lock import LOCK_NAME
 
@@ -286,6 +294,7 @@ def test_two_real_runs_into_one_out_leave_one_submissions_report_and_signature(t
 # --------------------------------------------------------------------------- INFRA per task
 
 
+@pytest.mark.slow
 def test_sandbox_unavailable_during_a_task_is_infra_for_that_task(
     tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,6 +391,7 @@ def _leftover_children() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_in_process_encoder_is_killed_at_the_time_limit(tmp_path: Path, benchmark: Path) -> None:
     looping = _hostile_submission(tmp_path / "looping", "loop")
     out = tmp_path / "out"
@@ -393,6 +403,7 @@ def test_in_process_encoder_is_killed_at_the_time_limit(tmp_path: Path, benchmar
     assert _leftover_children() == []
 
 
+@pytest.mark.slow
 def test_in_process_encoder_is_killed_at_the_memory_limit(tmp_path: Path, benchmark: Path) -> None:
     hog = _hostile_submission(tmp_path / "hog", "alloc")
     out = tmp_path / "out"
@@ -435,6 +446,7 @@ def test_check_samples_in_the_same_limited_child_process(tmp_path: Path, benchma
     assert steps["sample run"]["status"] == "passed" and steps["sample score"]["status"] == "passed"
 
 
+@pytest.mark.slow
 def test_the_same_hog_scores_when_the_limit_allows_it(tmp_path: Path, benchmark: Path, submission: Path) -> None:
     """The limit, not the model, decided above: a well-behaved model under the same small limits scores."""
     out = tmp_path / "out"
@@ -450,6 +462,7 @@ def test_in_process_refuses_limits_it_cannot_enforce(tmp_path: Path, benchmark: 
     assert not (out / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--cpus 1 in-process: the child runs on one core (its affinity, read while it runs), and the report says so."""
     from grader.grading.inprocess import ChildProcessOnnx
@@ -489,6 +502,7 @@ def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submi
     assert seen and all(len(cores) == 1 for cores in seen[1:]) and len(seen[-1]) == 1
 
 
+@pytest.mark.slow
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.grading import backends  # where the sandbox is chosen
 
@@ -505,6 +519,7 @@ def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Pat
     assert json.loads((tmp_path / "out" / "report.json").read_text())["sandbox"]["isolated"] is False
 
 
+@pytest.mark.slow
 def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchmark: Path) -> None:
     looping = _hostile_submission(tmp_path / "looping", "loop")
     out = tmp_path / "out"
@@ -538,6 +553,7 @@ def test_sigterm_stops_an_in_process_run_and_its_encoder(tmp_path: Path, benchma
     assert not (out / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_grader_kills_its_encoder_and_the_next_start_sweeps_the_staged_texts(
     tmp_path: Path, benchmark: Path, submission: Path
 ) -> None:

@@ -58,6 +58,7 @@ def test_importers_write_the_registered_definition_through_one_builder(name: str
     assert set(REGISTERED) >= {name}
 
 
+@pytest.mark.slow
 def test_split_digest_is_the_sha256sum_recipe(small_task: Path) -> None:
     task = Task(small_task)
     names = ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"]

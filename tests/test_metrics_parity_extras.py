@@ -27,13 +27,12 @@ from grader.errors import UsageError
 from grader.metrics.measures import Family, Measure, parse_measure, parse_measures
 from grader.metrics.policy import Policy, evaluate
 from grader.runs.run import Run
+from tests.parity_cases import N_PARITY_CASES, SMALL_POOL, TOLERANCE, generate_case
 
 try:  # tests/ as a package, or tests/ on sys.path (pytest's default "prepend" mode)
     from tests.reference_trec import CUTOFFS, trec_sorted
-    from tests.test_metrics_parity import N_PARITY_CASES, SMALL_POOL, TOLERANCE, generate_case
 except ImportError:  # pragma: no cover - depends on how pytest imports the tests
     from reference_trec import CUTOFFS, trec_sorted
-    from test_metrics_parity import N_PARITY_CASES, SMALL_POOL, TOLERANCE, generate_case
 
 EXTRA_FAMILIES = (Family.SUCCESS, Family.RPREC, Family.BPREF)
 MEASURES = parse_measures(None) + tuple(Measure(family, k) for family in EXTRA_FAMILIES for k in CUTOFFS)

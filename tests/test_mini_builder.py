@@ -455,6 +455,7 @@ def pairs_of(out: Path, name: str) -> dict[str, str]:
     return result
 
 
+@pytest.mark.slow
 def test_builder_is_byte_identical(fake_stdlib: Path, tmp_path: Path) -> None:
     run_cli(fake_stdlib, tmp_path / "out1")
     # The second build goes through main() in-process: same bytes either way.
@@ -472,6 +473,7 @@ def test_builder_is_byte_identical(fake_stdlib: Path, tmp_path: Path) -> None:
             assert not data[3] & 0x08, rel
 
 
+@pytest.mark.slow
 def test_builder_cuts_functions_as_specified(fake_stdlib: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_cli(fake_stdlib, out)
@@ -533,6 +535,7 @@ def test_builder_helpers() -> None:
     assert function.header_lines == 1
 
 
+@pytest.mark.slow
 def test_builder_ids_and_splits(tmp_path: Path) -> None:
     # 60 distinct, well-formed functions: enough for the id permutation and
     # split sizes to be checked.
@@ -575,6 +578,7 @@ def function_splits(out: Path) -> dict[str, set[tuple[str, str]]]:
     return found
 
 
+@pytest.mark.slow
 def test_builder_splits_by_function(tmp_path: Path) -> None:
     # 60 functions, each in all three tasks: split per task, a function would
     # almost surely be train in one task and dev or test in another.
@@ -604,6 +608,7 @@ def test_builder_splits_by_function(tmp_path: Path) -> None:
     assert not inside_text_leaks(texts)
 
 
+@pytest.mark.slow
 def test_builder_splits_copies_together(tmp_path: Path) -> None:
     # The same code in two modules: a.py's copy has a docstring too short for
     # text2code and code2text, so code2code keeps a.py's copy (first in source

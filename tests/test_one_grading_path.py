@@ -21,6 +21,8 @@ from grader.grading.interfaces import RunOptions
 from grader.submissions.manifest import load_manifest
 from tests.sandbox_support import RUNNER_IMAGE
 
+pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess
+
 SUBMISSION = Path(__file__).resolve().parent / "broken_submissions" / "onnx-valid"
 
 

@@ -23,7 +23,7 @@ from grader.pack import manifest_for, model_card, read_model_facts, read_setting
 from grader.pack.build import fact_notes
 from grader.pack.card import front_matter
 from grader.submissions.manifest import Training, load_manifest
-from tests.test_pack_config import _folder
+from tests.pack_support import _folder
 
 README = """---
 language: en
@@ -154,6 +154,7 @@ def _pack(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Comp
     return subprocess.run([sys.executable, "-c", NO_TORCH_CLI, *args], stdin=stdin, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_without_a_setting_and_no_terminal_it_refuses_before_anything_runs(tmp_path):
     folder = _model(tmp_path / "model")
     out = tmp_path / "sub"
@@ -192,6 +193,7 @@ def _read_until(fd: int, text: str, seen: bytearray, timeout: float = 60) -> Non
             seen.extend(chunk)
 
 
+@pytest.mark.slow
 def test_on_a_terminal_it_asks_for_the_setting_and_datasets(tmp_path):
     folder = _model(tmp_path / "model")
     primary, secondary = pty.openpty()

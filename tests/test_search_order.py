@@ -21,6 +21,8 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 
+pytestmark = pytest.mark.slow  # a module-scoped fixture grades with `grader run` (an encoder child process)
+
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "grader" / "bundled" / "mini"
 EXAMPLE = ROOT / "submissions_example" / "onnx-lsa"
@@ -88,6 +90,7 @@ def test_the_shipped_order_gives_discriminating_measures(shipped: dict) -> None:
         assert 0.05 < measures["NDCG@10"] < 0.99
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "threads"), [(1, 1), (2, 2)])
 def test_shuffled_files_and_threads_give_bit_identical_measures(tmp_path: Path, shipped: dict, seed: int, threads: int) -> None:
     benchmark = _shuffled_copy(tmp_path / "shuffled", seed)

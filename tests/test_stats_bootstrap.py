@@ -10,7 +10,7 @@ import pytest
 from grader.errors import UsageError
 from grader.stats.bootstrap import bootstrap_scores, order_statistic_ranks, percentile_interval
 from grader.stats.draws import BOOTSTRAP, WordStream, stream_id
-from tests.test_stats_paired import table_of
+from tests.stats_support import table_of
 
 
 def naive_replicates(table, resamples: int, seed: int) -> np.ndarray:  # type: ignore[no-untyped-def]

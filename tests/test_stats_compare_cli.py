@@ -18,6 +18,8 @@ from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
 
+pytestmark = pytest.mark.slow  # a module-scoped fixture grades with `grader run` (an encoder child process)
+
 ROOT = Path(__file__).resolve().parent.parent
 MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 QRELS = MINI_TASK / "qrels" / "test.tsv"

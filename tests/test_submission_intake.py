@@ -396,6 +396,7 @@ def test_external_data_of_a_sparse_constant_outside_is_refused(tmp_path: Path) -
 # --------------------------------------------------------------------------- archives and digests
 
 
+@pytest.mark.slow
 def test_folder_digest_is_the_sha256sum_recipe(submission: Path) -> None:
     digest = submission_digest(submission)
     assert digest == _sha256sum_digest(submission)
@@ -404,6 +405,7 @@ def test_folder_digest_is_the_sha256sum_recipe(submission: Path) -> None:
     assert submission_digest(submission) == _sha256sum_digest(submission)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "pack"),
     [

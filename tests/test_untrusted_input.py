@@ -127,6 +127,7 @@ def test_external_data_inside_model_functions_is_checked(tmp_path: Path, locatio
 # --------------------------------------------------------------------------- progress lines
 
 
+@pytest.mark.slow
 def test_the_resumed_line_shows_the_primary_measure(tmp_path: Path) -> None:
     from tests.sandbox_support import write_benchmark
 

@@ -65,6 +65,11 @@ from grader.sandbox.limits import limits_from_options
     is_flag=True,
     help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).",
 )
+@click.option(
+    "--cross-check",
+    is_flag=True,
+    help="Also score each task's run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,
@@ -85,6 +90,7 @@ def run_command(
     pca_dims: str | None,
     keep_embeddings: bool,
     images_from_submission_only: bool,
+    cross_check: bool,
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
@@ -112,10 +118,15 @@ def run_command(
             keep_embeddings=keep_embeddings,
             explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
             images_from_submission_only=images_from_submission_only,
+            cross_check=cross_check,
         )
         report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
         click.echo(format_report_table(report), nl=False)
         click.echo(f"report: {path}")
+        if cross_check:
+            from grader.metrics.cross_check import STRICT_NOTE
+
+            click.echo(f"note: {STRICT_NOTE}", err=True)
 
 
 def register(group: click.Group) -> None:

@@ -79,6 +79,11 @@ from grader.runs.readers import RunFormat, read_run
     default=None,
     help="Ed25519 private key (from `grader keygen`) to sign the report with; needs --out.",
 )
+@click.option(
+    "--cross-check",
+    is_flag=True,
+    help="Also score the run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
+)
 def score_command(
     qrels_path: Path,
     run_path: Path,
@@ -90,6 +95,7 @@ def score_command(
     output_format: str,
     report_path: Path | None,
     key_path: Path | None,
+    cross_check: bool,
 ) -> None:
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
@@ -104,6 +110,13 @@ def score_command(
     qrels = read_qrels(qrels_path)
     run = read_run(run_path, RunFormat(run_format) if run_format else None)
     evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
+    if cross_check:
+        # Before anything is written: a disagreement exits 1 having written nothing.
+        from grader.metrics.cross_check import STRICT_NOTE
+        from grader.metrics.cross_check import cross_check as check_against_pytrec
+
+        click.echo(check_against_pytrec(qrels, run, parsed_measures, relevance_level=relevance_level).summary(), err=True)
+        click.echo(f"note: {STRICT_NOTE}", err=True)
     if per_query_path is not None:
         atomic_write_text(per_query_path, per_query_tsv(evaluation))
     if report_path is not None:

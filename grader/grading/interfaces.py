@@ -84,6 +84,8 @@ class RunOptions:
     explicit_limits: tuple[str, ...] = ()
     #: refuse Docker manifests that name an image already on the host (the hosting default)
     images_from_submission_only: bool = False
+    #: ``--cross-check``: score each task's run with pytrec_eval and the coir policy too (grader.metrics.cross_check)
+    cross_check: bool = False
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

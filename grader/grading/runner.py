@@ -25,6 +25,7 @@ from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
+from grader.metrics.cross_check import cross_check
 from grader.metrics.policy import evaluate
 from grader.reports.assemble import failed_task, scored_task, write_report
 from grader.reports.model import build_report
@@ -65,6 +66,8 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
         )
     measures = options.effective_measures()
     evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
+    if options.cross_check:  # a disagreement stops the grade (CrossCheckError, exit 1)
+        _note(progress, cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
     extra = dict(ranked.extra)
     if ranked.query_vectors is not None and ranked.corpus_vectors is not None:
         query_ids = list(ranked.run.query_ids)

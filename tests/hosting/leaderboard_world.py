@@ -14,6 +14,7 @@ import hmac
 import math
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -25,12 +26,13 @@ from grader.data.benchmark import BenchmarkSpec
 from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Participant, Pin, Submission, Worker
+from grader.hosting.db.models import Participant, Pin, Worker
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import lifecycle
 from grader.hosting.services.participants import add_participant, rekey_local_worker
 from grader.hosting.services.results import accept_result
+from grader.hosting.services.submission_rows import received_submission
 from grader.reports.model import build_report
 from tests.hosting.support import write_competition
 
@@ -159,33 +161,23 @@ def seed(
     labels: dict[str, Any] = {"model": dict(model or {})}
     if setting:
         labels["training"] = {"setting": setting, "datasets": [] if setting == "zero-shot" else ["mini/train"]}
-    now = utcnow() - timedelta(seconds=uploaded_ago_s)
-    submission = Submission(
-        id=lifecycle.new_submission_id(),
+    submission = received_submission(
+        submission_id=lifecycle.new_submission_id(),
         participant_id=pid,
+        pin_id=ctx.pin_id,
         name=name,
         kind="onnx",
         track="hidden",
         split="test",
-        state="received",
-        failure_code=None,
         upload_path="none",
         upload_sha256="0" * 64,
         upload_bytes=1,
         content_digest=content_digest,
-        uploaded_at=now,
-        updated_at=now,
-        dispatched_at=None,
-        attempt=0,
+        uploaded_at=utcnow() - timedelta(seconds=uploaded_ago_s),
         attempt_limit=3,
-        lease_worker_id=None,
-        lease_expires_at=None,
-        version=0,
-        pin_id=ctx.pin_id,
-        public_score=None,
-        result_id=None,
         labels=labels,
     )
+    now = submission.uploaded_at
     with ctx.db.session() as session:
         lifecycle.record_received(session, submission)
     assert lifecycle.enqueue(ctx.db, ctx.dispatcher, submission.id, actor="test")
@@ -279,3 +271,30 @@ def seed_demo(world: World) -> None:
     seed(world, "host-bm25", "BM25 baseline", 0.50, private_shift=0.0, uploaded_ago_s=600, rng_seed=6)
     seed(world, "bob", "bob-finetuned", 0.70, setting="fine-tuned", private_shift=-0.02, uploaded_ago_s=100, rng_seed=7)
     seed(world, "carol", "carol-mystery", 0.65, setting=None, private_shift=0.0, uploaded_ago_s=50, rng_seed=8)
+
+
+ZERO_SHOT = {"alice-encoder-v1", "alice-encoder-v2", "bob-lsa", '=HYPERLINK("http://x")', XSS_NAME, "BM25 baseline"}
+
+
+def expected_order(world: World, setting_names: set[str], part: str) -> list[str]:
+    """Per participant the best ``part`` score among the given submissions, best first (baselines excluded)."""
+    best: dict[str, tuple[float, str]] = {}
+    for s in world.submissions:
+        if s.name in setting_names and s.participant != "host-bm25":
+            score = getattr(s, part)
+            if s.participant not in best or score > best[s.participant][0]:
+                best[s.participant] = (score, s.name)
+    return [name for _, name in sorted(best.values(), reverse=True)]
+
+
+def assert_free_of_secrets(world: World, text: str, where: str) -> None:
+    """No private or full-split score (aggregate or per task, at 4 decimals or full precision), no per-query value, no secret in ``text``."""
+    numbers = set(re.findall(r"\d+\.\d+", text))
+    for s in world.submissions:
+        for value in (s.private, s.full, *s.private_tasks.values()):
+            assert not {f"{value:.4f}", f"{round(value, 4)}", repr(value)} & numbers, f"{where}: private/full score of {s.name} leaked"
+        for per_query in s.values.values():
+            for value in per_query.values():
+                if value not in (0.0, 1.0):
+                    assert repr(value) not in numbers, f"{where}: a per-query value of {s.name} leaked"
+    assert world.secret.hex() not in text, f"{where}: the partition secret leaked"

@@ -19,7 +19,8 @@ from grader.hosting.services import lifecycle
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.participants import add_participant, rekey_local_worker
 from grader.hosting.services.pins import ensure_pin
-from grader.hosting.states import State, Track
+from grader.hosting.services.submission_rows import received_submission
+from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from tests.hosting.support import write_competition
 
@@ -57,30 +58,20 @@ def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
 def new_submission(world: World, *, queue: bool = True, uploaded_ago_s: float = 0) -> str:
     """A hidden-track submission recorded ``received`` and, with ``queue``, enqueued."""
     now = utcnow() - timedelta(seconds=uploaded_ago_s)
-    submission = Submission(
-        id=lifecycle.new_submission_id(),
+    submission = received_submission(
+        submission_id=lifecycle.new_submission_id(),
         participant_id=world.participant_id,
+        pin_id=world.pin_id,
         name="x",
         kind="onnx",
         track=Track.HIDDEN,
         split="test",
-        state=State.RECEIVED,
-        failure_code=None,
         upload_path="none",
         upload_sha256="0" * 64,
         upload_bytes=1,
         content_digest="0" * 64,
         uploaded_at=now,
-        updated_at=now,
-        dispatched_at=None,
-        attempt=0,
         attempt_limit=world.competition.max_attempts,
-        lease_worker_id=None,
-        lease_expires_at=None,
-        version=0,
-        pin_id=world.pin_id,
-        public_score=None,
-        result_id=None,
     )
     with world.db.session() as session:
         lifecycle.record_received(session, submission)

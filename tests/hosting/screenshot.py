@@ -9,7 +9,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.hosting.test_leaderboard_browser import write_screenshot
+from tests.hosting.browser import full_page_screenshot, http_server, sized_driver
+from tests.hosting.leaderboard_world import make_world, seed_demo
+
+
+def write_screenshot(path: Path, tmp: Path, width: int = 1280) -> None:
+    """docs/leaderboard.png: the seeded demo board in headless Chromium, the whole page at ``width`` pixels (below 500: a phone)."""
+    world = make_world(tmp, None, resamples=10_000)
+    seed_demo(world)
+    browser = sized_driver(width)
+    try:
+        with http_server(world.ctx) as url:
+            browser.get(url + "/")
+            full_page_screenshot(browser, str(path), width)
+    finally:
+        browser.quit()
+        world.ctx.db.dispose()
+
 
 if __name__ == "__main__":
     width = int(sys.argv[2]) if len(sys.argv) > 2 else 1280

@@ -20,7 +20,7 @@ from grader.hosting.client import packed
 from tests.hosting.distributed import TINY, tiny_submission
 from tests.hosting.support import Server, admin, write_competition
 
-pytestmark = pytest.mark.docker(TINY)  # the uploads are tiny Docker submissions (packed with `docker save`); nothing is graded
+pytestmark = [pytest.mark.docker(TINY), pytest.mark.slow]  # the uploads are tiny Docker submissions (packed with `docker save`); nothing is graded
 
 PER_DAY = 3
 UPLOADS_EACH = 12

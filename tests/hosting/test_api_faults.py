@@ -19,6 +19,8 @@ import pytest
 from grader.hosting.client import HostingClient, packed
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
 
+pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess
+
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 
 

@@ -18,7 +18,7 @@ from tests.hosting.distributed import TINY, TINY_SLEEP, deploy, tiny_submission
 from tests.hosting.redis import redis_server  # noqa: F401 - a fixture
 from tests.hosting.support import admin, wait_for
 
-pytestmark = pytest.mark.docker(TINY, TINY_SLEEP)
+pytestmark = [pytest.mark.docker(TINY, TINY_SLEEP), pytest.mark.slow]
 
 
 def test_two_workers_grade_sign_and_report(tmp_path: Path, docker_engine, redis_server, postgres_cluster) -> None:  # type: ignore[no-untyped-def]

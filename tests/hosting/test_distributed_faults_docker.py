@@ -20,7 +20,7 @@ from tests.hosting.redis import redis_server  # noqa: F401 - a fixture
 from tests.hosting.support import admin, wait_for
 from tests.hosting.tcp_proxy import CuttableProxy
 
-pytestmark = pytest.mark.docker(TINY, TINY_SLEEP)
+pytestmark = [pytest.mark.docker(TINY, TINY_SLEEP), pytest.mark.slow]
 
 
 def _stop(d: Deployment) -> None:

@@ -16,7 +16,7 @@ from grader.hosting.services.results import WITHHELD
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.sandbox_support import RUNNER_IMAGE, image_of, require_docker
 
-pytestmark = pytest.mark.docker(RUNNER_IMAGE, image_of("silent"), image_of("hosting-leaker"))
+pytestmark = [pytest.mark.docker(RUNNER_IMAGE, image_of("silent"), image_of("hosting-leaker")), pytest.mark.slow]
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 BROKEN = REPO / "tests" / "broken_submissions" / "docker-silent"
 

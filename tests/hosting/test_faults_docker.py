@@ -14,7 +14,7 @@ from grader.hosting.client import HostingClient
 from tests.hosting.support import REPO, Server, admin, wait_for, write_competition
 from tests.sandbox_support import RUNNER_IMAGE
 
-pytestmark = pytest.mark.docker(RUNNER_IMAGE)
+pytestmark = [pytest.mark.docker(RUNNER_IMAGE), pytest.mark.slow]
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 
 

@@ -21,7 +21,7 @@ from grader.hosting.api.app import create_app
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from grader.stats.partition import partition
-from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, World, make_world, seed_demo
+from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
 
 
@@ -40,20 +40,6 @@ def client(world: World) -> TestClient:
 
 def bearer(world: World, name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {world.tokens[name]}"}
-
-
-def expected_order(world: World, setting_names: set[str], part: str) -> list[str]:
-    """Per participant the best ``part`` score among the given submissions, best first (baselines excluded)."""
-    best: dict[str, tuple[float, str]] = {}
-    for s in world.submissions:
-        if s.name in setting_names and s.participant != "host-bm25":
-            score = getattr(s, part)
-            if s.participant not in best or score > best[s.participant][0]:
-                best[s.participant] = (score, s.name)
-    return [name for _, name in sorted(best.values(), reverse=True)]
-
-
-ZERO_SHOT = {"alice-encoder-v1", "alice-encoder-v2", "bob-lsa", '=HYPERLINK("http://x")', XSS_NAME, "BM25 baseline"}
 
 
 def test_public_board_ranks_best_public_entries_per_setting(world: World, client: TestClient) -> None:
@@ -78,19 +64,6 @@ def test_public_board_ranks_best_public_entries_per_setting(world: World, client
     assert ranked[1]["vs_above"]["submission"] == ranked[0]["submission"] and 0 <= ranked[1]["vs_above"]["randomization_p_holm"] <= 1
     assert ranked[0]["model"] == {"parameters": 22700000, "dimension": 384, "max_length": 512, "license": "apache-2.0", "revision": "v2"}
     assert [e["name"] for e in boards["undeclared"]["entries"]] == ["carol-mystery"]  # no declaration: not assumed zero-shot
-
-
-def assert_free_of_secrets(world: World, text: str, where: str) -> None:
-    """No private or full-split score (aggregate or per task, at 4 decimals or full precision), no per-query value, no secret in ``text``."""
-    numbers = set(re.findall(r"\d+\.\d+", text))
-    for s in world.submissions:
-        for value in (s.private, s.full, *s.private_tasks.values()):
-            assert not {f"{value:.4f}", f"{round(value, 4)}", repr(value)} & numbers, f"{where}: private/full score of {s.name} leaked"
-        for per_query in s.values.values():
-            for value in per_query.values():
-                if value not in (0.0, 1.0):
-                    assert repr(value) not in numbers, f"{where}: a per-query value of {s.name} leaked"
-    assert world.secret.hex() not in text, f"{where}: the partition secret leaked"
 
 
 def decoded(body: bytes) -> str:
@@ -257,6 +230,7 @@ def test_forms_need_the_session_csrf_token_and_the_cookie_is_httponly_samesite(w
     assert client.get(f"/me/submissions/{world.by_name('bob-lsa').id}/report").status_code == 404
 
 
+@pytest.mark.slow
 def test_the_documented_check_re_derives_every_private_score(world: World, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -328,7 +302,7 @@ def test_ladder_mode_shows_only_released_public_bests(tmp_path: Path) -> None:
     world.ctx.db.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def test_migration_0002_upgrades_a_first_schema_database_with_rows_and_downgrades(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

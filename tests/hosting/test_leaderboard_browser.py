@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.hosting.browser import full_page_screenshot, http_server, new_driver, require_chromium, sized_driver
-from tests.hosting.leaderboard_world import XSS_NAME, World, make_world, seed_demo
+from tests.hosting.browser import http_server, new_driver, require_chromium
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
-from tests.hosting.test_leaderboard import ZERO_SHOT, assert_free_of_secrets, expected_order
+
+# A real browser against a real (in-process, listening) server: each test is slow.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -145,17 +146,3 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     assert rows(driver, "zero-shot")[:-1] == expected_order(world, ZERO_SHOT, "private")
     assert set(rows(driver, "zero-shot")) <= set(private)
     assert world.secret.hex() in driver.page_source  # revealed
-
-
-def write_screenshot(path: Path, tmp: Path, width: int = 1280) -> None:
-    """docs/leaderboard.png: the seeded demo board in headless Chromium, the whole page at ``width`` pixels (below 500: a phone)."""
-    world = make_world(tmp, None, resamples=10_000)
-    seed_demo(world)
-    browser = sized_driver(width)
-    try:
-        with http_server(world.ctx) as url:
-            browser.get(url + "/")
-            full_page_screenshot(browser, str(path), width)
-    finally:
-        browser.quit()
-        world.ctx.db.dispose()

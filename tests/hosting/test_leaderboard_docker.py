@@ -21,7 +21,7 @@ from tests.hosting.leaderboard_world import reference_public
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
 from tests.sandbox_support import RUNNER_IMAGE, require_docker
 
-pytestmark = pytest.mark.docker(RUNNER_IMAGE)
+pytestmark = [pytest.mark.docker(RUNNER_IMAGE), pytest.mark.slow]
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 
 

@@ -25,8 +25,7 @@ from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.model import build_report
-from tests.hosting.leaderboard_world import XSS_NAME, Seeded, World, make_world, seed, seed_demo
-from tests.hosting.test_leaderboard import ZERO_SHOT, expected_order
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, World, expected_order, make_world, seed, seed_demo
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from grader.hosting.worker_signing import ensure_worker_key, sign_result
 from tests.hosting.support import REPO, Server, admin, write_competition
 
 
+@pytest.mark.slow
 def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, database_url: str | None) -> None:
     server = Server(write_competition(tmp_path / "c.toml", max_attempts=2), tmp_path / "state", workers=0, database=database_url).start()
     try:
@@ -65,6 +66,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         server.stop()
 
 
+@pytest.mark.slow
 def test_add_worker_refuses_a_bad_key_and_a_local_name(tmp_path: Path) -> None:
     server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
     server.stop()
@@ -99,6 +101,7 @@ def test_data_digest_check_before_grading() -> None:
     assert "unusable" in str(data_mismatch(job.model_copy(update={"benchmark": "/nonexistent/benchmark"})))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("token", ["", "Bearer wrong"])
 def test_metrics_need_the_metrics_token(tmp_path: Path, token: str) -> None:
     server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()

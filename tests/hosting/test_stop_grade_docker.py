@@ -27,7 +27,7 @@ from tests.hosting.tcp_proxy import CuttableProxy
 from tests.sandbox_support import image_of
 
 TINY_LONG = image_of("tiny-long")
-pytestmark = pytest.mark.docker(TINY, TINY_LONG)
+pytestmark = [pytest.mark.docker(TINY, TINY_LONG), pytest.mark.slow]
 
 #: Heartbeats come every second (tests/hosting/support.FAST_QUEUE); the container must be gone within a few of them.
 GONE_WITHIN_S = 8

@@ -6,11 +6,14 @@ import hashlib
 from pathlib import Path
 
 import httpx
+import pytest
 
 from grader.hosting.client import HostingClient
 from grader.hosting.db.session import open_database
 from grader.hosting.services.participants import rekey_local_worker
 from tests.hosting.support import REPO, Server, admin, write_competition
+
+pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess
 
 
 def worker_token(state: Path, name: str) -> str:

@@ -19,12 +19,13 @@ from sqlalchemy import select
 from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Result, State, Submission
+from grader.hosting.db.models import Result, Submission
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.messages import SubmissionView
 from grader.hosting.principal import Principal
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
 from grader.hosting.services.quotas import check_quota, lock_admission, quota_status
+from grader.hosting.services.submission_rows import received_submission
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
@@ -60,30 +61,20 @@ def create_submission(ctx: ServerContext, participant: Principal, track: str, up
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
             check_quota(session, competition, participant.id, track, uploaded_at, end)
             os.replace(upload.path, final_path)
-            submission = Submission(
-                id=submission_id,
+            submission = received_submission(
+                submission_id=submission_id,
                 participant_id=participant.id,
+                pin_id=ctx.pin_id,
                 name=checked.name,
                 kind=checked.kind,
                 track=track,
                 split=ctx.split if track == "hidden" else ctx.sample_split,
-                state=State.RECEIVED.value,
-                failure_code=None,
                 upload_path=final_path.name,
                 upload_sha256=upload.sha256,
                 upload_bytes=upload.size,
                 content_digest=checked.digest,
                 uploaded_at=uploaded_at,
-                updated_at=uploaded_at,
-                dispatched_at=None,
-                attempt=0,
                 attempt_limit=competition.max_attempts,
-                lease_worker_id=None,
-                lease_expires_at=None,
-                version=0,
-                pin_id=ctx.pin_id,
-                public_score=None,
-                result_id=None,
                 labels=manifest_labels(checked.manifest),
             )
             record_received(session, submission)
