@@ -9,6 +9,12 @@ from sqlalchemy import func, select
 
 from grader import jsonio
 from grader.hosting.clock import iso, utcnow
+from grader.text import bounded
+
+
+def shown(text: str | None) -> str:
+    """Text a participant (or a worker) wrote, escaped and bounded for the host's terminal."""
+    return "" if text is None else bounded(text, 200)
 
 
 def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -83,7 +89,10 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
         click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
     for row in rows:
-        click.echo(f"{row['name']:<24} team={row['team'] or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}")
+        # Names were written by people (older rows predate intake's refusal of controls): escaped before the terminal.
+        click.echo(
+            f"{shown(row['name']):<24} team={shown(row['team']) or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}"
+        )
 
 
 @admin.command("submissions")
@@ -113,7 +122,7 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['id']}  {r['participant']:<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {r['name']}"
+            f"{r['id']}  {shown(r['participant']):<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {shown(r['name'])}"
         )
 
 
@@ -126,7 +135,7 @@ def history(ctx: click.Context, submission_id: str) -> None:
 
     with _db(ctx).session() as session:
         for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all():
-            click.echo(f"{iso(t.at)}  {t.from_state or '-':>9} -> {t.to_state:<9} attempt {t.attempt}  {t.actor}: {t.reason}")
+            click.echo(f"{iso(t.at)}  {t.from_state or '-':>9} -> {t.to_state:<9} attempt {t.attempt}  {shown(t.actor)}: {shown(t.reason)}")
 
 
 def _competition(path: Path):  # type: ignore[no-untyped-def]
@@ -301,7 +310,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['name']:<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
+            f"{shown(r['name']):<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
         )
 
 

@@ -20,6 +20,7 @@ from grader.submissions.digest import submission_digest
 from grader.submissions.image_archive import check_image_archive
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
 from grader.submissions.onnx_intake import inspect_onnx_model
+from grader.text import first_unprintable
 
 MAX_NAME_CHARS = 200
 MAX_MANIFEST_BYTES = 1 << 20
@@ -64,7 +65,7 @@ def missing_training_labels(manifest: Manifest) -> tuple[str, str] | None:
 
 def check_manifest_rules(manifest: Manifest, *, path: Path, kinds: tuple[str, ...], require_training_labels: bool) -> None:
     """The competition's own rules on a manifest (kind allowed, name length, training labels)."""
-    if len(manifest.name) > MAX_NAME_CHARS or any(ord(c) < 32 for c in manifest.name):
+    if len(manifest.name) > MAX_NAME_CHARS or first_unprintable(manifest.name):
         raise SubmissionError(f"must be at most {MAX_NAME_CHARS} printable characters", path=path, field="name")
     if manifest.kind not in kinds:
         raise SubmissionError(f"{manifest.kind!r} submissions are not accepted here (allowed: {', '.join(kinds)})", path=path, field="kind")
