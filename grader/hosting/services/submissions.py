@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,14 @@ from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.submissions.manifest import Manifest, OnnxManifest
 
-_PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
 
+def _plain(message: str, *roots: Path) -> str:
+    """An error message without the server's own folders (``roots``: the temporary folder, the state folder).
 
-def _plain(message: str) -> str:
-    """An error message without the server's own paths (temporary folders)."""
-    return _PATHS.sub("", message)[:500]
+    Only paths under those roots are cut: a JSON pointer such as ``/training/datasets/1`` stays.
+    """
+    prefixes = "|".join(re.escape(str(root).rstrip("/")) for root in sorted(roots, key=lambda r: -len(str(r))))
+    return re.sub(rf"(?:{prefixes})(?:/[^\s:'\"]+)*/(?=[^/\s:'\"]+)", "", message)[:500]
 
 
 def refuse_early(ctx: ServerContext, participant: Participant, track: str) -> None:
@@ -49,7 +52,8 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
         try:
             checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
         except GraderError as error:
-            raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
+            plain = _plain(str(error), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root)
+            raise RefusedSubmission(f"invalid submission: {plain}", status=422) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
         with ctx.db.session() as session:

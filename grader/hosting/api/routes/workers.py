@@ -18,6 +18,7 @@ from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.services import lifecycle
 from grader.hosting.services.results import accept_result
+from grader.hosting.services.workers import job_refusal
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
 
@@ -83,6 +84,8 @@ def _claim_blocking(ctx: ServerContext, who: Worker, wait_s: float) -> dict[str,
 
 @router.post("/claim", summary="Take the oldest queued job with a lease (204 when none within wait_s)")
 async def claim(body: ClaimRequest, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> Any:
+    if (why := job_refusal(who)) is not None:
+        raise HTTPException(403, why)
     job = await run_in_threadpool(_claim_blocking, ctx, who, body.wait_s)
     if job is None:
         from fastapi import Response
@@ -116,6 +119,8 @@ def heartbeat(submission_id: str, body: AttemptBody, ctx: ServerContext = Depend
 
 @router.get("/jobs/{submission_id}/upload", summary="The upload of a job this worker holds")
 def upload(submission_id: str, attempt: int, ctx: ServerContext = Depends(context), who: Worker = Depends(worker)) -> FileResponse:
+    if (why := job_refusal(who)) is not None:
+        raise HTTPException(403, why)
     with ctx.db.session() as session:
         submission = session.get(Submission, submission_id)
         if not lifecycle.holds_lease(submission, attempt, who.id):
