@@ -37,6 +37,9 @@ class QuotaStatus:
     in_flight: int
     concurrent: int
     next_possible_at: datetime | None
+    #: bytes of this participant's stored uploads (both tracks) and the competition's bound on them
+    stored_bytes: int = 0
+    stored_limit: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -48,6 +51,8 @@ class QuotaStatus:
             "in_flight": self.in_flight,
             "concurrent": self.concurrent,
             "next_possible_at": iso(self.next_possible_at),
+            "stored_bytes": self.stored_bytes,
+            "stored_limit": self.stored_limit,
         }
 
 
@@ -70,7 +75,13 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         next_at = window[len(window) - per_day] + DAY
     elif per_day == 0:
         next_at = None
-    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at)
+    stored = stored_upload_bytes(session, participant_id)
+    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at, stored, quotas.stored_bytes)
+
+
+def stored_upload_bytes(session: Session, participant_id: int) -> int:
+    """Bytes of ``participant_id``'s uploads on the server's disk: every submission's, whatever its state (uploads are kept)."""
+    return int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(Submission.participant_id == participant_id)) or 0)
 
 
 def lock_admission(session: Session, participant_id: int) -> None:
@@ -92,8 +103,14 @@ def lock_admission(session: Session, participant_id: int) -> None:
         session.execute(select(Participant.id).where(Participant.id == participant_id).with_for_update())
 
 
-def check_quota(session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime) -> None:
-    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now."""
+def check_quota(
+    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime, *, incoming_bytes: int = 0
+) -> None:
+    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
+
+    ``incoming_bytes``: the size of the upload being admitted (0 before its body is read: then
+    a participant whose stored uploads already reach the bound is refused before sending one).
+    """
     if now < competition.start:
         raise RefusedSubmission(f"the competition opens at {iso(competition.start)}", status=403, retry_at=competition.start)
     if now >= ends_at:
@@ -111,6 +128,12 @@ def check_quota(session: Session, competition: Competition, participant_id: int,
             f"daily quota used: {status.used_24h} of {status.per_day} {track} submissions in the last 24 h; the next is possible at {iso(retry)}",
             status=429,
             retry_at=retry,
+        )
+    if status.stored_bytes + incoming_bytes > status.stored_limit or (incoming_bytes == 0 and status.stored_bytes >= status.stored_limit):
+        raise RefusedSubmission(
+            f"stored uploads: {status.stored_bytes} bytes of your uploads are kept, and this competition keeps at most {status.stored_limit} "
+            f"per participant{f'; this upload of {incoming_bytes} bytes does not fit' if incoming_bytes else ''}",
+            status=429,
         )
     if status.in_flight >= status.concurrent:
         raise RefusedSubmission(

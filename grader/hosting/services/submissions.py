@@ -58,7 +58,7 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
         final_path = ctx.state.upload_path(submission_id)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
-            check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at())
+            check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at(), incoming_bytes=upload.size)
             os.replace(upload.path, final_path)
             submission = Submission(
                 id=submission_id,
