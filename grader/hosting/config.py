@@ -36,6 +36,11 @@ class Quotas:
     sample_per_day: int = 20
     #: Bytes of uploads stored per participant (every stored upload counts, whatever its state: uploads are kept)
     stored_bytes: int = 8 << 30
+    #: Refused uploads (422: invalid) per rolling hour before further uploads are refused 429 unread
+    refusals_per_hour: int = 10
+    #: Uncharged platform failures (``error``) per rolling hour a participant's submissions may end in
+    #: before each further one counts as a refusal too (a participant must not grade for free without bound)
+    infra_per_hour: int = 3
 
 
 @dataclass(frozen=True)

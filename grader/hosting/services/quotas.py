@@ -17,12 +17,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from grader import jsonio
 from grader.hosting.clock import iso
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Submission
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission
 from grader.hosting.errors import RefusedSubmission
 
 DAY = timedelta(hours=24)
+HOUR = timedelta(hours=1)
+#: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
+#: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
+_REFUSALS_KEY = "refusals:{}"
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ def check_quota(
             status=429,
             retry_at=retry,
         )
+    check_refusals(session, competition, participant_id, now)
     if status.stored_bytes + incoming_bytes > status.stored_limit or (incoming_bytes == 0 and status.stored_bytes >= status.stored_limit):
         raise RefusedSubmission(
             f"stored uploads: {status.stored_bytes} bytes of your uploads are kept, and this competition keeps at most {status.stored_limit} "
@@ -139,4 +145,51 @@ def check_quota(
         raise RefusedSubmission(
             f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends",
             status=429,
+        )
+
+
+def _refusal_times(session: Session, participant_id: int, now: datetime) -> list[datetime]:
+    row = session.get(Setting, _REFUSALS_KEY.format(participant_id))
+    times = [datetime.fromisoformat(t) for t in jsonio.loads(row.value)] if row is not None else []
+    return [t for t in times if t > now - HOUR]
+
+
+def record_refusal(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
+    """Count one refused upload of ``participant_id`` at ``now`` (call inside :func:`lock_admission`'s transaction).
+
+    Kept in the settings table, pruned to the last hour and to one more than the limit, so that
+    every server process on the database sees the same count and a restart forgets nothing.
+    """
+    times = [*_refusal_times(session, participant_id, now), now][-(competition.quotas.refusals_per_hour + 1) :]
+    key = _REFUSALS_KEY.format(participant_id)
+    value = jsonio.dumps([t.isoformat() for t in times])
+    row = session.get(Setting, key)
+    if row is None:
+        session.add(Setting(key=key, value=value))
+    else:
+        row.value = value
+
+
+def check_refusals(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
+    """429 while ``participant_id``'s refused uploads in the last hour, plus its uncharged platform failures
+    beyond ``infra_per_hour``, reach ``refusals_per_hour``: refusals and free INFRA grades then cost the
+    participant, so that no path they can trigger grades or unpacks for free without bound."""
+    quotas = competition.quotas
+    refused = _refusal_times(session, participant_id, now)
+    errors = (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state == State.ERROR.value, Submission.updated_at > now - HOUR)
+        )
+        or 0
+    )
+    count = len(refused) + max(0, errors - quotas.infra_per_hour)
+    if count >= quotas.refusals_per_hour:
+        retry = (min(refused) + HOUR) if refused else now + HOUR
+        raise RefusedSubmission(
+            f"too many refused uploads: {len(refused)} refused and {errors} ended by a platform failure in the last hour "
+            f"(at most {quotas.refusals_per_hour}, platform failures beyond {quotas.infra_per_hour} counted); the next upload is possible at {iso(retry)}",
+            status=429,
+            retry_at=retry,
         )

@@ -23,7 +23,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Result, State, Submission, Transition
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.services.quotas import check_quota, lock_admission
+from grader.hosting.services.quotas import check_quota, lock_admission, record_refusal
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.submissions.manifest import Manifest, OnnxManifest
@@ -52,6 +52,9 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
         try:
             checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
         except GraderError as error:
+            with ctx.db.session() as session:  # counted: a participant may not have uploads unpacked and refused without bound
+                lock_admission(session, participant.id)
+                record_refusal(session, competition, participant.id, uploaded_at)
             plain = _plain(str(error), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root)
             raise RefusedSubmission(f"invalid submission: {plain}", status=422) from None
         submission_id = new_submission_id()
