@@ -145,6 +145,22 @@ def test_names_and_datasets_that_would_fool_a_terminal_or_swell_the_board_are_re
     assert f"{field}: " in response.json()["detail"]
 
 
+def test_a_loop_of_12_engine_refused_uploads_stays_inside_the_quota(served: Server) -> None:
+    """Each engine-refused image is charged, so the daily quota (5 here) ends the loop; nothing more is stored."""
+    who = "item2-loop"
+    token = token_for(served, who)
+    client = HostingClient(served.url, token)
+    codes = []
+    for _ in range(12):
+        response = post(served, token, upload_of(image=engine_refused_tar()))
+        codes.append(response.status_code)
+        if response.status_code == 201:
+            assert client.wait(response.json()["id"], timeout_s=300)["failure_code"] == "IMAGE_INVALID"
+    assert codes == [201] * 5 + [429] * 7
+    rows = submissions_of(served, who)
+    assert len(rows) == 5 and {row["state"] for row in rows} == {"failed"}
+
+
 def test_the_state_folder_is_private_after_a_real_grade(served: Server) -> None:
     # Runs after the graded test above (file order): uploads, results, logs, the database and its WAL exist.
     assert list((served.state / "results").iterdir()), "no result was written: run the whole file"
