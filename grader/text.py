@@ -82,3 +82,16 @@ def redact_quoted(message: str) -> str:
     of the sandbox) do not.
     """
     return _QUOTED.sub("'...'", message)
+
+
+def first_unprintable(text: str) -> str | None:
+    """The first character of ``text`` that :func:`escape_control` would escape, written ``U+XXXX``; None if there is none.
+
+    Names and labels a participant writes are shown on terminals and pages: intake refuses
+    them when they hold a control (C0, C1, DEL), bidi (U+202E), zero-width or other
+    format or separator character, naming the first one.
+    """
+    if text.isprintable():
+        return None
+    char = next(c for c in text if not c.isprintable())
+    return f"U+{ord(char):04X}"

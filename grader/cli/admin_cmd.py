@@ -8,6 +8,12 @@ import click
 
 from grader import jsonio
 from grader.hosting.clock import iso
+from grader.text import bounded
+
+
+def shown(text: str | None) -> str:
+    """Text a participant (or a worker) wrote, escaped and bounded for the host's terminal."""
+    return "" if text is None else bounded(text, 200)
 
 
 def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -67,7 +73,10 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
         click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
     for row in rows:
-        click.echo(f"{row['name']:<24} team={row['team'] or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}")
+        # Names were written by people (older rows predate intake's refusal of controls): escaped before the terminal.
+        click.echo(
+            f"{shown(row['name']):<24} team={shown(row['team']) or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}"
+        )
 
 
 @admin.command("submissions")
@@ -83,7 +92,7 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['id']}  {r['participant']:<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {r['name']}"
+            f"{r['id']}  {shown(r['participant']):<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {shown(r['name'])}"
         )
 
 
@@ -95,7 +104,7 @@ def history(ctx: click.Context, submission_id: str) -> None:
     from grader.hosting.services import admin as service
 
     for t in service.history(_db(ctx), submission_id):
-        click.echo(f"{t['at']}  {t['from'] or '-':>9} -> {t['to']:<9} attempt {t['attempt']}  {t['actor']}: {t['reason']}")
+        click.echo(f"{t['at']}  {t['from'] or '-':>9} -> {t['to']:<9} attempt {t['attempt']}  {shown(t['actor'])}: {shown(t['reason'])}")
 
 
 def _competition(path: Path):  # type: ignore[no-untyped-def]
@@ -230,7 +239,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['name']:<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
+            f"{shown(r['name']):<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
         )
 
 

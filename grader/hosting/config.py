@@ -34,6 +34,13 @@ class Quotas:
     total: int = 100
     concurrent: int = 2
     sample_per_day: int = 20
+    #: Bytes of uploads stored per participant (every stored upload counts, whatever its state: uploads are kept)
+    stored_bytes: int = 8 << 30
+    #: Refused uploads (422: invalid) per rolling hour before further uploads are refused 429 unread
+    refusals_per_hour: int = 10
+    #: Uncharged platform failures (``error``) per rolling hour a participant's submissions may end in
+    #: before each further one counts as a refusal too (a participant must not grade for free without bound)
+    infra_per_hour: int = 3
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,13 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
     end = _utc(doc["end"], "end", path)
     if end <= start:
         raise CompetitionFileError("must be after start", path=path, field="end")
-    quotas = Quotas(**doc.get("quotas", {}))
+    quota_doc = dict(doc.get("quotas", {}))
+    if "stored_bytes" in quota_doc:
+        try:
+            quota_doc["stored_bytes"] = parse_size(quota_doc["stored_bytes"])
+        except UsageError as error:
+            raise CompetitionFileError(str(error), path=path, field="quotas.stored_bytes") from None
+    quotas = Quotas(**quota_doc)
     limits_doc = dict(doc.get("limits", {}))
     values: dict[str, Any] = {}
     if "time_limit_s" in limits_doc:

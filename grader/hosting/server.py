@@ -22,7 +22,7 @@ from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.settings import with_worker_token
-from grader.hosting.storage import StateDir
+from grader.hosting.storage import PRIVATE_UMASK, StateDir
 
 log = logging.getLogger("grader.hosting")
 
@@ -51,6 +51,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     opened = open_competition(db, competition, secret)
     state.clean_tmp()
     state.clean_orphans(set(opened.known))
+    state.make_private()
     _benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
@@ -109,9 +110,11 @@ class Reaper(threading.Thread):
 class LocalWorkers(threading.Thread):
     """Keeps ``count`` worker processes alive; they talk to this server over loopback HTTP."""
 
-    def __init__(self, ctx: ServerContext, count: int, url: str) -> None:
+    def __init__(self, ctx: ServerContext, count: int, url: str, *, umask: int = 0o022) -> None:
         super().__init__(name="grader-local-workers", daemon=True)
         self.ctx = ctx
+        #: the workers' umask: the one the host started the server with (they grade outside the state folder)
+        self.umask = umask
         self.count = count
         self.url = url
         self.stopping = threading.Event()
@@ -125,6 +128,7 @@ class LocalWorkers(threading.Thread):
             env=with_worker_token(self.tokens[name]),  # never on the command line, where `ps` shows it
             stdout=log_file,
             stderr=subprocess.STDOUT,
+            umask=self.umask,
         )
         log_file.close()
         self.processes[name] = process
@@ -167,10 +171,11 @@ def serve(options: ServeOptions) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    host_umask = os.umask(PRIVATE_UMASK)  # what the server creates in the state folder is the host's alone
     ctx, _db = prepare(options)
     reaper = Reaper(ctx)
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
-    workers = LocalWorkers(ctx, options.workers, url) if options.workers > 0 else None
+    workers = LocalWorkers(ctx, options.workers, url, umask=host_umask) if options.workers > 0 else None
 
     def on_start() -> None:
         reaper.start()

@@ -6,6 +6,10 @@ DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in 
 DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only);
                             public-part/ (a hidden grade's public-part report, signed at acceptance)
 DIR/run/                    pid files of the local workers
+
+Everything in it is the host's alone (private scores, uploads, keys): folders 0700, files 0600
+(:meth:`StateDir.make_private` at start; the server then runs under umask 077, SQLite's -wal
+and -shm files take the database file's mode).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +28,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.host_key import ensure_host_key
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
+
+#: Modes of everything inside the state folder.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+#: The umask the server runs under, so that what it creates later is private too.
+PRIVATE_UMASK = 0o077
 
 #: The folder of a result that holds its public-part report (the one participants download before the end).
 PUBLIC_PART_DIR = "public-part"
@@ -48,8 +59,25 @@ class StateDir:
         self.keys = self.root / "keys"
         self.run = self.root / "run"
         for folder in (self.root, self.uploads, self.tmp, self.results, self.keys, self.run):
-            folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.keys, 0o700)
+            folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+            os.chmod(folder, PRIVATE_DIR_MODE)
+
+    def make_private(self) -> int:
+        """Give every folder inside the state folder mode 0700 and every file 0600; return how many changed.
+
+        Run at start, after the key, the secret and the database exist: a state folder of an
+        earlier version (files 0644: private scores readable by any local user) is tightened too.
+        Links are left alone (the server never makes one; chmod would follow it out).
+        """
+        changed = 0
+        for folder, dirs, files in os.walk(self.root, followlinks=False):
+            for name, wanted in [(folder, PRIVATE_DIR_MODE)] + [(os.path.join(folder, f), PRIVATE_FILE_MODE) for f in files]:
+                mode = os.lstat(name).st_mode
+                if not stat.S_ISLNK(mode) and stat.S_IMODE(mode) != wanted:
+                    os.chmod(name, wanted)
+                    changed += 1
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        return changed
 
     @property
     def host_key(self) -> Path:

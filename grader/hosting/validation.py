@@ -11,15 +11,16 @@ The client runs the same function before uploading; the server runs it again.
 
 from __future__ import annotations
 
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from grader.errors import SubmissionError
 from grader.submissions.archive import ArchiveLimits, open_submission
 from grader.submissions.digest import submission_digest
+from grader.submissions.image_archive import check_image_archive
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest, load_manifest
 from grader.submissions.onnx_intake import inspect_onnx_model
+from grader.text import first_unprintable
 
 MAX_NAME_CHARS = 200
 MAX_MANIFEST_BYTES = 1 << 20
@@ -64,7 +65,7 @@ def missing_training_labels(manifest: Manifest) -> tuple[str, str] | None:
 
 def check_manifest_rules(manifest: Manifest, *, path: Path, kinds: tuple[str, ...], require_training_labels: bool) -> None:
     """The competition's own rules on a manifest (kind allowed, name length, training labels)."""
-    if len(manifest.name) > MAX_NAME_CHARS or any(ord(c) < 32 for c in manifest.name):
+    if len(manifest.name) > MAX_NAME_CHARS or first_unprintable(manifest.name):
         raise SubmissionError(f"must be at most {MAX_NAME_CHARS} printable characters", path=path, field="name")
     if manifest.kind not in kinds:
         raise SubmissionError(f"{manifest.kind!r} submissions are not accepted here (allowed: {', '.join(kinds)})", path=path, field="kind")
@@ -77,7 +78,7 @@ def check_manifest_rules(manifest: Manifest, *, path: Path, kinds: tuple[str, ..
         raise SubmissionError("translate-mode images are not graded on retrieval tasks", path=path, field="mode")
 
 
-def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path) -> None:
+def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path, *, max_unpacked_bytes: int) -> None:
     reference = manifest.image
     relative = PurePosixPath(reference)
     if not reference.endswith(".tar") or relative.is_absolute() or ".." in relative.parts:
@@ -87,13 +88,7 @@ def _check_image_tar(folder: Path, manifest: DockerManifest, path: Path) -> None
     tar_path = folder / relative
     if tar_path.is_symlink() or not tar_path.is_file():
         raise SubmissionError(f"{reference!r} is not a file in the upload", path=path, field="image")
-    try:
-        with tarfile.open(tar_path, "r:") as tar:
-            names = set(tar.getnames())
-    except (tarfile.TarError, OSError) as error:
-        raise SubmissionError(f"{reference!r} is not a readable docker save tar: {error}", path=path, field="image") from None
-    if "manifest.json" not in names:
-        raise SubmissionError(f"{reference!r} has no manifest.json: not a docker save tar", path=path, field="image")
+    check_image_archive(tar_path, label=relative.as_posix(), max_unpacked_bytes=max_unpacked_bytes)
 
 
 def check_submission(
@@ -118,5 +113,5 @@ def check_submission(
         if isinstance(manifest, OnnxManifest):
             inspect_onnx_model(folder, manifest)
         elif isinstance(manifest, DockerManifest) and image_as_tar:
-            _check_image_tar(folder, manifest, Path("submission.json"))
+            _check_image_tar(folder, manifest, Path("submission.json"), max_unpacked_bytes=limits.max_total_bytes)
     return CheckedSubmission(manifest, digest)

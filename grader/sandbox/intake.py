@@ -7,16 +7,20 @@ subject: it names exactly what ran.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader import jsonio
-from grader.errors import SandboxUnavailable, TaskFailure
+from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure
 from grader.failures import FailureCode
 from grader.sandbox.engine import docker_client
+from grader.submissions.image_archive import check_image_archive
 from grader.text import quote_id
 
 DEFAULT_MAX_IMAGE_BYTES = 20 << 30
@@ -83,19 +87,85 @@ def _load_tar(path: Path, max_bytes: int) -> str:
     if not isinstance(manifest, list) or len(manifest) != 1:
         count = len(manifest) if isinstance(manifest, list) else 0
         raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it holds {count}")
-    config = manifest[0].get("Config", "")
-    image_id = "sha256:" + Path(config).name.removesuffix(".json")
+    try:
+        structure = check_image_archive(path, label=path.name, max_unpacked_bytes=max_bytes)
+    except SubmissionError as error:
+        raise TaskFailure(FailureCode.IMAGE_INVALID, str(error)) from None
+    image_id = "sha256:" + structure.config_sha256
     client = docker_client()
     with tempfile.TemporaryDirectory(prefix="grader-image-") as scratch:
         untagged = _without_tags(path, Path(scratch) / "image.tar")
-        try:
-            with open(untagged, "rb") as handle:
-                loaded = client.images.load(handle)
-        except Exception as exc:
-            raise SandboxUnavailable(f"docker could not load {path}: {type(exc).__name__}: {exc}") from None
+        loaded = _engine_load(client, untagged, path)
     if len(loaded) != 1:
         raise TaskFailure(FailureCode.IMAGE_INVALID, f"{path}: the archive must hold exactly one image, it held {len(loaded)}")
     return loaded[0].id if loaded[0].id else image_id
+
+
+def _engine_load(client: Any, tar: Path, shown: Path) -> list[Any]:
+    """``docker load`` the tar; tell the submission's fault (IMAGE_INVALID) from the engine's (SandboxUnavailable).
+
+    The tar passed :func:`check_image_archive`, so its parts are all there and sound. An engine
+    that answers with a refusal of its content (a layer naming a link target it does not hold, a
+    configuration it cannot parse) refuses what the participant uploaded: charged. An engine that
+    does not answer, answers with a server error, or then also refuses a minimal valid image
+    (a full disk, a broken store) is the platform's fault: retried, never charged.
+    """
+    import docker.errors
+
+    try:
+        with open(tar, "rb") as handle:
+            return list(client.images.load(handle))
+    except docker.errors.ImageLoadError as exc:
+        refusal = str(exc)
+    except docker.errors.APIError as exc:
+        if exc.status_code is None or exc.status_code >= 500:
+            raise SandboxUnavailable(f"docker could not load {shown}: {type(exc).__name__}: {exc}") from None
+        refusal = str(exc.explanation or exc)
+    except Exception as exc:
+        raise SandboxUnavailable(f"docker could not load {shown}: {type(exc).__name__}: {exc}") from None
+    if not _engine_loads_control(client):
+        raise SandboxUnavailable(f"docker could not load {shown} ({refusal}), nor a minimal valid image") from None
+    raise TaskFailure(FailureCode.IMAGE_INVALID, f"{shown.name}: the container engine refused the image: {refusal}")
+
+
+def _tar_of(members: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def control_image_tar() -> bytes:
+    """A minimal valid ``docker save`` tar (one layer holding one empty file; no tags), always the same bytes."""
+    layer = _tar_of([("grader-control", b"")])
+    config = jsonio.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"User": "65534"},
+            "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
+        },
+        sort_keys=True,
+    ).encode("utf-8")
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    layer_name = hashlib.sha256(layer).hexdigest() + "/layer.tar"
+    manifest = jsonio.dumps([{"Config": config_name, "RepoTags": None, "Layers": [layer_name]}]).encode("utf-8")
+    return _tar_of([(config_name, config), (layer_name, layer), ("manifest.json", manifest)])
+
+
+def _engine_loads_control(client: Any) -> bool:
+    """Whether the engine loads :func:`control_image_tar` (then removed again): it works, so a refusal was the image's."""
+    try:
+        loaded = client.images.load(control_image_tar())
+        for image in loaded:
+            with contextlib.suppress(Exception):  # another worker may be using it right now; it is tiny either way
+                client.images.remove(image.id)
+    except Exception:
+        return False
+    return True
 
 
 def inspect_image(reference: str, *, base: Path, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES, submission_only: bool = False) -> ImageInfo:

@@ -32,8 +32,23 @@ class ArchiveLimits:
     max_files: int = 10_000
 
 
+#: Deepest member path (folders) and longest member name an archive may hold. Real submissions nest a
+#: few folders; a member 2,000 folders deep made the recursive folder creation raise RecursionError (a 500).
+MAX_MEMBER_DEPTH = 32
+MAX_MEMBER_NAME_CHARS = 1024
+MAX_SEGMENT_CHARS = 255
+
+
 def _check_member_name(name: str, *, archive: Path) -> PurePosixPath:
+    if len(name) > MAX_MEMBER_NAME_CHARS:
+        raise SubmissionError(
+            f"archive member name {name[:60]!r}... is {len(name)} characters, over the limit of {MAX_MEMBER_NAME_CHARS}", path=archive
+        )
     path = PurePosixPath(name)
+    if len(path.parts) > MAX_MEMBER_DEPTH:
+        raise SubmissionError(f"archive member {name[:60]!r}... is {len(path.parts)} levels deep, over the limit of {MAX_MEMBER_DEPTH}", path=archive)
+    if any(len(part) > MAX_SEGMENT_CHARS for part in path.parts):
+        raise SubmissionError(f"archive member {name[:60]!r}... has a path segment over {MAX_SEGMENT_CHARS} characters", path=archive)
     if path.is_absolute() or name.startswith("/") or "\\" in name:
         raise SubmissionError(f"archive member {name!r} has an absolute or Windows path", path=archive)
     if any(part == ".." for part in path.parts):

@@ -9,12 +9,16 @@ from typing import Any, Literal
 from grader import jsonio
 from grader.errors import SubmissionError
 from grader.schemas import first_error, json_pointer
+from grader.text import first_unprintable
 
 MANIFEST_NAME = "submission.json"
 MAX_MANIFEST_BYTES = 1 << 20
 #: Largest ``tokenizer.json`` accepted. Real ones are 0.5-20 MB (multilingual vocabularies
 #: included); the tokenizers library needs about 9x a file's size in memory to load it.
 MAX_TOKENIZER_BYTES = 64 << 20
+#: Most ``training.datasets`` labels, and longest label (the schema says the same; the board shows them all).
+MAX_DATASETS = 50
+MAX_DATASET_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,30 @@ class DockerManifest:
 Manifest = OnnxManifest | DockerManifest
 
 
+def _shown_text(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(JSON pointer, value) of each field shown to people: the name, the training datasets, the model card's text."""
+    fields: list[tuple[str, Any]] = [("/name", data.get("name"))]
+    training = data.get("training")
+    if isinstance(training, dict) and isinstance(training.get("datasets"), list):
+        fields += [(f"/training/datasets/{n}", value) for n, value in enumerate(training["datasets"][: MAX_DATASETS + 1])]
+    card = data.get("model_card")
+    if isinstance(card, dict):
+        fields += [(f"/model_card/{key}", value) for key, value in card.items()]
+    return fields
+
+
+def _refuse_unprintable(data: dict[str, Any], path: Path) -> None:
+    """Refuse, in one line naming the field and the character, text a terminal or page would render as control."""
+    for pointer, value in _shown_text(data):
+        found = first_unprintable(value) if isinstance(value, str) else None
+        if found is not None:
+            raise SubmissionError(
+                f"holds the non-printable character {found} (control, bidi, zero-width or format characters are refused in shown text)",
+                path=path,
+                field=pointer,
+            )
+
+
 def load_manifest(folder: Path) -> Manifest:
     """Read, schema-validate and check ``folder/submission.json``.
 
@@ -81,6 +109,7 @@ def load_manifest(folder: Path) -> Manifest:
         failure.raise_as(SubmissionError, path=path)
     if not isinstance(data, dict):
         raise SubmissionError("expected a JSON object", path=path)
+    _refuse_unprintable(data, path)
     error = first_error("submission", data)
     if error is not None:
         raise SubmissionError(error.message, path=path, field=json_pointer(error))

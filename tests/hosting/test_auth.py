@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
@@ -79,7 +81,8 @@ def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: Worl
 def test_tokens_are_per_role(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     participant, metrics = world.tokens["alice"], new_metrics_token(world.ctx.db)
-    worker = add_worker(world.ctx.db, "remote-1", None)
+    public_key = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    worker = add_worker(world.ctx.db, "remote-1", public_key)  # a remote worker without a recorded key may not claim (403)
 
     def status(method: str, url: str, token: str) -> int:
         return client.request(method, url, headers={"Authorization": f"Bearer {token}"}, json={"wait_s": 0}).status_code

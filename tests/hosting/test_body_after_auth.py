@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
 from tests.hosting.support import Server, admin, write_competition
 
 pytestmark = pytest.mark.slow
@@ -36,7 +37,9 @@ BODY_ROUTES = [
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("body")
     running = Server(write_competition(root / "c.toml"), root / "state", workers=0).start()
-    running.worker = admin(running.state, "add-worker", "remote-1").strip()  # type: ignore[attr-defined]
+    ensure_worker_key(root / "key")  # a remote worker without a recorded key may not claim (403)
+    public_key = str(worker_public_key_path(root / "key"))
+    running.worker = admin(running.state, "add-worker", "remote-1", "--public-key", public_key).strip()  # type: ignore[attr-defined]
     running.participant = admin(running.state, "add-participant", "alice").strip()  # type: ignore[attr-defined]
     yield running
     running.stop()

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -175,6 +177,25 @@ def _values(row: Scored, settings: BoardSettings, part: str) -> tuple[str, dict[
     return signed.measure, signed.groups, part_values(signed.values, partitions(settings.secret, signed.values, settings.fraction), part)
 
 
+#: What the tie key hashes before the submission id (a purpose of its own under the partition secret).
+LADDER_TIE_CONTEXT = b"grader ladder tie order v1\x00"
+
+
+def ladder_tie_key(secret: bytes, submission_id: str) -> bytes:
+    """HMAC-SHA256 under the partition secret of a submission id: where it goes among equal released scores.
+
+    A stable sort would keep the raw public order among ties, the finer information the
+    Ladder's rounding exists to withhold. The key is recomputable by anyone once the secret is
+    revealed, and no participant influences it (the server chooses submission ids).
+    """
+    return hmac.new(secret, LADDER_TIE_CONTEXT + submission_id.encode("utf-8"), hashlib.sha256).digest()
+
+
+def released_order(entries: list[Entry], secret: bytes) -> list[Entry]:
+    """Ladder-mode entries best released score first, ties ordered by :func:`ladder_tie_key` (never by raw score)."""
+    return sorted(entries, key=lambda e: (-(e.released or 0.0), ladder_tie_key(secret, e.submission_id)))
+
+
 def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str, float], dict[str, float]]:
     """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
 
@@ -277,7 +298,7 @@ def build_boards(session: Session, part: str, settings: BoardSettings) -> list[B
                 rows_out.append(entry)
             if ranked and released:
                 # Ladder mode ranks by the released scores (ties share a rank); intervals and groups stay those of the raw values
-                rows_out.sort(key=lambda e: -(e.released or 0.0))
+                rows_out = released_order(rows_out, settings.secret)
                 for e in rows_out:
                     e.rank = 1 + sum(1 for other in rows_out if (other.released or 0.0) > (e.released or 0.0))
             board.entries = (rows_out + board.entries) if ranked else (board.entries + rows_out)

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Pin, Submission
+from grader.hosting.db.models import Pin, Submission, Worker
 from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
 from grader.hosting.services import lifecycle
 from grader.hosting.services.results import accept_result
-from grader.hosting.services.workers import record_key
+from grader.hosting.services.workers import job_refusal, record_key
 
 #: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
 POLL_S = 0.5
@@ -45,6 +45,14 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             limits=limits_to_json(ctx.competition.limits),
             data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
         )
+
+
+def refusal(ctx: ServerContext, worker: Principal) -> str | None:
+    """Why ``worker`` may not claim jobs or fetch uploads now (:func:`grader.hosting.services.workers.job_refusal`), or None."""
+    with ctx.db.session() as session:
+        row = session.get(Worker, worker.id)
+        assert row is not None  # authenticated a moment ago; workers are revoked, never deleted
+        return job_refusal(row)
 
 
 def claim(ctx: ServerContext, worker: Principal, wait_s: float) -> Job | None:

@@ -9,16 +9,17 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Participant, Worker
 from grader.hosting.errors import HostingError
 from grader.hosting.services.tokens import new_token, same_digest, token_digest
+from grader.text import first_unprintable
 
 MAX_NAME = 100
 
 
 def add_participant(session: Session, name: str, team: str | None = None, *, baseline: bool = False) -> tuple[Participant, str]:
     """Create a participant; return it and its token (never stored, only its hash)."""
-    if not name.strip() or len(name) > MAX_NAME or any(ord(c) < 32 for c in name):
-        raise HostingError(f"participant name must be 1-{MAX_NAME} printable characters")
-    if team is not None and (len(team) > MAX_NAME or any(ord(c) < 32 for c in team)):
-        raise HostingError(f"team name must be at most {MAX_NAME} printable characters")
+    if not name.strip() or len(name) > MAX_NAME or first_unprintable(name):
+        raise HostingError(f"participant name must be 1-{MAX_NAME} printable characters (no control, bidi or zero-width character)")
+    if team is not None and (len(team) > MAX_NAME or first_unprintable(team)):
+        raise HostingError(f"team name must be at most {MAX_NAME} printable characters (no control, bidi or zero-width character)")
     if session.scalar(select(Participant).where(Participant.name == name)) is not None:
         raise HostingError(f"participant {name!r} already exists")
     token, digest = new_token("gp")

@@ -17,12 +17,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from grader import jsonio
 from grader.hosting.clock import iso
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Submission
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission
 from grader.hosting.errors import RefusedSubmission
 
 DAY = timedelta(hours=24)
+HOUR = timedelta(hours=1)
+#: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
+#: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
+_REFUSALS_KEY = "refusals:{}"
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,9 @@ class QuotaStatus:
     in_flight: int
     concurrent: int
     next_possible_at: datetime | None
+    #: bytes of this participant's stored uploads (both tracks) and the competition's bound on them
+    stored_bytes: int = 0
+    stored_limit: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -48,6 +56,8 @@ class QuotaStatus:
             "in_flight": self.in_flight,
             "concurrent": self.concurrent,
             "next_possible_at": iso(self.next_possible_at),
+            "stored_bytes": self.stored_bytes,
+            "stored_limit": self.stored_limit,
         }
 
 
@@ -70,7 +80,13 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         next_at = window[len(window) - per_day] + DAY
     elif per_day == 0:
         next_at = None
-    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at)
+    stored = stored_upload_bytes(session, participant_id)
+    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at, stored, quotas.stored_bytes)
+
+
+def stored_upload_bytes(session: Session, participant_id: int) -> int:
+    """Bytes of ``participant_id``'s uploads on the server's disk: every submission's, whatever its state (uploads are kept)."""
+    return int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(Submission.participant_id == participant_id)) or 0)
 
 
 def lock_admission(session: Session, participant_id: int) -> None:
@@ -92,8 +108,14 @@ def lock_admission(session: Session, participant_id: int) -> None:
         session.execute(select(Participant.id).where(Participant.id == participant_id).with_for_update())
 
 
-def check_quota(session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime) -> None:
-    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now."""
+def check_quota(
+    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime, *, incoming_bytes: int = 0
+) -> None:
+    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
+
+    ``incoming_bytes``: the size of the upload being admitted (0 before its body is read: then
+    a participant whose stored uploads already reach the bound is refused before sending one).
+    """
     if now < competition.start:
         raise RefusedSubmission(f"the competition opens at {iso(competition.start)}", status=403, retry_at=competition.start)
     if now >= ends_at:
@@ -112,8 +134,62 @@ def check_quota(session: Session, competition: Competition, participant_id: int,
             status=429,
             retry_at=retry,
         )
+    check_refusals(session, competition, participant_id, now)
+    if status.stored_bytes + incoming_bytes > status.stored_limit or (incoming_bytes == 0 and status.stored_bytes >= status.stored_limit):
+        raise RefusedSubmission(
+            f"stored uploads: {status.stored_bytes} bytes of your uploads are kept, and this competition keeps at most {status.stored_limit} "
+            f"per participant{f'; this upload of {incoming_bytes} bytes does not fit' if incoming_bytes else ''}",
+            status=429,
+        )
     if status.in_flight >= status.concurrent:
         raise RefusedSubmission(
             f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends",
             status=429,
+        )
+
+
+def _refusal_times(session: Session, participant_id: int, now: datetime) -> list[datetime]:
+    row = session.get(Setting, _REFUSALS_KEY.format(participant_id))
+    times = [datetime.fromisoformat(t) for t in jsonio.loads(row.value)] if row is not None else []
+    return [t for t in times if t > now - HOUR]
+
+
+def record_refusal(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
+    """Count one refused upload of ``participant_id`` at ``now`` (call inside :func:`lock_admission`'s transaction).
+
+    Kept in the settings table, pruned to the last hour and to one more than the limit, so that
+    every server process on the database sees the same count and a restart forgets nothing.
+    """
+    times = [*_refusal_times(session, participant_id, now), now][-(competition.quotas.refusals_per_hour + 1) :]
+    key = _REFUSALS_KEY.format(participant_id)
+    value = jsonio.dumps([t.isoformat() for t in times])
+    row = session.get(Setting, key)
+    if row is None:
+        session.add(Setting(key=key, value=value))
+    else:
+        row.value = value
+
+
+def check_refusals(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
+    """429 while ``participant_id``'s refused uploads in the last hour, plus its uncharged platform failures
+    beyond ``infra_per_hour``, reach ``refusals_per_hour``: refusals and free INFRA grades then cost the
+    participant, so that no path they can trigger grades or unpacks for free without bound."""
+    quotas = competition.quotas
+    refused = _refusal_times(session, participant_id, now)
+    errors = (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state == State.ERROR.value, Submission.updated_at > now - HOUR)
+        )
+        or 0
+    )
+    count = len(refused) + max(0, errors - quotas.infra_per_hour)
+    if count >= quotas.refusals_per_hour:
+        retry = (min(refused) + HOUR) if refused else now + HOUR
+        raise RefusedSubmission(
+            f"too many refused uploads: {len(refused)} refused and {errors} ended by a platform failure in the last hour "
+            f"(at most {quotas.refusals_per_hour}, platform failures beyond {quotas.infra_per_hour} counted); the next upload is possible at {iso(retry)}",
+            status=429,
+            retry_at=retry,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +25,21 @@ from grader.hosting.errors import RefusedSubmission
 from grader.hosting.messages import SubmissionView
 from grader.hosting.principal import Principal
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.services.quotas import check_quota, lock_admission, quota_status
+from grader.hosting.services.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.services.submission_rows import received_submission
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
 from grader.submissions.manifest import Manifest, OnnxManifest
 
-_PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
 
+def _plain(message: str, *roots: Path) -> str:
+    """An error message without the server's own folders (``roots``: the temporary folder, the state folder).
 
-def _plain(message: str) -> str:
-    """An error message without the server's own paths (temporary folders)."""
-    return _PATHS.sub("", message)[:500]
+    Only paths under those roots are cut: a JSON pointer such as ``/training/datasets/1`` stays.
+    """
+    prefixes = "|".join(re.escape(str(root).rstrip("/")) for root in sorted(roots, key=lambda r: -len(str(r))))
+    return re.sub(rf"(?:{prefixes})(?:/[^\s:'\"]+)*/(?=[^/\s:'\"]+)", "", message)[:500]
 
 
 def refuse_early(ctx: ServerContext, participant: Principal, track: str) -> None:
@@ -53,13 +56,17 @@ def create_submission(ctx: ServerContext, participant: Principal, track: str, up
         try:
             checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
         except GraderError as error:
-            raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
+            with ctx.db.session() as session:  # counted: a participant may not have uploads unpacked and refused without bound
+                lock_admission(session, participant.id)
+                record_refusal(session, competition, participant.id, uploaded_at)
+            plain = _plain(str(error), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root)
+            raise RefusedSubmission(f"invalid submission: {plain}", status=422) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
         end = ends_at(ctx.db, ctx.competition)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
-            check_quota(session, competition, participant.id, track, uploaded_at, end)
+            check_quota(session, competition, participant.id, track, uploaded_at, end, incoming_bytes=upload.size)
             os.replace(upload.path, final_path)
             submission = received_submission(
                 submission_id=submission_id,

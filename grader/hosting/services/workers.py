@@ -58,3 +58,20 @@ def record_key(session: Session, worker_id: int, public_key: str) -> str:
         worker.public_key = pem
         return "recorded"
     return "same" if worker.public_key == pem else "different"
+
+
+#: Why a remote worker without a recorded key may not take jobs (the 403's words).
+UNKEYED = "this worker's public key is not registered: record it first (`grader worker` does at start, or the host with `grader admin add-worker --public-key`)"
+
+
+def job_refusal(worker: Worker) -> str | None:
+    """Why ``worker`` may not claim jobs or download uploads, or None when it may.
+
+    A remote worker's results count only when its registered key signs them, so one
+    without a key could grade nothing that counts; yet it could still claim jobs (each
+    then costs an attempt) and download every participant's upload. Until its key is
+    recorded it gets neither. Local workers are the server's own and carry no key.
+    """
+    if worker.local or worker.public_key is not None:
+        return None
+    return UNKEYED

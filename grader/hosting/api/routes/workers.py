@@ -31,6 +31,8 @@ STALE = "stale attempt: the lease expired, was handed on, or the job was cancell
 )
 async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> Job | Response:
     body = await parse(request, ClaimRequest)
+    if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
+        raise HTTPException(403, why)
     job = await run_in_threadpool(jobs.claim, ctx, who, body.wait_s)
     return Response(status_code=204) if job is None else job
 
@@ -66,6 +68,8 @@ async def heartbeat(submission_id: str, request: Request, ctx: Ctx, who: Current
 
 @router.get("/jobs/{submission_id}/upload", summary="The upload of a job this worker holds")
 def upload(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+    if (why := jobs.refusal(ctx, who)) is not None:
+        raise HTTPException(403, why)
     path = jobs.upload_of(ctx, who, submission_id, attempt)
     if path is None:
         raise HTTPException(409, "stale attempt")
