@@ -23,6 +23,7 @@ from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
+from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
 from grader.sandbox.outputs import read_embeddings_output
 from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
@@ -55,6 +56,9 @@ def _hint(error: GraderError, default: str) -> str:
 def run_check(submission: Path, options: RunOptions) -> CheckReport:
     """Run every step; stop at the first blocking one (later steps are reported as not run)."""
     report = CheckReport(str(submission))
+    # A fresh blinding key unless one is given: check keeps nothing, and writes no key where it runs.
+    blinding = options.blinding_key or BlindingKey.generate()
+    options = dataclasses.replace(options, blinding_key=blinding)
     with contextlib.ExitStack() as stack:
         # 1. archive and manifest
         try:
@@ -119,7 +123,7 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
         # 4. output validation
         errors: list[str] = []
         for task_run in runs:
-            errors.extend(_validate(task_run, manifest, options))
+            errors.extend(_validate(task_run, manifest, options, blinding))
         if errors:
             report.add(
                 StepResult(
@@ -192,13 +196,14 @@ def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, sc
     return _SampleOutcome(name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, dimension=ranked.dimension)
 
 
-def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> list[str]:
+def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions, key: BlindingKey) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
     if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
         return []
-    query_ids = [q.id for q in task_run.inputs.queries]
-    doc_ids = [d.id for d in task_run.inputs.documents]
+    # The container saw pseudonyms (docs/protocol.md): its output is checked against those, as grading does.
+    query_ids = list(blind(key, name, QUERY, [q.id for q in task_run.inputs.queries]).staged)
+    doc_ids = list(blind(key, name, DOCUMENT, [d.id for d in task_run.inputs.documents]).staged)
     problems: list[str] = []
     if task_run.mode == "retrieve":
         validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=query_ids, doc_ids=doc_ids, top_k=options.top_k)

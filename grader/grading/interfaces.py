@@ -26,6 +26,7 @@ from grader.data.task import Document, Query, Task
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy
 from grader.runs.run import Run
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 
 
@@ -84,6 +85,9 @@ class RunOptions:
     explicit_limits: tuple[str, ...] = ()
     #: refuse Docker manifests that name an image already on the host (the hosting default)
     images_from_submission_only: bool = False
+    #: The key that blinds the ids a container sees; None: the one beside ``key_path``, else OUT's own
+    #: (:func:`grader.grading.blinding_keys.blinding_key_for`).
+    blinding_key: BlindingKey | None = None
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

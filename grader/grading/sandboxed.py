@@ -7,8 +7,10 @@ from typing import Any
 
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
+from grader.grading.blinding_keys import blinding_key_for
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.container import Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
 from grader.sandbox.output_dir import storage_report
@@ -36,7 +38,15 @@ class DockerTaskGrader:
     """Runs each task in a fresh hardened container of one validated image."""
 
     def __init__(
-        self, image: ImageInfo, mode: str, manifest: Manifest, extra_mounts: list[Mount], environment: dict[str, str], options: RunOptions
+        self,
+        image: ImageInfo,
+        mode: str,
+        manifest: Manifest,
+        extra_mounts: list[Mount],
+        environment: dict[str, str],
+        options: RunOptions,
+        *,
+        blinding_key: BlindingKey,
     ) -> None:
         self.image = image
         self.mode = mode
@@ -44,6 +54,8 @@ class DockerTaskGrader:
         self.extra_mounts = extra_mounts
         self.environment = environment
         self.options = options
+        #: Stages every task under pseudonymous ids (docs/protocol.md); ``grader check`` reads it to name them.
+        self.blinding_key = blinding_key
         self.output_enforcement: str | None = None
         #: The runner image's exit status for "the submitted model failed" (MODEL_ERROR); images have none.
         self.model_error_exit = RUNNER_MODEL_ERROR_EXIT if isinstance(manifest, OnnxManifest) else None
@@ -56,7 +68,7 @@ class DockerTaskGrader:
                 raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
             _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
-            return cls(image, manifest.mode, manifest, [], {}, options)
+            return cls(image, manifest.mode, manifest, [], {}, options, blinding_key=blinding_key_for(options))
         if isinstance(manifest, OnnxManifest):
             try:
                 image = inspect_image(runner_image, base=folder)
@@ -64,7 +76,7 @@ class DockerTaskGrader:
                 raise SandboxUnavailable(f"the grader's runner image is unusable: {failure.detail}", hint="build it with `make images`") from None
             mounts = [Mount(folder.resolve(), "/submission", True)]
             threads = str(max(1, int(options.limits.cpus)))
-            return cls(image, "encode", manifest, mounts, {"GRADER_THREADS": threads}, options)
+            return cls(image, "encode", manifest, mounts, {"GRADER_THREADS": threads}, options, blinding_key=blinding_key_for(options))
         raise UsageError(f"unknown submission kind {manifest.kind!r}")  # pragma: no cover
 
     def report(self) -> dict[str, Any]:
@@ -72,6 +84,8 @@ class DockerTaskGrader:
 
         For an image submission, ``image_origin`` says whether the image came from the
         submission's own docker save tar (``submission``) or was already on the host (``host``).
+        ``blinding`` names the key that made the ids the container saw (its scheme and id,
+        never the key); being part of these settings, it is part of each stored task's key too.
         """
         settings: dict[str, Any] = {
             "kind": "docker",
@@ -83,6 +97,7 @@ class DockerTaskGrader:
             "limits": self.options.limits.as_report(),
             "storage": storage_report(),
             "isolated": True,
+            "blinding": self.blinding_key.report(),
         }
         if isinstance(self.manifest, DockerManifest):
             settings["image_origin"] = self.image.origin
@@ -101,6 +116,7 @@ class DockerTaskGrader:
                 top_k=options.top_k,
                 queries=inputs.queries,
                 documents=inputs.documents,
+                key=self.blinding_key,
                 **prefixes,
             )
             output = run_task_container(
@@ -121,5 +137,5 @@ class DockerTaskGrader:
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
         # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
         fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
-        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
+        run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)

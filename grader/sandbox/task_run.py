@@ -16,6 +16,7 @@ from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import OutputDir, output_dir
 from grader.sandbox.outputs import copy_outputs, read_embeddings_output, read_encoding_stats, read_run_output
 from grader.sandbox.staging import StagedTask
+from grader.sandbox.unblind import unblind_rows, unblind_run
 
 #: 128 + SIGXFSZ: the fsize ulimit stopped a write.
 _EXIT_FILE_TOO_LARGE = 153
@@ -73,7 +74,9 @@ def run_task_container(
 ) -> SandboxedOutput:
     """Run the task's container and return its validated output, or raise :class:`TaskFailure`.
 
-    With ``keep_output``, the raw output files are copied there first (safely),
+    The output is read and validated under the pseudonyms the container saw, then
+    handed back under the real ids (a run) or in the real ids' order (vectors):
+    :mod:`grader.sandbox.unblind`. With ``keep_output``, the raw output files are copied there first (safely),
     so a checker can report every problem in them, not only the first.
     """
     with output_dir(scratch, limits.output_bytes, limits.tmp_bytes) as output:
@@ -94,11 +97,12 @@ def run_task_container(
         if mode == "retrieve":
             bound = min(limits.output_bytes, max(1 << 20, len(staged.query_ids) * min(top_k, len(staged.doc_ids)) * _RUN_BYTES_PER_HIT))
             run = read_run_output(output.path, query_ids=staged.query_ids, doc_ids=staged.doc_ids, top_k=top_k, max_bytes=bound)
-            return SandboxedOutput(run, None, None, outcome, output.enforcement)
+            return SandboxedOutput(unblind_run(run, staged), None, None, outcome, output.enforcement)
         if mode == "encode":
             corpus = read_embeddings_output(output.path, "corpus.npy", rows=len(staged.doc_ids), max_bytes=limits.output_bytes)
             queries = read_embeddings_output(
                 output.path, "queries.npy", rows=len(staged.query_ids), max_bytes=limits.output_bytes, dimension=corpus.shape[1]
             )
+            queries, corpus = unblind_rows(queries, staged.queries), unblind_rows(corpus, staged.documents)
             return SandboxedOutput(None, queries, corpus, outcome, output.enforcement, read_encoding_stats(output.path))
         raise TaskFailure(FailureCode.IMAGE_INVALID, f"mode {mode!r} is not supported for retrieval tasks")
