@@ -22,7 +22,7 @@ import pytest
 from grader.errors import TaskFailure
 from grader.metrics.measures import parse_measure
 from grader.metrics.policy import Policy, evaluate
-from grader.sandbox.blinding import QUERY, blind
+from grader.sandbox.blinding import DOCUMENT, QUERY, blind, pseudonyms
 from grader.sandbox.container import Mount, run_container
 from grader.sandbox.task_run import SandboxedOutput, run_task_container
 from tests.sandbox_support import (
@@ -229,7 +229,7 @@ def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     inputs = load_task_inputs(Task(task_root), "test")
     assert (task_root / "qrels" / "test.tsv").read_text().startswith("query-id\tcorpus-id")
     staged = stage_task(
-        tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents
+        tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents, key=TEST_BLINDING_KEY
     )
     guard.watch(staged.folder, task_root)
     log_path = tmp_path / "snoop.log"
@@ -439,13 +439,17 @@ def test_symlink_to_a_host_file_is_not_followed(guard: HostGuard, tmp_path: Path
         ("malformed", "/output/run.jsonl:3: invalid JSON"),
         ("nan", "/output/run.jsonl:1: NaN is not a valid score"),
         ("unknown-doc", "document 'no-such-document' is not in the corpus"),
-        ("duplicate", "/output/run.jsonl:1: /hits/1/id: document 'd1' appears twice"),
+        ("duplicate", "/output/run.jsonl:1: /hits/1/id: document '{first_best}' appears twice"),
         ("unknown-query", "query_id: 'no-such-query' is not one of the staged queries"),
     ],
 )
 def test_invalid_runs_are_output_invalid(guard: HostGuard, behaviour: str, expected: str) -> None:
     ran = run_image(guard, "scripted", task=behaviour)
     assert ran.code() == "OUTPUT_INVALID", ran.failure
+    # Messages name the ids the container wrote: pseudonyms. The first staged query's best document, by name:
+    first_query = blind(TEST_BLINDING_KEY, behaviour, QUERY, sorted(q.id for q in QUERIES)).real[0]
+    best = next(iter(QRELS[first_query]))
+    expected = expected.format(first_best=pseudonyms(TEST_BLINDING_KEY, behaviour, DOCUMENT, [best])[0])
     assert expected in ran.failure.detail, ran.failure.detail
     assert f"scripted: behaviour {behaviour!r}" in ran.log
     guard.verify()
