@@ -321,7 +321,10 @@ def test_check_reports_missing_queries_at_output_validation(guard: HostGuard, tm
     assert step["step"] == "output validation"
     # The container saw pseudonyms under a fresh key (docs/protocol.md): the message names the one it missed.
     assert len(step["details"]) == 1
-    assert re.fullmatch(r"half: /output/run\.jsonl: answers 2 of 4 queries; missing ones \(e\.g\. 'q[0-9a-f]{24}'\) score 0 under the strict policy", step["details"][0])
+    assert re.fullmatch(
+        r"half: /output/run\.jsonl: answers 2 of 4 queries; missing ones \(e\.g\. 'q[0-9a-f]{24}'\) score 0 under the strict policy",
+        step["details"][0],
+    )
     guard.verify()
 
 

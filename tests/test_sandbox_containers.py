@@ -229,7 +229,14 @@ def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     inputs = load_task_inputs(Task(task_root), "test")
     assert (task_root / "qrels" / "test.tsv").read_text().startswith("query-id\tcorpus-id")
     staged = stage_task(
-        tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents, key=TEST_BLINDING_KEY
+        tmp_path / "input",
+        task="secret-task",
+        split="test",
+        mode="retrieve",
+        top_k=10,
+        queries=inputs.queries,
+        documents=inputs.documents,
+        key=TEST_BLINDING_KEY,
     )
     guard.watch(staged.folder, task_root)
     log_path = tmp_path / "snoop.log"

@@ -29,9 +29,9 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 from grader.data.task import Document
-from tests.onnx_models import WORDS, embedding_table, onnx_submission
 from grader.sandbox.blinding import QUERY, blind
 from grader.sandbox.blinding_key import write_blinding_key
+from tests.onnx_models import WORDS, embedding_table, onnx_submission
 from tests.sandbox_support import (
     DOCUMENTS,
     QUERIES,

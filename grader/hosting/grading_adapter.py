@@ -18,6 +18,7 @@ from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError
 from grader.grading.interfaces import SilentProgress
 from grader.grading.runner import RunOptions, grade_submission
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
 
@@ -33,6 +34,8 @@ class GradeRequest:
     tasks: list[str]
     split: str
     limits: SandboxLimits
+    #: The competition's blinding key (the job carries it); None: a fresh one per grade, which the server refuses.
+    blinding_key: BlindingKey | None = None
 
 
 @dataclass
@@ -55,6 +58,15 @@ def limits_from_json(data: dict[str, Any]) -> SandboxLimits:
     return SandboxLimits(**data)
 
 
+def blinding_key_from_job(job: dict[str, Any]) -> BlindingKey | None:
+    """The blinding key a job carries (hex), or None when it carries none."""
+    value = job.get("blinding_key")
+    try:
+        return BlindingKey(bytes.fromhex(value)) if isinstance(value, str) else None
+    except (ValueError, UsageError):
+        return None  # graded under a fresh key instead: the server then refuses the report (INFRA), never a crash here
+
+
 def _logs(out_dir: Path) -> dict[str, str]:
     logs: dict[str, str] = {}
     folder = out_dir / "logs"
@@ -73,7 +85,15 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
     out_dir = work_dir / "out"
     try:
         benchmark = resolve_benchmark(request.benchmark)
-        options = RunOptions(benchmark=benchmark, tasks=request.tasks, split=request.split, out_dir=out_dir, sandbox="docker", limits=request.limits)
+        options = RunOptions(
+            benchmark=benchmark,
+            tasks=request.tasks,
+            split=request.split,
+            out_dir=out_dir,
+            sandbox="docker",
+            limits=request.limits,
+            blinding_key=request.blinding_key,
+        )
         with open_submission(upload) as folder:
             report, _path = grade_submission(folder, options, SilentProgress())
     except TaskFailure as failure:

@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from grader.hosting.api.app import create_app
+from grader.hosting.blinding import ensure_competition_blinding_key, record_blinding_key_id
 from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission
@@ -48,10 +49,12 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state = StateDir(options.state_dir)
     signing_key = state.ensure_host_key()
     secret = ensure_partition_secret(state.keys)
+    blinding_key = ensure_competition_blinding_key(state.keys)
     db = open_database(state.root, options.database)
     competition = options.competition
     with db.session() as session:
         commitment = record_commitment(session, secret)
+        record_blinding_key_id(session, blinding_key)
         pin = ensure_pin(session, competition)
         pin_id = pin.id
         known = set(session.scalars(select(Submission.id)).all())
@@ -72,6 +75,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         sample_split=sample,
         partition_secret=secret,
         partition_commitment=commitment,
+        blinding_key=blinding_key,
     )
     # Repair: results accepted before part scores were stored at acceptance get them now, not on a page view.
     repaired = backfill_parts(db, signing_key.public_key(), secret, competition.leaderboard.public_fraction)

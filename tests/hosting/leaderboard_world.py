@@ -216,6 +216,8 @@ def seed(
         policy="strict",
         started_at=now,
         finished_at=now,
+        # As a worker's report names it: the competition's blinding key (the server refuses any other).
+        sandbox={"kind": "docker", "blinding": ctx.blinding_key.report() if ctx.blinding_key else None},
         labels={k: v for k, v in labels.items() if k == "training"},
     )
     if through is not None:

@@ -58,9 +58,14 @@ def _scrub_hidden(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def _classify(report: dict[str, Any], pin: Pin, split: str, *, kind: str, content_digest: str) -> tuple[State | None, str | None, str]:
+def _classify(
+    report: dict[str, Any], pin: Pin, split: str, *, kind: str, content_digest: str, blinding_key_id: str | None = None
+) -> tuple[State | None, str | None, str]:
     """(final state, failure code, reason); state None means a platform failure (retry)."""
     subject = report.get("subject", {})
+    # The report names the key that blinded the ids its containers saw: it must be the competition's (docs/protocol.md).
+    if blinding_key_id is not None and ((report.get("sandbox") or {}).get("blinding") or {}).get("key_id") != blinding_key_id:
+        return None, INFRA, "the report was staged under another blinding key than the competition's"
     # An ONNX report names the digest of the upload's content: it must be the upload this job holds.
     if kind == "onnx" and subject.get("digest", {}).get("sha256") != content_digest:
         return None, INFRA, "the report is about another submission than the upload of this job"
@@ -105,11 +110,13 @@ def accept_result(
     worker_id: int,
     payload: dict[str, Any],
     parts: PartScorer | None = None,
+    blinding_key_id: str | None = None,
 ) -> Verdict:
     """Judge and record one posted result (see the module docstring).
 
     ``parts`` scores a scored hidden-split report's public and private parts; they are stored in the
     transaction that records the scored state, so no board ever sees one without the other.
+    ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
     """
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -154,7 +161,7 @@ def accept_result(
     if isinstance(report, dict):
         try:
             validate_report(report)
-            final, code, why = _classify(report, pin, split, kind=kind, content_digest=content_digest)
+            final, code, why = _classify(report, pin, split, kind=kind, content_digest=content_digest, blinding_key_id=blinding_key_id)
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)

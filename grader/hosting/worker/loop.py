@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.hosting.grading_adapter import GradeRequest, limits_from_json
+from grader.hosting.grading_adapter import GradeRequest, blinding_key_from_job, limits_from_json
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
@@ -148,7 +148,11 @@ def grade_job(
                 }
             else:
                 request = GradeRequest(
-                    benchmark=job["benchmark"], tasks=list(job["tasks"]), split=job["split"], limits=limits_from_json(job["limits"])
+                    benchmark=job["benchmark"],
+                    tasks=list(job["tasks"]),
+                    split=job["split"],
+                    limits=limits_from_json(job["limits"]),
+                    blinding_key=blinding_key_from_job(job),
                 )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)

@@ -64,6 +64,9 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> dict[str, Any]:
             "track": submission.track,
             "limits": limits_to_json(ctx.competition.limits),
             "data_digests": {name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
+            # The competition's blinding key (docs/protocol.md): workers hold the benchmark's judgements already,
+            # so the key tells them nothing new; it never reaches a container or a log.
+            "blinding_key": None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
         }
 
 
@@ -143,6 +146,7 @@ async def result(
         worker_id=who.id,
         payload=body.model_dump(),
         parts=acceptance_scorer(ctx),
+        blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
     )
     if verdict.status == "stale":
         raise HTTPException(409, "stale attempt: result discarded")
