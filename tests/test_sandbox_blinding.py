@@ -252,3 +252,32 @@ def test_a_collision_in_a_grade_is_infra_and_not_stored(guard: HostGuard, tmp_pa
     assert failure["code"] == "INFRA" and "share the pseudonym" in failure["message"]
     assert not (out / "tasks").exists() or not any((out / "tasks").iterdir())  # an INFRA task is graded again, never resumed
     guard.verify()
+
+
+@pytest.mark.slow
+@pytest.mark.docker(SCRIPTED)
+def test_a_signed_run_needs_the_blinding_key_beside_its_signing_key_and_the_key_is_part_of_the_stored_result(
+    guard: HostGuard, tmp_path: Path
+) -> None:
+    from grader.reports.keys import write_keypair
+
+    bench = cat_shaped(tmp_path / "bench", ["valid"])
+    honest = docker_submission(tmp_path / "honest", SCRIPTED)
+    keys = tmp_path / "keys"
+    write_keypair(keys)  # a pair made the old way: no blinding.key beside it
+    out = tmp_path / "out"
+    common = ["--benchmark", bench, "--sandbox", "docker", "--quiet", *LIMITS]
+    refused = invoke("run", honest, "--out", out, "--key", keys / "grader.key", *common, expect=None)
+    assert refused.exit_code != 0 and "no blinding key here" in refused.stderr and "grader keygen --out" in refused.stderr
+    assert not (out / "report.dsse.json").exists()
+    invoke("keygen", "--out", keys)  # adds it
+    invoke("run", honest, "--out", out, "--key", keys / "grader.key", *common)
+    signed_key = load_blinding_key(keys / BLINDING_KEY_NAME).key_id
+    assert read_report(out)["sandbox"]["blinding"]["key_id"] == signed_key
+    # The same OUT under another key: nothing stored under the first key is reused.
+    other = tmp_path / "other.key"
+    write_blinding_key(other, KEY)
+    invoke("run", honest, "--out", out, "--blinding-key", other, *common)
+    assert read_report(out)["sandbox"]["blinding"]["key_id"] == KEY.key_id
+    assert len(list((out / "tasks").glob("valid.*.json"))) == 2  # one stored result per key
+    guard.verify()
