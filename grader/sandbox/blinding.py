@@ -85,7 +85,7 @@ def key_id(secret: bytes) -> str:
 def pseudonyms(key: BlindingKey, task: str, kind: str, ids: Sequence[str]) -> list[str]:
     """The pseudonym of each id in ``ids`` (of ``kind`` ``q`` or ``d``) in task ``task``, in the same order."""
     if kind not in (QUERY, DOCUMENT):
-        raise ValueError(f"kind must be {QUERY!r} or {DOCUMENT!r}")
+        raise UsageError(f"kind must be {QUERY!r} or {DOCUMENT!r}")
     name = task.encode("utf-8")
     prefix = _ID_DOMAIN + kind.encode("ascii") + len(name).to_bytes(4, "big") + name
     secret, digest = key.secret, hmac.digest
