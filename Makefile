@@ -12,6 +12,7 @@ $(BIN)/grader: pyproject.toml
 	touch $(BIN)/grader
 
 setup: $(BIN)/grader
+	@echo "grader is installed in $(VENV): run '. $(VENV)/bin/activate' once per shell, then 'grader --help' (or run $(BIN)/grader directly)"
 
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh

@@ -2,13 +2,9 @@
 
 Seeds a competition on mini through the service layer (tests/hosting/leaderboard_world.py) with one
 scored submission per participant, then times the public board (10,000 bootstrap resamples and sign
-flips, all pairs) cold and from the cache, and side by side after a new result (alternating rounds):
-
-* parts stored at acceptance (what the server does): the view reads the stored part scores;
-* parts computed on view (what it did before, and what the repair path still does for a row without them).
-
-Both new results add one entry, so both views recompute the statistics; the difference is the part scoring.
-The acceptance itself (report checks, signing, storing) is timed with and without scoring the parts.
+flips, all pairs) cold and from the cache, and after each new result: the acceptance (report checks,
+signing, the part scores and the public-part report) and the board that follows (one more entry, so
+the statistics again; the view reads the stored part scores and computes none).
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.hosting.leaderboard_world as world_module
 from grader.hosting.db.models import Result
-from grader.hosting.leaderboard import parts, service
+from grader.hosting.leaderboard import parts, service, values
 from grader.hosting.services.participants import add_participant
 
 
@@ -47,29 +43,22 @@ def main() -> None:
         world_module.seed(world, f"p{index:02d}", f"entry-{index}", 0.3 + 0.4 * index / participants, rng_seed=index)
     cold = timed(service.board_json, world.ctx, "public")
     warm = timed(service.board_json, world.ctx, "public")
-    times: dict[str, list[float]] = {"stored": [], "on view": [], "accept stored": [], "accept on view": [], "cached": []}
-    for index in range(participants, participants + 2 * rounds, 2):
-        # alternate, so both see the same load and board sizes
-        for offset, how in ((0, "stored"), (1, "on view")):
-            name = f"p{index + offset:02d}"
-            accept = timed(world_module.seed, world, name, name, 0.5, rng_seed=1000 + index + offset, without_parts=how == "on view")
-            times[f"accept {how}"].append(accept)
-            times[how].append(timed(service.board_json, world.ctx, "public"))
-            times["cached"].append(timed(service.board_json, world.ctx, "public"))
+    times: dict[str, list[float]] = {"board": [], "accept": [], "cached": []}
+    for index in range(participants, participants + 2 * rounds):
+        name = f"p{index:02d}"
+        times["accept"].append(timed(world_module.seed, world, name, name, 0.5, rng_seed=1000 + index))
+        times["board"].append(timed(service.board_json, world.ctx, "public"))
+        times["cached"].append(timed(service.board_json, world.ctx, "public"))
     with world.ctx.db.session() as session:
         envelope = session.scalars(select(Result.envelope_path).where(Result.envelope_path.is_not(None))).first()
-    signed = parts.signed_values(envelope, world.ctx.signing_key.public_key())
+    signed = values.signed_values(envelope, world.ctx.signing_key.public_key())
     scoring = statistics.median(timed(parts.part_columns, signed, world.secret, world_module.FRACTION) for _ in range(5))
-    m = {key: statistics.median(values) for key, values in times.items()}
+    m = {key: statistics.median(series) for key, series in times.items()}
     queries = world_module.QUERIES * len(world.ctx.tasks)
-    print(
-        f"{participants}+ entries x {queries} hidden queries ({len(world.ctx.tasks)} tasks), 10,000 resamples; medians of {rounds} alternating rounds"
-    )
+    print(f"{participants}+ entries x {queries} hidden queries ({len(world.ctx.tasks)} tasks), 10,000 resamples; medians of {2 * rounds} rounds")
     print(f"  public board, cold (statistics computed): {cold:.2f} s; cached: {warm:.3f} s")
-    print(f"  board after a new result, parts stored at acceptance: {m['stored']:.2f} s  (acceptance {m['accept stored']:.3f} s)")
-    print(f"  board after a new result, parts computed on view:     {m['on view']:.2f} s  (acceptance {m['accept on view']:.3f} s)")
+    print(f"  board after a new result: {m['board']:.2f} s  (the acceptance, parts and public-part report included: {m['accept']:.3f} s)")
     print(f"  board from the cache: {m['cached']:.3f} s; scoring one result's three parts alone: {scoring * 1000:.1f} ms")
-    print(f"  board after a new result, on view / stored: {m['on view'] / m['stored']:.2f}x")
 
 
 if __name__ == "__main__":

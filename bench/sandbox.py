@@ -12,7 +12,7 @@ image as uid 10001 whose entrypoint is a ``/bin/sh`` + ``sed`` one-liner writing
 hits. Then, per round, in this order, each contender on a freshly staged ``/input``
 (``grader.sandbox.staging.stage_task``, a handful of queries and documents):
 
-  (a) the grader's path: ``stage_task`` + ``run_task_container(image, staged,
+  (a) the grader's path: ``stage_task`` + ``run_and_collect(image, staged,
       mode="retrieve", limits=SandboxLimits(...), log_path=...)``: capped ext4 images
       for ``/output`` and ``/tmp`` (as root), the container's watchdog process,
       create, start, wait (thread + timer), inspect, logs, remove, classify,
@@ -77,7 +77,7 @@ TARGET_RATIO = 1.5
 # The sandbox's defaults, but a short timer: a no-op must not hang the bench.
 LIMITS = SandboxLimits(time_limit_s=60.0)
 CONTENDERS = {
-    "a": "(a) grader: stage_task + run_task_container",
+    "a": "(a) grader: stage_task + run_and_collect",
     "b": "(b) docker run --rm --network none (bare)",
     "c": "(c) docker run --rm, sandbox hardening flags",
 }
@@ -137,17 +137,18 @@ class Bench:
         return stage_task(folder, task="bench", split="test", mode="retrieve", top_k=10, queries=self.queries, documents=self.documents)
 
     def grader(self) -> float:
-        from grader.sandbox.task_run import run_task_container
+        from grader.grading.sandboxed import run_and_collect
 
         folder = self._input_folder()
         log_path = self.workdir / "logs" / f"{folder.name}.log"
         started = time.perf_counter()
         staged = self._stage(folder)
-        output = run_task_container(self.image_id, staged, mode="retrieve", limits=LIMITS, log_path=log_path, scratch=self.workdir / "scratch")
+        output = run_and_collect(self.image_id, staged, mode="retrieve", limits=LIMITS, log_path=log_path, scratch=self.workdir / "scratch")
         elapsed = time.perf_counter() - started
         shutil.rmtree(folder)
         log_path.unlink(missing_ok=True)
-        assert output.run is not None and list(output.run.query_ids) == [q.id for q in self.queries], "(a) returned an unexpected run"
+        run = output.outputs.run
+        assert run is not None and list(run.query_ids) == [q.id for q in self.queries], "(a) returned an unexpected run"
         assert output.outcome.exit_code == 0
         return elapsed
 
@@ -245,6 +246,7 @@ class Phases:
         import docker.api.client
         import docker.models.containers
 
+        import grader.collect.outputs as collect_module
         import grader.sandbox.container as container_module
         import grader.sandbox.output_dir as output_module
         import grader.sandbox.task_run as task_module
@@ -269,7 +271,7 @@ class Phases:
         self.wrap(watchdog_module, "spawn", "host: spawn the watchdog process")
         self.wrap(watchdog_module, "stop", "host: stop the watchdog process")
         self.wrap(task_module, "classify", "host: classify (statvfs)")
-        self.wrap(task_module, "read_run_output", "host: read + validate run.jsonl")
+        self.wrap(collect_module, "read_run_output", "host: read + validate run.jsonl")
 
     def uninstall(self) -> None:
         for owner, name, original in reversed(self.restore):
@@ -296,9 +298,9 @@ def profile(bench: Bench, rounds: int) -> tuple[list[tuple[str, float, int]], fl
             folder = bench._input_folder()
             staged = bench._stage(folder)
             phases.add("host: stage /input", time.perf_counter() - stage_started)
-            from grader.sandbox.task_run import run_task_container
+            from grader.grading.sandboxed import run_and_collect
 
-            run_task_container(
+            run_and_collect(
                 bench.image_id,
                 staged,
                 mode="retrieve",

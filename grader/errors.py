@@ -134,6 +134,36 @@ class TaskFailure(GraderError):
         return redact_quoted(self.own_message), None
 
 
+#: Errors of a type that carries its code by itself (a :class:`TaskFailure` carries the code its raiser chose).
+_CODE_OF_TYPE: tuple[tuple[type[GraderError], FailureCode], ...] = (
+    (SubmissionError, FailureCode.MODEL_ERROR),  # the archive, manifest, model or tokenizer is unusable
+    (SandboxUnavailable, FailureCode.INFRA),  # the container engine: this task fails, a rerun grades it again
+)
+
+#: Errors that end one task of a local run, recorded under :func:`failure_code` (the other tasks still run).
+#: Every other error stops a local run (the CLI maps it to an exit status); the hosting adapter records any
+#: error as :func:`failure_code` says.
+TASK_FAULT_TYPES: tuple[type[GraderError], ...] = (TaskFailure, *(kind for kind, _code in _CODE_OF_TYPE))
+
+
+def failure_code(error: BaseException) -> FailureCode:
+    """The failure code of an error that ended a task (local runs) or a whole grade (hosting): the one rule.
+
+    The place where an error arises chooses its type: a submission's fault is a
+    :class:`TaskFailure` with its code, or a :class:`SubmissionError` (``MODEL_ERROR``).
+    Anything else is ``INFRA``, never charged to the participant: a
+    :class:`SandboxUnavailable`, a :class:`UsageError` (the caller's request, which on a
+    host is the platform's own configuration), any other :class:`GraderError`, and an
+    unexpected exception (a bug of ours; its handler logs the traceback).
+    """
+    if isinstance(error, TaskFailure):
+        return error.code
+    for kind, code in _CODE_OF_TYPE:
+        if isinstance(error, kind):
+            return code
+    return FailureCode.INFRA
+
+
 class OutputLocked(GraderError):
     """Another grader run holds the lock of the ``--out`` folder. Exit status 75 (EX_TEMPFAIL: try again later)."""
 

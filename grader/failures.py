@@ -1,9 +1,16 @@
-"""The failure codes of a task: one type, used by the sandbox, the grading loop, ``grader check``,
-the report schema and the docs (a test checks that all of them list the same codes).
+"""The failure codes of a task, and whose fault each one is: one type, used by the sandbox, the grading
+loop, ``grader check``, the hosting layer, the report schema and the docs (a test checks that all of
+them list the same codes).
 
 A :class:`FailureCode` is a ``StrEnum``: it compares equal to its spelling
 (``FailureCode.TIMEOUT == "TIMEOUT"``) and serialises as that string, so stored
 results and old reports read the same as before.
+
+Each code names its :class:`Fault`: the participant's (``charged``: a hosted
+submission ends ``failed`` and counts against its quota) or the platform's
+(``INFRA``: retried, never charged). Which code an error becomes is decided once,
+by :func:`grader.errors.failure_code`, for the local runner and the hosting
+adapter alike (docs/protocol.md, "Whose fault").
 """
 
 from __future__ import annotations
@@ -11,8 +18,17 @@ from __future__ import annotations
 import enum
 
 
+class Fault(enum.Enum):
+    """Who caused a failure."""
+
+    #: the submission: charged to the participant
+    PARTICIPANT = "participant"
+    #: the grader, its host or its container engine: never charged
+    PLATFORM = "platform"
+
+
 class FailureCode(enum.StrEnum):
-    """Why a task of a submission has no score."""
+    """Why a task of a submission has no score; :attr:`fault` says whose fault that is."""
 
     #: the grader's own wall-clock timer killed the container
     TIMEOUT = "TIMEOUT"
@@ -26,21 +42,51 @@ class FailureCode(enum.StrEnum):
     OUTPUT_INVALID = "OUTPUT_INVALID"
     #: an output exceeded its size bound
     OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE"
-    #: the image failed intake (root user, architecture, several images in a tar, size, host image refused)
+    #: the image failed intake (root user, architecture, several images in a tar, size, host image refused,
+    #: a mode the benchmark does not grade)
     IMAGE_INVALID = "IMAGE_INVALID"
-    #: the container engine itself failed: not the submission's fault
+    #: the grader, its data or the container engine failed: not the submission's fault
     INFRA = "INFRA"
-    #: an ONNX model failed or produced NaN while encoding (in-process or in the runner image alike)
+    #: an ONNX model failed or produced NaN while encoding (in-process or in the runner image alike),
+    #: or the submission's archive, manifest, model or tokenizer is unusable
     MODEL_ERROR = "MODEL_ERROR"
     #: no longer emitted; kept so that reports written by older graders stay readable
     INPUT_INVALID = "INPUT_INVALID"
 
+    @property
+    def fault(self) -> Fault:
+        """Whose fault a failure with this code is."""
+        return _FAULTS[self]
+
+    @property
+    def charged(self) -> bool:
+        """Whether the participant caused it (and a hosted submission is charged for it)."""
+        return _FAULTS[self] is Fault.PARTICIPANT
+
+    @property
+    def about_outputs(self) -> bool:
+        """Whether it means "the output files are wrong" (``grader check`` then lists every problem in them)."""
+        return self in (FailureCode.OUTPUT_MISSING, FailureCode.OUTPUT_INVALID, FailureCode.OUTPUT_TOO_LARGE)
+
+
+#: Whose fault each code is: every code, written once (a test walks the enum).
+_FAULTS: dict[FailureCode, Fault] = {
+    FailureCode.TIMEOUT: Fault.PARTICIPANT,
+    FailureCode.OOM: Fault.PARTICIPANT,
+    FailureCode.NONZERO_EXIT: Fault.PARTICIPANT,
+    FailureCode.OUTPUT_MISSING: Fault.PARTICIPANT,
+    FailureCode.OUTPUT_INVALID: Fault.PARTICIPANT,
+    FailureCode.OUTPUT_TOO_LARGE: Fault.PARTICIPANT,
+    FailureCode.IMAGE_INVALID: Fault.PARTICIPANT,
+    FailureCode.MODEL_ERROR: Fault.PARTICIPANT,
+    FailureCode.INFRA: Fault.PLATFORM,
+    # Never emitted any more: a grader that emitted it now would be ours to fix.
+    FailureCode.INPUT_INVALID: Fault.PLATFORM,
+}
+
 
 #: Codes the current grader emits (every code but the legacy ones).
 EMITTED_CODES: tuple[FailureCode, ...] = tuple(code for code in FailureCode if code is not FailureCode.INPUT_INVALID)
-
-#: Codes that mean "the output files are wrong" (``grader check`` then lists every problem in them).
-OUTPUT_CODES = frozenset({FailureCode.OUTPUT_MISSING, FailureCode.OUTPUT_INVALID, FailureCode.OUTPUT_TOO_LARGE})
 
 #: Exit status of the grader's runner image when the submitted model failed (not the image's own fault).
 RUNNER_MODEL_ERROR_EXIT = 3

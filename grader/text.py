@@ -36,8 +36,10 @@ def _escape_char(char: str) -> str:
     return f"\\U{point:08x}"
 
 
-def escape_control(text: str) -> str:
-    """``text`` with every non-printable character written as a visible escape (``\\x1b``, ``\\n``...)."""
+def escape_control(value: object) -> str:
+    """``value`` (a string, or anything ``str()`` turns into one) with every non-printable character written
+    as a visible escape (``\\x1b``, ``\\n``...): the escape ``ascii()`` writes for it, one line, inert on a terminal."""
+    text = value if isinstance(value, str) else str(value)
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() else _escape_char(char) for char in text)

@@ -53,13 +53,26 @@ def _run_folder(out: Path, bench: Path, vectors: dict[str, tuple], *, name: str,
     for task_name, (qids, dids, queries, corpus) in vectors.items():
         save_embeddings(out / "embeddings" / task_name, list(qids), list(dids), np.asarray(queries, np.float32), np.asarray(corpus, np.float32))
         digest = benchmark.task(task_name).split_digest("test")
-        tasks[task_name] = {"split": "test", "data_digest": {"sha256": digest}, "status": "scored", "failure": None, "measures": {"NDCG@10": 0.5}}
-    report = {
+        tasks[task_name] = {
+            "split": "test",
+            "data_digest": {"sha256": digest},
+            "status": "scored",
+            "failure": None,
+            "measures": {"NDCG@10": 0.5},
+            "queries": {"judged": len(qids), "answered": len(qids), "missing": 0, "extra": 0},
+        }
+    report = {  # schema-valid; the scores themselves are not what EffectMRR reads
         "schema_version": "1",
+        "grader": {"name": "grader", "version": "test"},
         "benchmark": {"name": benchmark.name, "version": benchmark.spec.version, "primary_measure": benchmark.spec.primary_measure},
         "subject": {"kind": "onnx", "name": name, "digest": {"sha256": "0" * 64}},
+        "policy": "strict",
         "tasks": tasks,
+        "aggregate": {"measure": benchmark.spec.primary_measure, "score": None, "complete": False, "groups": {}},
+        "sandbox": None,
         "labels": labels if labels is not None else {"training": name},
+        "started_at": "2025-01-01T00:00:00Z",
+        "finished_at": "2025-01-01T00:00:00Z",
     }
     (out / "report.json").write_text(json.dumps(report), encoding="utf-8")
     return out
@@ -285,8 +298,8 @@ def test_dimensions_are_separate_configurations(tmp_path):
     assert result["average_effect_mrr"] == math.fsum(effects) / 4
     for c in configs:
         assert c["effect_mrr"] == c["mrr_com"] - c["mrr_org"]
-    assert result["labels"] == {"base": {"training": "zero-shot"}, "augmented": {"training": "fine-tuned"}}
-    assert result["base"]["subject"]["name"] == "b" and result["augmented"]["subject"]["name"] == "a"
+    assert result["labels"] == {"augmented": {"training": "fine-tuned"}} and result["bases"][0]["labels"] == {"training": "zero-shot"}
+    assert result["bases"][0]["subject"]["name"] == "b" and result["augmented"]["subject"]["name"] == "a"
     # --tasks picks a subset; the benchmark's MRR primary measure sets the cutoff.
     only_beta = _effect(bench, base, augmented, 0.6, dimensions=(3,), tasks=["beta"])
     assert [(c["task"], c["dimension"]) for c in only_beta["configurations"]] == [("beta", 3)]
@@ -347,7 +360,7 @@ def test_missing_inputs_are_refused(tmp_path):
     with pytest.raises(UsageError, match="--base: .* kept no embeddings for task 'toy'"):
         _effect(bench, base, augmented, 0.5)
     report = json.loads((base / "report.json").read_text())
-    del report["tasks"]["toy"]
+    report["tasks"]["other"] = report["tasks"].pop("toy")  # a report of another benchmark's task
     (base / "report.json").write_text(json.dumps(report))
     with pytest.raises(UsageError, match="grades no task of benchmark"):
         _effect(bench, base, augmented, 0.5)
@@ -368,7 +381,7 @@ def test_cli_json_table_and_errors(tmp_path):
     printed = json.loads(result.stdout)
     assert printed == json.loads(out.read_text())
     assert printed["kind"] == "effect" and printed["weight"] == 0.5 and printed["split"] == "test" and printed["benchmark"] == "bench"
-    assert printed["base"]["report"] == str(base / "report.json")
+    assert [b["report"] for b in printed["bases"]] == [str(base / "report.json")]
     assert printed["average_effect_mrr"] == 0.25
     table = runner.invoke(cli, [*args, "--pca-dims", "1,2"])
     assert table.exit_code == 0, table.output
@@ -440,5 +453,5 @@ def test_end_to_end_with_grader_run(tmp_path):
     assert by_dim[8]["pca_applied"] == {"base": False, "augmented": False}
     assert by_dim[8]["mrr_org"] == pytest.approx(report["measures"]["MRR@1000"], abs=1e-12)
     assert by_dim[3]["mrr_org"] == pytest.approx(report["pca"]["3"]["measures"]["MRR@1000"], abs=1e-12)
-    assert data["base"]["subject"]["name"] == "tiny-base" and data["augmented"]["subject"]["name"] == "tiny-aug"
-    assert data["labels"]["base"] == json.loads((runs["base"] / "report.json").read_text())["labels"]
+    assert data["bases"][0]["subject"]["name"] == "tiny-base" and data["augmented"]["subject"]["name"] == "tiny-aug"
+    assert data["bases"][0]["labels"] == json.loads((runs["base"] / "report.json").read_text())["labels"]

@@ -68,7 +68,7 @@ def test_hand_worked_average_over_two_bases(tmp_path):
     assert result["average_effect_mrr"] == 0.1875
     assert [b["label"] for b in result["bases"]] == ["gcb", "unix"]
     assert [b["report"] for b in result["bases"]] == [str(gcb / "report.json"), str(unix / "report.json")]
-    assert "base" not in result and "base" not in result["labels"]  # the one-base keys only with one base
+    assert "base" not in result and "base" not in result["labels"]  # bases are listed under "bases" only
     assert result["labels"]["augmented"] == {"training": "cat"}
 
 
@@ -110,13 +110,13 @@ def test_four_configurations_per_dataset_as_in_the_paper(tmp_path):
     assert [c["effect_mrr"] for c in alone["configurations"]] == [c["effect_mrr"] for c in configs if c["base"] == "b2"]
 
 
-def test_one_base_keeps_the_earlier_layout(tmp_path):
+def test_one_base_has_the_layout_of_several(tmp_path):
     bench, gcb, _unix, aug = _two_base_setup(tmp_path)
     as_path = compute_effect(resolve_benchmark(str(bench)), gcb, aug, 0.5)
     as_list = _effect(bench, [gcb], aug, 0.5)
     assert as_path == as_list
-    assert as_path["base"] == {"report": str(gcb / "report.json"), "subject": as_path["bases"][0]["subject"]}
-    assert as_path["labels"] == {"base": {"training": "gcb"}, "augmented": {"training": "cat"}}
+    assert "base" not in as_path and [b["report"] for b in as_path["bases"]] == [str(gcb / "report.json")]
+    assert as_path["labels"] == {"augmented": {"training": "cat"}} and as_path["bases"][0]["labels"] == {"training": "gcb"}
     assert as_path["average_effect_mrr"] == 0.25 and [t["average_effect_mrr"] for t in as_path["tasks"]] == [0.25, 0.25]
 
 

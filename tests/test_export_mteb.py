@@ -195,7 +195,7 @@ def test_task_table_matches_the_pinned_mteb():
 
 
 def test_rounding_and_keys():
-    scores = mteb_scores({"NDCG@10": 0.1234567891, "MRR@10": 0.1234567891, "Recall@1": 0.5, "NDCG@2": 0.3, "Success@1": 1.0})
+    scores = mteb_scores({"NDCG@10": 0.1234567891, "MRR@10": 0.1234567891, "Recall@1": 0.5, "NDCG@2": 0.3, "bpref@1": 1.0})
     assert scores == {"ndcg_at_10": 0.12346, "main_score": 0.12346, "mrr_at_10": 0.123457, "recall_at_1": 0.5, "accuracy": 0.5}
 
 
@@ -354,8 +354,8 @@ def test_merging_refuses_another_submission_or_a_file_it_did_not_write(graded, t
 
 def test_a_hosts_public_part_report_is_refused(graded, tmp_path):
     """A leaderboard's public-part report scores a share of each task's queries: not MTEB's numbers."""
-    from grader.hosting.leaderboard.parts import SignedValues
     from grader.hosting.leaderboard.public_report import public_part_report
+    from grader.hosting.leaderboard.values import SignedValues
 
     _bench, run_dir = graded
     report = json.loads((run_dir / "report.json").read_text())

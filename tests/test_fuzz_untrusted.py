@@ -26,11 +26,10 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
+from grader.collect.outputs import read_embeddings_output, read_encoding_stats, read_run_output
+from grader.collect.validate import validate_run_file
 from grader.errors import GraderError, RunFormatError, SubmissionError, TaskFailure
-from grader.failures import OUTPUT_CODES
 from grader.runs.readers import RunFormat, read_run
-from grader.sandbox.outputs import read_embeddings_output, read_encoding_stats, read_run_output
-from grader.sandbox.validate import validate_run_file
 from grader.submissions.manifest import load_manifest
 from grader.text import MAX_ERROR_LINE
 from tests.onnx_models import onnx_submission
@@ -233,7 +232,7 @@ def test_malformed_runs_through_the_score_readers_and_the_sandbox_readers(tmp_pa
             lambda: read_run_output(out, query_ids=QUERIES, doc_ids=DOCS, top_k=10, max_bytes=1 << 22), TaskFailure, label + " (sandbox)"
         )
         if isinstance(sandbox_side, TaskFailure):
-            assert sandbox_side.code in OUTPUT_CODES, label
+            assert sandbox_side.code.about_outputs, label
             refused += 1
         # grader score and the sandbox agree on what is a readable run (the sandbox also checks ids)
         if isinstance(score_side, RunFormatError):
@@ -272,7 +271,7 @@ def test_malformed_vectors_through_the_sandbox_reader(tmp_path: Path) -> None:
         label = f"seed {SEED} vectors #{number}"
         result = _outcome(lambda: read_embeddings_output(tmp_path, "corpus.npy", rows=rows, max_bytes=1 << 20, dimension=None), TaskFailure, label)
         if isinstance(result, TaskFailure):
-            assert result.code in OUTPUT_CODES, label
+            assert result.code.about_outputs, label
             outcomes.add(result.code)
         else:
             assert result.dtype == np.float32 and result.shape == (rows, 4) and np.isfinite(result).all(), label

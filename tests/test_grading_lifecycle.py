@@ -490,7 +490,7 @@ def test_in_process_cpus_pins_the_encoder(tmp_path: Path, benchmark: Path, submi
 
 
 def test_auto_says_which_sandbox_it_chose_and_why(tmp_path: Path, benchmark: Path, submission: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.grading import backends  # where the sandbox is chosen (grader.grading.runner re-exports RUNNER_IMAGE)
+    from grader.grading import backends  # where the sandbox is chosen
 
     monkeypatch.setattr(backends, "RUNNER_IMAGE", "grader-runner:no-such-tag-for-this-test")
     result = CliRunner().invoke(

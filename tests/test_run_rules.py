@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.collect.outputs import read_run_output
+from grader.collect.validate import validate_run_file
 from grader.errors import RunFormatError, TaskFailure
 from grader.runs.readers import jsonl_run_from_lines
 from grader.runs.rules import RULES
-from grader.sandbox.outputs import read_run_output
-from grader.sandbox.validate import validate_run_file
 
 QUERIES = ("q1", "q2", "q\t3")
 DOCS = ("d1", "d2", "d3", "d\t4")

@@ -32,6 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
+from grader.collect.unblind import unblind_rows, unblind_run
 from grader.data.task import Document, Query
 from grader.errors import KeyFileError, SandboxUnavailable
 from grader.runs.run import Run
@@ -39,7 +40,6 @@ from grader.sandbox import blinding as blinding_module
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind, key_id, pseudonyms
 from grader.sandbox.blinding_key import BLINDING_KEY_NAME, load_blinding_key, write_blinding_key
 from grader.sandbox.staging import stage_task
-from grader.sandbox.unblind import unblind_rows, unblind_run
 from tests.sandbox_support import HostGuard, docker_submission, image_of, read_report, write_beir_task
 
 CHEATER = image_of("cheater")
@@ -122,7 +122,7 @@ def test_runs_and_vectors_come_back_under_the_real_ids(tmp_path: Path) -> None:
     query_of = dict(zip(staged.queries.real, staged.queries.staged))
     # Ties (score 1.0 for c-1 and c-4) must end up in trec order under the real ids: c-4 before c-1.
     blinded = Run.from_mapping({query_of["q-2"]: {doc_of["c-1"]: 1.0, doc_of["c-4"]: 1.0, doc_of["c-0"]: 0.5}, query_of["q-0"]: {doc_of["c-5"]: 2.0}})
-    run = unblind_run(blinded, staged)
+    run = unblind_run(blinded, queries=staged.queries, documents=staged.documents)
     assert run.query_ids == ("q-0", "q-2")
     assert run.ranking("q-2") == [("c-4", 1.0), ("c-1", 1.0), ("c-0", 0.5)]
     assert run.ranking("q-0") == [("c-5", 2.0)]

@@ -1,7 +1,7 @@
 """The sandbox against misbehaving images: real containers, small limits, exact failure codes.
 
 Each test stages the tiny task of ``tests/sandbox_support.py``, runs one image of
-``tests/sandbox_images`` through ``run_task_container`` (or ``run_container``),
+``tests/sandbox_images`` through ``run_and_collect`` (or ``run_container``),
 asserts the failure code and what the container reported, and then that the host
 is as it was: no container left, no tmpfs mounted, no scratch file, ``/input``
 unchanged.
@@ -20,11 +20,11 @@ import docker.errors
 import pytest
 
 from grader.errors import TaskFailure
+from grader.grading.sandboxed import SandboxedOutput, run_and_collect
 from grader.metrics.measures import parse_measure
 from grader.metrics.policy import Policy, evaluate
 from grader.sandbox.blinding import DOCUMENT, QUERY, blind, pseudonyms
 from grader.sandbox.container import Mount, run_container
-from grader.sandbox.task_run import SandboxedOutput, run_task_container
 from tests.sandbox_support import (
     BASE_IMAGE,
     QRELS,
@@ -46,7 +46,7 @@ NDCG10 = parse_measure("NDCG@10")
 
 
 class Ran:
-    """One run_task_container call: its output or its failure, the log, the time it took."""
+    """One run_and_collect call: its output or its failure, the log, the time it took."""
 
     def __init__(self, output: SandboxedOutput | None, failure: TaskFailure | None, log_path: Path, wall_s: float) -> None:
         self.output = output
@@ -83,7 +83,7 @@ def run_image(
     started = time.monotonic()
     output = failure = None
     try:
-        output = run_task_container(
+        output = run_and_collect(
             image or image_of(name),
             staged,
             mode=mode,
@@ -222,7 +222,7 @@ def test_egress_gets_nowhere(guard: HostGuard) -> None:
 def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     """The task's qrels sit on the host next to its corpus; nothing of them is visible inside."""
     from grader.data.task import Task
-    from grader.grading.runner import load_task_inputs
+    from grader.grading.interfaces import load_task_inputs
     from grader.sandbox.staging import stage_task
 
     task_root = write_beir_task(tmp_path / "bench" / "secret-task")
@@ -240,11 +240,11 @@ def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     )
     guard.watch(staged.folder, task_root)
     log_path = tmp_path / "snoop.log"
-    output = run_task_container(image_of("snoop"), staged, mode="retrieve", limits=small_limits(time_limit_s=60), log_path=log_path, scratch=tmp_path)
+    output = run_and_collect(image_of("snoop"), staged, mode="retrieve", limits=small_limits(time_limit_s=60), log_path=log_path, scratch=tmp_path)
     log = read_log(log_path)
     assert "snoop: scanned" in log and ", 0 findings" in log, log
     assert "found (" not in log
-    run = output.run
+    run = output.outputs.run
     assert sorted(run.query_ids) == sorted(q.id for q in QUERIES)
     scores = [score for query in run.query_ids for _, score in run.ranking(query)]
     assert scores and all(score == 0.0 for score in scores), scores
@@ -466,7 +466,7 @@ def test_invalid_runs_are_output_invalid(guard: HostGuard, behaviour: str, expec
 def test_valid_run_is_read(guard: HostGuard) -> None:
     ran = run_image(guard, "scripted", task="valid")
     assert ran.failure is None, ran.failure
-    run = ran.output.run
+    run = ran.output.outputs.run
     assert sorted(run.query_ids) == sorted(QRELS)
     assert {q: run.ranking(q)[0][0] for q in run.query_ids} == {q: next(iter(d)) for q, d in QRELS.items()}
     assert evaluate(QRELS, run, [NDCG10]).mean(NDCG10) == 1.0
@@ -479,7 +479,7 @@ def test_valid_run_is_read(guard: HostGuard) -> None:
 def test_half_the_queries_is_scored_and_missing_ones_count_zero_under_strict(guard: HostGuard) -> None:
     ran = run_image(guard, "scripted", task="half")
     assert ran.failure is None, ran.failure
-    run = ran.output.run
+    run = ran.output.outputs.run
     answered = sorted(run.query_ids)
     # "half" answers the first half of the queries as staged: sorted by pseudonym (docs/protocol.md).
     staged = blind(TEST_BLINDING_KEY, "half", QUERY, sorted(q.id for q in QUERIES))

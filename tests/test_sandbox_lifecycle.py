@@ -28,7 +28,7 @@ import docker.errors
 import pytest
 
 from grader.errors import TaskFailure
-from grader.sandbox.task_run import run_task_container
+from grader.grading.sandboxed import run_and_collect
 from tests.sandbox_support import (
     SANDBOX_LABEL,
     HostGuard,
@@ -252,7 +252,7 @@ def test_output_larger_than_the_memory_headroom_is_output_too_large_not_oom(guar
     cap = 192 << 20
     limits = small_limits(memory_bytes=128 << 20, output_bytes=cap, time_limit_s=60.0)
     with pytest.raises(TaskFailure) as failure:
-        run_task_container(
+        run_and_collect(
             image_of("bigwriter"),
             staged,
             mode="retrieve",

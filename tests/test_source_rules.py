@@ -35,7 +35,7 @@ JSON_ALLOWED: dict[tuple[str, str, str], str] = {
 
 #: (file, enclosing function or "<module>", exception) -> why it may stay.
 RAISE_ALLOWED: dict[tuple[str, str, str], str] = {
-    ("grader/sandbox/outputs.py", "_npy_header", "ValueError"): "caught by the function's own `except Exception` and turned into OUTPUT_INVALID",
+    ("grader/collect/outputs.py", "_npy_header", "ValueError"): "caught by the function's own `except Exception` and turned into OUTPUT_INVALID",
     ("grader/runs/run.py", "Run.build", "ValueError"): "internal precondition: the grader's readers build the arrays",
     ("grader/data/writers.py", "TaskWriter._root", "RuntimeError"): "programming error: the writer used outside its with block",
     ("grader/data/writers.py", "TaskWriter.commit", "RuntimeError"): "programming error: commit before both files were written",

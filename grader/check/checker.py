@@ -2,7 +2,9 @@
 scoring on public data only, and say what will go wrong when it is graded.
 
 The steps use the grading code itself (the same intake, sandbox, limits and
-validators), on the benchmark's public sample split, never the hidden one.
+validators), on the benchmark's public sample split, never the hidden one. Like
+grading, check reaches what a container wrote through :mod:`grader.collect`, never
+through the sandbox (an import-layer contract forbids it).
 """
 
 from __future__ import annotations
@@ -12,23 +14,23 @@ import dataclasses
 import resource
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grader.check.steps import STEP_NAMES, CheckReport, StepResult, listed
+from grader.collect.validate import output_problems
 from grader.errors import GraderError, TaskFailure
-from grader.failures import OUTPUT_CODES, FailureCode
+from grader.failures import FailureCode
 from grader.grading.backends import prepare_task_grader
+from grader.grading.blinding_keys import with_blinding_key
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
-from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
-from grader.sandbox.outputs import read_embeddings_output
-from grader.sandbox.validate import validate_run_file
 from grader.submissions.archive import open_submission
 from grader.submissions.digest import submission_digest
-from grader.submissions.manifest import load_manifest
+from grader.submissions.manifest import Manifest, load_manifest
 
 ARCHIVE, INTAKE, SAMPLE_RUN, VALIDATION, SCORE, ESTIMATE = STEP_NAMES
 
@@ -46,6 +48,8 @@ class _SampleOutcome:
     kept_output: Path | None = None
     #: the container's mode (``retrieve`` or ``encode``), for sandboxed graders
     mode: str | None = None
+    #: the query and document ids the container saw (pseudonyms, docs/protocol.md), for sandboxed graders
+    staged_ids: tuple[Sequence[str], Sequence[str]] | None = None
     dimension: int | None = None
 
 
@@ -57,109 +61,126 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
     """Run every step; stop at the first blocking one (later steps are reported as not run)."""
     report = CheckReport(str(submission))
     # A fresh blinding key unless one is given: check keeps nothing, and writes no key where it runs.
-    blinding = options.blinding_key or BlindingKey.generate()
-    options = dataclasses.replace(options, blinding_key=blinding)
+    options = with_blinding_key(options)
     with contextlib.ExitStack() as stack:
-        # 1. archive and manifest
-        try:
-            folder = stack.enter_context(open_submission(submission))
-            manifest = load_manifest(folder)
-            digest = submission_digest(folder)
-        except GraderError as error:
-            report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
+        opened = _archive_step(report, stack, submission)
+        if opened is None:
             return report.finish()
-        report.add(
-            StepResult(
-                ARCHIVE,
-                "passed",
-                f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
-                data={"digest": digest, "kind": manifest.kind},
-            )
-        )
-
-        # 2. intake: the task grader grading uses (the same choice, the same intake)
-        try:
-            prepared = prepare_task_grader(folder, manifest, options)
-            grader, sandbox, reason = prepared.grader, prepared.sandbox, prepared.intake
-        except GraderError as error:
-            report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
+        folder, manifest = opened
+        grader = _intake_step(report, folder, manifest, options)
+        if grader is None:
             return report.finish()
-        report.add(StepResult(INTAKE, "passed", reason, data={"sandbox": sandbox}))
-
-        # 3. sample run
-        spec = options.benchmark.spec
-        split = spec.sample_split
-        if split == spec.default_split:
-            report.add(
-                StepResult(
-                    SAMPLE_RUN,
-                    "failed",
-                    f"the sample split {split!r} is the hidden split; check never runs on it",
-                    "configure a public sample_split in benchmark.json",
-                )
-            )
+        runs = _sample_run_step(report, stack, grader, options)
+        if runs is None or not _validation_step(report, runs, manifest, options):
             return report.finish()
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
-        # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
-        options = dataclasses.replace(options, out_dir=scratch)
-        runs: list[_SampleOutcome] = []
-        for name in options.tasks:
-            try:
-                inputs = load_task_inputs(options.benchmark.task(name), split)
-                runs.append(_sample_task(grader, inputs, options, scratch / name))
-            except TaskFailure as failure:
-                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
-                return report.finish()
-            except GraderError as error:
-                report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
-                return report.finish()
-        details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
-        report.add(
-            StepResult(
-                SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
-            )
-        )
-
-        # 4. output validation
-        errors: list[str] = []
-        for task_run in runs:
-            errors.extend(_validate(task_run, manifest, options, blinding))
-        if errors:
-            report.add(
-                StepResult(
-                    VALIDATION,
-                    "failed",
-                    f"{len(errors)} problem(s) in the output",
-                    "see docs/protocol.md for the output format",
-                    details=listed(errors),
-                )
-            )
-            return report.finish()
-        report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
-
-        # 5. sample score
-        primary = options.effective_measures()[0]
-        lines = []
-        scores: dict[str, float] = {}
-        for task_run in runs:
-            if task_run.run is None:
-                continue
-            evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
-            scores[task_run.name] = evaluation.mean(primary)
-            lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
-        report.add(
-            StepResult(
-                SCORE,
-                "passed",
-                f"sample score on the public {split!r} split; it says nothing about the hidden {spec.default_split!r} split",
-                details=lines,
-                data={"scores": scores, "measure": str(primary)},
-            )
-        )
-
-        # 6. estimate
+        report.add(_score_step(runs, options))
         report.add(_estimate(runs, options))
     return report.finish()
+
+
+def _archive_step(report: CheckReport, stack: contextlib.ExitStack, submission: Path) -> tuple[Path, Manifest] | None:
+    """1. The archive opens and its manifest is valid: the unpacked folder (open until ``stack`` closes) and the manifest."""
+    try:
+        folder = stack.enter_context(open_submission(submission))
+        manifest = load_manifest(folder)
+        digest = submission_digest(folder)
+    except GraderError as error:
+        report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
+        return None
+    report.add(
+        StepResult(
+            ARCHIVE,
+            "passed",
+            f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
+            data={"digest": digest, "kind": manifest.kind},
+        )
+    )
+    return folder, manifest
+
+
+def _intake_step(report: CheckReport, folder: Path, manifest: Manifest, options: RunOptions) -> TaskGrader | None:
+    """2. Intake: the task grader grading uses (the same choice, the same intake)."""
+    try:
+        prepared = prepare_task_grader(folder, manifest, options)
+    except GraderError as error:
+        report.add(StepResult(INTAKE, "failed", str(error), _hint(error, "fix the model, tokenizer or image named in submission.json")))
+        return None
+    report.add(StepResult(INTAKE, "passed", prepared.intake, data={"sandbox": prepared.sandbox}))
+    return prepared.grader
+
+
+def _sample_run_step(report: CheckReport, stack: contextlib.ExitStack, grader: TaskGrader, options: RunOptions) -> list[_SampleOutcome] | None:
+    """3. A sample run of every task on the public sample split (never the hidden one), through ``grader.rank``."""
+    spec = options.benchmark.spec
+    split = spec.sample_split
+    if split == spec.default_split:
+        report.add(
+            StepResult(
+                SAMPLE_RUN,
+                "failed",
+                f"the sample split {split!r} is the hidden split; check never runs on it",
+                "configure a public sample_split in benchmark.json",
+            )
+        )
+        return None
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-check-")))
+    # Container logs go to the scratch folder, not OUT/logs: check writes nothing where it runs.
+    options = dataclasses.replace(options, out_dir=scratch)
+    runs: list[_SampleOutcome] = []
+    for name in options.tasks:
+        try:
+            inputs = load_task_inputs(options.benchmark.task(name), split)
+            runs.append(_sample_task(grader, inputs, options, scratch / name))
+        except TaskFailure as failure:
+            report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {failure}", failure.hint or _failure_hint(failure.code)))
+            return None
+        except GraderError as error:
+            report.add(StepResult(SAMPLE_RUN, "failed", f"{name}: {error}", _hint(error, "the public sample split must exist for every task")))
+            return None
+    details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
+    report.add(
+        StepResult(
+            SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
+        )
+    )
+    return runs
+
+
+def _validation_step(report: CheckReport, runs: list[_SampleOutcome], manifest: Manifest, options: RunOptions) -> bool:
+    """4. Output validation: every problem in what the containers wrote; whether there were none."""
+    errors: list[str] = []
+    for task_run in runs:
+        errors.extend(_validate(task_run, manifest, options))
+    if errors:
+        report.add(
+            StepResult(
+                VALIDATION, "failed", f"{len(errors)} problem(s) in the output", "see docs/protocol.md for the output format", details=listed(errors)
+            )
+        )
+        return False
+    report.add(StepResult(VALIDATION, "passed", "outputs match their schemas; every query answered, ids known and unique"))
+    return True
+
+
+def _score_step(runs: list[_SampleOutcome], options: RunOptions) -> StepResult:
+    """5. The sample score of each task's ranking (it says nothing about the hidden split)."""
+    spec = options.benchmark.spec
+    primary = options.effective_measures()[0]
+    lines = []
+    scores: dict[str, float] = {}
+    for task_run in runs:
+        if task_run.run is None:
+            continue
+        evaluation = evaluate(task_run.inputs.qrels, task_run.run, [primary], options.policy)
+        scores[task_run.name] = evaluation.mean(primary)
+        lines.append(f"{task_run.name}: {primary} = {scores[task_run.name]:.4f} ({evaluation.counts.evaluated} queries)")
+    return StepResult(
+        SCORE,
+        "passed",
+        f"sample score on the public {spec.sample_split!r} split; it says nothing about the hidden {spec.default_split!r} split",
+        details=lines,
+        data={"scores": scores, "measure": str(primary)},
+    )
 
 
 #: What to do about each failure code (a test checks every code has one).
@@ -186,39 +207,35 @@ def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, sc
     name = inputs.task.name
     mode = getattr(grader, "mode", None)
     kept = scratch / "output" if mode is not None else None
+    # A container sees pseudonyms (docs/protocol.md): its output is validated against those, as collecting does.
+    ids_seen = getattr(grader, "staged_ids", None)
+    staged = ids_seen(inputs) if ids_seen is not None else None
     started = time.monotonic()
     try:
         ranked = grader.rank(inputs, options, SilentProgress(), keep_output=kept)
     except TaskFailure as failure:
-        if kept is None or failure.code not in OUTPUT_CODES:
+        if kept is None or not failure.code.about_outputs:
             raise
-        return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode)
-    return _SampleOutcome(name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, dimension=ranked.dimension)
+        return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode, staged_ids=staged)
+    return _SampleOutcome(
+        name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, staged_ids=staged, dimension=ranked.dimension
+    )
 
 
-def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions, key: BlindingKey) -> list[str]:
+def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
-    if task_run.kept_output is None:  # in-process encoders: the encoder validated its own output
-        return []
-    # The container saw pseudonyms (docs/protocol.md): its output is checked against those, as grading does.
-    query_ids = list(blind(key, name, QUERY, [q.id for q in task_run.inputs.queries]).staged)
-    doc_ids = list(blind(key, name, DOCUMENT, [d.id for d in task_run.inputs.documents]).staged)
-    problems: list[str] = []
-    if task_run.mode == "retrieve":
-        validation = validate_run_file(task_run.kept_output / "run.jsonl", query_ids=query_ids, doc_ids=doc_ids, top_k=options.top_k)
-        problems.extend(validation.errors)
-        missing = validation.missing(query_ids) if validation.lines else []
-        if missing:
-            problems.append(
-                f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy"
-            )
-    else:
-        for file_name, rows in (("corpus.npy", len(doc_ids)), ("queries.npy", len(query_ids))):
-            try:
-                read_embeddings_output(task_run.kept_output, file_name, rows=rows, max_bytes=options.limits.output_bytes)
-            except TaskFailure as failure:
-                problems.append(failure.detail)
+    if task_run.kept_output is None or task_run.mode is None or task_run.staged_ids is None:
+        return []  # in-process encoders: the encoder validated its own output
+    query_ids, doc_ids = task_run.staged_ids
+    problems = output_problems(
+        task_run.kept_output,
+        mode=task_run.mode,
+        query_ids=query_ids,
+        doc_ids=doc_ids,
+        top_k=options.top_k,
+        max_bytes=options.limits.output_bytes,
+    )
     if task_run.output_failure is not None and not problems:
         problems.append(task_run.output_failure.detail)
     return [f"{name}: {problem}" for problem in problems]

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from sqlalchemy import func, select
 
 from grader import jsonio
-from grader.hosting.clock import iso, utcnow
+from grader.hosting.clock import iso
 
 
 def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -38,10 +37,9 @@ def admin(ctx: click.Context, state_dir: Path, database: str | None) -> None:
 @click.pass_context
 def add_participant(ctx: click.Context, name: str, team: str | None, baseline: bool) -> None:
     """Create participant NAME and print its token (shown once; only its hash is stored)."""
-    from grader.hosting.services.participants import add_participant as add
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        _participant, token = add(session, name, team, baseline=baseline)
+    token = service.add_participant(_db(ctx), name, team, baseline=baseline)
     click.echo(token)
     click.echo(f"participant {name!r} added; give them the token above (it is not stored and cannot be shown again)", err=True)
 
@@ -51,10 +49,9 @@ def add_participant(ctx: click.Context, name: str, team: str | None, baseline: b
 @click.pass_context
 def revoke(ctx: click.Context, name: str) -> None:
     """Revoke participant NAME's token."""
-    from grader.hosting.services.participants import revoke_participant
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        revoke_participant(session, name)
+    service.revoke_participant(_db(ctx), name)
     click.echo(f"revoked {name!r}")
 
 
@@ -63,22 +60,9 @@ def revoke(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def list_participants(ctx: click.Context, as_json: bool) -> None:
     """List participants with their submission counts."""
-    from grader.hosting.db.models import Participant, Submission
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        rows = []
-        for p in session.scalars(select(Participant).order_by(Participant.name)).all():
-            count = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == p.id)) or 0
-            rows.append(
-                {
-                    "name": p.name,
-                    "team": p.team,
-                    "revoked": p.revoked_at is not None,
-                    "baseline": p.is_baseline,
-                    "submissions": count,
-                    "created_at": iso(p.created_at),
-                }
-            )
+    rows = service.participant_rows(_db(ctx))
     if as_json:
         click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
@@ -91,23 +75,9 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def list_submissions(ctx: click.Context, as_json: bool) -> None:
     """Every submission with its state (host view)."""
-    from grader.hosting.db.models import Participant, Submission
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        rows = [
-            {
-                "id": s.id,
-                "participant": p.name,
-                "name": s.name,
-                "track": s.track,
-                "state": s.state,
-                "failure_code": s.failure_code,
-                "attempt": s.attempt,
-                "score": s.public_score,
-                "uploaded_at": iso(s.uploaded_at),
-            }
-            for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()
-        ]
+    rows = service.submission_rows(_db(ctx))
     if as_json:
         click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
@@ -122,11 +92,10 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def history(ctx: click.Context, submission_id: str) -> None:
     """The audit trail of one submission."""
-    from grader.hosting.db.models import Transition
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        for t in session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all():
-            click.echo(f"{iso(t.at)}  {t.from_state or '-':>9} -> {t.to_state:<9} attempt {t.attempt}  {t.actor}: {t.reason}")
+    for t in service.history(_db(ctx), submission_id):
+        click.echo(f"{t['at']}  {t['from'] or '-':>9} -> {t['to']:<9} attempt {t['attempt']}  {t['actor']}: {t['reason']}")
 
 
 def _competition(path: Path):  # type: ignore[no-untyped-def]
@@ -143,25 +112,12 @@ def _competition(path: Path):  # type: ignore[no-untyped-def]
 def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max_attempts: int) -> None:
     """Grade SUBMISSION_ID (or --all) again; earlier results are kept. The server picks the jobs up."""
     from grader.errors import UsageError
-    from grader.hosting.db.models import State, Submission
-    from grader.hosting.services.dispatch import LocalDispatcher
-    from grader.hosting.services.lifecycle import rejudge as requeue
+    from grader.hosting.services import admin as service
 
     if bool(submission_id) == everything:
         raise UsageError("give one SUBMISSION_ID or --all")
-    db = _db(ctx)
-    with db.session() as session:
-        ids = (
-            [submission_id]
-            if submission_id
-            else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
-        )
-    dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
-    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts)]
-    click.echo(
-        f"queued {len(done)} submission(s) for rejudging"
-        + (f"; not finished or unknown: {sorted(set(ids) - set(done))}" if len(done) != len(ids) else "")
-    )
+    done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts)
+    click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {missed}" if missed else ""))
 
 
 @admin.command("cancel")
@@ -169,11 +125,9 @@ def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max
 @click.pass_context
 def cancel(ctx: click.Context, submission_id: str) -> None:
     """Cancel a submission that has not ended (never charged to the participant)."""
-    from grader.hosting.errors import HostingError
-    from grader.hosting.services.lifecycle import cancel as stop
+    from grader.hosting.services import admin as service
 
-    if not stop(_db(ctx), submission_id):
-        raise HostingError(f"{submission_id}: unknown or already finished")
+    service.cancel(_db(ctx), submission_id)
     click.echo(f"cancelled {submission_id}")
 
 
@@ -181,15 +135,9 @@ def cancel(ctx: click.Context, submission_id: str) -> None:
 @click.pass_context
 def end(ctx: click.Context) -> None:
     """Close the competition now (uploads completed before this moment still count)."""
-    from grader.hosting.db.models import Setting
+    from grader.hosting.services import admin as service
 
-    now = utcnow()
-    with _db(ctx).session() as session:
-        setting = session.get(Setting, "ended_at")
-        if setting is None:
-            session.add(Setting(key="ended_at", value=now.isoformat()))
-        else:
-            setting.value = now.isoformat()
+    now = service.end_now(_db(ctx))
     click.echo(f"competition ended at {iso(now)}")
 
 
@@ -198,11 +146,9 @@ def end(ctx: click.Context) -> None:
 @click.pass_context
 def repin(ctx: click.Context, competition_file: Path) -> None:
     """Pin the benchmark data and grader version as they are now (after an intended change)."""
-    from grader.hosting.services.pins import repin as pin_now
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        pin = pin_now(session, _competition(competition_file))
-        click.echo(f"pinned grader {pin.grader_version}, benchmark {pin.digests.get('benchmark')} {pin.digests.get('version')} (pin {pin.id})")
+    click.echo(service.repin(_db(ctx), _competition(competition_file)))
 
 
 @admin.command("report")
@@ -212,15 +158,9 @@ def repin(ctx: click.Context, competition_file: Path) -> None:
 def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
     """Copy the full signed report of SUBMISSION_ID (host view, any time)."""
     from grader.files import atomic_write_bytes
-    from grader.hosting.db.models import Result, Submission
-    from grader.hosting.errors import HostingError
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        submission = session.get(Submission, submission_id)
-        result = session.get(Result, submission.result_id) if submission is not None and submission.result_id else None
-        if result is None or result.envelope_path is None:
-            raise HostingError(f"{submission_id}: no signed report")
-        atomic_write_bytes(out_path, Path(result.envelope_path).read_bytes())
+    atomic_write_bytes(out_path, service.full_report(_db(ctx), submission_id))
     click.echo(str(out_path))
 
 
@@ -250,7 +190,7 @@ def leaderboard(ctx: click.Context, private: bool, competition_file: Path, as_js
 def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
     """Register remote worker NAME and print its token (shown once; only its hash is stored)."""
     from grader.hosting.errors import HostingError
-    from grader.hosting.services.workers import add_worker as add
+    from grader.hosting.services import admin as service
 
     pem = None
     if public_key is not None:
@@ -258,8 +198,7 @@ def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
             pem = public_key.read_text(encoding="ascii")[:4000]
         except (OSError, UnicodeDecodeError) as error:
             raise HostingError(f"{public_key}: cannot read: {error}") from None
-    with _db(ctx).session() as session:
-        _worker, token = add(session, name, pem)
+    token = service.add_worker(_db(ctx), name, pem)
     click.echo(token)
     click.echo(
         f"worker {name!r} added; run it with `grader worker --server URL --worker-token TOKEN` (the token is not stored and cannot be shown again)",
@@ -272,10 +211,9 @@ def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
 @click.pass_context
 def revoke_worker(ctx: click.Context, name: str) -> None:
     """Revoke remote worker NAME: it can no longer claim jobs or post results (its running lease expires and is re-attempted)."""
-    from grader.hosting.services.workers import revoke_worker as revoke
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        revoke(session, name)
+    service.revoke_worker(_db(ctx), name)
     click.echo(f"revoked worker {name!r}")
 
 
@@ -284,18 +222,9 @@ def revoke_worker(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def list_workers(ctx: click.Context, as_json: bool) -> None:
     """Registered workers: local or remote, key recorded, jobs running now."""
-    from grader.hosting.db.models import State, Submission, Worker
+    from grader.hosting.services import admin as service
 
-    with _db(ctx).session() as session:
-        rows = []
-        for w in session.scalars(select(Worker).order_by(Worker.name)).all():
-            running = (
-                session.scalar(
-                    select(func.count()).select_from(Submission).where(Submission.lease_worker_id == w.id, Submission.state == State.RUNNING.value)
-                )
-                or 0
-            )
-            rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
+    rows = service.worker_rows(_db(ctx))
     if as_json:
         click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
         return
@@ -309,17 +238,9 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def metrics_token(ctx: click.Context) -> None:
     """Create (or replace) the token that reads /metrics; print it once (only its hash is stored)."""
-    from grader.hosting.db.models import Setting
-    from grader.hosting.services.metrics import METRICS_TOKEN_KEY
-    from grader.hosting.services.tokens import new_token
+    from grader.hosting.services.auth import new_metrics_token
 
-    token, digest = new_token("gm")
-    with _db(ctx).session() as session:
-        setting = session.get(Setting, METRICS_TOKEN_KEY)
-        if setting is None:
-            session.add(Setting(key=METRICS_TOKEN_KEY, value=digest))
-        else:
-            setting.value = digest
+    token = new_metrics_token(_db(ctx))
     click.echo(token)
     click.echo("scrape /metrics with `Authorization: Bearer TOKEN` (the token is not stored and cannot be shown again)", err=True)
 

@@ -10,8 +10,9 @@ import click
 from grader import jsonio
 from grader.check.checker import run_check
 from grader.cli.exits import EXIT_NOT_PASSED
+from grader.cli.options import tasks_option
 from grader.data.registry import resolve_benchmark
-from grader.grading.runner import RunOptions
+from grader.grading.interfaces import RunOptions
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
 
@@ -19,7 +20,7 @@ from grader.sandbox.limits import limits_from_options
 @click.command("check")
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--benchmark", "benchmark_name", default="mini", show_default=True, help="A registered benchmark or a benchmark folder.")
-@click.option("--tasks", default=None, help="Comma-separated task names (default: all).")
+@tasks_option()
 @click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True)
 @click.option("--time-limit", type=float, default=None, metavar="SECONDS", help="Per-task time limit assumed for grading (default 3600).")
 @click.option("--memory", default=None, metavar="SIZE", help="Per-task memory limit (default 8g).")
@@ -34,7 +35,7 @@ from grader.sandbox.limits import limits_from_options
 def check_command(
     submission: Path,
     benchmark_name: str,
-    tasks: str | None,
+    tasks: list[str] | None,
     sandbox: str,
     time_limit: float | None,
     memory: str | None,
@@ -48,7 +49,7 @@ def check_command(
     Exit 0 only when every step passes.
     """
     benchmark = resolve_benchmark(benchmark_name)
-    selected = benchmark.select([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+    selected = benchmark.select(tasks)
     options = RunOptions(
         benchmark=benchmark,
         tasks=selected,

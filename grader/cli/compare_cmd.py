@@ -12,6 +12,7 @@ from grader.reports.verify import verify_report_file
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from grader.stats.compare import DEFAULT_ALPHA, DEFAULT_LEVEL, Comparison, compare
 from grader.stats.reports import table_from_reports
+from grader.text import escape_control
 
 
 def _p(value: float) -> str:
@@ -94,14 +95,10 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
         click.echo(jsonio.dumps(data, indent=2, ensure_ascii=True))
         return
     header = (
-        f"benchmark {_safe(benchmark['name'])} {_safe(benchmark['version'])}, {result.measure} ({first['policy']} policy), "
+        f"benchmark {escape_control(benchmark['name'])} {escape_control(benchmark['version'])}, {result.measure} ({first['policy']} policy), "
         f"{len(result.tasks)} task{'s' if len(result.tasks) != 1 else ''}, {result.queries:,} queries; every report verified"
     )
     click.echo(format_comparison(result, header))
-
-
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def register(group: click.Group) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import tasks_option
 from grader.data.describe import describe
 from grader.metrics.output import dumps
 
@@ -40,9 +41,9 @@ def info_command(target: str, as_json: bool) -> None:
 @data_group.command("import-coir")
 @click.argument("src", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--tasks", "task_list", metavar="A,B", help="Comma-separated tasks to import (default: every CoIR task found in SRC).")
+@tasks_option("Comma-separated tasks to import (default: every CoIR task found in SRC).")
 @click.option("--overwrite", is_flag=True, help="Replace task folders that exist in DEST already.")
-def import_coir_command(src: Path, dest: Path, task_list: str | None, overwrite: bool) -> None:
+def import_coir_command(src: Path, dest: Path, tasks: list[str] | None, overwrite: bool) -> None:
     """Convert CoIR's Hugging Face parquet snapshot SRC into BEIR task folders in DEST.
 
     SRC holds the downloaded datasets <task>-queries-corpus and <task>-qrels
@@ -53,7 +54,6 @@ def import_coir_command(src: Path, dest: Path, task_list: str | None, overwrite:
     """
     from grader.data.import_coir import import_coir
 
-    tasks = [name for name in task_list.split(",") if name.strip()] if task_list else None
     result = import_coir(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
     if result.missing:
         click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
@@ -65,11 +65,9 @@ def import_coir_command(src: Path, dest: Path, task_list: str | None, overwrite:
 @data_group.command("import-cat")
 @click.argument("src", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--tasks", "task_list", metavar="A,B", help="Comma-separated datasets to import: tlc, csn, funcom, pcsd (default: every one found in SRC)."
-)
+@tasks_option("Comma-separated datasets to import: tlc, csn, funcom, pcsd (default: every one found in SRC).")
 @click.option("--overwrite", is_flag=True, help="Replace task folders that exist in DEST already.")
-def import_cat_command(src: Path, dest: Path, task_list: str | None, overwrite: bool) -> None:
+def import_cat_command(src: Path, dest: Path, tasks: list[str] | None, overwrite: bool) -> None:
     """Convert CAT's cleaned JSONL splits in SRC into BEIR task folders in DEST.
 
     SRC holds one folder per dataset (tlc, csn, funcom, pcsd) with the split
@@ -82,7 +80,6 @@ def import_cat_command(src: Path, dest: Path, task_list: str | None, overwrite: 
     """
     from grader.data.import_cat import import_cat
 
-    tasks = [name for name in task_list.split(",") if name.strip()] if task_list else None
     result = import_cat(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
     if result.missing:
         click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)

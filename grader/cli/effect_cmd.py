@@ -6,13 +6,10 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import tasks_option
 from grader.data.registry import resolve_benchmark
 from grader.effect.compute import compute_effect, effect_json, format_effect_table, write_effect
 from grader.retrieval.pca import parse_dimensions
-
-
-def _split_tasks(value: str | None) -> list[str] | None:
-    return [part.strip() for part in value.split(",") if part.strip()] if value else None
 
 
 @click.command("effect")
@@ -39,7 +36,7 @@ def _split_tasks(value: str | None) -> list[str] | None:
     metavar="D1,D2",
     help="Dimensions to reduce each side to by PCA (CAT: 20,768); each is a separate configuration. Default: native.",
 )
-@click.option("--tasks", default=None, help="Comma-separated task names (default: every benchmark task the base run graded).")
+@tasks_option("Comma-separated task names (default: every benchmark task the base run graded).")
 @click.option("--split", default=None, help="Split (default: the benchmark's, usually test).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), default=None, help="Write the JSON result here (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result instead of a table.")
@@ -49,7 +46,7 @@ def effect_command(
     weight: float,
     benchmark_name: str,
     pca_dims: str | None,
-    tasks: str | None,
+    tasks: list[str] | None,
     split: str | None,
     out_path: Path | None,
     as_json: bool,
@@ -57,7 +54,7 @@ def effect_command(
     """EffectMRR = MRR(combined) - MRR(base) per (task, base, dimension); Average_EffectMRR per task and overall."""
     dimensions = parse_dimensions(pca_dims)
     benchmark = resolve_benchmark(benchmark_name)
-    result = compute_effect(benchmark, list(base_dirs), augmented_dir, weight, split=split, tasks=_split_tasks(tasks), dimensions=dimensions)
+    result = compute_effect(benchmark, list(base_dirs), augmented_dir, weight, split=split, tasks=tasks, dimensions=dimensions)
     if out_path is not None:
         write_effect(result, out_path)
     if as_json:

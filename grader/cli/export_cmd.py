@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import tasks_option
 from grader.export.mteb import MTEB_VERSION, export_mteb
 
 
@@ -21,19 +22,18 @@ from grader.export.mteb import MTEB_VERSION, export_mteb
 )
 @click.option("--model-name", default=None, help="Model name in MTEB (default: the submission's name).")
 @click.option("--revision", default=None, help="Model revision in MTEB (default: the submission's sha256 digest).")
-@click.option("--tasks", default=None, help="Comma-separated grader task names (default: every CoIR task the report graded).")
+@tasks_option("Comma-separated grader task names (default: every CoIR task the report graded).")
 def export_mteb_command(
-    report: Path, out_dir: Path, assume_mteb_revisions: bool, model_name: str | None, revision: str | None, tasks: str | None
+    report: Path, out_dir: Path, assume_mteb_revisions: bool, model_name: str | None, revision: str | None, tasks: list[str] | None
 ) -> None:
     """Write MTEB's per-task result files (mteb==%s) for the CoIR tasks REPORT graded; refuse what MTEB would compute otherwise."""
-    selected = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
     written = export_mteb(
         report,
         out_dir,
         assume_revisions=assume_mteb_revisions,
         model_name=model_name,
         revision=revision,
-        tasks=selected,
+        tasks=tasks,
         say=lambda line: click.echo(f"export-mteb: {line}", err=True),
     )
     for path in written:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import tasks_option
 from grader.cli.progress import StderrProgress
 from grader.data.registry import resolve_benchmark
-from grader.grading.runner import RunOptions, grade_submission
+from grader.grading.interfaces import RunOptions
+from grader.grading.runner import grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
@@ -19,14 +21,10 @@ from grader.sandbox.blinding_key import load_blinding_key
 from grader.sandbox.limits import limits_from_options
 
 
-def _split_tasks(value: str | None) -> list[str] | None:
-    return [part.strip() for part in value.split(",") if part.strip()] if value else None
-
-
 @click.command("run")
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--benchmark", "benchmark_name", required=True, help="A registered benchmark (mini, coir, cat) or a benchmark folder.")
-@click.option("--tasks", default=None, help="Comma-separated task names (default: all).")
+@tasks_option()
 @click.option("--split", default=None, help="Split to grade (default: the benchmark's, usually test).")
 @click.option(
     "--out",
@@ -79,7 +77,7 @@ def _split_tasks(value: str | None) -> list[str] | None:
 def run_command(
     submission: Path,
     benchmark_name: str,
-    tasks: str | None,
+    tasks: list[str] | None,
     split: str | None,
     out_dir: Path,
     key_path: Path | None,
@@ -109,7 +107,7 @@ def run_command(
         benchmark = resolve_benchmark(benchmark_name)
         options = RunOptions(
             benchmark=benchmark,
-            tasks=benchmark.select(_split_tasks(tasks)),
+            tasks=benchmark.select(tasks),
             split=split or benchmark.spec.default_split,
             out_dir=out_dir,
             policy=Policy(policy),

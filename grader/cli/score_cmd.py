@@ -12,20 +12,35 @@ from grader.errors import UsageError
 from grader.files import atomic_write_text, sha256_file
 from grader.metrics.measures import parse_measures
 from grader.metrics.output import as_coir, as_json, as_table, dumps, per_query_tsv
+from grader.metrics.per_query import RELEVANCE_LEVEL
 from grader.metrics.policy import Policy, evaluate
 from grader.runs.readers import RunFormat, read_run
 
 
 @click.command("score")
-@click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path), help="Judgements: BEIR TSV, TREC qrels or JSON.")
-@click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="Run: TREC 6-column, JSON {qid: {docid: score}} or JSONL.")
+@click.option(
+    "--qrels",
+    "qrels_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Judgements: BEIR TSV, TREC qrels ('#' lines are comments, as in trec_eval) or JSON. See docs/inputs.md.",
+)
+@click.option(
+    "--run",
+    "run_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Run: TREC (qid Q0 docid rank score tag; later fields ignored and '#' lines comments, as in trec_eval), "
+    "JSON {qid: {docid: score}} or JSONL.",
+)
 @click.option("--run-format", type=click.Choice([f.value for f in RunFormat]), default=None, help="Run format (default: detected).")
 @click.option(
     "--measure",
     "measures",
     multiple=True,
     metavar="M",
-    help="Measure such as NDCG@10 (repeatable, or comma-separated). Default: NDCG, MAP, Recall, P, MRR at 1,3,5,10,100,1000.",
+    help="Measure such as NDCG@10 (repeatable, or comma-separated): NDCG, MAP, Recall, P, MRR, Success, Rprec, bpref at any k. "
+    "Default: NDCG, MAP, Recall, P, MRR at 1,3,5,10,100,1000.",
 )
 @click.option(
     "--policy",
@@ -33,6 +48,13 @@ from grader.runs.readers import RunFormat, read_run
     default=Policy.STRICT.value,
     show_default=True,
     help="strict: every judged query counts, missing ones score 0. coir: reproduce coir-eval/BEIR exactly.",
+)
+@click.option(
+    "--relevance-level",
+    type=click.IntRange(min=1),
+    default=RELEVANCE_LEVEL,
+    show_default=True,
+    help="Least judgement counted as relevant (trec_eval's -l) by every measure but NDCG, whose gains are the judgements. strict only; no --out.",
 )
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None, help="Also write per-query values (TSV) to this file.")
 @click.option(
@@ -63,6 +85,7 @@ def score_command(
     run_format: str | None,
     measures: tuple[str, ...],
     policy: str,
+    relevance_level: int,
     per_query_path: Path | None,
     output_format: str,
     report_path: Path | None,
@@ -71,11 +94,16 @@ def score_command(
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
         raise UsageError("--sign needs --out REPORT")
+    if relevance_level != RELEVANCE_LEVEL and (report_path is not None or policy != Policy.STRICT.value):
+        # A report and coir-eval's numbers are at level 1; a report saying nothing of another level would mislead.
+        raise UsageError(
+            f"--relevance-level {relevance_level} needs --policy strict and no --out", hint="reports and the coir policy grade at level 1"
+        )
     started_at = datetime.now(UTC)
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
     run = read_run(run_path, RunFormat(run_format) if run_format else None)
-    evaluation = evaluate(qrels, run, parsed_measures, Policy(policy))
+    evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
     if per_query_path is not None:
         atomic_write_text(per_query_path, per_query_tsv(evaluation))
     if report_path is not None:

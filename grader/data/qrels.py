@@ -12,6 +12,7 @@ from pathlib import Path
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import iter_tsv, open_text
+from grader.data.trec_fields import trec_fields
 from grader.errors import DataError
 
 BEIR_HEADER = ("query-id", "corpus-id", "score")
@@ -73,12 +74,27 @@ def read_beir_qrels(path: Path) -> Qrels:
     return Qrels(judgements)
 
 
+#: A TREC qrels line whose first character is this is a comment (trec_eval's get_qrels.c skips it).
+TREC_COMMENT = "#"
+
+
 def read_trec_qrels(path: Path) -> Qrels:
-    """Read a TREC qrels file: ``query-id iteration doc-id relevance`` per line."""
+    """Read a TREC qrels file: ``query-id iteration doc-id relevance`` per line.
+
+    As trec_eval's ``get_qrels.c`` does, a line whose first character is ``#`` is a
+    comment and skipped (a ``#`` anywhere else is data: ``CR#93E-1860`` is a doc id);
+    the iteration field is read and ignored. Unlike trec_eval 10, blank lines are skipped
+    too (it calls them malformed), and so is the second of two comment lines in a row
+    (it reads that one as data, and crashes on a comment as the last line): accidents of
+    its parser, not rules (docs/inputs.md). Every other line must have exactly four
+    fields, split where trec_eval splits (:func:`grader.data.trec_fields.trec_fields`).
+    """
     judgements: Judgements = {}
     with open_text(path) as handle:
         for line, text in enumerate(handle, start=1):
-            fields = text.split()
+            if text.startswith(TREC_COMMENT):
+                continue
+            fields = trec_fields(text)
             if not fields:
                 continue
             if len(fields) != 4:

@@ -33,6 +33,7 @@ import numpy as np
 import grader
 from grader import jsonio
 from grader.data.benchmark import Benchmark, BenchmarkSpec
+from grader.data.task import Task
 from grader.effect.combine import DEFAULT_BLOCK_ELEMENTS, Combined, combine_rankings
 from grader.effect.inputs import RunFolder
 from grader.errors import ReportError, UsageError
@@ -180,6 +181,65 @@ def _load_bases(base_paths: str | Path | Sequence[str | Path]) -> list[RunFolder
     return folders
 
 
+def _task_names(benchmark: Benchmark, first_base: RunFolder, tasks: Sequence[str] | None) -> list[str]:
+    """The tasks asked for, or else every benchmark task the first base run graded."""
+    if tasks:
+        return benchmark.select(list(tasks))
+    names = [name for name in benchmark.spec.tasks if name in set(first_base.graded_tasks())]
+    if not names:
+        raise UsageError(f"--base: {first_base.report_path} grades no task of benchmark {benchmark.name!r}")
+    return names
+
+
+def _task_configurations(
+    task: Task,
+    split: str,
+    bases: Sequence[RunFolder],
+    labels: Sequence[str],
+    augmented: RunFolder,
+    dims: Sequence[int | None],
+    *,
+    weight: float,
+    measure: Measure,
+    block_elements: int,
+) -> list[Configuration]:
+    """One task's configurations: each base combined with the augmented run, at each dimension."""
+    name = task.name
+    data_digest = task.split_digest(split)
+    for folder in (*bases, augmented):
+        folder.check_task(task, split, data_digest)
+    qrels = task.qrels(split)
+    query_set = {query.id for query in task.iter_queries() if query.id in qrels}
+    doc_set = {document.id for document in task.iter_corpus()}
+    # Every input is read and checked before any computation (bases first, as with one base).
+    base_runs = [base.embeddings(name) for base in bases]
+    augmented_vectors = augmented.embeddings(name)
+    for vectors in (*base_runs, augmented_vectors):
+        vectors.check_ids(query_set, doc_set)
+    configurations: list[Configuration] = []
+    for base_vectors, label in zip(base_runs, labels):
+        query_ids, doc_ids = base_vectors.query_ids, base_vectors.doc_ids
+        base_pair = (base_vectors.queries, base_vectors.corpus)
+        augmented_pair = augmented_vectors.aligned_to(query_ids, doc_ids)
+        for dimension in dims:
+            configurations.append(
+                task_configuration(
+                    name,
+                    qrels,
+                    query_ids,
+                    doc_ids,
+                    base_pair,
+                    augmented_pair,
+                    weight=weight,
+                    dimension=dimension,
+                    measure=measure,
+                    block_elements=block_elements,
+                    base_label=label,
+                )
+            )
+    return configurations
+
+
 def compute_effect(
     benchmark: Benchmark,
     base_path: str | Path | Sequence[str | Path],
@@ -204,47 +264,14 @@ def compute_effect(
     augmented = RunFolder.load(augmented_path, "augmented")
     for folder in (*bases, augmented):
         folder.check_benchmark(benchmark)
-    if tasks:
-        names = benchmark.select(list(tasks))
-    else:
-        names = [name for name in benchmark.spec.tasks if name in set(bases[0].graded_tasks())]
-        if not names:
-            raise UsageError(f"--base: {bases[0].report_path} grades no task of benchmark {benchmark.name!r}")
     dims: list[int | None] = list(dimensions) if dimensions else [None]
     configurations: list[Configuration] = []
-    for name in names:
-        task = benchmark.task(name)
-        data_digest = task.split_digest(split)
-        for folder in (*bases, augmented):
-            folder.check_task(task, split, data_digest)
-        qrels = task.qrels(split)
-        query_set = {query.id for query in task.iter_queries() if query.id in qrels}
-        doc_set = {document.id for document in task.iter_corpus()}
-        # Every input is read and checked before any computation (bases first, as with one base).
-        base_runs = [base.embeddings(name) for base in bases]
-        augmented_vectors = augmented.embeddings(name)
-        for vectors in (*base_runs, augmented_vectors):
-            vectors.check_ids(query_set, doc_set)
-        for base_vectors, label in zip(base_runs, labels):
-            query_ids, doc_ids = base_vectors.query_ids, base_vectors.doc_ids
-            base_pair = (base_vectors.queries, base_vectors.corpus)
-            augmented_pair = augmented_vectors.aligned_to(query_ids, doc_ids)
-            for dimension in dims:
-                configurations.append(
-                    task_configuration(
-                        name,
-                        qrels,
-                        query_ids,
-                        doc_ids,
-                        base_pair,
-                        augmented_pair,
-                        weight=weight,
-                        dimension=dimension,
-                        measure=measure,
-                        block_elements=block_elements,
-                        base_label=label,
-                    )
-                )
+    for name in _task_names(benchmark, bases[0], tasks):
+        configurations.extend(
+            _task_configurations(
+                benchmark.task(name), split, bases, labels, augmented, dims, weight=weight, measure=measure, block_elements=block_elements
+            )
+        )
     tasks_summary = per_task_averages(configurations)
     result: dict[str, Any] = {
         "kind": "effect",
@@ -267,9 +294,6 @@ def compute_effect(
         "average_effect_mrr": math.fsum(t["average_effect_mrr"] for t in tasks_summary) / len(tasks_summary),
         "labels": {"augmented": augmented.labels},
     }
-    if len(bases) == 1:  # the one-base layout of earlier versions, kept as it was
-        result["base"] = {"report": str(bases[0].report_path), "subject": bases[0].subject}
-        result["labels"]["base"] = bases[0].labels
     return result
 
 
@@ -297,7 +321,7 @@ def format_effect_table(result: Mapping[str, Any]) -> str:
     """A readable table in percent: one line per (task, base, dimension), each task's average, the overall mean."""
     measure = result["measure"]
     configurations = result["configurations"]
-    bases = result.get("bases") or [{"label": None, **result["base"]}]
+    bases = result["bases"]
     width = max([len("task")] + [len(c["task"]) for c in configurations])
     base_width = max([len("base")] + [len(str(c.get("base"))) for c in configurations])
     lines = [
@@ -305,7 +329,7 @@ def format_effect_table(result: Mapping[str, Any]) -> str:
         f"augmented: {result['augmented']['subject'].get('name', '?')} ({result['augmented']['report']})",
     ]
     for base in bases:
-        lines.append(f"base:      {base.get('label') or base['subject'].get('name', '?')} ({base['report']})")
+        lines.append(f"base:      {base['label']} ({base['report']})")
     header = f"{'task':<{width}}  {'base':<{base_width}}  {'dimension':>9}  {'PCA b/a':>7}  {'MRR_org':>8}  {'MRR_com':>8}  {'EffectMRR':>9}"
     lines += [header, "-" * len(header)]
     for c in configurations:

@@ -19,7 +19,8 @@ import numpy as np
 from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.task import Task
-from grader.errors import DataError, InputError, UsageError
+from grader.errors import DataError, InputError, ReportError, UsageError
+from grader.reports.model import Report
 
 REPORT_FILE = "report.json"
 EMBEDDING_FILES = ("queries.npy", "corpus.npy", "ids.json")
@@ -33,7 +34,7 @@ class RunFolder:
     role: str
     folder: Path
     report_path: Path
-    report: dict[str, Any]
+    report: Report
 
     @classmethod
     def load(cls, path: str | Path, role: str) -> RunFolder:
@@ -51,43 +52,40 @@ class RunFolder:
             failure.raise_as(InputError, path=report_path)
         except OSError as error:
             raise InputError(f"cannot read: {error}", path=report_path) from None
-        if not isinstance(report, dict):
-            raise InputError("expected a report object", path=report_path)
-        for field, kind in (("tasks", dict), ("benchmark", dict), ("subject", dict)):
-            if not isinstance(report.get(field), kind):
-                raise InputError("missing or not an object", path=report_path, field=field)
-        return cls(role, folder, report_path, report)
+        try:
+            typed = Report.from_json(report)
+        except ReportError as error:
+            raise InputError(str(error), path=report_path) from None
+        return cls(role, folder, report_path, typed)
 
     @property
     def subject(self) -> dict[str, Any]:
-        return self.report["subject"]
+        return dict(self.report.data["subject"])
 
     @property
     def labels(self) -> dict[str, Any]:
-        labels = self.report.get("labels")
-        return labels if isinstance(labels, dict) else {}
+        return dict(self.report.labels)
 
     def graded_tasks(self) -> list[str]:
-        return list(self.report["tasks"])
+        return list(self.report.tasks)
 
     def check_benchmark(self, benchmark: Benchmark) -> None:
         """The report must come from a grading of ``benchmark``."""
-        name = self.report["benchmark"].get("name")
+        name = self.report.benchmark["name"]
         if name != benchmark.name:
             raise UsageError(f"--{self.role}: {self.report_path} grades benchmark {name!r}, not {benchmark.name!r}")
 
     def check_task(self, task: Task, split: str, data_digest: str) -> None:
         """The report scored ``task`` on ``split`` of exactly the current data."""
-        entry = self.report["tasks"].get(task.name)
+        entry = self.report.tasks.get(task.name)
         where = f"--{self.role}: {self.report_path}"
-        if not isinstance(entry, dict):
+        if entry is None:
             raise UsageError(f"{where} did not grade task {task.name!r}", hint=_RERUN_HINT)
-        if entry.get("status") != "scored":
-            raise UsageError(f"{where}: task {task.name!r} was not scored (status {entry.get('status')!r})", hint=_RERUN_HINT)
-        if entry.get("split") != split:
-            raise UsageError(f"{where}: task {task.name!r} was graded on split {entry.get('split')!r}, not {split!r}")
-        digest = entry.get("data_digest")
-        recorded = digest.get("sha256") if isinstance(digest, dict) else None
+        if not entry.scored:
+            raise UsageError(f"{where}: task {task.name!r} was not scored (status {entry.status!r})", hint=_RERUN_HINT)
+        if entry.split != split:
+            raise UsageError(f"{where}: task {task.name!r} was graded on split {entry.split!r}, not {split!r}")
+        recorded = entry.data_digest
         if recorded != data_digest:
             raise DataError(
                 f"task {task.name!r} ({split}) was graded on other data (digest {str(recorded)[:12]}..., current data {data_digest[:12]}...); refusing stale embeddings",

@@ -31,8 +31,9 @@ revision its data came from, so the person exporting must say so
 Of MTEB's extra keys, a report determines exactly ``hit_rate_at_1`` (success@1 is
 P@1 query by query) and ``hit_rate_at_k`` for the cut-off k of the report's
 per-query measure (each of NDCG, MAP, recall, precision and MRR at k is positive
-exactly when a relevant document is in the top k). Other hit rates need per-query
-values a report does not hold, and every nAUC needs the retrieval scores of each
+exactly when a relevant document is in the top k), and ``hit_rate_at_k`` for each
+``Success@k`` the report measures (the same mean of trec_eval's success). Other hit
+rates need per-query values a report does not hold, and every nAUC needs the retrieval scores of each
 query's ranking, which no report holds: :data:`NOT_EXPORTED` says so, and the
 export prints it. Anything else is refused with the reason.
 """
@@ -42,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,26 +52,27 @@ from typing import Any
 
 from grader import jsonio
 from grader.errors import InputError, UsageError
+from grader.metrics.measures import Family, Measure, printed_measure
 
 MTEB_VERSION = "2.26.24"
 MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 MAIN_SCORE = "ndcg_at_10"
 #: grader measure family -> (MTEB key prefix, rounded to 5 decimals by MTEB's evaluator)
-FAMILIES = {
-    "NDCG": ("ndcg_at_", True),
-    "MAP": ("map_at_", True),
-    "Recall": ("recall_at_", True),
-    "P": ("precision_at_", True),
-    "MRR": ("mrr_at_", False),
+FAMILIES: dict[Family, tuple[str, bool]] = {
+    Family.NDCG: ("ndcg_at_", True),
+    Family.MAP: ("map_at_", True),
+    Family.RECALL: ("recall_at_", True),
+    Family.P: ("precision_at_", True),
+    Family.MRR: ("mrr_at_", False),
+    Family.SUCCESS: ("hit_rate_at_", True),  # pytrec_eval's success, as MTEB computes its hit rate
 }
-_MEASURE = re.compile(r"^(NDCG|MAP|Recall|P|MRR)@([0-9]+)$")
 #: MTEB retrieves this many documents per query; a shallower ranking changes its deepest measures.
 MTEB_DEPTH = max(MTEB_K_VALUES)
 #: What MTEB's files hold that an export cannot, and why (printed by every export).
 NOT_EXPORTED = (
     "nauc_* (MTEB's abstention scores need the retrieval scores of each query's ranking, which a report does not hold); "
     "hit_rate_at_k beyond @1 and the per-query measure's cut-off (each needs per-query values of a measure at k, "
-    "and a report holds only its primary measure's)"
+    "and a report holds only its primary measure's), unless the benchmark measures Success@k"
 )
 _ELSEWHERE = "remove it, or export into another --out"
 #: An existing task file larger than this was not written by an export (one holds a few kB).
@@ -124,12 +125,12 @@ def mteb_scores(measures: Mapping[str, float], per_query: Mapping[str, Any] | No
     scores: dict[str, float] = {}
     for k, rate in _hit_rates(measures, per_query).items():
         scores[f"hit_rate_at_{k}"] = round(round(rate, 5), 6)
-    for measure, value in measures.items():
-        match = _MEASURE.match(measure)
-        if match is None or int(match.group(2)) not in MTEB_K_VALUES:
+    for name, value in measures.items():
+        measure = _mteb_measure(name)
+        if measure is None:
             continue
-        prefix, five = FAMILIES[match.group(1)]
-        scores[f"{prefix}{match.group(2)}"] = round(round(value, 5) if five else value, 6)
+        prefix, five = FAMILIES[measure.family]
+        scores[f"{prefix}{measure.cutoff}"] = round(round(value, 5) if five else value, 6)
     if "recall_at_1" in scores:
         scores["accuracy"] = scores["recall_at_1"]  # MTEB reports recall@1 as "accuracy" too
     if MAIN_SCORE in scores:
@@ -148,11 +149,11 @@ def _hit_rates(measures: Mapping[str, float], per_query: Mapping[str, Any] | Non
     if "P@1" in measures:
         rates[1] = measures["P@1"]
     if isinstance(per_query, Mapping) and isinstance(per_query.get("values"), Mapping) and isinstance(per_query.get("measure"), str):
-        match = _MEASURE.match(per_query["measure"])
+        measure = _mteb_measure(per_query["measure"])
         values = list(per_query["values"].values())
-        if match is not None and int(match.group(2)) in MTEB_K_VALUES and values and all(isinstance(v, (int, float)) for v in values):
+        if measure is not None and values and all(isinstance(v, (int, float)) for v in values):
             # as MTEB sums pytrec_eval's 0.0/1.0 successes and divides by the number of queries
-            rates[int(match.group(2))] = sum(1.0 if v > 0 else 0.0 for v in values) / len(values)
+            rates[measure.cutoff] = sum(1.0 if v > 0 else 0.0 for v in values) / len(values)
     return rates
 
 
@@ -295,8 +296,14 @@ def _complete_per_query(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return per_query if len(per_query["values"]) == queries.get("judged") else None
 
 
+def _mteb_measure(name: str) -> Measure | None:
+    """The measure a report key names, if MTEB evaluates it (its family, at one of MTEB's cut-offs)."""
+    measure = printed_measure(name)
+    return measure if measure is not None and measure.family in FAMILIES and measure.cutoff in MTEB_K_VALUES else None
+
+
 def _exported_measures(measures: Mapping[str, float]) -> set[str]:
-    return {m for m in measures if (match := _MEASURE.match(m)) is not None and int(match.group(2)) in MTEB_K_VALUES}
+    return {name for name in measures if _mteb_measure(name) is not None}
 
 
 def _write(
@@ -403,7 +410,7 @@ def _merged_meta(folder: Path, model_name: str, revision: str, report_path: Path
                 "its task files would mix two submissions",
                 hint="export into another --out, or give another --model-name or --revision",
             )
-        previous = existing.get("grader_reports", [existing.get("grader_report")])  # "grader_report": one, as exports before merging wrote
+        previous = existing.get("grader_reports")
         if isinstance(previous, list):
             reports = [r for r in previous if isinstance(r, str) and r != str(report_path)] + reports
     return {"name": model_name, "revision": revision, "grader_reports": reports, "grader_subject_digest": digest}

@@ -35,7 +35,8 @@ import numpy as np
 
 from grader import jsonio
 from grader.data.task import document_text
-from grader.errors import SubmissionError, TaskFailure
+from grader.errors import SubmissionError, TaskFailure, failure_code
+from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
@@ -148,16 +149,16 @@ class ChildProcessOnnx:
         collector = threading.Thread(target=_keep_tail, args=(child, tail, self.limits.log_bytes), daemon=True)
         collector.start()
         started = time.monotonic()
-        verdict: str | None = None
+        verdict: FailureCode | None = None
         peak = 0
         try:
             while child.poll() is None:
                 rss = _rss_bytes(child.pid)
                 peak = max(peak, rss)
                 if rss > memory:
-                    verdict = "OOM"
+                    verdict = FailureCode.OOM
                 elif time.monotonic() - started >= self.limits.time_limit_s:
-                    verdict = "TIMEOUT"
+                    verdict = FailureCode.TIMEOUT
                 if verdict is not None:
                     child.kill()
                     break
@@ -169,10 +170,10 @@ class ChildProcessOnnx:
             reader.join(5)
             collector.join(5)
             atomic_write_bytes(log_path, bytes(tail))
-        if verdict == "TIMEOUT":
-            raise TaskFailure("TIMEOUT", f"killed after the {self.limits.time_limit_s:g} s time limit")
-        if verdict == "OOM":
-            raise TaskFailure("OOM", f"killed for exceeding the {memory}-byte memory limit (resident memory {peak} bytes)")
+        if verdict is FailureCode.TIMEOUT:
+            raise TaskFailure(verdict, f"killed after the {self.limits.time_limit_s:g} s time limit")
+        if verdict is FailureCode.OOM:
+            raise TaskFailure(verdict, f"killed for exceeding the {memory}-byte memory limit (resident memory {peak} bytes)")
         if child.returncode == 0:
             return
         reported = work / "error.json"
@@ -182,9 +183,10 @@ class ChildProcessOnnx:
         if child.returncode == -signal.SIGKILL or child.returncode == -signal.SIGSEGV or child.returncode < 0:
             # Most likely an allocation refused by the RLIMIT_AS backstop that the runtime could not survive.
             raise TaskFailure(
-                "OOM" if child.returncode == -signal.SIGKILL else "MODEL_ERROR", f"the encoder process died of signal {-child.returncode}"
+                FailureCode.OOM if child.returncode == -signal.SIGKILL else FailureCode.MODEL_ERROR,
+                f"the encoder process died of signal {-child.returncode}",
             )
-        raise TaskFailure("MODEL_ERROR", f"the encoder process failed (exit status {child.returncode}); its log is {log_path}")
+        raise TaskFailure(FailureCode.MODEL_ERROR, f"the encoder process failed (exit status {child.returncode}); its log is {log_path}")
 
 
 def _keep_tail(child: subprocess.Popen[bytes], tail: bytearray, limit: int) -> None:
@@ -230,14 +232,14 @@ def _child(work: Path) -> int:
             vectors, stats = encoder.encode(spec["texts"], prefix=spec["prefix"], progress=say(side))
             np.save(work / f"{side}.npy", vectors, allow_pickle=False)
             meta[side] = stats.as_dict()
-    except TaskFailure as failure:
-        jsonio.write_json(work / "error.json", {"code": failure.code, "message": failure.detail}, ensure_ascii=True)
-        return _EXIT_REPORTED
-    except SubmissionError as error:
-        jsonio.write_json(work / "error.json", {"code": "MODEL_ERROR", "message": str(error)}, ensure_ascii=True)
+    except (TaskFailure, SubmissionError) as error:
+        message = error.detail if isinstance(error, TaskFailure) else str(error)
+        jsonio.write_json(work / "error.json", {"code": failure_code(error), "message": message}, ensure_ascii=True)
         return _EXIT_REPORTED
     except MemoryError:
-        jsonio.write_json(work / "error.json", {"code": "OOM", "message": "an allocation was refused (the memory limit's address-space backstop)"})
+        jsonio.write_json(
+            work / "error.json", {"code": FailureCode.OOM, "message": "an allocation was refused (the memory limit's address-space backstop)"}
+        )
         return _EXIT_REPORTED
     jsonio.write_json(work / "meta.json", meta)
     return 0

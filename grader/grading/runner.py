@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from grader import jsonio
-from grader.errors import SandboxUnavailable, SubmissionError, TaskFailure, UsageError
+from grader.errors import TASK_FAULT_TYPES, TaskFailure, UsageError, failure_code
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
-from grader.grading.backends import RUNNER_IMAGE, choose_sandbox, prepare_task_grader
-from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskGrader, TaskInputs, load_task_inputs
+from grader.grading.backends import prepare_task_grader
+from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.store import TaskStore
 from grader.metrics.policy import evaluate
@@ -33,9 +33,6 @@ from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
-
-#: Re-exported: callers (the hosting adapter, tests) import these from here.
-__all__ = ["RUNNER_IMAGE", "Ranked", "RunOptions", "TaskGrader", "TaskInputs", "choose_sandbox", "grade_submission", "grade_task", "load_task_inputs"]
 
 
 def split_is_public(options: RunOptions) -> bool:
@@ -51,19 +48,20 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
     progress.task_started(task.name, documents=len(inputs.documents), queries=len(inputs.queries))
     try:
         ranked = grader.rank(inputs, options, progress)
-    except TaskFailure as failure:
-        message, stderr = failure.report_text(public=split_is_public(options))
+    except TASK_FAULT_TYPES as error:
+        # One rule (grader.errors.failure_code) decides the code; an engine fault is INFRA and the other tasks still run.
+        if isinstance(error, TaskFailure):
+            message, stderr = error.report_text(public=split_is_public(options))
+        else:
+            message, stderr = str(error), None
         return failed_task(
-            task.name, split=options.split, data_digest=data_digest, code=failure.code, message=message, stderr=stderr, judged=len(inputs.qrels)
-        )
-    except SubmissionError as error:
-        return failed_task(
-            task.name, split=options.split, data_digest=data_digest, code=FailureCode.MODEL_ERROR, message=str(error), judged=len(inputs.qrels)
-        )
-    except SandboxUnavailable as error:
-        # The engine's fault, not the submission's: this task is INFRA, the others still run.
-        return failed_task(
-            task.name, split=options.split, data_digest=data_digest, code=FailureCode.INFRA, message=str(error), judged=len(inputs.qrels)
+            task.name,
+            split=options.split,
+            data_digest=data_digest,
+            code=failure_code(error),
+            message=message,
+            stderr=stderr,
+            judged=len(inputs.qrels),
         )
     measures = options.effective_measures()
     evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
@@ -85,7 +83,7 @@ def pca_results(
     results: dict[str, Any] = {}
     for dimension in options.pca_dims:
         projection = reduce(queries, corpus, dimension)
-        run = search_run(query_ids, doc_ids, projection.queries, projection.corpus, options.top_k, fault_code="MODEL_ERROR")
+        run = search_run(query_ids, doc_ids, projection.queries, projection.corpus, options.top_k, fault_code=FailureCode.MODEL_ERROR)
         evaluation = evaluate(inputs.qrels, run, options.effective_measures(), options.policy)
         results[str(dimension)] = {
             "applied": projection.applied,
@@ -109,6 +107,12 @@ def _note(progress: ProgressListener, text: str) -> None:
     note = getattr(progress, "note", None)  # listeners written before note() existed stay usable
     if callable(note):
         note(text)
+
+
+def _resumable(entry: dict[str, Any]) -> bool:
+    """Whether a finished task may be stored for resuming: a platform fault is graded again by the next run."""
+    failure = entry.get("failure")
+    return failure is None or FailureCode(failure["code"]).charged
 
 
 def _embeddings_kept(out_dir: Path, task: str) -> bool:
@@ -169,7 +173,7 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
             resumed = entry is not None
             if entry is None:
                 entry = grade_task(grader, load_task_inputs(task, options.split), options, progress)
-                if (entry.get("failure") or {}).get("code") != "INFRA":  # an engine fault is retried by the next run, not resumed
+                if _resumable(entry):
                     store.save(name, key, entry)
             entries.append({"name": name, **entry})
             progress.task_finished(name, entry, resumed=resumed)

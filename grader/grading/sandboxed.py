@@ -1,23 +1,89 @@
-"""Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image."""
+"""Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image.
+
+Each task goes through the stages in order: stage its input under pseudonymous ids
+(:mod:`grader.sandbox.staging`), run its container (:mod:`grader.sandbox`), collect
+and validate what it returned against those pseudonyms, then map it back to the
+real ids (:mod:`grader.collect`), search (for embeddings).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.collect.outputs import TaskOutputs, collect_outputs, copy_outputs
+from grader.collect.unblind import unblind_outputs
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.blinding_keys import blinding_key_for
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.blinding import BlindingKey
-from grader.sandbox.container import Mount
+from grader.sandbox.container import ContainerOutcome, Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
+from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import storage_report
 from grader.sandbox.owner import owned_tempdir
-from grader.sandbox.staging import stage_task
+from grader.sandbox.staging import StagedTask, stage_task, staged_ids
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
+
+
+@dataclass(frozen=True)
+class SandboxedOutput:
+    """One task's container: how it ended, and what it returned, read, validated and mapped back to the real ids."""
+
+    outputs: TaskOutputs
+    outcome: ContainerOutcome
+    output_enforcement: str
+
+
+def run_and_collect(
+    image_id: str,
+    staged: StagedTask,
+    *,
+    mode: str,
+    limits: SandboxLimits,
+    log_path: Path | None,
+    extra_mounts: list[Mount] | None = None,
+    environment: dict[str, str] | None = None,
+    scratch: Path | None = None,
+    keep_output: Path | None = None,
+    model_error_exit: int | None = None,
+) -> SandboxedOutput:
+    """Run the task's container (the sandbox), then read and validate its outputs and map them back (collect); or raise :class:`TaskFailure`.
+
+    The outputs are validated against the pseudonyms the container saw (an id it was
+    not given is ``OUTPUT_INVALID``), and only then handed back under the real ids, a
+    run in trec order, vectors in the real ids' order (:mod:`grader.collect.unblind`).
+    With ``keep_output``, the raw output files are copied there first (safely, and
+    even when the container failed), so a checker can report every problem in them.
+    """
+    with run_task_container(
+        image_id,
+        staged,
+        limits=limits,
+        log_path=log_path,
+        extra_mounts=extra_mounts,
+        environment=environment,
+        scratch=scratch,
+        model_error_exit=model_error_exit,
+    ) as finished:
+        if keep_output is not None:
+            copy_outputs(finished.output, keep_output, mode, max_bytes=limits.output_bytes)
+        if finished.failure is not None:
+            raise finished.failure
+        outputs = collect_outputs(
+            finished.output,
+            mode=mode,
+            query_ids=staged.query_ids,
+            doc_ids=staged.doc_ids,
+            top_k=int(staged.task_json["top_k"]),
+            max_bytes=limits.output_bytes,
+        )
+        outputs = unblind_outputs(outputs, queries=staged.queries, documents=staged.documents)
+        return SandboxedOutput(outputs, finished.outcome, finished.output_enforcement)
 
 
 def _require_tar_inside(folder: Path, reference: str) -> None:
@@ -54,7 +120,7 @@ class DockerTaskGrader:
         self.extra_mounts = extra_mounts
         self.environment = environment
         self.options = options
-        #: Stages every task under pseudonymous ids (docs/protocol.md); ``grader check`` reads it to name them.
+        #: Stages every task under pseudonymous ids (docs/protocol.md).
         self.blinding_key = blinding_key
         self.output_enforcement: str | None = None
         #: The runner image's exit status for "the submitted model failed" (MODEL_ERROR); images have none.
@@ -65,7 +131,12 @@ class DockerTaskGrader:
         """Validate the image (the submission's, or the runner image for ONNX)."""
         if isinstance(manifest, DockerManifest):
             if manifest.mode == "translate":
-                raise UsageError("translate-mode images are graded by `grader score-translation`, not on retrieval tasks")
+                # The submission's own choice of mode, so its fault (charged), wherever it is graded.
+                raise TaskFailure(
+                    FailureCode.IMAGE_INVALID,
+                    "translate-mode images are graded by `grader score-translation`, not on retrieval tasks",
+                    hint="submit a retrieve- or encode-mode image to a retrieval benchmark",
+                )
             _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
             return cls(image, manifest.mode, manifest, [], {}, options, blinding_key=blinding_key_for(options))
@@ -103,8 +174,15 @@ class DockerTaskGrader:
             settings["image_origin"] = self.image.origin
         return settings
 
+    def staged_ids(self, inputs: TaskInputs) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The query and document ids this task's container sees (pseudonyms, in staged order), without staging.
+
+        ``grader check`` validates a kept output against them, as collecting does.
+        """
+        return staged_ids(self.blinding_key, inputs.task.name, inputs.queries, inputs.documents)
+
     def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
-        """Stage the task, run one container, read and validate its output (copied to ``keep_output`` first, if given)."""
+        """Stage the task, run one container, collect and validate its output (copied to ``keep_output`` first, if given)."""
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
         with owned_tempdir("grader-stage-") as scratch:
@@ -119,7 +197,7 @@ class DockerTaskGrader:
                 key=self.blinding_key,
                 **prefixes,
             )
-            output = run_task_container(
+            sandboxed = run_and_collect(
                 self.image.id,
                 staged,
                 mode=self.mode,
@@ -130,6 +208,7 @@ class DockerTaskGrader:
                 model_error_exit=self.model_error_exit,
                 keep_output=keep_output,
             )
+        output = sandboxed.outputs
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
         if output.run is not None:
             return Ranked(output.run, extra)

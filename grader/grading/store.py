@@ -126,10 +126,6 @@ class TaskStore:
         assert isinstance(entry, dict)
         return Loaded(_in_measure_order(entry, key))
 
-    def load(self, task: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        """The reusable stored entry for exactly this key, or None."""
-        return self.lookup(task, key).entry
-
     def save(self, task: str, key: dict[str, Any], entry: dict[str, Any]) -> Path:
         """Store ``entry`` atomically (with its MAC when this store has an authenticator)."""
         path = self._path(task, key)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.errors import KeyFileError
@@ -42,8 +41,3 @@ def record_blinding_key_id(session: Session, key: BlindingKey) -> str:
     elif row.value != key.key_id:
         raise HostingError("the blinding key does not match the key id published at the first start (keys/blinding.secret was replaced)")
     return key.key_id
-
-
-def recorded_blinding_key_id(session: Session) -> str | None:
-    """The blinding key id recorded at the first start."""
-    return session.scalar(select(Setting.value).where(Setting.key == KEY_ID_SETTING))

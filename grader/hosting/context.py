@@ -1,20 +1,35 @@
-"""Everything the routes need, built once by the server: the one settings object."""
+"""The server's context: its settings and resources, built once by the server and handed to every service.
+
+It holds facts and handles only; it opens no transaction and decides nothing (the
+services do). The dispatcher is seen through :class:`ServerDispatcher`, so this
+module depends on no service.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import select
 
 from grader.hosting.config import Competition
-from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
 from grader.hosting.ratelimit import FailureLimiter
-from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.storage import StateDir
 from grader.sandbox.blinding import BlindingKey
+
+
+class ServerDispatcher(Protocol):
+    """What the server needs of its dispatcher: wake workers for a committed job, and let long-polls wait for one."""
+
+    def dispatch(self, submission_id: str) -> None:
+        """Wake workers for ``submission_id`` (already committed as queued)."""
+
+    def generation(self) -> int:
+        """A counter that changes on every dispatch (read it before looking for work)."""
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
 
 
 @dataclass
@@ -24,7 +39,7 @@ class ServerContext:
     competition: Competition
     db: Database
     state: StateDir
-    dispatcher: LocalDispatcher
+    dispatcher: ServerDispatcher
     pin_id: int
     signing_key: Ed25519PrivateKey
     benchmark_target: str
@@ -37,17 +52,3 @@ class ServerContext:
     #: The blinding key (keys/blinding.secret): handed to workers with each job; its id is public, the key only after the end.
     blinding_key: BlindingKey | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
-
-    def ends_at(self) -> datetime:
-        """The competition's end: the file's, or earlier if the host ended it (``grader admin end``)."""
-        with self.db.session() as session:
-            ended = session.scalar(select(Setting.value).where(Setting.key == "ended_at"))
-        if ended is None:
-            return self.competition.end
-        return min(self.competition.end, datetime.fromisoformat(ended))
-
-    def ended(self) -> bool:
-        """Whether the competition has ended (the private board and full reports are public from then on)."""
-        from grader.hosting.clock import utcnow
-
-        return utcnow() >= self.ends_at()

@@ -9,18 +9,23 @@ failure code of a submission that could not be graded at all.
 
 from __future__ import annotations
 
+import logging
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grader.data.registry import resolve_benchmark
-from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError
-from grader.grading.interfaces import SilentProgress
-from grader.grading.runner import RunOptions, grade_submission
+from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError, failure_code
+from grader.failures import FailureCode
+from grader.grading.interfaces import RunOptions, SilentProgress
+from grader.grading.runner import grade_submission
+from grader.hosting.messages import Job
 from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
+
+log = logging.getLogger("grader.worker")
 
 #: Bytes of each container log a worker sends back (the tail; host-only unless the run was on the sample split).
 LOG_TAIL_BYTES = 64 << 10
@@ -43,7 +48,7 @@ class GradeOutcome:
     """A report (some tasks may have failed), or a whole-submission failure code; plus host-only logs."""
 
     report: dict[str, Any] | None
-    failure_code: str | None = None
+    failure_code: FailureCode | None = None
     message: str = ""
     logs: dict[str, str] = field(default_factory=dict)
 
@@ -58,11 +63,11 @@ def limits_from_json(data: dict[str, Any]) -> SandboxLimits:
     return SandboxLimits(**data)
 
 
-def blinding_key_from_job(job: dict[str, Any]) -> BlindingKey | None:
+def blinding_key_from_job(job: Job) -> BlindingKey | None:
     """The blinding key a job carries (hex), or None when it carries none."""
-    value = job.get("blinding_key")
+    value = job.blinding_key
     try:
-        return BlindingKey(bytes.fromhex(value)) if isinstance(value, str) else None
+        return BlindingKey(bytes.fromhex(value)) if value is not None else None
     except (ValueError, UsageError):
         return None  # graded under a fresh key instead: the server then refuses the report (INFRA), never a crash here
 
@@ -80,8 +85,23 @@ def _logs(out_dir: Path) -> dict[str, str]:
     return logs
 
 
+def _failure_message(error: Exception) -> str:
+    """The host-side words for a grade that ended in ``error``; an unexpected error is logged with its traceback."""
+    if isinstance(error, TaskFailure):
+        return error.detail
+    if isinstance(error, GraderError):
+        return str(error) if isinstance(error, (SandboxUnavailable, SubmissionError)) else f"{type(error).__name__}: {error}"
+    log.error("grading raised an unexpected error (INFRA)", exc_info=error)
+    return traceback.format_exc(limit=5)[-4000:]
+
+
 def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOutcome:
-    """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises for a submission's fault."""
+    """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises (``Interrupted`` aside).
+
+    Whatever stops the grade becomes the outcome's failure code by the one rule the local
+    runner uses too, :func:`grader.errors.failure_code`: a submission's fault is charged,
+    anything else (a ``UsageError`` included: on a host it is the job's configuration) is ``INFRA``.
+    """
     out_dir = work_dir / "out"
     try:
         benchmark = resolve_benchmark(request.benchmark)
@@ -96,17 +116,6 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         )
         with open_submission(upload) as folder:
             report, _path = grade_submission(folder, options, SilentProgress())
-    except TaskFailure as failure:
-        code = failure.code
-        return GradeOutcome(None, code, failure.detail, _logs(out_dir))
-    except SandboxUnavailable as error:
-        return GradeOutcome(None, "INFRA", str(error), _logs(out_dir))
-    except SubmissionError as error:
-        return GradeOutcome(None, "MODEL_ERROR", str(error), _logs(out_dir))
-    except UsageError as error:
-        return GradeOutcome(None, "IMAGE_INVALID", str(error), _logs(out_dir))
-    except GraderError as error:
-        return GradeOutcome(None, "INFRA", f"{type(error).__name__}: {error}", _logs(out_dir))
-    except Exception:  # a bug or an environment fault is the platform's, never the participant's
-        return GradeOutcome(None, "INFRA", traceback.format_exc(limit=5)[-4000:], _logs(out_dir))
+    except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
+        return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))
     return GradeOutcome(report, None, "", _logs(out_dir))

@@ -11,20 +11,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
-
 from grader.hosting.api.app import create_app
-from grader.hosting.blinding import ensure_competition_blinding_key, record_blinding_key_id
+from grader.hosting.blinding import ensure_competition_blinding_key
 from grader.hosting.config import Competition
-from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Submission
+from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
-from grader.hosting.leaderboard.parts import backfill_parts
-from grader.hosting.leaderboard.secret import ensure_partition_secret, record_commitment
+from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
+from grader.hosting.leaderboard.secret import ensure_partition_secret
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
-from grader.hosting.services.participants import rekey_local_worker
-from grader.hosting.services.pins import ensure_pin, grading_splits
+from grader.hosting.services.pins import grading_splits
+from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.storage import StateDir
 
 log = logging.getLogger("grader.hosting")
@@ -52,14 +49,9 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     blinding_key = ensure_competition_blinding_key(state.keys)
     db = open_database(state.root, options.database)
     competition = options.competition
-    with db.session() as session:
-        commitment = record_commitment(session, secret)
-        record_blinding_key_id(session, blinding_key)
-        pin = ensure_pin(session, competition)
-        pin_id = pin.id
-        known = set(session.scalars(select(Submission.id)).all())
+    opened = open_competition(db, competition, secret, blinding_key)
     state.clean_tmp()
-    state.clean_orphans(known)
+    state.clean_orphans(set(opened.known))
     _benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
@@ -67,24 +59,25 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         db=db,
         state=state,
         dispatcher=dispatcher,
-        pin_id=pin_id,
+        pin_id=opened.pin_id,
         signing_key=signing_key,
         benchmark_target=competition.benchmark_target(),
         tasks=tasks,
         split=split,
         sample_split=sample,
         partition_secret=secret,
-        partition_commitment=commitment,
+        partition_commitment=opened.commitment,
         blinding_key=blinding_key,
     )
-    # Repair: results accepted before part scores were stored at acceptance get them now, not on a page view.
-    repaired = backfill_parts(db, signing_key.public_key(), secret, competition.leaderboard.public_fraction)
+    # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
+    # scores) is made now as acceptance makes it, so that no read ever writes.
+    repaired = repair_accepted(db, state, signing_key, acceptance_scorer(ctx))
     if repaired:
-        log.info("leaderboard: part scores stored for %d result(s) accepted without them", len(repaired))
+        log.info("leaderboard: part scores and public-part reports stored for %d result(s) accepted without them", len(repaired))
     return ctx, db
 
 
-def _celery_dispatcher(broker: str) -> LocalDispatcher:
+def _celery_dispatcher(broker: str) -> ServerDispatcher:
     from grader.hosting.services.celery_dispatch import CeleryDispatcher
 
     return CeleryDispatcher(broker)
@@ -125,10 +118,7 @@ class LocalWorkers(threading.Thread):
         self.url = url
         self.stopping = threading.Event()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.tokens: dict[str, str] = {}
-        with ctx.db.session() as session:
-            for index in range(1, count + 1):
-                self.tokens[f"local-{index}"] = rekey_local_worker(session, f"local-{index}")
+        self.tokens = local_worker_tokens(ctx.db, count)
 
     def _start(self, name: str) -> None:
         env = dict(os.environ, GRADER_WORKER_TOKEN=self.tokens[name])

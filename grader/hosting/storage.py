@@ -3,7 +3,8 @@
 DIR/grader.sqlite3          the database (unless --database)
 DIR/keys/grader.key, .pub   the host's signing key (0600) and its public half
 DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in progress
-DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only)
+DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only);
+                            public-part/ (a hidden grade's public-part report, signed at acceptance)
 DIR/run/                    pid files of the local workers
 """
 
@@ -22,6 +23,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.host_key import ensure_host_key
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
+
+#: The folder of a result that holds its public-part report (the one participants download before the end).
+PUBLIC_PART_DIR = "public-part"
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,10 @@ class StateDir:
 
     def result_dir(self, submission_id: str, attempt: int) -> Path:
         return self.results / submission_id / str(attempt)
+
+    def public_part_dir(self, submission_id: str, attempt: int) -> Path:
+        """Where the public-part report of a scored hidden-split result is signed at its acceptance."""
+        return self.result_dir(submission_id, attempt) / PUBLIC_PART_DIR
 
     def clean_tmp(self) -> int:
         """Remove uploads a crash left half-written; return how many."""

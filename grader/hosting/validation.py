@@ -41,14 +41,38 @@ class CheckedSubmission:
         return self.manifest.kind
 
 
+#: How to declare the labels, quoted in the refusal.
+TRAINING_EXAMPLE = '"training": {"setting": "zero-shot"} or {"setting": "fine-tuned", "datasets": ["..."]}; grader pack --training-setting writes it'
+
+
+def missing_training_labels(manifest: Manifest) -> tuple[str, str] | None:
+    """What a competition that requires training labels misses in ``manifest``: (field, one line), or None.
+
+    A setting is required; a fine-tuned one must also name what it was trained on. A
+    zero-shot model may list its training data or not (docs/pack.md says what zero-shot means).
+    """
+    training = manifest.training
+    if training.setting is None:
+        return "training", f"missing: this competition requires a declared training setting ({TRAINING_EXAMPLE})"
+    if training.setting == "fine-tuned" and not training.datasets:
+        return (
+            "training.datasets",
+            'missing: a "fine-tuned" submission must name the datasets it was trained on here (this competition requires training labels)',
+        )
+    return None
+
+
 def check_manifest_rules(manifest: Manifest, *, path: Path, kinds: tuple[str, ...], require_training_labels: bool) -> None:
     """The competition's own rules on a manifest (kind allowed, name length, training labels)."""
     if len(manifest.name) > MAX_NAME_CHARS or any(ord(c) < 32 for c in manifest.name):
         raise SubmissionError(f"must be at most {MAX_NAME_CHARS} printable characters", path=path, field="name")
     if manifest.kind not in kinds:
         raise SubmissionError(f"{manifest.kind!r} submissions are not accepted here (allowed: {', '.join(kinds)})", path=path, field="kind")
-    if require_training_labels and manifest.training.setting is None:
-        raise SubmissionError("this competition requires training labels (setting and datasets)", path=path, field="training")
+    if require_training_labels:
+        missing = missing_training_labels(manifest)
+        if missing is not None:
+            field, what = missing
+            raise SubmissionError(what, path=path, field=field)
     if isinstance(manifest, DockerManifest) and manifest.mode == "translate":
         raise SubmissionError("translate-mode images are not graded on retrieval tasks", path=path, field="mode")
 

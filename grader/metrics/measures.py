@@ -1,7 +1,7 @@
 """Measures as values: ``NDCG@10`` is the family ``NDCG`` with cutoff 10.
 
 The printed form is the identity. trec_eval's names (``ndcg_cut_10``,
-``map_cut_10``, ``recall_10``, ``P_10``, ``recip_rank``) parse to the same values.
+``map_cut_10``, ``recall_10``, ``P_10``, ``success_10``) parse to the same values.
 """
 
 from __future__ import annotations
@@ -21,18 +21,23 @@ class Family(str, Enum):
     RECALL = "Recall"
     P = "P"
     MRR = "MRR"
+    SUCCESS = "Success"
+    RPREC = "Rprec"
+    BPREF = "bpref"
 
 
 DEFAULT_CUTOFFS = (1, 3, 5, 10, 100, 1000)
+#: The families measured when none are named: the five CoIR and BEIR report (Success, Rprec and bpref are asked for by name).
+DEFAULT_FAMILIES = (Family.NDCG, Family.MAP, Family.RECALL, Family.P, Family.MRR)
 
 #: The canonical spelling of a measure, as a regular expression. The JSON Schemas that name measures
 #: (benchmark.schema.json, report.schema.json) carry this same pattern; tests/test_measures_as_data.py checks.
 MEASURE_PATTERN = "^(" + "|".join(family.value for family in Family) + ")@[1-9][0-9]*$"
 _CANONICAL = re.compile(r"^(?P<family>" + "|".join(family.value for family in Family) + r")@(?P<k>[1-9][0-9]*)$", re.IGNORECASE)
-_TREC = re.compile(r"^(?P<family>ndcg_cut|map_cut|recall|P)_(?P<k>[1-9][0-9]*)$")
+_TREC = re.compile(r"^(?P<family>ndcg_cut|map_cut|recall|P|success)_(?P<k>[1-9][0-9]*)$")
 _BY_LOWER = {family.value.lower(): family for family in Family}
-_BY_TREC = {"ndcg_cut": Family.NDCG, "map_cut": Family.MAP, "recall": Family.RECALL, "P": Family.P}
-_TREC_NAME = {Family.NDCG: "ndcg_cut", Family.MAP: "map_cut", Family.RECALL: "recall", Family.P: "P"}
+_BY_TREC = {"ndcg_cut": Family.NDCG, "map_cut": Family.MAP, "recall": Family.RECALL, "P": Family.P, "success": Family.SUCCESS}
+_TREC_NAME = {Family.NDCG: "ndcg_cut", Family.MAP: "map_cut", Family.RECALL: "recall", Family.P: "P", Family.SUCCESS: "success"}
 
 
 @dataclass(frozen=True, order=True)
@@ -47,7 +52,7 @@ class Measure:
 
     @property
     def trec_name(self) -> str | None:
-        """trec_eval's name of this measure; MRR@k has none (trec_eval's recip_rank is uncut)."""
+        """trec_eval's name of this measure; MRR@k, Rprec@k and bpref@k have none (trec_eval's recip_rank, Rprec and bpref are uncut)."""
         base = _TREC_NAME.get(self.family)
         return None if base is None else f"{base}_{self.cutoff}"
 
@@ -62,13 +67,28 @@ def parse_measure(text: str) -> Measure:
         return Measure(_BY_TREC[match["family"]], int(match["k"]))
     raise UsageError(
         f"unknown measure {text!r}",
-        hint="use FAMILY@K with FAMILY one of NDCG, MAP, Recall, P, MRR (e.g. NDCG@10)",
+        hint="use FAMILY@K with FAMILY one of " + ", ".join(family.value for family in Family) + " (e.g. NDCG@10)",
     )
 
 
+_PRINTED = re.compile(MEASURE_PATTERN)
+
+
+def printed_measure(text: str) -> Measure | None:
+    """The measure whose printed form ``text`` is, exactly (``NDCG@10``, as reports and benchmark files spell it), or None.
+
+    Unlike :func:`parse_measure`, which reads what a person types (any case, trec_eval's names)
+    and refuses the rest, this reads keys a file holds and says "not a measure" without raising.
+    """
+    if _PRINTED.match(text) is None:
+        return None
+    family, _, cutoff = text.partition("@")
+    return Measure(Family(family), int(cutoff))
+
+
 def default_measures() -> tuple[Measure, ...]:
-    """Every family at each of the default cutoffs 1, 3, 5, 10, 100, 1000."""
-    return tuple(Measure(family, k) for family in Family for k in DEFAULT_CUTOFFS)
+    """Each default family at each of the default cutoffs 1, 3, 5, 10, 100, 1000."""
+    return tuple(Measure(family, k) for family in DEFAULT_FAMILIES for k in DEFAULT_CUTOFFS)
 
 
 def parse_measures(texts: list[str] | tuple[str, ...] | None) -> tuple[Measure, ...]:

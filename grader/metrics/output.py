@@ -6,27 +6,34 @@ from typing import Any
 
 from grader import jsonio
 from grader.metrics.measures import Family
+from grader.metrics.per_query import RELEVANCE_LEVEL
 from grader.metrics.policy import Evaluation
 
-# CoIR / BEIR group names of each family in their output dictionary.
+# CoIR / BEIR group names of each family in their output dictionary (a family they lack: its own name).
 _COIR_GROUP = {Family.NDCG: "NDCG", Family.MAP: "MAP", Family.RECALL: "Recall", Family.P: "Precision", Family.MRR: "MRR"}
 
 
 def as_json(evaluation: Evaluation) -> dict[str, Any]:
-    """``{"policy", "n_queries", "queries", "measures"}`` at full float precision."""
-    return {
+    """``{"policy", "n_queries", "queries", "measures"}`` at full float precision.
+
+    ``"relevance_level"`` is added when it is not the default 1 (trec_eval's ``-l``).
+    """
+    data: dict[str, Any] = {
         "policy": evaluation.policy.value,
         "n_queries": evaluation.counts.evaluated,
         "queries": evaluation.counts.as_dict(),
         "measures": evaluation.means(),
     }
+    if evaluation.relevance_level != RELEVANCE_LEVEL:
+        data["relevance_level"] = evaluation.relevance_level
+    return data
 
 
 def as_coir(evaluation: Evaluation) -> dict[str, Any]:
     """CoIR's result shape ``{"metrics": {"NDCG": {"NDCG@1": ...}, ...}}``, rounded to 5 decimals as BEIR does."""
     metrics: dict[str, dict[str, float]] = {}
     for measure in evaluation.measures:
-        metrics.setdefault(_COIR_GROUP[measure.family], {})[str(measure)] = round(evaluation.mean(measure), 5)
+        metrics.setdefault(_COIR_GROUP.get(measure.family, measure.family.value), {})[str(measure)] = round(evaluation.mean(measure), 5)
     return {"metrics": metrics}
 
 
@@ -37,8 +44,9 @@ def as_table(evaluation: Evaluation) -> str:
     lines = [f"{'measure':<{width}}  value"]
     lines += [f"{name:<{width}}  {value:.6f}" for name, value in means.items()]
     counts = evaluation.counts
+    level = "" if evaluation.relevance_level == RELEVANCE_LEVEL else f", relevant from judgement {evaluation.relevance_level}"
     lines.append(
-        f"policy {evaluation.policy.value}: {counts.evaluated} queries averaged; "
+        f"policy {evaluation.policy.value}{level}: {counts.evaluated} queries averaged; "
         f"{counts.judged} judged, {counts.answered} answered, {counts.missing} missing, {counts.extra} not judged (ignored)"
     )
     return "\n".join(lines) + "\n"

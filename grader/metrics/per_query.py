@@ -5,13 +5,21 @@ arrays; everything after it touches only the relevant retrieved entries, which
 are few. Sums run in rank order (``np.bincount`` accumulates sequentially), as
 trec_eval's loops do, so results agree with it to the last bits and repeat exactly.
 
-Semantics (trec_eval 9.x/10, relevance level 1):
-  * a document is relevant when its judgement is >= 1; gain = judgement if > 0;
+Semantics (trec_eval 9.x/10; relevance level L, trec_eval's ``-l``, default 1):
+  * a document is relevant when its judgement is >= L; gain = judgement if > 0
+    (whatever L is, as in trec_eval's ndcg and ndcg_cut);
   * NDCG@k = sum_{rank i<k} gain_i / log2(i+2), over the same sum for the ideal
     ranking of all judged documents (0 when that is 0);
   * MAP@k = sum over relevant at rank i<k of (relevant so far)/(i+1), / #relevant;
   * Recall@k = relevant in top k / #relevant; P@k = relevant in top k / k;
-  * MRR@k = 1/(rank of the first relevant) if within k, else 0.
+  * MRR@k = 1/(rank of the first relevant) if within k, else 0;
+  * Success@k = 1 if a relevant document is in the top k, else 0 (trec_eval's success_k);
+  * Rprec@k = relevant in the top min(k, R) / R, R = #relevant (trec_eval's Rprec of
+    the ranking cut at k);
+  * bpref@k = trec_eval's bpref of the ranking cut at k (see :func:`_bpref`).
+Every measure is "trec_eval's measure of the ranking cut at k": for a ranking no
+longer than k, MAP@k, MRR@k, Rprec@k and bpref@k are trec_eval's uncut map,
+recip_rank, Rprec and bpref.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.errors import UsageError
 from grader.metrics.measures import Family, Measure
 from grader.runs.ordering import order_in_place, segment_ids, segment_of
 from grader.runs.run import Run
@@ -112,18 +121,30 @@ def per_query_measures(
     rankings: Rankings,
     run: Run,
     measures: Sequence[Measure],
+    *,
+    relevance_level: int = RELEVANCE_LEVEL,
 ) -> PerQuery:
     """Compute ``measures`` for each of ``query_ids`` from its ranking in ``rankings``.
 
-    A query without judgements, or without relevant judgements, scores 0 everywhere.
+    ``relevance_level`` is trec_eval's ``-l``: the least judgement that makes a document
+    relevant for every measure but NDCG, whose gains are the judgements themselves
+    (trec_eval's ``ndcg`` and ``ndcg_cut`` ignore ``-l`` too). A query without relevant
+    judgements scores 0 everywhere (NDCG: without positive judgements).
     """
+    if relevance_level < 1:
+        raise UsageError(
+            f"relevance level must be at least 1, got {relevance_level}", hint="a level <= 0 would make judged non-relevant documents relevant"
+        )
     n_queries = len(query_ids)
     vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
     n_vocab = np.int64(max(len(run.doc_vocab), 1))
+    # bpref alone needs the judged non-relevant documents (0 <= judgement < level) the run retrieves.
+    least_looked_up = 0 if any(measure.family is Family.BPREF for measure in measures) else 1
 
-    # Judgements: count of relevant per query, ideal gains, and (query, code) keys of
-    # judged documents the run could have retrieved.
+    # Judgements: count of relevant and of judged non-relevant per query, ideal gains, and
+    # (query, code) keys of the judged documents looked up in the run.
     n_relevant = np.zeros(n_queries, dtype=np.int64)
+    n_nonrelevant = np.zeros(n_queries, dtype=np.int64)
     ideal_query: list[int] = []
     ideal_gain: list[int] = []
     judged_keys: list[int] = []
@@ -132,23 +153,25 @@ def per_query_measures(
         docs = qrels.get(query_id)
         if not docs:
             continue
-        positive = sorted((rel for rel in docs.values() if rel >= RELEVANCE_LEVEL), reverse=True)
-        n_relevant[qi] = len(positive)
+        positive = sorted((rel for rel in docs.values() if rel >= 1), reverse=True)
+        n_relevant[qi] = sum(1 for rel in positive if rel >= relevance_level)
+        # trec_eval counts a judgement < 0 as "in the pool but unjudged", never as non-relevant.
+        n_nonrelevant[qi] = sum(1 for rel in docs.values() if 0 <= rel < relevance_level)
         ideal_query.extend([qi] * len(positive))
         ideal_gain.extend(positive)
         for doc_id, rel in docs.items():
             code = vocabulary.get(doc_id)
-            if code is not None and rel >= RELEVANCE_LEVEL:
+            if code is not None and rel >= least_looked_up:
                 judged_keys.append(qi * int(n_vocab) + code)
                 judged_rels.append(rel)
 
-    # Relevance of each retrieved entry (only relevant judgements matter below).
+    # Judgement of each retrieved entry that has one looked up, in entry (= query, rank) order.
     offsets, doc_codes = rankings.offsets, rankings.doc_codes
     keys = np.asarray(judged_keys, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     keys, rels = keys[order], np.asarray(judged_rels, dtype=np.int64)[order]
-    relevant_entries = np.empty(0, dtype=np.int64)
-    relevant_gain = np.empty(0, dtype=np.float64)
+    judged_entries = np.empty(0, dtype=np.int64)
+    judged_entry_rels = np.empty(0, dtype=np.int64)
     if len(keys) and len(doc_codes):
         judged_code = np.zeros(int(n_vocab), dtype=bool)
         judged_code[keys % n_vocab] = True
@@ -157,15 +180,15 @@ def per_query_measures(
         candidate_keys = segment_of(offsets, candidates) * n_vocab + doc_codes[candidates]
         slot = np.minimum(np.searchsorted(keys, candidate_keys), len(keys) - 1)
         hit = keys[slot] == candidate_keys
-        relevant_entries = candidates[hit]
-        relevant_gain = rels[slot[hit]].astype(np.float64)
+        judged_entries = candidates[hit]
+        judged_entry_rels = rels[slot[hit]]
 
-    rel_query = segment_of(offsets, relevant_entries)
-    rel_position = relevant_entries - offsets[rel_query]  # 0-based rank
-    # 1-based count of relevant documents up to and including this one, per query.
-    first_of_query = np.searchsorted(rel_query, rel_query, side="left")
-    rel_so_far = (np.arange(len(rel_query)) - first_of_query + 1).astype(np.float64)
-    discount = np.log2(rel_position.astype(np.float64) + 2.0)
+    relevant = _RankedSubset(offsets, judged_entries[judged_entry_rels >= relevance_level])
+    # Gains: the judgement of every positively judged entry (the relevant ones when the level is 1).
+    gained_mask = judged_entry_rels >= 1
+    gained = relevant if relevance_level == 1 else _RankedSubset(offsets, judged_entries[gained_mask])
+    gains = judged_entry_rels[gained_mask].astype(np.float64)
+    nonrelevant_entries = judged_entries[(judged_entry_rels >= 0) & (judged_entry_rels < relevance_level)]
 
     ideal_q = np.asarray(ideal_query, dtype=np.int64)
     ideal_g = np.asarray(ideal_gain, dtype=np.float64)
@@ -177,27 +200,76 @@ def per_query_measures(
     values: dict[Measure, np.ndarray] = {}
     for measure in measures:
         k = measure.cutoff
-        within = rel_position < k
-        q = rel_query[within]
+        within = relevant.position < k
+        q = relevant.query[within]
         if measure.family is Family.P:
             values[measure] = np.bincount(q, minlength=n_queries).astype(np.float64) / k
         elif measure.family is Family.RECALL:
             hits = np.bincount(q, minlength=n_queries).astype(np.float64)
             values[measure] = np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
         elif measure.family is Family.MAP:
-            precision_sum = np.bincount(q, weights=rel_so_far[within] / (rel_position[within] + 1.0), minlength=n_queries)
+            precision_sum = np.bincount(q, weights=relevant.so_far[within] / (relevant.position[within] + 1.0), minlength=n_queries)
             values[measure] = np.divide(precision_sum, relevant_count, out=np.zeros(n_queries), where=has_relevant)
         elif measure.family is Family.NDCG:
-            dcg = np.bincount(q, weights=relevant_gain[within] / discount[within], minlength=n_queries)
+            gained_within = gained.position < k
+            dcg = np.bincount(gained.query[gained_within], weights=gains[gained_within] / gained.discount[gained_within], minlength=n_queries)
             ideal_within = ideal_pos < k
             idcg = np.bincount(ideal_q[ideal_within], weights=ideal_g[ideal_within] / ideal_discount[ideal_within], minlength=n_queries)
             values[measure] = np.divide(dcg, idcg, out=np.zeros(n_queries), where=idcg > 0)
         elif measure.family is Family.MRR:
-            first = rel_so_far == 1.0
+            first = relevant.so_far == 1.0
             reciprocal = np.zeros(n_queries)
             firsts = first & within
-            reciprocal[rel_query[firsts]] = 1.0 / (rel_position[firsts] + 1.0)
+            reciprocal[relevant.query[firsts]] = 1.0 / (relevant.position[firsts] + 1.0)
             values[measure] = reciprocal
+        elif measure.family is Family.SUCCESS:
+            values[measure] = (np.bincount(q, minlength=n_queries) > 0).astype(np.float64)
+        elif measure.family is Family.RPREC:
+            # trec_eval's Rprec of the ranking cut at k: relevant in the top min(k, R), over R.
+            in_top_r = relevant.position < np.minimum(k, n_relevant[relevant.query])
+            hits = np.bincount(relevant.query[in_top_r], minlength=n_queries).astype(np.float64)
+            values[measure] = np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
+        elif measure.family is Family.BPREF:
+            values[measure] = _bpref(relevant, within, nonrelevant_entries, offsets, n_relevant, n_nonrelevant)
         else:  # pragma: no cover - exhaustive over Family
             raise AssertionError(measure.family)
     return PerQuery(tuple(query_ids), values)
+
+
+class _RankedSubset:
+    """Some entries of the rankings (ascending entry indices): their query, 0-based rank, count so far, discount."""
+
+    def __init__(self, offsets: np.ndarray, entries: np.ndarray) -> None:
+        self.entries = entries
+        self.query = segment_of(offsets, entries)
+        self.position = entries - offsets[self.query]  # 0-based rank
+        # 1-based count of subset entries up to and including this one, per query.
+        first_of_query = np.searchsorted(self.query, self.query, side="left")
+        self.so_far = (np.arange(len(self.query)) - first_of_query + 1).astype(np.float64)
+        self.discount = np.log2(self.position.astype(np.float64) + 2.0)
+
+
+def _bpref(
+    relevant: _RankedSubset,
+    within: np.ndarray,
+    nonrelevant_entries: np.ndarray,
+    offsets: np.ndarray,
+    n_relevant: np.ndarray,
+    n_nonrelevant: np.ndarray,
+) -> np.ndarray:
+    """trec_eval's bpref (m_bpref.c) of the rankings cut where ``within`` says, per query.
+
+    Each relevant retrieved document adds 1 - min(n, R) / min(N, R), n being the judged
+    non-relevant documents ranked above it (1 when n = 0), N the judged non-relevant
+    documents of the query and R its relevant ones; the sum, in rank order, is divided
+    by R. Unjudged documents and judgements < 0 are skipped.
+    """
+    entries, query = relevant.entries[within], relevant.query[within]
+    above = np.searchsorted(nonrelevant_entries, entries) - np.searchsorted(nonrelevant_entries, offsets[query])
+    r = n_relevant[query]
+    denominator = np.minimum(n_nonrelevant[query], r).astype(np.float64)
+    numerator = np.minimum(above, r).astype(np.float64)
+    preferred = above > 0  # else the term is 1 (and N may be 0)
+    term = np.where(preferred, 1.0 - np.divide(numerator, denominator, out=np.zeros(len(entries)), where=preferred), 1.0)
+    total = np.bincount(query, weights=term, minlength=len(n_relevant))
+    return np.divide(total, n_relevant.astype(np.float64), out=np.zeros(len(n_relevant)), where=n_relevant > 0)

@@ -20,7 +20,7 @@ from enum import Enum
 
 from grader.errors import UsageError
 from grader.metrics.measures import Measure
-from grader.metrics.per_query import PerQuery, per_query_measures, select_rankings
+from grader.metrics.per_query import RELEVANCE_LEVEL, PerQuery, per_query_measures, select_rankings
 from grader.runs.run import Run
 
 
@@ -53,6 +53,7 @@ class Evaluation:
     measures: tuple[Measure, ...]
     per_query: PerQuery
     counts: QueryCounts
+    relevance_level: int = RELEVANCE_LEVEL
 
     def mean(self, measure: Measure) -> float:
         """Mean over evaluated queries; exactly rounded (``math.fsum``), so order-independent."""
@@ -71,8 +72,14 @@ def evaluate(
     run: Run,
     measures: Sequence[Measure],
     policy: Policy = Policy.STRICT,
+    *,
+    relevance_level: int = RELEVANCE_LEVEL,
 ) -> Evaluation:
-    """Score ``run`` against ``qrels`` under ``policy``."""
+    """Score ``run`` against ``qrels`` under ``policy``.
+
+    ``relevance_level`` is trec_eval's ``-l``: the least judgement counted as relevant
+    by every measure but NDCG (whose gains are the judgements); 1 for every benchmark.
+    """
     # A query with an empty set of judgements is not judged at all (pytrec_eval drops it too).
     judged = [q for q, docs in qrels.items() if docs]
     if not judged:
@@ -90,7 +97,7 @@ def evaluate(
         rankings = select_rankings(run, query_ids, float32_scores=True, drop_identical_ids=True)
     else:  # pragma: no cover - exhaustive over Policy
         raise AssertionError(policy)
-    per_query = per_query_measures(qrels, query_ids, rankings, run, measures)
+    per_query = per_query_measures(qrels, query_ids, rankings, run, measures, relevance_level=relevance_level)
     counts = QueryCounts(
         judged=len(judged),
         answered=len(answered),
@@ -98,7 +105,7 @@ def evaluate(
         extra=extra,
         evaluated=len(query_ids),
     )
-    return Evaluation(policy, tuple(measures), per_query, counts)
+    return Evaluation(policy, tuple(measures), per_query, counts, relevance_level)
 
 
 def _ranked_anything(run: Run, index: int) -> bool:

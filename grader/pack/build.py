@@ -3,7 +3,9 @@
 Steps, all inside a temporary folder beside ``--out``:
 
 1. read the settings (:mod:`grader.pack.config`) and load the original model;
-2. export the transformer to ``model.onnx``, write ``tokenizer.json`` and ``submission.json``;
+2. export the transformer to ``model.onnx``, write ``tokenizer.json`` and ``submission.json``
+   (manifest version 2: the declared training setting and datasets, and a ``model_card``
+   with what the folder says: :mod:`grader.pack.card`);
 3. load the result with the grader's own intake and encoder, embed a sample of
    texts (code, questions, an empty text, one longer than ``max_length``) with
    the query prefix and with the document prefix both ways, and compare each
@@ -28,8 +30,9 @@ import numpy as np
 
 from grader import jsonio
 from grader.errors import PackError
+from grader.pack.card import ModelFacts, read_model_facts
 from grader.pack.config import Overrides, PackSettings, read_settings
-from grader.submissions.manifest import MANIFEST_NAME, load_manifest
+from grader.submissions.manifest import MANIFEST_NAME, Training, load_manifest
 
 if TYPE_CHECKING:
     from grader.pack.torch_model import OriginalModel
@@ -66,10 +69,29 @@ class PackResult:
     min_cosine: float
     texts: int
     dimension: int
+    manifest: dict[str, object]
 
 
-def manifest_for(settings: PackSettings, name: str) -> dict[str, object]:
-    """The ``submission.json`` of a packed model."""
+def model_card(
+    settings: PackSettings, facts: ModelFacts | None = None, *, dimension: int | None = None, parameters: int | None = None
+) -> dict[str, object]:
+    """The manifest's ``model_card``: what is known of the model (the folder's facts, the settings, the measured dimension)."""
+    card: dict[str, object] = {}
+    if facts is not None and facts.base_model is not None:
+        card["base_model"] = facts.base_model.value
+    if parameters:
+        card["parameters"] = parameters
+    if dimension:
+        card["dimension"] = dimension
+    card["max_length"] = settings.max_length
+    card["pooling"] = settings.pooling
+    if facts is not None and facts.license is not None:
+        card["license"] = facts.license.value
+    return card
+
+
+def manifest_for(settings: PackSettings, name: str, *, training: Training | None = None, card: dict[str, object] | None = None) -> dict[str, object]:
+    """The ``submission.json`` of a packed model (manifest version 2 when it has a model card)."""
     manifest: dict[str, object] = {
         "kind": "onnx",
         "name": name,
@@ -84,6 +106,11 @@ def manifest_for(settings: PackSettings, name: str) -> dict[str, object]:
         manifest["query_prefix"] = settings.query_prefix
     if settings.document_prefix:
         manifest["document_prefix"] = settings.document_prefix
+    if training is not None and training.setting is not None:
+        manifest["training"] = {"setting": training.setting, "datasets": list(training.datasets)}
+    if card:
+        manifest["manifest_version"] = 2
+        manifest["model_card"] = dict(card)
     return manifest
 
 
@@ -107,11 +134,16 @@ def pack_model(
     *,
     overrides: Overrides = Overrides(),
     name: str | None = None,
+    training: Training | None = None,
     texts: Sequence[str] = SAMPLE_TEXTS,
     say: Say = lambda line: None,
     threads: int = 1,
 ) -> PackResult:
-    """Pack ``model_dir`` into the submission folder ``out`` (which must not exist); see the module docstring."""
+    """Pack ``model_dir`` into the submission folder ``out`` (which must not exist); see the module docstring.
+
+    ``name`` defaults to the model's own name (:func:`grader.pack.card.read_model_facts`);
+    without ``training`` the manifest declares no training setting (``grader pack`` asks for one).
+    """
     from grader.pack.torch_model import OriginalModel, require_extra
 
     out = Path(out)
@@ -122,6 +154,9 @@ def pack_model(
     say(f"read {settings.model_dir} as a {kind} folder")
     for note in settings.notes():
         say(note)
+    facts = read_model_facts(settings.model_dir, settings.transformer_dir)
+    for note in fact_notes(facts, name):
+        say(note)
     require_extra()
     original = OriginalModel(settings)
     say(f"ONNX inputs: {', '.join(original.input_names)}; output: last_hidden_state")
@@ -131,7 +166,9 @@ def pack_model(
         original.export_onnx(work / MODEL_FILE)
         tokenizer_source = original.write_tokenizer(work / TOKENIZER_FILE)
         say(f"tokenizer.json from {tokenizer_source}")
-        manifest = manifest_for(settings, name or settings.model_dir.resolve().name)
+        dimension = int(original.encode(["x"], "").shape[1])
+        card = model_card(settings, facts, dimension=dimension, parameters=original.parameters)
+        manifest = manifest_for(settings, name or facts.name.value, training=training, card=card)
         jsonio.write_json(work / MANIFEST_NAME, manifest, mode=0o644)
         min_cosine, dimension = _compare(work, original, settings, texts, threads, say)
         if min_cosine < MIN_COSINE:
@@ -143,7 +180,27 @@ def pack_model(
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return PackResult(out=out, settings=settings, min_cosine=min_cosine, texts=len(texts), dimension=dimension)
+    return PackResult(out=out, settings=settings, min_cosine=min_cosine, texts=len(texts), dimension=dimension, manifest=manifest)
+
+
+def fact_notes(facts: ModelFacts, name: str | None) -> list[str]:
+    """One line per fact read from the folder, with its source, as :meth:`PackSettings.notes` prints the settings."""
+    shown = (
+        f"name = {jsonio.dumps(name, ensure_ascii=True)} (--name)"
+        if name
+        else f"name = {jsonio.dumps(facts.name.value, ensure_ascii=True)} ({facts.name.source})"
+    )
+    notes = [shown]
+    for key, fact in (("base_model", facts.base_model), ("license", facts.license)):
+        if fact is not None:
+            notes.append(f"{key} = {jsonio.dumps(fact.value, ensure_ascii=True)} ({fact.source})")
+    if facts.listed_datasets:
+        listed = ", ".join(facts.listed_datasets)
+        notes.append(
+            f"the model card lists training data: {listed} (declare what the model was trained on with --training-dataset; "
+            "data derived from the benchmark's sources makes it fine-tuned, see docs/pack.md)"
+        )
+    return notes
 
 
 def _compare(folder: Path, original: OriginalModel, settings: PackSettings, texts: Sequence[str], threads: int, say: Say) -> tuple[float, int]:

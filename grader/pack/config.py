@@ -118,6 +118,81 @@ def _max_length_from_tokenizer(transformer_dir: Path) -> tuple[int, str] | None:
     return None
 
 
+@dataclass
+class _Found:
+    """What a model folder's own files say (before the command line's overrides)."""
+
+    transformer_dir: Path
+    pooling: str | None = None
+    normalize: bool | None = None
+    include_prompt: bool = True
+    max_length: int | None = None
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+
+
+def _sentence_transformers_settings(model_dir: Path, sources: dict[str, str]) -> _Found:
+    """The settings of a sentence-transformers folder (its modules, pooling, max length, prompts); ``sources`` says where each came from."""
+    modules_path = model_dir / MODULES_FILE
+    modules = _read_json(modules_path)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise PackError(f"{modules_path}: expected a list of module objects")
+    kinds = [_module_kind(m) for m in modules]
+    supported = (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"])
+    if kinds not in supported:
+        raise PackError(f"{modules_path}: modules {kinds}: the grader's ONNX submissions express Transformer, Pooling and an optional Normalize only")
+    found = _Found(transformer_dir=model_dir / str(modules[0].get("path", "")))
+    pooling_path = model_dir / str(modules[1].get("path", "")) / "config.json"
+    found.pooling, found.include_prompt = _pooling_from_config(pooling_path)
+    sources["pooling"] = f"{pooling_path}"
+    found.normalize = len(kinds) == 3
+    sources["normalize"] = f"{modules_path}: {'a' if found.normalize else 'no'} Normalize module"
+    found.max_length = _max_length_from_sbert(found.transformer_dir / SBERT_CONFIG_FILE, sources)
+    found.query_prefix, found.document_prefix = _prompts(model_dir / ST_CONFIG_FILE, sources)
+    return found
+
+
+def _max_length_from_sbert(sbert_path: Path, sources: dict[str, str]) -> int | None:
+    """``max_seq_length`` of ``sentence_bert_config.json``, if it has one; refuses ``do_lower_case``."""
+    if not sbert_path.is_file():
+        return None
+    sbert = _read_json(sbert_path)
+    if not isinstance(sbert, dict):
+        return None
+    if sbert.get("do_lower_case") is True:
+        raise PackError(f"{sbert_path}: do_lower_case is true: sentence-transformers lowercases texts before tokenizing, which the grader does not")
+    value = sbert.get("max_seq_length")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        sources["max_length"] = f"{sbert_path}: max_seq_length"
+        return value
+    return None
+
+
+def _prompts(st_path: Path, sources: dict[str, str]) -> tuple[str | None, str | None]:
+    """The query and document prompts of ``config_sentence_transformers.json`` (the default prompt where no other is set)."""
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    if not st_path.is_file():
+        return query_prefix, document_prefix
+    st_config = _read_json(st_path)
+    prompts = st_config.get("prompts") if isinstance(st_config, dict) else None
+    default_name = st_config.get("default_prompt_name") if isinstance(st_config, dict) else None
+    if isinstance(prompts, dict):
+        if isinstance(prompts.get("query"), str):
+            query_prefix, sources["query_prefix"] = prompts["query"], f"{st_path}: prompts.query"
+        found = _document_prompt(prompts)
+        if found is not None:
+            document_prefix, sources["document_prefix"] = found[1], f"{st_path}: prompts.{found[0]}"
+        if isinstance(default_name, str) and isinstance(prompts.get(default_name), str):
+            # sentence-transformers prepends the default prompt wherever no other is asked for.
+            where = f"{st_path}: default_prompt_name {default_name!r}"
+            if query_prefix is None:
+                query_prefix, sources["query_prefix"] = prompts[default_name], where
+            if document_prefix is None:
+                document_prefix, sources["document_prefix"] = prompts[default_name], where
+    return query_prefix, document_prefix
+
+
 def read_settings(model_dir: Path, overrides: Overrides = Overrides()) -> PackSettings:
     """Read a sentence-transformers (or plain transformers) folder; refuse what the grader cannot reproduce."""
     model_dir = Path(model_dir)
@@ -128,59 +203,10 @@ def read_settings(model_dir: Path, overrides: Overrides = Overrides()) -> PackSe
     sources: dict[str, str] = {}
     modules_path = model_dir / MODULES_FILE
     sentence_transformers = modules_path.is_file()
-    pooling: str | None = None
-    normalize: bool | None = None
-    include_prompt = True
-    transformer_dir = model_dir
-    max_length: int | None = None
-    query_prefix: str | None = None
-    document_prefix: str | None = None
-    if sentence_transformers:
-        modules = _read_json(modules_path)
-        if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-            raise PackError(f"{modules_path}: expected a list of module objects")
-        kinds = [_module_kind(m) for m in modules]
-        supported = (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"])
-        if kinds not in supported:
-            raise PackError(
-                f"{modules_path}: modules {kinds}: the grader's ONNX submissions express Transformer, Pooling and an optional Normalize only"
-            )
-        transformer_dir = model_dir / str(modules[0].get("path", ""))
-        pooling_path = model_dir / str(modules[1].get("path", "")) / "config.json"
-        pooling, include_prompt = _pooling_from_config(pooling_path)
-        sources["pooling"] = f"{pooling_path}"
-        normalize = len(kinds) == 3
-        sources["normalize"] = f"{modules_path}: {'a' if normalize else 'no'} Normalize module"
-        sbert_path = transformer_dir / SBERT_CONFIG_FILE
-        if sbert_path.is_file():
-            sbert = _read_json(sbert_path)
-            if isinstance(sbert, dict):
-                if sbert.get("do_lower_case") is True:
-                    raise PackError(
-                        f"{sbert_path}: do_lower_case is true: sentence-transformers lowercases texts before tokenizing, which the grader does not"
-                    )
-                value = sbert.get("max_seq_length")
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    max_length, sources["max_length"] = value, f"{sbert_path}: max_seq_length"
-        st_path = model_dir / ST_CONFIG_FILE
-        if st_path.is_file():
-            st_config = _read_json(st_path)
-            prompts = st_config.get("prompts") if isinstance(st_config, dict) else None
-            default_name = st_config.get("default_prompt_name") if isinstance(st_config, dict) else None
-            if isinstance(prompts, dict):
-                if isinstance(prompts.get("query"), str):
-                    query_prefix, sources["query_prefix"] = prompts["query"], f"{st_path}: prompts.query"
-                found = _document_prompt(prompts)
-                if found is not None:
-                    document_prefix, sources["document_prefix"] = found[1], f"{st_path}: prompts.{found[0]}"
-                if isinstance(default_name, str) and isinstance(prompts.get(default_name), str):
-                    # sentence-transformers prepends the default prompt wherever no other is asked for.
-                    where = f"{st_path}: default_prompt_name {default_name!r}"
-                    if query_prefix is None:
-                        query_prefix, sources["query_prefix"] = prompts[default_name], where
-                    if document_prefix is None:
-                        document_prefix, sources["document_prefix"] = prompts[default_name], where
-    elif overrides.pooling is None:
+    found = _sentence_transformers_settings(model_dir, sources) if sentence_transformers else _Found(transformer_dir=model_dir)
+    pooling, normalize, include_prompt, transformer_dir = found.pooling, found.normalize, found.include_prompt, found.transformer_dir
+    max_length, query_prefix, document_prefix = found.max_length, found.query_prefix, found.document_prefix
+    if not sentence_transformers and overrides.pooling is None:
         raise PackError(
             f"{model_dir} has no {MODULES_FILE} (not a sentence-transformers folder): say how to pool with --pooling mean or --pooling cls"
         )

@@ -71,6 +71,11 @@ class OriginalModel:
         names = set(self.tokenizer.model_input_names) & accepted
         self.input_names = [name for name in FED_ORDER if name in names or name == "input_ids"]
 
+    @property
+    def parameters(self) -> int:
+        """Number of parameters of the transformer (what the ONNX export holds; pooling and normalising have none)."""
+        return int(sum(p.numel() for p in self.transformer.parameters()))
+
     def write_tokenizer(self, path: Path) -> str:
         """Copy the folder's tokenizer.json, or save the fast tokenizer's; returns where it came from."""
         source = self.settings.transformer_dir / "tokenizer.json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from grader.failures import FailureCode
 from grader.reports.model import build_report
 
 EXAMPLE_DIGEST = "0123456789abcdef" * 4
@@ -29,7 +30,7 @@ def example_report(*, failed_task: bool = False) -> dict:
         "queries": {"judged": 3765, "answered": 3765, "missing": 0, "extra": 0},
     }
     if failed_task:
-        second.update(status="failed", measures={}, failure={"code": "TIMEOUT", "message": "encoding took over 3600 s"})
+        second.update(status="failed", measures={}, failure={"code": FailureCode.TIMEOUT, "message": "encoding took over 3600 s"})
     scores = [first["measures"]["NDCG@10"]] + ([] if failed_task else [second["measures"]["NDCG@10"]])
     return build_report(
         benchmark={"name": "example", "version": "1.0", "primary_measure": "NDCG@10"},

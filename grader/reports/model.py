@@ -3,13 +3,16 @@
 A report is a plain JSON-compatible dict described by
 ``grader/schemas/report.schema.json``; this module is the only place that
 assembles one, so every report the grader writes or signs has been checked.
+Code that reads a report back reads it through :meth:`Report.from_json`
+(checked against the schema, then typed), not by walking the dict.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -241,3 +244,114 @@ def report_json(report: dict) -> bytes:
     except (TypeError, ValueError) as error:
         raise ReportError(f"report cannot be written as JSON: {error}") from None
     return (text + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class PerQuery:
+    """A task's per-query values of one measure (the values its score is the mean of)."""
+
+    measure: str
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class ReportTask:
+    """One task of a report, as read back: status, the failure code of a failed task, measures, per-query values."""
+
+    name: str
+    split: str
+    data_digest: str
+    status: str
+    #: a failed task's ``{"code", "message"[, "stderr"]}``; None for a scored one
+    failure: Mapping[str, str] | None
+    measures: Mapping[str, float]
+    per_query: PerQuery | None
+    #: an embedding submission's encoding statistics (truncation per side), if recorded
+    encoding: Mapping[str, Any] | None
+
+    @property
+    def scored(self) -> bool:
+        return self.status == "scored"
+
+    @property
+    def failure_code(self) -> str | None:
+        return None if self.failure is None else self.failure["code"]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The benchmark score of a report: its primary measure, score, completeness and groups."""
+
+    measure: str
+    score: float | None
+    complete: bool
+    groups: Mapping[str, float | None]
+    #: the graded tasks of each group (empty in reports made before it was recorded)
+    group_members: Mapping[str, tuple[str, ...]]
+    #: whether the report says which tasks its groups average (``group_members`` present)
+    members_recorded: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    """A schema-valid report read back, with typed access to what its readers need; ``data`` is the JSON itself."""
+
+    data: Mapping[str, Any]
+    grader_version: str
+    benchmark: Mapping[str, str]
+    subject_kind: str
+    subject_name: str
+    subject_digest: str
+    policy: str
+    tasks: Mapping[str, ReportTask]
+    aggregate: Aggregate
+    labels: Mapping[str, Any]
+    started_at: str
+    finished_at: str
+    #: the id of the key that blinded the ids its containers saw (``sandbox.blinding.key_id``);
+    #: None for an in-process grade or a report made before blinding
+    blinding_key_id: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Report:
+        """Check ``data`` against the report schema (:class:`ReportError` naming the pointer) and read it."""
+        validate_report(data)
+        tasks = {}
+        for name, task in data["tasks"].items():
+            per_query = task.get("per_query")
+            tasks[name] = ReportTask(
+                name=name,
+                split=task["split"],
+                data_digest=task["data_digest"]["sha256"],
+                status=task["status"],
+                failure=task["failure"],
+                measures=task["measures"],
+                per_query=None if per_query is None else PerQuery(per_query["measure"], per_query["values"]),
+                encoding=task.get("encoding"),
+            )
+        aggregate = data["aggregate"]
+        members = aggregate.get("group_members")
+        subject = data["subject"]
+        blinding = (data.get("sandbox") or {}).get("blinding")
+        return cls(
+            data=data,
+            grader_version=data["grader"]["version"],
+            benchmark=data["benchmark"],
+            subject_kind=subject["kind"],
+            subject_name=subject["name"],
+            subject_digest=subject["digest"]["sha256"],
+            policy=data["policy"],
+            tasks=tasks,
+            aggregate=Aggregate(
+                measure=aggregate["measure"],
+                score=aggregate["score"],
+                complete=aggregate["complete"],
+                groups=aggregate["groups"],
+                group_members={group: tuple(names) for group, names in (members or {}).items()},
+                members_recorded=members is not None,
+            ),
+            labels=data["labels"],
+            started_at=data["started_at"],
+            finished_at=data["finished_at"],
+            blinding_key_id=None if blinding is None else blinding["key_id"],
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grader.reports.model import Report
 from grader.reports.verify import VerifiedReport
 from grader.text import MAX_ERROR_LINE, bounded
 
@@ -20,29 +21,26 @@ def _number(value: Any) -> str:
 
 def format_summary(verified: VerifiedReport) -> str:
     """Lines describing a verified report: who signed it, what was graded, and the scores."""
-    report = verified.report
-    subject = report["subject"]
-    benchmark = report["benchmark"]
-    aggregate = report["aggregate"]
-    measure = aggregate["measure"]
+    report = Report.from_json(verified.report)
+    benchmark = report.benchmark
+    aggregate = report.aggregate
+    measure = aggregate.measure
     lines = [
         f"verified: signed by key {verified.keyid}",
-        f"subject: {_clean(subject['name'])} ({subject['kind']}) sha256:{subject['digest']['sha256']}",
+        f"subject: {_clean(report.subject_name)} ({report.subject_kind}) sha256:{report.subject_digest}",
         f"benchmark: {_clean(benchmark['name'])} {_clean(benchmark['version'])} (primary measure {benchmark['primary_measure']})",
-        f"policy: {report['policy']}",
-        f"score: {measure} = {_number(aggregate['score'])}"
-        + ("" if aggregate["complete"] else " (incomplete: not every task of the benchmark was graded and scored)"),
+        f"policy: {report.policy}",
+        f"score: {measure} = {_number(aggregate.score)}"
+        + ("" if aggregate.complete else " (incomplete: not every task of the benchmark was graded and scored)"),
     ]
-    for group, value in sorted(aggregate["groups"].items()):
+    for group, value in sorted(aggregate.groups.items()):
         lines.append(f"group {_clean(group)}: {measure} = {_number(value)}")
-    grader_version = _clean(report["grader"]["version"])
-    lines.append(f"graded: {report['started_at']} .. {report['finished_at']} by grader {grader_version}")
-    width = max(len(name) for name in report["tasks"])
-    for name, task in sorted(report["tasks"].items()):
-        if task["status"] == "scored":
-            detail = f"{measure} = {_number(task['measures'].get(measure))}"
+    lines.append(f"graded: {report.started_at} .. {report.finished_at} by grader {_clean(report.grader_version)}")
+    width = max(len(name) for name in report.tasks)
+    for name, task in sorted(report.tasks.items()):
+        if task.failure is None:
+            detail = f"{measure} = {_number(task.measures.get(measure))}"
         else:
-            failure = task["failure"]
-            detail = f"{failure['code']}: {_clean(failure['message'])}"
-        lines.append(f"task {name:<{width}}  {task['status']:<6}  {detail}")
+            detail = f"{task.failure['code']}: {_clean(task.failure['message'])}"
+        lines.append(f"task {name:<{width}}  {task.status:<6}  {detail}")
     return "\n".join(lines)

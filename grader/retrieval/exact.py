@@ -132,23 +132,9 @@ def finish_rows(
     depth = fetched_rows.shape[1]
     for i in prange(len(rows)):
         row = rows[i]
-        q = queries[row]
         qn = q_norms[row]
-        valid = 0
-        while valid < depth and fetched_rows[i, valid] >= 0:
-            valid += 1
-        floor = np.inf
-        count = 0
-        reached = False
-        for j in range(valid):
-            u = fetched_rows[i, j]
-            floor = min(floor, np.float64(fetched_scores[i, j]) - (coefficient * qn * d_norms[u] + eta))
-            count += multiplicity[u]
-            if count >= k:
-                reached = True
-                break
-        if not reached:
-            floor = -np.inf
+        valid = _fetched_count(fetched_rows[i])
+        floor, reached = _kth_floor(fetched_rows[i], fetched_scores[i], valid, multiplicity, d_norms, qn, coefficient, eta, k)
         if (
             valid == depth
             and depth < n_unique
@@ -156,56 +142,113 @@ def finish_rows(
         ):
             done[i] = False
             continue
-        # The window: fetched rows that may belong to the exact top k.
-        window = np.empty(valid, dtype=np.int64)
-        width = 0
-        for j in range(valid):
-            u = fetched_rows[i, j]
-            if np.float64(fetched_scores[i, j]) + coefficient * qn * d_norms[u] + eta >= floor:
-                window[width] = u
-                width += 1
-        window = window[:width]
-        exact = np.empty(width, dtype=np.float64)
-        for j in range(width):
+        window = _window(fetched_rows[i], fetched_scores[i], valid, d_norms, qn, coefficient, eta, floor)
+        q = queries[row]
+        exact = np.empty(len(window), dtype=np.float64)
+        for j in range(len(window)):
             exact[j] = score(q, corpus[representatives[window[j]]])
-        # Score descending; rows with equal scores are merged below by doc rank, so the sort need not be stable.
-        order = np.argsort(-exact)
-        filled = 0
-        p = 0
-        while p < width and filled < k:
-            r = p + 1
-            while r < width and exact[order[r]] == exact[order[p]]:
-                r += 1
-            room = k - filled
-            if r == p + 1:  # one group with this score: its members are already in rank order
-                u = window[order[p]]
-                begin = group_offsets[u]
-                take = min(room, group_offsets[u + 1] - begin)
-                for t in range(take):
-                    out_scores[row, filled + t] = exact[order[p]]
-                    out_docs[row, filled + t] = group_docs[begin + t]
-                filled += take
-            else:  # several distinct vectors tie exactly: merge their documents by rank
-                total = 0
-                for s in range(p, r):
-                    u = window[order[s]]
-                    total += min(room, group_offsets[u + 1] - group_offsets[u])
-                members = np.empty(total, dtype=np.int64)
-                at = 0
-                for s in range(p, r):
-                    u = window[order[s]]
-                    begin = group_offsets[u]
-                    for t in range(min(room, group_offsets[u + 1] - begin)):
-                        members[at] = group_docs[begin + t]
-                        at += 1
-                ranked = members[np.argsort(-doc_ranks[members], kind="mergesort")]
-                take = min(room, total)
-                for t in range(take):
-                    out_scores[row, filled + t] = exact[order[p]]
-                    out_docs[row, filled + t] = ranked[t]
-                filled += take
-            p = r
+        _cut_at_k(window, exact, k, group_offsets, group_docs, doc_ranks, out_scores[row], out_docs[row])
         done[i] = True
+
+
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, inline="always")
+def _fetched_count(fetched: np.ndarray) -> int:  # pragma: no cover - compiled
+    """How many of a query's fetched rows are real (-1 pads the rest)."""
+    valid = 0
+    while valid < len(fetched) and fetched[valid] >= 0:
+        valid += 1
+    return valid
+
+
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, inline="always")
+def _kth_floor(
+    fetched: np.ndarray,
+    fetched_scores: np.ndarray,
+    valid: int,
+    multiplicity: np.ndarray,
+    d_norms: np.ndarray,
+    qn: float,
+    coefficient: float,
+    eta: float,
+    k: int,
+) -> tuple[float, bool]:  # pragma: no cover - compiled
+    """A lower bound of the k-th exact score, and whether the fetched rows reach ``k`` documents (-inf, False if not)."""
+    floor = np.inf
+    count = 0
+    for j in range(valid):
+        u = fetched[j]
+        floor = min(floor, np.float64(fetched_scores[j]) - (coefficient * qn * d_norms[u] + eta))
+        count += multiplicity[u]
+        if count >= k:
+            return floor, True
+    return -np.inf, False
+
+
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, inline="always")
+def _window(
+    fetched: np.ndarray, fetched_scores: np.ndarray, valid: int, d_norms: np.ndarray, qn: float, coefficient: float, eta: float, floor: float
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The fetched rows that may belong to the exact top k: those whose score plus its error bound reaches ``floor``."""
+    window = np.empty(valid, dtype=np.int64)
+    width = 0
+    for j in range(valid):
+        u = fetched[j]
+        if np.float64(fetched_scores[j]) + coefficient * qn * d_norms[u] + eta >= floor:
+            window[width] = u
+            width += 1
+    return window[:width]
+
+
+@numba.njit(cache=CACHE, fastmath=False, nogil=True, inline="always")
+def _cut_at_k(
+    window: np.ndarray,
+    exact: np.ndarray,
+    k: int,
+    group_offsets: np.ndarray,
+    group_docs: np.ndarray,
+    doc_ranks: np.ndarray,
+    out_scores: np.ndarray,
+    out_docs: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Write the documents behind ``window`` (duplicates expanded) cut at ``k``: score descending, then doc rank descending."""
+    width = len(window)
+    # Score descending; rows with equal scores are merged below by doc rank, so the sort need not be stable.
+    order = np.argsort(-exact)
+    filled = 0
+    p = 0
+    while p < width and filled < k:
+        r = p + 1
+        while r < width and exact[order[r]] == exact[order[p]]:
+            r += 1
+        room = k - filled
+        if r == p + 1:  # one group with this score: its members are already in rank order
+            u = window[order[p]]
+            begin = group_offsets[u]
+            take = min(room, group_offsets[u + 1] - begin)
+            for t in range(take):
+                out_scores[filled + t] = exact[order[p]]
+                out_docs[filled + t] = group_docs[begin + t]
+            filled += take
+        else:  # several distinct vectors tie exactly: merge their documents by rank
+            total = 0
+            for s in range(p, r):
+                u = window[order[s]]
+                total += min(room, group_offsets[u + 1] - group_offsets[u])
+            members = np.empty(total, dtype=np.int64)
+            at = 0
+            for s in range(p, r):
+                u = window[order[s]]
+                begin = group_offsets[u]
+                for t in range(min(room, group_offsets[u + 1] - begin)):
+                    members[at] = group_docs[begin + t]
+                    at += 1
+            ranked = members[np.argsort(-doc_ranks[members], kind="mergesort")]
+            take = min(room, total)
+            for t in range(take):
+                out_scores[filled + t] = exact[order[p]]
+                out_docs[filled + t] = ranked[t]
+            filled += take
+        p = r
 
 
 @numba.njit(cache=CACHE, fastmath=False, nogil=True, parallel=True)

@@ -27,6 +27,7 @@ import faiss
 import numpy as np
 
 from grader.errors import TaskFailure
+from grader.failures import FailureCode
 from grader.retrieval import exact
 from grader.retrieval.vectors import MAX_NORM, canonical_float32
 from grader.runs.ordering import byte_order_ranks
@@ -109,7 +110,7 @@ class UniqueRows:
         return cls(group_docs[offsets[:-1]], counts, offsets, group_docs, False)
 
 
-def screened(vectors: np.ndarray, side: str, fault_code: str) -> tuple[np.ndarray, np.ndarray]:
+def screened(vectors: np.ndarray, side: str, fault_code: FailureCode) -> tuple[np.ndarray, np.ndarray]:
     """``vectors`` as canonical float32 rows (see :mod:`grader.retrieval.vectors`) and their norms; refused with ``fault_code``."""
     array = np.asarray(vectors)
     if array.ndim != 2 or (array.shape[1] == 0 and array.shape[0] > 0):
@@ -132,7 +133,7 @@ def exact_top_k(
     doc_ranks: np.ndarray | None = None,
     corpus_chunk: int = 262_144,
     query_chunk: int = 8_192,
-    fault_code: str = "OUTPUT_INVALID",
+    fault_code: FailureCode = FailureCode.OUTPUT_INVALID,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` corpus rows by exact inner product for every query row, in trec order.
 
@@ -202,7 +203,7 @@ def search_run(
     k: int,
     *,
     corpus_chunk: int = 262_144,
-    fault_code: str = "OUTPUT_INVALID",
+    fault_code: FailureCode = FailureCode.OUTPUT_INVALID,
 ) -> Run:
     """Exact top-``k`` search with trec-order cuts, as a :class:`Run`.
 

@@ -19,6 +19,7 @@ import numpy as np
 from grader import jsonio
 from grader.data.ids import id_problem
 from grader.data.textfiles import open_text
+from grader.data.trec_fields import C_SPACE, trec_fields
 from grader.errors import RunFormatError
 from grader.runs.rules import RunLineRules
 from grader.runs.run import InvalidRun, Run
@@ -83,9 +84,23 @@ def read_run(path: str | Path, fmt: RunFormat | None = None) -> Run:
 
 # --- TREC -------------------------------------------------------------------
 
+#: trec_eval's ``get_trec_results.c`` skips a run line whose first character after any blanks is this.
+TREC_RUN_COMMENT = "#"
+
+
+def is_trec_run_comment(line: str) -> bool:
+    """Whether trec_eval skips ``line`` of a run as a comment: ``#`` after any blanks (``get_trec_results.c``)."""
+    return line.lstrip(C_SPACE).startswith(TREC_RUN_COMMENT)
+
 
 def read_trec_run(path: Path) -> Run:
-    """Read ``qid Q0 docid rank score tag`` lines; rank and tag are ignored, as trec_eval does."""
+    """Read ``qid Q0 docid rank score tag`` lines; rank, tag and any fields after the tag are ignored, as trec_eval does.
+
+    trec_eval's ``get_trec_results.c``: "Any field following run_id is ignored"; blank
+    lines and comment lines (first character after any blanks ``#``) are skipped. A
+    line with fewer than six fields is an error naming its line, as in trec_eval. The
+    fast reader takes only six-field lines; a file with more falls back to the line reader.
+    """
     try:
         run = _read_trec_arrow(path)
     except _NeedsLineByLine:
@@ -131,7 +146,11 @@ def _read_trec_arrow(path: Path) -> Run:
     del reader
     # Arrow's allocator keeps freed pieces for reuse; none will come, so give them back.
     pa.default_memory_pool().release_unused()
-    if pc.any(pc.match_substring_regex(docs, "[\\x00\\t\\r\\n]")).as_py():
+    # Ids with a byte trec_eval splits fields at (C's isspace()) or id_problem refuses: the
+    # line reader splits and reports them as trec_eval would (pyarrow splits at spaces only).
+    if pc.any(pc.match_substring_regex(docs, "[\\x00\\t\\n\\v\\f\\r]")).as_py() or any(
+        "\v" in query_id or "\f" in query_id for query_id in query_ids
+    ):
         raise _NeedsLineByLine
     # Arrow orders strings byte-wise, which is trec_eval's strcmp order.
     doc_ranks = np.empty(len(docs), dtype=np.int64)
@@ -162,6 +181,42 @@ def _fill(stream: Any, view: memoryview) -> int:
             break
         total += count
     return total
+
+
+_HASH, _LF, _CR = ord("#"), ord("\n"), ord("\r")  # this reader's line ends, as pyarrow's: LF, CRLF and a lone CR
+# trec_eval's blanks before a comment's '#': isspace() less the line ends.
+_BLANK_BYTES = np.frombuffer(b" \t\v\f", dtype=np.uint8)
+
+
+def _without_comment_lines(data: np.ndarray) -> bytes | None:
+    """The bytes of ``data`` less the text of its comment lines (:func:`is_trec_run_comment`), or ``None`` if it has none.
+
+    The comment lines' line ends stay, as blank lines, which the parser skips.
+
+    Vectorised over the '#' bytes, which a run whose ids hold '#' has on every line:
+    each walks back over blanks, and is a comment's if that reaches a line start.
+    """
+    hashes = np.flatnonzero(data == _HASH)
+    starts = hashes.copy()  # where the blanks before each '#' begin
+    walking = np.ones(len(starts), dtype=bool)
+    while True:
+        walking &= starts > 0
+        walking[walking] = np.isin(data[starts[walking] - 1], _BLANK_BYTES)
+        if not walking.any():
+            break
+        starts[walking] -= 1
+    before = data[np.maximum(starts - 1, 0)]
+    comment = (starts == 0) | (before == _LF) | (before == _CR)
+    if not comment.any():
+        return None
+    starts, hashes = starts[comment], hashes[comment]
+    # Each comment runs to the next line end, or to the end of the data (a last line without one).
+    ends = np.append(np.flatnonzero((data == _LF) | (data == _CR)), len(data))
+    stops = ends[np.searchsorted(ends, hashes)]
+    kept_from = np.concatenate(([0], stops))
+    kept_to = np.concatenate((starts, [len(data)]))
+    text = data.data  # a memoryview: the slices below copy only once, into the join
+    return b"".join(text[begin:end] for begin, end in zip(kept_from.tolist(), kept_to.tolist(), strict=True))
 
 
 class _TrecPieces:
@@ -207,8 +262,13 @@ class _TrecPieces:
             self.carry = size
             buffer.extend(bytes(len(buffer)))
             return True
+        piece = pa.py_buffer(buffer)[:cut]
+        if buffer.find(b"#", 0, cut) >= 0:  # a memchr: a run without any '#' pays nothing more
+            uncommented = _without_comment_lines(np.frombuffer(buffer, dtype=np.uint8, count=cut))
+            if uncommented is not None:
+                piece = pa.py_buffer(uncommented)
         table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(buffer)[:cut]),
+            pa.BufferReader(piece),
             read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"], block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(
                 delimiter=" ", quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=True
@@ -225,6 +285,8 @@ class _TrecPieces:
         self.carry = size - cut
         self.bytes_read += cut
         n = table.num_rows
+        if n == 0:  # a piece of blank and comment lines only
+            return not at_end
         first = self.n_entries
         if first + n > len(self.codes):
             # Room for the rest of the file at 80% of the mean line length so far.
@@ -314,14 +376,18 @@ def _read_trec_lines(path: Path) -> Run:
     with open_text(path) as handle:
         try:
             for line_number, line in enumerate(handle, start=1):
-                fields = line.split()
-                if not fields:
+                fields = trec_fields(line)
+                # Split as trec_eval splits, the first field starts at its first non-blank: is_trec_run_comment(line).
+                if not fields or fields[0][0] == TREC_RUN_COMMENT:
                     continue
-                if len(fields) != 6:
+                if len(fields) < 6:
                     raise RunFormatError(
-                        f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag), got {len(fields)}", path=path, line=line_number
+                        f"expected 6 whitespace-separated fields (qid Q0 docid rank score tag; any after the tag are ignored), got {len(fields)}",
+                        path=path,
+                        line=line_number,
                     )
-                query_id, _, doc_id, _, score_text, _ = fields
+                # Fields after the run tag are ignored, as trec_eval's get_trec_results.c documents.
+                query_id, _, doc_id, _, score_text = fields[:5]
                 try:
                     score = float(score_text)
                 except ValueError:

@@ -2,7 +2,7 @@
 
 Grading and ``grader score`` stop at the first problem of a JSONL run
 (:func:`grader.runs.readers.jsonl_run_from_lines`); ``grader check`` wants every
-problem, each with its line and JSON pointer (:func:`grader.sandbox.validate.validate_run_file`).
+problem, each with its line and JSON pointer (:func:`grader.collect.validate.validate_run_file`).
 Both walk the lines through :class:`RunLineRules`; the first mode takes the
 first problem a line has, the second takes them all. A test checks that the two
 modes report the same problem for every rule.

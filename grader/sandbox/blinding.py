@@ -6,7 +6,7 @@ under a pseudonym, a keyed hash of its id, and both files sorted by pseudonym: a
 function of the ids and the key alone. Without the key the pseudonyms are
 unpredictable, so neither an id pattern nor a position says anything about
 relevance. The grader maps what the container returns back to the real ids
-(:mod:`grader.sandbox.unblind`) before scoring.
+(:mod:`grader.collect.unblind`) before scoring.
 
 Rule (``docs/protocol.md``, "What the container sees"): for a task named T, the
 pseudonym of a query (kind ``q``) or document (kind ``d``) with id ``i`` is the

@@ -31,7 +31,7 @@ class StagedTask:
 
     ``real_query_ids`` are the real query ids sorted byte-wise and ``real_doc_ids``
     the documents in the order given: the order in which the grader hands back
-    what the container returned (:mod:`grader.sandbox.unblind`).
+    what the container returned (:mod:`grader.collect.unblind`).
     """
 
     folder: Path
@@ -108,6 +108,11 @@ def stage_task(
         task_json,
         key.report(),
     )
+
+
+def staged_ids(key: BlindingKey, task: str, queries: Sequence[Query], documents: Sequence[Document]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The query and document ids a container of ``task`` sees under ``key`` (pseudonyms, in the staged files' order), without staging."""
+    return blind(key, task, QUERY, [q.id for q in queries]).staged, blind(key, task, DOCUMENT, [d.id for d in documents]).staged
 
 
 def _staged_records(ids: BlindedIds, items: Sequence[_Item], fields: Callable[[_Item], dict[str, str]]) -> Iterator[dict[str, str]]:

@@ -13,73 +13,69 @@ from collections.abc import Sequence
 from typing import Any
 
 from grader.errors import ComparisonError, UsageError
+from grader.reports.model import Report
 from grader.stats.aggregate import ScoreTable
+from grader.text import escape_control
 
 
-def _clean(text: Any) -> str:
-    # Names come from submitters; keep escapes and newlines off the terminal and out of errors.
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
-
-
-def _identity(report: dict[str, Any]) -> dict[str, Any]:
-    benchmark = report["benchmark"]
-    tasks = {name: (task["split"], task["data_digest"]["sha256"]) for name, task in report["tasks"].items()}
+def _identity(report: Report) -> dict[str, Any]:
+    tasks = {name: (task.split, task.data_digest) for name, task in report.tasks.items()}
     return {
-        "benchmark": f"{benchmark['name']} {benchmark['version']}",
-        "primary measure": report["aggregate"]["measure"],
-        "policy": report["policy"],
+        "benchmark": f"{report.benchmark['name']} {report.benchmark['version']}",
+        "primary measure": report.aggregate.measure,
+        "policy": report.policy,
         "tasks": sorted(tasks),
         "task data": tasks,
-        "groups": report["aggregate"].get("group_members", {}),
+        "groups": {group: list(members) for group, members in report.aggregate.group_members.items()},
     }
 
 
-def _per_query(source: str, report: dict[str, Any]) -> dict[str, dict[str, float]]:
-    measure = report["aggregate"]["measure"]
+def _per_query(source: str, report: Report) -> dict[str, dict[str, float]]:
+    measure = report.aggregate.measure
     values: dict[str, dict[str, float]] = {}
-    for name, task in sorted(report["tasks"].items()):
-        if task["status"] != "scored":
-            raise ComparisonError(f"{source}: task {name} failed ({task['failure']['code']}); only fully scored reports compare")
-        per_query = task.get("per_query")
-        if per_query is None:
+    for name, task in sorted(report.tasks.items()):
+        if not task.scored:
+            raise ComparisonError(f"{source}: task {name} failed ({task.failure_code}); only fully scored reports compare")
+        if task.per_query is None:
             raise ComparisonError(
                 f"{source}: task {name} has no per-query values (report made by an older grader)",
                 hint="grade the submission again with this grader version",
             )
-        if per_query["measure"] != measure:
-            raise ComparisonError(f"{source}: task {name}: per-query values are of {per_query['measure']}, not the primary measure {measure}")
-        values[name] = per_query["values"]
-    if report["aggregate"]["groups"] and "group_members" not in report["aggregate"]:
+        if task.per_query.measure != measure:
+            raise ComparisonError(f"{source}: task {name}: per-query values are of {task.per_query.measure}, not the primary measure {measure}")
+        values[name] = dict(task.per_query.values)
+    if report.aggregate.groups and not report.aggregate.members_recorded:
         raise ComparisonError(f"{source}: the report does not say which tasks its groups average (report made by an older grader)")
     return values
 
 
-def label_entries(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> list[str]:
+def label_entries(sources: Sequence[str], reports: Sequence[Report]) -> list[str]:
     """Display names: each report's subject name, followed by its file where two share a name; terminal-safe."""
-    names = [_clean(report["subject"]["name"]) for report in reports]
-    return [name if names.count(name) == 1 else f"{name} [{_clean(source)}]" for name, source in zip(names, sources)]
+    names = [escape_control(report.subject_name) for report in reports]
+    return [name if names.count(name) == 1 else f"{name} [{escape_control(source)}]" for name, source in zip(names, sources)]
 
 
 def table_from_reports(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> ScoreTable:
     """The table of the (already verified) ``reports``; ``sources`` name them (file names) in errors."""
     if len(reports) < 1:
         raise ComparisonError("nothing to compare: no report")
-    reference = _identity(reports[0])
-    for source, report in zip(sources[1:], reports[1:]):
+    typed = [Report.from_json(report) for report in reports]
+    reference = _identity(typed[0])
+    for source, report in zip(sources[1:], typed[1:]):
         identity = _identity(report)
         for field, expected in reference.items():
             if identity[field] != expected:
                 raise ComparisonError(f"{source} and {sources[0]} differ in {field}: {_describe(field, identity[field], expected)}")
-    per_entry = [_per_query(source, report) for source, report in zip(sources, reports)]
-    labels = label_entries(sources, reports)
+    per_entry = [_per_query(source, report) for source, report in zip(sources, typed)]
+    labels = label_entries(sources, typed)
     named = [f"{source} ({label})" for source, label in zip(sources, labels)]
     try:
         table = ScoreTable.from_values(named, reference["primary measure"], per_entry, reference["groups"])
     except UsageError as error:
         raise ComparisonError(str(error)) from None
-    for row, (source, report) in enumerate(zip(sources, reports)):
-        if table.score(row) != report["aggregate"]["score"]:
-            raise ComparisonError(f"{source}: per-query values do not reproduce the report's score {report['aggregate']['score']!r}")
+    for row, (source, report) in enumerate(zip(sources, typed)):
+        if table.score(row) != report.aggregate.score:
+            raise ComparisonError(f"{source}: per-query values do not reproduce the report's score {report.aggregate.score!r}")
     return ScoreTable(tuple(labels), table.measure, table.layout, table.values)
 
 
@@ -87,7 +83,7 @@ def _describe(field: str, found: Any, expected: Any) -> str:
     if field == "task data":
         for name in sorted(set(found) | set(expected)):
             if found.get(name) != expected.get(name):
-                return f"task {_clean(name)} is split/data {found.get(name)} vs {expected.get(name)}"
+                return f"task {escape_control(name)} is split/data {found.get(name)} vs {expected.get(name)}"
     if field == "tasks":
-        return f"{', '.join(map(_clean, found))} vs {', '.join(map(_clean, expected))}"
-    return f"{_clean(found)!s} vs {_clean(expected)!s}"
+        return f"{', '.join(map(escape_control, found))} vs {', '.join(map(escape_control, expected))}"
+    return f"{escape_control(found)!s} vs {escape_control(expected)!s}"

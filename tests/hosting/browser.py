@@ -52,6 +52,34 @@ def new_driver(width: int = 1400, height: int = 900):  # type: ignore[no-untyped
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+#: Below this width, :func:`sized_driver` emulates a phone rather than a narrow desktop window.
+PHONE_WIDTH = 500
+
+
+def sized_driver(width: int, height: int = 900):  # type: ignore[no-untyped-def]
+    """Chromium as a desktop window ``width`` pixels wide, or (below :data:`PHONE_WIDTH`) as a phone of that width.
+
+    A phone is Chromium's mobile emulation, so the page's viewport meta applies as on a phone
+    (a desktop window has a minimum width of its own, and ignores the viewport meta).
+    """
+    driver = new_driver(max(width, 800), height)
+    if width < PHONE_WIDTH:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True})
+    else:
+        driver.set_window_size(width, height)
+    return driver
+
+
+def full_page_screenshot(driver, path: str, width: int, limit: int = 4000) -> None:  # type: ignore[no-untyped-def]
+    """A screenshot of the whole page (up to ``limit`` pixels high) at the driver's width."""
+    height = min(int(driver.execute_script("return document.documentElement.scrollHeight")), limit)
+    if width < PHONE_WIDTH:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
+    else:
+        driver.set_window_size(width, height + (driver.execute_script("return window.outerHeight - window.innerHeight") or 0))
+    driver.save_screenshot(path)
+
+
 @contextmanager
 def http_server(ctx: ServerContext) -> Iterator[str]:
     """The app of ``ctx`` served by uvicorn on a free loopback port, in a thread."""

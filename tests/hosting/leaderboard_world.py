@@ -137,7 +137,7 @@ def seed(
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
-    ``without_parts``: accepted as before part scores were stored at acceptance (a row the repair path must fill).
+    ``without_parts``: accepted without the scorer, as 0.2.0 could (no part scores, no public-part report: the start repairs it).
     ``through``: an HTTP client of the server's app; the result is then posted through the worker route.
     ``blinding``: the report's ``sandbox.blinding`` (default: the competition's key); ``expect``: the verdict the post must get.
     """

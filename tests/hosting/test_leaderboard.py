@@ -276,7 +276,7 @@ def test_the_documented_check_re_derives_every_private_score(world: World, tmp_p
 
 
 def test_part_scores_apply_the_benchmarks_grouped_aggregation() -> None:
-    from grader.hosting.leaderboard.parts import SignedValues, score_parts
+    from grader.hosting.leaderboard.values import SignedValues, score_parts
     from tests.hosting.leaderboard_world import reference_public
 
     secret = hashlib.sha256(b"grouped").digest()

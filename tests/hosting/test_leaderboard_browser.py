@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosting.browser import http_server, new_driver, require_chromium
+from tests.hosting.browser import full_page_screenshot, http_server, new_driver, require_chromium, sized_driver
 from tests.hosting.leaderboard_world import XSS_NAME, World, make_world, seed_demo
 from tests.hosting.support import admin
 from tests.hosting.test_leaderboard import ZERO_SHOT, assert_free_of_secrets, expected_order
@@ -147,15 +147,15 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     assert world.secret.hex() in driver.page_source  # revealed
 
 
-def write_screenshot(path: Path, tmp: Path) -> None:
-    """docs/leaderboard.png: the seeded demo board in headless Chromium."""
+def write_screenshot(path: Path, tmp: Path, width: int = 1280) -> None:
+    """docs/leaderboard.png: the seeded demo board in headless Chromium, the whole page at ``width`` pixels (below 500: a phone)."""
     world = make_world(tmp, None, resamples=10_000)
     seed_demo(world)
-    browser = new_driver(1500, 1100)
+    browser = sized_driver(width)
     try:
         with http_server(world.ctx) as url:
             browser.get(url + "/")
-            browser.save_screenshot(str(path))
+            full_page_screenshot(browser, str(path), width)
     finally:
         browser.quit()
         world.ctx.db.dispose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from grader.hosting.db.models import Result, ResultPart, Submission
 from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
+from grader.reports.model import build_report
 from tests.hosting.leaderboard_world import XSS_NAME, Seeded, World, make_world, seed, seed_demo
 from tests.hosting.test_leaderboard import ZERO_SHOT, expected_order
 
@@ -89,7 +91,7 @@ def test_a_result_whose_scoring_transaction_fails_leaves_neither_result_nor_part
         assert session.scalars(select(Submission.state)).all() == ["running"]
 
 
-def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_on_first_use(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_never_on_a_read(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     old = [seed(world, name, f"{name}-old", level, without_parts=True, rng_seed=i) for i, (name, level) in enumerate((("alice", 0.5), ("bob", 0.4)))]
     new = seed(world, "carol", "carol-new", 0.6, rng_seed=7)
     assert [stored_parts(world, s) for s in old] == [None, None]
@@ -98,22 +100,42 @@ def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_on_fi
     db.dispose()
     for seeded in (*old, new):
         assert_parts_of(stored_parts(world, seeded), seeded)
-    # ... and a row still missing (accepted by a server without the hook, after the start) is filled on first use
+    # ... and a row still missing (accepted by a server without the hook, after the start) stays off the board until the next start
     late = seed(world, "mallory", "mallory-late", 0.3, without_parts=True, rng_seed=9)
-    assert stored_parts(world, late) is None
+    no_scoring_on_view(monkeypatch)
     entries = {e["name"]: e for e in service.board_json(world.ctx, "public")["boards"][0]["entries"]}
-    assert entries["mallory-late"]["score"] == round(late.public, 4)
-    assert_parts_of(stored_parts(world, late), late)
-    no_scoring_on_view(monkeypatch)  # stored now: the next view reads it
-    assert service.board_json(world.ctx, "public")["boards"][0]["entries"] == list(entries.values())
+    assert "mallory-late" not in entries and stored_parts(world, late) is None
+    assert entries["carol-new"]["score"] == round(new.public, 4)
 
 
 def test_a_report_without_per_query_values_is_accepted_but_stays_off_the_board(world: World) -> None:
     from grader.hosting.leaderboard.parts import PartScorer
 
-    scorer = PartScorer(world.secret, 0.3)
+    scorer = PartScorer(world.secret, 0.3, "c" * 64)
     assert "secret" not in repr(scorer) and world.secret.hex() not in repr(scorer)
-    report = {"aggregate": {"measure": "NDCG@10", "score": 0.5}, "tasks": {"text2code": {"measures": {"NDCG@10": 0.5}}}}
+    values = {f"q{i}": i / 10 for i in range(10)}
+    tasks = [
+        {
+            "name": name,
+            "split": "test",
+            "data_digest": {"sha256": "0" * 64},
+            "status": "scored",
+            "measures": {"NDCG@10": sum(values.values()) / len(values)},
+            "queries": {"judged": 10, "answered": 10, "missing": 0, "extra": 0},
+            **({"per_query": {"measure": "NDCG@10", "values": values}} if name == "a" else {}),
+        }
+        for name in ("a", "b")
+    ]
+    now = datetime.now(UTC)
+    report = build_report(
+        benchmark={"name": "mini", "version": "1", "primary_measure": "NDCG@10"},
+        subject={"name": "x", "kind": "onnx", "digest": {"sha256": "1" * 64}},
+        tasks=tasks,
+        aggregate={"measure": "NDCG@10", "score": 0.45, "complete": True, "groups": {}},
+        policy="strict",
+        started_at=now,
+        finished_at=now,
+    )
     assert scorer(report) is None  # scored on some tasks only would rank it on a different benchmark
     assert scorer({"tasks": []}) is None  # never fails an acceptance
 

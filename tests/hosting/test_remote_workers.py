@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 from grader.hosting.client import HostingClient
+from grader.hosting.messages import Job
 from grader.hosting.worker.hygiene import data_mismatch
 from grader.hosting.worker_signing import ensure_worker_key, sign_result
 from tests.hosting.support import REPO, Server, admin, write_competition
@@ -78,11 +79,24 @@ def test_data_digest_check_before_grading() -> None:
     from grader.data.registry import resolve_benchmark
 
     task = resolve_benchmark("mini").task("text2code")
-    job = {"benchmark": "mini", "tasks": ["text2code"], "split": "test", "data_digests": {"text2code": task.split_digest("test")}}
+    job = Job(
+        submission_id="s",
+        attempt=1,
+        lease_expires_at=None,
+        lease_s=60,
+        heartbeat_s=5,
+        upload_sha256="0" * 64,
+        benchmark="mini",
+        tasks=["text2code"],
+        split="test",
+        track="hidden",
+        limits={},
+        data_digests={"text2code": task.split_digest("test")},
+    )
     assert data_mismatch(job) is None
-    wrong = {**job, "data_digests": {"text2code": "0" * 64}}
+    wrong = job.model_copy(update={"data_digests": {"text2code": "0" * 64}})
     assert "text2code" in str(data_mismatch(wrong))
-    assert "unusable" in str(data_mismatch({**job, "benchmark": "/nonexistent/benchmark"}))
+    assert "unusable" in str(data_mismatch(job.model_copy(update={"benchmark": "/nonexistent/benchmark"})))
 
 
 @pytest.mark.parametrize("token", ["", "Bearer wrong"])

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
-from grader.hosting.leaderboard.parts import PerQuery, ensure_parts, part_values, partitions, scored_hidden, signed_values
+from grader.hosting.leaderboard.parts import scored_hidden
+from grader.hosting.leaderboard.values import PerQuery, part_values, partitions, signed_values
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import Comparison, compare
 from grader.stats.ladder import ladder_step as ladder_step_of
@@ -80,6 +83,26 @@ def setting_of(labels: dict[str, Any] | None) -> str:
 
 
 @dataclass(frozen=True)
+class BoardSettings:
+    """What a board is built with besides the database: the host key, the partition secret and the competition's board settings."""
+
+    public_key: Ed25519PublicKey
+    secret: bytes = field(repr=False)
+    fraction: float
+    finals_k: int
+    resamples: int
+    seed: int
+    ladder: bool = False
+    ladder_step: float | None = None
+
+    @classmethod
+    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> BoardSettings:
+        """The settings of ``competition``'s leaderboard, with the host key and the partition secret."""
+        lb = competition.leaderboard
+        return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step)
+
+
+@dataclass(frozen=True)
 class Scored:
     submission: Submission
     result: Result
@@ -87,15 +110,13 @@ class Scored:
     participant: Participant
 
 
-def scored_rows(session: Session, public_key: Any, secret: bytes, fraction: float) -> list[Scored]:
-    """Every scored hidden-split submission with its part scores (computed on first use) and participant."""
+def scored_rows(session: Session) -> list[Scored]:
+    """Every scored hidden-split submission with the part scores stored at its acceptance, and its participant.
+
+    A result whose parts could not be scored (a report without per-query values) has none and is left out.
+    """
     participants = {p.id: p for p in session.scalars(select(Participant)).all()}
-    rows = []
-    for submission, result in scored_hidden(session):
-        parts = ensure_parts(session, result, public_key, secret, fraction)
-        if parts is not None:
-            rows.append(Scored(submission, result, parts, participants[submission.participant_id]))
-    return rows
+    return [Scored(submission, result, parts, participants[submission.participant_id]) for submission, result, parts in scored_hidden(session)]
 
 
 def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str]]:
@@ -148,15 +169,13 @@ def _comparison(key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: i
     return found
 
 
-def _values(row: Scored, public_key: Any, secret: bytes, fraction: float, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
+def _values(row: Scored, settings: BoardSettings, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
     assert row.result.envelope_path is not None
-    signed = signed_values(row.result.envelope_path, public_key)
-    return signed.measure, signed.groups, part_values(signed.values, partitions(secret, signed.values, fraction), part)
+    signed = signed_values(row.result.envelope_path, settings.public_key)
+    return signed.measure, signed.groups, part_values(signed.values, partitions(settings.secret, signed.values, settings.fraction), part)
 
 
-def ladder_replay(
-    rows: list[Scored], public_key: Any, secret: bytes, fraction: float, step: float | None
-) -> tuple[dict[str, float], dict[str, float]]:
+def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str, float], dict[str, float]]:
     """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
 
     Each participant's submissions of one training setting are replayed in upload
@@ -169,11 +188,11 @@ def ladder_replay(
         by_participant.setdefault(row.participant.id, []).append(row)
     for own in by_participant.values():
         own.sort(key=lambda r: (r.submission.uploaded_at, r.submission.id))
-        loaded = [_values(r, public_key, secret, fraction, "public") for r in own]
+        loaded = [_values(r, settings, "public") for r in own]
         table = ScoreTable.from_values([r.submission.id for r in own], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
         best_values = released = best_id = None
         for index, row in enumerate(own):
-            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=step)
+            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=settings.ladder_step)
             if outcome.improved:
                 best_values, released, best_id = table.values[index], outcome.released, row.submission.id
             after[row.submission.id] = outcome.released
@@ -182,28 +201,16 @@ def ladder_replay(
     return after, best
 
 
-def build_boards(
-    session: Session,
-    *,
-    part: str,
-    public_key: Any,
-    secret: bytes,
-    fraction: float,
-    finals_k: int,
-    resamples: int,
-    seed: int,
-    ladder: bool = False,
-    ladder_step: float | None = None,
-) -> list[Board]:
+def build_boards(session: Session, part: str, settings: BoardSettings) -> list[Board]:
     """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
-    rows = scored_rows(session, public_key, secret, fraction)
-    finals = finals_of(session, rows, finals_k)
+    rows = scored_rows(session)
+    finals = finals_of(session, rows, settings.finals_k)
     boards = []
     for setting in SETTINGS:
         in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
         released: dict[str, float] = {}
-        if ladder and part == "public" and in_setting:
-            released = ladder_replay(in_setting, public_key, secret, fraction, ladder_step)[1]
+        if settings.ladder and part == "public" and in_setting:
+            released = ladder_replay(in_setting, settings)[1]
             chosen = [r for r in in_setting if r.submission.id in released]
         else:
             chosen = select_entries(in_setting, part, finals)
@@ -214,10 +221,19 @@ def build_boards(
             members = [r for r in chosen if r.participant.is_baseline != ranked]
             if not members:
                 continue
-            loaded = [_values(r, public_key, secret, fraction, part) for r in members]
+            loaded = [_values(r, settings, part) for r in members]
             table = ScoreTable.from_values([r.submission.id for r in members], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
-            key = (part, setting, ranked, tuple((r.submission.id, r.result.id) for r in members), fraction, resamples, seed, secret)
-            result = _comparison(key, table, resamples, seed)
+            key = (
+                part,
+                setting,
+                ranked,
+                tuple((r.submission.id, r.result.id) for r in members),
+                settings.fraction,
+                settings.resamples,
+                settings.seed,
+                settings.secret,
+            )
+            result = _comparison(key, table, settings.resamples, settings.seed)
             board.method = result.as_json()["method"] | {
                 "measure": result.measure,
                 "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board",

@@ -9,28 +9,20 @@ first start, so the host sees the partition the board publishes.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
-from grader.hosting.db.models import Setting
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.leaderboard.board import build_boards
+from grader.hosting.leaderboard.board import BoardSettings, build_boards
 from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
-from grader.hosting.leaderboard.service import board_settings, boards_json
+from grader.hosting.leaderboard.service import boards_json
+from grader.hosting.visibility import ends_at
 from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
 from grader.stats.partition import commitment
-
-
-def _ends_at(db: Database, competition: Competition) -> datetime:
-    with db.session() as session:
-        ended = session.scalar(select(Setting.value).where(Setting.key == "ended_at"))
-    return competition.end if ended is None else min(competition.end, datetime.fromisoformat(ended))
+from grader.text import escape_control
 
 
 def host_board(state_dir: Path, db: Database, competition: Competition, part: str) -> dict[str, Any]:
@@ -43,17 +35,12 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: st
         recorded = recorded_commitment(session)
         if recorded is None or recorded != commitment(secret):
             raise HostingError(f"{keys}: the partition secret does not match the commitment recorded in this database (another competition's state?)")
-        found = build_boards(session, part=part, **board_settings(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
-    ends_at = _ends_at(db, competition)
-    data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= ends_at)
-    data["ends_at"] = iso(ends_at)
+        found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
+    end = ends_at(db, competition)
+    data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= end)
+    data["ends_at"] = iso(end)
     data["host_only"] = part == "private" and not data["ended"]
     return data
-
-
-def _safe(text: Any) -> str:
-    """Participant text for a terminal: non-printable characters (escapes, newlines) shown escaped."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
 
 
 def _number(value: float | None) -> str:
@@ -63,7 +50,8 @@ def _number(value: float | None) -> str:
 def board_text(data: dict[str, Any]) -> str:
     """The boards as plain text, one line per entry (participant text escaped for the terminal)."""
     lines = [
-        f"{_safe(data['competition'])}: {data['part']} board" + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
+        f"{escape_control(data['competition'])}: {data['part']} board"
+        + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
     ]
     for board in data["boards"]:
         lines.append("")
@@ -75,7 +63,7 @@ def board_text(data: dict[str, Any]) -> str:
             low, high = e["interval"]
             lines.append(
                 f"{rank:>4} {ranks:<8} {group:<4} {_number(e['score'])} ({_number(low)}-{_number(high)})  "
-                f"{_safe(e['participant']):<20} {_safe(e['name'])}  {e['submission']}{'  final' if e['final'] else ''}"
+                f"{escape_control(e['participant']):<20} {escape_control(e['name'])}  {e['submission']}{'  final' if e['final'] else ''}"
             )
     if not data["boards"]:
         lines.append("no scored hidden-split submission yet")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from grader.hosting.leaderboard.parts import SignedValues, part_values, partitions
+from grader.hosting.leaderboard.values import SignedValues, part_values, partitions
 from grader.stats.aggregate import ScoreTable
 
 

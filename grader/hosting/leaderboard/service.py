@@ -12,21 +12,19 @@ import csv
 import io
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import FinalChoice, Participant, Pin, Result, Submission
+from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError
-from grader.hosting.host_key import sign_and_store
-from grader.hosting.leaderboard.board import Board, build_boards, finals_of, ladder_replay, scored_rows, setting_of
-from grader.hosting.leaderboard.parts import ensure_parts, signed_values
-from grader.hosting.leaderboard.public_report import public_part_report
+from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
+from grader.hosting.leaderboard.parts import stored_parts
+from grader.hosting.principal import Principal
+from grader.hosting.visibility import Download, board_visible, has_ended, report_download
+from grader.reports.signing import ENVELOPE_NAME
 
 DECIMALS = 4
-PUBLIC_REPORT_DIR = "public-part"
 
 
 def rounded(value: float | None) -> float | None:
@@ -34,37 +32,22 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def board_settings(competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> dict[str, Any]:
-    """What :func:`build_boards` needs besides the session: the host key, the partition secret and the board settings."""
-    lb = competition.leaderboard
-    return {
-        "public_key": public_key,
-        "secret": secret,
-        "fraction": lb.public_fraction,
-        "finals_k": lb.finals,
-        "resamples": lb.resamples,
-        "seed": lb.seed,
-        "ladder": lb.ladder,
-        "ladder_step": lb.ladder_step,
-    }
-
-
-def _settings(ctx: ServerContext) -> dict[str, Any]:
-    return board_settings(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
+def _settings(ctx: ServerContext) -> BoardSettings:
+    return BoardSettings.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
 
 
 def boards(ctx: ServerContext, part: str) -> list[Board]:
     """The boards of ``part``; the private part only after the end (the caller answers 404 before)."""
     if part not in ("public", "private"):
         raise HostingError(f"no such board part: {part!r}")
-    if part == "private" and not ctx.ended():
+    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
         raise HostingError("the private board is published at the end")
     with ctx.db.session() as session:
-        return build_boards(session, part=part, **_settings(ctx))
+        return build_boards(session, part, _settings(ctx))
 
 
-def entry_json(entry: Any) -> dict[str, Any]:
-    """One row as published (numbers rounded)."""
+def entry_json(entry: Any, *, ended: bool = False) -> dict[str, Any]:
+    """One row as published (numbers rounded); its report link only where the report route serves one (visibility rule)."""
     labels = entry.labels
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
     training = labels.get("training") if isinstance(labels.get("training"), dict) else {}
@@ -94,7 +77,8 @@ def entry_json(entry: Any) -> dict[str, Any]:
             "tasks": {},
             "vs_above": None,
             "date": iso(entry.uploaded_at),
-            "report": None,
+            # the link follows grader.hosting.visibility.report_download: none in Ladder mode until the end
+            "report": f"/api/v1/leaderboard/reports/{entry.submission_id}" if ended else None,
         }
     return {
         "rank": entry.rank,
@@ -126,32 +110,40 @@ def boards_json(found: list[Board], *, competition: str, part: str, ended: bool)
         "part": part,
         "ended": ended,
         "host_key": "/host-key.pub",
-        "boards": [{"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e) for e in b.entries]} for b in found],
+        "boards": [
+            {"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e, ended=ended) for e in b.entries]} for b in found
+        ],
     }
 
 
 def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
     """The boards of ``part`` as JSON data."""
-    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=ctx.ended())
+    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=has_ended(ctx.db, ctx.competition))
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: Any) -> str:
-    """A CSV cell that no spreadsheet reads as a formula (OWASP: prefix ' to cells starting = + - @ tab CR)."""
+    """A CSV cell that no spreadsheet reads as a formula (OWASP: prefix ' to cells starting = + - @ tab CR).
+
+    Booleans are ``true``/``false`` (as in the JSON), an absent value an empty cell.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = "" if value is None else str(value)
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def board_csv(ctx: ServerContext, part: str) -> str:
-    """The boards of ``part`` as CSV, one row per entry."""
+    """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
     data = board_json(ctx, part)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     tasks = sorted({t for b in data["boards"] for e in b["entries"] for t in e["tasks"]})
     writer.writerow(
         [
+            "part",
             "board",
             "rank",
             "rank_low",
@@ -174,6 +166,7 @@ def board_csv(ctx: ServerContext, part: str) -> str:
         for e in board["entries"]:
             interval = e["rank_interval"] or [None, None]
             row = [
+                part,
                 board["setting"],
                 e["rank"],
                 *interval,
@@ -199,7 +192,7 @@ def partition_info(ctx: ServerContext) -> dict[str, Any]:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
         digests = pin.digests
-    ended = ctx.ended()
+    ended = has_ended(ctx.db, ctx.competition)
     return {
         "commitment": ctx.partition_commitment,
         "commitment_of": "hex SHA-256 of the secret's bytes",
@@ -232,46 +225,39 @@ def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, A
         return {"score": rounded(submission.public_score)}
     if submission.result_id is None or submission.state != "scored":
         return {"score": None}
-    s = _settings(ctx)
+    ended = has_ended(ctx.db, ctx.competition)
     with ctx.db.session() as session:
-        result = session.get(Result, submission.result_id)
-        parts = None if result is None else ensure_parts(session, result, s["public_key"], s["secret"], s["fraction"])
+        parts = stored_parts(session, submission.result_id)
         if parts is None:
             return {"score": None}
         view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
-        if ctx.competition.leaderboard.ladder and not ctx.ended():
+        if ctx.competition.leaderboard.ladder and not ended:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
-        if ctx.ended():
+        if ended:
             view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
         return view
 
 
 def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> float | None:
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
-    s = _settings(ctx)
     setting = setting_of(submission.labels)
-    rows = [
-        r
-        for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"])
-        if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting
-    ]
-    return ladder_replay(rows, s["public_key"], s["secret"], s["fraction"], s["ladder_step"])[0].get(submission.id)
+    rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
+    return ladder_replay(rows, _settings(ctx))[0].get(submission.id)
 
 
-def own_finals(ctx: ServerContext, participant: Participant) -> tuple[set[str], bool]:
+def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
-    s = _settings(ctx)
     with ctx.db.session() as session:
         chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
-        rows = [r for r in scored_rows(session, s["public_key"], s["secret"], s["fraction"]) if r.participant.id == participant.id]
-        finals = finals_of(session, rows, s["finals_k"]).get(participant.id, set())
+        rows = [r for r in scored_rows(session) if r.participant.id == participant.id]
+        finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(participant.id, set())
     return finals, bool(chosen & finals)
 
 
-def set_finals(ctx: ServerContext, participant: Participant, submission_ids: list[str]) -> list[str]:
+def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[str]) -> list[str]:
     """Replace the participant's final choices (own, hidden, scored submissions; at most K; before the end)."""
     k = ctx.competition.leaderboard.finals
-    if ctx.ended():
+    if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
     if len(ids) > k:
@@ -291,24 +277,34 @@ def set_finals(ctx: ServerContext, participant: Participant, submission_ids: lis
 
 
 def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
-    """The signed report a participant may download: a sample run's at once; of a hidden grade, the public-part
-    report (signed on the server) until the end and the full report after; None when there is none."""
+    """The signed report a participant may download (the rule: :func:`grader.hosting.visibility.report_download`):
+    the full report, or the public-part report signed at acceptance; None when there is none to download. Reads only."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
     if result is None or result.envelope_path is None:
         return None
-    if submission.track != "hidden" or ctx.ended():
+    download = report_download(
+        track=submission.track, result_state=result.state, ended=has_ended(ctx.db, ctx.competition), ladder=ctx.competition.leaderboard.ladder
+    )
+    if download is Download.NONE:
+        return None
+    if download is Download.FULL:
         with open(result.envelope_path, "rb") as handle:
             return handle.read()
-    if result.state != "scored" or ctx.competition.leaderboard.ladder:
-        return None  # Ladder mode: no public-part report before the end (its numbers would undo the Ladder)
-    folder = ctx.state.result_dir(submission.id, result.attempt) / PUBLIC_REPORT_DIR
-    signed_path = folder / "report.dsse.json"
-    if not signed_path.is_file():
-        s = _settings(ctx)
-        report = public_part_report(signed_values(result.envelope_path, s["public_key"]), s["secret"], s["fraction"], ctx.partition_commitment)
-        folder.mkdir(parents=True, exist_ok=True)
-        signed_path, _plain = sign_and_store(report, ctx.signing_key, folder)
-    return signed_path.read_bytes()
+    signed_path = ctx.state.public_part_dir(submission.id, result.attempt) / ENVELOPE_NAME
+    # absent for a report whose parts could not be scored (no per-query values): there is no public part to give
+    return signed_path.read_bytes() if signed_path.is_file() else None
+
+
+def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
+    """The signed report of a board entry (public board; the private one too after the end); None if not an entry or none to show."""
+    entries = {e.submission_id for b in boards(ctx, "public") for e in b.entries}
+    if has_ended(ctx.db, ctx.competition):
+        entries |= {e.submission_id for b in boards(ctx, "private") for e in b.entries}
+    if submission_id not in entries:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+    return None if submission is None else report_envelope(ctx, submission)

@@ -16,17 +16,16 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, State, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
 
-#: Failure codes caused by the submission; they end ``failed`` and count against the quota.
-PARTICIPANT_CODES = frozenset(
-    {"TIMEOUT", "OOM", "NONZERO_EXIT", "OUTPUT_MISSING", "OUTPUT_INVALID", "OUTPUT_TOO_LARGE", "IMAGE_INVALID", "MODEL_ERROR"}
-)
+#: Failure codes caused by the submission (``FailureCode.charged``); they end ``failed`` and count against the quota.
+PARTICIPANT_CODES = frozenset(code for code in FailureCode if code.charged)
 #: The platform's own failure: retried, and at the end ``error``, never charged.
-INFRA = "INFRA"
+INFRA = FailureCode.INFRA
 
 
 def new_submission_id() -> str:

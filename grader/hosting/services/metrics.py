@@ -16,16 +16,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from grader.hosting.clock import utcnow
+from grader.hosting.context import ServerDispatcher
 from grader.hosting.db.models import State, Submission, Worker
 from grader.hosting.db.session import Database
-from grader.hosting.services.dispatch import LocalDispatcher
-
-#: Settings key holding the SHA-256 of the token that may read /metrics (``grader admin metrics-token``).
-METRICS_TOKEN_KEY = "metrics_token_sha256"
 
 
 class _DatabaseCollector(Collector):
-    def __init__(self, db: Database, dispatcher: LocalDispatcher) -> None:
+    def __init__(self, db: Database, dispatcher: ServerDispatcher) -> None:
         self.db, self.dispatcher = db, dispatcher
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -69,7 +66,7 @@ class _DatabaseCollector(Collector):
             yield dispatch
 
 
-def render(db: Database, dispatcher: LocalDispatcher) -> bytes:
+def render(db: Database, dispatcher: ServerDispatcher) -> bytes:
     """The metrics page (Prometheus text exposition format 0.0.4)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_DatabaseCollector(db, dispatcher))

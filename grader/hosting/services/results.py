@@ -25,7 +25,7 @@ from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, holds_lease, move, retry_or_error
 from grader.hosting.storage import StateDir
 from grader.hosting.worker_signing import verify_result
-from grader.reports.model import validate_report
+from grader.reports.model import Report
 
 #: What a hidden-split task failure says in the signed report: the code only, never the container's stderr.
 WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with the host)"
@@ -39,45 +39,32 @@ class Verdict:
     state: str | None = None
 
 
-def task_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The report's task entries, whether stored as a mapping by name or a list."""
-    tasks = report.get("tasks", {})
-    if isinstance(tasks, dict):
-        return [{"name": name, **entry} for name, entry in tasks.items()]
-    return list(tasks)
-
-
 def _scrub_hidden(report: dict[str, Any]) -> dict[str, Any]:
     """Replace every task failure message (it may carry the container's stderr) by a fixed text."""
-    tasks = report.get("tasks", {})
-    entries = tasks.values() if isinstance(tasks, dict) else tasks
-    for entry in entries:
-        failure = entry.get("failure")
-        if isinstance(failure, dict) and "message" in failure:
-            failure["message"] = WITHHELD
+    for entry in report["tasks"].values():
+        if entry["failure"] is not None:
+            entry["failure"]["message"] = WITHHELD
     return report
 
 
 def _classify(
-    report: dict[str, Any], pin: Pin, split: str, *, kind: str, content_digest: str, blinding_key_id: str | None = None
+    report: Report, pin: Pin, split: str, *, kind: str, content_digest: str, blinding_key_id: str | None = None
 ) -> tuple[State | None, str | None, str]:
     """(final state, failure code, reason); state None means a platform failure (retry)."""
-    subject = report.get("subject", {})
     # The report names the key that blinded the ids its containers saw: it must be the competition's (docs/protocol.md).
-    if blinding_key_id is not None and ((report.get("sandbox") or {}).get("blinding") or {}).get("key_id") != blinding_key_id:
+    if blinding_key_id is not None and report.blinding_key_id != blinding_key_id:
         return None, INFRA, "the report was staged under another blinding key than the competition's"
     # An ONNX report names the digest of the upload's content: it must be the upload this job holds.
-    if kind == "onnx" and subject.get("digest", {}).get("sha256") != content_digest:
+    if kind == "onnx" and report.subject_digest != content_digest:
         return None, INFRA, "the report is about another submission than the upload of this job"
     codes: list[str] = []
     pinned = pin.digests.get("tasks", {})
-    for entry in task_entries(report):
-        expected = pinned.get(entry["name"], {}).get(split)
-        if expected is None or entry.get("data_digest", {}).get("sha256") != expected:
-            return None, INFRA, f"task {entry['name']}: graded on data that does not match the pinned digest"
-        failure = entry.get("failure")
-        if entry.get("status") != "scored" and isinstance(failure, dict):
-            codes.append(str(failure.get("code")))
+    for task in report.tasks.values():
+        expected = pinned.get(task.name, {}).get(split)
+        if expected is None or task.data_digest != expected:
+            return None, INFRA, f"task {task.name}: graded on data that does not match the pinned digest"
+        if not task.scored and task.failure_code is not None:
+            codes.append(task.failure_code)
     if INFRA in codes or any(code not in PARTICIPANT_CODES for code in codes):
         return None, INFRA, "a task failed for a platform reason"
     if codes:
@@ -96,8 +83,9 @@ def _write_logs(folder: Path, logs: dict[str, str]) -> Path | None:
     return target
 
 
-#: Scores a signed hidden-split report's public/private parts: the ResultPart columns, or None (see grader.hosting.leaderboard.parts).
-PartScorer = Callable[[dict[str, Any]], dict[str, Any] | None]
+#: Scores a signed hidden-split report's public/private parts: (the ResultPart columns, the public-part report to sign),
+#: or None when its parts cannot be scored (see grader.hosting.leaderboard.parts).
+PartScorer = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]] | None]
 
 
 def accept_result(
@@ -114,8 +102,9 @@ def accept_result(
 ) -> Verdict:
     """Judge and record one posted result (see the module docstring).
 
-    ``parts`` scores a scored hidden-split report's public and private parts; they are stored in the
-    transaction that records the scored state, so no board ever sees one without the other.
+    ``parts`` scores a scored hidden-split report's public and private parts: the scores are stored in the
+    transaction that records the scored state (no board ever sees one without the other) and the
+    public-part report is signed next to the result, so that reads only read.
     ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
     """
     with db.session() as session:
@@ -160,17 +149,22 @@ def accept_result(
     part_columns: dict[str, Any] | None = None
     if isinstance(report, dict):
         try:
-            validate_report(report)
-            final, code, why = _classify(report, pin, split, kind=kind, content_digest=content_digest, blinding_key_id=blinding_key_id)
+            final, code, why = _classify(
+                Report.from_json(report), pin, split, kind=kind, content_digest=content_digest, blinding_key_id=blinding_key_id
+            )
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)
                 if remote:  # the host's signature then also names the machine that graded
                     report = {**report, "labels": {**(report.get("labels") or {}), "graded_by": {"worker": worker_name, "attempt": attempt}}}
                 envelope, plain = sign_and_store(report, key, folder)
-                aggregate = report.get("aggregate")
-                if parts is not None and track == "hidden" and final is State.SCORED:
-                    part_columns = parts(report)  # before the transaction: it holds no lock while the parts are scored
+                aggregate = report["aggregate"]
+                scored = parts(report) if parts is not None and track == "hidden" and final is State.SCORED else None
+                if scored is not None:  # before the transaction: it holds no lock while the parts are scored and signed
+                    part_columns, public_report = scored
+                    public_folder = state.public_part_dir(submission_id, attempt)
+                    public_folder.mkdir()
+                    sign_and_store(public_report, key, public_folder)
             reason = why if final is not None else f"{why} {reason}".strip()
         except ReportError as error:
             final, code, reason = None, INFRA, f"malformed report from the worker: {error}"

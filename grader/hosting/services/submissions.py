@@ -19,12 +19,15 @@ from sqlalchemy import select
 from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Participant, Result, State, Submission, Transition
+from grader.hosting.db.models import Result, State, Submission
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.messages import SubmissionView
+from grader.hosting.principal import Principal
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.services.quotas import check_quota, lock_admission
+from grader.hosting.services.quotas import check_quota, lock_admission, quota_status
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
+from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
 from grader.submissions.manifest import Manifest, OnnxManifest
 
 _PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
@@ -35,13 +38,13 @@ def _plain(message: str) -> str:
     return _PATHS.sub("", message)[:500]
 
 
-def refuse_early(ctx: ServerContext, participant: Participant, track: str) -> None:
+def refuse_early(ctx: ServerContext, participant: Principal, track: str) -> None:
     """Refuse before the body is read when the quota or window already forbids a submission."""
     with ctx.db.session() as session:
-        check_quota(session, ctx.competition, participant.id, track, utcnow(), ctx.ends_at())
+        check_quota(session, ctx.competition, participant.id, track, utcnow(), ends_at(ctx.db, ctx.competition))
 
 
-def create_submission(ctx: ServerContext, participant: Participant, track: str, upload: StoredUpload) -> Submission:
+def create_submission(ctx: ServerContext, participant: Principal, track: str, upload: StoredUpload) -> Submission:
     """Check the upload and commit it as a queued submission; the upload file is consumed either way."""
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
     competition = ctx.competition
@@ -52,9 +55,10 @@ def create_submission(ctx: ServerContext, participant: Participant, track: str, 
             raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
+        end = ends_at(ctx.db, ctx.competition)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
-            check_quota(session, competition, participant.id, track, uploaded_at, ctx.ends_at())
+            check_quota(session, competition, participant.id, track, uploaded_at, end)
             os.replace(upload.path, final_path)
             submission = Submission(
                 id=submission_id,
@@ -97,10 +101,13 @@ def manifest_labels(manifest: Manifest) -> dict[str, Any]:
     return {**manifest.training.as_labels(), "model": facts}
 
 
-def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
+def public_view(ctx: ServerContext, submission: Submission, *, ended: bool | None = None) -> SubmissionView:
     """What the submitting participant may see: state and failure code always; the public-part aggregate
     (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
-    runs their score and the last log line."""
+    runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule."""
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    result = result_of(ctx, submission)
     view: dict[str, Any] = {
         "id": submission.id,
         "name": submission.name,
@@ -112,7 +119,13 @@ def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> d
         "uploaded_at": iso(submission.uploaded_at),
         "updated_at": iso(submission.updated_at),
         "sha256": submission.upload_sha256,
-        "report_available": bool(submission.result_id) and (submission.track == "sample" or submission.state == "scored" or ended),
+        "report_available": report_download(
+            track=submission.track,
+            result_state=None if result is None or result.envelope_path is None else result.state,
+            ended=ended,
+            ladder=ctx.competition.leaderboard.ladder,
+        )
+        is not Download.NONE,
     }
     # Of a hidden grade: the public part's score until the end (grader.hosting.leaderboard), never the full split's.
     from grader.hosting.leaderboard.service import submission_scores
@@ -120,7 +133,7 @@ def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> d
     view.update(submission_scores(ctx, submission))
     if submission.track == "sample":
         view["last_log_line"] = last_log_line(ctx, submission)
-    return view
+    return SubmissionView(**view)
 
 
 def result_of(ctx: ServerContext, submission: Submission) -> Result | None:
@@ -132,8 +145,8 @@ def result_of(ctx: ServerContext, submission: Submission) -> Result | None:
 
 
 def sample_logs(ctx: ServerContext, submission: Submission) -> dict[str, str]:
-    """Container logs of a sample-split run (never called for hidden grades)."""
-    if submission.track != "sample":
+    """Container logs of a sample-split run (none of a hidden grade)."""
+    if not logs_visible(submission.track):
         return {}
     result = result_of(ctx, submission)
     if result is None or result.logs_path is None:
@@ -151,7 +164,7 @@ def last_log_line(ctx: ServerContext, submission: Submission) -> str | None:
     return None
 
 
-def own_submission(ctx: ServerContext, participant: Participant, submission_id: str) -> Submission | None:
+def own_submission(ctx: ServerContext, participant: Principal, submission_id: str) -> Submission | None:
     """The submission if it belongs to ``participant`` (else None: the route answers 404, not 403)."""
     if len(submission_id) > 40:
         return None
@@ -162,7 +175,7 @@ def own_submission(ctx: ServerContext, participant: Participant, submission_id: 
         return submission
 
 
-def own_submissions(ctx: ServerContext, participant: Participant) -> list[Submission]:
+def own_submissions(ctx: ServerContext, participant: Principal) -> list[Submission]:
     """All of ``participant``'s submissions, newest first."""
     with ctx.db.session() as session:
         return list(
@@ -170,8 +183,8 @@ def own_submissions(ctx: ServerContext, participant: Participant) -> list[Submis
         )
 
 
-def history(ctx: ServerContext, submission_id: str) -> list[dict[str, Any]]:
-    """The audit trail of a submission (host view)."""
+def quota(ctx: ServerContext, participant: Principal) -> dict[str, Any]:
+    """The participant's quota per track: used, limits, and when the next submission is possible."""
+    now = utcnow()
     with ctx.db.session() as session:
-        rows = session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all()
-        return [{"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": r.actor, "reason": r.reason, "at": iso(r.at)} for r in rows]
+        return {track: quota_status(session, ctx.competition, participant.id, track, now).as_dict() for track in ("hidden", "sample")}

@@ -75,9 +75,9 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 return graded
             if job is None:
                 return graded
-            log.info("claimed %s attempt %s (wake-up for %s)", job["submission_id"], job["attempt"], submission_id)
+            log.info("claimed %s attempt %s (wake-up for %s)", job.submission_id, job.attempt, submission_id)
             verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
-            log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+            log.info("%s attempt %s: %s", job.submission_id, job.attempt, verdict)
             graded += 1
             if unfit:
                 # Never grade on other data: stop this worker; the job is back in the queue for the others.

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, grade_upload
 
 log = logging.getLogger("grader.worker")
@@ -112,7 +113,7 @@ def grade_in_child(upload: Path, request: GradeRequest, work_dir: Path, *, aband
                     outcome: GradeOutcome = receive.recv()
                 except (EOFError, OSError):
                     child.join()
-                    return GradeOutcome(None, "INFRA", f"the grading process ended without a result (exit status {child.exitcode})")
+                    return GradeOutcome(None, FailureCode.INFRA, f"the grading process ended without a result (exit status {child.exitcode})")
                 child.join()
                 return outcome
             if abandon():

@@ -18,9 +18,9 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from grader import jsonio
+from grader.hosting.messages import Job
 
 log = logging.getLogger("grader.worker")
 
@@ -28,19 +28,18 @@ log = logging.getLogger("grader.worker")
 _MAX_MANIFEST = 1 << 20
 
 
-def data_mismatch(job: dict[str, Any]) -> str | None:
+def data_mismatch(job: Job) -> str | None:
     """None when this machine's benchmark data has the job's pinned digests; else what differs."""
     from grader.data.registry import resolve_benchmark
 
-    expected: dict[str, str | None] = job.get("data_digests") or {}
     try:
-        benchmark = resolve_benchmark(job["benchmark"])
-        for name in job["tasks"]:
-            have = benchmark.task(name).split_digest(job["split"])
-            if expected.get(name) != have:
-                return f"task {name} split {job['split']}: pinned {expected.get(name)}, here {have}"
+        benchmark = resolve_benchmark(job.benchmark)
+        for name in job.tasks:
+            have = benchmark.task(name).split_digest(job.split)
+            if job.data_digests.get(name) != have:
+                return f"task {name} split {job.split}: pinned {job.data_digests.get(name)}, here {have}"
     except Exception as error:  # missing or unreadable data is a mismatch too, never a grade
-        return f"benchmark {job.get('benchmark')!r} unusable here: {type(error).__name__}: {error}"
+        return f"benchmark {job.benchmark!r} unusable here: {type(error).__name__}: {error}"
     return None
 
 

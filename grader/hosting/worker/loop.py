@@ -19,12 +19,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeRequest, blinding_key_from_job, limits_from_json
+from grader.hosting.messages import Attempt, ClaimRequest, Job, Verdict, WorkerResult
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
@@ -38,15 +39,15 @@ class WorkerApi:
     def __init__(self, server: str, token: str) -> None:
         self.http = httpx.Client(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(60.0, connect=5.0))
 
-    def claim(self, wait_s: float) -> dict[str, Any] | None:
-        response = self.http.post("/api/v1/worker/claim", json={"wait_s": wait_s}, timeout=wait_s + 30)
+    def claim(self, wait_s: float) -> Job | None:
+        response = self.http.post("/api/v1/worker/claim", json=ClaimRequest(wait_s=wait_s).model_dump(), timeout=wait_s + 30)
         if response.status_code == 204:
             return None
         response.raise_for_status()
-        return response.json()  # type: ignore[no-any-return]
+        return Job.model_validate_json(response.content)
 
     def heartbeat(self, submission_id: str, attempt: int) -> bool:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json={"attempt": attempt})
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=Attempt(attempt=attempt).model_dump())
         if response.status_code == 409:
             return False
         response.raise_for_status()
@@ -62,14 +63,14 @@ class WorkerApi:
                     out.write(chunk)
         return digest.hexdigest()
 
-    def post_result(self, submission_id: str, payload: dict[str, Any]) -> str:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=payload)
+    def post_result(self, submission_id: str, result: WorkerResult) -> str:
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump())
         if response.status_code == 409:
             return "stale"
         if response.status_code == 403:
             return "refused"
         response.raise_for_status()
-        return str(response.json().get("status"))
+        return Verdict.model_validate_json(response.content).status
 
 
 class Heartbeat(threading.Thread):
@@ -91,7 +92,7 @@ class Heartbeat(threading.Thread):
                 continue  # transient; the lease is longer than a few missed beats
 
 
-def _post_with_retry(api: WorkerApi, submission_id: str, payload: dict[str, Any], give_up_after: float) -> str:
+def _post_with_retry(api: WorkerApi, submission_id: str, payload: WorkerResult, give_up_after: float) -> str:
     delay = 0.5
     deadline = time.monotonic() + give_up_after
     while True:
@@ -114,9 +115,7 @@ def _download(api: WorkerApi, submission_id: str, attempt: int, target: Path) ->
         return None
 
 
-def grade_job(
-    api: WorkerApi, job: dict[str, Any], *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None
-) -> str:
+def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
     """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
 
     The worker's benchmark data must have the digests the competition pins: otherwise the
@@ -124,8 +123,8 @@ def grade_job(
     ``on_data_mismatch`` is told, so that this worker stops claiming. Staging and a
     submission's loaded image are removed afterwards (shared workers run out of disk otherwise).
     """
-    submission_id, attempt = job["submission_id"], int(job["attempt"])
-    beat = Heartbeat(api, submission_id, attempt, float(job["heartbeat_s"]))
+    submission_id, attempt = job.submission_id, job.attempt
+    beat = Heartbeat(api, submission_id, attempt, job.heartbeat_s)
     beat.start()
     try:
         with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
@@ -133,25 +132,23 @@ def grade_job(
             upload = work / "upload.tar.gz"
             mismatch = data_mismatch(job)
             if mismatch is not None:
-                payload: dict[str, Any] = {
-                    "attempt": attempt,
-                    "failure_code": "INFRA",
-                    "message": f"benchmark data on this worker does not match the pin: {mismatch}",
-                }
+                payload = WorkerResult(
+                    attempt=attempt, failure_code=FailureCode.INFRA, message=f"benchmark data on this worker does not match the pin: {mismatch}"
+                )
                 if on_data_mismatch is not None:
                     on_data_mismatch(mismatch)
-            elif (fetched := _download(api, submission_id, attempt, upload)) != job["upload_sha256"]:
-                payload = {
-                    "attempt": attempt,
-                    "failure_code": "INFRA",
-                    "message": "upload not fetched" if fetched is None else "upload digest mismatch in transfer",
-                }
+            elif (fetched := _download(api, submission_id, attempt, upload)) != job.upload_sha256:
+                payload = WorkerResult(
+                    attempt=attempt,
+                    failure_code=FailureCode.INFRA,
+                    message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
+                )
             else:
                 request = GradeRequest(
-                    benchmark=job["benchmark"],
-                    tasks=list(job["tasks"]),
-                    split=job["split"],
-                    limits=limits_from_json(job["limits"]),
+                    benchmark=job.benchmark,
+                    tasks=list(job.tasks),
+                    split=job.split,
+                    limits=limits_from_json(job.limits),
                     blinding_key=blinding_key_from_job(job),
                 )
                 try:
@@ -162,28 +159,24 @@ def grade_job(
                     # Stale or cancelled: the grade was stopped (containers and staging removed); nothing to post.
                     log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
                     return "abandoned"
-                payload = {
-                    "attempt": attempt,
-                    "report": outcome.report,
-                    "failure_code": outcome.failure_code,
-                    "message": outcome.message[-20000:],
-                    "logs": outcome.logs,
-                }
+                payload = WorkerResult(
+                    attempt=attempt, report=outcome.report, failure_code=outcome.failure_code, message=outcome.message[-20000:], logs=outcome.logs
+                )
     finally:
         beat.done.set()
     if key is not None:
-        payload["signature"] = sign_result(
+        payload.signature = sign_result(
             key,
             submission_id=submission_id,
             attempt=attempt,
-            upload_sha256=job["upload_sha256"],
-            report=payload.get("report"),
-            failure_code=payload.get("failure_code"),
-            message=payload.get("message", ""),
+            upload_sha256=job.upload_sha256,
+            report=payload.report,
+            failure_code=payload.failure_code,
+            message=payload.message,
         )
     if beat.lost.is_set():
         log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
-    return _post_with_retry(api, submission_id, payload, give_up_after=3 * float(job["lease_s"]))
+    return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
 
 
 class ParentWatch(threading.Thread):
@@ -234,10 +227,10 @@ def run_worker(
         backoff = 0.2
         if job is None:
             continue
-        log.info("claimed %s attempt %s", job["submission_id"], job["attempt"])
+        log.info("claimed %s attempt %s", job.submission_id, job.attempt)
         unfit: list[str] = []
         verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
-        log.info("%s attempt %s: %s", job["submission_id"], job["attempt"], verdict)
+        log.info("%s attempt %s: %s", job.submission_id, job.attempt, verdict)
         if unfit:
             raise SystemExit(f"benchmark data here does not match the competition's pin ({unfit[0]}); stopping this worker")
         if once:

@@ -4,33 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, Response
 
-from grader.hosting.api.deps import context, participant
+from grader.hosting.api.auth import CurrentParticipant
+from grader.hosting.api.body import parse
+from grader.hosting.api.deps import Ctx
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Participant, Submission
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard import service
+from grader.hosting.messages import Boards, Finals, FinalsView
+from grader.hosting.visibility import board_visible, has_ended
 
 router = APIRouter(tags=["leaderboard"])
 PART = Query("public", pattern="^(public|private)$", description="public (always) or private (after the end)")
 
 
-def _boards_or_404(ctx: ServerContext, part: str) -> None:
-    if part == "private" and not ctx.ended():
+def _visible_or_404(ctx: ServerContext, part: str) -> None:
+    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
         raise HTTPException(404, "the private leaderboard is published at the end of the competition")
 
 
-@router.get("/api/v1/leaderboard", summary="The leaderboard: public part (private part after the end), one board per training setting")
-def leaderboard(part: str = PART, ctx: ServerContext = Depends(context)) -> dict[str, Any]:
-    _boards_or_404(ctx, part)
+@router.get(
+    "/api/v1/leaderboard",
+    summary="The leaderboard: public part (private part after the end), one board per training setting",
+    response_model=Boards,
+)
+def leaderboard(ctx: Ctx, part: str = PART) -> dict[str, Any]:
+    _visible_or_404(ctx, part)
     return service.board_json(ctx, part)
 
 
 @router.get("/leaderboard.csv", response_class=PlainTextResponse, summary="The leaderboard as CSV (cells escaped against formula injection)")
-def leaderboard_csv(part: str = PART, ctx: ServerContext = Depends(context)) -> Response:
-    _boards_or_404(ctx, part)
+def leaderboard_csv(ctx: Ctx, part: str = PART) -> Response:
+    _visible_or_404(ctx, part)
     return Response(
         service.board_csv(ctx, part),
         media_type="text/csv; charset=utf-8",
@@ -39,40 +47,35 @@ def leaderboard_csv(part: str = PART, ctx: ServerContext = Depends(context)) -> 
 
 
 @router.get("/api/v1/partition", summary="The partition commitment and data digests; the secret itself after the end")
-def partition(ctx: ServerContext = Depends(context)) -> dict[str, Any]:
+def partition(ctx: Ctx) -> dict[str, Any]:
     return service.partition_info(ctx)
 
 
 @router.get("/api/v1/leaderboard/reports/{submission_id}", summary="The signed report of a board entry (public part until the end)")
-def board_report(submission_id: str, ctx: ServerContext = Depends(context)) -> Response:
-    entries = {e.submission_id for b in service.boards(ctx, "public") for e in b.entries}
-    if ctx.ended():
-        entries |= {e.submission_id for b in service.boards(ctx, "private") for e in b.entries}
-    if submission_id not in entries:
-        raise HTTPException(404, "no such leaderboard entry")
-    with ctx.db.session() as session:
-        submission = session.get(Submission, submission_id)
-    assert submission is not None
-    envelope = service.report_envelope(ctx, submission)
+def board_report(submission_id: str, ctx: Ctx) -> Response:
+    envelope = service.entry_report(ctx, submission_id)
     if envelope is None:
-        raise HTTPException(404, "no signed report")
+        raise HTTPException(404, "no such leaderboard entry, or no signed report to show")
     return Response(envelope, media_type="application/json")
 
 
 @router.get("/api/v1/finals", summary="Your final submissions (default: your best public ones)")
-def get_finals(ctx: ServerContext = Depends(context), who: Participant = Depends(participant)) -> dict[str, Any]:
+def get_finals(ctx: Ctx, who: CurrentParticipant) -> FinalsView:
     finals, chosen = service.own_finals(ctx, who)
-    return {"finals": sorted(finals), "chosen": chosen, "limit": ctx.competition.leaderboard.finals}
+    return FinalsView(finals=sorted(finals), chosen=chosen, limit=ctx.competition.leaderboard.finals)
 
 
-@router.put("/api/v1/finals", summary="Choose your final submissions (replaces earlier choices; before the end)")
-def put_finals(
-    submissions: list[str] = Body(..., embed=True, max_length=50), ctx: ServerContext = Depends(context), who: Participant = Depends(participant)
-) -> dict[str, Any]:
+@router.put(
+    "/api/v1/finals",
+    summary="Choose your final submissions (replaces earlier choices; before the end)",
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": Finals.model_json_schema()}}}},
+)
+async def put_finals(request: Request, ctx: Ctx, who: CurrentParticipant) -> FinalsView:
+    body = await parse(request, Finals)
     try:
-        chosen = service.set_finals(ctx, who, submissions)
+        chosen = await run_in_threadpool(service.set_finals, ctx, who, body.submissions)
     except LookupError:
         raise HTTPException(404, "no such submission") from None
     except HostingError as error:
         raise HTTPException(409, str(error)) from None
-    return {"finals": chosen, "chosen": True, "limit": ctx.competition.leaderboard.finals}
+    return FinalsView(finals=chosen, chosen=True, limit=ctx.competition.leaderboard.finals)

@@ -1,10 +1,8 @@
 """Server-rendered pages (Jinja2, autoescaped): the leaderboard, sign-in with a token, a participant's own page.
 
-Sign-in puts the participant's id and a fingerprint of their token hash in a
-signed session cookie (Starlette's SessionMiddleware: HttpOnly, SameSite=strict,
-key in keys/session.secret, 0600), so a revoked or re-issued token ends the
-session. Every form carries the session's CSRF token, checked on POST in
-constant time. Another participant's submission answers 404.
+Sign-in and the session cookie are :mod:`grader.hosting.api.auth`'s. Every form
+carries the session's CSRF token, checked on POST in constant time, and is read
+bounded. Another participant's submission answers 404.
 """
 
 from __future__ import annotations
@@ -15,31 +13,36 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from grader.hosting.api.deps import context
-from grader.hosting.clock import iso
+from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, signed_in
+from grader.hosting.api.body import read_bounded
+from grader.hosting.api.deps import Ctx
+from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Participant
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard import service
+from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.services import submissions as submissions_service
-from grader.hosting.services.participants import authenticate
+from grader.hosting.visibility import board_visible, ends_at, has_ended
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).resolve().parents[2] / "leaderboard" / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
+TEMPLATES.filters.update(FILTERS)
 MAX_FORM_BYTES = 16_384
 
 
 def _page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
     ctx: ServerContext = request.app.state.context
+    end = ends_at(ctx.db, ctx.competition)
     html = TEMPLATES.get_template(name).render(
-        competition=ctx.competition, csrf=_csrf(request), signed_in=_who(request), ended=ctx.ended(), ends_at=iso(ctx.ends_at()), **values
+        competition=ctx.competition, csrf=_csrf(request), signed_in=signed_in(request), ended=utcnow() >= end, ends_at=iso(end), **values
     )
     return HTMLResponse(
         html,
@@ -62,29 +65,13 @@ def _csrf(request: Request) -> str:
 
 async def _form(request: Request) -> dict[str, list[str]]:
     """The urlencoded form of a POST, after its CSRF token was checked against the session's (403 otherwise)."""
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise HTTPException(413, "form too large")
+    body = await read_bounded(request, MAX_FORM_BYTES)
     form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     sent = (form.get("csrf") or [""])[0]
     expected = request.session.get("csrf")
     if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
         raise HTTPException(403, "missing or wrong CSRF token; reload the page and try again")
     return form
-
-
-def _who(request: Request) -> Participant | None:
-    """The signed-in participant: the session's id, while their token (fingerprint) is still the one signed in with."""
-    pid, fingerprint = request.session.get("participant"), request.session.get("fingerprint")
-    if not isinstance(pid, int) or not isinstance(fingerprint, str):
-        return None
-    ctx: ServerContext = request.app.state.context
-    with ctx.db.session() as session:
-        found = session.get(Participant, pid)
-        if found is None or found.revoked_at is not None or not hmac.compare_digest(found.token_sha256[:32], fingerprint):
-            return None
-        session.expunge(found)
-        return found
 
 
 _CSS = (Path(__file__).resolve().parents[2] / "leaderboard" / "templates" / "board.css").read_text(encoding="utf-8")
@@ -96,8 +83,8 @@ def stylesheet() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, part: str = "public", ctx: ServerContext = Depends(context)) -> HTMLResponse:
-    if part not in ("public", "private") or (part == "private" and not ctx.ended()):
+def board_page(request: Request, ctx: Ctx, part: str = "public") -> HTMLResponse:
+    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
         raise HTTPException(404, "the private leaderboard is published at the end of the competition")
     data = service.board_json(ctx, part)
     partition = service.partition_info(ctx)
@@ -110,23 +97,14 @@ def signin_page(request: Request) -> HTMLResponse:
 
 
 @router.post("/signin")
-async def signin(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+async def signin(request: Request) -> Response:
     form = await _form(request)
     token = (form.get("token") or [""])[0].strip()
-    address = request.client.host if request.client else "unknown"
-    if ctx.limiter.blocked_for(address) > 0:
-        return _page("signin.html", request, status=429, error="too many failed sign-ins from this address; try again in a minute")
-    found = None
-    if token and len(token) <= 200:
-        with ctx.db.session() as session:
-            found = authenticate(session, token)
-            if found is not None:
-                pid, fingerprint = found.id, found.token_sha256[:32]
-    if found is None:
-        ctx.limiter.failed(address)
-        return _page("signin.html", request, status=401, error="unknown or revoked token")
-    request.session.clear()  # a fresh session (and CSRF token) at sign-in
-    request.session.update(participant=pid, fingerprint=fingerprint, csrf=secrets.token_urlsafe(32))
+    try:
+        await run_in_threadpool(sign_in, request, token)
+    except HTTPException as refused:
+        error = "too many failed sign-ins from this address; try again in a minute" if refused.status_code == 429 else "unknown or revoked token"
+        return _page("signin.html", request, status=refused.status_code, error=error)
     return RedirectResponse("/me", status_code=303)
 
 
@@ -137,19 +115,14 @@ async def signout(request: Request) -> Response:
     return RedirectResponse("/", status_code=303)
 
 
-def _signed_in(request: Request) -> Participant:
-    who = _who(request)
-    if who is None:
-        raise HTTPException(401, "sign in first (/signin)")
-    return who
-
-
 @router.get("/me", response_class=HTMLResponse)
-def own_page(request: Request, ctx: ServerContext = Depends(context)) -> Response:
-    who = _who(request)
+def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
         return RedirectResponse("/signin", status_code=303)
-    rows = [submissions_service.public_view(ctx, s, ended=ctx.ended()) for s in submissions_service.own_submissions(ctx, who)]
+    ended = has_ended(ctx.db, ctx.competition)
+    rows = [
+        submissions_service.public_view(ctx, s, ended=ended).model_dump(exclude_unset=True) for s in submissions_service.own_submissions(ctx, who)
+    ]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
     return _page(
@@ -165,11 +138,11 @@ def own_page(request: Request, ctx: ServerContext = Depends(context)) -> Respons
 
 
 @router.post("/me/finals")
-async def choose_finals(request: Request, ctx: ServerContext = Depends(context)) -> Response:
-    form = await _form(request)
-    who = _signed_in(request)
+async def choose_finals(request: Request, ctx: Ctx) -> Response:
+    form = await _form(request)  # the CSRF check first, then who is signed in
+    who = await run_in_threadpool(require_signed_in, request)
     try:
-        service.set_finals(ctx, who, form.get("final", []))
+        await run_in_threadpool(service.set_finals, ctx, who, form.get("final", []))
     except LookupError:
         raise HTTPException(404, "no such submission") from None
     except HostingError as error:
@@ -180,8 +153,7 @@ async def choose_finals(request: Request, ctx: ServerContext = Depends(context))
 
 
 @router.get("/me/submissions/{submission_id}/report")
-def own_report(submission_id: str, request: Request, ctx: ServerContext = Depends(context)) -> Response:
-    who = _signed_in(request)
+def own_report(submission_id: str, ctx: Ctx, who: WebParticipant) -> Response:
     submission = submissions_service.own_submission(ctx, who, submission_id)
     if submission is None:
         raise HTTPException(404, "no such submission")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import jsonio
+from grader.collect.outputs import read_embeddings_output
+from grader.errors import TaskFailure
 from grader.runs.rules import RunLineRules
 
 
@@ -59,3 +61,23 @@ def validate_run_file(path: Path, *, query_ids: Sequence[str], doc_ids: Sequence
         except UnicodeDecodeError as exc:
             result.errors.append(f"{label}: not UTF-8 text: {exc.reason}")
     return result
+
+
+def output_problems(folder: Path, *, mode: str, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int, max_bytes: int) -> list[str]:
+    """Every problem in the outputs ``mode`` asks for in ``folder`` (a copy of a container's ``/output``)."""
+    if mode == "retrieve":
+        validation = validate_run_file(folder / "run.jsonl", query_ids=query_ids, doc_ids=doc_ids, top_k=top_k)
+        problems = list(validation.errors)
+        missing = validation.missing(query_ids) if validation.lines else []
+        if missing:
+            problems.append(
+                f"/output/run.jsonl: answers {len(query_ids) - len(missing)} of {len(query_ids)} queries; missing ones (e.g. {missing[0]!r}) score 0 under the strict policy"
+            )
+        return problems
+    problems = []
+    for file_name, rows in (("corpus.npy", len(doc_ids)), ("queries.npy", len(query_ids))):
+        try:
+            read_embeddings_output(folder, file_name, rows=rows, max_bytes=max_bytes)
+        except TaskFailure as failure:
+            problems.append(failure.detail)
+    return problems

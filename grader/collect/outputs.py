@@ -3,7 +3,8 @@
 Files are opened with ``O_NOFOLLOW`` (a symbolic link is refused, wherever it
 points), must be regular files, and must fit their size bound before a byte is
 parsed. Runs are schema-validated line by line; embeddings must be float32 .npy
-without pickles, with the expected shape, and finite.
+without pickles, with the expected shape, and finite. Grading stops at the first
+problem (a :class:`TaskFailure`); :mod:`grader.collect.validate` lists them all.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 import os
 import stat
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +25,36 @@ from grader.errors import RunFormatError, TaskFailure
 from grader.failures import FailureCode
 from grader.runs.readers import jsonl_run_from_lines
 from grader.runs.run import Run
+
+#: Bound on a run.jsonl relative to what a full ranking needs (ids, scores, JSON).
+_RUN_BYTES_PER_HIT = 512
+
+
+@dataclass(frozen=True)
+class TaskOutputs:
+    """What a task's container returned, read and validated: a run (``retrieve``) or both sides' vectors (``encode``)."""
+
+    run: Run | None
+    query_vectors: np.ndarray | None = None
+    corpus_vectors: np.ndarray | None = None
+    #: the runner image's truncation counts (``encoding.json``), if it wrote well-formed ones
+    encoding: dict[str, Any] | None = None
+
+
+def collect_outputs(folder: Path, *, mode: str, query_ids: Sequence[str], doc_ids: Sequence[str], top_k: int, max_bytes: int) -> TaskOutputs:
+    """Read and validate the outputs ``mode`` asks for from ``folder`` (a container's ``/output``), or raise :class:`TaskFailure`.
+
+    ``query_ids`` and ``doc_ids`` are the staged ones, in the order the container was given them;
+    ``max_bytes`` is the output cap.
+    """
+    if mode == "retrieve":
+        bound = min(max_bytes, max(1 << 20, len(query_ids) * min(top_k, len(doc_ids)) * _RUN_BYTES_PER_HIT))
+        return TaskOutputs(read_run_output(folder, query_ids=query_ids, doc_ids=doc_ids, top_k=top_k, max_bytes=bound))
+    if mode == "encode":
+        corpus = read_embeddings_output(folder, "corpus.npy", rows=len(doc_ids), max_bytes=max_bytes)
+        queries = read_embeddings_output(folder, "queries.npy", rows=len(query_ids), max_bytes=max_bytes, dimension=corpus.shape[1])
+        return TaskOutputs(None, queries, corpus, read_encoding_stats(folder))
+    raise TaskFailure(FailureCode.IMAGE_INVALID, f"mode {mode!r} is not supported for retrieval tasks")
 
 
 @contextlib.contextmanager

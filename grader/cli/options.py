@@ -1,0 +1,24 @@
+"""Options several commands share, declared and parsed once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_task_list(value: str | None) -> list[str] | None:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``; None (or empty) means every task."""
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def _task_list(_context: click.Context, _parameter: click.Parameter, value: str | None) -> list[str] | None:
+    return parse_task_list(value)
+
+
+def tasks_option(help_text: str = "Comma-separated task names (default: all).") -> Callable[[F], F]:
+    """``--tasks A,B``: the command receives ``tasks`` as a list of names, or None for its default."""
+    return click.option("--tasks", "tasks", default=None, metavar="A,B", callback=_task_list, help=help_text)

@@ -1,0 +1,98 @@
+"""Authentication of every route, in one place: the API, the web pages and ``/metrics``.
+
+One check, :func:`verify`, serves every credential: it refuses an address after
+repeated failures (429), asks :mod:`grader.hosting.services.auth` who holds the
+token, and records a failure against the address (401). The API and ``/metrics``
+read the token from ``Authorization: Bearer``; the sign-in page reads it from its
+form and then keeps the participant in a signed session cookie (Starlette's
+SessionMiddleware: HttpOnly, SameSite=strict, key in keys/session.secret, 0600)
+with a fingerprint of the token digest, so a revoked or re-issued token ends the
+session. Routes take one of the annotated dependencies below; none reads a token
+itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+
+from grader.hosting.api.deps import context
+from grader.hosting.principal import Principal, Role
+from grader.hosting.services.auth import by_session, by_token
+
+REFUSED = {
+    Role.PARTICIPANT: "missing, unknown or revoked token",
+    Role.WORKER: "missing, unknown or revoked token",
+    Role.METRICS: "missing or wrong metrics token (`grader admin metrics-token` creates one)",
+}
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def bearer(request: Request) -> str:
+    """The token of an ``Authorization: Bearer`` header ("" when there is none)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def verify(request: Request, role: Role, token: str) -> Principal:
+    """The holder of ``token`` in ``role``: 429 while the caller's address is blocked, 401 (a failure counted) otherwise."""
+    ctx = context(request)
+    address = _address(request)
+    wait = ctx.limiter.blocked_for(address)
+    if wait > 0:
+        raise HTTPException(
+            429, f"too many failed sign-ins from this address; try again in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)}
+        )
+    found = by_token(ctx.db, role, token) if token else None
+    if found is None:
+        ctx.limiter.failed(address)
+        raise HTTPException(401, REFUSED[role], headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
+def _bearer_of(role: Role) -> Callable[[Request], Awaitable[Principal]]:
+    async def dependency(request: Request) -> Principal:
+        # The lookup touches the database: off the event loop.
+        return await run_in_threadpool(verify, request, role, bearer(request))
+
+    dependency.__doc__ = f"The {role.value} whose bearer token the request carries (401 otherwise; 429 after repeated failures)."
+    return dependency
+
+
+def signed_in(request: Request) -> Principal | None:
+    """The participant of the web session, while their token is still the one signed in with; None otherwise."""
+    pid, fingerprint = request.session.get("participant"), request.session.get("fingerprint")
+    if not isinstance(pid, int) or not isinstance(fingerprint, str):
+        return None
+    return by_session(context(request).db, pid, fingerprint)
+
+
+def require_signed_in(request: Request) -> Principal:
+    """The participant of the web session (401 when not signed in)."""
+    who = signed_in(request)
+    if who is None:
+        raise HTTPException(401, "sign in first (/signin)")
+    return who
+
+
+def sign_in(request: Request, token: str) -> Principal:
+    """Check a token typed into the sign-in page (as :func:`verify`) and start a fresh web session for its participant."""
+    who = verify(request, Role.PARTICIPANT, token)
+    request.session.clear()  # a fresh session (and CSRF token) at sign-in
+    request.session.update(participant=who.id, fingerprint=who.fingerprint, csrf=secrets.token_urlsafe(32))
+    return who
+
+
+#: Route parameters: the authenticated participant, worker or metrics scraper (bearer token), or the signed-in web participant.
+CurrentParticipant = Annotated[Principal, Depends(_bearer_of(Role.PARTICIPANT))]
+CurrentWorker = Annotated[Principal, Depends(_bearer_of(Role.WORKER))]
+MetricsReader = Annotated[Principal, Depends(_bearer_of(Role.METRICS))]
+WebParticipant = Annotated[Principal, Depends(require_signed_in)]
+MaybeSignedIn = Annotated[Principal | None, Depends(signed_in)]

@@ -1,0 +1,90 @@
+"""The per-query values a board and its part scores are computed from, and the public/private split of them.
+
+A signed hidden-split report carries, for each task, the per-query values of the
+primary measure; the partition secret splits each task's queries into a public
+and a private part (docs/statistics.md). Every part is scored with the
+benchmark's own aggregation (task means, then groups).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from grader.reports.model import Report
+from grader.reports.verify import verify_envelope
+from grader.stats.aggregate import ScoreTable
+from grader.stats.partition import Partition, partition
+
+PARTS = ("full", "public", "private")
+PerQuery = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class SignedValues:
+    """A report signed by this host and its per-query values of the primary measure."""
+
+    report: dict[str, Any]
+    measure: str
+    groups: dict[str, list[str]]
+    values: PerQuery
+
+
+def values_of(report: Report) -> SignedValues:
+    """The per-query values of the primary measure that ``report`` (already trusted: signed by this host) carries."""
+    values = {name: dict(task.per_query.values) for name, task in report.tasks.items() if task.per_query is not None}
+    groups = {group: list(members) for group, members in report.aggregate.group_members.items()}
+    return SignedValues(dict(report.data), report.aggregate.measure, groups, values)
+
+
+_cache: dict[str, SignedValues] = {}
+_cache_lock = threading.Lock()
+_CACHE_MAX = 512
+
+
+def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> SignedValues:
+    """The verified report at ``envelope_path`` (the server's own signature checked) and its per-query values; cached."""
+    key = str(envelope_path)
+    with _cache_lock:
+        found = _cache.get(key)
+    if found is not None:
+        return found
+    verified = verify_envelope(Path(envelope_path).read_bytes(), public_key, source=Path(envelope_path).name)
+    found = values_of(Report.from_json(verified.report))
+    with _cache_lock:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.clear()
+        _cache[key] = found
+    return found
+
+
+@lru_cache(maxsize=1024)
+def _partition(secret: bytes, task: str, query_ids: tuple[str, ...], fraction: float) -> Partition:
+    return partition(secret, task, query_ids, fraction)
+
+
+def partitions(secret: bytes, values: PerQuery, fraction: float) -> dict[str, Partition]:
+    """Each task's public/private partition of the queries ``values`` covers (cached: every entry has the same queries)."""
+    return {task: _partition(secret, task, tuple(sorted(per_query)), fraction) for task, per_query in values.items()}
+
+
+def part_values(values: PerQuery, parts: dict[str, Partition], part: str) -> PerQuery:
+    """The per-query values of one part (``full``, ``public`` or ``private``)."""
+    if part == "full":
+        return values
+    return {task: {q: per_query[q] for q in getattr(parts[task], part)} for task, per_query in values.items()}
+
+
+def score_parts(signed: SignedValues, secret: bytes, fraction: float) -> dict[str, dict[str, Any]]:
+    """``{part: {"score": s, "tasks": {task: mean}}}`` for the three parts, by the benchmark's aggregation."""
+    parts = partitions(secret, signed.values, fraction)
+    scored: dict[str, dict[str, Any]] = {}
+    for part in PARTS:
+        table = ScoreTable.from_values(["entry"], signed.measure, [part_values(signed.values, parts, part)], signed.groups)
+        scored[part] = {"score": table.score(0), "tasks": table.leaf_means(0)}
+    return scored

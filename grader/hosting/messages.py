@@ -1,0 +1,181 @@
+"""What the server and its workers and participants exchange, as Pydantic models: one definition for both sides.
+
+The server builds these and FastAPI publishes their schemas (``/openapi.json``);
+the worker reads a claimed job and writes its result through the same classes, so
+neither side reads string keys. Field caps are those of the API today.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Request(BaseModel):
+    """What the server reads: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClaimRequest(_Request):
+    """A worker asks for a job."""
+
+    wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
+
+
+class Job(BaseModel):
+    """A claimed job: what to grade, on which data, under which lease."""
+
+    submission_id: str
+    attempt: int = Field(ge=1)
+    lease_expires_at: str | None
+    lease_s: float
+    heartbeat_s: float
+    upload_sha256: str
+    benchmark: str
+    tasks: list[str]
+    split: str
+    track: str
+    limits: dict[str, Any]
+    #: per task, the pinned digest of the split's data (None: not pinned)
+    data_digests: dict[str, str | None]
+    #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
+    #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
+    blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")
+
+
+class Attempt(_Request):
+    """The attempt a heartbeat is about."""
+
+    attempt: int = Field(ge=1)
+
+
+class Lease(BaseModel):
+    """A renewed lease."""
+
+    lease_expires_at: str | None
+
+
+class WorkerKey(_Request):
+    """A remote worker's public key, recorded on first use."""
+
+    public_key: str = Field(max_length=1000, description="the worker's Ed25519 public key (PEM)")
+
+
+class KeyStatus(BaseModel):
+    """``same``, ``recorded`` or ``local`` (a different key is refused with 409)."""
+
+    status: str
+
+
+class WorkerResult(_Request):
+    """The outcome of one attempt, posted by the worker that holds its lease."""
+
+    attempt: int = Field(ge=1)
+    report: dict[str, Any] | None = None
+    failure_code: str | None = Field(default=None, max_length=32)
+    message: str = Field(default="", max_length=20_000)
+    logs: dict[str, str] = Field(default_factory=dict)
+    signature: str | None = Field(
+        default=None,
+        max_length=200,
+        description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt",
+    )
+
+
+class Verdict(BaseModel):
+    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued`` or ``error``."""
+
+    status: str
+    state: str | None = None
+
+
+class SubmissionView(BaseModel):
+    """What a participant sees of their own submission (fields not applicable to it are left out)."""
+
+    id: str
+    name: str
+    kind: str
+    track: str
+    split: str
+    state: str
+    failure_code: str | None
+    uploaded_at: str | None
+    updated_at: str | None
+    sha256: str
+    report_available: bool
+    #: the public part's score of a hidden grade until the end (rounded); a sample run's whole score
+    score: float | None = None
+    part: str | None = None
+    private_score: float | None = None
+    full_score: float | None = None
+    last_log_line: str | None = None
+
+
+class Finals(_Request):
+    """A participant's choice of final submissions (replaces earlier choices)."""
+
+    submissions: list[str] = Field(max_length=50)
+
+
+class FinalsView(BaseModel):
+    """A participant's final submissions, whether they chose them, and how many they may choose."""
+
+    finals: list[str]
+    chosen: bool
+    limit: int
+
+
+class Comparison(BaseModel):
+    """An entry against the one ranked above it (rounded)."""
+
+    submission: str
+    difference: float | None
+    effect_size: float | None
+    t_p_holm: float | None
+    randomization_p_holm: float | None
+
+
+class BoardEntry(BaseModel):
+    """One row of a board as published (numbers rounded; in Ladder mode only the released score and the rank)."""
+
+    rank: int | None
+    rank_interval: list[int] | None
+    group: int | None
+    participant: str
+    team: str | None
+    baseline: bool
+    submission: str
+    name: str
+    kind: str
+    setting: str
+    training_data: Any
+    model: dict[str, Any]
+    final: bool
+    score: float | None
+    ladder: bool
+    interval: list[float | None]
+    tasks: dict[str, float | None]
+    vs_above: Comparison | None
+    date: str | None
+    report: str | None
+
+
+class Board(BaseModel):
+    """The board of one training setting."""
+
+    setting: str
+    title: str
+    method: dict[str, Any]
+    entries: list[BoardEntry]
+
+
+class Boards(BaseModel):
+    """The boards of one part (public, or private after the end)."""
+
+    competition: str
+    part: str
+    ended: bool
+    host_key: str
+    boards: list[Board]

@@ -1,0 +1,159 @@
+"""The host's commands (``grader admin``), as services: each opens and commits its own transaction.
+
+The CLI only parses options, calls one of these and prints; rows come back as plain
+dictionaries (the host view: every participant, submission and worker).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import Competition
+from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
+from grader.hosting.db.session import Database
+from grader.hosting.errors import HostingError
+from grader.hosting.services import participants, pins, workers
+from grader.hosting.services.dispatch import LocalDispatcher
+from grader.hosting.services.lifecycle import cancel as cancel_submission
+from grader.hosting.services.lifecycle import rejudge as requeue
+from grader.hosting.visibility import ENDED_AT_KEY
+
+
+def add_participant(db: Database, name: str, team: str | None, *, baseline: bool) -> str:
+    """Create participant ``name``; return its token (shown once; only its digest is stored)."""
+    with db.session() as session:
+        _participant, token = participants.add_participant(session, name, team, baseline=baseline)
+    return token
+
+
+def revoke_participant(db: Database, name: str) -> None:
+    """Revoke participant ``name``'s token (their submissions stay)."""
+    with db.session() as session:
+        participants.revoke_participant(session, name)
+
+
+def participant_rows(db: Database) -> list[dict[str, Any]]:
+    """Every participant with their submission count."""
+    with db.session() as session:
+        rows = []
+        for p in session.scalars(select(Participant).order_by(Participant.name)).all():
+            count = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == p.id)) or 0
+            rows.append(
+                {
+                    "name": p.name,
+                    "team": p.team,
+                    "revoked": p.revoked_at is not None,
+                    "baseline": p.is_baseline,
+                    "submissions": count,
+                    "created_at": iso(p.created_at),
+                }
+            )
+        return rows
+
+
+def submission_rows(db: Database) -> list[dict[str, Any]]:
+    """Every submission with its state, oldest first."""
+    with db.session() as session:
+        return [
+            {
+                "id": s.id,
+                "participant": p.name,
+                "name": s.name,
+                "track": s.track,
+                "state": s.state,
+                "failure_code": s.failure_code,
+                "attempt": s.attempt,
+                "score": s.public_score,
+                "uploaded_at": iso(s.uploaded_at),
+            }
+            for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()
+        ]
+
+
+def history(db: Database, submission_id: str) -> list[dict[str, Any]]:
+    """The audit trail of one submission, oldest first."""
+    with db.session() as session:
+        rows = session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all()
+        return [{"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": r.actor, "reason": r.reason, "at": iso(r.at)} for r in rows]
+
+
+def rejudge(db: Database, submission_id: str | None, *, max_attempts: int) -> tuple[list[str], list[str]]:
+    """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown)."""
+    with db.session() as session:
+        ids = (
+            [submission_id]
+            if submission_id
+            else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
+        )
+    dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
+    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts)]
+    return done, sorted(set(ids) - set(done))
+
+
+def cancel(db: Database, submission_id: str) -> None:
+    """Cancel a submission that has not ended (never charged)."""
+    if not cancel_submission(db, submission_id):
+        raise HostingError(f"{submission_id}: unknown or already finished")
+
+
+def end_now(db: Database) -> datetime:
+    """End the competition now; uploads completed before this moment still count."""
+    now = utcnow()
+    with db.session() as session:
+        setting = session.get(Setting, ENDED_AT_KEY)
+        if setting is None:
+            session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
+        else:
+            setting.value = now.isoformat()
+    return now
+
+
+def repin(db: Database, competition: Competition) -> str:
+    """Pin the data and grader as they are now; a line saying what was pinned."""
+    with db.session() as session:
+        pin = pins.repin(session, competition)
+        return f"pinned grader {pin.grader_version}, benchmark {pin.digests.get('benchmark')} {pin.digests.get('version')} (pin {pin.id})"
+
+
+def full_report(db: Database, submission_id: str) -> bytes:
+    """The full signed report of a submission's current result (host view, any time)."""
+    with db.session() as session:
+        submission = session.get(Submission, submission_id)
+        result = session.get(Result, submission.result_id) if submission is not None and submission.result_id else None
+        path = None if result is None else result.envelope_path
+    if path is None:
+        raise HostingError(f"{submission_id}: no signed report")
+    return Path(path).read_bytes()
+
+
+def add_worker(db: Database, name: str, public_key: str | None) -> str:
+    """Register remote worker ``name``; return its token (shown once)."""
+    with db.session() as session:
+        _worker, token = workers.add_worker(session, name, public_key)
+    return token
+
+
+def revoke_worker(db: Database, name: str) -> None:
+    """Revoke remote worker ``name``."""
+    with db.session() as session:
+        workers.revoke_worker(session, name)
+
+
+def worker_rows(db: Database) -> list[dict[str, Any]]:
+    """Registered workers: local or remote, key recorded, jobs running now."""
+    with db.session() as session:
+        rows = []
+        for w in session.scalars(select(Worker).order_by(Worker.name)).all():
+            running = (
+                session.scalar(
+                    select(func.count()).select_from(Submission).where(Submission.lease_worker_id == w.id, Submission.state == State.RUNNING.value)
+                )
+                or 0
+            )
+            rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
+        return rows

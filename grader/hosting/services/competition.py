@@ -1,0 +1,45 @@
+"""What anyone may know of the competition: its window, quotas, kinds, limits and pinned data digests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader import __version__
+from grader.hosting.clock import iso
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Pin
+from grader.hosting.visibility import ends_at
+
+
+def competition_info(ctx: ServerContext) -> dict[str, Any]:
+    """The competition as ``GET /api/v1/competition`` publishes it."""
+    c = ctx.competition
+    with ctx.db.session() as session:
+        pin = session.get(Pin, ctx.pin_id)
+        assert pin is not None
+        pinned = {"grader_version": pin.grader_version, "digests": pin.digests, "pinned_at": iso(pin.pinned_at)}
+        benchmark = pin.digests.get("benchmark")
+    return {
+        "name": c.name,
+        "title": c.title,
+        "benchmark": benchmark,
+        "split": ctx.split,
+        "sample_split": ctx.sample_split,
+        "tasks": ctx.tasks,
+        "start": iso(c.start),
+        "end": iso(ends_at(ctx.db, c)),
+        "kinds": list(c.kinds),
+        "require_training_labels": c.require_training_labels,
+        "quotas": {
+            "per_day": c.quotas.per_day,
+            "total": c.quotas.total,
+            "concurrent": c.quotas.concurrent,
+            "sample_per_day": c.quotas.sample_per_day,
+        },
+        "limits": c.limits.as_report(),
+        "upload_max_bytes": c.upload_max_bytes,
+        "pin": pinned,
+        "grader_version": __version__,
+        # The key that blinds the ids containers see: its id from day one, the key at the end (GET /api/v1/partition).
+        "blinding_key_id": None if ctx.blinding_key is None else ctx.blinding_key.key_id,
+    }

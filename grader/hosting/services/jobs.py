@@ -1,0 +1,100 @@
+"""The worker's side of the queue, as the worker API asks for it: claim a job, renew its lease, fetch its upload, post its result.
+
+Each function opens its own transactions (through :mod:`grader.hosting.services.lifecycle`
+and :mod:`grader.hosting.services.results`); the routes only translate HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from grader.hosting.clock import iso
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Pin, Submission
+from grader.hosting.grading_adapter import limits_to_json
+from grader.hosting.leaderboard.parts import acceptance_scorer
+from grader.hosting.messages import Job, Verdict, WorkerResult
+from grader.hosting.principal import Principal
+from grader.hosting.services import lifecycle
+from grader.hosting.services.results import accept_result
+from grader.hosting.services.workers import record_key
+
+#: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
+POLL_S = 0.5
+
+
+def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
+    with ctx.db.session() as session:
+        submission = session.get(Submission, claim.submission_id)
+        assert submission is not None
+        pin = session.get(Pin, submission.pin_id)
+        assert pin is not None
+        return Job(
+            submission_id=submission.id,
+            attempt=claim.attempt,
+            lease_expires_at=iso(claim.lease_expires_at),
+            lease_s=ctx.competition.queue.lease_s,
+            heartbeat_s=ctx.competition.queue.heartbeat_s,
+            upload_sha256=submission.upload_sha256,
+            benchmark=ctx.benchmark_target,
+            tasks=ctx.tasks,
+            split=submission.split,
+            track=submission.track,
+            limits=limits_to_json(ctx.competition.limits),
+            data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
+            # Whoever stages the containers needs the key (docs/protocol.md); a worker holds the judgements already.
+            blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
+        )
+
+
+def claim(ctx: ServerContext, worker: Principal, wait_s: float) -> Job | None:
+    """The oldest queued job, leased to ``worker``; waits up to ``wait_s`` for one (None if none came)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        seen = ctx.dispatcher.generation()
+        claimed = lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
+        if claimed is not None:
+            return _job(ctx, claimed)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        # Woken by a dispatch; the short cap also picks up jobs queued by another process (admin rejudge).
+        ctx.dispatcher.wait(seen, min(left, POLL_S))
+
+
+def renew(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> datetime | None:
+    """Renew ``worker``'s lease of the attempt; None when it is stale or cancelled (the worker stops grading)."""
+    return lifecycle.heartbeat(ctx.db, submission_id, attempt, worker.id, ctx.competition.queue.lease_s)
+
+
+def upload_of(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> Path | None:
+    """The stored upload of a job ``worker`` holds the lease of; None when it does not (a stale attempt)."""
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id) if len(submission_id) <= 40 else None
+        if submission is None or not lifecycle.holds_lease(submission, attempt, worker.id):
+            return None
+        return ctx.state.uploads / submission.upload_path
+
+
+def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
+    """Record a remote worker's key on first use: ``same``, ``recorded``, ``different`` (refused) or ``local``."""
+    with ctx.db.session() as session:
+        return record_key(session, worker.id, public_key)
+
+
+def post_result(ctx: ServerContext, worker: Principal, submission_id: str, result: WorkerResult) -> Verdict:
+    """Judge and record a posted result (:func:`grader.hosting.services.results.accept_result`)."""
+    verdict = accept_result(
+        ctx.db,
+        ctx.state,
+        ctx.signing_key,
+        submission_id=submission_id,
+        attempt=result.attempt,
+        worker_id=worker.id,
+        payload=result.model_dump(),
+        parts=acceptance_scorer(ctx),
+        blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
+    )
+    return Verdict(status=verdict.status, state=verdict.state)

@@ -1,0 +1,120 @@
+"""Authentication is one dependency (grader.hosting.api.auth) for the API, the web sign-in and /metrics.
+
+Every route but the public ones refuses an anonymous caller; tokens are per role;
+one failure limiter counts failed sign-ins of all three doors; revoking a token
+ends both its API access and its web session.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from grader.hosting.api.app import create_app
+from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
+from grader.hosting.ratelimit import FailureLimiter
+from grader.hosting.services.admin import add_worker, revoke_participant
+from grader.hosting.services.auth import new_metrics_token
+from tests.hosting.leaderboard_world import World, make_world
+
+#: What anyone may read without a token.
+PUBLIC = {
+    ("GET", "/"),
+    ("GET", "/signin"),
+    ("GET", "/assets/board.css"),
+    ("GET", "/docs"),
+    ("GET", "/host-key.pub"),
+    ("GET", "/healthz"),
+    ("GET", "/api/v1/competition"),
+    ("GET", "/api/v1/partition"),
+    ("GET", "/api/v1/leaderboard"),
+    ("GET", "/leaderboard.csv"),
+    ("GET", "/api/v1/leaderboard/reports/{submission_id}"),
+}
+#: Web forms check their CSRF token first (403), and /me sends an anonymous visitor to the sign-in page.
+FORMS = {("POST", "/signin"), ("POST", "/signout"), ("POST", "/me/finals")}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = make_world(tmp_path, None)
+    yield w
+    w.ctx.db.dispose()
+
+
+def _csrf(client: TestClient) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get("/signin").text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    checked = 0
+    for route in (r for module in (meta, participants, workers, leaderboard, web) for r in module.router.routes):
+        assert isinstance(route, APIRoute)
+        for method in route.methods:
+            if (method, route.path) in PUBLIC:
+                continue
+            url = re.sub(r"\{[^}]+\}", "x", route.path)
+            world.ctx.limiter = FailureLimiter()  # each refusal counts as a failure; this test is not about the limit
+            response = client.request(method, url, params={"attempt": 1}, json={}, follow_redirects=False)
+            if (method, route.path) in FORMS:
+                assert response.status_code == 403, (method, url)
+            elif route.path == "/me":
+                assert response.status_code == 303 and response.headers["location"] == "/signin"
+            else:
+                assert response.status_code == 401, (method, url, response.status_code)
+                if not route.path.startswith("/me/"):  # a page asks to sign in; the API and /metrics for a bearer token
+                    assert response.headers["www-authenticate"] == "Bearer"
+            checked += 1
+    assert checked >= 14  # the worker API, the participant API, /metrics and the web pages
+
+
+def test_tokens_are_per_role(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    participant, metrics = world.tokens["alice"], new_metrics_token(world.ctx.db)
+    worker = add_worker(world.ctx.db, "remote-1", None)
+
+    def status(method: str, url: str, token: str) -> int:
+        return client.request(method, url, headers={"Authorization": f"Bearer {token}"}, json={"wait_s": 0}).status_code
+
+    assert status("GET", "/api/v1/submissions", participant) == 200
+    assert status("POST", "/api/v1/worker/claim", worker) == 204
+    assert status("GET", "/metrics", metrics) == 200
+    assert status("POST", "/api/v1/worker/claim", participant) == 401
+    assert status("GET", "/api/v1/submissions", worker) == 401
+    assert status("GET", "/api/v1/submissions", metrics) == 401
+    assert status("GET", "/metrics", participant) == 401
+
+
+def test_one_failure_limit_for_api_web_and_metrics(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    metrics, alice = new_metrics_token(world.ctx.db), world.tokens["alice"]
+    for _ in range(4):
+        assert client.get("/metrics", headers={"Authorization": "Bearer gm_wrong"}).status_code == 401
+    for _ in range(3):
+        assert client.get("/api/v1/submissions", headers={"Authorization": "Bearer gp_wrong"}).status_code == 401
+    for _ in range(3):
+        assert client.post("/signin", data={"token": "gp_wrong", "csrf": _csrf(client)}).status_code == 401
+    # ten failures from this address, whichever door: every door now answers 429, even to a right token
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {metrics}"}).status_code == 429
+    assert client.get("/api/v1/submissions", headers={"Authorization": f"Bearer {alice}"}).status_code == 429
+    assert client.post("/signin", data={"token": alice, "csrf": _csrf(client)}).status_code == 429
+
+
+def test_revoking_a_token_ends_api_access_and_the_web_session(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    alice = {"Authorization": f"Bearer {world.tokens['alice']}"}
+    signed = client.post("/signin", data={"token": world.tokens["alice"], "csrf": _csrf(client)}, follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/me"
+    assert client.get("/me").status_code == 200 and client.get("/api/v1/submissions", headers=alice).status_code == 200
+    revoke_participant(world.ctx.db, "alice")
+    me = client.get("/me", follow_redirects=False)
+    assert me.status_code == 303 and me.headers["location"] == "/signin"
+    assert client.get("/api/v1/submissions", headers=alice).status_code == 401

@@ -1,0 +1,33 @@
+"""Only the services open transactions: no route, page, CLI command, server or worker module calls ``Database.session()``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+#: The services (grader/hosting/services/, and the leaderboard's service and its part-score store), and the one
+#: fact the visibility rules read (the host's early end).
+OWNERS = ("grader/hosting/services/", "grader/hosting/leaderboard/", "grader/hosting/visibility.py", "grader/hosting/db/session.py")
+
+
+def _opens_a_session(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "session" and not node.args
+    ]
+
+
+def test_only_services_open_transactions() -> None:
+    offenders = []
+    for path in sorted((REPO / "grader").rglob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(OWNERS):
+            continue
+        offenders += [f"{relative}:{line}" for line in _opens_a_session(ast.parse(path.read_text(encoding="utf-8")))]
+    assert offenders == []
+
+
+def test_the_check_sees_a_session_opened_in_a_route() -> None:
+    assert _opens_a_session(ast.parse("def route(ctx):\n    with ctx.db.session() as session:\n        pass\n")) == [2]
