@@ -32,9 +32,11 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
-from grader.collect.unblind import unblind_rows, unblind_run
+from grader.collect.outputs import TaskOutputs, collect_outputs
+from grader.collect.unblind import unblind_outputs, unblind_rows, unblind_run
 from grader.data.task import Document, Query
-from grader.errors import KeyFileError, SandboxUnavailable
+from grader.errors import KeyFileError, SandboxUnavailable, TaskFailure
+from grader.failures import FailureCode
 from grader.runs.run import Run
 from grader.sandbox import blinding as blinding_module
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind, key_id, pseudonyms
@@ -129,6 +131,28 @@ def test_runs_and_vectors_come_back_under_the_real_ids(tmp_path: Path) -> None:
     # Vectors: row r of the staged file is staged.documents.real[r]; unblinding gives the task's order.
     rows = np.array([[float(staged.documents.real[r][2:])] for r in range(len(documents))], dtype=np.float32)
     assert unblind_rows(rows, staged.documents)[:, 0].tolist() == [float(n) for n in range(6)]
+
+
+def test_outputs_are_validated_under_the_pseudonyms_then_mapped_back(tmp_path: Path) -> None:
+    """The collect stage: an id the container was not given (a real one) is OUTPUT_INVALID; a valid run comes back under the real ids."""
+    documents = [Document(f"c-{n}", "", f"text {n}") for n in range(4)]
+    queries = [Query(f"q-{n}", f"query {n}") for n in range(2)]
+    staged = stage_task(tmp_path / "in", task="t", split="test", mode="retrieve", top_k=10, queries=queries, documents=documents, key=KEY)
+    doc_of = dict(zip(staged.documents.real, staged.documents.staged))
+    query_of = dict(zip(staged.queries.real, staged.queries.staged))
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def collect(lines: list[dict[str, Any]]) -> TaskOutputs:
+        (out / "run.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        return collect_outputs(out, mode="retrieve", query_ids=staged.query_ids, doc_ids=staged.doc_ids, top_k=10, max_bytes=1 << 20)
+
+    with pytest.raises(TaskFailure) as caught:
+        collect([{"query_id": "q-0", "hits": [{"id": "c-0", "score": 1.0}]}])
+    assert caught.value.code is FailureCode.OUTPUT_INVALID
+    outputs = collect([{"query_id": query_of["q-1"], "hits": [{"id": doc_of["c-3"], "score": 1.0}, {"id": doc_of["c-2"], "score": 0.5}]}])
+    back = unblind_outputs(outputs, queries=staged.queries, documents=staged.documents)
+    assert back.run is not None and back.run.query_ids == ("q-1",) and back.run.ranking("q-1") == [("c-3", 1.0), ("c-2", 0.5)]
 
 
 def test_a_pseudonym_collision_stops_staging_and_is_never_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,8 @@ from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
 from grader.hosting.errors import HostingError
+from grader.hosting.grading_adapter import blinding_key_from_job
+from grader.hosting.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
 from tests.hosting.leaderboard_world import World, make_world, seed
@@ -69,7 +71,11 @@ def test_jobs_carry_the_key_and_a_report_under_another_key_is_not_accepted(world
     assert key is not None
     other = BlindingKey(bytes(32)).report()
     seed(world, "alice", "alice-other-key", 0.5, through=client, blinding=other, expect="requeued")
-    job = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {world.worker_token}"}).json()
-    assert job["blinding_key"] == key.secret.hex()
+    response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {world.worker_token}"})
+    job = Job.model_validate_json(response.content)  # as the worker reads it
+    assert job.blinding_key == key.secret.hex()
+    assert blinding_key_from_job(job) == key
+    # Logging a job (its repr or str) never shows the key.
+    assert key.secret.hex() not in repr(job) and key.secret.hex() not in str(job)
     # Under the competition's key the same kind of report is accepted (the default of the seeding helper).
     seed(world, "bob", "bob-right-key", 0.5, through=client)
