@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=out/demo
 mkdir -p "$out"
-[ -f "$out/keys/grader.key" ] || grader keygen --out "$out/keys" >/dev/null
+[ -f "$out/keys/grader.key" ] && [ -f "$out/keys/blinding.key" ] || grader keygen --out "$out/keys" >/dev/null
 echo "== grader run: submissions_example/onnx-lsa on mini (test split)"
 grader run submissions_example/onnx-lsa --benchmark mini --out "$out/onnx-lsa" --key "$out/keys/grader.key" --threads 2
 echo "== grader verify"

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from grader.data.task import Document, Query
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.staging import StagedTask, stage_task
 
@@ -119,9 +120,13 @@ QUERIES = [
 QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4": 1}}
 
 
+#: A fixed blinding key for tests that stage by hand (grading takes its key from RunOptions).
+TEST_BLINDING_KEY = BlindingKey(bytes(range(32)))
+
+
 def stage_small(folder: Path, *, task: str = "valid", mode: str = "retrieve", top_k: int = 10) -> StagedTask:
     """Stage the tiny task; ``task`` is what task.json names it (the ``scripted`` image's behaviour)."""
-    return stage_task(folder, task=task, split="test", mode=mode, top_k=top_k, queries=QUERIES, documents=DOCUMENTS)
+    return stage_task(folder, task=task, split="test", mode=mode, top_k=top_k, queries=QUERIES, documents=DOCUMENTS, key=TEST_BLINDING_KEY)
 
 
 def write_beir_task(

@@ -2,7 +2,8 @@
 
 * The BM25 example image gives, through ``grader run --sandbox docker``, exactly
   the scores of its run produced by hand (``docker run --network none`` on an
-  independently staged input) and scored with ``grader score``.
+  independently staged input under the run's blinding key, the run mapped back
+  to the real ids by hand) and scored with ``grader score``.
 * An ONNX submission scores the same in the runner image as in-process.
 * A failing task is reported with its failure code; the others still score.
 * ``grader check`` stops at the right step, naming the file and field.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,7 +117,8 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
     assert task["queries"] == {"judged": 881, "answered": task["queries"]["answered"], "missing": task["queries"]["missing"], "extra": 0}
     assert (out / "logs" / "text2code.log").is_file()
 
-    # By hand: stage with the stdlib script, run the image with the docker CLI, score with `grader score`.
+    # By hand: stage with the stdlib script under the run's own blinding key (the same pseudonyms, the same
+    # order), run the image with the docker CLI, map the run back with the stdlib script, score with `grader score`.
     staged_in, staged_out = tmp_path / "by-hand" / "in", tmp_path / "by-hand" / "out"
     subprocess.run(
         [
@@ -126,24 +129,41 @@ def test_bm25_example_scores_as_its_hand_made_run(guard: HostGuard, docker_engin
             str(staged_out),
             "--top-k",
             "100",
+            "--key",
+            str(out / "blinding.key"),
         ],
         check=True,
         capture_output=True,
         timeout=120,
     )
+    first_query = json.loads((staged_in / "queries.jsonl").read_text(encoding="utf-8").splitlines()[0])["_id"]
+    assert re.fullmatch(r"q[0-9a-f]{24}", first_query)  # the container sees pseudonyms, by hand as in grading
     os.chmod(staged_out, 0o777)
     subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--memory", "1g",
          "-v", f"{staged_in}:/input:ro", "-v", f"{staged_out}:/output", image_id],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
+    real_run = tmp_path / "by-hand" / "run.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "sandbox_images" / "unblind_run.py"),
+            str(staged_in.with_name("in.ids.tsv")),
+            str(staged_out / "run.jsonl"),
+            str(real_run),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     measures = list(task["measures"])
     scored = invoke(
         "score",
         "--qrels",
         MINI_TEXT2CODE / "qrels" / "test.tsv",
         "--run",
-        staged_out / "run.jsonl",
+        real_run,
         "--format",
         "json",
         *[arg for m in measures for arg in ("--measure", m)],
@@ -318,7 +338,12 @@ def test_check_reports_missing_queries_at_output_validation(guard: HostGuard, tm
     submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
     step = failed_step(check(submission, scripted_bench, "half", expect=1))
     assert step["step"] == "output validation"
-    assert step["details"] == ["half: /output/run.jsonl: answers 2 of 4 queries; missing ones (e.g. 'q3') score 0 under the strict policy"]
+    # The container saw pseudonyms under a fresh key (docs/protocol.md): the message names the one it missed.
+    assert len(step["details"]) == 1
+    assert re.fullmatch(
+        r"half: /output/run\.jsonl: answers 2 of 4 queries; missing ones \(e\.g\. 'q[0-9a-f]{24}'\) score 0 under the strict policy",
+        step["details"][0],
+    )
     guard.verify()
 
 
@@ -327,7 +352,8 @@ def test_check_points_at_a_duplicate_hit(guard: HostGuard, tmp_path: Path, scrip
     submission = docker_submission(tmp_path / "scripted-sub", image_of("scripted"))
     step = failed_step(check(submission, scripted_bench, "duplicate", expect=1))
     assert step["step"] == "output validation"
-    assert step["details"] == ["duplicate: /output/run.jsonl:1: /hits/1/id: document 'd1' appears twice"]
+    assert len(step["details"]) == 1  # the document as the container named it: a pseudonym (docs/protocol.md)
+    assert re.fullmatch(r"duplicate: /output/run\.jsonl:1: /hits/1/id: document 'd[0-9a-f]{24}' appears twice", step["details"][0])
     guard.verify()
 
 

@@ -23,11 +23,13 @@ from grader.errors import TaskFailure
 from grader.grading.sandboxed import SandboxedOutput, run_and_collect
 from grader.metrics.measures import parse_measure
 from grader.metrics.policy import Policy, evaluate
+from grader.sandbox.blinding import DOCUMENT, QUERY, blind, pseudonyms
 from grader.sandbox.container import Mount, run_container
 from tests.sandbox_support import (
     BASE_IMAGE,
     QRELS,
     QUERIES,
+    TEST_BLINDING_KEY,
     HostGuard,
     host_still_forks,
     image_of,
@@ -227,7 +229,14 @@ def test_snoop_finds_no_judgements(guard: HostGuard, tmp_path: Path) -> None:
     inputs = load_task_inputs(Task(task_root), "test")
     assert (task_root / "qrels" / "test.tsv").read_text().startswith("query-id\tcorpus-id")
     staged = stage_task(
-        tmp_path / "input", task="secret-task", split="test", mode="retrieve", top_k=10, queries=inputs.queries, documents=inputs.documents
+        tmp_path / "input",
+        task="secret-task",
+        split="test",
+        mode="retrieve",
+        top_k=10,
+        queries=inputs.queries,
+        documents=inputs.documents,
+        key=TEST_BLINDING_KEY,
     )
     guard.watch(staged.folder, task_root)
     log_path = tmp_path / "snoop.log"
@@ -437,13 +446,17 @@ def test_symlink_to_a_host_file_is_not_followed(guard: HostGuard, tmp_path: Path
         ("malformed", "/output/run.jsonl:3: invalid JSON"),
         ("nan", "/output/run.jsonl:1: NaN is not a valid score"),
         ("unknown-doc", "document 'no-such-document' is not in the corpus"),
-        ("duplicate", "/output/run.jsonl:1: /hits/1/id: document 'd1' appears twice"),
+        ("duplicate", "/output/run.jsonl:1: /hits/1/id: document '{first_best}' appears twice"),
         ("unknown-query", "query_id: 'no-such-query' is not one of the staged queries"),
     ],
 )
 def test_invalid_runs_are_output_invalid(guard: HostGuard, behaviour: str, expected: str) -> None:
     ran = run_image(guard, "scripted", task=behaviour)
     assert ran.code() == "OUTPUT_INVALID", ran.failure
+    # Messages name the ids the container wrote: pseudonyms. The first staged query's best document, by name:
+    first_query = blind(TEST_BLINDING_KEY, behaviour, QUERY, sorted(q.id for q in QUERIES)).real[0]
+    best = next(iter(QRELS[first_query]))
+    expected = expected.format(first_best=pseudonyms(TEST_BLINDING_KEY, behaviour, DOCUMENT, [best])[0])
     assert expected in ran.failure.detail, ran.failure.detail
     assert f"scripted: behaviour {behaviour!r}" in ran.log
     guard.verify()
@@ -468,7 +481,10 @@ def test_half_the_queries_is_scored_and_missing_ones_count_zero_under_strict(gua
     assert ran.failure is None, ran.failure
     run = ran.output.outputs.run
     answered = sorted(run.query_ids)
-    assert answered == sorted(q.id for q in QUERIES)[: len(QUERIES) // 2]
+    # "half" answers the first half of the queries as staged: sorted by pseudonym (docs/protocol.md).
+    staged = blind(TEST_BLINDING_KEY, "half", QUERY, sorted(q.id for q in QUERIES))
+    first_half = sorted(staged.real[: len(QUERIES) // 2])
+    assert answered == first_half
     strict = evaluate(QRELS, run, [NDCG10], Policy.STRICT)
     coir = evaluate(QRELS, run, [NDCG10], Policy.COIR)
     assert strict.counts.judged == 4 and strict.counts.answered == 2 and strict.counts.missing == 2
@@ -476,7 +492,7 @@ def test_half_the_queries_is_scored_and_missing_ones_count_zero_under_strict(gua
     assert coir.mean(NDCG10) == 1.0
     assert strict.mean(NDCG10) == 0.5
     per_query = dict(zip(strict.per_query.query_ids, strict.per_query.values[NDCG10].tolist()))
-    assert per_query == {"q1": 1.0, "q2": 1.0, "q3": 0.0, "q4": 0.0}
+    assert per_query == {q.id: 1.0 if q.id in first_half else 0.0 for q in QUERIES}
     guard.verify()
 
 

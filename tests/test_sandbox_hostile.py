@@ -29,8 +29,21 @@ from click.testing import CliRunner
 
 from grader.cli.main import cli
 from grader.data.task import Document
+from grader.sandbox.blinding import QUERY, blind
+from grader.sandbox.blinding_key import write_blinding_key
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
-from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, HostGuard, docker_submission, image_of, read_report, write_beir_task, write_benchmark
+from tests.sandbox_support import (
+    DOCUMENTS,
+    QUERIES,
+    RUNNER_IMAGE,
+    TEST_BLINDING_KEY,
+    HostGuard,
+    docker_submission,
+    image_of,
+    read_report,
+    write_beir_task,
+    write_benchmark,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pytest.mark.slow]
 
@@ -77,15 +90,21 @@ def test_a_hidden_split_report_carries_no_container_words(guard: HostGuard, tmp_
     bench = write_benchmark(tmp_path / "bench", ["leak"])
     submission = docker_submission(tmp_path / "sub", HOSTILE)
     hidden, public = tmp_path / "hidden", tmp_path / "public"
-    invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", hidden, "--quiet", *LIMITS)
-    invoke("run", submission, "--benchmark", bench, "--split", "dev", "--sandbox", "docker", "--out", public, "--quiet", *LIMITS)
+    # One blinding key for both runs, so the first staged query (the one leaked) is the same.
+    key = tmp_path / "blinding.key"
+    write_blinding_key(key, TEST_BLINDING_KEY)
+    blinding = ("--blinding-key", key)
+    invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", hidden, "--quiet", *blinding, *LIMITS)
+    invoke("run", submission, "--benchmark", bench, "--split", "dev", "--sandbox", "docker", "--out", public, "--quiet", *blinding, *LIMITS)
+    first = blind(TEST_BLINDING_KEY, "leak", QUERY, sorted(q.id for q in QUERIES)).real[0]
+    text = next(q.text for q in QUERIES if q.id == first)
     hidden_failure = read_report(hidden)["tasks"]["leak"]["failure"]
     assert hidden_failure == {"code": "NONZERO_EXIT", "message": "exit status 1"}
-    assert "add two numbers" not in (hidden / "report.json").read_text(encoding="utf-8")
+    assert text not in (hidden / "report.json").read_text(encoding="utf-8")
     # The host's log keeps the words.
-    assert "leaked: add two numbers" in (hidden / "logs" / "leak.log").read_text(encoding="utf-8")
+    assert f"leaked: {text}" in (hidden / "logs" / "leak.log").read_text(encoding="utf-8")
     public_failure = read_report(public)["tasks"]["leak"]["failure"]
-    assert public_failure == {"code": "NONZERO_EXIT", "message": "exit status 1", "stderr": "leaked: add two numbers"}
+    assert public_failure == {"code": "NONZERO_EXIT", "message": "exit status 1", "stderr": f"leaked: {text}"}
     guard.verify()
 
 

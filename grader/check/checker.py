@@ -14,6 +14,7 @@ import dataclasses
 import resource
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from grader.collect.validate import output_problems
 from grader.errors import GraderError, TaskFailure
 from grader.failures import FailureCode
 from grader.grading.backends import prepare_task_grader
+from grader.grading.blinding_keys import with_blinding_key
 from grader.grading.interfaces import RunOptions, SilentProgress, TaskGrader, TaskInputs, load_task_inputs
 from grader.metrics.policy import evaluate
 from grader.runs.run import Run
@@ -46,6 +48,8 @@ class _SampleOutcome:
     kept_output: Path | None = None
     #: the container's mode (``retrieve`` or ``encode``), for sandboxed graders
     mode: str | None = None
+    #: the query and document ids the container saw (pseudonyms, docs/protocol.md), for sandboxed graders
+    staged_ids: tuple[Sequence[str], Sequence[str]] | None = None
     dimension: int | None = None
 
 
@@ -56,6 +60,8 @@ def _hint(error: GraderError, default: str) -> str:
 def run_check(submission: Path, options: RunOptions) -> CheckReport:
     """Run every step; stop at the first blocking one (later steps are reported as not run)."""
     report = CheckReport(str(submission))
+    # A fresh blinding key unless one is given: check keeps nothing, and writes no key where it runs.
+    options = with_blinding_key(options)
     with contextlib.ExitStack() as stack:
         opened = _archive_step(report, stack, submission)
         if opened is None:
@@ -201,26 +207,32 @@ def _sample_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, sc
     name = inputs.task.name
     mode = getattr(grader, "mode", None)
     kept = scratch / "output" if mode is not None else None
+    # A container sees pseudonyms (docs/protocol.md): its output is validated against those, as collecting does.
+    ids_seen = getattr(grader, "staged_ids", None)
+    staged = ids_seen(inputs) if ids_seen is not None else None
     started = time.monotonic()
     try:
         ranked = grader.rank(inputs, options, SilentProgress(), keep_output=kept)
     except TaskFailure as failure:
         if kept is None or not failure.code.about_outputs:
             raise
-        return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode)
-    return _SampleOutcome(name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, dimension=ranked.dimension)
+        return _SampleOutcome(name, inputs, time.monotonic() - started, output_failure=failure, kept_output=kept, mode=mode, staged_ids=staged)
+    return _SampleOutcome(
+        name, inputs, time.monotonic() - started, run=ranked.run, kept_output=kept, mode=mode, staged_ids=staged, dimension=ranked.dimension
+    )
 
 
 def _validate(task_run: _SampleOutcome, manifest: Any, options: RunOptions) -> list[str]:
     """Every problem of one task's output, prefixed with the task name."""
     name = task_run.name
-    if task_run.kept_output is None or task_run.mode is None:  # in-process encoders: the encoder validated its own output
-        return []
+    if task_run.kept_output is None or task_run.mode is None or task_run.staged_ids is None:
+        return []  # in-process encoders: the encoder validated its own output
+    query_ids, doc_ids = task_run.staged_ids
     problems = output_problems(
         task_run.kept_output,
         mode=task_run.mode,
-        query_ids=[q.id for q in task_run.inputs.queries],
-        doc_ids=[d.id for d in task_run.inputs.documents],
+        query_ids=query_ids,
+        doc_ids=doc_ids,
         top_k=options.top_k,
         max_bytes=options.limits.output_bytes,
     )

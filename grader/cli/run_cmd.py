@@ -17,6 +17,7 @@ from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
 from grader.reports.table import format_report_table
 from grader.retrieval.pca import parse_dimensions
+from grader.sandbox.blinding_key import load_blinding_key
 from grader.sandbox.limits import limits_from_options
 
 
@@ -35,6 +36,13 @@ from grader.sandbox.limits import limits_from_options
 )
 @click.option(
     "--key", "key_path", type=click.Path(path_type=Path), default=None, help="Ed25519 private key: also write OUT/report.dsse.json, signed."
+)
+@click.option(
+    "--blinding-key",
+    "blinding_key_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Key (hex, mode 0600) that blinds the ids a container sees. Default: blinding.key beside --key, else OUT/blinding.key (created).",
 )
 @click.option("--policy", type=click.Choice([p.value for p in Policy]), default=Policy.STRICT.value, show_default=True)
 @click.option(
@@ -78,6 +86,7 @@ def run_command(
     split: str | None,
     out_dir: Path,
     key_path: Path | None,
+    blinding_key_path: Path | None,
     policy: str,
     sandbox: str,
     time_limit: float | None,
@@ -119,6 +128,7 @@ def run_command(
             explicit_limits=tuple(flag for flag, value in (("--cpus", cpus), ("--runtime", runtime)) if value is not None),
             images_from_submission_only=images_from_submission_only,
             cross_check=cross_check,
+            blinding_key=None if blinding_key_path is None else load_blinding_key(blinding_key_path),
         )
         report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
         click.echo(format_report_table(report), nl=False)

@@ -26,6 +26,7 @@ from grader.data.task import Document, Query, Task
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy
 from grader.runs.run import Run
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 
 
@@ -86,6 +87,9 @@ class RunOptions:
     images_from_submission_only: bool = False
     #: ``--cross-check``: score each task's run with pytrec_eval and the coir policy too (grader.metrics.cross_check)
     cross_check: bool = False
+    #: The key that blinds the ids a container sees; None: the one beside ``key_path``, else OUT's own
+    #: (:func:`grader.grading.blinding_keys.blinding_key_for`).
+    blinding_key: BlindingKey | None = None
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

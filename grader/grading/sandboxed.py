@@ -1,8 +1,9 @@
 """Tasks graded inside the Docker sandbox: image submissions, and ONNX in the runner image.
 
-Each task goes through the stages in order: stage its input, run its container
-(:mod:`grader.sandbox`), collect and validate what it returned (:mod:`grader.collect`),
-search (for embeddings).
+Each task goes through the stages in order: stage its input under pseudonymous ids
+(:mod:`grader.sandbox.staging`), run its container (:mod:`grader.sandbox`), collect
+and validate what it returned against those pseudonyms, then map it back to the
+real ids (:mod:`grader.collect`), search (for embeddings).
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ from pathlib import Path
 from typing import Any
 
 from grader.collect.outputs import TaskOutputs, collect_outputs, copy_outputs
+from grader.collect.unblind import unblind_outputs
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
+from grader.grading.blinding_keys import blinding_key_for
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.container import ContainerOutcome, Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import storage_report
 from grader.sandbox.owner import owned_tempdir
-from grader.sandbox.staging import StagedTask, stage_task
+from grader.sandbox.staging import StagedTask, stage_task, staged_ids
 from grader.sandbox.task_run import run_task_container
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
 
 
 @dataclass(frozen=True)
 class SandboxedOutput:
-    """One task's container: how it ended, and what it returned, read and validated."""
+    """One task's container: how it ended, and what it returned, read, validated and mapped back to the real ids."""
 
     outputs: TaskOutputs
     outcome: ContainerOutcome
@@ -48,8 +52,11 @@ def run_and_collect(
     keep_output: Path | None = None,
     model_error_exit: int | None = None,
 ) -> SandboxedOutput:
-    """Run the task's container (the sandbox), then read and validate its outputs (collect); or raise :class:`TaskFailure`.
+    """Run the task's container (the sandbox), then read and validate its outputs and map them back (collect); or raise :class:`TaskFailure`.
 
+    The outputs are validated against the pseudonyms the container saw (an id it was
+    not given is ``OUTPUT_INVALID``), and only then handed back under the real ids, a
+    run in trec order, vectors in the real ids' order (:mod:`grader.collect.unblind`).
     With ``keep_output``, the raw output files are copied there first (safely, and
     even when the container failed), so a checker can report every problem in them.
     """
@@ -75,6 +82,7 @@ def run_and_collect(
             top_k=int(staged.task_json["top_k"]),
             max_bytes=limits.output_bytes,
         )
+        outputs = unblind_outputs(outputs, queries=staged.queries, documents=staged.documents)
         return SandboxedOutput(outputs, finished.outcome, finished.output_enforcement)
 
 
@@ -96,7 +104,15 @@ class DockerTaskGrader:
     """Runs each task in a fresh hardened container of one validated image."""
 
     def __init__(
-        self, image: ImageInfo, mode: str, manifest: Manifest, extra_mounts: list[Mount], environment: dict[str, str], options: RunOptions
+        self,
+        image: ImageInfo,
+        mode: str,
+        manifest: Manifest,
+        extra_mounts: list[Mount],
+        environment: dict[str, str],
+        options: RunOptions,
+        *,
+        blinding_key: BlindingKey,
     ) -> None:
         self.image = image
         self.mode = mode
@@ -104,6 +120,8 @@ class DockerTaskGrader:
         self.extra_mounts = extra_mounts
         self.environment = environment
         self.options = options
+        #: Stages every task under pseudonymous ids (docs/protocol.md).
+        self.blinding_key = blinding_key
         self.output_enforcement: str | None = None
         #: The runner image's exit status for "the submitted model failed" (MODEL_ERROR); images have none.
         self.model_error_exit = RUNNER_MODEL_ERROR_EXIT if isinstance(manifest, OnnxManifest) else None
@@ -121,7 +139,7 @@ class DockerTaskGrader:
                 )
             _require_tar_inside(folder, manifest.image)
             image = inspect_image(manifest.image, base=folder, submission_only=options.images_from_submission_only)
-            return cls(image, manifest.mode, manifest, [], {}, options)
+            return cls(image, manifest.mode, manifest, [], {}, options, blinding_key=blinding_key_for(options))
         if isinstance(manifest, OnnxManifest):
             try:
                 image = inspect_image(runner_image, base=folder)
@@ -129,7 +147,7 @@ class DockerTaskGrader:
                 raise SandboxUnavailable(f"the grader's runner image is unusable: {failure.detail}", hint="build it with `make images`") from None
             mounts = [Mount(folder.resolve(), "/submission", True)]
             threads = str(max(1, int(options.limits.cpus)))
-            return cls(image, "encode", manifest, mounts, {"GRADER_THREADS": threads}, options)
+            return cls(image, "encode", manifest, mounts, {"GRADER_THREADS": threads}, options, blinding_key=blinding_key_for(options))
         raise UsageError(f"unknown submission kind {manifest.kind!r}")  # pragma: no cover
 
     def report(self) -> dict[str, Any]:
@@ -137,6 +155,8 @@ class DockerTaskGrader:
 
         For an image submission, ``image_origin`` says whether the image came from the
         submission's own docker save tar (``submission``) or was already on the host (``host``).
+        ``blinding`` names the key that made the ids the container saw (its scheme and id,
+        never the key); being part of these settings, it is part of each stored task's key too.
         """
         settings: dict[str, Any] = {
             "kind": "docker",
@@ -148,10 +168,18 @@ class DockerTaskGrader:
             "limits": self.options.limits.as_report(),
             "storage": storage_report(),
             "isolated": True,
+            "blinding": self.blinding_key.report(),
         }
         if isinstance(self.manifest, DockerManifest):
             settings["image_origin"] = self.image.origin
         return settings
+
+    def staged_ids(self, inputs: TaskInputs) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The query and document ids this task's container sees (pseudonyms, in staged order), without staging.
+
+        ``grader check`` validates a kept output against them, as collecting does.
+        """
+        return staged_ids(self.blinding_key, inputs.task.name, inputs.queries, inputs.documents)
 
     def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
         """Stage the task, run one container, collect and validate its output (copied to ``keep_output`` first, if given)."""
@@ -166,6 +194,7 @@ class DockerTaskGrader:
                 top_k=options.top_k,
                 queries=inputs.queries,
                 documents=inputs.documents,
+                key=self.blinding_key,
                 **prefixes,
             )
             sandboxed = run_and_collect(
@@ -187,5 +216,5 @@ class DockerTaskGrader:
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
         # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
         fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
-        run = search_run(staged.query_ids, staged.doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
+        run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)

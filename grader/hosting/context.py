@@ -16,6 +16,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.ratelimit import FailureLimiter
 from grader.hosting.storage import StateDir
+from grader.sandbox.blinding import BlindingKey
 
 
 class ServerDispatcher(Protocol):
@@ -51,4 +52,6 @@ class ServerContext:
     #: The partition secret (keys/partition.secret) and its published commitment; never served before the end.
     partition_secret: bytes = b""
     partition_commitment: str = ""
+    #: The blinding key (keys/blinding.secret): handed to workers with each job; its id is public, the key only after the end.
+    blinding_key: BlindingKey | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.data.registry import resolve_benchmark
-from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, failure_code
+from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError, failure_code
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
 from grader.grading.runner import grade_submission
+from grader.hosting.messages import Job
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission
 
@@ -37,6 +39,8 @@ class GradeRequest:
     tasks: list[str]
     split: str
     limits: SandboxLimits
+    #: The competition's blinding key (the job carries it); None: a fresh one per grade, which the server refuses.
+    blinding_key: BlindingKey | None = None
 
 
 @dataclass
@@ -57,6 +61,15 @@ def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
 def limits_from_json(data: dict[str, Any]) -> SandboxLimits:
     """Inverse of :func:`limits_to_json` (unknown keys refused by the dataclass)."""
     return SandboxLimits(**data)
+
+
+def blinding_key_from_job(job: Job) -> BlindingKey | None:
+    """The blinding key a job carries (hex), or None when it carries none."""
+    value = job.blinding_key
+    try:
+        return BlindingKey(bytes.fromhex(value)) if value is not None else None
+    except (ValueError, UsageError):
+        return None  # graded under a fresh key instead: the server then refuses the report (INFRA), never a crash here
 
 
 def _logs(out_dir: Path) -> dict[str, str]:
@@ -92,7 +105,15 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
     out_dir = work_dir / "out"
     try:
         benchmark = resolve_benchmark(request.benchmark)
-        options = RunOptions(benchmark=benchmark, tasks=request.tasks, split=request.split, out_dir=out_dir, sandbox="docker", limits=request.limits)
+        options = RunOptions(
+            benchmark=benchmark,
+            tasks=request.tasks,
+            split=request.split,
+            out_dir=out_dir,
+            sandbox="docker",
+            limits=request.limits,
+            blinding_key=request.blinding_key,
+        )
         with open_submission(upload) as folder:
             report, _path = grade_submission(folder, options, SilentProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours

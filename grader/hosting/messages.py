@@ -40,6 +40,9 @@ class Job(BaseModel):
     limits: dict[str, Any]
     #: per task, the pinned digest of the split's data (None: not pinned)
     data_digests: dict[str, str | None]
+    #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
+    #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
+    blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")
 
 
 class Attempt(_Request):

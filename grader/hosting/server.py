@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.hosting.api.app import create_app
+from grader.hosting.blinding import ensure_competition_blinding_key
 from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
@@ -46,9 +47,10 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state = StateDir(options.state_dir)
     signing_key = state.ensure_host_key()
     secret = ensure_partition_secret(state.keys)
+    blinding_key = ensure_competition_blinding_key(state.keys)
     db = open_database(state.root, options.database)
     competition = options.competition
-    opened = open_competition(db, competition, secret)
+    opened = open_competition(db, competition, secret, blinding_key)
     state.clean_tmp()
     state.clean_orphans(set(opened.known))
     state.make_private()
@@ -67,6 +69,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         sample_split=sample,
         partition_secret=secret,
         partition_commitment=opened.commitment,
+        blinding_key=blinding_key,
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.

@@ -308,6 +308,9 @@ class Report:
     labels: Mapping[str, Any]
     started_at: str
     finished_at: str
+    #: the id of the key that blinded the ids its containers saw (``sandbox.blinding.key_id``);
+    #: None for an in-process grade or a report made before blinding
+    blinding_key_id: str | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> Report:
@@ -329,6 +332,7 @@ class Report:
         aggregate = data["aggregate"]
         members = aggregate.get("group_members")
         subject = data["subject"]
+        blinding = (data.get("sandbox") or {}).get("blinding")
         return cls(
             data=data,
             grader_version=data["grader"]["version"],
@@ -349,4 +353,5 @@ class Report:
             labels=data["labels"],
             started_at=data["started_at"],
             finished_at=data["finished_at"],
+            blinding_key_id=None if blinding is None else blinding["key_id"],
         )

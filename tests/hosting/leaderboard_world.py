@@ -134,11 +134,14 @@ def seed(
     rng_seed: int = 0,
     without_parts: bool = False,
     through: Any = None,
+    blinding: dict[str, str] | None = None,
+    expect: str = "accepted",
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
     ``without_parts``: accepted without the scorer, as 0.2.0 could (no part scores, no public-part report: the start repairs it).
     ``through``: an HTTP client of the server's app; the result is then posted through the worker route.
+    ``blinding``: the report's ``sandbox.blinding`` (default: the competition's key); ``expect``: the verdict the post must get.
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -208,6 +211,8 @@ def seed(
         policy="strict",
         started_at=now,
         finished_at=now,
+        # As a worker's report names it: the competition's blinding key (the server refuses any other).
+        sandbox={"kind": "docker", "blinding": blinding or (ctx.blinding_key.report() if ctx.blinding_key else None)},
         labels={k: v for k, v in labels.items() if k == "training"},
     )
     if through is not None:
@@ -216,7 +221,7 @@ def seed(
             json={"attempt": claim.attempt, "report": report},
             headers={"Authorization": f"Bearer {world.worker_token}"},
         )
-        assert answer.status_code == 200 and answer.json()["status"] == "accepted", answer.text
+        assert answer.status_code == 200 and answer.json()["status"] == expect, answer.text
     else:
         verdict = accept_result(
             ctx.db,
@@ -228,7 +233,7 @@ def seed(
             payload={"report": report},
             parts=None if without_parts else acceptance_scorer(ctx),  # as the server's route does
         )
-        assert verdict.status == "accepted", verdict
+        assert verdict.status == expect, verdict
     entry = Seeded(
         submission.id,
         participant,

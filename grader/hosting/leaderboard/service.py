@@ -187,7 +187,7 @@ def board_csv(ctx: ServerContext, part: str) -> str:
 
 
 def partition_info(ctx: ServerContext) -> dict[str, Any]:
-    """The commitment and data digests (from day one); the secret itself once the competition has ended."""
+    """The commitments and data digests (from day one); the partition secret and the blinding key once the competition has ended."""
     with ctx.db.session() as session:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
@@ -201,6 +201,20 @@ def partition_info(ctx: ServerContext) -> dict[str, Any]:
         "data_digests": digests,
         "ended": ended,
         "secret": ctx.partition_secret.hex() if ended else None,
+        "blinding": blinding_info(ctx, ended=ended),
+    }
+
+
+def blinding_info(ctx: ServerContext, *, ended: bool) -> dict[str, Any] | None:
+    """The blinding key's id and scheme (from day one; every report names the id); the key itself once the competition has ended."""
+    key = ctx.blinding_key
+    if key is None:
+        return None
+    return {
+        **key.report(),
+        "key_id_of": 'hex SHA-256 of "grader blinding key v1", a zero byte, then the key\'s bytes',
+        "rule": "docs/protocol.md (What the container sees)",
+        "key": key.secret.hex() if ended else None,
     }
 
 

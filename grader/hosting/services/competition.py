@@ -40,4 +40,6 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
         "upload_max_bytes": c.upload_max_bytes,
         "pin": pinned,
         "grader_version": __version__,
+        # The key that blinds the ids containers see: its id from day one, the key at the end (GET /api/v1/partition).
+        "blinding_key_id": None if ctx.blinding_key is None else ctx.blinding_key.key_id,
     }

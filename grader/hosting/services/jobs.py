@@ -44,6 +44,8 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             track=submission.track,
             limits=limits_to_json(ctx.competition.limits),
             data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
+            # Whoever stages the containers needs the key (docs/protocol.md); a worker holds the judgements already.
+            blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
         )
 
 
@@ -101,5 +103,6 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         worker_id=worker.id,
         payload=result.model_dump(),
         parts=acceptance_scorer(ctx),
+        blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
     )
     return Verdict(status=verdict.status, state=verdict.state)

@@ -48,8 +48,13 @@ def _scrub_hidden(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def _classify(report: Report, pin: Pin, split: str, *, kind: str, content_digest: str) -> tuple[State | None, str | None, str]:
+def _classify(
+    report: Report, pin: Pin, split: str, *, kind: str, content_digest: str, blinding_key_id: str | None = None
+) -> tuple[State | None, str | None, str]:
     """(final state, failure code, reason); state None means a platform failure (retry)."""
+    # The report names the key that blinded the ids its containers saw: it must be the competition's (docs/protocol.md).
+    if blinding_key_id is not None and report.blinding_key_id != blinding_key_id:
+        return None, INFRA, "the report was staged under another blinding key than the competition's"
     # An ONNX report names the digest of the upload's content: it must be the upload this job holds.
     if kind == "onnx" and report.subject_digest != content_digest:
         return None, INFRA, "the report is about another submission than the upload of this job"
@@ -104,12 +109,14 @@ def accept_result(
     worker_id: int,
     payload: dict[str, Any],
     parts: PartScorer | None = None,
+    blinding_key_id: str | None = None,
 ) -> Verdict:
     """Judge and record one posted result (see the module docstring).
 
     ``parts`` scores a scored hidden-split report's public and private parts: the scores are stored in the
     transaction that records the scored state (no board ever sees one without the other) and the
     public-part report is signed next to the result, so that reads only read.
+    ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
     """
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -153,7 +160,9 @@ def accept_result(
     part_columns: dict[str, Any] | None = None
     if isinstance(report, dict):
         try:
-            final, code, why = _classify(Report.from_json(report), pin, split, kind=kind, content_digest=content_digest)
+            final, code, why = _classify(
+                Report.from_json(report), pin, split, kind=kind, content_digest=content_digest, blinding_key_id=blinding_key_id
+            )
             if final is not None:
                 if track == "hidden":
                     report = _scrub_hidden(report)

@@ -1,4 +1,4 @@
-"""What ``grader serve`` asks of the database before it serves: the partition commitment, the pin, the known submissions, local worker tokens."""
+"""What ``grader serve`` asks of the database before it serves: the partition commitment, the blinding key id, the pin, the known submissions, local worker tokens."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from grader.hosting.blinding import record_blinding_key_id
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Submission
 from grader.hosting.db.session import Database
 from grader.hosting.leaderboard.secret import record_commitment
 from grader.hosting.services.participants import rekey_local_worker
 from grader.hosting.services.pins import ensure_pin
+from grader.sandbox.blinding import BlindingKey
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,11 @@ class Opened:
     known: frozenset[str]
 
 
-def open_competition(db: Database, competition: Competition, secret: bytes) -> Opened:
-    """Record (or check) the partition commitment and the pin, in one transaction; list the known submissions."""
+def open_competition(db: Database, competition: Competition, secret: bytes, blinding_key: BlindingKey) -> Opened:
+    """Record (or check) the partition commitment, the blinding key's id and the pin, in one transaction; list the known submissions."""
     with db.session() as session:
         commitment = record_commitment(session, secret)
+        record_blinding_key_id(session, blinding_key)
         pin = ensure_pin(session, competition)
         return Opened(commitment, pin.id, frozenset(session.scalars(select(Submission.id)).all()))
 

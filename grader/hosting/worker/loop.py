@@ -24,7 +24,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import GradeRequest, limits_from_json
+from grader.hosting.grading_adapter import GradeRequest, blinding_key_from_job, limits_from_json
 from grader.hosting.messages import Attempt, ClaimRequest, Job, Verdict, WorkerResult
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
@@ -144,7 +144,13 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
             else:
-                request = GradeRequest(benchmark=job.benchmark, tasks=list(job.tasks), split=job.split, limits=limits_from_json(job.limits))
+                request = GradeRequest(
+                    benchmark=job.benchmark,
+                    tasks=list(job.tasks),
+                    split=job.split,
+                    limits=limits_from_json(job.limits),
+                    blinding_key=blinding_key_from_job(job),
+                )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
                 finally:

@@ -1,0 +1,81 @@
+"""A competition's blinding key (docs/protocol.md, "What the container sees"; docs/leaderboard.md).
+
+Created 0600 at the first start beside the partition secret, its id recorded
+and published from day one (``/api/v1/partition``, ``/api/v1/competition``),
+the key itself only after the end; a replaced key file is refused; every job
+carries the key to its worker; a report staged under another key is not
+accepted (a platform failure: the job goes back to the queue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from grader.hosting.api.app import create_app
+from grader.hosting.errors import HostingError
+from grader.hosting.grading_adapter import blinding_key_from_job
+from grader.hosting.messages import Job
+from grader.hosting.server import ServeOptions, prepare
+from grader.sandbox.blinding import BlindingKey
+from tests.hosting.leaderboard_world import World, make_world, seed
+from tests.hosting.support import admin
+
+
+@pytest.fixture
+def world(tmp_path: Path, database_url: str | None) -> World:
+    w = make_world(tmp_path, database_url)
+    yield w
+    w.ctx.db.dispose()
+
+
+def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    key_file = world.state / "keys" / "blinding.secret"
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    key = world.ctx.blinding_key
+    assert key is not None and bytes.fromhex(key_file.read_text(encoding="ascii").strip()) == key.secret
+    before = client.get("/api/v1/partition").json()["blinding"]
+    assert before["key_id"] == key.key_id and before["scheme"] == "hmac-sha256-96/v1" and before["key"] is None
+    assert client.get("/api/v1/competition").json()["blinding_key_id"] == key.key_id
+    for path in ("/", "/api/v1/partition", "/api/v1/competition", "/api/v1/leaderboard"):
+        assert key.secret.hex() not in client.get(path).text, f"{path}: the blinding key leaked before the end"
+    admin(world.state, "end", database=world.database)
+    after = client.get("/api/v1/partition").json()["blinding"]
+    revealed = bytes.fromhex(after["key"])
+    # What was committed to is what is revealed: the documented key id, recomputed here.
+    assert hashlib.sha256(b"grader blinding key v1\x00" + revealed).hexdigest() == before["key_id"] == after["key_id"]
+
+
+def test_a_replaced_or_readable_key_file_is_refused(world: World) -> None:
+    world.ctx.db.dispose()
+    key_file = world.state / "keys" / "blinding.secret"
+    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state, database=world.database, workers=0)
+    os.chmod(key_file, 0o644)
+    with pytest.raises(HostingError, match="readable by others"):
+        prepare(options)
+    os.chmod(key_file, 0o600)
+    key_file.write_text("cd" * 32 + "\n", encoding="ascii")  # another key than the one whose id was published
+    with pytest.raises(HostingError, match="does not match the key id published"):
+        prepare(options)
+
+
+def test_jobs_carry_the_key_and_a_report_under_another_key_is_not_accepted(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    key = world.ctx.blinding_key
+    assert key is not None
+    other = BlindingKey(bytes(32)).report()
+    seed(world, "alice", "alice-other-key", 0.5, through=client, blinding=other, expect="requeued")
+    response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {world.worker_token}"})
+    job = Job.model_validate_json(response.content)  # as the worker reads it
+    assert job.blinding_key == key.secret.hex()
+    assert blinding_key_from_job(job) == key
+    # Logging a job (its repr or str) never shows the key.
+    assert key.secret.hex() not in repr(job) and key.secret.hex() not in str(job)
+    # Under the competition's key the same kind of report is accepted (the default of the seeding helper).
+    seed(world, "bob", "bob-right-key", 0.5, through=client)
