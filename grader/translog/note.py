@@ -77,7 +77,7 @@ class NoteVerifier:
     @classmethod
     def from_vkey(cls, vkey: str) -> NoteVerifier:
         """Parse a verifier key ``<name>+<hex id>+<base64(0x01 || key)>``, checking that the id matches."""
-        parts = vkey.strip().split("+")
+        parts = vkey.strip().split("+", 2)  # the base64 key may hold "+" itself
         if len(parts) != 3 or not parts[0]:
             raise LogVerificationError("a verifier key is <name>+<hex key id>+<base64 key>")
         name, hex_id, material = parts
