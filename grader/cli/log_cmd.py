@@ -7,7 +7,7 @@ import os
 
 import click
 
-from grader.errors import KeyFileError
+from grader.errors import KeyFileError, UsageError
 from grader.translog.entries import decode_entry
 from grader.translog.errors import LogVerificationError
 from grader.translog.merkle import HASH_SIZE, leaf_hash
@@ -64,7 +64,7 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     the inclusion proof must lead from the entry's leaf hash to the checkpoint's root.
     """
     if (entry_path is None) == (leaf_hex is None):
-        raise click.UsageError("give exactly one of --entry and --leaf-hash")
+        raise UsageError("give exactly one of --entry and --leaf-hash")
     verifier = _log_key(log_key)
     kind = None
     if entry_path is not None:
@@ -77,7 +77,7 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
         except ValueError:
             leaf = b""
         if len(leaf) != HASH_SIZE:
-            raise click.UsageError(f"--leaf-hash is {HASH_SIZE} bytes in hex")
+            raise UsageError(f"--leaf-hash is {HASH_SIZE} bytes in hex")
     parsed = TlogProof.parse(_read(proof, MAX_PROOF_BYTES, "proof"))
     checkpoint = parsed.verify(leaf, [verifier], origin=origin or verifier.name)
     what = f"{kind} entry" if kind else "entry"
