@@ -8,9 +8,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import UsageError
-from grader.translog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint, sign_checkpoint
 from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import MemoryTree
+from grader.translog.merkle import EMPTY_ROOT, MemoryTree, consistency_proof
 from grader.translog.note import NoteSigner, NoteVerifier, key_id, open_note, sign_note, split_note
 
 # golang.org/x/mod/sumdb/note's documented example: its signer key (0x01 || Ed25519 seed), verifier key and note.
@@ -169,3 +169,26 @@ def test_checkpoint_round_trip_and_signature() -> None:
 def test_malformed_checkpoints_are_refused(text: str) -> None:
     with pytest.raises(LogVerificationError):
         Checkpoint.parse(text)
+
+
+def test_check_extends_handles_the_client_cases() -> None:
+    tree = MemoryTree.from_entries([f"e{number}".encode() for number in range(9)])
+    fork = MemoryTree.from_entries([f"f{number}".encode() if number == 2 else f"e{number}".encode() for number in range(9)])
+
+    def head(size: int, source: MemoryTree = tree, origin: str = "log.example/a") -> Checkpoint:
+        return Checkpoint(origin, size, source.root(size))
+
+    check_extends(None, head(5), [])  # nothing seen yet
+    check_extends(Checkpoint("log.example/a", 0, EMPTY_ROOT), head(5), [])  # the empty tree
+    check_extends(head(5), head(5), [])  # same size, same root
+    check_extends(head(3), head(9), consistency_proof(tree, 3, 9))
+    for seen, new, proof in (
+        (head(5), head(5, fork), []),  # same size, other root
+        (head(5), head(4), []),  # went back
+        (head(5), head(9, origin="log.example/b"), consistency_proof(tree, 5, 9)),
+        (head(3), head(9, fork), consistency_proof(fork, 3, 9)),  # history rewritten
+        (head(3), head(9), consistency_proof(tree, 4, 9)),
+        (Checkpoint("log.example/a", 0, tree.root(1)), head(5), []),
+    ):
+        with pytest.raises(LogVerificationError):
+            check_extends(seen, new, proof)

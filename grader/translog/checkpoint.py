@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from grader.errors import UsageError
 from grader.text import quote_id
 from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import HASH_SIZE
+from grader.translog.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
 from grader.translog.note import NoteSigner, NoteVerifier, decode_base64, open_note, sign_note
 
 _SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
@@ -86,3 +86,28 @@ def open_checkpoint(note: bytes, verifiers: Iterable[NoteVerifier], *, origin: s
     if origin is not None and checkpoint.origin != origin:
         raise LogVerificationError(f"the checkpoint is from log {quote_id(checkpoint.origin)}, not {quote_id(origin)}")
     return checkpoint
+
+
+def check_extends(seen: Checkpoint | None, new: Checkpoint, proof: Sequence[bytes]) -> None:
+    """Raise :class:`LogVerificationError` unless ``new`` extends the checkpoint a client ``seen`` last.
+
+    The client's side of the consistency rules: nothing seen yet (``None``) or the empty tree accepts
+    any new checkpoint without a proof; the same size needs the same root (and no proof); a
+    smaller size, another origin, or a proof that does not lead from the old root to the new
+    one is a fork, and the two signed checkpoints are the evidence.
+    """
+    if seen is None:
+        return
+    if seen.origin != new.origin:
+        raise LogVerificationError(f"the checkpoints are of two logs: {quote_id(seen.origin)} and {quote_id(new.origin)}")
+    if seen.size == 0:
+        if seen.root_hash != EMPTY_ROOT:
+            raise LogVerificationError("the checkpoint seen of the empty tree has a root other than the empty tree's")
+        return
+    if new.size < seen.size:
+        raise LogVerificationError(f"the log went back from {seen.size} entries to {new.size}")
+    if new.size == seen.size:
+        if proof or new.root_hash != seen.root_hash:
+            raise LogVerificationError(f"two different trees of {new.size} entries: the log forked")
+        return
+    verify_consistency(seen.size, new.size, proof, seen.root_hash, new.root_hash)
