@@ -8,9 +8,11 @@ import os
 import click
 
 from grader.errors import KeyFileError, UsageError
+from grader.translog.audit import audit_entries
 from grader.translog.entries import decode_entry
 from grader.translog.errors import LogVerificationError
 from grader.translog.merkle import HASH_SIZE, leaf_hash
+from grader.translog.mirror import read_log_folder
 from grader.translog.note import NoteVerifier
 from grader.translog.proof import MAX_PROOF_BYTES, TlogProof
 from grader.translog.tiles import MAX_ENTRY_BYTES
@@ -83,6 +85,29 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     what = f"{kind} entry" if kind else "entry"
     root = base64.b64encode(checkpoint.root_hash).decode("ascii")
     click.echo(f"verified: {what} {parsed.index} is in log {checkpoint.origin} (tree size {checkpoint.size}, root {root})")
+
+
+@log.command("audit")
+@click.argument("folder")
+@click.option("--log-key", "log_key", required=True, help="The log's verifier key (name+id+key), or a file holding it.")
+@click.option("--origin", help="The log's origin; by default the log key's name.")
+def audit(folder: str, log_key: str, origin: str | None) -> None:
+    """Check a copy of a log: FOLDER holds its checkpoint and tiles as the server serves them; exit 1 on any fault.
+
+    The checkpoint must be signed by the log key; every entry bundle must match its tile, every
+    tile the entries, and the entries the checkpoint's root; the entries must follow the log's
+    rules (entry 0 the competition, one end, a reveal that opens entry 0's commitments).
+    """
+    verifier = _log_key(log_key)
+    contents = read_log_folder(folder, [verifier], origin=origin or verifier.name)
+    summary = audit_entries(contents.entries)
+    checkpoint = contents.checkpoint
+    root = base64.b64encode(checkpoint.root_hash).decode("ascii")
+    click.echo(f"verified: log {checkpoint.origin}, {checkpoint.size} entries, root {root}")
+    click.echo("entries: " + ", ".join(f"{kind} {count}" for kind, count in summary.kinds.items()))
+    if summary.retracted:
+        click.echo("retracted: " + ", ".join(str(index) for index in summary.retracted))
+    click.echo("reveal: checked against entry 0" if summary.revealed else "reveal: not yet")
 
 
 def register(group: click.Group) -> None:
