@@ -15,9 +15,9 @@ from grader.translog import entries as e
 from grader.translog.audit import audit_entries
 from grader.translog.checkpoint import Checkpoint, check_extends, sign_checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
-from grader.translog.errors import LogVerificationError
+from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import MemoryTree
-from grader.translog.mirror import read_log_folder, write_log_folder
+from grader.translog.mirror import check_seen, read_log_folder, write_log_folder
 from grader.translog.note import NoteSigner
 
 ORIGIN = "grader.example/comp"
@@ -165,3 +165,27 @@ def test_grader_log_audit(grader_cli: Callable[..., Result], tmp_path: Path) -> 
     (tmp_path / "tile/entries/000").write_bytes(b"\x00")
     result = grader_cli("log", "audit", tmp_path, "--log-key", SIGNER.verifier.vkey)
     assert result.exit_code == 1 and result.output.startswith("error: ")
+
+
+def test_audit_since_an_earlier_checkpoint(grader_cli: Callable[..., Result], tmp_path: Path) -> None:
+    earlier = _write(tmp_path / "early", ENTRIES[:100])
+    (tmp_path / "early.checkpoint").write_bytes(earlier)
+    _write(tmp_path / "now", ENTRIES)
+    result = grader_cli("log", "audit", tmp_path / "now", "--log-key", SIGNER.verifier.vkey, "--since", tmp_path / "early.checkpoint")
+    assert result.exit_code == 0, result.output
+    # The host rewrites entry 50 and re-signs: the copy is fine by itself, but contradicts the saved checkpoint.
+    rewritten = list(ENTRIES)
+    rewritten[50] = e.end_entry(time=START)
+    rewritten_note = _write(tmp_path / "rewritten", rewritten)
+    result = grader_cli("log", "audit", tmp_path / "rewritten", "--log-key", SIGNER.verifier.vkey, "--since", tmp_path / "early.checkpoint")
+    assert result.exit_code == 1
+    assert "contradicts a checkpoint seen before" in result.output
+    # Both signed checkpoints are printed, verbatim: the evidence.
+    assert earlier.decode() in result.output and rewritten_note.decode() in result.output
+    # Same size, other root; and a log cut back.
+    contents = read_log_folder(tmp_path / "rewritten", [SIGNER.verifier])
+    with pytest.raises(InconsistentCheckpoints):
+        check_seen(contents, _write(tmp_path / "same", ENTRIES), [SIGNER.verifier])
+    with pytest.raises(InconsistentCheckpoints):
+        check_seen(read_log_folder(tmp_path / "early", [SIGNER.verifier]), rewritten_note, [SIGNER.verifier])
+    assert check_seen(contents, rewritten_note, [SIGNER.verifier]).size == 303

@@ -8,12 +8,13 @@ import os
 import click
 
 from grader.errors import KeyFileError, UsageError
+from grader.text import escape_control
 from grader.translog.audit import audit_entries
 from grader.translog.entries import decode_entry
-from grader.translog.errors import LogVerificationError
+from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import HASH_SIZE, leaf_hash
-from grader.translog.mirror import read_log_folder
-from grader.translog.note import NoteVerifier
+from grader.translog.mirror import check_seen, read_log_folder
+from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
 from grader.translog.proof import MAX_PROOF_BYTES, TlogProof
 from grader.translog.tiles import MAX_ENTRY_BYTES
 
@@ -46,6 +47,12 @@ def _log_key(value: str) -> NoteVerifier:
         return NoteVerifier.from_vkey(text)
     except LogVerificationError as error:
         raise KeyFileError(f"not a log verifier key (<name>+<hex id>+<base64 key>): {error}", path=where) from None
+
+
+def _shown(note: bytes) -> str:
+    """A signed note for a terminal: each line escaped (no control or bidi character reaches it), newlines kept."""
+    lines = note.decode("utf-8", "replace").split("\n")
+    return "\n".join(escape_control(line) for line in lines)
 
 
 @click.group("log")
@@ -91,15 +98,27 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
 @click.argument("folder")
 @click.option("--log-key", "log_key", required=True, help="The log's verifier key (name+id+key), or a file holding it.")
 @click.option("--origin", help="The log's origin; by default the log key's name.")
-def audit(folder: str, log_key: str, origin: str | None) -> None:
+@click.option("--since", "seen", multiple=True, help="A checkpoint of this log saved earlier (repeatable): the log must extend it.")
+def audit(folder: str, log_key: str, origin: str | None, seen: tuple[str, ...]) -> None:
     """Check a copy of a log: FOLDER holds its checkpoint and tiles as the server serves them; exit 1 on any fault.
 
     The checkpoint must be signed by the log key; every entry bundle must match its tile, every
     tile the entries, and the entries the checkpoint's root; the entries must follow the log's
-    rules (entry 0 the competition, one end, a reveal that opens entry 0's commitments).
+    rules (entry 0 the competition, one end, a reveal that opens entry 0's commitments). Each
+    --since checkpoint must be one the log extends; if not, both signed checkpoints are printed
+    on stderr: evidence anyone can check with the log key.
     """
     verifier = _log_key(log_key)
     contents = read_log_folder(folder, [verifier], origin=origin or verifier.name)
+    for path in seen:
+        try:
+            check_seen(contents, _read(path, MAX_NOTE_BYTES, "checkpoint"), [verifier])
+        except InconsistentCheckpoints as error:
+            click.echo(f"checkpoint seen before ({path}):", err=True)
+            click.echo(_shown(error.seen), err=True, nl=False)
+            click.echo(f"checkpoint now ({folder}):", err=True)
+            click.echo(_shown(error.new), err=True, nl=False)
+            raise
     summary = audit_entries(contents.entries)
     checkpoint = contents.checkpoint
     root = base64.b64encode(checkpoint.root_hash).decode("ascii")

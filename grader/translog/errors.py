@@ -11,3 +11,16 @@ class LogVerificationError(VerificationError):
     It is a :class:`~grader.errors.VerificationError`: ``grader verify`` exits 1 on it. The message
     says which check failed; it quotes hashes and sizes, never key material.
     """
+
+
+class InconsistentCheckpoints(LogVerificationError):
+    """Two checkpoints a log signed cannot both be true: its history was rewritten, cut or forked.
+
+    ``seen`` and ``new`` are the two signed notes, verbatim: portable evidence that anyone can check
+    with the log's key.
+    """
+
+    def __init__(self, message: str, *, seen: bytes, new: bytes) -> None:
+        super().__init__(message)
+        self.seen = seen
+        self.new = new

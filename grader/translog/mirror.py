@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.files import atomic_write_bytes
-from grader.translog.checkpoint import Checkpoint, open_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import MemoryTree
+from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
+from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
+from grader.translog.merkle import MemoryTree, consistency_proof
 from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
 from grader.translog.tiles import (
     MAX_ENTRY_BYTES,
@@ -99,3 +99,19 @@ def read_log_folder(folder: str | os.PathLike[str], verifiers: Iterable[NoteVeri
         if tile.level != 0 and _read(root, tile.path, TILE_WIDTH * 32) != tile_bytes(tree, tile):
             raise LogVerificationError(f"{root / tile.path}: not the tile the entries give")
     return LogContents(note, checkpoint, tuple(entries))
+
+
+def check_seen(contents: LogContents, seen_note: bytes, verifiers: Iterable[NoteVerifier]) -> Checkpoint:
+    """Check that the log in ``contents`` extends an earlier checkpoint of it (``seen_note``, signed by a trusted
+    key); returns that checkpoint. A checkpoint of another log, or not validly signed, is a
+    :class:`LogVerificationError`; one the log contradicts is an :class:`InconsistentCheckpoints` carrying both notes."""
+    new = contents.checkpoint
+    seen = open_checkpoint(seen_note, verifiers, origin=new.origin)
+    proof: list[bytes] = []
+    if 0 < seen.size < new.size:
+        proof = consistency_proof(MemoryTree.from_entries(contents.entries), seen.size, new.size)
+    try:
+        check_extends(seen, new, proof)
+    except LogVerificationError as error:
+        raise InconsistentCheckpoints(f"the log contradicts a checkpoint seen before: {error}", seen=seen_note, new=contents.note) from None
+    return seen
