@@ -16,9 +16,10 @@ from grader.translog.audit import audit_entries
 from grader.translog.checkpoint import Checkpoint, check_extends, sign_checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
 from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
-from grader.translog.merkle import MemoryTree
+from grader.translog.merkle import MemoryTree, inclusion_proof
 from grader.translog.mirror import check_seen, read_log_folder, write_log_folder
 from grader.translog.note import NoteSigner
+from grader.translog.proof import TlogProof
 
 ORIGIN = "grader.example/comp"
 SIGNER = NoteSigner(ORIGIN, Ed25519PrivateKey.generate())
@@ -182,6 +183,13 @@ def test_audit_since_an_earlier_checkpoint(grader_cli: Callable[..., Result], tm
     assert "contradicts a checkpoint seen before" in result.output
     # Both signed checkpoints are printed, verbatim: the evidence.
     assert earlier.decode() in result.output and rewritten_note.decode() in result.output
+    # A receipt's proof holds a checkpoint too: it works as --since.
+    receipt_proof = TlogProof(3, tuple(inclusion_proof(MemoryTree.from_entries(ENTRIES[:100]), 3, 100)), earlier)
+    (tmp_path / "receipt.tlog-proof").write_bytes(receipt_proof.to_bytes())
+    result = grader_cli("log", "audit", tmp_path / "rewritten", "--log-key", SIGNER.verifier.vkey, "--since", tmp_path / "receipt.tlog-proof")
+    assert result.exit_code == 1 and earlier.decode() in result.output
+    result = grader_cli("log", "audit", tmp_path / "now", "--log-key", SIGNER.verifier.vkey, "--since", tmp_path / "receipt.tlog-proof")
+    assert result.exit_code == 0, result.output
     # Same size, other root; and a log cut back.
     contents = read_log_folder(tmp_path / "rewritten", [SIGNER.verifier])
     with pytest.raises(InconsistentCheckpoints):

@@ -14,7 +14,8 @@ from grader.translog.entries import decode_entry
 from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import HASH_SIZE, leaf_hash
 from grader.translog.mirror import check_seen, read_log_folder
-from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.translog.note import NoteVerifier
+from grader.translog.proof import HEADER as PROOF_HEADER
 from grader.translog.proof import MAX_PROOF_BYTES, TlogProof
 from grader.translog.tiles import MAX_ENTRY_BYTES
 
@@ -53,6 +54,12 @@ def _shown(note: bytes) -> str:
     """A signed note for a terminal: each line escaped (no control or bidi character reaches it), newlines kept."""
     lines = note.decode("utf-8", "replace").split("\n")
     return "\n".join(escape_control(line) for line in lines)
+
+
+def _seen_checkpoint(path: str) -> bytes:
+    """The signed checkpoint in a file: a checkpoint note, or the tail of a tlog-proof (a receipt's proof)."""
+    data = _read(path, MAX_PROOF_BYTES, "checkpoint")
+    return TlogProof.parse(data).checkpoint if data.startswith(PROOF_HEADER.encode()) else data
 
 
 @click.group("log")
@@ -98,7 +105,12 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
 @click.argument("folder")
 @click.option("--log-key", "log_key", required=True, help="The log's verifier key (name+id+key), or a file holding it.")
 @click.option("--origin", help="The log's origin; by default the log key's name.")
-@click.option("--since", "seen", multiple=True, help="A checkpoint of this log saved earlier (repeatable): the log must extend it.")
+@click.option(
+    "--since",
+    "seen",
+    multiple=True,
+    help="A checkpoint of this log saved earlier, or a .tlog-proof holding one (repeatable): the log must extend it.",
+)
 def audit(folder: str, log_key: str, origin: str | None, seen: tuple[str, ...]) -> None:
     """Check a copy of a log: FOLDER holds its checkpoint and tiles as the server serves them; exit 1 on any fault.
 
@@ -112,7 +124,7 @@ def audit(folder: str, log_key: str, origin: str | None, seen: tuple[str, ...]) 
     contents = read_log_folder(folder, [verifier], origin=origin or verifier.name)
     for path in seen:
         try:
-            check_seen(contents, _read(path, MAX_NOTE_BYTES, "checkpoint"), [verifier])
+            check_seen(contents, _seen_checkpoint(path), [verifier])
         except InconsistentCheckpoints as error:
             click.echo(f"checkpoint seen before ({path}):", err=True)
             click.echo(_shown(error.seen), err=True, nl=False)
