@@ -52,6 +52,7 @@ COMMAND_MODULES = (
     "export_cmd",
     "images_cmd",
     "keys_cmd",
+    "log_cmd",
     "pack_cmd",
     "run_cmd",
     "score_cmd",
