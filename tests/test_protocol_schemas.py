@@ -9,6 +9,7 @@ import pytest
 
 from grader import jsonio
 from grader.data.task import Document, Query
+from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.staging import stage_task
 from grader.schemas import first_error
 
@@ -38,6 +39,7 @@ def test_staged_task_json_obeys_the_task_input_schema(tmp_path: Path, mode: str)
         queries=[Query("q2", "second"), Query("q1", "first")],
         documents=[Document("d1", "", "x = 1")],
         query_prefix="query: ",
+        key=BlindingKey(bytes(range(32))),
     )
     written = jsonio.load_file(staged.folder / "task.json")
     assert first_error("task-input", written) is None
