@@ -20,8 +20,9 @@ from grader.errors import GraderError, SandboxUnavailable, SubmissionError, Task
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
 from grader.grading.runner import grade_submission
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.sandbox.limits import SandboxLimits
-from grader.submissions.archive import open_submission
+from grader.submissions.archive import open_submission, unpack_limits
 
 log = logging.getLogger("grader.worker")
 
@@ -37,6 +38,9 @@ class GradeRequest:
     tasks: list[str]
     split: str
     limits: SandboxLimits
+    #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
 
 
 @dataclass
@@ -93,7 +97,8 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
     try:
         benchmark = resolve_benchmark(request.benchmark)
         options = RunOptions(benchmark=benchmark, tasks=request.tasks, split=request.split, out_dir=out_dir, sandbox="docker", limits=request.limits)
-        with open_submission(upload) as folder:
+        bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
+        with open_submission(upload, bounds) as folder:
             report, _path = grade_submission(folder, options, SilentProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+
 
 class _Request(BaseModel):
     """What the server reads: unknown fields are refused."""
@@ -40,6 +42,9 @@ class Job(BaseModel):
     limits: dict[str, Any]
     #: per task, the pinned digest of the split's data (None: not pinned)
     data_digests: dict[str, str | None]
+    #: the competition's bounds on what the upload unpacks to (the worker unpacks it again); defaults: a server before them
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
 
 
 class Attempt(_Request):

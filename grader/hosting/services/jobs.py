@@ -44,6 +44,8 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             track=submission.track,
             limits=limits_to_json(ctx.competition.limits),
             data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
+            max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
+            max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
         )
 
 

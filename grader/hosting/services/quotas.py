@@ -6,7 +6,9 @@ failures (``error``: INFRA, lost workers) and host cancellations never count.
 Windows roll over the upload completion times, in UTC.
 
 Admission is atomic at the database (:func:`lock_admission`), so any number of
-server processes on one database never admit more than the quota.
+server processes on one database never admit more than the quota. Uploads in
+progress hold an :class:`UploadReservation` (grader.hosting.services.uploads)
+and count like submissions until they commit, fail or expire.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from grader.hosting.clock import iso
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Submission
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
 
 DAY = timedelta(hours=24)
@@ -62,8 +64,15 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         )
         or 0
     )
+    reserved = _reserved(session, participant_id, now)
+    window = sorted([*window, *(r.created_at for r in reserved if r.track == track)])
+    in_flight += len(reserved)
     per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
-    total_used = session.scalar(select(func.count()).select_from(Submission).where(*mine)) if track == "hidden" else None
+    total_used = (
+        (session.scalar(select(func.count()).select_from(Submission).where(*mine)) or 0) + sum(r.track == track for r in reserved)
+        if track == "hidden"
+        else None
+    )
     total = quotas.total if track == "hidden" else None
     next_at: datetime | None = None
     if len(window) >= per_day and per_day > 0:
@@ -71,6 +80,13 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     elif per_day == 0:
         next_at = None
     return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at)
+
+
+def _reserved(session: Session, participant_id: int, now: datetime) -> list[UploadReservation]:
+    """The participant's live reservations: uploads admitted and still arriving (expired ones count no more)."""
+    return list(
+        session.scalars(select(UploadReservation).where(UploadReservation.participant_id == participant_id, UploadReservation.expires_at > now)).all()
+    )
 
 
 def lock_admission(session: Session, participant_id: int) -> None:
@@ -114,6 +130,6 @@ def check_quota(session: Session, competition: Competition, participant_id: int,
         )
     if status.in_flight >= status.concurrent:
         raise RefusedSubmission(
-            f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends",
+            f"{status.in_flight} of your submissions are still being uploaded or graded (at most {status.concurrent} at once); the next is possible when one of them ends",
             status=429,
         )

@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Result, State, Submission
+from grader.hosting.db.models import Result, State, Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.messages import SubmissionView
 from grader.hosting.principal import Principal
@@ -28,6 +28,7 @@ from grader.hosting.services.quotas import check_quota, lock_admission, quota_st
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
+from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
 
 _PATHS = re.compile(r"(?:/[^\s:'\"]+)+/(?=[^/\s:'\"]+)")
@@ -38,26 +39,48 @@ def _plain(message: str) -> str:
     return _PATHS.sub("", message)[:500]
 
 
-def refuse_early(ctx: ServerContext, participant: Principal, track: str) -> None:
-    """Refuse before the body is read when the quota or window already forbids a submission."""
-    with ctx.db.session() as session:
-        check_quota(session, ctx.competition, participant.id, track, utcnow(), ends_at(ctx.db, ctx.competition))
+def create_submission(
+    ctx: ServerContext,
+    participant: Principal,
+    track: str,
+    upload: StoredUpload,
+    *,
+    idempotency_key: str | None = None,
+    reservation_key: str | None = None,
+) -> tuple[Submission, bool]:
+    """Check the upload and commit it as a queued submission, in place of its reservation; the upload file is consumed either way.
 
-
-def create_submission(ctx: ServerContext, participant: Principal, track: str, upload: StoredUpload) -> Submission:
-    """Check the upload and commit it as a queued submission; the upload file is consumed either way."""
+    Returns the submission and True, or, when another copy of the same upload (same
+    ``idempotency_key``) committed meanwhile, that one's submission and False.
+    """
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
     competition = ctx.competition
     try:
+        limits = unpack_limits(upload.size, ratio=competition.unpack.max_unpack_ratio, cap=competition.unpack.max_unpacked_bytes)
         try:
-            checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
+            checked = check_submission(
+                upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels, limits=limits
+            )
         except GraderError as error:
+            # TODO(issue 20 item 2c): a refused upload counts against the participant's refusal limit where one exists.
             raise RefusedSubmission(f"invalid submission: {_plain(str(error))}", status=422) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
         end = ends_at(ctx.db, ctx.competition)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
+            if idempotency_key is not None:
+                earlier = session.scalar(
+                    select(Submission).where(Submission.participant_id == participant.id, Submission.idempotency_key == idempotency_key)
+                )
+                if earlier is not None:
+                    return earlier, False
+            if reservation_key is not None:  # the reservation becomes the submission: it no longer counts on its own
+                session.execute(
+                    delete(UploadReservation).where(
+                        UploadReservation.participant_id == participant.id, UploadReservation.idempotency_key == reservation_key
+                    )
+                )
             check_quota(session, competition, participant.id, track, uploaded_at, end)
             os.replace(upload.path, final_path)
             submission = Submission(
@@ -85,12 +108,13 @@ def create_submission(ctx: ServerContext, participant: Principal, track: str, up
                 public_score=None,
                 result_id=None,
                 labels=manifest_labels(checked.manifest),
+                idempotency_key=idempotency_key,
             )
             record_received(session, submission)
     finally:
         upload.path.unlink(missing_ok=True)
     enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")
-    return submission
+    return submission, True
 
 
 def manifest_labels(manifest: Manifest) -> dict[str, Any]:

@@ -144,7 +144,14 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
             else:
-                request = GradeRequest(benchmark=job.benchmark, tasks=list(job.tasks), split=job.split, limits=limits_from_json(job.limits))
+                request = GradeRequest(
+                    benchmark=job.benchmark,
+                    tasks=list(job.tasks),
+                    split=job.split,
+                    limits=limits_from_json(job.limits),
+                    max_unpack_ratio=job.max_unpack_ratio,
+                    max_unpacked_bytes=job.max_unpacked_bytes,
+                )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
                 finally:
