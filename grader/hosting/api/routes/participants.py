@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
@@ -50,6 +51,8 @@ async def submit(
         submission, created = await uploads.receive_submission(ctx, who, track, request.headers, request.stream())
     except RefusedSubmission as error:
         return refused(error)
+    except ClientDisconnect:  # the upload broke off (its reservation is released); the client retries with the same key
+        return Response(status_code=400)
     if not created:
         response.status_code = 200
     return await run_in_threadpool(service.public_view, ctx, submission, ended=False)
