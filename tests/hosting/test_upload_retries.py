@@ -215,7 +215,8 @@ def test_retry_takes_its_reservation_over(server: Server, archive: bytes) -> Non
     assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [retried.json()["id"]]
 
 
-def reservations(server: Server) -> int:
+def reservations(server: Server, keys: list[str]) -> int:
+    """How many reservation rows hold ``keys`` (read from the server's database)."""
     from sqlalchemy import func, select
 
     from grader.hosting.db.models import UploadReservation
@@ -224,7 +225,7 @@ def reservations(server: Server) -> int:
     db = open_database(server.state, upgrade=False)
     try:
         with db.session() as session:
-            return int(session.scalar(select(func.count()).select_from(UploadReservation)) or 0)
+            return int(session.scalar(select(func.count()).select_from(UploadReservation).where(UploadReservation.idempotency_key.in_(keys))) or 0)
     finally:
         db.dispose()
 
@@ -232,15 +233,16 @@ def reservations(server: Server) -> int:
 def test_killed_server_leaks_reservations_only_until_they_expire(server: Server, archive: bytes, tmp_path: Path) -> None:
     """Last of the module: it kills and restarts the shared server."""
     token = participant(server, "eve")
-    held = [open_upload(server, token, archive + b"\0" * (512 * n), f"key-{n}".ljust(32, "0")) for n in range(CONCURRENT)]
+    keys = [f"killed-{n}".ljust(32, "0") for n in range(CONCURRENT)]
+    held = [open_upload(server, token, archive + b"\0" * (512 * n), key) for n, key in enumerate(keys)]
     wait_for(lambda: in_flight(server, token) == CONCURRENT, what="both reservations")
     server.kill9()  # mid-upload: nothing released the reservations
     for sock in held:
         sock.close()
     server.start()
-    assert reservations(server) == CONCURRENT  # they outlived the server (no admission has swept them yet)
+    assert reservations(server, keys) == CONCURRENT  # they outlived the server (no admission has swept them yet)
     wait_for(lambda: in_flight(server, token) == 0, timeout=120, what="the reservations to expire")
     view = HostingClient(server.url, token).upload(upload_file(tmp_path, archive))
     assert view["state"] in ("received", "queued")
-    assert reservations(server) == 0  # expired ones are swept at the next admission
+    assert reservations(server, keys) == 0  # a participant's expired ones are swept at its next admission
     assert api(server, token, "/api/v1/quota")["hidden"]["used_24h"] == 1  # the killed uploads were never charged

@@ -7,15 +7,15 @@ transaction (:func:`grader.hosting.services.quotas.lock_admission`) before the
 first byte of the body is read: concurrent uploads see each other's reservations,
 so no more of them are received and unpacked than the participant may have in
 flight. A reservation lives ``upload.reservation_s`` past the last progress of its
-upload (a server killed mid-upload leaks nothing for longer); expired ones are
-swept at every admission.
+upload (a server killed mid-upload leaks nothing for longer); a participant's
+expired ones are swept at its next admission.
 
 An upload may carry an ``Idempotency-Key`` (the client generates a random 128-bit
 one per upload) with the body's ``Content-Digest`` (``sha-256=:<base64>:``, RFC 9530).
 The key is stored with the submission, unique per participant. Sent again:
 
 * the submission exists: the first upload's submission is answered (200 instead of
-  201) before the body is read; nothing is stored or charged a second time;
+  201); the body is read and dropped, nothing is stored or charged a second time;
 * the upload is still in progress (a reservation): the retry takes the reservation
   over, and whichever copy completes first commits; the other gets the same answer;
 * with another body (another digest): 409.
@@ -121,7 +121,8 @@ def admit(ctx: ServerContext, participant: Principal, track: str, head: UploadHe
     expires = now + timedelta(seconds=ctx.competition.unpack.reservation_s)
     with ctx.db.session() as session:
         lock_admission(session, participant.id)
-        session.execute(delete(UploadReservation).where(UploadReservation.expires_at <= now))
+        # The participant's own expired rows only: they are what its lock guards (no contention with other admissions).
+        session.execute(delete(UploadReservation).where(UploadReservation.participant_id == participant.id, UploadReservation.expires_at <= now))
         if head.keyed:
             existing = session.scalar(select(Submission).where(Submission.participant_id == participant.id, Submission.idempotency_key == head.key))
             if existing is not None:
@@ -206,6 +207,10 @@ async def receive_submission(
     head = read_head(headers, ctx.competition.upload_max_bytes)
     admission = await anyio.to_thread.run_sync(admit, ctx, participant, track, head)
     if admission.existing is not None:
+        # Read (and drop) the retried body before answering: an answer sent while the client is still sending would
+        # end the exchange early, and a slow client could see the connection closed under it and try again in vain.
+        async for _chunk in body:
+            pass
         return admission.existing, False
     try:
         upload = await ctx.state.receive(_kept_alive(ctx, admission, body), ctx.competition.upload_max_bytes)
