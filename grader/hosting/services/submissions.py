@@ -1,8 +1,10 @@
 """Turning a complete upload into a submission, and what a participant may see of one.
 
-Order matters: the upload is checked (the same code as ``grader check`` steps
-1-2), renamed to a server-chosen name, then the row is committed in
-``received``, then moved to ``queued`` and dispatched. A crash between any two
+Order matters: the upload was admitted on its headers and holds a reservation
+(:mod:`grader.hosting.services.uploads`); it is checked (the same code as
+``grader check`` steps 1-2, unpacking within the competition's ratio and cap),
+renamed to a server-chosen name, then the row is committed in ``received`` in
+place of the reservation, then moved to ``queued`` and dispatched. A crash between any two
 steps leaves either nothing (the start-up clean-up removes the file) or a
 ``received`` row that the reaper queues.
 """
