@@ -20,6 +20,7 @@ import httpx
 from grader import jsonio
 from grader.errors import SubmissionError
 from grader.hosting.errors import ClientError, RefusedSubmission
+from grader.hosting.retry import RetryPolicy, send_with_retry, upload_identity
 from grader.hosting.settings import environment
 from grader.hosting.validation import check_submission
 from grader.submissions.archive import open_submission
@@ -79,10 +80,11 @@ def _error(response: httpx.Response) -> str:
 class HostingClient:
     """The participant API of one server."""
 
-    def __init__(self, server: str, token: str, *, timeout: float = 60.0) -> None:
+    def __init__(self, server: str, token: str, *, timeout: float = 60.0, retry: RetryPolicy = RetryPolicy()) -> None:
         self.http = httpx.Client(
             base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout, connect=10.0)
         )
+        self.retry = retry
 
     def _check(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
@@ -98,13 +100,17 @@ class HostingClient:
         return response.json() if response.content else None
 
     def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        return self._send(lambda: self.http.request(method, url, **kwargs))
+
+    def _send(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """``send()``, retried over connection failures (grader.hosting.retry); :class:`ClientError` when it never got through."""
         try:
-            return self.http.request(method, url, **kwargs)
+            return send_with_retry(send, self.retry)
         except httpx.HTTPError as error:
             raise ClientError(f"cannot reach {self.http.base_url}: {type(error).__name__}: {error}") from None
 
     def upload(self, archive: Path, *, sample: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Stream ``archive`` to the server; return the new submission."""
+        """Stream ``archive`` to the server, again if the connection fails (the same upload: same key); return its submission."""
         size = archive.stat().st_size
 
         def chunks() -> Iterator[bytes]:
@@ -116,12 +122,10 @@ class HostingClient:
                         progress(sent, size)
                     yield block
 
-        response = self._request(
-            "POST",
-            "/api/v1/submissions",
-            params={"sample": "true" if sample else "false"},
-            content=chunks(),
-            headers={"Content-Type": "application/gzip", "Content-Length": str(size)},
+        # One key for every try of this upload: the server answers a repeat with the submission the first became.
+        headers = {"Content-Type": "application/gzip", "Content-Length": str(size), **upload_identity(archive)}
+        response = self._send(
+            lambda: self.http.post("/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(), headers=headers)
         )
         return self._check(response)  # type: ignore[no-any-return]
 

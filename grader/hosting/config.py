@@ -20,6 +20,7 @@ from grader.sandbox.limits import SandboxLimits, parse_size
 from grader.schemas import load_schema
 
 DEFAULT_UPLOAD_BYTES = 512 << 20
+DEFAULT_UNPACKED_BYTES = 4 << 30
 
 
 def _schema() -> dict[str, Any]:
@@ -41,6 +42,16 @@ class Quotas:
     #: Uncharged platform failures (``error``) per rolling hour a participant's submissions may end in
     #: before each further one counts as a refusal too (a participant must not grade for free without bound)
     infra_per_hour: int = 3
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    """What an upload may unpack to (a ratio to its compressed size and an absolute cap), and how long its
+    reservation lives without progress (a server killed mid-upload frees the participant's slot after that)."""
+
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+    reservation_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,7 @@ class Competition:
     quotas: Quotas = field(default_factory=Quotas)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
+    unpack: UploadLimits = field(default_factory=UploadLimits)
     queue: QueueTiming = field(default_factory=QueueTiming)
     leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
 
@@ -165,9 +177,16 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
     try:
         if "memory" in limits_doc:
             values["memory_bytes"] = parse_size(limits_doc["memory"])
-        upload_bytes = parse_size(doc["upload"]["max_bytes"]) if "max_bytes" in doc.get("upload", {}) else DEFAULT_UPLOAD_BYTES
+        upload_doc = doc.get("upload", {})
+        upload_bytes = parse_size(upload_doc["max_bytes"]) if "max_bytes" in upload_doc else DEFAULT_UPLOAD_BYTES
+        unpacked_bytes = parse_size(upload_doc["max_unpacked_bytes"]) if "max_unpacked_bytes" in upload_doc else DEFAULT_UNPACKED_BYTES
     except UsageError as error:
-        raise CompetitionFileError(str(error), path=path, field="limits.memory / upload.max_bytes") from None
+        raise CompetitionFileError(str(error), path=path, field="limits.memory / upload.max_bytes / upload.max_unpacked_bytes") from None
+    unpack = UploadLimits(
+        max_unpack_ratio=float(upload_doc.get("max_unpack_ratio", UploadLimits.max_unpack_ratio)),
+        max_unpacked_bytes=unpacked_bytes,
+        reservation_s=float(upload_doc.get("reservation_s", UploadLimits.reservation_s)),
+    )
     queue = QueueTiming(**{k: float(v) for k, v in doc.get("queue", {}).items()})
     if queue.heartbeat_s >= queue.lease_s:
         raise CompetitionFileError(
@@ -189,6 +208,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         quotas=quotas,
         limits=SandboxLimits(**values),
         upload_max_bytes=upload_bytes,
+        unpack=unpack,
         queue=queue,
         leaderboard=LeaderboardSettings(**doc.get("leaderboard", {})),
     )

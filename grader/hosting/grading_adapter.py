@@ -20,10 +20,11 @@ from grader.errors import GraderError, SandboxUnavailable, SubmissionError, Task
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
 from grader.grading.runner import grade_submission
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.messages import Job
 from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits
-from grader.submissions.archive import open_submission
+from grader.submissions.archive import open_submission, unpack_limits
 
 log = logging.getLogger("grader.worker")
 
@@ -41,6 +42,9 @@ class GradeRequest:
     limits: SandboxLimits
     #: The competition's blinding key (the job carries it); None: a fresh one per grade, which the server refuses.
     blinding_key: BlindingKey | None = None
+    #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
 
 
 @dataclass
@@ -114,7 +118,8 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
             limits=request.limits,
             blinding_key=request.blinding_key,
         )
-        with open_submission(upload) as folder:
+        bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
+        with open_submission(upload, bounds) as folder:
             report, _path = grade_submission(folder, options, SilentProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+
 
 class _Request(BaseModel):
     """What the server reads: unknown fields are refused."""
@@ -43,6 +45,9 @@ class Job(BaseModel):
     #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
     #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
     blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")
+    #: the competition's bounds on what the upload unpacks to (the worker unpacks it again); defaults: a server before them
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
 
 
 class Attempt(_Request):

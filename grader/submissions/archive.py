@@ -38,6 +38,19 @@ MAX_MEMBER_DEPTH = 32
 MAX_MEMBER_NAME_CHARS = 1024
 MAX_SEGMENT_CHARS = 255
 
+#: What any archive may unpack to whatever its compressed size: small archives of text compress far better than 20:1.
+MIN_UNPACK_ALLOWANCE = 1 << 20
+
+
+def unpack_limits(compressed_bytes: int, *, ratio: float, cap: int) -> ArchiveLimits:
+    """The bounds of an archive of ``compressed_bytes``: ``ratio`` times that (1 MiB at least), never past ``cap``.
+
+    A gzip bomb (a few MB that unpack to gigabytes) is refused after ``ratio`` times
+    its size was written, not after the absolute cap. The server applies it at intake
+    and the worker again when it unpacks the upload a second time.
+    """
+    return ArchiveLimits(max_total_bytes=min(cap, max(int(ratio * compressed_bytes), MIN_UNPACK_ALLOWANCE)))
+
 
 def _check_member_name(name: str, *, archive: Path) -> PurePosixPath:
     if len(name) > MAX_MEMBER_NAME_CHARS:

@@ -12,7 +12,7 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, UniqueConstraint
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -139,10 +139,40 @@ class Submission(Base):
     result_id: Mapped[int | None] = mapped_column(Integer)
     #: What the manifest declares: training setting and data, model facts (parameters, dimension, ...); None before 0002.
     labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: The client's idempotency key of the upload (None before 0004 and for uploads sent without one): a retried
+    #: upload with the same key is answered with this submission instead of becoming a second one.
+    idempotency_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     __table_args__ = (
         Index("ix_submissions_state", "state"),
         Index("ix_submissions_participant", "participant_id", "uploaded_at"),
+        UniqueConstraint("participant_id", "idempotency_key", name="uq_submissions_participant_key"),
+    )
+
+
+class UploadReservation(Base):
+    """An upload admitted but not yet complete: it holds its quota and concurrency slot until it commits,
+    is refused, or expires (a server killed mid-upload releases nothing; expiry does).
+
+    Keyed by the upload's idempotency key, so that a retried upload takes its own reservation over.
+    """
+
+    __tablename__ = "upload_reservations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"))
+    idempotency_key: Mapped[str] = mapped_column(String(64))
+    track: Mapped[str] = mapped_column(String(16))
+    #: The SHA-256 the client declared of the body (``Content-Digest``); a retry must send the same body.
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    declared_bytes: Mapped[int] = mapped_column(BigInteger)
+    #: Which request holds it now (a retry takes it over): only the holder's failure releases it.
+    holder: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+    __table_args__ = (
+        UniqueConstraint("participant_id", "idempotency_key", name="uq_upload_reservations_participant_key"),
+        Index("ix_upload_reservations_expires_at", "expires_at"),
     )
 
 

@@ -46,6 +46,8 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
             # Whoever stages the containers needs the key (docs/protocol.md); a worker holds the judgements already.
             blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
+            max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
+            max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
         )
 
 

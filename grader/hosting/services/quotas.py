@@ -6,7 +6,9 @@ failures (``error``: INFRA, lost workers) and host cancellations never count.
 Windows roll over the upload completion times, in UTC.
 
 Admission is atomic at the database (:func:`lock_admission`), so any number of
-server processes on one database never admit more than the quota.
+server processes on one database never admit more than the quota. Uploads in
+progress hold an :class:`UploadReservation` (grader.hosting.services.uploads)
+and count like submissions until they commit, fail or expire.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sqlalchemy.orm import Session
 from grader import jsonio
 from grader.hosting.clock import iso
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
 
 DAY = timedelta(hours=24)
@@ -42,7 +44,7 @@ class QuotaStatus:
     in_flight: int
     concurrent: int
     next_possible_at: datetime | None
-    #: bytes of this participant's stored uploads (both tracks) and the competition's bound on them
+    #: bytes of this participant's stored uploads (both tracks) and of its uploads still arriving (their declared length), and the competition's bound on them
     stored_bytes: int = 0
     stored_limit: int = 0
 
@@ -72,21 +74,36 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         )
         or 0
     )
+    reserved = _reserved(session, participant_id, now)
+    window = sorted([*window, *(r.created_at for r in reserved if r.track == track)])
+    in_flight += len(reserved)
     per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
-    total_used = session.scalar(select(func.count()).select_from(Submission).where(*mine)) if track == "hidden" else None
+    total_used = (
+        (session.scalar(select(func.count()).select_from(Submission).where(*mine)) or 0) + sum(r.track == track for r in reserved)
+        if track == "hidden"
+        else None
+    )
     total = quotas.total if track == "hidden" else None
     next_at: datetime | None = None
     if len(window) >= per_day and per_day > 0:
         next_at = window[len(window) - per_day] + DAY
     elif per_day == 0:
         next_at = None
-    stored = stored_upload_bytes(session, participant_id)
+    # Uploads still arriving count at their declared length: concurrent uploads cannot together overrun the bound.
+    stored = stored_upload_bytes(session, participant_id) + sum(r.declared_bytes for r in reserved)
     return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at, stored, quotas.stored_bytes)
 
 
 def stored_upload_bytes(session: Session, participant_id: int) -> int:
     """Bytes of ``participant_id``'s uploads on the server's disk: every submission's, whatever its state (uploads are kept)."""
     return int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(Submission.participant_id == participant_id)) or 0)
+
+
+def _reserved(session: Session, participant_id: int, now: datetime) -> list[UploadReservation]:
+    """The participant's live reservations: uploads admitted and still arriving (expired ones count no more)."""
+    return list(
+        session.scalars(select(UploadReservation).where(UploadReservation.participant_id == participant_id, UploadReservation.expires_at > now)).all()
+    )
 
 
 def lock_admission(session: Session, participant_id: int) -> None:
@@ -143,7 +160,7 @@ def check_quota(
         )
     if status.in_flight >= status.concurrent:
         raise RefusedSubmission(
-            f"{status.in_flight} of your submissions are still being graded (at most {status.concurrent} at once); the next is possible when one of them ends",
+            f"{status.in_flight} of your submissions are still being uploaded or graded (at most {status.concurrent} at once); the next is possible when one of them ends",
             status=429,
         )
 

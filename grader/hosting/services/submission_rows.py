@@ -31,6 +31,7 @@ def received_submission(
     uploaded_at: datetime,
     attempt_limit: int,
     labels: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Submission:
     """A new, not yet inserted submission row in ``received``: the upload's facts, and every job column at its start."""
     return Submission(
@@ -58,4 +59,5 @@ def received_submission(
         public_score=None,
         result_id=None,
         labels=labels,
+        idempotency_key=idempotency_key,
     )

@@ -1,8 +1,10 @@
 """Turning a complete upload into a submission, and what a participant may see of one.
 
-Order matters: the upload is checked (the same code as ``grader check`` steps
-1-2), renamed to a server-chosen name, then the row is committed in
-``received``, then moved to ``queued`` and dispatched. A crash between any two
+Order matters: the upload was admitted on its headers and holds a reservation
+(:mod:`grader.hosting.services.uploads`); it is checked (the same code as
+``grader check`` steps 1-2, unpacking within the competition's ratio and cap),
+renamed to a server-chosen name, then the row is committed in ``received`` in
+place of the reservation, then moved to ``queued`` and dispatched. A crash between any two
 steps leaves either nothing (the start-up clean-up removes the file) or a
 ``received`` row that the reaper queues.
 """
@@ -15,12 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Result, Submission
+from grader.hosting.db.models import Result, Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.messages import SubmissionView
 from grader.hosting.principal import Principal
@@ -30,6 +32,7 @@ from grader.hosting.services.submission_rows import received_submission
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
+from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
 
 
@@ -42,19 +45,28 @@ def _plain(message: str, *roots: Path) -> str:
     return re.sub(rf"(?:{prefixes})(?:/[^\s:'\"]+)*/(?=[^/\s:'\"]+)", "", message)[:500]
 
 
-def refuse_early(ctx: ServerContext, participant: Principal, track: str) -> None:
-    """Refuse before the body is read when the quota or window already forbids a submission."""
-    with ctx.db.session() as session:
-        check_quota(session, ctx.competition, participant.id, track, utcnow(), ends_at(ctx.db, ctx.competition))
+def create_submission(
+    ctx: ServerContext,
+    participant: Principal,
+    track: str,
+    upload: StoredUpload,
+    *,
+    idempotency_key: str | None = None,
+    reservation_key: str | None = None,
+) -> tuple[Submission, bool]:
+    """Check the upload and commit it as a queued submission, in place of its reservation; the upload file is consumed either way.
 
-
-def create_submission(ctx: ServerContext, participant: Principal, track: str, upload: StoredUpload) -> Submission:
-    """Check the upload and commit it as a queued submission; the upload file is consumed either way."""
+    Returns the submission and True, or, when another copy of the same upload (same
+    ``idempotency_key``) committed meanwhile, that one's submission and False.
+    """
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
     competition = ctx.competition
     try:
+        limits = unpack_limits(upload.size, ratio=competition.unpack.max_unpack_ratio, cap=competition.unpack.max_unpacked_bytes)
         try:
-            checked = check_submission(upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels)
+            checked = check_submission(
+                upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels, limits=limits
+            )
         except GraderError as error:
             with ctx.db.session() as session:  # counted: a participant may not have uploads unpacked and refused without bound
                 lock_admission(session, participant.id)
@@ -66,6 +78,18 @@ def create_submission(ctx: ServerContext, participant: Principal, track: str, up
         end = ends_at(ctx.db, ctx.competition)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
+            if idempotency_key is not None:
+                earlier = session.scalar(
+                    select(Submission).where(Submission.participant_id == participant.id, Submission.idempotency_key == idempotency_key)
+                )
+                if earlier is not None:
+                    return earlier, False
+            if reservation_key is not None:  # the reservation becomes the submission: it no longer counts on its own
+                session.execute(
+                    delete(UploadReservation).where(
+                        UploadReservation.participant_id == participant.id, UploadReservation.idempotency_key == reservation_key
+                    )
+                )
             check_quota(session, competition, participant.id, track, uploaded_at, end, incoming_bytes=upload.size)
             os.replace(upload.path, final_path)
             submission = received_submission(
@@ -83,12 +107,13 @@ def create_submission(ctx: ServerContext, participant: Principal, track: str, up
                 uploaded_at=uploaded_at,
                 attempt_limit=competition.max_attempts,
                 labels=manifest_labels(checked.manifest),
+                idempotency_key=idempotency_key,
             )
             record_received(session, submission)
     finally:
         upload.path.unlink(missing_ok=True)
     enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")
-    return submission
+    return submission, True
 
 
 def manifest_labels(manifest: Manifest) -> dict[str, Any]:

@@ -150,6 +150,8 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     split=job.split,
                     limits=limits_from_json(job.limits),
                     blinding_key=blinding_key_from_job(job),
+                    max_unpack_ratio=job.max_unpack_ratio,
+                    max_unpacked_bytes=job.max_unpacked_bytes,
                 )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)

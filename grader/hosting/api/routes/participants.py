@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
@@ -15,6 +16,7 @@ from grader.hosting.errors import RefusedSubmission
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.messages import SubmissionView
 from grader.hosting.services import submissions as service
+from grader.hosting.services import uploads
 from grader.hosting.visibility import has_ended, logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])
@@ -32,28 +34,27 @@ def refused(error: RefusedSubmission) -> JSONResponse:
 @router.post(
     "/submissions",
     status_code=201,
-    summary="Upload a submission (.tar.gz body, streamed)",
+    summary="Upload a submission (.tar.gz body, streamed; Content-Length required; Idempotency-Key + Content-Digest make retries safe)",
     response_model=SubmissionView,
     response_model_exclude_unset=True,
+    responses={200: {"description": "a repeated Idempotency-Key: the submission its first upload became"}},
 )
 async def submit(
     request: Request,
+    response: Response,
     ctx: Ctx,
     who: CurrentParticipant,
     sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
 ) -> Any:
     track = "sample" if sample else "hidden"
     try:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > ctx.competition.upload_max_bytes:
-            raise RefusedSubmission(
-                f"upload of {declared} bytes is larger than the competition's cap of {ctx.competition.upload_max_bytes} bytes", status=413
-            )
-        await run_in_threadpool(service.refuse_early, ctx, who, track)
-        upload = await ctx.state.receive(request.stream(), ctx.competition.upload_max_bytes)
-        submission = await run_in_threadpool(service.create_submission, ctx, who, track, upload)
+        submission, created = await uploads.receive_submission(ctx, who, track, request.headers, request.stream())
     except RefusedSubmission as error:
         return refused(error)
+    except ClientDisconnect:  # the upload broke off (its reservation is released); the client retries with the same key
+        return Response(status_code=400)
+    if not created:
+        response.status_code = 200
     return await run_in_threadpool(service.public_view, ctx, submission, ended=False)
 
 
