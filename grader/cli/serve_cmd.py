@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import click
+
+
+def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each value an IP address or network (``*`` or a name would trust anyone who can reach the port)."""
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not an IP address or network") from None
+    return values
 
 
 @click.command("serve")
@@ -28,13 +39,42 @@ import click
     envvar="GRADER_BROKER",
     help="Celery broker URL (redis://...): also dispatch to remote `grader worker --broker` machines.",
 )
-def serve(competition_file: Path, state_dir: Path, host: str, port: int, workers: int, database: str | None, broker: str | None) -> None:
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    envvar="GRADER_TRUSTED_PROXIES",
+    callback=_addresses,
+    metavar="ADDR",
+    help="A reverse proxy (IP address or network) whose X-Forwarded-For names the client; repeatable. Default: none, forwarded headers are ignored.",
+)
+def serve(
+    competition_file: Path,
+    state_dir: Path,
+    host: str,
+    port: int,
+    workers: int,
+    database: str | None,
+    broker: str | None,
+    trusted_proxies: tuple[str, ...],
+) -> None:
     """Run the competition server: HTTP API, database, stored uploads and reports, and local workers."""
     from grader.hosting.config import load_competition
     from grader.hosting.server import ServeOptions
     from grader.hosting.server import serve as run
 
-    run(ServeOptions(load_competition(competition_file), state_dir, host=host, port=port, workers=workers, database=database, broker=broker))
+    run(
+        ServeOptions(
+            load_competition(competition_file),
+            state_dir,
+            host=host,
+            port=port,
+            workers=workers,
+            database=database,
+            broker=broker,
+            trusted_proxies=trusted_proxies,
+        )
+    )
 
 
 def register(group: click.Group) -> None:

@@ -49,3 +49,5 @@ class ServerContext:
     partition_secret: bytes = b""
     partition_commitment: str = ""
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).
+    result_body_bytes: int = 8 << 20

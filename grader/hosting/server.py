@@ -20,6 +20,7 @@ from grader.hosting.leaderboard.secret import ensure_partition_secret
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
+from grader.hosting.services.result_size import job_result_cap
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.storage import StateDir
 
@@ -38,6 +39,8 @@ class ServeOptions:
     database: str | None = None
     #: Celery broker URL: dispatch through Celery too (remote ``grader worker --broker``); None: local workers only.
     broker: str | None = None
+    #: Addresses (or networks) of reverse proxies whose X-Forwarded-For/-Proto are believed; none by default.
+    trusted_proxies: tuple[str, ...] = ()
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -50,7 +53,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     opened = open_competition(db, competition, secret)
     state.clean_tmp()
     state.clean_orphans(set(opened.known))
-    _benchmark, tasks, split, sample = grading_splits(competition)
+    benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
         competition=competition,
@@ -65,6 +68,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         sample_split=sample,
         partition_secret=secret,
         partition_commitment=opened.commitment,
+        result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.
@@ -179,4 +183,13 @@ def serve(options: ServeOptions) -> None:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)
+    # uvicorn believes loopback's forwarded headers unless told otherwise: only the named proxies are.
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(options.trusted_proxies),
+        forwarded_allow_ips=list(options.trusted_proxies),
+    )
