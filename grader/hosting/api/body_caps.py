@@ -1,7 +1,8 @@
 """Every route's body cap, enforced before any route runs: a pure ASGI middleware.
 
 Each request is matched by method and path to its route's cap (:func:`route_caps`;
-a route that takes no body has a cap of 0). A ``Content-Length`` over the cap is
+a route that takes no body reads none, and any body sent to it is held to the
+JSON cap and never read). A ``Content-Length`` over the cap is
 answered 413 at once, without a byte of the body read; a body without one (chunked)
 is counted as the application reads it, and the read that passes the cap ends the
 request with 413. The connection is closed after a 413 (``Connection: close``), so
@@ -28,16 +29,17 @@ from grader.hosting.context import ServerContext
 
 @dataclass(frozen=True)
 class RouteCaps:
-    """Body caps by method and path pattern; any other request may carry no body."""
+    """Body caps by method and path pattern; ``default`` for any other request (whose route reads no body)."""
 
     rules: tuple[tuple[str, re.Pattern[str], int], ...]
+    default: int = JSON_BYTES
 
     def cap(self, method: str, path: str) -> int:
         """The most body bytes a request for ``method`` ``path`` may send."""
         for rule_method, pattern, limit in self.rules:
             if method == rule_method and pattern.fullmatch(path):
                 return limit
-        return 0
+        return self.default
 
 
 def _rule(method: str, template: str, limit: int) -> tuple[str, re.Pattern[str], int]:
@@ -90,7 +92,7 @@ class BodyCaps:
                 await _refuse(send, 400, "malformed Content-Length")
                 return
             if int(declared[0]) > cap:
-                await _refuse(send, 413, f"request body larger than {cap} bytes")
+                await _refuse(send, 413, f"request body larger than this route's cap of {cap} bytes")
                 return
         size = 0
         started = False
@@ -121,4 +123,4 @@ class BodyCaps:
         except BodyTooLarge:
             if started:
                 raise
-            await _refuse(send, 413, f"request body larger than {cap} bytes")
+            await _refuse(send, 413, f"request body larger than this route's cap of {cap} bytes")
