@@ -48,6 +48,23 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
     metavar="ADDR",
     help="A reverse proxy (IP address or network) whose X-Forwarded-For names the client; repeatable. Default: none, forwarded headers are ignored.",
 )
+@click.option(
+    "--min-body-rate",
+    default=16384,
+    show_default=True,
+    envvar="GRADER_MIN_BODY_RATE",
+    type=click.FloatRange(min=0),
+    help="Bytes per second a request body must average once --body-grace has passed; slower ones are cut (408). 0: no minimum.",
+)
+@click.option(
+    "--body-grace",
+    "body_grace_s",
+    default=20.0,
+    show_default=True,
+    envvar="GRADER_BODY_GRACE_S",
+    type=click.FloatRange(min=0),
+    help="Seconds a request body may take before --min-body-rate applies.",
+)
 def serve(
     competition_file: Path,
     state_dir: Path,
@@ -57,6 +74,8 @@ def serve(
     database: str | None,
     broker: str | None,
     trusted_proxies: tuple[str, ...],
+    min_body_rate: float,
+    body_grace_s: float,
 ) -> None:
     """Run the competition server: HTTP API, database, stored uploads and reports, and local workers."""
     from grader.hosting.config import load_competition
@@ -73,6 +92,8 @@ def serve(
             database=database,
             broker=broker,
             trusted_proxies=trusted_proxies,
+            min_body_rate=min_body_rate,
+            body_grace_s=body_grace_s,
         )
     )
 

@@ -17,6 +17,7 @@ from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret
+from grader.hosting.log_limit import limit_repeats
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
@@ -41,6 +42,9 @@ class ServeOptions:
     broker: str | None = None
     #: Addresses (or networks) of reverse proxies whose X-Forwarded-For/-Proto are believed; none by default.
     trusted_proxies: tuple[str, ...] = ()
+    #: A request body must arrive at this many bytes/s on average once ``body_grace_s`` have passed (0: no minimum).
+    min_body_rate: float = 16 << 10
+    body_grace_s: float = 20.0
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -177,14 +181,14 @@ def serve(options: ServeOptions) -> None:
             workers.stop()
         db.dispose()
 
-    app = create_app(ctx, on_start=on_start, on_stop=on_stop)
+    app = create_app(ctx, on_start=on_start, on_stop=on_stop, min_body_rate=options.min_body_rate, body_grace_s=options.body_grace_s)
     print(
         f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}",
         file=sys.stderr,
         flush=True,
     )
     # uvicorn believes loopback's forwarded headers unless told otherwise: only the named proxies are.
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=options.host,
         port=options.port,
@@ -193,3 +197,5 @@ def serve(options: ServeOptions) -> None:
         proxy_headers=bool(options.trusted_proxies),
         forwarded_allow_ips=list(options.trusted_proxies),
     )
+    limit_repeats()  # after uvicorn configured its loggers: an accept loop failing at the descriptor limit logs a few lines a minute
+    uvicorn.Server(config).run()

@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from grader import __version__
 from grader.hosting.api.body_caps import BodyCaps, route_caps
+from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
 from grader.hosting.context import ServerContext
@@ -65,8 +66,18 @@ def _swagger_assets() -> Path:
     return Path(swagger_ui_path)
 
 
-def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None) -> FastAPI:
-    """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers)."""
+def create_app(
+    ctx: ServerContext,
+    *,
+    on_start: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    min_body_rate: float = 0,
+    body_grace_s: float = 0,
+) -> FastAPI:
+    """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers).
+
+    A request body slower than ``min_body_rate`` bytes/s after ``body_grace_s`` is cut (408; 0: no minimum).
+    """
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -95,6 +106,7 @@ def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None
         SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
     )
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(MinimumBodyRate, bytes_per_s=min_body_rate, grace_s=body_grace_s)
     # Outermost: a body over its route's cap is refused before any route or session code runs.
     app.add_middleware(BodyCaps, caps=route_caps(ctx))
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
