@@ -20,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from tests.hosting.support import Server, admin, write_competition
 
@@ -56,7 +58,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("attacks")
     competition = write_competition(root / "c.toml", tables={"upload": {"max_bytes": str(UPLOAD_CAP)}})
     running = ProxiedServer(competition, root / "state", workers=0).start()
-    running.worker = admin(running.state, "add-worker", "remote-1").strip()  # type: ignore[attr-defined]
+    key = root / "remote-1.pub"  # a remote worker with its key recorded: one allowed to claim
+    key.write_bytes(Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    running.worker = admin(running.state, "add-worker", "remote-1", "--public-key", str(key)).strip()  # type: ignore[attr-defined]
     running.participant = admin(running.state, "add-participant", "alice").strip()  # type: ignore[attr-defined]
     running.metrics = admin(running.state, "metrics-token").strip()  # type: ignore[attr-defined]
     yield running
