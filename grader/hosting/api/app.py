@@ -105,10 +105,11 @@ def create_app(
     app.add_middleware(
         SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
     )
-    app.add_middleware(SecurityHeaders)
+    # Each added one wraps the ones before: a body too large or too slow is refused before any route or session
+    # code runs, and every answer, those refusals included, carries the security headers.
     app.add_middleware(MinimumBodyRate, bytes_per_s=min_body_rate, grace_s=body_grace_s)
-    # Outermost: a body over its route's cap is refused before any route or session code runs.
     app.add_middleware(BodyCaps, caps=route_caps(ctx))
+    app.add_middleware(SecurityHeaders)
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
 
     docs_page = _docs_page(f"{app.title} API")
