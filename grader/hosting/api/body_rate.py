@@ -2,7 +2,9 @@
 
 uvicorn has no read timeout: a client that sends a body one byte a minute holds its
 connection, and the route's task, as long as it likes. Here a body must arrive at
-``bytes_per_s`` on average once ``grace_s`` have passed since the request began:
+``bytes_per_s`` on average once ``grace_s`` have passed since the application began
+reading it (not since the request began: time the server spends first, checking a
+token or a quota, is not the client's):
 each read of the body waits only until the moment the bytes received so far fall
 behind that pace, and a read that times out ends the request with 408 (the
 connection closed). Once the body is complete, reads pass through untouched (the
@@ -39,15 +41,17 @@ class MinimumBodyRate:
             await self.app(scope, receive, send)
             return
         loop = asyncio.get_running_loop()
-        began = loop.time()
+        began: float | None = None
         size = 0
         done = False
         started = False
 
         async def paced() -> Message:
-            nonlocal size, done
+            nonlocal began, size, done
             if done:
                 return await receive()
+            if began is None:
+                began = loop.time()
             # The moment the bytes so far fall behind the pace: a read must bring more by then.
             deadline = began + self.grace_s + size / self.bytes_per_s
             try:
