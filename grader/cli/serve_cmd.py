@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import click
 
 from grader.hosting import settings
+
+
+def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each value an IP address or network (``*`` or a name would trust anyone who can reach the port)."""
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not an IP address or network") from None
+    return values
 
 
 @click.command("serve")
@@ -30,13 +41,63 @@ from grader.hosting import settings
     envvar=settings.BROKER,
     help="Celery broker URL (redis://...): also dispatch to remote `grader worker --broker` machines.",
 )
-def serve(competition_file: Path, state_dir: Path, host: str, port: int, workers: int, database: str | None, broker: str | None) -> None:
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    envvar="GRADER_TRUSTED_PROXIES",
+    callback=_addresses,
+    metavar="ADDR",
+    help="A reverse proxy (IP address or network) whose X-Forwarded-For names the client; repeatable. Default: none, forwarded headers are ignored.",
+)
+@click.option(
+    "--min-body-rate",
+    default=16384,
+    show_default=True,
+    envvar="GRADER_MIN_BODY_RATE",
+    type=click.FloatRange(min=0),
+    help="Bytes per second a request body must average once --body-grace has passed; slower ones are cut (408). 0: no minimum.",
+)
+@click.option(
+    "--body-grace",
+    "body_grace_s",
+    default=20.0,
+    show_default=True,
+    envvar="GRADER_BODY_GRACE_S",
+    type=click.FloatRange(min=0),
+    help="Seconds a request body may take before --min-body-rate applies.",
+)
+def serve(
+    competition_file: Path,
+    state_dir: Path,
+    host: str,
+    port: int,
+    workers: int,
+    database: str | None,
+    broker: str | None,
+    trusted_proxies: tuple[str, ...],
+    min_body_rate: float,
+    body_grace_s: float,
+) -> None:
     """Run the competition server: HTTP API, database, stored uploads and reports, and local workers."""
     from grader.hosting.config import load_competition
     from grader.hosting.server import ServeOptions
     from grader.hosting.server import serve as run
 
-    run(ServeOptions(load_competition(competition_file), state_dir, host=host, port=port, workers=workers, database=database, broker=broker))
+    run(
+        ServeOptions(
+            load_competition(competition_file),
+            state_dir,
+            host=host,
+            port=port,
+            workers=workers,
+            database=database,
+            broker=broker,
+            trusted_proxies=trusted_proxies,
+            min_body_rate=min_body_rate,
+            body_grace_s=body_grace_s,
+        )
+    )
 
 
 def register(group: click.Group) -> None:

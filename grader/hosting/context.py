@@ -55,3 +55,5 @@ class ServerContext:
     #: The blinding key (keys/blinding.secret): handed to workers with each job; its id is public, the key only after the end.
     blinding_key: BlindingKey | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
+    #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).
+    result_body_bytes: int = 8 << 20

@@ -1,4 +1,4 @@
-"""Rate limiting of failed authentication, per client address (in memory: one server process)."""
+"""Rate limiting of failed authentication, per bucket (a role and a client address; in memory: one server process)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,11 @@ from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret
+from grader.hosting.log_limit import limit_repeats
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
+from grader.hosting.services.result_size import job_result_cap
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir
@@ -40,6 +42,11 @@ class ServeOptions:
     database: str | None = None
     #: Celery broker URL: dispatch through Celery too (remote ``grader worker --broker``); None: local workers only.
     broker: str | None = None
+    #: Addresses (or networks) of reverse proxies whose X-Forwarded-For/-Proto are believed; none by default.
+    trusted_proxies: tuple[str, ...] = ()
+    #: A request body must arrive at this many bytes/s on average once ``body_grace_s`` have passed (0: no minimum).
+    min_body_rate: float = 16 << 10
+    body_grace_s: float = 20.0
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -54,7 +61,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_tmp()
     state.clean_orphans(set(opened.known))
     state.make_private()
-    _benchmark, tasks, split, sample = grading_splits(competition)
+    benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
         competition=competition,
@@ -70,6 +77,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         partition_secret=secret,
         partition_commitment=opened.commitment,
         blinding_key=blinding_key,
+        result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.
@@ -188,10 +196,21 @@ def serve(options: ServeOptions) -> None:
     def on_stop() -> None:
         shutdown(ctx, reaper, workers)
 
-    app = create_app(ctx, on_start=on_start, on_stop=on_stop)
+    app = create_app(ctx, on_start=on_start, on_stop=on_stop, min_body_rate=options.min_body_rate, body_grace_s=options.body_grace_s)
     print(
         f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}",
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)
+    # uvicorn believes loopback's forwarded headers unless told otherwise: only the named proxies are.
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(options.trusted_proxies),
+        forwarded_allow_ips=list(options.trusted_proxies),
+    )
+    limit_repeats()  # after uvicorn configured its loggers: an accept loop failing at the descriptor limit logs a few lines a minute
+    uvicorn.Server(config).run()

@@ -64,17 +64,28 @@ def _csrf(client: TestClient, page: str) -> str:
     return match.group(1)
 
 
-def read_everything(world: World, client: TestClient, metrics_token: str) -> set[str]:
-    """GET every read route as every caller; the route templates requested."""
+def signed_in_clients(world: World) -> dict[str, TestClient]:
+    """A client signed in through the page per participant (signing in stores a session: a write, done before the reads)."""
+    clients = {}
+    for name, token in world.tokens.items():
+        web = TestClient(create_app(world.ctx))
+        signin = web.post("/signin", data={"token": token, "csrf": _csrf(web, "/signin")}, follow_redirects=False)
+        assert signin.status_code == 303, name
+        clients[name] = web
+    return clients
+
+
+def read_everything(world: World, client: TestClient, metrics_token: str, web: dict[str, TestClient]) -> set[str]:
+    """GET every read route as every caller (``web``: each participant's signed-in client); the route templates requested."""
     ids = [s.id for s in world.submissions]
     requested: set[str] = set()
 
-    def get(template: str, path: str | None = None, headers: dict[str, str] | None = None) -> None:
-        response = client.get(path or template, headers=headers or {})
+    def get(template: str, path: str | None = None, headers: dict[str, str] | None = None, via: TestClient = client) -> None:
+        response = via.get(path or template, headers=headers or {})
         assert response.status_code < 500, (path or template, response.status_code, response.text[:200])
         requested.add(template)
 
-    for path in ("/", "/signin", "/me", "/assets/board.css", "/docs", "/openapi.json", "/healthz", "/host-key.pub"):
+    for path in ("/", "/signin", "/me", "/assets/board.css", "/docs", "/docs-init.js", "/openapi.json", "/healthz", "/host-key.pub"):
         get(path)
     for template in ("/api/v1/competition", "/api/v1/partition"):
         get(template)
@@ -95,12 +106,9 @@ def read_everything(world: World, client: TestClient, metrics_token: str) -> set
         for i in ids:
             for tail in ("", "/report", "/logs"):
                 get(f"/api/v1/submissions/{{submission_id}}{tail}", f"/api/v1/submissions/{i}{tail}", headers=bearer)
-        signin = client.post("/signin", data={"token": token, "csrf": _csrf(client, "/signin")}, follow_redirects=False)
-        assert signin.status_code == 303, name
-        get("/me")
+        get("/me", via=web[name])
         for i in ids:
-            get("/me/submissions/{submission_id}/report", f"/me/submissions/{i}/report")
-        client.cookies.clear()
+            get("/me/submissions/{submission_id}/report", f"/me/submissions/{i}/report", via=web[name])
     return requested
 
 
@@ -111,8 +119,9 @@ def test_no_read_route_writes_the_database_or_the_state_folder(world: World) -> 
     for phase in ("before the end", "after the end"):
         if phase == "after the end":
             admin(world.state, "end", database=world.database)
+        web = signed_in_clients(world)
         before = snapshot(world)
-        requested = read_everything(world, client, metrics_token)
+        requested = read_everything(world, client, metrics_token, web)
         after = snapshot(world)
         assert after[0] == before[0], f"{phase}: a GET changed the state folder"
         assert after[1] == before[1], f"{phase}: a GET changed the database"

@@ -2,21 +2,62 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from grader import __version__
+from grader.hosting.api.body_caps import BodyCaps, route_caps
+from grader.hosting.api.body_rate import MinimumBodyRate
+from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
 from grader.hosting.context import ServerContext
 from grader.hosting.leaderboard.secret_session import ensure_session_secret
+from grader.hosting.services.auth import SESSION_S
 
 DOCS_ASSETS = "/docs-assets"
+DOCS_INIT = "/docs-init.js"
+#: /docs runs the bundled Swagger UI and its start-up script, both files of this server: no inline script, no CDN.
+#: Swagger UI sets style attributes and draws data: images; it fetches /openapi.json; it may be framed by no one.
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+# FastAPI's get_swagger_ui_html starts Swagger UI from an inline script, which the policy above refuses: the same
+# start-up, as a file.
+_DOCS_INIT_JS = """window.ui = SwaggerUIBundle({
+  url: "/openapi.json",
+  dom_id: "#swagger-ui",
+  layout: "BaseLayout",
+  deepLinking: true,
+  showExtensions: true,
+  showCommonExtensions: true,
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset],
+});
+"""
+
+
+def _docs_page(title: str) -> str:
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{html.escape(title)}</title>
+<link rel="stylesheet" href="{DOCS_ASSETS}/swagger-ui.css">
+<link rel="icon" href="{DOCS_ASSETS}/favicon-32x32.png">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="{DOCS_ASSETS}/swagger-ui-bundle.js"></script>
+<script src="{DOCS_INIT}"></script>
+</body>
+</html>
+"""
 
 
 def _swagger_assets() -> Path:
@@ -25,8 +66,18 @@ def _swagger_assets() -> Path:
     return Path(swagger_ui_path)
 
 
-def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None) -> FastAPI:
-    """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers)."""
+def create_app(
+    ctx: ServerContext,
+    *,
+    on_start: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    min_body_rate: float = 0,
+    body_grace_s: float = 0,
+) -> FastAPI:
+    """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers).
+
+    A request body slower than ``min_body_rate`` bytes/s after ``body_grace_s`` is cut (408; 0: no minimum).
+    """
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -49,21 +100,27 @@ def create_app(ctx: ServerContext, *, on_start: Callable[[], None] | None = None
     app.state.context = ctx
     from starlette.middleware.sessions import SessionMiddleware
 
-    # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours.
+    # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
+    # ends its stored session (grader.hosting.services.auth).
     app.add_middleware(
-        SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=8 * 3600, same_site="strict"
+        SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
     )
+    # Each added one wraps the ones before: a body too large or too slow is refused before any route or session
+    # code runs, and every answer, those refusals included, carries the security headers.
+    app.add_middleware(MinimumBodyRate, bytes_per_s=min_body_rate, grace_s=body_grace_s)
+    app.add_middleware(BodyCaps, caps=route_caps(ctx))
+    app.add_middleware(SecurityHeaders)
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
+
+    docs_page = _docs_page(f"{app.title} API")
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} API",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
-        )
+        return HTMLResponse(docs_page, headers={"Content-Security-Policy": DOCS_CSP})
+
+    @app.get(DOCS_INIT, include_in_schema=False)
+    def docs_init() -> Response:
+        return Response(_DOCS_INIT_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
     app.include_router(meta.router)
     app.include_router(participants.router)

@@ -1,13 +1,19 @@
 """Authentication of every route, in one place: the API, the web pages and ``/metrics``.
 
-One check, :func:`verify`, serves every credential: it refuses an address after
-repeated failures (429), asks :mod:`grader.hosting.services.auth` who holds the
-token, and records a failure against the address (401). The API and ``/metrics``
+One check, :func:`verify`, serves every credential: it asks
+:mod:`grader.hosting.services.auth` who holds the token and, only when nobody does,
+refuses an address after repeated failures (429) or records one more failure (401).
+A valid credential is never refused by the limiter (an attacker's failures from a
+shared address must not lock out a participant or the local worker), and each role
+has its own bucket per address: participants (API and sign-in page), workers and the
+metrics scraper. The address is the peer's, or the one a proxy named in
+``X-Forwarded-For`` when the peer is a proxy the host trusts
+(``grader serve --trusted-proxy``; none by default). The API and ``/metrics``
 read the token from ``Authorization: Bearer``; the sign-in page reads it from its
 form and then keeps the participant in a signed session cookie (Starlette's
 SessionMiddleware: HttpOnly, SameSite=strict, key in keys/session.secret, 0600)
 with a fingerprint of the token digest, so a revoked or re-issued token ends the
-session. Routes take one of the annotated dependencies below; none reads a token
+session, and the id of a session stored on the server, which sign-out ends. Routes take one of the annotated dependencies below; none reads a token
 itself.
 """
 
@@ -22,7 +28,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from grader.hosting.api.deps import context
 from grader.hosting.principal import Principal, Role
-from grader.hosting.services.auth import by_session, by_token
+from grader.hosting.services.auth import by_session, by_token, end_session, start_session
 
 REFUSED = {
     Role.PARTICIPANT: "missing, unknown or revoked token",
@@ -42,19 +48,19 @@ def bearer(request: Request) -> str:
 
 
 def verify(request: Request, role: Role, token: str) -> Principal:
-    """The holder of ``token`` in ``role``: 429 while the caller's address is blocked, 401 (a failure counted) otherwise."""
+    """The holder of ``token`` in ``role``; otherwise 429 while the caller's address is blocked in the role's bucket, else 401 (a failure counted)."""
     ctx = context(request)
-    address = _address(request)
-    wait = ctx.limiter.blocked_for(address)
+    found = by_token(ctx.db, role, token) if token else None
+    if found is not None:
+        return found
+    bucket = f"{role.value} {_address(request)}"
+    wait = ctx.limiter.blocked_for(bucket)
     if wait > 0:
         raise HTTPException(
             429, f"too many failed sign-ins from this address; try again in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)}
         )
-    found = by_token(ctx.db, role, token) if token else None
-    if found is None:
-        ctx.limiter.failed(address)
-        raise HTTPException(401, REFUSED[role], headers={"WWW-Authenticate": "Bearer"})
-    return found
+    ctx.limiter.failed(bucket)
+    raise HTTPException(401, REFUSED[role], headers={"WWW-Authenticate": "Bearer"})
 
 
 def _bearer_of(role: Role) -> Callable[[Request], Awaitable[Principal]]:
@@ -68,10 +74,10 @@ def _bearer_of(role: Role) -> Callable[[Request], Awaitable[Principal]]:
 
 def signed_in(request: Request) -> Principal | None:
     """The participant of the web session, while their token is still the one signed in with; None otherwise."""
-    pid, fingerprint = request.session.get("participant"), request.session.get("fingerprint")
-    if not isinstance(pid, int) or not isinstance(fingerprint, str):
+    pid, fingerprint, session_id = request.session.get("participant"), request.session.get("fingerprint"), request.session.get("sid")
+    if not isinstance(pid, int) or not isinstance(fingerprint, str) or not isinstance(session_id, str):
         return None
-    return by_session(context(request).db, pid, fingerprint)
+    return by_session(context(request).db, pid, fingerprint, session_id)
 
 
 def require_signed_in(request: Request) -> Principal:
@@ -86,8 +92,17 @@ def sign_in(request: Request, token: str) -> Principal:
     """Check a token typed into the sign-in page (as :func:`verify`) and start a fresh web session for its participant."""
     who = verify(request, Role.PARTICIPANT, token)
     request.session.clear()  # a fresh session (and CSRF token) at sign-in
-    request.session.update(participant=who.id, fingerprint=who.fingerprint, csrf=secrets.token_urlsafe(32))
+    session_id = start_session(context(request).db, who.id)
+    request.session.update(participant=who.id, fingerprint=who.fingerprint, sid=session_id, csrf=secrets.token_urlsafe(32))
     return who
+
+
+def sign_out(request: Request) -> None:
+    """End the web session on the server (a replayed cookie is refused) and clear the cookie."""
+    session_id = request.session.get("sid")
+    if isinstance(session_id, str):
+        end_session(context(request).db, session_id)
+    request.session.clear()
 
 
 #: Route parameters: the authenticated participant, worker or metrics scraper (bearer token), or the signed-in web participant.

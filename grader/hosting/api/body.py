@@ -18,9 +18,10 @@ from pydantic import BaseModel, ValidationError
 
 from grader import jsonio
 
-#: Caps of the JSON bodies (today's: a few small fields; a worker's result carries a report with per-query values and logs).
-SMALL_BODY_BYTES = 64 << 10
-RESULT_BODY_BYTES = 256 << 20
+#: Caps of the JSON bodies (a few small fields) and of the web pages' forms. A worker's result has its
+#: own, computed from its job (:mod:`grader.hosting.services.result_size`); an upload, the competition's ``max_bytes``.
+JSON_BYTES = 16 << 10
+FORM_BYTES = 16 << 10
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -45,7 +46,7 @@ async def read_bounded(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def parse(request: Request, model: type[Model], limit: int = SMALL_BODY_BYTES) -> Model:
+async def parse(request: Request, model: type[Model], limit: int = JSON_BYTES) -> Model:
     """The body as ``model``: read bounded, parsed strictly, validated (422 with the reason otherwise)."""
     raw = await read_bounded(request, limit)
     try:

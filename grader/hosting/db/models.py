@@ -72,6 +72,17 @@ class Participant(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class WebSession(Base):
+    """A signed-in web session. The cookie carries its id; only the id's SHA-256 is stored. Signing out ends it here."""
+
+    __tablename__ = "web_sessions"
+    id_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
+    started_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+
+
 class Worker(Base):
     """A worker allowed to claim jobs (local ones are re-keyed at every server start)."""
 

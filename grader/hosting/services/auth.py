@@ -1,18 +1,23 @@
 """Who a credential belongs to: participants, workers and the metrics scraper, by token or by a web session.
 
 Tokens are stored as SHA-256 digests and compared in constant time. A web session
-holds the participant's id and a fingerprint of their token digest, so revoking or
-re-issuing the token ends the session. What a caller gets back is a
+holds the participant's id, a fingerprint of their token digest (revoking or
+re-issuing the token ends the session) and the id of a stored session row, which
+signing out ends: a cookie replayed after sign-out, or past :data:`SESSION_S`, is
+refused though its signature is still good. What a caller gets back is a
 :class:`grader.hosting.principal.Principal`.
 """
 
 from __future__ import annotations
 
 import hmac
+import secrets
+from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 
-from grader.hosting.db.models import Participant, Setting
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import Participant, Setting, WebSession
 from grader.hosting.db.session import Database
 from grader.hosting.principal import Principal, Role
 from grader.hosting.services.participants import authenticate as participant_by_token
@@ -24,6 +29,8 @@ METRICS_TOKEN_KEY = "metrics_token_sha256"
 #: Longer tokens are refused unread (ours are about 50 characters).
 MAX_TOKEN = 200
 FINGERPRINT = 32
+#: How long a web session lasts (the cookie's max-age too).
+SESSION_S = 8 * 3600
 
 
 def _participant(row: Participant) -> Principal:
@@ -47,9 +54,43 @@ def by_token(db: Database, role: Role, token: str) -> Principal | None:
     return Principal(Role.METRICS, 0, "metrics")
 
 
-def by_session(db: Database, participant_id: int, fingerprint: str) -> Principal | None:
-    """The participant a web session names, while their token is still the one they signed in with."""
+def start_session(db: Database, participant_id: int) -> str:
+    """Store a new web session of ``participant_id`` (ended ones past their time are pruned); return its id for the cookie."""
+    session_id = secrets.token_urlsafe(32)
+    now = utcnow()
     with db.session() as session:
+        session.execute(delete(WebSession).where(WebSession.expires_at < now))
+        session.add(
+            WebSession(
+                id_sha256=token_digest(session_id),
+                participant_id=participant_id,
+                started_at=now,
+                expires_at=now + timedelta(seconds=SESSION_S),
+                ended_at=None,
+            )
+        )
+    return session_id
+
+
+def end_session(db: Database, session_id: str) -> None:
+    """End the web session ``session_id`` (sign-out): its cookie is refused from now on."""
+    if not session_id or len(session_id) > MAX_TOKEN:
+        return
+    with db.session() as session:
+        session.execute(
+            update(WebSession).where(WebSession.id_sha256 == token_digest(session_id), WebSession.ended_at.is_(None)).values(ended_at=utcnow())
+        )
+
+
+def by_session(db: Database, participant_id: int, fingerprint: str, session_id: str) -> Principal | None:
+    """The participant a web session names, while the session is live and their token is still the one they signed in with."""
+    if not session_id or len(session_id) > MAX_TOKEN:
+        return None
+    with db.session() as session:
+        # Looked up by the digest of a 256-bit random id: equality in the index, as with tokens.
+        live = session.get(WebSession, token_digest(session_id))
+        if live is None or live.participant_id != participant_id or live.ended_at is not None or live.expires_at <= utcnow():
+            return None
         found = session.get(Participant, participant_id)
         if found is None or found.revoked_at is not None:
             return None

@@ -18,8 +18,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, signed_in
-from grader.hosting.api.body import read_bounded
+from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, sign_out, signed_in
+from grader.hosting.api.body import FORM_BYTES, read_bounded
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
@@ -35,7 +35,6 @@ TEMPLATES = Environment(
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
 TEMPLATES.filters.update(FILTERS)
-MAX_FORM_BYTES = 16_384
 
 
 def _page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
@@ -65,7 +64,7 @@ def _csrf(request: Request) -> str:
 
 async def _form(request: Request) -> dict[str, list[str]]:
     """The urlencoded form of a POST, after its CSRF token was checked against the session's (403 otherwise)."""
-    body = await read_bounded(request, MAX_FORM_BYTES)
+    body = await read_bounded(request, FORM_BYTES)
     form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     sent = (form.get("csrf") or [""])[0]
     expected = request.session.get("csrf")
@@ -111,7 +110,7 @@ async def signin(request: Request) -> Response:
 @router.post("/signout")
 async def signout(request: Request) -> Response:
     await _form(request)
-    request.session.clear()
+    await run_in_threadpool(sign_out, request)
     return RedirectResponse("/", status_code=303)
 
 

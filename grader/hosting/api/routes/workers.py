@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from grader.hosting.api.auth import CurrentWorker
-from grader.hosting.api.body import RESULT_BODY_BYTES, parse
+from grader.hosting.api.body import parse
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
@@ -82,7 +82,7 @@ def upload(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> Fi
     openapi_extra={"requestBody": {"content": {"application/json": {"schema": WorkerResult.model_json_schema()}}}},
 )
 async def result(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> Verdict:
-    body = await parse(request, WorkerResult, RESULT_BODY_BYTES)
+    body = await parse(request, WorkerResult, ctx.result_body_bytes)
     verdict = await run_in_threadpool(jobs.post_result, ctx, who, submission_id, body)
     if verdict.status == "stale":
         raise HTTPException(409, "stale attempt: result discarded")
