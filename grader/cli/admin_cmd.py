@@ -131,14 +131,35 @@ def cancel(ctx: click.Context, submission_id: str) -> None:
     click.echo(f"cancelled {submission_id}")
 
 
+END_EFFECTS = (
+    "Ending the competition now closes uploads and final choices (uploads completed before this moment still count),\n"
+    "publishes the private leaderboard, participants' private and full scores and full signed reports,\n"
+    "and reveals the partition secret. It cannot be undone: once revealed, the secret and the private scores stay public."
+)
+
+
 @admin.command("end")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when not run on a terminal).")
 @click.pass_context
-def end(ctx: click.Context) -> None:
-    """Close the competition now (uploads completed before this moment still count)."""
+def end(ctx: click.Context, yes: bool) -> None:
+    """Close the competition now and reveal the private board and the partition secret. Cannot be undone.
+
+    Asks for confirmation on a terminal; elsewhere needs --yes (exit 2 without it).
+    """
+    import sys
+
+    from grader.errors import UsageError
     from grader.hosting.services import admin as service
 
-    now = service.end_now(_db(ctx))
-    click.echo(f"competition ended at {iso(now)}")
+    db = _db(ctx)  # a wrong --state fails before the question
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("`grader admin end` reveals the private board and cannot be undone; pass --yes to confirm")
+        click.echo(END_EFFECTS, err=True)
+        if not click.confirm("End the competition now?", default=False, err=True):
+            raise UsageError("not ended")
+    now = service.end_now(db)
+    click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
 
 
 @admin.command("repin")

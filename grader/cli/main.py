@@ -53,6 +53,7 @@ COMMAND_MODULES = (
     "images_cmd",
     "keys_cmd",
     "pack_cmd",
+    "reveal_cmd",
     "run_cmd",
     "score_cmd",
     "serve_cmd",

@@ -139,7 +139,7 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     world, url = site
     driver.get(url + "/?part=private")
     assert rows(driver, "zero-shot") == []  # 404 page before the end
-    admin(world.state, "end")
+    admin(world.state, "end", "--yes")
     driver.get(url + "/?part=private")
     private = [s.name for s in world.submissions]
     assert rows(driver, "zero-shot")[:-1] == expected_order(world, ZERO_SHOT, "private")

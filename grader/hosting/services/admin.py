@@ -102,14 +102,16 @@ def cancel(db: Database, submission_id: str) -> None:
 
 
 def end_now(db: Database) -> datetime:
-    """End the competition now; uploads completed before this moment still count."""
+    """End the competition now; uploads completed before this moment still count.
+
+    Ending twice keeps the first end: moving it later would re-open a window whose secret is already public.
+    """
     now = utcnow()
     with db.session() as session:
         setting = session.get(Setting, ENDED_AT_KEY)
-        if setting is None:
-            session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
-        else:
-            setting.value = now.isoformat()
+        if setting is not None:
+            return datetime.fromisoformat(setting.value)
+        session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
     return now
 
 

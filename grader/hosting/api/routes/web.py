@@ -83,8 +83,12 @@ def stylesheet() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, ctx: Ctx, part: str = "public") -> HTMLResponse:
-    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
+def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLResponse:
+    ended = has_ended(ctx.db, ctx.competition)
+    if part is None:
+        # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
+        part = "private" if ended else "public"
+    if not board_visible(part, ended=ended):
         raise HTTPException(404, "the private leaderboard is published at the end of the competition")
     data = service.board_json(ctx, part)
     partition = service.partition_info(ctx)
