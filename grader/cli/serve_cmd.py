@@ -13,9 +13,17 @@ import click
     "competition_file",
     required=True,
     type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
     help="The competition file (TOML; see competitions_example/mini.toml).",
 )
-@click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), help="State folder: database, uploads, reports, host key.")
+@click.option(
+    "--state",
+    "state_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_STATE",
+    help="State folder: database, uploads, reports, host key.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes (0: remote workers only).")
@@ -34,7 +42,18 @@ def serve(competition_file: Path, state_dir: Path, host: str, port: int, workers
     from grader.hosting.server import ServeOptions
     from grader.hosting.server import serve as run
 
-    run(ServeOptions(load_competition(competition_file), state_dir, host=host, port=port, workers=workers, database=database, broker=broker))
+    run(
+        ServeOptions(
+            load_competition(competition_file),
+            state_dir,
+            host=host,
+            port=port,
+            workers=workers,
+            database=database,
+            broker=broker,
+            competition_file=competition_file,
+        )
+    )
 
 
 def register(group: click.Group) -> None:

@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from grader.hosting.api.app import create_app
 from grader.hosting.config import Competition
@@ -21,7 +22,7 @@ from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.startup import local_worker_tokens, open_competition
-from grader.hosting.storage import StateDir
+from grader.hosting.storage import StateDir, record_competition_file
 
 log = logging.getLogger("grader.hosting")
 
@@ -38,6 +39,8 @@ class ServeOptions:
     database: str | None = None
     #: Celery broker URL: dispatch through Celery too (remote ``grader worker --broker``); None: local workers only.
     broker: str | None = None
+    #: The file ``competition`` was read from: noted in the state folder for the admin commands.
+    competition_file: Path | None = None
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -49,6 +52,8 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     competition = options.competition
     opened = open_competition(db, competition, secret)
     state.clean_tmp()
+    if options.competition_file is not None:
+        record_competition_file(state.root, options.competition_file)
     state.clean_orphans(set(opened.known))
     _benchmark, tasks, split, sample = grading_splits(competition)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
@@ -80,6 +85,29 @@ def _celery_dispatcher(broker: str) -> ServerDispatcher:
     return CeleryDispatcher(broker)
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and the start line)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def start_line(options: ServeOptions, url: str, state: Path) -> str:
+    """What ``grader serve`` says when it starts: where, with which database and broker (passwords masked), how many local workers."""
+    database = masked(options.database) if options.database else f"SQLite in {state}"
+    broker = masked(options.broker) if options.broker else "none (local workers poll the database)"
+    return (
+        f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {state}; "
+        f"database: {database}; broker: {broker}; local workers: {options.workers}"
+    )
+
+
 class Reaper(threading.Thread):
     """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``."""
 
@@ -97,12 +125,30 @@ class Reaper(threading.Thread):
                     ("lease expired, re-queued", done.requeued),
                     ("lease expired, attempt limit reached: error/INFRA", done.errored),
                     ("left received, queued", done.queued_received),
-                    ("waiting unclaimed, re-dispatched", done.redispatched),
                 ):
                     if ids:
                         log.warning("reaper: %s: %s", what, ", ".join(ids))
+                log_waiting(done.redispatched, done.running)
             except Exception:  # the reaper must outlive a database hiccup
                 log.exception("reaper pass failed; retrying")
+
+
+def log_waiting(redispatched: list[str], running: int) -> None:
+    """Say that jobs wait unclaimed: a warning only when no worker is grading, since busy workers are no fault.
+
+    An idle live worker claims within a poll, so jobs that waited a whole re-dispatch period while
+    nothing runs mean that no worker is alive (or none can claim); while some run, waiting is a queue.
+    """
+    if not redispatched:
+        return
+    if running:
+        log.debug("reaper: %d job(s) queued while %d run; re-dispatched: %s", len(redispatched), running, ", ".join(redispatched))
+    else:
+        log.warning(
+            "reaper: %d job(s) waiting unclaimed and no worker is grading (is any worker running and able to claim?); re-dispatched: %s",
+            len(redispatched),
+            ", ".join(redispatched),
+        )
 
 
 class LocalWorkers(threading.Thread):
@@ -174,9 +220,5 @@ def serve(options: ServeOptions) -> None:
         db.dispose()
 
     app = create_app(ctx, on_start=on_start, on_stop=on_stop)
-    print(
-        f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(start_line(options, url, ctx.state.root), file=sys.stderr, flush=True)
     uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)

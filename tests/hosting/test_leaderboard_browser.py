@@ -125,7 +125,8 @@ def test_final_choice_controls(site: tuple[World, str]) -> None:
         assert set(boxes) == {v1, v2} and all(b.is_selected() for b in boxes.values())  # default: the best public ones
         boxes[v1].click()
         submit_and_wait(browser, "save-finals")
-        assert browser.find_element(By.ID, "message").text == "final choices saved"
+        assert browser.find_element(By.ID, "message").text == f"final choices saved: {v2} count for the private board"
+        assert browser.find_element(By.ID, "saved-finals").text == v2
         checked = [b.get_attribute("value") for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]
         assert checked == [v2]
         browser.find_element(By.CSS_SELECTOR, f"input[name=final][value={v1}]").click()  # back to both, for the private board test
