@@ -17,7 +17,11 @@ def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
     state: Path = ctx.obj["state"]
     if ctx.obj["database"] is None and not (state / DB_FILE).is_file():
         # A mistyped --state must not silently create a second, empty competition.
-        raise HostingError(f"{state}: no competition database here", hint="start `grader serve --state DIR` once first, or pass --database URL")
+        raise HostingError(
+            f"{state}: no competition database here",
+            hint="pass the server's --database URL or set GRADER_DATABASE (and --state or GRADER_STATE): in a new shell, "
+            "source the environment file first (docs/deploy.md); on a new state folder, start `grader serve --state DIR` once",
+        )
     return open_database(state, ctx.obj["database"])
 
 
