@@ -94,3 +94,45 @@ def test_reveal_check_re_derives_every_private_score_and_fails_on_another_key(si
 
     unreachable = grader_cli("reveal-check", "http://127.0.0.1:9", timeout=120)
     assert unreachable.returncode == 5 and "cannot reach the server" in unreachable.stderr
+
+
+def _on_a_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
+    """Run the real `grader` with a pseudo-terminal as its stdin/stdout/stderr, typing ``answer``."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.hosting.support import REPO
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from grader.cli.main import main; main()", *args], stdin=follower, stdout=follower, stderr=follower, cwd=REPO
+    )
+    os.close(follower)
+    os.write(leader, answer)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    return process.wait(60), seen.decode("utf-8", "replace")
+
+
+def test_admin_end_on_a_terminal_says_what_it_does_and_asks(tmp_path: Path) -> None:
+    world = make_world(tmp_path, None)
+    try:
+        args = ["admin", "--state", str(world.state), "end"]
+        status, seen = _on_a_terminal(args, b"n\n")
+        assert status == 2 and "cannot be undone" in seen and "End the competition now? [y/N]" in seen and "not ended" in seen
+        assert TestClient(create_app(world.ctx)).get("/api/v1/partition").json()["ended"] is False
+        status, seen = _on_a_terminal(args, b"y\n")
+        assert status == 0 and "competition ended at" in seen, seen
+        assert TestClient(create_app(world.ctx)).get("/api/v1/partition").json()["ended"] is True
+    finally:
+        world.ctx.db.dispose()
