@@ -87,6 +87,25 @@ def public_key_from_pem(data: bytes, where: str) -> Ed25519PublicKey:
     return key
 
 
+#: What a blinding key id hashes before the key's bytes (docs/leaderboard.md).
+BLINDING_KEY_ID_PREFIX = b"grader blinding key v1\x00"
+
+
+def blinding_line(blinding: dict[str, Any]) -> Line:
+    """Whether the revealed blinding key is the one whose id was published from the first day."""
+    key_id = str(blinding.get("key_id"))
+    key = blinding.get("key")
+    if not isinstance(key, str):
+        return Line(False, f"the blinding key {bounded(key_id)} is not revealed")
+    try:
+        revealed = bytes.fromhex(key)
+    except ValueError:
+        return Line(False, "the revealed blinding key is not hex")
+    if hashlib.sha256(BLINDING_KEY_ID_PREFIX + revealed).hexdigest() != key_id:
+        return Line(False, f"the revealed blinding key does not match its published id {bounded(key_id)}")
+    return Line(True, f"blinding key matches its published id {key_id}")
+
+
 def private_score(report: dict[str, Any], secret: bytes, public_fraction: float) -> float:
     """A full report's private-part score: its per-query values restricted to each task's private queries, aggregated."""
     values = {task: t["per_query"]["values"] for task, t in report["tasks"].items()}
@@ -112,6 +131,9 @@ def check(fetch: Callable[[str], bytes], fetch_json: Callable[[str], Any], key: 
     else:
         yield Line(False, f"the revealed secret does not hash to the commitment sha256:{bounded(str(commitment))}")
         return
+    blinding = info.get("blinding")  # servers with a blinding key publish it (docs/leaderboard.md); older ones do not
+    if isinstance(blinding, dict):
+        yield blinding_line(blinding)
     fraction = float(info["public_fraction"])
     checked = 0
     for board in fetch_json("/api/v1/leaderboard?part=private")["boards"]:
@@ -121,6 +143,10 @@ def check(fetch: Callable[[str], bytes], fetch_json: Callable[[str], Any], key: 
                 report = verify_envelope(fetch(entry["report"]), key).report
             except VerificationError as error:
                 yield Line(False, f"{label}: the report does not verify with the host key: {error}")
+                continue
+            staged = (report.get("sandbox") or {}).get("blinding")
+            if isinstance(blinding, dict) and isinstance(staged, dict) and staged.get("key_id") != blinding.get("key_id"):
+                yield Line(False, f"{label}: graded under another blinding key than the committed one")
                 continue
             derived = round(private_score(report, secret, fraction), BOARD_DECIMALS)
             if derived == entry["score"]:

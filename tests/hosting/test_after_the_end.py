@@ -136,3 +136,23 @@ def test_admin_end_on_a_terminal_says_what_it_does_and_asks(tmp_path: Path) -> N
         assert TestClient(create_app(world.ctx)).get("/api/v1/partition").json()["ended"] is True
     finally:
         world.ctx.db.dispose()
+
+
+def test_reveal_check_checks_the_blinding_key_where_the_server_publishes_one() -> None:
+    import hashlib
+
+    from grader.hosting.reveal import blinding_line, check
+
+    key = bytes(range(32))
+    key_id = hashlib.sha256(b"grader blinding key v1\x00" + key).hexdigest()
+    assert blinding_line({"key_id": key_id, "key": key.hex()}).ok
+    assert not blinding_line({"key_id": key_id, "key": bytes(32).hex()}).ok  # another key
+    assert not blinding_line({"key_id": key_id, "key": None}).ok  # not revealed
+    secret = b"s" * 32
+    info = {"ended": True, "secret": secret.hex(), "commitment": hashlib.sha256(secret).hexdigest(), "public_fraction": 0.5}
+    answers = {
+        "/api/v1/partition": {**info, "blinding": {"key_id": key_id, "key": bytes(32).hex()}},
+        "/api/v1/leaderboard?part=private": {"boards": []},
+    }
+    lines = list(check(lambda path: b"", answers.__getitem__, None))  # type: ignore[arg-type]
+    assert [line.ok for line in lines] == [True, False, True] and "does not match its published id" in lines[1].text
