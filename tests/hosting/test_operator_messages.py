@@ -143,6 +143,7 @@ def test_the_host_board_is_aligned_and_needs_no_competition_file_after_serve(wor
             assert line[at - 1] == " " and line[at] != " ", (column, line)  # each column starts where its header does
 
 
+@pytest.mark.slow
 def test_admin_commands_import_only_what_they_use(tmp_path: Path) -> None:
     code = (
         "import sys\n"
