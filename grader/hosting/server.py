@@ -105,6 +105,7 @@ def start_line(options: ServeOptions, url: str, state: Path) -> str:
     return (
         f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {state}; "
         f"database: {database}; broker: {broker}; local workers: {options.workers}"
+        + (f" (their logs: {state / 'run'}/local-N.log)" if options.workers else "")
     )
 
 

@@ -212,7 +212,9 @@ def test_the_start_line_names_database_broker_and_workers_with_passwords_masked(
     line = start_line(options, "http://127.0.0.1:8000", tmp_path / "state")
     assert "s3cret" not in line and "hunter2" not in line
     assert "database: postgresql://grader:***@db.example:5432/grader" in line
-    assert "broker: redis://:***@127.0.0.1:6379/0" in line and line.endswith("local workers: 2")
+    assert "broker: redis://:***@127.0.0.1:6379/0" in line and line.endswith(
+        f"local workers: 2 (their logs: {tmp_path / 'state' / 'run'}/local-N.log)"
+    )
     plain = start_line(ServeOptions(competition, tmp_path / "state"), "http://127.0.0.1:8000", tmp_path / "state")
-    assert f"database: SQLite in {tmp_path / 'state'}" in plain and "broker: none" in plain and plain.endswith("local workers: 1")
+    assert f"database: SQLite in {tmp_path / 'state'}" in plain and "broker: none" in plain and "local workers: 1 (their logs: " in plain
     assert masked("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
