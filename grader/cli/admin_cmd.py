@@ -23,7 +23,11 @@ def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
     state: Path = ctx.obj["state"]
     if ctx.obj["database"] is None and not (state / DB_FILE).is_file():
         # A mistyped --state must not silently create a second, empty competition.
-        raise HostingError(f"{state}: no competition database here", hint="start `grader serve --state DIR` once first, or pass --database URL")
+        raise HostingError(
+            f"{state}: no competition database here",
+            hint="pass the server's --database URL or set GRADER_DATABASE (and --state or GRADER_STATE): in a new shell, "
+            "source the environment file first (docs/deploy.md); on a new state folder, start `grader serve --state DIR` once",
+        )
     return open_database(state, ctx.obj["database"])
 
 
@@ -103,13 +107,32 @@ def history(ctx: click.Context, submission_id: str) -> None:
     """The audit trail of one submission."""
     from grader.hosting.services import admin as service
 
-    for t in service.history(_db(ctx), submission_id):
+    rows = service.history(_db(ctx), submission_id)
+    for t in rows:
         click.echo(f"{t['at']}  {t['from'] or '-':>9} -> {t['to']:<9} attempt {t['attempt']}  {shown(t['actor'])}: {shown(t['reason'])}")
+    if any("sha256" in t["reason"] for t in rows):
+        click.echo(UPLOAD_DIGEST_NOTE)
 
 
-def _competition(path: Path):  # type: ignore[no-untyped-def]
+#: Why the two digests of one submission differ (docs/hosting.md says it too).
+UPLOAD_DIGEST_NOTE = (
+    "note: the upload's sha256 is of the archive's bytes as sent; a report's subject digest is of the files inside it\n"
+    "      (sha256 over `sha256sum` lines of every file, docs/reports.md), the same however it was packed, so the two differ."
+)
+
+
+def _competition(path: Path | None, ctx: click.Context | None = None):  # type: ignore[no-untyped-def]
+    """The competition file given, else the one `grader serve` noted in the state folder."""
     from grader.hosting.config import load_competition
+    from grader.hosting.errors import HostingError
+    from grader.hosting.storage import recorded_competition_file
 
+    if path is None and ctx is not None:
+        path = recorded_competition_file(ctx.obj["state"])
+    if path is None:
+        raise HostingError(
+            "which competition? no `grader serve` has run with this --state yet", hint="pass --competition FILE (or set GRADER_COMPETITION)"
+        )
     return load_competition(path)
 
 
@@ -140,14 +163,35 @@ def cancel(ctx: click.Context, submission_id: str) -> None:
     click.echo(f"cancelled {submission_id}")
 
 
+END_EFFECTS = (
+    "Ending the competition now closes uploads and final choices (uploads completed before this moment still count),\n"
+    "publishes the private leaderboard, participants' private and full scores and full signed reports,\n"
+    "and reveals the partition secret. It cannot be undone: once revealed, the secret and the private scores stay public."
+)
+
+
 @admin.command("end")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when not run on a terminal).")
 @click.pass_context
-def end(ctx: click.Context) -> None:
-    """Close the competition now (uploads completed before this moment still count)."""
+def end(ctx: click.Context, yes: bool) -> None:
+    """Close the competition now and reveal the private board and the partition secret. Cannot be undone.
+
+    Asks for confirmation on a terminal; elsewhere needs --yes (exit 2 without it).
+    """
+    import sys
+
+    from grader.errors import UsageError
     from grader.hosting.services import admin as service
 
-    now = service.end_now(_db(ctx))
-    click.echo(f"competition ended at {iso(now)}")
+    db = _db(ctx)  # a wrong --state fails before the question
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("`grader admin end` reveals the private board and cannot be undone; pass --yes to confirm")
+        click.echo(END_EFFECTS, err=True)
+        if not click.confirm("End the competition now?", default=False, err=True):
+            raise UsageError("not ended")
+    now = service.end_now(db)
+    click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
 
 
 @admin.command("repin")
@@ -175,14 +219,22 @@ def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
 
 @admin.command("leaderboard")
 @click.option("--private", "private", is_flag=True, help="The private board (participants see it only after the end; the host at any time).")
-@click.option("--competition", "competition_file", required=True, type=click.Path(path_type=Path), envvar="GRADER_COMPETITION")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
+    help="The competition file (default: the one `grader serve` last ran with on this --state).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def leaderboard(ctx: click.Context, private: bool, competition_file: Path, as_json: bool) -> None:
+def leaderboard(ctx: click.Context, private: bool, competition_file: Path | None, as_json: bool) -> None:
     """The leaderboard as the server computes it (host view): with --private, the private board, also before the end."""
     from grader.hosting.leaderboard.host_view import board_text, host_board
 
-    data = host_board(ctx.obj["state"], _db(ctx), _competition(competition_file), "private" if private else "public")
+    db = _db(ctx)
+    data = host_board(ctx.obj["state"], db, _competition(competition_file, ctx), "private" if private else "public")
     click.echo(jsonio.dumps(data, indent=2, ensure_ascii=True) if as_json else board_text(data))
 
 

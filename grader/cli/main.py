@@ -41,7 +41,7 @@ def cli() -> None:
     """
 
 
-#: The command modules; each has ``register(cli)``. Imported in ``_register`` so that each stays independent of the others.
+#: The command modules; each has ``register(cli)``, which adds its commands. Each stays independent of the others.
 COMMAND_MODULES = (
     "admin_cmd",
     "benchmarks_cmd",
@@ -54,6 +54,7 @@ COMMAND_MODULES = (
     "keys_cmd",
     "log_cmd",
     "pack_cmd",
+    "reveal_cmd",
     "run_cmd",
     "score_cmd",
     "serve_cmd",
@@ -63,13 +64,93 @@ COMMAND_MODULES = (
     "worker_cmd",
 )
 
+#: Which module defines a command, so that running one imports only its module. Some modules pull in
+#: numpy, scipy, numba and onnx (about 2 s): `grader admin list` needs none of them. A command missing
+#: here still works: looking it up then imports every module.
+COMMAND_HOMES = {
+    "admin": "admin_cmd",
+    "benchmarks": "benchmarks_cmd",
+    "check": "check_cmd",
+    "compare": "compare_cmd",
+    "data": "data_cmd",
+    "effect": "effect_cmd",
+    "export-mteb": "export_cmd",
+    "images": "images_cmd",
+    "keygen": "keys_cmd",
+    "log": "log_cmd",
+    "pack": "pack_cmd",
+    "reveal-check": "reveal_cmd",
+    "run": "run_cmd",
+    "score": "score_cmd",
+    "serve": "serve_cmd",
+    "submit": "submit_cmd",
+    "status": "submit_cmd",
+    "submissions": "submit_cmd",
+    "score-translation": "translation_cmd",
+    "verify": "verify_cmd",
+    "worker": "worker_cmd",
+}
 
-def _register() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"grader.cli.{name}").register(cli)
+
+class _Commands(dict[str, click.Command]):
+    """``cli.commands``, filled on demand: a lookup by name imports that command's module; listing imports them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded: set[str] = set()
+
+    def _load(self, module: str) -> None:
+        if module not in self.loaded:
+            self.loaded.add(module)
+            importlib.import_module(f"grader.cli.{module}").register(cli)
+
+    def load_all(self) -> None:
+        """Import every command module."""
+        for module in COMMAND_MODULES:
+            self._load(module)
+
+    def _find(self, name: object) -> None:
+        if isinstance(name, str) and not super().__contains__(name):
+            home = COMMAND_HOMES.get(name)
+            if home is not None:
+                self._load(home)
+            if not super().__contains__(name):
+                self.load_all()
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        self._find(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name: str) -> click.Command:
+        self._find(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        self._find(name)
+        return super().__contains__(name)
+
+    def __iter__(self) -> Any:
+        self.load_all()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.load_all()
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self.load_all()
+        return super().keys()
+
+    def values(self) -> Any:
+        self.load_all()
+        return super().values()
+
+    def items(self) -> Any:
+        self.load_all()
+        return super().items()
 
 
-_register()
+cli.commands = _Commands()
 
 
 def main() -> None:

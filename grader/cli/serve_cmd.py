@@ -26,9 +26,17 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
     "competition_file",
     required=True,
     type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
     help="The competition file (TOML; see competitions_example/mini.toml).",
 )
-@click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), help="State folder: database, uploads, reports, host key.")
+@click.option(
+    "--state",
+    "state_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_STATE",
+    help="State folder: database, uploads, reports, host key.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes (0: remote workers only).")
@@ -96,6 +104,7 @@ def serve(
             trusted_proxies=trusted_proxies,
             min_body_rate=min_body_rate,
             body_grace_s=body_grace_s,
+            competition_file=competition_file,
         )
     )
 

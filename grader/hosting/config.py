@@ -101,9 +101,17 @@ class Competition:
     leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
 
     def benchmark_target(self) -> str:
-        """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file."""
+        """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
+
+        A bare name is a folder next to the file when one is there (with or without ``benchmark.json``:
+        task folders alone make a benchmark), unless it is a registered name and the folder has no
+        ``benchmark.json``; never a folder in the working directory, which depends on where a command runs.
+        """
+        from grader.data.registry import REGISTERED
+
         candidate = self.path.parent / self.benchmark
-        if "/" in self.benchmark or self.benchmark.startswith(".") or (candidate.is_dir() and (candidate / "benchmark.json").exists()):
+        described = (candidate / "benchmark.json").exists()
+        if "/" in self.benchmark or self.benchmark.startswith(".") or (candidate.is_dir() and (described or self.benchmark not in REGISTERED)):
             return str(candidate.resolve())
         return self.benchmark
 

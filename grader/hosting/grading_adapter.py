@@ -10,7 +10,9 @@ failure code of a submission that could not be graded at all.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,40 @@ def blinding_key_from_job(job: Job) -> BlindingKey | None:
         return None  # graded under a fresh key instead: the server then refuses the report (INFRA), never a crash here
 
 
+class LogProgress(SilentProgress):
+    """Progress as log lines, so that a worker's log shows where a grade of many minutes is.
+
+    One line when a task starts and when it ends; between them, a line per side (corpus,
+    queries) at most every ``every_s`` seconds with the texts encoded so far.
+    """
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        self.every_s = every_s
+        self.started: dict[str, float] = {}
+
+    def task_started(self, task: str, *, documents: int, queries: int) -> None:
+        self.started[task] = time.monotonic()
+        log.info("task %s: started (%d documents, %d queries)", task, documents, queries)
+
+    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
+        now = time.monotonic()
+        took = now - self.started.get(task, now)
+        failure = entry.get("failure")
+        code = failure.get("code") if isinstance(failure, dict) else None
+        log.info("task %s: %s in %.0f s", task, entry.get("status", "done") + (f" ({code})" if code else ""), took)
+
+    def progress(self, label: str, total: int) -> Callable[[int], None]:
+        last = [time.monotonic()]
+
+        def advance(count: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= self.every_s or count >= total:
+                last[0] = now
+                log.info("%s: %d of %d encoded", label, count, total)
+
+        return advance
+
+
 def _logs(out_dir: Path) -> dict[str, str]:
     logs: dict[str, str] = {}
     folder = out_dir / "logs"
@@ -120,7 +156,7 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         )
         bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
         with open_submission(upload, bounds) as folder:
-            report, _path = grade_submission(folder, options, SilentProgress())
+            report, _path = grade_submission(folder, options, LogProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))
     return GradeOutcome(report, None, "", _logs(out_dir))

@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from grader.hosting.api.app import create_app
 from grader.hosting.blinding import ensure_competition_blinding_key
@@ -25,7 +26,7 @@ from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.result_size import job_result_cap
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.settings import with_worker_token
-from grader.hosting.storage import PRIVATE_UMASK, StateDir
+from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 
 log = logging.getLogger("grader.hosting")
 
@@ -47,6 +48,8 @@ class ServeOptions:
     #: A request body must arrive at this many bytes/s on average once ``body_grace_s`` have passed (0: no minimum).
     min_body_rate: float = 16 << 10
     body_grace_s: float = 20.0
+    #: The file ``competition`` was read from: noted in the state folder for the admin commands.
+    competition_file: Path | None = None
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -59,6 +62,8 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     competition = options.competition
     opened = open_competition(db, competition, secret, blinding_key)
     state.clean_tmp()
+    if options.competition_file is not None:
+        record_competition_file(state.root, options.competition_file)
     state.clean_orphans(set(opened.known))
     state.make_private()
     benchmark, tasks, split, sample = grading_splits(competition)
@@ -93,6 +98,30 @@ def _celery_dispatcher(broker: str) -> ServerDispatcher:
     return CeleryDispatcher(broker)
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and the start line)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def start_line(options: ServeOptions, url: str, state: Path) -> str:
+    """What ``grader serve`` says when it starts: where, with which database and broker (passwords masked), how many local workers."""
+    database = masked(options.database) if options.database else f"SQLite in {state}"
+    broker = masked(options.broker) if options.broker else "none (local workers poll the database)"
+    return (
+        f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {state}; "
+        f"database: {database}; broker: {broker}; local workers: {options.workers}"
+        + (f" (their logs: {state / 'run'}/local-N.log)" if options.workers else "")
+    )
+
+
 class Reaper(threading.Thread):
     """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``."""
 
@@ -110,12 +139,30 @@ class Reaper(threading.Thread):
                     ("lease expired, re-queued", done.requeued),
                     ("lease expired, attempt limit reached: error/INFRA", done.errored),
                     ("left received, queued", done.queued_received),
-                    ("waiting unclaimed, re-dispatched", done.redispatched),
                 ):
                     if ids:
                         log.warning("reaper: %s: %s", what, ", ".join(ids))
+                log_waiting(done.redispatched, done.running)
             except Exception:  # the reaper must outlive a database hiccup
                 log.exception("reaper pass failed; retrying")
+
+
+def log_waiting(redispatched: list[str], running: int) -> None:
+    """Say that jobs wait unclaimed: a warning only when no worker is grading, since busy workers are no fault.
+
+    An idle live worker claims within a poll, so jobs that waited a whole re-dispatch period while
+    nothing runs mean that no worker is alive (or none can claim); while some run, waiting is a queue.
+    """
+    if not redispatched:
+        return
+    if running:
+        log.debug("reaper: %d job(s) queued while %d run; re-dispatched: %s", len(redispatched), running, ", ".join(redispatched))
+    else:
+        log.warning(
+            "reaper: %d job(s) waiting unclaimed and no worker is grading (is any worker running and able to claim?); re-dispatched: %s",
+            len(redispatched),
+            ", ".join(redispatched),
+        )
 
 
 class LocalWorkers(threading.Thread):
@@ -197,11 +244,7 @@ def serve(options: ServeOptions) -> None:
         shutdown(ctx, reaper, workers)
 
     app = create_app(ctx, on_start=on_start, on_stop=on_stop, min_body_rate=options.min_body_rate, body_grace_s=options.body_grace_s)
-    print(
-        f"serving competition {options.competition.name!r} on {url} (API docs: {url}/docs; host key: {url}/host-key.pub); state in {ctx.state.root}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(start_line(options, url, ctx.state.root), file=sys.stderr, flush=True)
     # uvicorn believes loopback's forwarded headers unless told otherwise: only the named proxies are.
     config = uvicorn.Config(
         app,

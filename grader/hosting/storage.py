@@ -48,6 +48,24 @@ class StoredUpload:
     size: int
 
 
+#: A note in the state folder: the competition file `grader serve` last ran with (admin commands default to it).
+COMPETITION_NOTE = "competition-file"
+
+
+def record_competition_file(root: Path, competition_file: Path) -> None:
+    """Note ``competition_file``'s absolute path in the state folder ``root``."""
+    (root / COMPETITION_NOTE).write_text(f"{competition_file.resolve()}\n", encoding="utf-8")
+
+
+def recorded_competition_file(root: Path) -> Path | None:
+    """The competition file `grader serve` last ran with in ``root``, if it noted one."""
+    try:
+        text = (root / COMPETITION_NOTE).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return Path(text) if text else None
+
+
 class StateDir:
     """Paths inside the state folder, and the few operations on them."""
 

@@ -147,7 +147,7 @@ def test_quota_and_window_answers_say_when(tmp_path: Path) -> None:
         # a host cancel refunds the quota
         admin(srv.state, "cancel", first["id"])
         second = HostingClient(srv.url, token).submit(EXAMPLE)
-        admin(srv.state, "end")
+        admin(srv.state, "end", "--yes")
         closed = grader_cli("submit", str(EXAMPLE), "--server", srv.url, env={"GRADER_TOKEN": token})
         assert closed.returncode == 4 and "competition closed at" in closed.stderr
         assert {s["id"]: s["state"] for s in submissions(srv.state, None)} == {first["id"]: "cancelled", second["id"]: "queued"}

@@ -45,7 +45,7 @@ def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World
     assert client.get("/api/v1/competition").json()["blinding_key_id"] == key.key_id
     for path in ("/", "/api/v1/partition", "/api/v1/competition", "/api/v1/leaderboard"):
         assert key.secret.hex() not in client.get(path).text, f"{path}: the blinding key leaked before the end"
-    admin(world.state, "end", database=world.database)
+    admin(world.state, "end", "--yes", database=world.database)
     after = client.get("/api/v1/partition").json()["blinding"]
     revealed = bytes.fromhex(after["key"])
     # What was committed to is what is revealed: the documented key id, recomputed here.

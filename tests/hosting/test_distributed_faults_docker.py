@@ -125,7 +125,7 @@ def test_worker_cut_off_from_the_server_its_late_result_is_refused(tmp_path: Pat
         proxy.restore()
         wait_for(lambda: f"{victim} attempt 1: stale" in far.log.read_text(), timeout=180, interval=0.5, what="the late result to be refused")
         history = admin(d.server.state, "history", victim, database=d.server.database)
-        assert "lease of attempt 1 expired" in history and "worker:" in history
+        assert "lease of attempt 1 expired" in history and f"worker {near.name}: attempt 2" in history  # named as reports name it
         d.check_invariants([victim])
         assert near.name in json.dumps(json.loads((next((d.server.state / "results" / victim).glob("2/report.json"))).read_text())["labels"])
     finally:

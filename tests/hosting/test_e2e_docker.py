@@ -143,7 +143,7 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     assert direct.returncode == 0, direct.stderr
     expected = json.loads((tmp_path / "direct" / "report.json").read_text())
 
-    admin(served.state, "end")
+    admin(served.state, "end", "--yes")
     got = grader_cli("status", scored_id, "--report", str(tmp_path / "report.dsse.json"), "--server", served.url, env=alice)
     assert got.returncode == 0, got.stderr
     verified = grader_cli("verify", str(tmp_path / "report.dsse.json"), "--key", str(tmp_path / "host.pub"), "--json")

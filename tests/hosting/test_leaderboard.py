@@ -161,7 +161,7 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     too_many = [v1.id, v2.id, world.by_name("bob-lsa").id]
     assert client.put("/api/v1/finals", json={"submissions": too_many}, headers=bearer(world, "alice")).status_code in (404, 409)
     assert client.put("/api/v1/finals", json={"submissions": [v2.id]}, headers=bearer(world, "alice")).json()["finals"] == [v2.id]
-    admin(world.state, "end", database=world.database)
+    admin(world.state, "end", "--yes", database=world.database)
     assert client.put("/api/v1/finals", json={"submissions": [v1.id]}, headers=bearer(world, "alice")).status_code == 409
     data = client.get("/api/v1/leaderboard?part=private").json()
     zero = {e["name"]: e for e in data["boards"][0]["entries"]}
@@ -200,7 +200,7 @@ def test_commitment_and_data_digests_are_published_from_the_start_and_the_reveal
     page = client.get("/").text
     digests = before["data_digests"]
     assert before["commitment"] in page and all(digests["tasks"][t][digests["split"]] in page for t in digests["tasks"])
-    admin(world.state, "end", database=world.database)
+    admin(world.state, "end", "--yes", database=world.database)
     after = client.get("/api/v1/partition").json()
     assert after["ended"] and after["commitment"] == before["commitment"]
     assert hashlib.sha256(bytes.fromhex(after["secret"])).hexdigest() == before["commitment"]  # what was committed to is what is revealed
@@ -243,7 +243,7 @@ def test_the_documented_check_re_derives_every_private_score(world: World, tmp_p
     snippet = text.split("(it is run by the\ntests against a live server):\n\n```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "check.py"
     script.write_text(snippet, encoding="utf-8")
-    admin(world.state, "end", database=world.database)
+    admin(world.state, "end", "--yes", database=world.database)
     with http_server(world.ctx) as url:
         done = subprocess.run([sys.executable, str(script), url], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr

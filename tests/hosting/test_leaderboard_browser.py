@@ -126,7 +126,8 @@ def test_final_choice_controls(site: tuple[World, str]) -> None:
         assert set(boxes) == {v1, v2} and all(b.is_selected() for b in boxes.values())  # default: the best public ones
         boxes[v1].click()
         submit_and_wait(browser, "save-finals")
-        assert browser.find_element(By.ID, "message").text == "final choices saved"
+        assert browser.find_element(By.ID, "message").text == f"final choices saved: {v2} count for the private board"
+        assert browser.find_element(By.ID, "saved-finals").text == v2
         checked = [b.get_attribute("value") for b in browser.find_elements(By.CSS_SELECTOR, "input[name=final]") if b.is_selected()]
         assert checked == [v2]
         browser.find_element(By.CSS_SELECTOR, f"input[name=final][value={v1}]").click()  # back to both, for the private board test
@@ -140,7 +141,7 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     world, url = site
     driver.get(url + "/?part=private")
     assert rows(driver, "zero-shot") == []  # 404 page before the end
-    admin(world.state, "end")
+    admin(world.state, "end", "--yes")
     driver.get(url + "/?part=private")
     private = [s.name for s in world.submissions]
     assert rows(driver, "zero-shot")[:-1] == expected_order(world, ZERO_SHOT, "private")

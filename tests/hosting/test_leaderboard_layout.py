@@ -115,7 +115,7 @@ def test_csv_says_which_part_and_true_false(site: tuple[World, str]) -> None:
 @pytest.mark.slow
 def test_private_board_fits_and_its_csv_says_private(site: tuple[World, str]) -> None:
     world, url = site
-    admin(world.state, "end")
+    admin(world.state, "end", "--yes")
     for width in (1280, 390):
         assert_fits(layout(url + "/?part=private", width), width)
     rows = list(csv.DictReader(io.StringIO(httpx.get(url + "/leaderboard.csv?part=private", timeout=60).text)))

@@ -7,6 +7,7 @@ time from upload to `running` is printed (median, 95th percentile).
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -70,8 +71,10 @@ def test_300_submissions_30_participants_3_workers(tmp_path: Path, docker_engine
         for sid in ids:
             history = admin(d.server.state, "history", sid, database=d.server.database).splitlines()
             assert sum("-> scored" in line for line in history) == 1
-            who = next(line.split("  ")[-1].split(":")[1] for line in history if "-> scored" in line)  # actor worker:<id>
-            graded_by[who] = graded_by.get(who, 0) + 1
+            scored = next(line for line in history if "-> scored" in line)
+            named = re.search(r"  worker (\S+): ", scored)  # the worker's name, as its reports give it
+            assert named, scored
+            graded_by[named.group(1)] = graded_by.get(named.group(1), 0) + 1
         assert len(graded_by) == WORKERS, graded_by  # every worker took a share
         d.check_invariants(ids[:20])
     finally:

@@ -118,7 +118,7 @@ def test_no_read_route_writes_the_database_or_the_state_folder(world: World) -> 
     routes = {r.path for r in client.app.routes if "GET" in getattr(r, "methods", set())}
     for phase in ("before the end", "after the end"):
         if phase == "after the end":
-            admin(world.state, "end", database=world.database)
+            admin(world.state, "end", "--yes", database=world.database)
         web = signed_in_clients(world)
         before = snapshot(world)
         requested = read_everything(world, client, metrics_token, web)

@@ -56,7 +56,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         assert one.post(url, json=good).json() == {"status": "accepted", "state": "failed"}
         assert one.post(url, json=good).status_code == 409  # exactly once
         history = admin(server.state, "history", sid, database=database_url)
-        assert history.count("-> failed") == 1 and "worker:" in history
+        assert history.count("-> failed") == 1 and "worker w1: attempt 1" in history  # the name reports give it, not its row id
         # a revoked worker can no longer claim
         admin(server.state, "revoke-worker", "w2", database=database_url)
         assert two.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 401

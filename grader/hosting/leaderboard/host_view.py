@@ -47,8 +47,18 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _columns(rows: list[list[str]], right: set[int]) -> list[str]:
+    """``rows`` (the first is the header) as lines of aligned columns; columns in ``right`` right-aligned, the last one not padded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
 def board_text(data: dict[str, Any]) -> str:
-    """The boards as plain text, one line per entry (participant text escaped for the terminal)."""
+    """The boards as plain text: one aligned table per board, one line per entry (participant text escaped for the terminal)."""
     lines = [
         f"{escape_control(data['competition'])}: {data['part']} board"
         + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
@@ -56,15 +66,23 @@ def board_text(data: dict[str, Any]) -> str:
     for board in data["boards"]:
         lines.append("")
         lines.append(f"{board['title']} ({board['method'].get('measure', '')})")
+        rows = [["rank", "ranks", "group", "score", "95% interval", "participant", "submission", "final", "name"]]
         for e in board["entries"]:
-            rank = "base" if e["baseline"] else ("-" if e["rank"] is None else str(e["rank"]))
-            ranks = "" if e["rank_interval"] is None else f"[{e['rank_interval'][0]}-{e['rank_interval'][1]}]"
-            group = "" if e["group"] is None else f"g{e['group']}"
             low, high = e["interval"]
-            lines.append(
-                f"{rank:>4} {ranks:<8} {group:<4} {_number(e['score'])} ({_number(low)}-{_number(high)})  "
-                f"{escape_control(e['participant']):<20} {escape_control(e['name'])}  {e['submission']}{'  final' if e['final'] else ''}"
+            rows.append(
+                [
+                    "base" if e["baseline"] else ("-" if e["rank"] is None else str(e["rank"])),
+                    "" if e["rank_interval"] is None else f"{e['rank_interval'][0]}-{e['rank_interval'][1]}",
+                    "" if e["group"] is None else str(e["group"]),
+                    _number(e["score"]),
+                    "" if low is None else f"{_number(low)}-{_number(high)}",
+                    escape_control(e["participant"]),
+                    e["submission"],
+                    "final" if e["final"] else "",
+                    escape_control(e["name"]),
+                ]
             )
+        lines.extend(_columns(rows, right={0}))
     if not data["boards"]:
         lines.append("no scored hidden-split submission yet")
     return "\n".join(lines)

@@ -79,7 +79,22 @@ def history(db: Database, submission_id: str) -> list[dict[str, Any]]:
     """The audit trail of one submission, oldest first."""
     with db.session() as session:
         rows = session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all()
-        return [{"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": r.actor, "reason": r.reason, "at": iso(r.at)} for r in rows]
+        names = {worker_id: name for worker_id, name in session.execute(select(Worker.id, Worker.name))}
+        return [
+            {"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": _actor(r.actor, names), "reason": r.reason, "at": iso(r.at)}
+            for r in rows
+        ]
+
+
+def _actor(actor: str, worker_names: dict[int, str]) -> str:
+    """A transition's actor as people read it: a worker by the name reports give it (``graded_by``), not its row id.
+
+    Transitions store ``worker:<id>``; the workers table names it.
+    """
+    kind, _, number = actor.partition(":")
+    if kind == "worker" and number.isdigit() and int(number) in worker_names:
+        return f"worker {worker_names[int(number)]}"
+    return actor
 
 
 def rejudge(db: Database, submission_id: str | None, *, max_attempts: int) -> tuple[list[str], list[str]]:
@@ -102,14 +117,16 @@ def cancel(db: Database, submission_id: str) -> None:
 
 
 def end_now(db: Database) -> datetime:
-    """End the competition now; uploads completed before this moment still count."""
+    """End the competition now; uploads completed before this moment still count.
+
+    Ending twice keeps the first end: moving it later would re-open a window whose secret is already public.
+    """
     now = utcnow()
     with db.session() as session:
         setting = session.get(Setting, ENDED_AT_KEY)
-        if setting is None:
-            session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
-        else:
-            setting.value = now.isoformat()
+        if setting is not None:
+            return datetime.fromisoformat(setting.value)
+        session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
     return now
 
 

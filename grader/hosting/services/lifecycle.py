@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
 
 from grader.errors import InternalError
@@ -324,6 +324,8 @@ class ReapReport:
     errored: list[str]
     queued_received: list[str]
     redispatched: list[str]
+    #: Jobs held under a live lease after the pass: some worker is alive and busy.
+    running: int = 0
 
 
 def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapReport:
@@ -354,6 +356,10 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapRe
                 update(Submission).where(Submission.id == submission.id, Submission.state == State.QUEUED).values(dispatched_at=now)
             )
             report.redispatched.append(submission.id)
+        report.running = (
+            session.scalar(select(func.count()).select_from(Submission).where(Submission.state == State.RUNNING, Submission.lease_expires_at >= now))
+            or 0
+        )
     for submission_id in report.requeued + report.queued_received + report.redispatched:
         dispatcher.dispatch(submission_id)
     return report

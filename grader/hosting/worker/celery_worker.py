@@ -10,11 +10,13 @@ claim, and the other settings: :mod:`grader.hosting.celery_app`.
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import warnings
 from pathlib import Path
 
 import httpx
-from celery.exceptions import WorkerShutdown
+from celery.exceptions import SecurityWarning, WorkerShutdown
 from celery.worker import state as worker_state
 
 from grader.hosting.celery_app import QUEUE, WAKE_TASK, make_celery
@@ -42,6 +44,17 @@ def register_key(api: WorkerApi, key_dir: Path) -> None:
         )
     if response.status_code != 200:
         raise HostingError(f"the server answered {response.status_code} when recording this worker's key")
+
+
+def quiet_celery_root_advice() -> None:
+    """Replace Celery's advice to pass ``--uid`` (an option ``grader worker`` does not have) with advice that applies."""
+    # Celery warns from Worker.__init__ (celery.platforms.check_privileges) when run as root or in sudo/wheel.
+    warnings.filterwarnings("ignore", category=SecurityWarning)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        log.warning(
+            "running as root: a worker needs the Docker engine, not root; run `grader worker` as an unprivileged user "
+            "in the docker group (for example `sudo -u grader --preserve-env=GRADER_BROKER,GRADER_WORKER_TOKEN grader worker ...`)"
+        )
 
 
 def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_dir: Path, min_free_bytes: int) -> None:
@@ -85,6 +98,7 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 raise WorkerShutdown(1)
         return graded
 
+    quiet_celery_root_advice()
     worker = app.Worker(
         hostname=f"{name}@{socket.gethostname()}",
         pool="solo",

@@ -82,8 +82,12 @@ def stylesheet() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, ctx: Ctx, part: str = "public") -> HTMLResponse:
-    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
+def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLResponse:
+    ended = has_ended(ctx.db, ctx.competition)
+    if part is None:
+        # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
+        part = "private" if ended else "public"
+    if not board_visible(part, ended=ended):
         raise HTTPException(404, "the private leaderboard is published at the end of the competition")
     data = service.board_json(ctx, part)
     partition = service.partition_info(ctx)
@@ -141,13 +145,18 @@ async def choose_finals(request: Request, ctx: Ctx) -> Response:
     form = await _form(request)  # the CSRF check first, then who is signed in
     who = await run_in_threadpool(require_signed_in, request)
     try:
-        await run_in_threadpool(service.set_finals, ctx, who, form.get("final", []))
+        saved = await run_in_threadpool(service.set_finals, ctx, who, form.get("final", []))
     except LookupError:
         raise HTTPException(404, "no such submission") from None
     except HostingError as error:
         request.session["flash"] = f"error: {error}"
         return RedirectResponse("/me", status_code=303)
-    request.session["flash"] = "final choices saved"
+    # Say what was stored, not only that something was: the ids are the participant's own.
+    request.session["flash"] = (
+        f"final choices saved: {', '.join(saved)} count for the private board"
+        if saved
+        else "final choices saved: none chosen, so your best public submissions count"
+    )
     return RedirectResponse("/me", status_code=303)
 
 
