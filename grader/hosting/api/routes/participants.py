@@ -14,6 +14,7 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.messages import SubmissionView
+from grader.hosting.refusals import too_large
 from grader.hosting.services import submissions as service
 from grader.hosting.visibility import has_ended, logs_visible
 
@@ -46,9 +47,7 @@ async def submit(
     try:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > ctx.competition.upload_max_bytes:
-            raise RefusedSubmission(
-                f"upload of {declared} bytes is larger than the competition's cap of {ctx.competition.upload_max_bytes} bytes", status=413
-            )
+            raise too_large(int(declared), ctx.competition.upload_max_bytes)
         await run_in_threadpool(service.refuse_early, ctx, who, track)
         upload = await ctx.state.receive(request.stream(), ctx.competition.upload_max_bytes)
         submission = await run_in_threadpool(service.create_submission, ctx, who, track, upload)
