@@ -22,6 +22,8 @@ from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
 
+pytestmark = pytest.mark.slow  # the fixture runs the BM25 baseline script in a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 QRELS = MINI_TASK / "qrels" / "test.tsv"
