@@ -28,6 +28,7 @@ from grader.errors import (
     VerificationError,
 )
 from grader.failures import FailureCode
+from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
 from grader.stats.bootstrap import order_statistic_ranks
 from grader.stats.draws import BOOTSTRAP, stream_id
 from grader.stats.multiple import holm
@@ -130,6 +131,9 @@ def test_4_the_infrastructures_fault(tmp_path: Path) -> None:
         (TaskFailure(FailureCode.TIMEOUT, "killed"), 3),
         (SandboxUnavailable("no engine"), 4),
         (ReportError("cannot write"), 4),
+        (RefusedSubmission("refused (429): daily quota used"), 4),
+        (ClientError("cannot reach the server"), 5),
+        (UnknownSubmission("server answered 404: no such submission"), 6),
     ],
 )
 def test_the_table_maps_each_kind_of_error(error: GraderError, status: int) -> None:
@@ -146,8 +150,8 @@ def test_an_argument_the_library_refuses_is_a_usage_error() -> None:
 
 def test_the_table_ends_with_the_base_class_and_statuses_are_documented() -> None:
     assert EXIT_STATUSES[-1] == (GraderError, 2)
-    # 1-4 for every command; 75 (output folder locked) for grader run; 5 (server unreachable) for the hosting client.
-    assert {status for _, status in EXIT_STATUSES} == {1, 2, 3, 4, 5, 75}
+    # 1-4 for every command; 75 (output folder locked) for grader run; 5 (server unreachable) and 6 (unknown id) for the hosting client.
+    assert {status for _, status in EXIT_STATUSES} == {1, 2, 3, 4, 5, 6, 75}
     assert len({exit_status(kind("x")) for kind in (VerificationError, UsageError, SubmissionError, SandboxUnavailable)}) == 4
 
 

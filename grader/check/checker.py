@@ -14,7 +14,7 @@ import dataclasses
 import resource
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,20 +57,37 @@ def _hint(error: GraderError, default: str) -> str:
     return error.hint or default
 
 
-def run_check(submission: Path, options: RunOptions) -> CheckReport:
-    """Run every step; stop at the first blocking one (later steps are reported as not run)."""
+#: A competition's own rules on a submission (``grader check --competition``): given the submission and its
+#: manifest, raise :class:`GraderError` with the words of the server's refusal, or return what was checked.
+RulesCheck = Callable[[Path, Any], str]
+
+
+def describe_limits(options: RunOptions) -> str:
+    """The per-task limits of ``options`` in one phrase: ``600 s, 4.0 GiB, 1 CPU(s)``."""
+    limits = options.limits
+    return f"{limits.time_limit_s:g} s, {limits.memory_bytes / 2**30:.1f} GiB, {limits.cpus:g} CPU(s)"
+
+
+def run_check(
+    submission: Path, options: RunOptions, *, rules: RulesCheck | None = None, limits_source: str = "grader check's own defaults"
+) -> CheckReport:
+    """Run every step; stop at the first blocking one (later steps are reported as not run).
+
+    ``rules`` adds a competition's rules to step 1; ``limits_source`` says where ``options.limits`` came from
+    (step 3 names the limits it ran under and their source).
+    """
     report = CheckReport(str(submission))
     # A fresh blinding key unless one is given: check keeps nothing, and writes no key where it runs.
     options = with_blinding_key(options)
     with contextlib.ExitStack() as stack:
-        opened = _archive_step(report, stack, submission)
+        opened = _archive_step(report, stack, submission, rules)
         if opened is None:
             return report.finish()
         folder, manifest = opened
         grader = _intake_step(report, folder, manifest, options)
         if grader is None:
             return report.finish()
-        runs = _sample_run_step(report, stack, grader, options)
+        runs = _sample_run_step(report, stack, grader, options, limits_source)
         if runs is None or not _validation_step(report, runs, manifest, options):
             return report.finish()
         report.add(_score_step(runs, options))
@@ -78,8 +95,9 @@ def run_check(submission: Path, options: RunOptions) -> CheckReport:
     return report.finish()
 
 
-def _archive_step(report: CheckReport, stack: contextlib.ExitStack, submission: Path) -> tuple[Path, Manifest] | None:
-    """1. The archive opens and its manifest is valid: the unpacked folder (open until ``stack`` closes) and the manifest."""
+def _archive_step(report: CheckReport, stack: contextlib.ExitStack, submission: Path, rules: RulesCheck | None) -> tuple[Path, Manifest] | None:
+    """1. The archive opens, its manifest is valid and (with ``rules``) the competition accepts it: the unpacked folder
+    (open until ``stack`` closes) and the manifest."""
     try:
         folder = stack.enter_context(open_submission(submission))
         manifest = load_manifest(folder)
@@ -87,11 +105,18 @@ def _archive_step(report: CheckReport, stack: contextlib.ExitStack, submission: 
     except GraderError as error:
         report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "see docs/protocol.md and schemas/submission.schema.json")))
         return None
+    ruled = ""
+    if rules is not None:
+        try:
+            ruled = f"; {rules(submission, manifest)}"
+        except GraderError as error:
+            report.add(StepResult(ARCHIVE, "failed", str(error), _hint(error, "the competition's rules: see its /api/v1/competition")))
+            return None
     report.add(
         StepResult(
             ARCHIVE,
             "passed",
-            f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...",
+            f"{manifest.kind} submission {manifest.name!r}, sha256 {digest[:16]}...{ruled}",
             data={"digest": digest, "kind": manifest.kind},
         )
     )
@@ -109,8 +134,11 @@ def _intake_step(report: CheckReport, folder: Path, manifest: Manifest, options:
     return prepared.grader
 
 
-def _sample_run_step(report: CheckReport, stack: contextlib.ExitStack, grader: TaskGrader, options: RunOptions) -> list[_SampleOutcome] | None:
-    """3. A sample run of every task on the public sample split (never the hidden one), through ``grader.rank``."""
+def _sample_run_step(
+    report: CheckReport, stack: contextlib.ExitStack, grader: TaskGrader, options: RunOptions, limits_source: str
+) -> list[_SampleOutcome] | None:
+    """3. A sample run of every task on the public sample split (never the hidden one), through ``grader.rank``,
+    under ``options.limits`` (the step names them and ``limits_source``)."""
     spec = options.benchmark.spec
     split = spec.sample_split
     if split == spec.default_split:
@@ -140,7 +168,11 @@ def _sample_run_step(report: CheckReport, stack: contextlib.ExitStack, grader: T
     details = [f"{r.name}: {len(r.inputs.documents)} documents, {len(r.inputs.queries)} queries in {r.elapsed_s:.1f} s" for r in runs]
     report.add(
         StepResult(
-            SAMPLE_RUN, "passed", f"ran on the public {split!r} split of {len(runs)} task(s), same sandbox and limits as grading", details=details
+            SAMPLE_RUN,
+            "passed",
+            f"ran on the public {split!r} split of {len(runs)} task(s) in the grading sandbox under {describe_limits(options)} ({limits_source})",
+            details=details,
+            data={"limits": options.limits.as_report(), "limits_source": limits_source},
         )
     )
     return runs

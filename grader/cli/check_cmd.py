@@ -1,30 +1,65 @@
-"""``grader check``: validate a submission locally before sending it."""
+"""``grader check``: validate a submission locally before sending it, optionally against a competition's rules."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
 from grader import jsonio
-from grader.check.checker import run_check
+from grader.check.checker import RulesCheck, run_check
 from grader.cli.exits import EXIT_NOT_PASSED
 from grader.cli.options import tasks_option
 from grader.data.registry import resolve_benchmark
+from grader.errors import GraderError
 from grader.grading.interfaces import RunOptions
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
 
 
+def _rules_check(rules: Any) -> RulesCheck:
+    """The competition's rules as ``grader submit`` and the server apply them: kind, training labels, upload cap."""
+    from grader.hosting.client import packed
+    from grader.hosting.refusals import invalid, refusal_line, too_large
+    from grader.hosting.validation import check_manifest_rules
+
+    def check(submission: Path, manifest: Any) -> str:
+        try:
+            check_manifest_rules(manifest, path=Path("submission.json"), kinds=rules.kinds, require_training_labels=rules.require_training_labels)
+        except GraderError as error:
+            refusal = invalid(error)
+            raise GraderError(f"the server would refuse it: {refusal_line(refusal.status, str(refusal), None)}", hint=error.hint) from None
+        with packed(submission) as archive:
+            size = archive.stat().st_size
+        if size > rules.upload_max_bytes:
+            refusal = too_large(size, rules.upload_max_bytes)
+            raise GraderError(f"the server would refuse it: {refusal_line(refusal.status, str(refusal), None)}", hint="make the model smaller")
+        labels = "training labels declared" if rules.require_training_labels else "training labels not required"
+        return f"{manifest.kind} accepted, {labels}, packed {size / 1e6:.1f} MB of the {rules.upload_max_bytes / 1e6:.1f} MB upload cap"
+
+    return check
+
+
 @click.command("check")
 @click.argument("submission", type=click.Path(path_type=Path))
-@click.option("--benchmark", "benchmark_name", default="mini", show_default=True, help="A registered benchmark or a benchmark folder.")
-@tasks_option()
+@click.option(
+    "--competition",
+    "competition_target",
+    default=None,
+    metavar="URL|FILE",
+    help="Check against a competition: a server's URL (its /api/v1/competition) or a competition TOML file. "
+    "Takes its limits, kinds, training-label rule, upload cap, benchmark and tasks.",
+)
+@click.option(
+    "--benchmark", "benchmark_name", default=None, help="A registered benchmark or a benchmark folder (default: the competition's, else mini)."
+)
+@tasks_option("Comma-separated task names (default: the competition's, else all).")
 @click.option("--sandbox", type=click.Choice(["auto", "docker", "none"]), default="auto", show_default=True)
-@click.option("--time-limit", type=float, default=None, metavar="SECONDS", help="Per-task time limit assumed for grading (default 3600).")
-@click.option("--memory", default=None, metavar="SIZE", help="Per-task memory limit (default 8g).")
-@click.option("--cpus", type=float, default=None, metavar="N", help="Per-task CPU limit (default 2).")
+@click.option("--time-limit", type=float, default=None, metavar="SECONDS", help="Per-task time limit (default: the competition's, else 3600).")
+@click.option("--memory", default=None, metavar="SIZE", help="Per-task memory limit (default: the competition's, else 8g).")
+@click.option("--cpus", type=float, default=None, metavar="N", help="Per-task CPU limit (default: the competition's, else 2).")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads for in-process encoding.")
 @click.option(
     "--images-from-submission-only",
@@ -34,7 +69,8 @@ from grader.sandbox.limits import limits_from_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with the same steps.")
 def check_command(
     submission: Path,
-    benchmark_name: str,
+    competition_target: str | None,
+    benchmark_name: str | None,
     tasks: list[str] | None,
     sandbox: str,
     time_limit: float | None,
@@ -46,10 +82,23 @@ def check_command(
 ) -> None:
     """Run SUBMISSION through intake, a sample run, validation, scoring and an estimate, on public data only.
 
-    Exit 0 only when every step passes.
+    Without --competition the limits are grader check's own defaults (3600 s, 8g, 2 CPUs), which may not be
+    the competition's: step 3 says which limits it used and where from. Exit 0 only when every step passes.
     """
-    benchmark = resolve_benchmark(benchmark_name)
-    selected = benchmark.select(tasks)
+    rules = None
+    if competition_target is not None:
+        from grader.hosting.rules import load_rules
+
+        rules = load_rules(competition_target)
+    benchmark = resolve_benchmark(benchmark_name or (rules.benchmark if rules else "mini"))
+    selected = benchmark.select(tasks if tasks else (list(rules.tasks) if rules and rules.tasks else None))
+    overrides = [name for name, value in (("--time-limit", time_limit), ("--memory", memory), ("--cpus", cpus)) if value is not None]
+    if rules is not None:
+        source = f"limits of {rules.source}" + (f", with {', '.join(overrides)} from the command line" if overrides else "")
+        limits = limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=None, base=rules.limits)
+    else:
+        source = "grader check's own defaults" + (f" with {', '.join(overrides)}" if overrides else "") + "; --competition takes a competition's"
+        limits = limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=None)
     options = RunOptions(
         benchmark=benchmark,
         tasks=selected,
@@ -58,10 +107,10 @@ def check_command(
         policy=Policy.STRICT,
         threads=threads or (os.cpu_count() or 1),
         sandbox=sandbox,
-        limits=limits_from_options(time_limit=time_limit, memory=memory, cpus=cpus, runtime=None),
+        limits=limits,
         images_from_submission_only=images_from_submission_only,
     )
-    report = run_check(submission, options)
+    report = run_check(submission, options, rules=_rules_check(rules) if rules else None, limits_source=source)
     if as_json:
         click.echo(jsonio.dumps(report.as_dict(), indent=2, ensure_ascii=True))
     else:

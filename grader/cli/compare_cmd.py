@@ -11,7 +11,7 @@ from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from grader.stats.compare import DEFAULT_ALPHA, DEFAULT_LEVEL, Comparison, compare
-from grader.stats.reports import table_from_reports
+from grader.stats.reports import refuse_mixed_settings, table_from_reports, training_setting
 from grader.text import escape_control
 
 
@@ -69,17 +69,29 @@ def format_comparison(comparison: Comparison, header: str) -> str:
 )
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=DEFAULT_LEVEL, show_default=True, help="Confidence level of the intervals.")
 @click.option("--alpha", type=click.FloatRange(0.0001, 0.5), default=DEFAULT_ALPHA, show_default=True, help="Significance level of the groups.")
-def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed: int, resamples: int, level: float, alpha: float) -> None:
+@click.option(
+    "--mixed-settings",
+    is_flag=True,
+    help="Rank reports of different training settings (zero-shot, fine-tuned, undeclared) together; the boards never do.",
+)
+def compare_command(
+    reports: tuple[str, ...], key_path: str, as_json: bool, seed: int, resamples: int, level: float, alpha: float, mixed_settings: bool
+) -> None:
     """Compare signed reports REPORT... of the same benchmark over the same queries.
 
     Each report's signature is verified first. Prints each entry's score with a
     bootstrap confidence interval, rank interval and significance group, and for
     every pair the randomization and paired t-tests (Holm-corrected) with effect sizes.
+    Reports of different training settings are refused (exit 2), as the boards rank
+    them apart, unless --mixed-settings. Public-part reports (a competition server's,
+    before the end) carry no per-query values and do not compare; full ones do.
     """
     public_key = load_public_key(key_path)
     verified = [verify_report_file(path, public_key) for path in reports]
     documents = [item.report for item in verified]
-    table = table_from_reports(list(reports), documents)
+    table = table_from_reports(list(reports), documents)  # different benchmarks, data or queries: refused first
+    if not mixed_settings:
+        refuse_mixed_settings(list(reports), documents)
     result = compare(table, resamples=resamples, seed=seed, level=level, alpha=alpha)  # UsageError: e.g. too few resamples for the level
     first = documents[0]
     benchmark = first["benchmark"]
@@ -87,7 +99,13 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
         data: dict[str, Any] = {
             "benchmark": {"name": benchmark["name"], "version": benchmark["version"], "policy": first["policy"]},
             "reports": [
-                {"path": path, "subject": item.report["subject"]["name"], "digest": item.report["subject"]["digest"]["sha256"], "keyid": item.keyid}
+                {
+                    "path": path,
+                    "subject": item.report["subject"]["name"],
+                    "digest": item.report["subject"]["digest"]["sha256"],
+                    "keyid": item.keyid,
+                    "training_setting": training_setting(item.report),
+                }
                 for path, item in zip(reports, verified)
             ],
             **result.as_json(),
@@ -96,7 +114,12 @@ def compare_command(reports: tuple[str, ...], key_path: str, as_json: bool, seed
         return
     header = (
         f"benchmark {escape_control(benchmark['name'])} {escape_control(benchmark['version'])}, {result.measure} ({first['policy']} policy), "
-        f"{len(result.tasks)} task{'s' if len(result.tasks) != 1 else ''}, {result.queries:,} queries; every report verified"
+        f"{len(result.tasks)} task{'s' if len(result.tasks) != 1 else ''}, {result.queries:,} queries; every report verified; "
+        + (
+            "training settings mixed (--mixed-settings)"
+            if len({training_setting(d) for d in documents}) > 1
+            else f"training setting {training_setting(first)}"
+        )
     )
     click.echo(format_comparison(result, header))
 

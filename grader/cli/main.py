@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from grader import __version__
-from grader.cli.exits import exit_status, interrupted_status
+from grader.cli.exits import EXIT_MEANINGS, exit_status, interrupted_status
 from grader.errors import GraderError, Interrupted
 from grader.text import MAX_ERROR_LINE, bounded
 
@@ -34,11 +34,16 @@ class GraderGroup(click.Group):
 @click.group(cls=GraderGroup)
 @click.version_option(__version__, prog_name="grader")
 def cli() -> None:
-    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably.
+    """Grade code-retrieval submissions on hidden test data, reproducibly and verifiably."""
 
-    Exit status: 0 success; 1 a verification or check did not pass; 2 usage or input error;
-    3 the submission's fault; 4 the infrastructure's fault (container engine, report writing).
-    """
+
+def _exit_table() -> str:
+    # \b keeps click from rewrapping the table into one paragraph.
+    rows = "\n".join(f"  {'128+N' if status == 128 else str(status):<6}{meaning}" for status, meaning in EXIT_MEANINGS)
+    return f'{cli.help}\n\n\b\nExit status (README.md, "Exit status"):\n{rows}'
+
+
+cli.help = _exit_table()
 
 
 #: The command modules; each has ``register(cli)``, which adds its commands. Each stays independent of the others.
@@ -86,6 +91,8 @@ COMMAND_HOMES = {
     "submit": "submit_cmd",
     "status": "submit_cmd",
     "submissions": "submit_cmd",
+    "quota": "submit_cmd",
+    "finals": "submit_cmd",
     "score-translation": "translation_cmd",
     "verify": "verify_cmd",
     "worker": "worker_cmd",

@@ -1,22 +1,28 @@
-"""``grader submit``, ``grader status``, ``grader submissions``: the participant's side of a hosted competition.
+"""``grader submit``, ``status``, ``submissions``, ``quota``, ``finals``: the participant's side of a hosted competition.
 
 Exit status of ``submit --wait`` and ``status --wait``: 0 scored, 1 failed (the
 submission's fault), 3 error or cancelled (the platform's or the host's);
-4 refused (quota, window, invalid upload), 5 server unreachable or other answer.
+4 refused (quota, window, kind, training labels, size, invalid upload: by the
+server, or by ``submit`` itself before uploading, in the server's words),
+5 server unreachable or other answer, 6 unknown id (grader/cli/exits.py).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
 from grader.hosting import settings
-from grader.hosting.client import HostingClient, token_from
+from grader.hosting.client import TERMINAL, HostingClient, token_from
+
+#: Scores a view may carry, with the label printed before each (docs/leaderboard.md: participants see
+#: the public part's score until the end, then also the private part's and the full split's).
+SCORE_LABELS = (("score", "public"), ("private_score", "private"), ("full_score", "full"))
 
 
 def _server_option(func):  # type: ignore[no-untyped-def]
@@ -24,28 +30,57 @@ def _server_option(func):  # type: ignore[no-untyped-def]
     return click.option("--server", required=True, envvar=settings.SERVER, help="The competition server's URL.")(func)
 
 
+def _scores(view: dict[str, Any]) -> list[str]:
+    """``public score 0.1234`` (``score`` of a sample run: the sample split is public), ``private score ...``, ``full score ...``."""
+    parts = []
+    for key, label in SCORE_LABELS:
+        value = view.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            name = "sample" if key == "score" and view.get("track") == "sample" else label
+            parts.append(f"{name} score {value:.4f}")
+    return parts
+
+
 def _line(view: dict[str, Any]) -> str:
     parts = [view["id"], view["state"]]
     if view.get("failure_code"):
         parts.append(view["failure_code"])
-    if view.get("score") is not None:
-        parts.append(f"score {view['score']:.4f}")
+    parts.extend(_scores(view))
     if view.get("last_log_line"):
         parts.append(f"last log line: {click.unstyle(view['last_log_line'])!r}")
     return "  ".join(parts)
 
 
-def _progress(sent: int, total: int) -> None:
-    width = 30
-    done = int(width * sent / total) if total else width
-    sys.stderr.write(f"\rupload [{'#' * done}{'.' * (width - done)}] {sent / 1e6:.1f}/{total / 1e6:.1f} MB")
-    if sent >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+class UploadProgress:
+    """The upload's progress on stderr: a redrawn bar on a terminal; in a log, a plain line at each quarter."""
+
+    WIDTH = 30
+    STEPS = 4
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self.reported = -1
+
+    def __call__(self, sent: int, total: int) -> None:
+        megabytes = f"{sent / 1e6:.1f}/{total / 1e6:.1f} MB"
+        if self.tty:
+            done = int(self.WIDTH * sent / total) if total else self.WIDTH
+            self.stream.write(f"\rupload [{'#' * done}{'.' * (self.WIDTH - done)}] {megabytes}")
+            if sent >= total:
+                self.stream.write("\n")
+        else:
+            step = self.STEPS if not total or sent >= total else int(self.STEPS * sent / total)
+            if step <= self.reported:
+                return
+            self.reported = step
+            self.stream.write(f"upload: {megabytes} ({100 * step // self.STEPS} %)\n")
+        self.stream.flush()
 
 
 def _finish(client: HostingClient, submission_id: str) -> None:
-    view = client.wait(submission_id, on_change=lambda v: click.echo(_line(v), err=True))
+    # Each state on its way goes to stderr; the last one only to stdout, once.
+    view = client.wait(submission_id, on_change=lambda v: click.echo(_line(v), err=True) if v["state"] not in TERMINAL else None)
     click.echo(_line(view))
     click.get_current_context().exit(REMOTE_STATE_EXIT.get(view["state"], EXIT_SUBMISSION))
 
@@ -56,9 +91,14 @@ def _finish(client: HostingClient, submission_id: str) -> None:
 @click.option("--wait", is_flag=True, help="Follow the grading; exit 0 scored, 1 failed, 3 error/cancelled.")
 @click.option("--sample", is_flag=True, help="Run on the public sample split instead: logs visible, separate quota.")
 def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool) -> None:
-    """Check SUBMISSION locally, pack it (a Docker image via docker save), upload it, print its id."""
+    """Check SUBMISSION against the competition and your quota, pack it, upload it, print its id.
+
+    Whatever the server would refuse (window closed, quota used up, kind, training labels,
+    size over the upload cap) is refused here first, with the server's words and exit 4,
+    before a byte of the archive is sent. A Docker image is packed with docker save.
+    """
     client = HostingClient(server, token_from(token))
-    view = client.submit(submission, sample=sample, progress=_progress)
+    view = client.submit(submission, sample=sample, progress=UploadProgress())
     click.echo(view["id"])
     if wait:
         _finish(client, view["id"])
@@ -72,7 +112,8 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 @click.option("--logs", is_flag=True, help="Print the container logs (sample-split runs only).")
 @click.option("--json", "as_json", is_flag=True)
 def status(submission_id: str, server: str, token: str | None, wait: bool, report_path: Path | None, logs: bool, as_json: bool) -> None:
-    """Show one of your submissions."""
+    """Show one of your submissions: state, failure code, and each score the server shows you, labelled
+    (public until the end; then also private and full). Exit 6 for an id the server does not know."""
     client = HostingClient(server, token_from(token))
     if report_path is not None:
         from grader.files import atomic_write_bytes
@@ -91,7 +132,7 @@ def status(submission_id: str, server: str, token: str | None, wait: bool, repor
 @_server_option
 @click.option("--json", "as_json", is_flag=True)
 def submissions(server: str, token: str | None, as_json: bool) -> None:
-    """List your submissions, newest first."""
+    """List your submissions, newest first, with each score labelled (public; after the end also private and full)."""
     views = HostingClient(server, token_from(token)).submissions()
     if as_json:
         click.echo(jsonio.dumps(views, indent=2, ensure_ascii=True))
@@ -100,7 +141,48 @@ def submissions(server: str, token: str | None, as_json: bool) -> None:
         click.echo(f"{_line(view)}  {view['track']}  {view['uploaded_at']}  {click.unstyle(view['name'])!r}")
 
 
+@click.command("quota")
+@_server_option
+@click.option("--json", "as_json", is_flag=True)
+def quota(server: str, token: str | None, as_json: bool) -> None:
+    """Your quota: per track, submissions used in the last 24 h and in total, in flight, and when the next is possible."""
+    answer = HostingClient(server, token_from(token)).quota()
+    if as_json:
+        click.echo(jsonio.dumps(answer, indent=2, ensure_ascii=True))
+        return
+    for track in ("hidden", "sample"):
+        q = answer.get(track) if isinstance(answer, dict) else None
+        if not isinstance(q, dict):
+            continue
+        parts = [f"{track}: {q.get('used_24h')} of {q.get('per_day')} in the last 24 h"]
+        if q.get("total") is not None:
+            parts.append(f"{q.get('used_total')} of {q.get('total')} in total")
+        parts.append(f"{q.get('in_flight')} of at most {q.get('concurrent')} being graded")
+        if q.get("next_possible_at"):
+            parts.append(f"next possible at {click.unstyle(str(q['next_possible_at']))}")
+        click.echo("; ".join(parts))
+
+
+@click.command("finals")
+@click.argument("submission_ids", nargs=-1)
+@_server_option
+@click.option("--json", "as_json", is_flag=True)
+def finals(submission_ids: tuple[str, ...], server: str, token: str | None, as_json: bool) -> None:
+    """Show your final submissions (those the private board takes), or choose them: grader finals ID [ID ...].
+
+    Choosing replaces earlier choices and closes at the end. Without a choice the finals are your best public ones.
+    """
+    client = HostingClient(server, token_from(token))
+    answer = client.choose_finals(list(submission_ids)) if submission_ids else client.finals()
+    if as_json:
+        click.echo(jsonio.dumps(answer, indent=2, ensure_ascii=True))
+        return
+    chosen = sorted(str(i) for i in answer.get("finals", []))
+    how = "saved: chosen by you" if submission_ids else ("chosen by you" if answer.get("chosen") else "by default: your best public ones")
+    click.echo(f"finals ({how}; at most {answer.get('limit')}): {', '.join(chosen) if chosen else 'none yet'}")
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
-    for command in (submit, status, submissions):
+    for command in (submit, status, submissions, quota, finals):
         group.add_command(command)

@@ -12,21 +12,28 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from grader import jsonio
-from grader.errors import SubmissionError
-from grader.hosting.errors import ClientError, RefusedSubmission
+from grader.errors import GraderError, SubmissionError
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
+from grader.hosting.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
 from grader.hosting.retry import RetryPolicy, send_with_retry, upload_identity
+from grader.hosting.rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.settings import environment
 from grader.hosting.validation import check_submission
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
 
 TERMINAL = ("scored", "failed", "error", "cancelled")
+#: What the participant routes answer (404) for an id that is not one of yours (grader/hosting/api/routes/participants.py).
+UNKNOWN_DETAIL = "no such submission"
 CHUNK = 1 << 20
 
 
@@ -93,9 +100,7 @@ class HostingClient:
                 retry = None
                 with contextlib.suppress(ValueError, AttributeError):
                     retry = response.json().get("retry_at")
-                raise RefusedSubmission(
-                    f"refused ({response.status_code}): {detail}" + (f" (next possible at {retry})" if retry else ""), status=response.status_code
-                )
+                raise RefusedSubmission(refusal_line(response.status_code, detail, retry), status=response.status_code)
             raise ClientError(f"server answered {response.status_code}: {detail}")
         return response.json() if response.content else None
 
@@ -134,28 +139,89 @@ class HostingClient:
         submission: Path,
         *,
         sample: bool = False,
-        kinds: tuple[str, ...] = ("onnx", "docker"),
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
-        """Check locally (archive, manifest, static intake), pack, upload."""
-        check_submission(submission, kinds=kinds, image_as_tar=False)
+        """Refuse locally what the server would refuse, then pack and upload.
+
+        Reads the competition and the participant's quota first; the window, the quota, the
+        competition's rules (kinds, training labels) and the upload cap are checked before a
+        byte of the archive is sent, with the server's own words (:mod:`grader.hosting.refusals`).
+        The server checks everything again (it never trusts these checks).
+        """
+        rules = ParticipantRules.from_api(self.competition(), f"{self.http.base_url}{COMPETITION_PATH}")
+        track = "sample" if sample else "hidden"
+        quota, server_now = self.quota_with_time()
+        status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
+        refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)
+        if refusal is not None:
+            raise _local(refusal)
+        try:
+            check_submission(submission, kinds=rules.kinds, require_training_labels=rules.require_training_labels, image_as_tar=False)
+        except GraderError as error:
+            folder = Path(submission)
+            raise _local(
+                invalid(error, folder.resolve(), folder.absolute(), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()))
+            ) from None
         with packed(submission) as archive:
+            size = archive.stat().st_size
+            if size > rules.upload_max_bytes:
+                raise _local(too_large(size, rules.upload_max_bytes))
+            stored = load_refusal(status, incoming_bytes=size)  # the stored-uploads bound, now that the size is known
+            if stored is not None:
+                raise _local(stored)
             return self.upload(archive, sample=sample, progress=progress)
 
+    def quota(self) -> dict[str, Any]:
+        """``GET /api/v1/quota``: per track, used and allowed submissions and when the next is possible."""
+        return self.quota_with_time()[0]
+
+    def quota_with_time(self) -> tuple[dict[str, Any], datetime]:
+        """The quota and the server's clock when it answered (its ``Date`` header; this machine's clock without one).
+
+        The window is judged on the server's clock, so a participant's wrong clock does not refuse (or admit) wrongly.
+        """
+        response = self._request("GET", "/api/v1/quota")
+        answer = self._check(response)
+        moment = utcnow()
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            moment = parsedate_to_datetime(response.headers["date"]).astimezone(UTC)
+        return answer, moment
+
+    def finals(self) -> dict[str, Any]:
+        """``GET /api/v1/finals``: the submissions chosen for the final standings."""
+        return self._check(self._request("GET", "/api/v1/finals"))  # type: ignore[no-any-return]
+
+    def choose_finals(self, submission_ids: list[str]) -> dict[str, Any]:
+        """``PUT /api/v1/finals``: choose the submissions for the final standings."""
+        response = self._request("PUT", "/api/v1/finals", json={"submissions": submission_ids})
+        if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
+            raise UnknownSubmission(f"server answered 404: {_error(response)}: one of {submission_ids!r}", hint="`grader submissions` lists your ids")
+        return self._check(response)  # type: ignore[no-any-return]
+
+    def _own(self, submission_id: str, suffix: str = "") -> httpx.Response:
+        """A request about one submission; 404 becomes :class:`UnknownSubmission` (its own exit status)."""
+        response = self._request("GET", f"/api/v1/submissions/{submission_id}{suffix}")
+        # The routes answer 404 "no such submission" for an id that is unknown or someone else's; the report route
+        # also answers 404 for a known submission without a report yet, which is not an unknown id.
+        if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
+            raise UnknownSubmission(f"server answered 404: {_error(response)}: {submission_id!r}", hint="`grader submissions` lists your ids")
+        return response
+
     def status(self, submission_id: str) -> dict[str, Any]:
-        return self._check(self._request("GET", f"/api/v1/submissions/{submission_id}"))  # type: ignore[no-any-return]
+        """One of your submissions (UnknownSubmission for an id the server does not know, or not yours)."""
+        return self._check(self._own(submission_id))  # type: ignore[no-any-return]
 
     def submissions(self) -> list[dict[str, Any]]:
         return self._check(self._request("GET", "/api/v1/submissions"))  # type: ignore[no-any-return]
 
     def report(self, submission_id: str) -> bytes:
-        response = self._request("GET", f"/api/v1/submissions/{submission_id}/report")
+        response = self._own(submission_id, "/report")
         if response.status_code >= 400:
             raise ClientError(f"server answered {response.status_code}: {_error(response)}")
         return response.content
 
     def logs(self, submission_id: str) -> dict[str, str]:
-        return self._check(self._request("GET", f"/api/v1/submissions/{submission_id}/logs"))["logs"]  # type: ignore[no-any-return]
+        return self._check(self._own(submission_id, "/logs"))["logs"]  # type: ignore[no-any-return]
 
     def competition(self) -> dict[str, Any]:
         return self._check(self._request("GET", "/api/v1/competition"))  # type: ignore[no-any-return]
@@ -182,6 +248,16 @@ class HostingClient:
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise ClientError(f"{submission_id} still {view['state']} after {timeout_s:.0f} s")
             time.sleep(poll_s)
+
+
+def _local(refusal: RefusedSubmission) -> RefusedSubmission:
+    """The server's refusal, made here before uploading: the same line and status, and a hint that nothing was sent."""
+    return RefusedSubmission(
+        refusal_line(refusal.status, str(refusal), iso(refusal.retry_at)),
+        status=refusal.status,
+        retry_at=refusal.retry_at,
+        hint="refused here before uploading, as the server would refuse it; nothing was sent",
+    )
 
 
 def token_from(option: str | None) -> str:

@@ -30,3 +30,7 @@ class RefusedSubmission(GraderError):
 
 class ClientError(GraderError):
     """``grader submit/status/submissions`` could not talk to the server or got an error answer."""
+
+
+class UnknownSubmission(ClientError):
+    """The server knows no submission of yours by that id (404): its own exit status, apart from "unreachable"."""

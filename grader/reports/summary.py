@@ -19,6 +19,28 @@ def _number(value: Any) -> str:
     return "n/a" if value is None else repr(value)
 
 
+def _part(report: Report) -> str:
+    """Which queries the scores cover: a part of the hidden split (a competition's report before the end), or all."""
+    part = report.labels.get("part")
+    splits = ", ".join(sorted({_clean(task.split) for task in report.tasks.values()}))
+    if not isinstance(part, dict):
+        return f"part: all queries of the graded split ({splits}): a full report"
+    fraction = part.get("fraction")
+    share = f"{fraction * 100:g}% of " if isinstance(fraction, (int, float)) and not isinstance(fraction, bool) else ""
+    return (
+        f"part: {_clean(part.get('name'))}: {share}the queries of the graded split ({splits}), chosen by the partition committed as "
+        f"{_clean(part.get('partition_commitment'))}; no per-query values (the full report is published at the end)"
+    )
+
+
+def _graded_by(report: Report) -> str:
+    """The machine that graded: a remote worker the signing host names, or the signer itself."""
+    graded = report.labels.get("graded_by")
+    if isinstance(graded, dict) and graded.get("worker") is not None:
+        return f"graded by: worker {_clean(graded.get('worker'))} (attempt {_clean(graded.get('attempt'))}), named by the signer"
+    return "graded by: the signer's own machine (no remote worker named)"
+
+
 def format_summary(verified: VerifiedReport) -> str:
     """Lines describing a verified report: who signed it, what was graded, and the scores."""
     report = Report.from_json(verified.report)
@@ -30,6 +52,8 @@ def format_summary(verified: VerifiedReport) -> str:
         f"subject: {_clean(report.subject_name)} ({report.subject_kind}) sha256:{report.subject_digest}",
         f"benchmark: {_clean(benchmark['name'])} {_clean(benchmark['version'])} (primary measure {benchmark['primary_measure']})",
         f"policy: {report.policy}",
+        _part(report),
+        _graded_by(report),
         f"score: {measure} = {_number(aggregate.score)}"
         + ("" if aggregate.complete else " (incomplete: not every task of the benchmark was graded and scored)"),
     ]

@@ -36,6 +36,13 @@ def _per_query(source: str, report: Report) -> dict[str, dict[str, float]]:
     for name, task in sorted(report.tasks.items()):
         if not task.scored:
             raise ComparisonError(f"{source}: task {name} failed ({task.failure_code}); only fully scored reports compare")
+        part = report.labels.get("part")
+        if task.per_query is None and isinstance(part, dict):
+            raise ComparisonError(
+                f"{source}: a {escape_control(str(part.get('name')))}-part report (scores over the {escape_control(str(part.get('name')))} "
+                "queries only, without per-query values, by design: a competition server gives these out until the end)",
+                hint="compare the full reports, which participants download after the end (grader status ID --report FILE)",
+            )
         if task.per_query is None:
             raise ComparisonError(
                 f"{source}: task {name} has no per-query values (report made by an older grader)",
@@ -47,6 +54,30 @@ def _per_query(source: str, report: Report) -> dict[str, dict[str, float]]:
     if report.aggregate.groups and not report.aggregate.members_recorded:
         raise ComparisonError(f"{source}: the report does not say which tasks its groups average (report made by an older grader)")
     return values
+
+
+#: The training settings the boards rank apart (docs/leaderboard.md); anything else is ``undeclared``.
+SETTINGS = ("zero-shot", "fine-tuned")
+
+
+def training_setting(report: dict[str, Any]) -> str:
+    """``zero-shot`` or ``fine-tuned`` as the report's labels declare it; otherwise ``undeclared`` (never assumed)."""
+    training = (report.get("labels") or {}).get("training") or {}
+    setting = training.get("setting") if isinstance(training, dict) else None
+    return setting if setting in SETTINGS else "undeclared"
+
+
+def refuse_mixed_settings(sources: Sequence[str], reports: Sequence[dict[str, Any]]) -> None:
+    """Refuse reports of different training settings: the boards rank zero-shot, fine-tuned and undeclared apart."""
+    settings: dict[str, list[str]] = {}
+    for source, report in zip(sources, reports):
+        settings.setdefault(training_setting(report), []).append(escape_control(source))
+    if len(settings) > 1:
+        listed = "; ".join(f"{setting}: {', '.join(names)}" for setting, names in sorted(settings.items()))
+        raise ComparisonError(
+            f"the reports declare different training settings ({listed}); the boards never rank them together",
+            hint="compare each setting's reports apart, or pass --mixed-settings to rank them together anyway",
+        )
 
 
 def label_entries(sources: Sequence[str], reports: Sequence[Report]) -> list[str]:

@@ -119,7 +119,7 @@ def test_tokens_ownership_and_rate_limit(server: Server) -> None:
     assert other.status_code == 404
     assert httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": f"Bearer {bob}"}).json() == []
     status = grader_cli("status", view["id"], "--server", server.url, env={"GRADER_TOKEN": bob})
-    assert status.returncode == 5 and "404: no such submission" in status.stderr
+    assert status.returncode == 6 and "404: no such submission" in status.stderr
     # the real CLI lists alice's one submission
     listed = grader_cli("submissions", "--server", server.url, "--json", env={"GRADER_TOKEN": alice})
     assert listed.returncode == 0 and [v["id"] for v in json.loads(listed.stdout)] == [view["id"]]

@@ -106,12 +106,12 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     scored = grader_cli("submit", str(EXAMPLE), "--server", served.url, "--wait", env=alice)
     assert scored.returncode == 0, scored.stderr
     scored_id = scored.stdout.split()[0]
-    assert f"{scored_id}  scored  score " in scored.stdout
+    assert f"{scored_id}  scored  public score " in scored.stdout
     failed = grader_cli("submit", str(BROKEN), "--server", served.url, "--wait", env=alice)
     assert failed.returncode == 1, failed.stderr
     assert "failed  OUTPUT_MISSING" in failed.stdout
     # another participant gets 404 for alice's submission
-    assert grader_cli("status", scored_id, "--server", served.url, env={"GRADER_TOKEN": served.tokens["bob"]}).returncode == 5  # type: ignore[attr-defined]
+    assert grader_cli("status", scored_id, "--server", served.url, env={"GRADER_TOKEN": served.tokens["bob"]}).returncode == 6  # type: ignore[attr-defined]
     # before the end, only the public part's report leaves the server (signed by the host, no per-query values)
     (tmp_path / "host.pub").write_bytes(httpx.get(f"{served.url}/host-key.pub").content)
     early = grader_cli("status", scored_id, "--report", str(tmp_path / "early.json"), "--server", served.url, env=alice)

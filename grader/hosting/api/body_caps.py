@@ -18,6 +18,7 @@ body stream in its own task and queue.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -25,32 +26,44 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from grader import jsonio
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
 from grader.hosting.context import ServerContext
+from grader.hosting.refusals import too_large
+
+#: A route's words for a declared body over its cap, from the declared size and the cap (None: the generic line).
+Wording = Callable[[int, int], str] | None
 
 
 @dataclass(frozen=True)
 class RouteCaps:
     """Body caps by method and path pattern; ``default`` for any other request (whose route reads no body)."""
 
-    rules: tuple[tuple[str, re.Pattern[str], int], ...]
+    rules: tuple[tuple[str, re.Pattern[str], int, Wording], ...]
     default: int = JSON_BYTES
 
     def cap(self, method: str, path: str) -> int:
         """The most body bytes a request for ``method`` ``path`` may send."""
-        for rule_method, pattern, limit in self.rules:
+        return self.match(method, path)[0]
+
+    def match(self, method: str, path: str) -> tuple[int, Wording]:
+        """The cap of ``method`` ``path`` and its route's words for a declared body over it."""
+        for rule_method, pattern, limit, wording in self.rules:
             if method == rule_method and pattern.fullmatch(path):
-                return limit
-        return self.default
+                return limit, wording
+        return self.default, None
 
 
-def _rule(method: str, template: str, limit: int) -> tuple[str, re.Pattern[str], int]:
-    return method, re.compile(re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(template))), limit
+def _rule(method: str, template: str, limit: int, wording: Wording = None) -> tuple[str, re.Pattern[str], int, Wording]:
+    return method, re.compile(re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(template))), limit, wording
+
+
+def _upload_too_large(size: int, cap: int) -> str:
+    return str(too_large(size, cap))  # the upload route's own words, which `grader submit` also prints before uploading
 
 
 def route_caps(ctx: ServerContext) -> RouteCaps:
     """The caps of the routes that take a body: kilobytes for JSON and forms, the job's bound for results, ``max_bytes`` for uploads."""
     return RouteCaps(
         (
-            _rule("POST", "/api/v1/submissions", ctx.competition.upload_max_bytes),
+            _rule("POST", "/api/v1/submissions", ctx.competition.upload_max_bytes, _upload_too_large),
             _rule("PUT", "/api/v1/finals", JSON_BYTES),
             _rule("POST", "/api/v1/worker/claim", JSON_BYTES),
             _rule("POST", "/api/v1/worker/key", JSON_BYTES),
@@ -85,14 +98,15 @@ class BodyCaps:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        cap = self.caps.cap(scope["method"], scope["path"])
+        cap, wording = self.caps.match(scope["method"], scope["path"])
         declared = [value for name, value in scope["headers"] if name == b"content-length"]
         if declared:
             if len(declared) > 1 or not declared[0].isdigit():
                 await _refuse(send, 400, "malformed Content-Length")
                 return
             if int(declared[0]) > cap:
-                await _refuse(send, 413, f"request body larger than this route's cap of {cap} bytes")
+                detail = wording(int(declared[0]), cap) if wording else f"request body larger than this route's cap of {cap} bytes"
+                await _refuse(send, 413, detail)
                 return
         size = 0
         started = False

@@ -13,7 +13,6 @@ and count like submissions until they commit, fail or expire.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -24,43 +23,13 @@ from grader.hosting.clock import iso
 from grader.hosting.config import Competition
 from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.refusals import QuotaStatus, count_refusal, load_refusal, window_refusal
 
 DAY = timedelta(hours=24)
 HOUR = timedelta(hours=1)
 #: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
 #: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
 _REFUSALS_KEY = "refusals:{}"
-
-
-@dataclass(frozen=True)
-class QuotaStatus:
-    """Counts and limits for one participant and track."""
-
-    track: str
-    used_24h: int
-    per_day: int
-    used_total: int | None
-    total: int | None
-    in_flight: int
-    concurrent: int
-    next_possible_at: datetime | None
-    #: bytes of this participant's stored uploads (both tracks) and of its uploads still arriving (their declared length), and the competition's bound on them
-    stored_bytes: int = 0
-    stored_limit: int = 0
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "track": self.track,
-            "used_24h": self.used_24h,
-            "per_day": self.per_day,
-            "used_total": self.used_total,
-            "total": self.total,
-            "in_flight": self.in_flight,
-            "concurrent": self.concurrent,
-            "next_possible_at": iso(self.next_possible_at),
-            "stored_bytes": self.stored_bytes,
-            "stored_limit": self.stored_limit,
-        }
 
 
 def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
@@ -131,38 +100,18 @@ def check_quota(
     """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
 
     ``incoming_bytes``: the size of the upload being admitted (0 before its body is read: then
-    a participant whose stored uploads already reach the bound is refused before sending one).
+    a participant whose stored uploads already reach the bound is refused before sending one). The words are
+    :mod:`grader.hosting.refusals`', which ``grader submit`` also uses to refuse before uploading.
     """
-    if now < competition.start:
-        raise RefusedSubmission(f"the competition opens at {iso(competition.start)}", status=403, retry_at=competition.start)
-    if now >= ends_at:
-        raise RefusedSubmission(f"the competition closed at {iso(ends_at)}; no further submissions are possible", status=403)
-    status = quota_status(session, competition, participant_id, track, now)
-    if status.total is not None and status.used_total is not None and status.used_total >= status.total:
-        raise RefusedSubmission(
-            f"total quota used: {status.used_total} of {status.total} submissions; no further submissions are possible", status=429
-        )
-    if status.used_24h >= status.per_day:
-        if status.per_day == 0:
-            raise RefusedSubmission(f"{track} submissions are not allowed in this competition", status=403)
-        retry = status.next_possible_at
-        raise RefusedSubmission(
-            f"daily quota used: {status.used_24h} of {status.per_day} {track} submissions in the last 24 h; the next is possible at {iso(retry)}",
-            status=429,
-            retry_at=retry,
-        )
+    refusal = window_refusal(competition.start, ends_at, now) or count_refusal(
+        status := quota_status(session, competition, participant_id, track, now)
+    )
+    if refusal is not None:
+        raise refusal
     check_refusals(session, competition, participant_id, now)
-    if status.stored_bytes + incoming_bytes > status.stored_limit or (incoming_bytes == 0 and status.stored_bytes >= status.stored_limit):
-        raise RefusedSubmission(
-            f"stored uploads: {status.stored_bytes} bytes of your uploads are kept, and this competition keeps at most {status.stored_limit} "
-            f"per participant{f'; this upload of {incoming_bytes} bytes does not fit' if incoming_bytes else ''}",
-            status=429,
-        )
-    if status.in_flight >= status.concurrent:
-        raise RefusedSubmission(
-            f"{status.in_flight} of your submissions are still being uploaded or graded (at most {status.concurrent} at once); the next is possible when one of them ends",
-            status=429,
-        )
+    refusal = load_refusal(status, incoming_bytes=incoming_bytes)
+    if refusal is not None:
+        raise refusal
 
 
 def _refusal_times(session: Session, participant_id: int, now: datetime) -> list[datetime]:

@@ -12,7 +12,6 @@ steps leaves either nothing (the start-up clean-up removes the file) or a
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, Submission, UploadReservation
-from grader.hosting.errors import RefusedSubmission
 from grader.hosting.messages import SubmissionView
 from grader.hosting.principal import Principal
+from grader.hosting.refusals import invalid
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
 from grader.hosting.services.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.services.submission_rows import received_submission
@@ -34,15 +33,6 @@ from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
 from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
-
-
-def _plain(message: str, *roots: Path) -> str:
-    """An error message without the server's own folders (``roots``: the temporary folder, the state folder).
-
-    Only paths under those roots are cut: a JSON pointer such as ``/training/datasets/1`` stays.
-    """
-    prefixes = "|".join(re.escape(str(root).rstrip("/")) for root in sorted(roots, key=lambda r: -len(str(r))))
-    return re.sub(rf"(?:{prefixes})(?:/[^\s:'\"]+)*/(?=[^/\s:'\"]+)", "", message)[:500]
 
 
 def create_submission(
@@ -71,8 +61,7 @@ def create_submission(
             with ctx.db.session() as session:  # counted: a participant may not have uploads unpacked and refused without bound
                 lock_admission(session, participant.id)
                 record_refusal(session, competition, participant.id, uploaded_at)
-            plain = _plain(str(error), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root)
-            raise RefusedSubmission(f"invalid submission: {plain}", status=422) from None
+            raise invalid(error, Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root) from None
         submission_id = new_submission_id()
         final_path = ctx.state.upload_path(submission_id)
         end = ends_at(ctx.db, ctx.competition)

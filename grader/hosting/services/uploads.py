@@ -43,6 +43,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.principal import Principal
+from grader.hosting.refusals import too_large
 from grader.hosting.services.quotas import check_quota, lock_admission
 from grader.hosting.services.submissions import create_submission
 from grader.hosting.visibility import ends_at
@@ -83,7 +84,7 @@ def read_head(headers: Mapping[str, str], max_bytes: int) -> UploadHead:
         raise RefusedSubmission("malformed Content-Length", status=400)
     declared = int(length)
     if declared > max_bytes:
-        raise RefusedSubmission(f"upload of {declared} bytes is larger than the competition's cap of {max_bytes} bytes", status=413)
+        raise too_large(declared, max_bytes)
     digest_header = headers.get(DIGEST_HEADER.lower())
     body_sha256 = None if digest_header is None else _sha256_of(digest_header)
     key = headers.get(KEY_HEADER.lower())
