@@ -23,9 +23,9 @@ from grader.hosting.server import Reaper, ServeOptions, prepare, shutdown
 from grader.hosting.services import lifecycle
 from grader.hosting.services.results import accept_result
 from grader.hosting.states import State
-from tests.hosting.lifecycle_world import World, new_submission, read, world  # noqa: F401 - fixture
 from tests.hosting.redis import redis_server  # noqa: F401 - fixture
 from tests.hosting.support import Server, wait_for, write_competition
+from tests.hosting.world import World, new_submission, state_of
 
 
 @contextmanager
@@ -58,7 +58,7 @@ def test_a_result_rolled_back_on_purpose_leaves_no_folder(world: World) -> None:
     assert not folder.exists()  # the logs were written before the transaction; it rolled back, so they went too
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Result)) == 0
-    assert read(world, submission_id).state is State.RUNNING  # nothing of the attempt was recorded
+    assert state_of(world, submission_id).state is State.RUNNING  # nothing of the attempt was recorded
     # the worker posts again and is heard: the rollback left the lease intact
     verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload=payload)
     assert (verdict.status, verdict.state) == ("accepted", "failed")
@@ -86,9 +86,9 @@ def test_a_claim_that_loses_every_optimistic_round_still_gets_the_waiting_job(wo
         claim = lifecycle.claim(world.db, world.workers[0], 30)
     assert stolen == ids[:lost]  # it tried each job in upload order and lost each one
     assert claim is not None and claim.submission_id == ids[lost] and claim.attempt == 1
-    mine = read(world, ids[lost])
+    mine = state_of(world, ids[lost])
     assert (mine.state, mine.lease_worker_id) == (State.RUNNING, world.workers[0])
-    assert read(world, ids[lost + 1]).state is State.QUEUED
+    assert state_of(world, ids[lost + 1]).state is State.QUEUED
 
 
 def test_concurrent_claims_each_get_a_distinct_job(world: World) -> None:

@@ -13,7 +13,7 @@ from grader.errors import InternalError
 from grader.hosting.db.models import Submission, Transition
 from grader.hosting.services import lifecycle
 from grader.hosting.states import EVENTS, REJUDGE, TERMINAL, TRANSITIONS, State, Track, allowed, event_of, render_diagram, with_diagram
-from tests.hosting.lifecycle_world import World, new_submission, read, world  # noqa: F401 - fixture
+from tests.hosting.world import World, new_submission, state_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "hosting.md"
 EVERY_PAIR = list(itertools.product(State, State))
@@ -67,7 +67,7 @@ def test_move_walks_every_pair_allowed_succeed_others_refused(world: World) -> N
             for event in EVENTS:  # whatever the event claims, a pair outside the table is refused
                 with pytest.raises(InternalError, match=f"{source} -> {target}"):
                     lifecycle.move(session, submission, target, event=event, actor="test")
-        after = read(world, submission_id)
+        after = state_of(world, submission_id)
         assert after.state is (target if allowed(source, target) else source)
     with world.db.session() as session:
         audited = session.scalars(
@@ -83,7 +83,7 @@ def test_an_event_cannot_make_another_events_move(world: World) -> None:
         assert submission is not None
         with pytest.raises(InternalError, match="event rejudge does not move a submission queued -> running"):
             lifecycle.move(session, submission, State.RUNNING, event=REJUDGE, actor="test")
-    assert read(world, submission_id).state is State.QUEUED
+    assert state_of(world, submission_id).state is State.QUEUED
 
 
 def test_a_stale_read_moves_nothing(world: World) -> None:
@@ -96,7 +96,7 @@ def test_a_stale_read_moves_nothing(world: World) -> None:
     with world.db.session() as session:
         session.add(stale)
         assert not lifecycle.move(session, stale, State.CANCELLED, event=event_of(State.QUEUED, State.CANCELLED), actor="test")
-    assert read(world, submission_id).state is State.RUNNING
+    assert state_of(world, submission_id).state is State.RUNNING
 
 
 def test_events_that_do_not_apply_change_nothing(world: World) -> None:
@@ -110,7 +110,7 @@ def test_events_that_do_not_apply_change_nothing(world: World) -> None:
         submission = session.get(Submission, submission_id)
         assert submission is not None
         assert lifecycle.finish(session, submission, State.SCORED, actor="test", reason="")  # running: it applies
-    assert read(world, submission_id).state is State.SCORED
+    assert state_of(world, submission_id).state is State.SCORED
     assert not lifecycle.cancel(world.db, submission_id)  # ended
     with world.db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -118,17 +118,17 @@ def test_events_that_do_not_apply_change_nothing(world: World) -> None:
         assert lifecycle.retry_or_error(session, submission, actor="test", reason="late") is None
         assert not lifecycle.finish(session, submission, State.FAILED, actor="test", reason="late")
     assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
-    again = read(world, submission_id)
+    again = state_of(world, submission_id)
     assert (again.state, again.attempt_limit) == (State.QUEUED, 1 + 2)
 
 
 def test_state_and_track_are_enums_checked_by_the_database(world: World) -> None:
     submission_id = new_submission(world)
-    row = read(world, submission_id)
+    row = state_of(world, submission_id)
     assert row.state is State.QUEUED and row.track is Track.HIDDEN
     for column, value in (("state", "bogus"), ("track", "public")):
         with pytest.raises(IntegrityError), world.db.session() as session:  # the CHECK constraint, below the ORM
             session.execute(text(f"UPDATE submissions SET {column} = :value WHERE id = :id"), {"value": value, "id": submission_id})
     with pytest.raises(StatementError), world.db.session() as session:  # the ORM refuses before the database sees it
         session.execute(update(Submission).where(Submission.id == submission_id).values(state="bogus"))
-    assert read(world, submission_id).state is State.QUEUED
+    assert state_of(world, submission_id).state is State.QUEUED

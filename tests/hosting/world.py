@@ -22,6 +22,7 @@ from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.participants import add_participant, rekey_local_worker
 from grader.hosting.services.pins import ensure_pin
 from grader.hosting.services.submission_rows import received_submission
+from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from tests.hosting.support import write_competition
 
@@ -57,7 +58,7 @@ def make_world(root: Path, database_url: str | None) -> World:
     return World(db, state, competition, ids[0], ids[1], token, workers, LocalDispatcher(), key)
 
 
-def new_submission(world: World, *, track: str = "hidden", queue: bool = True, uploaded_ago_s: float = 0) -> str:
+def new_submission(world: World, *, track: str = Track.HIDDEN, queue: bool = True, uploaded_ago_s: float = 0) -> str:
     """Record a submission of alice's (uploaded ``uploaded_ago_s`` ago), queued unless ``queue`` is False; its id."""
     submission = received_submission(
         submission_id=lifecycle.new_submission_id(),
