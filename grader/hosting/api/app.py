@@ -97,6 +97,9 @@ def create_app(
         lifespan=lifespan,
         description="Competition hosting API of `grader serve`. Participants authenticate with `Authorization: Bearer <token>`.",
     )
+    # The bundled Swagger UI (swagger-ui-bundle's newest release, 4.15.5) renders OpenAPI 3.0 only; for 3.1,
+    # FastAPI's default, /docs said "Unable to render this definition".
+    app.openapi_version = "3.0.3"
     app.state.context = ctx
     from starlette.middleware.sessions import SessionMiddleware
 
