@@ -60,7 +60,7 @@ def citation_problems(text: str, root: Path) -> list[str]:
 
 
 def claim_lines(text: str) -> list[str]:
-    """The doc's claims: every list item (a line starting with '- '), with its indented continuation lines joined."""
+    """The doc's claims: every list item (a line starting with '- ', continuation lines joined) and table row."""
     items: list[str] = []
     inside = False
     for line in text.splitlines():
@@ -71,7 +71,8 @@ def claim_lines(text: str) -> list[str]:
             items[-1] += " " + line.strip()
         else:
             inside = False
-    return items
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    return items + rows[1:]  # a table's rows are claims too; its first row is the header
 
 
 def test_every_cited_test_exists_and_no_pending_marker_is_stale() -> None:
