@@ -56,6 +56,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader.data.task import Document, Query  # noqa: E402
+from grader.sandbox.blinding import BlindingKey  # noqa: E402
 from grader.sandbox.limits import SandboxLimits  # noqa: E402
 from grader.sandbox.staging import StagedTask, stage_task  # noqa: E402
 
@@ -126,6 +127,8 @@ class Bench:
         self.queries = [Query(f"q{i:03d}", f"what does function {i} return") for i in range(queries)]
         self.documents = [Document(f"d{i:03d}", f"def f{i}", f"def f{i}(): return {i}") for i in range(documents)]
         self.counter = 0
+        # Staging blinds ids as grading does (docs/protocol.md); one key for the whole run, as one grade has.
+        self.key = BlindingKey.generate()
         for sub in ("input", "scratch", "logs"):
             (workdir / sub).mkdir(parents=True, exist_ok=True)
 
@@ -134,7 +137,7 @@ class Bench:
         return self.workdir / "input" / f"{os.getpid()}-{self.counter}"
 
     def _stage(self, folder: Path) -> StagedTask:
-        return stage_task(folder, task="bench", split="test", mode="retrieve", top_k=10, queries=self.queries, documents=self.documents)
+        return stage_task(folder, task="bench", split="test", mode="retrieve", top_k=10, queries=self.queries, documents=self.documents, key=self.key)
 
     def grader(self) -> float:
         from grader.grading.sandboxed import run_and_collect
