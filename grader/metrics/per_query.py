@@ -115,34 +115,32 @@ def _codes_of(run: Run, ids: Iterable[str]) -> dict[str, int]:
     return {vocab[code]: int(code) for code in found}
 
 
-def per_query_measures(
-    qrels: Mapping[str, Mapping[str, int]],
-    query_ids: Sequence[str],
-    rankings: Rankings,
-    run: Run,
-    measures: Sequence[Measure],
-    *,
-    relevance_level: int = RELEVANCE_LEVEL,
-) -> PerQuery:
-    """Compute ``measures`` for each of ``query_ids`` from its ranking in ``rankings``.
+@dataclass(frozen=True)
+class _Judgements:
+    """What the qrels say about ``query_ids``, in the run's document codes."""
 
-    ``relevance_level`` is trec_eval's ``-l``: the least judgement that makes a document
-    relevant for every measure but NDCG, whose gains are the judgements themselves
-    (trec_eval's ``ndcg`` and ``ndcg_cut`` ignore ``-l`` too). A query without relevant
-    judgements scores 0 everywhere (NDCG: without positive judgements).
-    """
-    if relevance_level < 1:
-        raise UsageError(
-            f"relevance level must be at least 1, got {relevance_level}", hint="a level <= 0 would make judged non-relevant documents relevant"
-        )
+    #: relevant (judgement >= level) and judged non-relevant (0 <= judgement < level) documents per query
+    n_relevant: np.ndarray
+    n_nonrelevant: np.ndarray
+    #: (query index, gain) of every positive judgement, gains descending within a query: the ideal ranking
+    ideal_query: np.ndarray
+    ideal_gain: np.ndarray
+    #: 0-based rank of each ideal gain within its query, and its log2(rank + 2) discount
+    ideal_position: np.ndarray
+    ideal_discount: np.ndarray
+    #: sorted ``query index * n_vocab + document code`` of the judgements looked up in the run, and their judgements
+    keys: np.ndarray
+    rels: np.ndarray
+    n_vocab: np.int64
+
+
+def _judgements(
+    qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str], run: Run, relevance_level: int, least_looked_up: int
+) -> _Judgements:
+    """Count of relevant and of judged non-relevant per query, ideal gains, and keys of the judged documents to look up."""
     n_queries = len(query_ids)
     vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
     n_vocab = np.int64(max(len(run.doc_vocab), 1))
-    # bpref alone needs the judged non-relevant documents (0 <= judgement < level) the run retrieves.
-    least_looked_up = 0 if any(measure.family is Family.BPREF for measure in measures) else 1
-
-    # Judgements: count of relevant and of judged non-relevant per query, ideal gains, and
-    # (query, code) keys of the judged documents looked up in the run.
     n_relevant = np.zeros(n_queries, dtype=np.int64)
     n_nonrelevant = np.zeros(n_queries, dtype=np.int64)
     ideal_query: list[int] = []
@@ -164,76 +162,123 @@ def per_query_measures(
             if code is not None and rel >= least_looked_up:
                 judged_keys.append(qi * int(n_vocab) + code)
                 judged_rels.append(rel)
-
-    # Judgement of each retrieved entry that has one looked up, in entry (= query, rank) order.
-    offsets, doc_codes = rankings.offsets, rankings.doc_codes
     keys = np.asarray(judged_keys, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
-    keys, rels = keys[order], np.asarray(judged_rels, dtype=np.int64)[order]
-    judged_entries = np.empty(0, dtype=np.int64)
-    judged_entry_rels = np.empty(0, dtype=np.int64)
-    if len(keys) and len(doc_codes):
-        judged_code = np.zeros(int(n_vocab), dtype=bool)
-        judged_code[keys % n_vocab] = True
-        candidates = np.flatnonzero(judged_code[doc_codes])
-        # Queries of the candidates only: a query index per entry would be as large as the run.
-        candidate_keys = segment_of(offsets, candidates) * n_vocab + doc_codes[candidates]
-        slot = np.minimum(np.searchsorted(keys, candidate_keys), len(keys) - 1)
-        hit = keys[slot] == candidate_keys
-        judged_entries = candidates[hit]
-        judged_entry_rels = rels[slot[hit]]
+    ideal_q = np.asarray(ideal_query, dtype=np.int64)
+    ideal_pos = np.arange(len(ideal_q), dtype=np.int64) - np.searchsorted(ideal_q, ideal_q, side="left")
+    return _Judgements(
+        n_relevant,
+        n_nonrelevant,
+        ideal_q,
+        np.asarray(ideal_gain, dtype=np.float64),
+        ideal_pos,
+        np.log2(ideal_pos.astype(np.float64) + 2.0),
+        keys[order],
+        np.asarray(judged_rels, dtype=np.int64)[order],
+        n_vocab,
+    )
 
+
+def _judged_entries(judged: _Judgements, rankings: Rankings) -> tuple[np.ndarray, np.ndarray]:
+    """The retrieved entries (indexes into ``rankings.doc_codes``, in query and rank order) that have a judgement looked up, and it."""
+    offsets, doc_codes = rankings.offsets, rankings.doc_codes
+    keys, rels, n_vocab = judged.keys, judged.rels, judged.n_vocab
+    if not (len(keys) and len(doc_codes)):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    judged_code = np.zeros(int(n_vocab), dtype=bool)
+    judged_code[keys % n_vocab] = True
+    candidates = np.flatnonzero(judged_code[doc_codes])
+    # Queries of the candidates only: a query index per entry would be as large as the run.
+    candidate_keys = segment_of(offsets, candidates) * n_vocab + doc_codes[candidates]
+    slot = np.minimum(np.searchsorted(keys, candidate_keys), len(keys) - 1)
+    hit = keys[slot] == candidate_keys
+    return candidates[hit], rels[slot[hit]]
+
+
+def per_query_measures(
+    qrels: Mapping[str, Mapping[str, int]],
+    query_ids: Sequence[str],
+    rankings: Rankings,
+    run: Run,
+    measures: Sequence[Measure],
+    *,
+    relevance_level: int = RELEVANCE_LEVEL,
+) -> PerQuery:
+    """Compute ``measures`` for each of ``query_ids`` from its ranking in ``rankings``.
+
+    ``relevance_level`` is trec_eval's ``-l``: the least judgement that makes a document
+    relevant for every measure but NDCG, whose gains are the judgements themselves
+    (trec_eval's ``ndcg`` and ``ndcg_cut`` ignore ``-l`` too). A query without relevant
+    judgements scores 0 everywhere (NDCG: without positive judgements).
+    """
+    if relevance_level < 1:
+        raise UsageError(
+            f"relevance level must be at least 1, got {relevance_level}", hint="a level <= 0 would make judged non-relevant documents relevant"
+        )
+    # bpref alone needs the judged non-relevant documents (0 <= judgement < level) the run retrieves.
+    least_looked_up = 0 if any(measure.family is Family.BPREF for measure in measures) else 1
+    judged = _judgements(qrels, query_ids, run, relevance_level, least_looked_up)
+    judged_entries, judged_entry_rels = _judged_entries(judged, rankings)
+    offsets = rankings.offsets
     relevant = _RankedSubset(offsets, judged_entries[judged_entry_rels >= relevance_level])
     # Gains: the judgement of every positively judged entry (the relevant ones when the level is 1).
     gained_mask = judged_entry_rels >= 1
     gained = relevant if relevance_level == 1 else _RankedSubset(offsets, judged_entries[gained_mask])
     gains = judged_entry_rels[gained_mask].astype(np.float64)
     nonrelevant_entries = judged_entries[(judged_entry_rels >= 0) & (judged_entry_rels < relevance_level)]
+    values = {
+        measure: _measure_values(measure, judged, relevant, gained, gains, nonrelevant_entries, offsets, len(query_ids)) for measure in measures
+    }
+    return PerQuery(tuple(query_ids), values)
 
-    ideal_q = np.asarray(ideal_query, dtype=np.int64)
-    ideal_g = np.asarray(ideal_gain, dtype=np.float64)
-    ideal_pos = np.arange(len(ideal_q), dtype=np.int64) - np.searchsorted(ideal_q, ideal_q, side="left")
-    ideal_discount = np.log2(ideal_pos.astype(np.float64) + 2.0)
 
+def _measure_values(
+    measure: Measure,
+    judged: _Judgements,
+    relevant: _RankedSubset,
+    gained: _RankedSubset,
+    gains: np.ndarray,
+    nonrelevant_entries: np.ndarray,
+    offsets: np.ndarray,
+    n_queries: int,
+) -> np.ndarray:
+    """One measure's value for every query."""
+    n_relevant = judged.n_relevant
     relevant_count = n_relevant.astype(np.float64)
     has_relevant = n_relevant > 0
-    values: dict[Measure, np.ndarray] = {}
-    for measure in measures:
-        k = measure.cutoff
-        within = relevant.position < k
-        q = relevant.query[within]
-        if measure.family is Family.P:
-            values[measure] = np.bincount(q, minlength=n_queries).astype(np.float64) / k
-        elif measure.family is Family.RECALL:
-            hits = np.bincount(q, minlength=n_queries).astype(np.float64)
-            values[measure] = np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
-        elif measure.family is Family.MAP:
-            precision_sum = np.bincount(q, weights=relevant.so_far[within] / (relevant.position[within] + 1.0), minlength=n_queries)
-            values[measure] = np.divide(precision_sum, relevant_count, out=np.zeros(n_queries), where=has_relevant)
-        elif measure.family is Family.NDCG:
-            gained_within = gained.position < k
-            dcg = np.bincount(gained.query[gained_within], weights=gains[gained_within] / gained.discount[gained_within], minlength=n_queries)
-            ideal_within = ideal_pos < k
-            idcg = np.bincount(ideal_q[ideal_within], weights=ideal_g[ideal_within] / ideal_discount[ideal_within], minlength=n_queries)
-            values[measure] = np.divide(dcg, idcg, out=np.zeros(n_queries), where=idcg > 0)
-        elif measure.family is Family.MRR:
-            first = relevant.so_far == 1.0
-            reciprocal = np.zeros(n_queries)
-            firsts = first & within
-            reciprocal[relevant.query[firsts]] = 1.0 / (relevant.position[firsts] + 1.0)
-            values[measure] = reciprocal
-        elif measure.family is Family.SUCCESS:
-            values[measure] = (np.bincount(q, minlength=n_queries) > 0).astype(np.float64)
-        elif measure.family is Family.RPREC:
-            # trec_eval's Rprec of the ranking cut at k: relevant in the top min(k, R), over R.
-            in_top_r = relevant.position < np.minimum(k, n_relevant[relevant.query])
-            hits = np.bincount(relevant.query[in_top_r], minlength=n_queries).astype(np.float64)
-            values[measure] = np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
-        elif measure.family is Family.BPREF:
-            values[measure] = _bpref(relevant, within, nonrelevant_entries, offsets, n_relevant, n_nonrelevant)
-        else:  # pragma: no cover - exhaustive over Family
-            raise AssertionError(measure.family)
-    return PerQuery(tuple(query_ids), values)
+    k = measure.cutoff
+    within = relevant.position < k
+    q = relevant.query[within]
+    if measure.family is Family.P:
+        return np.bincount(q, minlength=n_queries).astype(np.float64) / k
+    if measure.family is Family.RECALL:
+        hits = np.bincount(q, minlength=n_queries).astype(np.float64)
+        return np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
+    if measure.family is Family.MAP:
+        precision_sum = np.bincount(q, weights=relevant.so_far[within] / (relevant.position[within] + 1.0), minlength=n_queries)
+        return np.divide(precision_sum, relevant_count, out=np.zeros(n_queries), where=has_relevant)
+    if measure.family is Family.NDCG:
+        ideal_q, ideal_g, ideal_pos, ideal_discount = judged.ideal_query, judged.ideal_gain, judged.ideal_position, judged.ideal_discount
+        gained_within = gained.position < k
+        dcg = np.bincount(gained.query[gained_within], weights=gains[gained_within] / gained.discount[gained_within], minlength=n_queries)
+        ideal_within = ideal_pos < k
+        idcg = np.bincount(ideal_q[ideal_within], weights=ideal_g[ideal_within] / ideal_discount[ideal_within], minlength=n_queries)
+        return np.divide(dcg, idcg, out=np.zeros(n_queries), where=idcg > 0)
+    if measure.family is Family.MRR:
+        firsts = (relevant.so_far == 1.0) & within
+        reciprocal = np.zeros(n_queries)
+        reciprocal[relevant.query[firsts]] = 1.0 / (relevant.position[firsts] + 1.0)
+        return reciprocal
+    if measure.family is Family.SUCCESS:
+        return (np.bincount(q, minlength=n_queries) > 0).astype(np.float64)
+    if measure.family is Family.RPREC:
+        # trec_eval's Rprec of the ranking cut at k: relevant in the top min(k, R), over R.
+        in_top_r = relevant.position < np.minimum(k, n_relevant[relevant.query])
+        hits = np.bincount(relevant.query[in_top_r], minlength=n_queries).astype(np.float64)
+        return np.divide(hits, relevant_count, out=np.zeros(n_queries), where=has_relevant)
+    if measure.family is Family.BPREF:
+        return _bpref(relevant, within, nonrelevant_entries, offsets, n_relevant, judged.n_nonrelevant)
+    raise AssertionError(measure.family)  # pragma: no cover - exhaustive over Family
 
 
 class _RankedSubset:
