@@ -1,9 +1,12 @@
 """docs/deploy.md as an operator types it, and docs/deploy-compose.yml kept consistent with it (issue 21 item 4).
 
-Shell blocks in docs/deploy.md carry a marker on the line before the fence:
-``<!-- test -->`` (run here, in order, with ``bash -eu`` from the repository root),
-``<!-- test: background -->`` (a long-running command: started here, stopped at the end)
-or ``<!-- not tested here: why -->``. An unmarked shell block fails the first test.
+Shell blocks in docs/deploy.md carry a marker on the line before the fence (parsed by
+tests/doc_walk_support.py, shared with the walk of the host's and the participant's pages,
+tests/hosting/test_docs_walk.py): ``<!-- test -->`` (run here, in order, each with
+``bash -eu`` from the repository root), ``<!-- test: background -->`` (a long-running
+command: started here, stopped at the end) or ``<!-- not tested here: why -->``. An
+unmarked shell block fails the first test. This is the operator's path of issue 21;
+the host's and the participant's are walked in tests/hosting/test_docs_walk.py.
 The walk-through runs against a throw-away PostgreSQL cluster and a redis-server
 started from the configuration file the page writes; ``sudo [-u USER] CMD`` runs
 as ``CMD`` (the throw-away servers belong to the test's user).
@@ -17,10 +20,8 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -28,43 +29,17 @@ import pytest
 import yaml
 
 from grader.cli.main import cli
+from tests import doc_walk_support as doc_walk
+from tests.doc_walk_support import SUDO as PREAMBLE
+from tests.doc_walk_support import Block, blocks
 from tests.hosting.support import REPO, free_port
 
 DEPLOY = REPO / "docs" / "deploy.md"
 COMPOSE = REPO / "docs" / "deploy-compose.yml"
-SHELL = {"sh", "bash", "shell", "console"}
-MARKER = re.compile(r"<!-- (test|test: background|not tested here: (?P<why>.*\S.*?)) -->")
-#: ``sudo [-u USER] [-options] COMMAND...`` becomes ``COMMAND...``.
-PREAMBLE = 'sudo() { while [ "$#" -gt 0 ]; do case "$1" in -u) shift 2 ;; -*) shift ;; *) break ;; esac; done; "$@"; }\n'
-
-
-@dataclass(frozen=True)
-class Block:
-    line: int  # of the opening fence, 1-based
-    lang: str
-    marker: str | None
-    code: str
-
-
-def blocks(text: str) -> list[Block]:
-    """The fenced blocks of a Markdown page with the marker comment on the last non-blank line before each."""
-    found = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        opening = re.match(r"^```(\S*)\s*$", lines[i])
-        if opening is None:
-            i += 1
-            continue
-        before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        found.append(Block(i + 1, opening.group(1), before if MARKER.fullmatch(before) else None, "\n".join(lines[i + 1 : end]) + "\n"))
-        i = end + 1
-    return found
 
 
 def shell_blocks() -> list[Block]:
-    return [b for b in blocks(DEPLOY.read_text(encoding="utf-8")) if b.lang in SHELL]
+    return doc_walk.shell_blocks(DEPLOY)
 
 
 def test_every_shell_block_of_deploy_md_is_marked_tested_or_says_why_not() -> None:
@@ -130,15 +105,6 @@ def test_the_compose_file_runs_the_walkthroughs_commands_with_its_variables() ->
 # -- the walk-through ------------------------------------------------------------------------------------------
 
 
-def _grader_bin(folder: Path) -> Path:
-    """A `grader` on PATH that runs this checkout (as an installed console script would)."""
-    folder.mkdir()
-    script = folder / "grader"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'from grader.cli.main import main; main()' \"$@\"\n", encoding="utf-8")
-    script.chmod(0o755)
-    return folder
-
-
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
@@ -177,7 +143,7 @@ def test_the_walkthrough_from_a_bare_machine_runs_as_written(tmp_path: Path, pos
     home.mkdir()
     env = {
         **os.environ,
-        "PATH": f"{_grader_bin(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+        "PATH": f"{doc_walk.grader_on_path(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": str(REPO),
         "GRADER_HOME": str(home),
         "PGHOST": "127.0.0.1",

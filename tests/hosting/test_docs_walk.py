@@ -1,0 +1,170 @@
+"""The host's and the participant's path, typed as docs/hosting.md and README.md write them (issue 21's walk).
+
+Issue 21 is done when "a test walks the host, participant and operator paths as the docs write them".
+The three paths and where each is walked:
+
+* host and participant: docs/hosting.md's sessions ("From zero, on one machine"), then README.md's
+  ``grader check --competition FILE``. Each ``$`` line of their ``<!-- test -->`` transcripts is typed into one
+  bash session (tests/doc_walk_support.py), in order, with the real CLI of this checkout: the host copies the
+  example competition, starts one real ``grader serve`` (one local worker grading in the Docker sandbox) and
+  adds a participant; the participant checks ``submissions_example/onnx-lsa`` against the server's
+  competition, submits it (hidden and sample), follows it, lists submissions, quota and final choices and
+  saves the public part's report; the host reads the history, ends the competition, reads the private board;
+  anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
+  ``grader verify`` checks it. Every command must exit 0 and print the lines the page shows (ids, numbers and
+  dates may differ; an id the page shows is carried to the later commands that use it). The one server
+  serves the whole module.
+* operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
+  walked by tests/hosting/test_deploy_doc.py with the same block markers.
+
+The pack step of the participant's path (docs/pack.md, README.md) needs torch and a model; its blocks say
+so and name tests/test_pack_model.py, which packs a real one. Every shell block of README.md, docs/pack.md and
+docs/hosting.md is marked ``<!-- test -->`` or ``<!-- not tested here: why -->``; an unmarked one fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import doc_walk_support as doc_walk
+from tests.doc_walk_support import Command, Session
+from tests.hosting.support import REPO, free_port
+from tests.sandbox_support import RUNNER_IMAGE, require_docker
+
+HOSTING = REPO / "docs" / "hosting.md"
+README = REPO / "README.md"
+PACK = REPO / "docs" / "pack.md"
+WALKED = (HOSTING, README)  # in this order: README's check needs no server
+#: Settings of the machine the test runs on that the walk must not see (it sets what the pages set).
+HOSTING_VARIABLES = (
+    "GRADER_SERVER",
+    "GRADER_TOKEN",
+    "GRADER_STATE",
+    "GRADER_DATABASE",
+    "GRADER_BROKER",
+    "GRADER_COMPETITION",
+    "GRADER_WORKER_TOKEN",
+    "GRADER_WORKER_KEY_DIR",
+    "GRADER_HOST_KEY_PASSPHRASE",
+)
+
+
+def test_every_shell_block_of_the_walked_pages_is_marked_tested_or_says_why_not() -> None:
+    missing = [where for page in (README, PACK, HOSTING) for where in doc_walk.unmarked(page, REPO)]
+    assert not missing, f"shell blocks without <!-- test --> or <!-- not tested here: why -->: {missing}"
+    tested = [b for page in WALKED for b in doc_walk.shell_blocks(page) if b.marker == doc_walk.TESTED]
+    assert all(b.lang == "console" for b in tested), "a walked block is a console transcript ($ lines and their output)"
+    assert len(tested) >= 5
+
+
+def test_an_unnamed_fence_with_a_prompt_is_a_shell_block_and_a_transcript_parses() -> None:
+    page = "<!-- test -->\n```console\n$ echo a \\\n  b\na b\n\n$ true\n```\n\n```\n$ grader check x\n```\n\n```\nplain text\n```\n"
+    found = doc_walk.blocks(page)
+    assert [(b.shell, b.marker) for b in found] == [(True, "<!-- test -->"), (True, None), (False, None)]
+    assert doc_walk.commands(found[0], "p.md") == [Command("p.md", 3, "echo a \\\n  b", ("a b",)), Command("p.md", 7, "true", ())]
+
+
+def test_shown_output_matches_loosely_and_binds_the_ids_it_shows() -> None:
+    shown = Command("p.md", 1, "grader submissions", ("sdb1696df80d569c1  scored  public score 0.4532", "…", "done in /…/state"))
+    bound = doc_walk.check_output(shown, "s0123456789abcdef   scored  public score 0.1\nother\nline\ndone in /tmp/x/state\n", {})
+    assert bound == {"sdb1696df80d569c1": "s0123456789abcdef"}
+    with pytest.raises(AssertionError, match="printed no line like"):
+        doc_walk.check_output(shown, "s0123456789abcdef  failed  public score 0.1\nx\ndone in /tmp/x/state\n", {})
+    with pytest.raises(AssertionError, match="shown for"):  # one shown id, two real submissions
+        doc_walk.check_output(shown, "s1111111111111111  scored  public score 0.1\nx\ndone in /s/state\n", bound)
+
+
+# -- the walk ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Walk:
+    home: Path
+    session: Session
+    server: str
+    #: each command typed, with what it printed
+    typed: list[tuple[Command, str]]
+
+    def output(self, starts: str) -> str:
+        """What the last command whose text starts so printed."""
+        return next(out for cmd, out in reversed(self.typed) if cmd.text.startswith(starts))
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
+    require_docker([RUNNER_IMAGE])
+    home = tmp_path_factory.mktemp("walk")
+    for folder in ("competitions_example", "submissions_example"):  # the checkout's root, as the pages assume
+        (home / folder).symlink_to(REPO / folder)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in HOSTING_VARIABLES}
+    env |= {
+        "PATH": f"{doc_walk.grader_on_path(tmp_path_factory.mktemp('bin') / 'bin')}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO),
+        # what docs/hosting.md's untested block exports, with a free port
+        "PORT": str(port),
+        "GRADER_SERVER": f"http://127.0.0.1:{port}",
+    }
+    session = Session(env=env, cwd=home, log=home / "walk.log")
+    typed: list[tuple[Command, str]] = []
+    try:
+        for page in WALKED:
+            name = str(page.relative_to(REPO))
+            for block in doc_walk.shell_blocks(page):
+                if block.marker == doc_walk.TESTED:
+                    typed += [(cmd, session.run(cmd)) for cmd in doc_walk.commands(block, name)]
+        yield Walk(home, session, env["GRADER_SERVER"], typed)
+    finally:
+        session.close()
+
+
+def _scores(line: str) -> dict[str, str]:
+    return dict(re.findall(r"(public|private|full|sample) score (\d\.\d{4})", line))
+
+
+@pytest.mark.slow
+def test_the_pages_run_as_written_and_background_commands_print_what_they_show(walk: Walk) -> None:
+    assert len(walk.typed) >= 20
+    log = walk.session.log.read_text(encoding="utf-8", errors="replace")
+    for cmd, _ in walk.typed:
+        if cmd.text.rstrip().endswith("&"):  # its output arrives anywhere in the session
+            doc_walk.check_output(cmd, log, walk.session.ids)
+    assert "Traceback" not in log
+
+
+@pytest.mark.slow
+def test_the_host_path(walk: Walk) -> None:
+    log = walk.session.log.read_text(encoding="utf-8", errors="replace")
+    start = next(line for line in log.splitlines() if line.startswith("serving competition"))
+    assert f"state in {walk.home / 'state'}" in start and start.endswith(
+        "local workers: 1 (their logs: " + f"{walk.home / 'state' / 'run' / 'local-N.log'})"
+    )
+    assert (walk.home / "alice.token").read_text(encoding="ascii").startswith("gp_")
+    # after the end, / leads with the final standings and says how to check the reveal
+    page = httpx.get(walk.server + "/", timeout=30).text
+    assert 'id="ended"' in page and "reveal-check" in page
+    history = walk.output("grader admin --state state/ history")
+    assert "worker local-1: attempt 1 claimed" in history and "running -> scored" in history
+
+
+@pytest.mark.slow
+def test_the_participant_path_scores_agree_everywhere(walk: Walk) -> None:
+    hidden = walk.session.ids["sdb1696df80d569c1"]
+    submitted = _scores(walk.output("grader submit submissions_example/onnx-lsa --wait").splitlines()[-1])
+    listed = _scores(next(line for line in walk.output("grader submissions").splitlines() if line.startswith(hidden)))
+    after = _scores(walk.output("grader status sdb1696df80d569c1 --report r.json").splitlines()[-1])
+    assert submitted == listed == {"public": after["public"]}
+    assert set(after) == {"public", "private", "full"}
+    # the private score the server shows is the one anyone re-derives from the signed report
+    assert f"{hidden} (fine-tuned): private score {after['private']} re-derived" in walk.output("grader reveal-check")
+    # the full score is the signed full report's aggregate, which grader verify read
+    verified = re.search(r"score: NDCG@10 = (\S+)", walk.output("grader verify r.json"))
+    assert verified and f"{float(verified.group(1)):.4f}" == after["full"]
+    assert "1 of 5 in the last 24 h; 1 of 50 in total" in walk.output("grader quota")  # one hidden upload, charged once
