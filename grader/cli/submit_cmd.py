@@ -19,6 +19,9 @@ from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
 from grader.hosting import settings
 from grader.hosting.client import TERMINAL, HostingClient, token_from
+from grader.hosting.clock import iso
+from grader.hosting.errors import ClientError
+from grader.hosting.refusals import QuotaStatus
 
 #: Scores a view may carry, with the label printed before each (docs/leaderboard.md: participants see
 #: the public part's score until the end, then also the private part's and the full split's).
@@ -161,6 +164,27 @@ def quota(server: str, token: str | None, as_json: bool) -> None:
         if q.get("next_possible_at"):
             parts.append(f"next possible at {click.unstyle(str(q['next_possible_at']))}")
         click.echo("; ".join(parts))
+    line = _refusals_line(answer.get("hidden") if isinstance(answer, dict) else None)
+    if line:
+        click.echo(line)
+
+
+def _refusals_line(q: Any) -> str | None:
+    """The refused uploads of the last hour against ``refusals_per_hour`` (None where the server's answer does not say)."""
+    try:
+        status = QuotaStatus.from_dict(q)
+    except ClientError:
+        return None
+    limit, infra = status.refusals_per_hour, status.infra_per_hour
+    if limit is None or infra is None:
+        return None
+    counted = status.refused_last_hour + max(0, status.errors_last_hour - infra)
+    line = f"refused uploads: {counted} of at most {limit} in the last hour"
+    if status.errors_last_hour:
+        line += f" ({status.refused_last_hour} refused; {status.errors_last_hour} ended by a platform failure, those beyond {infra} counted)"
+    if counted >= limit:
+        line += f"; next upload possible at {iso(status.refusals_drop_at)}"
+    return line
 
 
 @click.command("finals")

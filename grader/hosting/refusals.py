@@ -47,6 +47,14 @@ class QuotaStatus:
     #: competition's bound on them (None: not known, an older server's answer)
     stored_bytes: int = 0
     stored_limit: int | None = None
+    #: the participant's refused uploads and its submissions ended by a platform failure in the last hour (both tracks),
+    #: the competition's ``refusals_per_hour`` and ``infra_per_hour``, and when the count next drops (None: an older
+    #: server's answer, which did not say)
+    refused_last_hour: int = 0
+    errors_last_hour: int = 0
+    refusals_per_hour: int | None = None
+    infra_per_hour: int | None = None
+    refusals_drop_at: datetime | None = None
 
     def as_dict(self) -> dict[str, object]:
         """The JSON form ``GET /api/v1/quota`` answers."""
@@ -61,6 +69,11 @@ class QuotaStatus:
             "next_possible_at": iso(self.next_possible_at),
             "stored_bytes": self.stored_bytes,
             "stored_limit": self.stored_limit,
+            "refused_last_hour": self.refused_last_hour,
+            "errors_last_hour": self.errors_last_hour,
+            "refusals_per_hour": self.refusals_per_hour,
+            "infra_per_hour": self.infra_per_hour,
+            "refusals_drop_at": iso(self.refusals_drop_at),
         }
 
     @classmethod
@@ -77,9 +90,12 @@ class QuotaStatus:
                 raise ClientError(f"the server's quota answer: {key}: not a count")
             return value
 
-        next_at = data.get("next_possible_at")
-        if next_at is not None and not isinstance(next_at, str):
-            raise ClientError("the server's quota answer: next_possible_at: not a date-time")
+        def moment(key: str) -> datetime | None:
+            value = data.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ClientError(f"the server's quota answer: {key}: not a date-time")
+            return None if value is None else _moment(value, key)
+
         return cls(
             track=str(data.get("track", "")),
             used_24h=count("used_24h"),
@@ -88,17 +104,22 @@ class QuotaStatus:
             total=count("total", optional=True),
             in_flight=count("in_flight"),
             concurrent=count("concurrent"),
-            next_possible_at=None if next_at is None else _moment(next_at),
+            next_possible_at=moment("next_possible_at"),
             stored_bytes=count("stored_bytes", optional=True) or 0,
             stored_limit=count("stored_limit", optional=True),
+            refused_last_hour=count("refused_last_hour", optional=True) or 0,
+            errors_last_hour=count("errors_last_hour", optional=True) or 0,
+            refusals_per_hour=count("refusals_per_hour", optional=True),
+            infra_per_hour=count("infra_per_hour", optional=True),
+            refusals_drop_at=moment("refusals_drop_at"),
         )
 
 
-def _moment(text: str) -> datetime:
+def _moment(text: str, key: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise ClientError(f"the server's quota answer: next_possible_at: not a date-time: {text[:40]!r}") from None
+        raise ClientError(f"the server's quota answer: {key}: not a date-time: {text[:40]!r}") from None
 
 
 def too_large(size: int, cap: int) -> RefusedSubmission:
@@ -157,10 +178,24 @@ def load_refusal(status: QuotaStatus, *, incoming_bytes: int = 0) -> RefusedSubm
     return None
 
 
+def refusals_refusal(status: QuotaStatus) -> RefusedSubmission | None:
+    """429 while the participant's refused uploads of the last hour, with its platform failures beyond
+    ``infra_per_hour``, reach ``refusals_per_hour``; else None (also when the answer does not say: an older server)."""
+    limit, infra = status.refusals_per_hour, status.infra_per_hour
+    if limit is None or infra is None or status.refused_last_hour + max(0, status.errors_last_hour - infra) < limit:
+        return None
+    retry = status.refusals_drop_at
+    return RefusedSubmission(
+        f"too many refused uploads: {status.refused_last_hour} refused and {status.errors_last_hour} ended by a platform failure in the last hour "
+        f"(at most {limit}, platform failures beyond {infra} counted); the next upload is possible at {iso(retry)}",
+        status=429,
+        retry_at=retry,
+    )
+
+
 def quota_refusal(status: QuotaStatus, *, incoming_bytes: int = 0) -> RefusedSubmission | None:
-    """What the quota refuses, in the server's order (the server also counts refused uploads in between, which
-    the quota route does not show)."""
-    return count_refusal(status) or load_refusal(status, incoming_bytes=incoming_bytes)
+    """What the quota refuses, in the server's order: the counts, the refused uploads of the last hour, the load."""
+    return count_refusal(status) or refusals_refusal(status) or load_refusal(status, incoming_bytes=incoming_bytes)
 
 
 def refusal_line(status: int, detail: str, retry_at: str | None) -> str:

@@ -66,6 +66,7 @@ def test_status_submissions_and_quota_label_what_they_print(served) -> None:  # 
     assert quota.stdout.splitlines() == [
         "hidden: 1 of 5 in the last 24 h; 1 of 20 in total; 0 of at most 2 being graded",
         "sample: 0 of 5 in the last 24 h; 0 of at most 2 being graded",
+        "refused uploads: 0 of at most 10 in the last hour",
     ]
 
 

@@ -80,3 +80,25 @@ def test_quota_answers_round_trip_and_misfits_are_refused() -> None:
     assert window_refusal(start, end, datetime(2020, 6, 1, tzinfo=UTC)) is None
     closed = window_refusal(start, end, end)
     assert closed is not None and str(closed) == "the competition closed at 2021-01-01T00:00:00Z; no further submissions are possible"
+
+
+def test_the_quota_answer_carries_the_hours_refusals_and_the_client_refuses_at_the_limit() -> None:
+    drop = datetime(2030, 1, 1, 1, tzinfo=UTC)
+    at_limit = QuotaStatus(
+        "hidden", 0, 5, 0, 20, 0, 2, None, refused_last_hour=8, errors_last_hour=5, refusals_per_hour=10, infra_per_hour=3, refusals_drop_at=drop
+    )
+    assert QuotaStatus.from_dict(at_limit.as_dict()) == at_limit
+    refusal = quota_refusal(at_limit)  # 8 refused + (5 - 3) platform failures = the limit of 10
+    assert refusal is not None and refusal.status == 429 and refusal.retry_at == drop
+    assert str(refusal) == (
+        "too many refused uploads: 8 refused and 5 ended by a platform failure in the last hour "
+        "(at most 10, platform failures beyond 3 counted); the next upload is possible at 2030-01-01T01:00:00Z"
+    )
+    assert (
+        quota_refusal(QuotaStatus("hidden", 0, 5, 0, 20, 0, 2, None, refused_last_hour=9, errors_last_hour=3, refusals_per_hour=10, infra_per_hour=3))
+        is None
+    )
+    older = {k: v for k, v in at_limit.as_dict().items() if k not in ("refusals_per_hour", "infra_per_hour")}  # an older server's answer
+    assert quota_refusal(QuotaStatus.from_dict(older)) is None
+    with pytest.raises(ClientError, match="refusals_drop_at"):
+        QuotaStatus.from_dict({**at_limit.as_dict(), "refusals_drop_at": "soon"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import tarfile
@@ -75,7 +76,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, C
         root / "c.toml",
         kinds=["onnx"],
         require_training_labels=True,
-        tables={"quotas": {"per_day": 1, "concurrent": 5}, "upload": {"max_bytes": "3m"}},
+        # refusals_per_hour 2: each test's participant is refused by the server itself at most once, except the limit's own test
+        tables={"quotas": {"per_day": 1, "concurrent": 5, "refusals_per_hour": 2}, "upload": {"max_bytes": "3m"}},
     )
     server = Server(competition, root / "state", workers=0).start()
     proxy = CountingProxy(server.port)
@@ -172,6 +174,21 @@ def test_quota_refusal_sends_nothing_and_an_accepted_upload_goes_through(served:
         assert UPLOAD in sent and len(sent) > archive.stat().st_size  # the proxy does see an upload when there is one
     expected = server_line(server, token, EXAMPLE)
     assert "daily quota used: 1 of 1 hidden submissions" in expected and "(next possible at " in expected
+    code, stderr, sent = submit_through(proxy, token, EXAMPLE)
+    assert_refused_before_upload(code, stderr, sent, expected, EXAMPLE)
+
+
+def test_too_many_refused_uploads_are_refused_before_the_next_one_and_quota_says_so(served: tuple[Server, CountingProxy], tmp_path: Path) -> None:
+    server, proxy = served
+    token = admin(server.state, "add-participant", "refused-twice").strip()
+    unlabelled = variant(tmp_path, "unlabelled", manifest={k: v for k, v in base_manifest().items() if k != "training"})
+    for _ in range(2):  # two invalid uploads, refused 422 by the server: the hour's limit
+        assert server_line(server, token, unlabelled).startswith("refused (422): invalid submission: ")
+    quota = grader_cli("quota", "--server", proxy.url, env={"GRADER_TOKEN": token}, timeout=120)
+    assert quota.returncode == 0, quota.stderr
+    assert re.search(r"^refused uploads: 2 of at most 2 in the last hour; next upload possible at \S+Z$", quota.stdout, re.M), quota.stdout
+    expected = server_line(server, token, EXAMPLE)  # a valid submission, refused on its headers
+    assert expected.startswith("refused (429): too many refused uploads: 2 refused and 0 ended by a platform failure in the last hour"), expected
     code, stderr, sent = submit_through(proxy, token, EXAMPLE)
     assert_refused_before_upload(code, stderr, sent, expected, EXAMPLE)
 

@@ -19,11 +19,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
-from grader.hosting.clock import iso
 from grader.hosting.config import Competition
 from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
-from grader.hosting.errors import RefusedSubmission
-from grader.hosting.refusals import QuotaStatus, count_refusal, load_refusal, window_refusal
+from grader.hosting.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
 
 DAY = timedelta(hours=24)
 HOUR = timedelta(hours=1)
@@ -60,7 +58,37 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         next_at = None
     # Uploads still arriving count at their declared length: concurrent uploads cannot together overrun the bound.
     stored = stored_upload_bytes(session, participant_id) + sum(r.declared_bytes for r in reserved)
-    return QuotaStatus(track, len(window), per_day, total_used, total, in_flight, quotas.concurrent, next_at, stored, quotas.stored_bytes)
+    refused, errors = _refusals(session, participant_id, now)
+    return QuotaStatus(
+        track,
+        len(window),
+        per_day,
+        total_used,
+        total,
+        in_flight,
+        quotas.concurrent,
+        next_at,
+        stored,
+        quotas.stored_bytes,
+        refused_last_hour=len(refused),
+        errors_last_hour=errors,
+        refusals_per_hour=quotas.refusals_per_hour,
+        infra_per_hour=quotas.infra_per_hour,
+        refusals_drop_at=(min(refused) + HOUR) if refused else now + HOUR,
+    )
+
+
+def _refusals(session: Session, participant_id: int, now: datetime) -> tuple[list[datetime], int]:
+    """``participant_id``'s refused uploads in the last hour, and its submissions ended ``error`` (uncharged platform failures) then."""
+    errors = (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state == State.ERROR.value, Submission.updated_at > now - HOUR)
+        )
+        or 0
+    )
+    return _refusal_times(session, participant_id, now), errors
 
 
 def stored_upload_bytes(session: Session, participant_id: int) -> int:
@@ -108,8 +136,9 @@ def check_quota(
     )
     if refusal is not None:
         raise refusal
-    check_refusals(session, competition, participant_id, now)
-    refusal = load_refusal(status, incoming_bytes=incoming_bytes)
+    # refused uploads and free platform failures then cost the participant: no path they can trigger grades or
+    # unpacks for free without bound (the quota answer carries the count, so `grader submit` refuses it too)
+    refusal = refusals_refusal(status) or load_refusal(status, incoming_bytes=incoming_bytes)
     if refusal is not None:
         raise refusal
 
@@ -134,28 +163,3 @@ def record_refusal(session: Session, competition: Competition, participant_id: i
         session.add(Setting(key=key, value=value))
     else:
         row.value = value
-
-
-def check_refusals(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
-    """429 while ``participant_id``'s refused uploads in the last hour, plus its uncharged platform failures
-    beyond ``infra_per_hour``, reach ``refusals_per_hour``: refusals and free INFRA grades then cost the
-    participant, so that no path they can trigger grades or unpacks for free without bound."""
-    quotas = competition.quotas
-    refused = _refusal_times(session, participant_id, now)
-    errors = (
-        session.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(Submission.participant_id == participant_id, Submission.state == State.ERROR.value, Submission.updated_at > now - HOUR)
-        )
-        or 0
-    )
-    count = len(refused) + max(0, errors - quotas.infra_per_hour)
-    if count >= quotas.refusals_per_hour:
-        retry = (min(refused) + HOUR) if refused else now + HOUR
-        raise RefusedSubmission(
-            f"too many refused uploads: {len(refused)} refused and {errors} ended by a platform failure in the last hour "
-            f"(at most {quotas.refusals_per_hour}, platform failures beyond {quotas.infra_per_hour} counted); the next upload is possible at {iso(retry)}",
-            status=429,
-            retry_at=retry,
-        )
