@@ -51,7 +51,7 @@ def add_participant(ctx: click.Context, name: str, team: str | None, baseline: b
 
     token = service.add_participant(_db(ctx), name, team, baseline=baseline)
     click.echo(token)
-    click.echo(f"participant {name!r} added; give them the token above (it is not stored and cannot be shown again)", err=True)
+    click.echo(f"participant {name!r} added; give them the token printed on stdout (it is not stored and cannot be shown again)", err=True)
 
 
 @admin.command("revoke")
