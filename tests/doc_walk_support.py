@@ -24,6 +24,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,8 +148,6 @@ class Session:
 
     def run(self, command: Command, timeout_s: float = 300) -> str:
         """Run one command (its stdin empty) and return its output; it must exit 0 and print what the page shows."""
-        import time
-
         unbound = [shown for shown in _ID.findall(command.text) if shown not in self.ids]
         assert not unbound, f"{command.page}:{command.line}: {unbound} is no id the page showed before"
         text = _ID.sub(lambda shown: self.ids[shown.group(0)], command.text)
@@ -160,7 +159,7 @@ class Session:
         done = None
         while done is None:
             output = self.log.read_bytes()[begin:].decode("utf-8", "replace")
-            done = re.search(rf"^{_DONE} {command.line} (\d+)$", output, re.M)
+            done = re.search(rf"{_DONE} {command.line} (\d+)$", output, re.M)  # a background line may end without its newline
             if done is None:
                 assert self._shell.poll() is None, f"{command.page}:{command.line}: the shell exited:\n{output[-3000:]}"
                 assert time.monotonic() < deadline, f"{command.page}:{command.line}: `{text}` ran past {timeout_s} s:\n{output[-3000:]}"
@@ -189,8 +188,6 @@ class Session:
 
 def stop_group(pgid: int) -> None:
     """End a walk's process group: up to 10 s for what was asked to stop, then SIGTERM to all, SIGKILL after 15 s."""
-    import time
-
     for wait_s, then in ((10, signal.SIGTERM), (15, signal.SIGKILL)):
         deadline = time.monotonic() + wait_s
         while not all(_zombie_or_gone(pid) for pid in _members(pgid)):  # a zombie is its parent's to reap
