@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from grader.errors import TaskFailure
+from grader.errors import InternalError, TaskFailure
 from grader.failures import FailureCode
 from grader.metrics.measures import parse_measure
 from grader.metrics.policy import Policy, evaluate
@@ -152,7 +152,7 @@ def test_fuzz_truncated_and_flipped_bytes_are_refused_cleanly() -> None:
 
 def test_encode_refuses_what_collect_should_have_caught() -> None:
     run, corpus, queries, _ = _world()
-    with pytest.raises(ValueError, match="not in the staged data"):
+    with pytest.raises(InternalError, match="not in the staged data"):
         encode_run(run, corpus=tuple(d for d in corpus if d != run.doc_vocab[0]), queries=queries, depth=DEPTH)
-    with pytest.raises(ValueError, match="more than the depth"):
+    with pytest.raises(InternalError, match="more than the depth"):
         encode_run(run, corpus=corpus, queries=queries, depth=2)

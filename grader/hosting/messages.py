@@ -7,11 +7,21 @@ neither side reads string keys. Field caps are those of the API today.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+
+TaskName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+RunDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class RunStored(BaseModel):
+    """A compact run the server stored for an attempt: its sha256, as the server computed it."""
+
+    sha256: str
+    bytes: int
 
 
 class _Request(BaseModel):
@@ -78,14 +88,18 @@ class WorkerResult(_Request):
     """The outcome of one attempt, posted by the worker that holds its lease."""
 
     attempt: int = Field(ge=1)
-    report: dict[str, Any] | None = None
+    #: What the worker states that is not a score (grader.grading.scoring.facts_of); there is no report field:
+    #: the server scores the runs itself, so a worker cannot post a score.
+    facts: dict[str, Any] | None = None
+    #: Per ranked task, the sha256 of the compact run it put at ``jobs/{id}/runs/{task}`` (docs/protocol.md).
+    runs: dict[TaskName, RunDigest] = Field(default_factory=dict, max_length=1000)
     failure_code: str | None = Field(default=None, max_length=32)
     message: str = Field(default="", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
     signature: str | None = Field(
         default=None,
         max_length=200,
-        description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt",
+        description="a remote worker's Ed25519 signature (base64) of the result (facts, run digests, code, message), bound to the upload's sha256 and the attempt",
     )
 
 

@@ -115,6 +115,10 @@ class StateDir:
     def result_dir(self, submission_id: str, attempt: int) -> Path:
         return self.results / submission_id / str(attempt)
 
+    def runs_dir(self, submission_id: str, attempt: int) -> Path:
+        """Where the compact runs a worker put for an attempt wait to be scored (and are kept for re-scoring)."""
+        return self.root / "runs" / submission_id / str(attempt)
+
     def public_part_dir(self, submission_id: str, attempt: int) -> Path:
         """Where the public-part report of a scored hidden-split result is signed at its acceptance."""
         return self.result_dir(submission_id, attempt) / PUBLIC_PART_DIR

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.errors import TaskFailure
+from grader.errors import InternalError, TaskFailure
 from grader.failures import FailureCode
 from grader.runs.ordering import byte_order_ranks, first_repeat
 from grader.runs.run import Run
@@ -80,7 +80,7 @@ def encode_run(run: Run, *, corpus: Sequence[str], queries: Sequence[str], depth
 
     ``corpus`` and ``queries`` are the canonical orders (:func:`canonical_order`) of the staged
     documents and queries. A run naming an id outside them, or a query with more than ``depth``
-    hits, is a bug of the caller (collect has validated the run): :class:`ValueError`.
+    hits, is a bug of the caller (collect has validated the run): :class:`InternalError`.
     """
     doc_index = {doc_id: i for i, doc_id in enumerate(corpus)}
     query_index = {query_id: i for i, query_id in enumerate(queries)}
@@ -88,10 +88,10 @@ def encode_run(run: Run, *, corpus: Sequence[str], queries: Sequence[str], depth
         vocab_to_canonical = np.fromiter((doc_index[d] for d in run.doc_vocab), dtype=np.uint32, count=len(run.doc_vocab))
         ranked = sorted((query_index[q], i) for i, q in enumerate(run.query_ids))
     except KeyError as error:
-        raise ValueError(f"the run names {error.args[0]!r}, which is not in the staged data") from None
+        raise InternalError(f"the run names {error.args[0]!r}, which is not in the staged data") from None
     lengths = np.diff(run.offsets)
     if len(lengths) and int(lengths.max()) > depth:
-        raise ValueError(f"a query has {int(lengths.max())} hits, more than the depth {depth}")
+        raise InternalError(f"a query has {int(lengths.max())} hits, more than the depth {depth}")
     order = np.asarray([i for _, i in ranked], dtype=np.int64)
     hits = [vocab_to_canonical[run.doc_codes[run.offsets[i] : run.offsets[i + 1]]] for i in order]
     docs = np.concatenate(hits) if hits else np.zeros(0, dtype=np.uint32)

@@ -40,7 +40,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
         job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
         sid, digest = view["id"], job["upload_sha256"]
-        fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "report": None, "failure_code": "OOM", "message": "killed"}
+        fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "facts": None, "runs": {}, "failure_code": "OOM", "message": "killed"}
         body = {"attempt": 1, "failure_code": "OOM", "message": "killed"}
         url = f"/api/v1/worker/jobs/{sid}/result"
         assert one.post(url, json=body).status_code == 403  # unsigned

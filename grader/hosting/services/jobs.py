@@ -17,8 +17,9 @@ from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle
+from grader.hosting.services import lifecycle, run_scoring
 from grader.hosting.services.results import accept_result
+from grader.hosting.services.run_scoring import scored_payload
 from grader.hosting.services.workers import job_refusal, record_key
 
 #: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
@@ -44,7 +45,7 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             track=submission.track,
             limits=limits_to_json(ctx.competition.limits),
             data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
-            # Whoever stages the containers needs the key (docs/protocol.md); a worker holds the judgements already.
+            # Whoever stages the containers needs the key (docs/protocol.md); workers still hold the judgements' data pin (issue 22 item 1 open).
             blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
             max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
             max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
@@ -88,6 +89,11 @@ def upload_of(ctx: ServerContext, worker: Principal, submission_id: str, attempt
         return ctx.state.uploads / submission.upload_path
 
 
+def run_slot(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int, task: str) -> tuple[Path, int] | None:
+    """Where ``worker`` may put a task's compact run for this attempt, and its bound (:func:`grader.hosting.services.run_scoring.run_slot`)."""
+    return run_scoring.run_slot(ctx, worker.id, submission_id, attempt, task)
+
+
 def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
     """Record a remote worker's key on first use: ``same``, ``recorded``, ``different`` (refused) or ``local``."""
     with ctx.db.session() as session:
@@ -95,7 +101,11 @@ def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
 
 
 def post_result(ctx: ServerContext, worker: Principal, submission_id: str, result: WorkerResult) -> Verdict:
-    """Judge and record a posted result (:func:`grader.hosting.services.results.accept_result`)."""
+    """Score the worker's runs (:func:`grader.hosting.services.run_scoring.scored_payload`), then judge and record the result.
+
+    Scoring runs before acceptance opens its transaction (:func:`grader.hosting.services.results.accept_result`).
+    """
+    payload = scored_payload(ctx, worker.id, submission_id, result.model_dump())
     verdict = accept_result(
         ctx.db,
         ctx.state,
@@ -103,7 +113,7 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         submission_id=submission_id,
         attempt=result.attempt,
         worker_id=worker.id,
-        payload=result.model_dump(),
+        payload=payload,
         parts=acceptance_scorer(ctx),
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
     )
