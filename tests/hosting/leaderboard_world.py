@@ -16,6 +16,7 @@ import math
 import os
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -142,12 +143,16 @@ def seed(
     through: Any = None,
     blinding: dict[str, str] | None = None,
     expect: str = "accepted",
+    tamper: Callable[[str, bytes], bytes] | None = None,
+    stated: dict[str, Any] | None = None,
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
     ``without_parts``: accepted without the scorer, as 0.2.0 could (no part scores, no public-part report: the start repairs it).
     ``through``: an HTTP client of the server's app; the result is then posted through the worker route.
     ``blinding``: the report's ``sandbox.blinding`` (default: the competition's key); ``expect``: the verdict the post must get.
+    ``tamper`` (with ``through``): rewrites each task's compact run before it is put (a forging worker);
+    ``stated``: fields merged into the posted facts (a worker stating what is not its to state).
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -224,7 +229,7 @@ def seed(
     if through is not None:
         # A worker posts no report: it puts a ranking per task and states the rest; the server scores. The
         # per-query values are then the server's, read back from the report it stored.
-        post_runs(world, through, submission.id, claim.attempt, facts_of(report), rng, expect=expect)
+        post_runs(world, through, submission.id, claim.attempt, {**facts_of(report), **(stated or {})}, rng, expect=expect, tamper=tamper)
         if expect == "accepted":
             values = served_values(world, submission.id)
             public_sets = {task: reference_public(world.secret, task, list(values[task]), FRACTION) for task in values}
@@ -256,7 +261,17 @@ def seed(
     return entry
 
 
-def post_runs(world: World, client: Any, submission_id: str, attempt: int, facts: dict[str, Any], rng: random.Random, *, expect: str) -> None:
+def post_runs(
+    world: World,
+    client: Any,
+    submission_id: str,
+    attempt: int,
+    facts: dict[str, Any],
+    rng: random.Random,
+    *,
+    expect: str,
+    tamper: Callable[[str, bytes], bytes] | None = None,
+) -> None:
     """Put a random ranking of each task (of a few of its documents) as compact runs, then post the ``facts`` naming them."""
     headers = {"Authorization": f"Bearer {world.worker_token}"}
     benchmark = resolve_benchmark(world.ctx.benchmark_target)
@@ -274,6 +289,8 @@ def post_runs(world: World, client: Any, submission_id: str, attempt: int, facts
             rankings[q] = {d: float(10 - i) for i, d in enumerate(dict.fromkeys(ranked))}
         run = Run.from_mapping(rankings)
         data = encode_run(run, corpus=corpus, queries=queries, depth=DEPTH)
+        if tamper is not None:
+            data = tamper(name, data)
         put = client.put(f"/api/v1/worker/jobs/{submission_id}/runs/{name}", params={"attempt": attempt}, content=data, headers=headers)
         assert put.status_code == 200 and put.json()["sha256"] == run_digest(data), put.text
         digests[name] = run_digest(data)

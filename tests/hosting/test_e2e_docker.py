@@ -154,6 +154,17 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
         name: entry["measures"] for name, entry in expected["tasks"].items()
     }
     assert report["subject"]["digest"] == expected["subject"]["digest"]
+    # The worker sent only rankings; the server scored them: every per-query value is the direct run's, bit for bit.
+    assert {name: entry["per_query"] for name, entry in report["tasks"].items()} == {
+        name: entry["per_query"] for name, entry in expected["tasks"].items()
+    }
+    assert {name: entry["queries"] for name, entry in report["tasks"].items()} == {
+        name: entry["queries"] for name, entry in expected["tasks"].items()
+    }
+    assert report["ranking"] == expected["ranking"] and report["policy"] == expected["policy"]
+    runs = sorted((served.state / "runs" / scored_id).rglob("*.run"))  # type: ignore[attr-defined]
+    assert [path.stem for path in runs] == sorted(expected["tasks"]), (runs, admin(served.state, "history", scored_id))
+    assert all(path.read_bytes()[:4] == b"GRUN" for path in runs)
     # after the end the hidden leaker's report is public too, and still carries no stderr
     leak_id = served.ids["leak-hidden"]  # type: ignore[attr-defined]
     admin(served.state, "report", leak_id, "--out", str(tmp_path / "leak.dsse.json"))

@@ -86,7 +86,8 @@ class WorkerApi:
         return RunStored.model_validate_json(response.content).sha256
 
     def post_result(self, submission_id: str, result: WorkerResult) -> str:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump())
+        # The server scores the runs before it answers (grader.grading.score_process: at most 600 s).
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump(), timeout=httpx.Timeout(900.0, connect=5.0))
         if response.status_code == 409:
             return "stale"
         if response.status_code == 403:
@@ -207,22 +208,23 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
                     return "abandoned"
                 payload = _deliver(api, submission_id, attempt, outcome)
+        # The lease is renewed until the server answers: it scores the runs before it accepts them.
+        if key is not None:
+            payload.signature = sign_result(
+                key,
+                submission_id=submission_id,
+                attempt=attempt,
+                upload_sha256=job.upload_sha256,
+                facts=payload.facts,
+                runs=payload.runs,
+                failure_code=payload.failure_code,
+                message=payload.message,
+            )
+        if beat.lost.is_set():
+            log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
+        return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
     finally:
         beat.done.set()
-    if key is not None:
-        payload.signature = sign_result(
-            key,
-            submission_id=submission_id,
-            attempt=attempt,
-            upload_sha256=job.upload_sha256,
-            facts=payload.facts,
-            runs=payload.runs,
-            failure_code=payload.failure_code,
-            message=payload.message,
-        )
-    if beat.lost.is_set():
-        log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
-    return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
 
 
 class ParentWatch(threading.Thread):
