@@ -99,6 +99,34 @@ def _timestamp(text: Any) -> datetime:
         raise TaskFailure(FailureCode.INFRA, f"the worker's facts carry a bad timestamp {text!r}") from None
 
 
+def report_labels(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's labels: the worker's, plus the fingerprint of its machine (``labels.fingerprint``) when it stated one.
+
+    A fingerprint is a few short strings or lists of them; anything else is refused (``INFRA``).
+    """
+    labels = facts.get("labels")
+    fingerprint = facts.get("fingerprint")
+    if fingerprint is None:
+        return labels if isinstance(labels, dict) else None
+
+    def short(value: Any) -> bool:
+        return value is None or (isinstance(value, str) and len(value) <= 200)
+
+    fine = (
+        isinstance(fingerprint, dict)
+        and len(fingerprint) <= 10
+        and all(
+            isinstance(key, str)
+            and len(key) <= 40
+            and (short(value) or (isinstance(value, list) and len(value) <= 40 and all(short(v) for v in value)))
+            for key, value in fingerprint.items()
+        )
+    )
+    if not fine:
+        raise TaskFailure(FailureCode.INFRA, "the worker's fingerprint is not a few short strings")
+    return {**(labels if isinstance(labels, dict) else {}), "fingerprint": fingerprint}
+
+
 def report_from_runs(
     benchmark: Benchmark,
     *,
@@ -160,7 +188,7 @@ def report_from_runs(
         policy=policy,
         subject=facts["subject"],
         sandbox=facts.get("sandbox"),
-        labels=facts.get("labels"),
+        labels=report_labels(facts),
         started_at=_timestamp(facts.get("started_at")),
         finished_at=_timestamp(facts.get("finished_at")),
         top_k=top_k,

@@ -53,7 +53,7 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         # the result body is read as strictly as a file (grader.jsonio): a duplicate key or a NaN is refused and changes nothing
         for raw, why in (
             (b'{"attempt": 1, "attempt": 2, "failure_code": "INFRA"}', "key 'attempt' appears twice"),
-            (b'{"attempt": 1, "failure_code": "INFRA", "report": {"tasks": NaN}}', "NaN is not a valid score"),
+            (b'{"attempt": 1, "failure_code": "INFRA", "facts": {"tasks": NaN}}', "NaN is not a valid score"),
         ):
             refused = one.post(f"/api/v1/worker/jobs/{view['id']}/result", content=raw, headers={"Content-Type": "application/json"})
             assert refused.status_code == 422 and refused.json()["detail"].startswith(f"request body: {why}"), refused.text

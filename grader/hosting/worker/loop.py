@@ -30,6 +30,7 @@ from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, blinding_key_from_job, limits_from_json
 from grader.hosting.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
 from grader.hosting.worker.child import grade_in_child
+from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
 
@@ -158,7 +159,9 @@ def _deliver(api: WorkerApi, submission_id: str, attempt: int, outcome: GradeOut
                 attempt=attempt, failure_code=FailureCode.INFRA, message=f"run of {task} not stored as sent (stale attempt?)", logs=logs
             )
         runs[task] = local
-    return WorkerResult(attempt=attempt, facts=outcome.facts, runs=runs, message=message, logs=logs)
+    # The machine is named with its grade: ONNX vectors may differ between CPU families (issue 22 item 5).
+    facts = {**outcome.facts, "fingerprint": worker_fingerprint()}
+    return WorkerResult(attempt=attempt, facts=facts, runs=runs, message=message, logs=logs)
 
 
 def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
