@@ -23,8 +23,7 @@ from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError, failure_code
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
-from grader.grading.runner import grade_submission
-from grader.grading.scoring import facts_of
+from grader.grading.ranking import rank_submission
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.messages import Job
 from grader.sandbox.blinding import BlindingKey
@@ -52,6 +51,8 @@ class GradeRequest:
     #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+    #: Per task, the judged query ids the job names (the worker ranks them; the judgements stay on the server).
+    judged: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -146,7 +147,7 @@ def _failure_message(error: Exception) -> str:
 
 
 def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOutcome:
-    """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises (``Interrupted`` aside).
+    """Rank the uploaded archive ``upload`` in the Docker sandbox, without the judgements; never raises (``Interrupted`` aside).
 
     Whatever stops the grade becomes the outcome's failure code by the one rule the local
     runner uses too, :func:`grader.errors.failure_code`: a submission's fault is charged,
@@ -168,9 +169,8 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         )
         bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
         with open_submission(upload, bounds) as folder:
-            report, _path = grade_submission(folder, options, LogProgress())
+            facts = rank_submission(folder, options, request.judged, LogProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))
-    facts = facts_of(report)
     runs = {name: work_dir / "runs" / f"{name}.run" for name, entry in facts["tasks"].items() if entry["failure"] is None}
     return GradeOutcome(facts, None, "", _logs(out_dir), runs)

@@ -50,8 +50,13 @@ class Job(BaseModel):
     split: str
     track: str
     limits: dict[str, Any]
-    #: per task, the pinned digest of the split's data (None: not pinned)
-    data_digests: dict[str, str | None]
+    #: per task, the pinned digest of the split's whole data, judgements included: a worker refuses a job that asks it
+    #: to hold them (a server before issue 22); this server sends none
+    data_digests: dict[str, str | None] = Field(default_factory=dict)
+    #: per task, the ids of the split's judged queries (staging needs them; the judgements stay on the server)
+    judged: dict[str, list[str]] = Field(default_factory=dict)
+    #: per task, the digest of the data a worker ranks on: corpus, queries, judged ids (grader.data.task.Task.ranking_digest)
+    ranking_digests: dict[str, str] = Field(default_factory=dict)
     #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
     #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
     blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")

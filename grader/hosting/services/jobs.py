@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 
+from grader.data.registry import resolve_benchmark
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Pin, Submission, Worker
+from grader.hosting.db.models import Submission, Worker
 from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
@@ -26,12 +28,20 @@ from grader.hosting.services.workers import job_refusal, record_key
 POLL_S = 0.5
 
 
+@cache
+def _ranking_data(benchmark_target: str, tasks: tuple[str, ...], split: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Per task, the judged query ids of ``split`` and the digest of what a worker ranks on (read once per split)."""
+    benchmark = resolve_benchmark(benchmark_target)
+    judged = {name: list(benchmark.task(name).qrels(split)) for name in tasks}
+    return judged, {name: benchmark.task(name).ranking_digest(judged[name]) for name in tasks}
+
+
 def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
     with ctx.db.session() as session:
         submission = session.get(Submission, claim.submission_id)
         assert submission is not None
-        pin = session.get(Pin, submission.pin_id)
-        assert pin is not None
+        # Workers get the judged query ids and a digest of what they rank on; never the judgements (issue 22 item 1).
+        judged, ranking_digests = _ranking_data(ctx.benchmark_target, tuple(ctx.tasks), submission.split)
         return Job(
             submission_id=submission.id,
             attempt=claim.attempt,
@@ -44,7 +54,8 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             split=submission.split,
             track=submission.track,
             limits=limits_to_json(ctx.competition.limits),
-            data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
+            judged=judged,
+            ranking_digests=ranking_digests,
             # Whoever stages the containers needs the key (docs/protocol.md); workers still hold the judgements' data pin (issue 22 item 1 open).
             blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
             max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,

@@ -201,6 +201,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     blinding_key=blinding_key_from_job(job),
                     max_unpack_ratio=job.max_unpack_ratio,
                     max_unpacked_bytes=job.max_unpacked_bytes,
+                    judged={name: list(ids) for name, ids in job.judged.items()},
                 )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
