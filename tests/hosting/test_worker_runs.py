@@ -20,6 +20,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Result, Submission
 from grader.runs.compact import HEADER_BYTES
 from tests.hosting.leaderboard_world import World, make_world, seed
+from tests.hosting.support import admin
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -122,3 +123,12 @@ def test_run_puts_are_bounded_and_held_to_the_lease(world: World, client: TestCl
     assert client.put(
         f"/api/v1/worker/jobs/{submission_id}/runs/..%2Fkeys", params={"attempt": 1}, content=b"x", headers=_worker(world)
     ).status_code in (404, 409)
+
+
+def test_admin_reports_the_runs_held(world: World, client: TestClient) -> None:
+    seed(world, "alice", "alice-for-retention", 0.5, through=client)
+    files = [path for path in (world.state / "runs").rglob("*") if path.is_file()]
+    expected = (
+        f"{len(files)} compact run(s) of {len({p.parent.parent.name for p in files})} submission(s): {sum(p.stat().st_size for p in files)} bytes"
+    )
+    assert files and admin(world.state, "runs").startswith(expected)
