@@ -22,7 +22,7 @@ import numpy as np
 
 
 def child(queries: int, corpus: int, depth: int) -> dict[str, float]:
-    from grader.grading.score_process import ADDRESS_SPACE_BYTES
+    from grader.grading.score_process import ADDRESS_SPACE_BYTES  # the scoring processes' bound
     from grader.metrics.measures import parse_measure
     from grader.metrics.policy import Policy, evaluate
     from grader.runs.compact import canonical_order, decode_run, encode_run
