@@ -20,8 +20,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.errors import ReportError, TaskFailure
 from grader.failures import FailureCode
+from grader.files import atomic_write_bytes
 from grader.grading.score_process import score_in_child
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
@@ -107,6 +109,8 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
         if task not in ctx.tasks or not path.is_file() or _sha256(path) != digest:
             return _platform_failure(payload, f"task {task}: the stored run is missing or is not the one the worker signed")
         runs[task] = str(path)
+    # Kept beside the runs: with them, a later re-scoring needs nothing from the worker (issue 22 item 4).
+    atomic_write_bytes(folder / "facts.json", jsonio.dumps(payload["facts"], ensure_ascii=True).encode("ascii"))
     job = {
         "benchmark": ctx.benchmark_target,
         "split": submission.split,
