@@ -67,8 +67,6 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
             judged=len(inputs.qrels),
         )
     measures = options.effective_measures()
-    if options.runs_dir is not None:  # a hosted worker: the server scores this ranking again from these bytes
-        save_compact_run(options.runs_dir / f"{task.name}.run", ranked.run, inputs, options.top_k)
     if options.cross_check:  # a disagreement stops the grade (CrossCheckError, exit 1)
         _note(progress, cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
     extra = dict(ranked.extra)
