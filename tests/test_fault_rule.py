@@ -100,7 +100,7 @@ def test_a_translate_image_on_a_retrieval_benchmark_is_image_invalid_on_a_host(t
     bench, submission = _translate_image(tmp_path)
     request = GradeRequest(benchmark=str(bench), tasks=["only"], split="test", limits=SandboxLimits())
     outcome = grade_upload(submission, request, tmp_path / "work")
-    assert outcome.report is None
+    assert outcome.facts is None
     assert outcome.failure_code is FailureCode.IMAGE_INVALID and outcome.failure_code.charged
     assert "translate-mode images" in outcome.message
 

@@ -100,6 +100,16 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
         )
 
 
+@admin.command("runs")
+@click.pass_context
+def runs(ctx: click.Context) -> None:
+    """The workers' compact runs the server keeps (for re-scoring): how many, and the bytes they hold."""
+    from grader.hosting.storage import StateDir
+
+    submissions, count, size = StateDir(ctx.obj["state"]).runs_held()
+    click.echo(f"{count} compact run(s) of {submissions} submission(s): {size} bytes ({size / 1e6:.1f} MB) in {ctx.obj['state'] / 'runs'}")
+
+
 @admin.command("history")
 @click.argument("submission_id")
 @click.pass_context

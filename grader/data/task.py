@@ -6,7 +6,8 @@ objects; each malformed line fails with ``file:line: field: what is wrong``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +26,12 @@ class Document:
     id: str
     title: str
     text: str
+
+
+def judged_ids_digest(judged: Iterable[str]) -> str:
+    """sha256 of query ids, one a line (each ending in a newline), sorted by their UTF-8 bytes."""
+    ordered = sorted({query_id.encode("utf-8", "surrogatepass") for query_id in judged})
+    return hashlib.sha256(b"".join(query_id + b"\n" for query_id in ordered)).hexdigest()
 
 
 def document_text(title: str, text: str) -> str:
@@ -126,6 +133,15 @@ class Task:
         """sha256 of every data file, keyed by its path relative to the task folder."""
         files = [self.corpus_path, self.queries_path] + [self.qrels_path(split) for split in self.splits()]
         return {path.relative_to(self.root).as_posix(): sha256_file(path) for path in files}
+
+    def ranking_digest(self, judged: Iterable[str]) -> str:
+        """One sha256 naming the data a worker ranks on: the corpus, the queries and which of them are judged (never the judgements).
+
+        The listing of :meth:`split_digest` with the qrels line replaced by ``<sha256>  judged``,
+        the sha256 of the judged query ids, one a line, in byte order (:func:`judged_ids_digest`).
+        """
+        names = [self.corpus_path.relative_to(self.root).as_posix(), self.queries_path.relative_to(self.root).as_posix()]
+        return listing_digest([*((name, self.file_digests[name]) for name in names), ("judged", judged_ids_digest(judged))])
 
     def split_digest(self, split: str) -> str:
         """One sha256 naming exactly the data a grading of ``split`` depends on.

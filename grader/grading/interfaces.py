@@ -90,6 +90,9 @@ class RunOptions:
     #: The key that blinds the ids a container sees; None: the one beside ``key_path``, else OUT's own
     #: (:func:`grader.grading.blinding_keys.blinding_key_for`).
     blinding_key: BlindingKey | None = None
+    #: A hosted worker's folder for each task's ranking as a compact run (``<task>.run``, :mod:`grader.runs.compact`),
+    #: written by :func:`grader.grading.ranking.rank_submission` (the server scores them); ``grader run`` writes none.
+    runs_dir: Path | None = None
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

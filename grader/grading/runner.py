@@ -24,14 +24,16 @@ from grader.files import atomic_write_bytes
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
+from grader.grading.scoring import assemble_report, score_task
 from grader.grading.store import TaskStore
 from grader.metrics.cross_check import cross_check
 from grader.metrics.policy import evaluate
-from grader.reports.assemble import failed_task, scored_task, write_report
-from grader.reports.model import build_report
+from grader.reports.assemble import failed_task, write_report
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
+from grader.runs.compact import canonical_order, encode_run
+from grader.runs.run import Run
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
 
@@ -65,7 +67,6 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
             judged=len(inputs.qrels),
         )
     measures = options.effective_measures()
-    evaluation = evaluate(inputs.qrels, ranked.run, measures, options.policy)
     if options.cross_check:  # a disagreement stops the grade (CrossCheckError, exit 1)
         _note(progress, cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
     extra = dict(ranked.extra)
@@ -76,7 +77,24 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
             save_embeddings(options.out_dir / "embeddings" / task.name, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors)
         if options.pca_dims:
             extra["pca"] = pca_results(inputs, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors, options)
-    return scored_task(task.name, split=options.split, data_digest=data_digest, evaluation=evaluation, extra=extra)
+    return score_task(
+        task.name,
+        split=options.split,
+        data_digest=data_digest,
+        qrels=inputs.qrels,
+        run=ranked.run,
+        measures=measures,
+        policy=options.policy,
+        extra=extra,
+    )
+
+
+def save_compact_run(path: Path, run: Run, inputs: TaskInputs, depth: int) -> None:
+    """Write ``run`` as a compact run over the task's canonical corpus and judged-query orders (:mod:`grader.runs.compact`)."""
+    corpus = canonical_order([document.id for document in inputs.documents])
+    queries = canonical_order([query.id for query in inputs.queries])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, encode_run(run, corpus=corpus, queries=queries, depth=depth))
 
 
 def pca_results(
@@ -181,18 +199,17 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
             entries.append({"name": name, **entry})
             progress.task_finished(name, entry, resumed=resumed)
     progress.finish()
-    primary = str(measures[0])
-    task_scores = {e["name"]: (e["measures"][primary] if e["status"] == "scored" else None) for e in entries}
-    report = build_report(
-        benchmark={"name": options.benchmark.name, "version": options.benchmark.spec.version, "primary_measure": primary},
+    report = assemble_report(
+        options.benchmark,
+        entries,
+        tasks=options.tasks,
+        measures=measures,
+        policy=options.policy,
         subject=subject,
-        tasks=entries,
-        aggregate=options.benchmark.spec.aggregate(task_scores, tasks=options.tasks),
-        policy=options.policy.value,
-        started_at=started_at,
-        finished_at=datetime.now(UTC),
         sandbox=sandbox_report,
         labels=manifest.training.as_labels(),
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
         top_k=options.top_k,
     )
     if options.key_path is not None:

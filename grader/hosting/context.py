@@ -57,3 +57,5 @@ class ServerContext:
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
     #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).
     result_body_bytes: int = 8 << 20
+    #: The largest compact run a worker may put, per (task, split) (:func:`grader.hosting.services.result_size.run_caps`).
+    run_body_bytes: dict[tuple[str, str], int] = field(default_factory=dict)

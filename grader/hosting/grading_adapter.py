@@ -3,8 +3,10 @@
 Workers grade through :func:`grade_upload` only, so that a change of the
 core's entry points is one edit here. It grades in the Docker sandbox only
 (ONNX submissions in the runner image) with the competition's limits, and
-returns the unsigned report (the server signs it with the host key) or the
-failure code of a submission that could not be graded at all.
+returns what the server scores: each task's ranking as a compact run and the
+facts of the grade that are not scores (the server, which alone holds the
+judgements, scores the runs and signs the report), or the failure code of a
+submission that could not be graded at all.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError, failure_code
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
-from grader.grading.runner import grade_submission
+from grader.grading.ranking import rank_submission
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.messages import Job
 from grader.sandbox.blinding import BlindingKey
@@ -30,6 +32,8 @@ from grader.submissions.archive import open_submission, unpack_limits
 
 log = logging.getLogger("grader.worker")
 
+#: The depth of every hosted ranking (the report's ``ranking.top_k``): the compact runs workers return hold at most this many hits a query.
+DEPTH = 1000
 #: Bytes of each container log a worker sends back (the tail; host-only unless the run was on the sample split).
 LOG_TAIL_BYTES = 64 << 10
 
@@ -47,16 +51,23 @@ class GradeRequest:
     #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+    #: Per task, the judged query ids the job names (the worker ranks them; the judgements stay on the server).
+    judged: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
 class GradeOutcome:
-    """A report (some tasks may have failed), or a whole-submission failure code; plus host-only logs."""
+    """What a worker returns: the facts of a grade and each ranked task's compact run, or a whole-submission failure code; plus host-only logs.
 
-    report: dict[str, Any] | None
+    ``facts`` hold no score (:func:`grader.grading.scoring.facts_of`): the server scores the runs.
+    """
+
+    facts: dict[str, Any] | None
     failure_code: FailureCode | None = None
     message: str = ""
     logs: dict[str, str] = field(default_factory=dict)
+    #: per ranked task, its compact run (:mod:`grader.runs.compact`), in the work folder
+    runs: dict[str, Path] = field(default_factory=dict)
 
 
 def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
@@ -136,7 +147,7 @@ def _failure_message(error: Exception) -> str:
 
 
 def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOutcome:
-    """Grade the uploaded archive ``upload`` in the Docker sandbox; never raises (``Interrupted`` aside).
+    """Rank the uploaded archive ``upload`` in the Docker sandbox, without the judgements; never raises (``Interrupted`` aside).
 
     Whatever stops the grade becomes the outcome's failure code by the one rule the local
     runner uses too, :func:`grader.errors.failure_code`: a submission's fault is charged,
@@ -153,10 +164,13 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
             sandbox="docker",
             limits=request.limits,
             blinding_key=request.blinding_key,
+            runs_dir=work_dir / "runs",
+            top_k=DEPTH,
         )
         bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
         with open_submission(upload, bounds) as folder:
-            report, _path = grade_submission(folder, options, LogProgress())
+            facts = rank_submission(folder, options, request.judged, LogProgress())
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))
-    return GradeOutcome(report, None, "", _logs(out_dir))
+    runs = {name: work_dir / "runs" / f"{name}.run" for name, entry in facts["tasks"].items() if entry["failure"] is None}
+    return GradeOutcome(facts, None, "", _logs(out_dir), runs)

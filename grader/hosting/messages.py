@@ -7,11 +7,21 @@ neither side reads string keys. Field caps are those of the API today.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+
+TaskName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+RunDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class RunStored(BaseModel):
+    """A compact run the server stored for an attempt: its sha256, as the server computed it."""
+
+    sha256: str
+    bytes: int
 
 
 class _Request(BaseModel):
@@ -40,8 +50,13 @@ class Job(BaseModel):
     split: str
     track: str
     limits: dict[str, Any]
-    #: per task, the pinned digest of the split's data (None: not pinned)
-    data_digests: dict[str, str | None]
+    #: per task, the pinned digest of the split's whole data, judgements included: a worker refuses a job that asks it
+    #: to hold them (a server before issue 22); this server sends none
+    data_digests: dict[str, str | None] = Field(default_factory=dict)
+    #: per task, the ids of the split's judged queries (staging needs them; the judgements stay on the server)
+    judged: dict[str, list[str]] = Field(default_factory=dict)
+    #: per task, the digest of the data a worker ranks on: corpus, queries, judged ids (grader.data.task.Task.ranking_digest)
+    ranking_digests: dict[str, str] = Field(default_factory=dict)
     #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
     #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
     blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")
@@ -78,14 +93,18 @@ class WorkerResult(_Request):
     """The outcome of one attempt, posted by the worker that holds its lease."""
 
     attempt: int = Field(ge=1)
-    report: dict[str, Any] | None = None
+    #: What the worker states that is not a score (grader.grading.scoring.facts_of); there is no report field:
+    #: the server scores the runs itself, so a worker cannot post a score.
+    facts: dict[str, Any] | None = None
+    #: Per ranked task, the sha256 of the compact run it put at ``jobs/{id}/runs/{task}`` (docs/protocol.md).
+    runs: dict[TaskName, RunDigest] = Field(default_factory=dict, max_length=1000)
     failure_code: str | None = Field(default=None, max_length=32)
     message: str = Field(default="", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
     signature: str | None = Field(
         default=None,
         max_length=200,
-        description="a remote worker's Ed25519 signature (base64) of the result, bound to the upload's sha256 and the attempt",
+        description="a remote worker's Ed25519 signature (base64) of the result (facts, run digests, code, message), bound to the upload's sha256 and the attempt",
     )
 
 

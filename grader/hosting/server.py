@@ -23,7 +23,7 @@ from grader.hosting.log_limit import limit_repeats
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
-from grader.hosting.services.result_size import job_result_cap
+from grader.hosting.services.result_size import job_result_cap, run_caps
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
@@ -83,6 +83,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         partition_commitment=opened.commitment,
         blinding_key=blinding_key,
         result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
+        run_body_bytes=run_caps(benchmark, tasks, (split, sample)),
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.

@@ -115,6 +115,18 @@ class StateDir:
     def result_dir(self, submission_id: str, attempt: int) -> Path:
         return self.results / submission_id / str(attempt)
 
+    def runs_dir(self, submission_id: str, attempt: int) -> Path:
+        """Where the compact runs a worker put for an attempt wait to be scored (and are kept for re-scoring)."""
+        return self.root / "runs" / submission_id / str(attempt)
+
+    def runs_held(self) -> tuple[int, int, int]:
+        """(submissions, compact runs, bytes) of the workers' runs kept in ``runs/`` (no retention bound yet: issue 22 item 4)."""
+        folder = self.root / "runs"
+        if not folder.is_dir():
+            return 0, 0, 0
+        runs = [path for path in folder.glob("*/*/*.run") if path.is_file() and not path.is_symlink()]
+        return len({path.parent.parent.name for path in runs}), len(runs), sum(path.stat().st_size for path in runs)
+
     def public_part_dir(self, submission_id: str, attempt: int) -> Path:
         """Where the public-part report of a scored hidden-split result is signed at its acceptance."""
         return self.result_dir(submission_id, attempt) / PUBLIC_PART_DIR

@@ -1,6 +1,7 @@
 """Results signed by a registered worker's Ed25519 key, bound to the submission's digest and the attempt.
 
-A remote worker signs the canonical JSON (RFC 8785) of what it posts, together
+A remote worker signs the canonical JSON (RFC 8785) of what it posts (the facts of its
+grade and the sha256 of each task's compact run: the runs themselves are put apart), together
 with the submission id, the attempt number and the sha256 of the upload it
 fetched. The server checks the signature with the public key the host
 recorded (``grader admin add-worker``) before anything else: a result copied
@@ -23,20 +24,28 @@ from grader.errors import KeyFileError
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, load_private_key, public_key_pem, write_keypair
 
 #: What the signature covers is tagged, so it can never be confused with another signed message.
-PAYLOAD_TYPE = "application/vnd.grader.worker-result.v1+json"
+PAYLOAD_TYPE = "application/vnd.grader.worker-result.v2+json"
 
 
 def result_message(
-    *, submission_id: str, attempt: int, upload_sha256: str, report: dict[str, Any] | None, failure_code: str | None, message: str
+    *,
+    submission_id: str,
+    attempt: int,
+    upload_sha256: str,
+    facts: dict[str, Any] | None,
+    runs: dict[str, str] | None,
+    failure_code: str | None,
+    message: str,
 ) -> bytes:
-    """The exact bytes a worker signs for one result."""
+    """The exact bytes a worker signs for one result: its facts and the digests of its compact runs (never a score)."""
     return rfc8785.dumps(
         {
             "type": PAYLOAD_TYPE,
             "submission_id": submission_id,
             "attempt": attempt,
             "upload_sha256": upload_sha256,
-            "report": report,
+            "facts": facts,
+            "runs": dict(runs or {}),
             "failure_code": failure_code,
             "message": message,
         }

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import math
 import os
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -23,10 +25,13 @@ from typing import Any
 from sqlalchemy import select
 
 from grader.data.benchmark import BenchmarkSpec
+from grader.data.registry import resolve_benchmark
+from grader.grading.scoring import facts_of
 from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Participant, Pin, Worker
+from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
+from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import lifecycle
@@ -34,6 +39,8 @@ from grader.hosting.services.participants import add_participant, rekey_local_wo
 from grader.hosting.services.results import accept_result
 from grader.hosting.services.submission_rows import received_submission
 from grader.reports.model import build_report
+from grader.runs.compact import canonical_order, encode_run, run_digest
+from grader.runs.run import Run
 from tests.hosting.support import write_competition
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -136,12 +143,16 @@ def seed(
     through: Any = None,
     blinding: dict[str, str] | None = None,
     expect: str = "accepted",
+    tamper: Callable[[str, bytes], bytes] | None = None,
+    stated: dict[str, Any] | None = None,
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
     ``without_parts``: accepted without the scorer, as 0.2.0 could (no part scores, no public-part report: the start repairs it).
     ``through``: an HTTP client of the server's app; the result is then posted through the worker route.
     ``blinding``: the report's ``sandbox.blinding`` (default: the competition's key); ``expect``: the verdict the post must get.
+    ``tamper`` (with ``through``): rewrites each task's compact run before it is put (a forging worker);
+    ``stated``: fields merged into the posted facts (a worker stating what is not its to state).
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -216,12 +227,12 @@ def seed(
         labels={k: v for k, v in labels.items() if k == "training"},
     )
     if through is not None:
-        answer = through.post(
-            f"/api/v1/worker/jobs/{submission.id}/result",
-            json={"attempt": claim.attempt, "report": report},
-            headers={"Authorization": f"Bearer {world.worker_token}"},
-        )
-        assert answer.status_code == 200 and answer.json()["status"] == expect, answer.text
+        # A worker posts no report: it puts a ranking per task and states the rest; the server scores. The
+        # per-query values are then the server's, read back from the report it stored.
+        post_runs(world, through, submission.id, claim.attempt, {**facts_of(report), **(stated or {})}, rng, expect=expect, tamper=tamper)
+        if expect == "accepted":
+            values = served_values(world, submission.id)
+            public_sets = {task: reference_public(world.secret, task, list(values[task]), FRACTION) for task in values}
     else:
         verdict = accept_result(
             ctx.db,
@@ -243,9 +254,60 @@ def seed(
         private=_mean_of_tasks(values, {t: set(values[t]) - public_sets[t] for t in values}),
         full=_mean_of_tasks(values, None),
     )
-    entry.private_tasks = {t: math.fsum(v for q, v in values[t].items() if q not in public_sets[t]) / (QUERIES - len(public_sets[t])) for t in values}
+    entry.private_tasks = {
+        t: math.fsum(v for q, v in values[t].items() if q not in public_sets[t]) / (len(values[t]) - len(public_sets[t])) for t in values
+    }
     world.submissions.append(entry)
     return entry
+
+
+def post_runs(
+    world: World,
+    client: Any,
+    submission_id: str,
+    attempt: int,
+    facts: dict[str, Any],
+    rng: random.Random,
+    *,
+    expect: str,
+    tamper: Callable[[str, bytes], bytes] | None = None,
+) -> None:
+    """Put a random ranking of each task (of a few of its documents) as compact runs, then post the ``facts`` naming them."""
+    headers = {"Authorization": f"Bearer {world.worker_token}"}
+    benchmark = resolve_benchmark(world.ctx.benchmark_target)
+    digests: dict[str, str] = {}
+    for name in world.ctx.tasks:
+        task = benchmark.task(name)
+        judged = task.qrels("test")
+        corpus = canonical_order([d.id for d in task.iter_corpus()])
+        queries = canonical_order([q.id for q in task.iter_queries() if q.id in judged])
+        rankings: dict[str, dict[str, float]] = {}
+        for q in queries:  # a relevant document somewhere in the top 10 for most queries, so the values vary
+            docs = [d for d in rng.sample(corpus, 10) if d not in judged[q]]
+            relevant = sorted(judged[q])[: rng.randint(0, 1)]
+            ranked = (docs[: rng.randint(0, 9)] + relevant + docs)[:10]
+            rankings[q] = {d: float(10 - i) for i, d in enumerate(dict.fromkeys(ranked))}
+        run = Run.from_mapping(rankings)
+        data = encode_run(run, corpus=corpus, queries=queries, depth=DEPTH)
+        if tamper is not None:
+            data = tamper(name, data)
+        put = client.put(f"/api/v1/worker/jobs/{submission_id}/runs/{name}", params={"attempt": attempt}, content=data, headers=headers)
+        assert put.status_code == 200 and put.json()["sha256"] == run_digest(data), put.text
+        digests[name] = run_digest(data)
+    answer = client.post(f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": attempt, "facts": facts, "runs": digests}, headers=headers)
+    assert answer.status_code == 200 and answer.json()["status"] == expect, answer.text
+
+
+def served_values(world: World, submission_id: str) -> dict[str, dict[str, float]]:
+    """The per-query values of the report the server scored and stored for ``submission_id``."""
+    with world.ctx.db.session() as session:
+        row = session.get(Submission, submission_id)
+        assert row is not None and row.result_id is not None
+        result = session.get(Result, row.result_id)
+        assert result is not None and result.report_path is not None
+        path = Path(result.report_path)
+    report = json.loads(path.read_text(encoding="utf-8"))
+    return {name: dict(entry["per_query"]["values"]) for name, entry in report["tasks"].items()}
 
 
 def seed_demo(world: World) -> None:

@@ -65,6 +65,7 @@ def test_a_replaced_or_readable_key_file_is_refused(world: World) -> None:
         prepare(options)
 
 
+@pytest.mark.slow  # the server scores the posted runs in a child process
 def test_jobs_carry_the_key_and_a_report_under_another_key_is_not_accepted(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     key = world.ctx.blinding_key

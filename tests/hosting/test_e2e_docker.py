@@ -94,7 +94,8 @@ def test_sample_run_shows_its_logs(served: Server, docker_engine) -> None:  # ty
     done = grader_cli("submit", str(leaker(served.root)), "--sample", "--server", served.url, "--wait", env={"GRADER_TOKEN": served.tokens["alice"]})  # type: ignore[attr-defined]
     assert done.returncode == 1, done.stderr
     submission_id = done.stdout.split()[0]
-    assert "NONZERO_EXIT" in done.stdout and "last log line: 'LEAK " in done.stdout
+    # repr quotes the line: with double quotes when the (random: the pseudonyms order the queries) last text has an apostrophe
+    assert "NONZERO_EXIT" in done.stdout and ("last log line: 'LEAK " in done.stdout or 'last log line: "LEAK ' in done.stdout)
     shown = grader_cli("status", submission_id, "--logs", "--server", served.url, env={"GRADER_TOKEN": served.tokens["alice"]})  # type: ignore[attr-defined]
     assert shown.returncode == 0 and "hosting-leaker: split 'dev'" in shown.stdout and shown.stdout.count("LEAK ") > 10
     quota = httpx.get(f"{served.url}/api/v1/quota", headers={"Authorization": f"Bearer {served.tokens['alice']}"}).json()  # type: ignore[attr-defined]
@@ -154,6 +155,18 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
         name: entry["measures"] for name, entry in expected["tasks"].items()
     }
     assert report["subject"]["digest"] == expected["subject"]["digest"]
+    # The worker sent only rankings; the server scored them: every per-query value is the direct run's, bit for bit.
+    assert {name: entry["per_query"] for name, entry in report["tasks"].items()} == {
+        name: entry["per_query"] for name, entry in expected["tasks"].items()
+    }
+    assert {name: entry["queries"] for name, entry in report["tasks"].items()} == {
+        name: entry["queries"] for name, entry in expected["tasks"].items()
+    }
+    assert report["ranking"] == expected["ranking"] and report["policy"] == expected["policy"]
+    assert report["labels"]["fingerprint"]["execution_provider"] == "CPUExecutionProvider"  # the worker's machine is named
+    runs = sorted((served.state / "runs" / scored_id).rglob("*.run"))  # type: ignore[attr-defined]
+    assert [path.stem for path in runs] == sorted(expected["tasks"]), (runs, admin(served.state, "history", scored_id))
+    assert all(path.read_bytes()[:4] == b"GRUN" for path in runs)
     # after the end the hidden leaker's report is public too, and still carries no stderr
     leak_id = served.ids["leak-hidden"]  # type: ignore[attr-defined]
     admin(served.state, "report", leak_id, "--out", str(tmp_path / "leak.dsse.json"))

@@ -72,6 +72,7 @@ def test_parts_are_stored_when_the_result_is_accepted_and_views_only_read_them(w
     assert view["score"] == round(first.public, 4)
 
 
+@pytest.mark.slow  # the server scores the posted runs in a child process
 def test_the_worker_route_stores_the_parts_of_the_result_it_accepts(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     posted = seed(world, "alice", "alice-http", 0.55, private_shift=-0.05, rng_seed=3, through=client)

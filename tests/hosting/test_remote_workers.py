@@ -40,7 +40,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
         job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
         sid, digest = view["id"], job["upload_sha256"]
-        fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "report": None, "failure_code": "OOM", "message": "killed"}
+        fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "facts": None, "runs": {}, "failure_code": "OOM", "message": "killed"}
         body = {"attempt": 1, "failure_code": "OOM", "message": "killed"}
         url = f"/api/v1/worker/jobs/{sid}/result"
         assert one.post(url, json=body).status_code == 403  # unsigned
@@ -77,10 +77,15 @@ def test_add_worker_refuses_a_bad_key_and_a_local_name(tmp_path: Path) -> None:
         assert result.exit_code != 0 and result.stdout == "", (args, result.output)
 
 
-def test_data_digest_check_before_grading() -> None:
+def test_data_digest_check_before_grading(tmp_path: Path) -> None:
+    """A worker checks corpus, queries and the job's judged ids; it needs no judgements, and refuses a job that pins them."""
+    import shutil
+
     from grader.data.registry import resolve_benchmark
 
-    task = resolve_benchmark("mini").task("text2code")
+    benchmark = resolve_benchmark("mini")
+    task = benchmark.task("text2code")
+    judged = list(task.qrels("test"))
     job = Job(
         submission_id="s",
         attempt=1,
@@ -93,12 +98,24 @@ def test_data_digest_check_before_grading() -> None:
         split="test",
         track="hidden",
         limits={},
-        data_digests={"text2code": task.split_digest("test")},
+        judged={"text2code": judged},
+        ranking_digests={"text2code": task.ranking_digest(judged)},
     )
     assert data_mismatch(job) is None
-    wrong = job.model_copy(update={"data_digests": {"text2code": "0" * 64}})
+    wrong = job.model_copy(update={"ranking_digests": {"text2code": "0" * 64}})
     assert "text2code" in str(data_mismatch(wrong))
+    other_ids = job.model_copy(update={"judged": {"text2code": judged[1:]}})  # the digest names the judged ids too
+    assert "text2code" in str(data_mismatch(other_ids))
     assert "unusable" in str(data_mismatch(job.model_copy(update={"benchmark": "/nonexistent/benchmark"})))
+    # a worker's copy of the data without any qrels file passes the same check ...
+    copy = tmp_path / "mini"
+    shutil.copytree(benchmark.root, copy)
+    for qrels in copy.glob("*/qrels"):
+        shutil.rmtree(qrels)
+    assert not list(copy.rglob("*.tsv*")) and data_mismatch(job.model_copy(update={"benchmark": str(copy)})) is None
+    # ... and a job that pins the whole split (judgements included) is refused
+    pinned = job.model_copy(update={"data_digests": {"text2code": task.split_digest("test")}})
+    assert "refuses" in str(data_mismatch(pinned))
 
 
 @pytest.mark.slow

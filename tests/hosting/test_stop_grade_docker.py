@@ -125,7 +125,8 @@ def test_a_stale_then_a_cancelled_grade_are_stopped_by_a_celery_worker(  # type:
         assert not list((d.server.state / "results").glob(f"{long_id}/*"))  # neither attempt posted a result
         assert _quota(d.server.url, token)["used_total"] == 0
         next_id = client.submit(tiny_submission(tmp_path, "next", TINY))["id"]
-        assert d.wait_all_terminal([next_id], timeout=120)[next_id]["state"] == "scored"
+        state = d.wait_all_terminal([next_id], timeout=120)[next_id]["state"]
+        assert state == "scored", admin(d.server.state, "history", next_id, database=d.server.database)
         d.check_invariants([next_id])
     finally:
         proxy.cut()

@@ -66,7 +66,7 @@ def test_worker_unpacks_again_within_the_ratio(tmp_path: Path) -> None:
     archive = bomb(tmp_path / "bomb.tar.gz")
     request = GradeRequest(benchmark="mini", tasks=["text2code"], split="test", limits=SandboxLimits(), max_unpack_ratio=20)
     outcome = grade_upload(archive, request, tmp_path / "work")
-    assert outcome.report is None and outcome.failure_code is not None and outcome.failure_code is not FailureCode.INFRA  # charged
+    assert outcome.facts is None and outcome.failure_code is not None and outcome.failure_code is not FailureCode.INFRA  # charged
     assert "unpacks to more than" in outcome.message
 
 

@@ -44,7 +44,9 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
         job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
         assert (job["submission_id"], job["attempt"], job["split"], job["track"]) == (view["id"], 1, "test", "hidden")
-        assert set(job["data_digests"]) == {"text2code", "code2code", "code2text"} and job["limits"]["time_limit_s"] == 60
+        assert set(job["ranking_digests"]) == set(job["judged"]) == {"text2code", "code2code", "code2text"} and job["limits"]["time_limit_s"] == 60
+        # the judged query ids, never the judgements; no pin of the split that would need them
+        assert job["data_digests"] == {} and all(isinstance(i, str) for ids in job["judged"].values() for i in ids)
         # the upload, to the lease holder only, with the recorded digest
         assert two.get(f"/api/v1/worker/jobs/{view['id']}/upload", params={"attempt": 1}).status_code == 409
         body = one.get(f"/api/v1/worker/jobs/{view['id']}/upload", params={"attempt": 1}).content
@@ -53,7 +55,7 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         # the result body is read as strictly as a file (grader.jsonio): a duplicate key or a NaN is refused and changes nothing
         for raw, why in (
             (b'{"attempt": 1, "attempt": 2, "failure_code": "INFRA"}', "key 'attempt' appears twice"),
-            (b'{"attempt": 1, "failure_code": "INFRA", "report": {"tasks": NaN}}', "NaN is not a valid score"),
+            (b'{"attempt": 1, "failure_code": "INFRA", "facts": {"tasks": NaN}}', "NaN is not a valid score"),
         ):
             refused = one.post(f"/api/v1/worker/jobs/{view['id']}/result", content=raw, headers={"Content-Type": "application/json"})
             assert refused.status_code == 422 and refused.json()["detail"].startswith(f"request body: {why}"), refused.text

@@ -60,7 +60,7 @@ def _upload_too_large(size: int, cap: int) -> str:
 
 
 def route_caps(ctx: ServerContext) -> RouteCaps:
-    """The caps of the routes that take a body: kilobytes for JSON and forms, the job's bound for results, ``max_bytes`` for uploads."""
+    """The caps of the routes that take a body: kilobytes for JSON and forms, the job's bound for results and (the largest task's) for compact runs, ``max_bytes`` for uploads."""
     return RouteCaps(
         (
             _rule("POST", "/api/v1/submissions", ctx.competition.upload_max_bytes, _upload_too_large),
@@ -69,6 +69,7 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("POST", "/api/v1/worker/key", JSON_BYTES),
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/heartbeat", JSON_BYTES),
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/result", ctx.result_body_bytes),
+            _rule("PUT", "/api/v1/worker/jobs/{submission_id}/runs/{task}", max(ctx.run_body_bytes.values(), default=JSON_BYTES)),
             _rule("POST", "/signin", FORM_BYTES),
             _rule("POST", "/signout", FORM_BYTES),
             _rule("POST", "/me/finals", FORM_BYTES),

@@ -8,29 +8,40 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 
+from grader.data.registry import resolve_benchmark
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Pin, Submission, Worker
+from grader.hosting.db.models import Submission, Worker
 from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle
+from grader.hosting.services import lifecycle, run_scoring
 from grader.hosting.services.results import accept_result
+from grader.hosting.services.run_scoring import scored_payload
 from grader.hosting.services.workers import job_refusal, record_key
 
 #: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
 POLL_S = 0.5
 
 
+@cache
+def _ranking_data(benchmark_target: str, tasks: tuple[str, ...], split: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Per task, the judged query ids of ``split`` and the digest of what a worker ranks on (read once per split)."""
+    benchmark = resolve_benchmark(benchmark_target)
+    judged = {name: list(benchmark.task(name).qrels(split)) for name in tasks}
+    return judged, {name: benchmark.task(name).ranking_digest(judged[name]) for name in tasks}
+
+
 def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
     with ctx.db.session() as session:
         submission = session.get(Submission, claim.submission_id)
         assert submission is not None
-        pin = session.get(Pin, submission.pin_id)
-        assert pin is not None
+        # Workers get the judged query ids and a digest of what they rank on; never the judgements (issue 22 item 1).
+        judged, ranking_digests = _ranking_data(ctx.benchmark_target, tuple(ctx.tasks), submission.split)
         return Job(
             submission_id=submission.id,
             attempt=claim.attempt,
@@ -43,8 +54,9 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             split=submission.split,
             track=submission.track,
             limits=limits_to_json(ctx.competition.limits),
-            data_digests={name: digests.get(submission.split) for name, digests in pin.digests.get("tasks", {}).items()},
-            # Whoever stages the containers needs the key (docs/protocol.md); a worker holds the judgements already.
+            judged=judged,
+            ranking_digests=ranking_digests,
+            # Whoever stages the containers needs the key (docs/protocol.md); workers still hold the judgements' data pin (issue 22 item 1 open).
             blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
             max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
             max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
@@ -88,6 +100,11 @@ def upload_of(ctx: ServerContext, worker: Principal, submission_id: str, attempt
         return ctx.state.uploads / submission.upload_path
 
 
+def run_slot(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int, task: str) -> tuple[Path, int] | None:
+    """Where ``worker`` may put a task's compact run for this attempt, and its bound (:func:`grader.hosting.services.run_scoring.run_slot`)."""
+    return run_scoring.run_slot(ctx, worker.id, submission_id, attempt, task)
+
+
 def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
     """Record a remote worker's key on first use: ``same``, ``recorded``, ``different`` (refused) or ``local``."""
     with ctx.db.session() as session:
@@ -95,7 +112,11 @@ def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
 
 
 def post_result(ctx: ServerContext, worker: Principal, submission_id: str, result: WorkerResult) -> Verdict:
-    """Judge and record a posted result (:func:`grader.hosting.services.results.accept_result`)."""
+    """Score the worker's runs (:func:`grader.hosting.services.run_scoring.scored_payload`), then judge and record the result.
+
+    Scoring runs before acceptance opens its transaction (:func:`grader.hosting.services.results.accept_result`).
+    """
+    payload = scored_payload(ctx, worker.id, submission_id, result.model_dump())
     verdict = accept_result(
         ctx.db,
         ctx.state,
@@ -103,7 +124,7 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         submission_id=submission_id,
         attempt=result.attempt,
         worker_id=worker.id,
-        payload=result.model_dump(),
+        payload=payload,
         parts=acceptance_scorer(ctx),
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
     )

@@ -15,7 +15,14 @@ of a job is a sum of bounds, each taken at its worst JSON encoding:
   6 bytes too).
 
 At CoIR scale (about 160,000 judged queries over 10 tasks) this is about 13 MB, where
-the flat cap was 256 MiB; on mini 3.1 MB.
+the flat cap was 256 MiB; on mini 3.1 MB. (Since workers return rankings, a result
+carries no per-query values: this bound is generous.)
+
+The rankings themselves are put apart, one compact run per task
+(:mod:`grader.runs.compact`), each held to :func:`run_caps`: its judged queries at the
+hosted depth, 4 bytes a hit, 8 a query, plus the header (no scores: the ``strict`` policy
+reads only the order). At depth 1000 that is about 4 KB a query: 125 MB for the
+largest CoIR task (CodeFeedback-ST, 31,306 queries).
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from grader import jsonio
-from grader.hosting.grading_adapter import LOG_TAIL_BYTES
+from grader.hosting.grading_adapter import DEPTH, LOG_TAIL_BYTES
 from grader.hosting.messages import WorkerResult
+from grader.runs.compact import compact_size
 
 PER_QUERY_BYTES = 32
 PER_TASK_BYTES = 16 << 10
@@ -56,3 +64,8 @@ def result_cap(judged_ids: Iterable[Iterable[str]]) -> int:
 def job_result_cap(benchmark: Any, tasks: list[str], splits: Iterable[str]) -> int:
     """The largest :func:`result_cap` over the jobs of a competition: its tasks graded on each of ``splits``."""
     return max(result_cap(benchmark.task(name).qrels(split).keys() for name in tasks) for split in splits)
+
+
+def run_caps(benchmark: Any, tasks: list[str], splits: Iterable[str]) -> dict[tuple[str, str], int]:
+    """The largest compact run of each task on each of ``splits``: its judged queries at the hosted depth."""
+    return {(name, split): compact_size(len(benchmark.task(name).qrels(split)), DEPTH) for name in tasks for split in set(splits)}

@@ -139,7 +139,8 @@ def accept_result(
                 submission_id=submission_id,
                 attempt=attempt,
                 upload_sha256=submission.upload_sha256,
-                report=payload.get("report"),
+                facts=payload.get("facts"),
+                runs=payload.get("runs"),
                 failure_code=payload.get("failure_code"),
                 message=str(payload.get("message", "")),
             )

@@ -29,15 +29,20 @@ _MAX_MANIFEST = 1 << 20
 
 
 def data_mismatch(job: Job) -> str | None:
-    """None when this machine's benchmark data has the job's pinned digests; else what differs."""
+    """None when this machine's corpus, queries and the job's judged ids have the job's digests; else what differs (no judgements needed)."""
     from grader.data.registry import resolve_benchmark
 
+    if any(job.data_digests.values()):
+        # A pin of the whole split asks this worker to hold the judgements: workers rank without them (issue 22).
+        return "the job pins the judgements (qrels): this worker ranks without them and refuses such a job"
     try:
         benchmark = resolve_benchmark(job.benchmark)
         for name in job.tasks:
-            have = benchmark.task(name).split_digest(job.split)
-            if job.data_digests.get(name) != have:
-                return f"task {name} split {job.split}: pinned {job.data_digests.get(name)}, here {have}"
+            if name not in job.judged or name not in job.ranking_digests:
+                return f"task {name}: the job names no judged queries or no digest of them"
+            have = benchmark.task(name).ranking_digest(job.judged[name])
+            if job.ranking_digests[name] != have:
+                return f"task {name} split {job.split}: pinned {job.ranking_digests[name]}, here {have}"
     except Exception as error:  # missing or unreadable data is a mismatch too, never a grade
         return f"benchmark {job.benchmark!r} unusable here: {type(error).__name__}: {error}"
     return None

@@ -1,4 +1,7 @@
-"""The worker loop, over HTTP only (no database credentials): claim, fetch, grade with heartbeats, post.
+"""The worker loop, over HTTP only (no database credentials): claim, fetch, grade with heartbeats, put the runs, post.
+
+A worker returns rankings, never scores: each ranked task's compact run is put apart
+(:meth:`WorkerApi.put_run`), and the result names their digests (the server scores them).
 
 A worker that dies mid-grade simply stops heartbeating; the server's reaper
 re-queues the job. A heartbeat answered "stale or cancelled" stops the grade
@@ -17,16 +20,17 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import GradeRequest, blinding_key_from_job, limits_from_json
-from grader.hosting.messages import Attempt, ClaimRequest, Job, Verdict, WorkerResult
+from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, blinding_key_from_job, limits_from_json
+from grader.hosting.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
 from grader.hosting.worker.child import grade_in_child
+from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker_signing import sign_result
 
@@ -63,8 +67,28 @@ class WorkerApi:
                     out.write(chunk)
         return digest.hexdigest()
 
+    def put_run(self, submission_id: str, attempt: int, task: str, path: Path) -> str | None:
+        """Stream one task's compact run to the server; its sha256 as the server stored it, None when stale."""
+        size = path.stat().st_size
+
+        def chunks() -> Iterator[bytes]:
+            with open(path, "rb") as handle:
+                yield from iter(lambda: handle.read(1 << 20), b"")
+
+        response = self.http.put(
+            f"/api/v1/worker/jobs/{submission_id}/runs/{task}",
+            params={"attempt": attempt},
+            content=chunks(),
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+        )
+        if response.status_code == 409:
+            return None
+        response.raise_for_status()
+        return RunStored.model_validate_json(response.content).sha256
+
     def post_result(self, submission_id: str, result: WorkerResult) -> str:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump())
+        # The server scores the runs before it answers (grader.grading.score_process: at most 600 s).
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump(), timeout=httpx.Timeout(900.0, connect=5.0))
         if response.status_code == 409:
             return "stale"
         if response.status_code == 403:
@@ -115,6 +139,31 @@ def _download(api: WorkerApi, submission_id: str, attempt: int, target: Path) ->
         return None
 
 
+def _deliver(api: WorkerApi, submission_id: str, attempt: int, outcome: GradeOutcome) -> WorkerResult:
+    """Put each ranked task's compact run, then return the result that names their digests (no score: the server scores)."""
+    message, logs = outcome.message[-20000:], outcome.logs
+    if outcome.facts is None:
+        return WorkerResult(attempt=attempt, failure_code=outcome.failure_code, message=message, logs=logs)
+    runs: dict[str, str] = {}
+    for task, path in sorted(outcome.runs.items()):
+        with open(path, "rb") as handle:
+            local = hashlib.file_digest(handle, "sha256").hexdigest()
+        try:
+            stored = api.put_run(submission_id, attempt, task, path)
+        except httpx.HTTPError as error:
+            return WorkerResult(
+                attempt=attempt, failure_code=FailureCode.INFRA, message=f"run of {task} not delivered: {type(error).__name__}", logs=logs
+            )
+        if stored != local:
+            return WorkerResult(
+                attempt=attempt, failure_code=FailureCode.INFRA, message=f"run of {task} not stored as sent (stale attempt?)", logs=logs
+            )
+        runs[task] = local
+    # The machine is named with its grade: ONNX vectors may differ between CPU families (issue 22 item 5).
+    facts = {**outcome.facts, "fingerprint": worker_fingerprint()}
+    return WorkerResult(attempt=attempt, facts=facts, runs=runs, message=message, logs=logs)
+
+
 def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
     """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
 
@@ -152,6 +201,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     blinding_key=blinding_key_from_job(job),
                     max_unpack_ratio=job.max_unpack_ratio,
                     max_unpacked_bytes=job.max_unpacked_bytes,
+                    judged={name: list(ids) for name, ids in job.judged.items()},
                 )
                 try:
                     outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
@@ -161,24 +211,24 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     # Stale or cancelled: the grade was stopped (containers and staging removed); nothing to post.
                     log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
                     return "abandoned"
-                payload = WorkerResult(
-                    attempt=attempt, report=outcome.report, failure_code=outcome.failure_code, message=outcome.message[-20000:], logs=outcome.logs
-                )
+                payload = _deliver(api, submission_id, attempt, outcome)
+        # The lease is renewed until the server answers: it scores the runs before it accepts them.
+        if key is not None:
+            payload.signature = sign_result(
+                key,
+                submission_id=submission_id,
+                attempt=attempt,
+                upload_sha256=job.upload_sha256,
+                facts=payload.facts,
+                runs=payload.runs,
+                failure_code=payload.failure_code,
+                message=payload.message,
+            )
+        if beat.lost.is_set():
+            log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
+        return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
     finally:
         beat.done.set()
-    if key is not None:
-        payload.signature = sign_result(
-            key,
-            submission_id=submission_id,
-            attempt=attempt,
-            upload_sha256=job.upload_sha256,
-            report=payload.report,
-            failure_code=payload.failure_code,
-            message=payload.message,
-        )
-    if beat.lost.is_set():
-        log.warning("%s attempt %s went stale after grading; posting anyway (the server decides)", submission_id, attempt)
-    return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
 
 
 class ParentWatch(threading.Thread):

@@ -1,10 +1,13 @@
-"""The worker API: claim, heartbeat, fetch the upload, post the result. Local and remote workers use the same routes.
+"""The worker API: claim, heartbeat, fetch the upload, put the runs, post the result. Local and remote workers use the same routes.
 
 Each body is read after the worker's token was checked, bounded, and parsed into its
 model (:mod:`grader.hosting.api.body`); the services decide.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -15,7 +18,7 @@ from grader.hosting.api.body import parse
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
-from grader.hosting.messages import Attempt, ClaimRequest, Job, KeyStatus, Lease, Verdict, WorkerKey, WorkerResult
+from grader.hosting.messages import Attempt, ClaimRequest, Job, KeyStatus, Lease, RunStored, Verdict, WorkerKey, WorkerResult
 from grader.hosting.services import jobs
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
@@ -74,6 +77,36 @@ def upload(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> Fi
     if path is None:
         raise HTTPException(409, "stale attempt")
     return FileResponse(path, media_type="application/gzip")
+
+
+@router.put(
+    "/jobs/{submission_id}/runs/{task}",
+    summary="Put the compact run of one task of an attempt (binary, streamed, held to the task's bound); 409 when stale",
+    response_model=RunStored,
+    openapi_extra={"requestBody": {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
+)
+async def put_run(submission_id: str, task: str, attempt: int, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
+    slot = await run_in_threadpool(jobs.run_slot, ctx, who, submission_id, attempt, task)
+    if slot is None:
+        raise HTTPException(409, STALE)
+    path, cap = slot
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > cap):
+        raise HTTPException(413, f"a compact run of this task is at most {cap} bytes")
+    digest, size = hashlib.sha256(), 0
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with open(part, "wb") as out:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cap:
+                    raise HTTPException(413, f"a compact run of this task is at most {cap} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return RunStored(sha256=digest.hexdigest(), bytes=size)
 
 
 @router.post(

@@ -1,0 +1,195 @@
+"""Scoring a ranking against the judgements into a report: the one path of ``grader run`` and of the server.
+
+``grader run`` ranks and scores in one process (:mod:`grader.grading.runner` calls
+:func:`score_task` and :func:`assemble_report`). A hosted worker ranks only: it returns
+each task's run in the compact form (:mod:`grader.runs.compact`) and the facts of its
+grade that are not scores (:func:`facts_of`: subject, sandbox, timings, task failures).
+The server, which alone holds the judgements, rebuilds the report with
+:func:`report_from_runs`, through the very same :func:`score_task` and
+:func:`assemble_report`; so a served report's measures equal a direct run's bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from grader.data.benchmark import Benchmark
+from grader.data.qrels import Qrels
+from grader.errors import TaskFailure
+from grader.failures import FailureCode
+from grader.metrics.measures import Measure
+from grader.metrics.policy import Policy, evaluate
+from grader.reports.assemble import failed_task, scored_task
+from grader.reports.model import build_report
+from grader.runs.compact import canonical_order, decode_run
+from grader.runs.run import Run
+
+#: The fields of a task's report entry a worker may state (the rest are scores, counts and digests: the server's).
+TASK_FACTS = ("encoding",)
+#: The fields of a report a worker states (not the benchmark, policy, ranking depth or aggregate: the server's).
+REPORT_FACTS = ("subject", "sandbox", "labels", "started_at", "finished_at")
+
+
+def score_task(
+    name: str,
+    *,
+    split: str,
+    data_digest: str,
+    qrels: Qrels,
+    run: Run,
+    measures: Sequence[Measure],
+    policy: Policy,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report entry of a task whose ranking ``run`` is scored against ``qrels``."""
+    evaluation = evaluate(qrels, run, measures, policy)
+    return scored_task(name, split=split, data_digest=data_digest, evaluation=evaluation, extra=extra)
+
+
+def assemble_report(
+    benchmark: Benchmark,
+    entries: list[dict[str, Any]],
+    *,
+    tasks: Sequence[str],
+    measures: Sequence[Measure],
+    policy: Policy,
+    subject: dict[str, Any],
+    sandbox: dict[str, Any] | None,
+    labels: dict[str, Any] | None,
+    started_at: datetime,
+    finished_at: datetime,
+    top_k: int,
+) -> dict[str, Any]:
+    """The report of graded task ``entries`` (each with its ``name``), aggregated by the benchmark's rule."""
+    primary = str(measures[0])
+    task_scores = {e["name"]: (e["measures"][primary] if e["status"] == "scored" else None) for e in entries}
+    return build_report(
+        benchmark={"name": benchmark.name, "version": benchmark.spec.version, "primary_measure": primary},
+        subject=subject,
+        tasks=entries,
+        aggregate=benchmark.spec.aggregate(task_scores, tasks=list(tasks)),
+        policy=policy.value,
+        started_at=started_at,
+        finished_at=finished_at,
+        sandbox=sandbox,
+        labels=labels,
+        top_k=top_k,
+    )
+
+
+def facts_of(report: dict[str, Any]) -> dict[str, Any]:
+    """What a worker states about its grade: ``report`` without a score, count or digest of any kind."""
+    tasks: dict[str, Any] = {}
+    for name, entry in report["tasks"].items():
+        stated: dict[str, Any] = {"failure": entry.get("failure")}
+        stated.update({key: entry[key] for key in TASK_FACTS if key in entry})
+        tasks[name] = stated
+    return {**{key: report.get(key) for key in REPORT_FACTS}, "tasks": tasks}
+
+
+def _timestamp(text: Any) -> datetime:
+    """A report's RFC 3339 UTC timestamp (``...Z``, as :func:`grader.reports.model.format_timestamp` writes it) read back."""
+    if not isinstance(text, str) or not text.endswith("Z") or len(text) > 40:
+        raise TaskFailure(FailureCode.INFRA, f"the worker's facts carry a bad timestamp {str(text)[:40]!r}")
+    try:
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+    except ValueError:
+        raise TaskFailure(FailureCode.INFRA, f"the worker's facts carry a bad timestamp {text!r}") from None
+
+
+def report_labels(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's labels: the worker's, plus the fingerprint of its machine (``labels.fingerprint``) when it stated one.
+
+    A fingerprint is a few short strings or lists of them; anything else is refused (``INFRA``).
+    """
+    labels = facts.get("labels")
+    fingerprint = facts.get("fingerprint")
+    if fingerprint is None:
+        return labels if isinstance(labels, dict) else None
+
+    def short(value: Any) -> bool:
+        return value is None or (isinstance(value, str) and len(value) <= 200)
+
+    fine = (
+        isinstance(fingerprint, dict)
+        and len(fingerprint) <= 10
+        and all(
+            isinstance(key, str)
+            and len(key) <= 40
+            and (short(value) or (isinstance(value, list) and len(value) <= 40 and all(short(v) for v in value)))
+            for key, value in fingerprint.items()
+        )
+    )
+    if not fine:
+        raise TaskFailure(FailureCode.INFRA, "the worker's fingerprint is not a few short strings")
+    return {**(labels if isinstance(labels, dict) else {}), "fingerprint": fingerprint}
+
+
+def report_from_runs(
+    benchmark: Benchmark,
+    *,
+    split: str,
+    tasks: Sequence[str],
+    facts: dict[str, Any],
+    runs: Mapping[str, bytes],
+    measures: Sequence[Measure],
+    policy: Policy,
+    top_k: int,
+) -> dict[str, Any]:
+    """The report of a worker's grade: its ``facts`` plus each scored task's compact run scored here.
+
+    A task the facts call failed keeps its failure (the judged count is the server's); every
+    other task must come with a run, which is decoded against the pinned corpus and the
+    judged queries (:func:`grader.runs.compact.decode_run`, refusing as ``INFRA``) and scored.
+    Raises :class:`TaskFailure` (``INFRA``) for facts that name other tasks or lack a run.
+    """
+    stated = facts.get("tasks")
+    if not isinstance(stated, dict) or sorted(stated) != sorted(tasks):
+        raise TaskFailure(FailureCode.INFRA, "the worker's facts do not name the job's tasks")
+    if set(runs) - set(tasks):
+        raise TaskFailure(FailureCode.INFRA, "the worker sent runs of tasks the job does not grade")
+    entries: list[dict[str, Any]] = []
+    for name in tasks:
+        task = benchmark.task(name)
+        qrels = task.qrels(split)
+        digest = task.split_digest(split)
+        fact = stated[name] if isinstance(stated[name], dict) else {}
+        failure = fact.get("failure")
+        if failure is not None:
+            if name in runs:
+                raise TaskFailure(FailureCode.INFRA, f"task {name}: a run was sent for a task stated as failed")
+            entry = failed_task(
+                name,
+                split=split,
+                data_digest=digest,
+                code=failure["code"],
+                message=str(failure["message"]),
+                stderr=failure.get("stderr"),
+                judged=len(qrels),
+            )
+        elif name not in runs:
+            raise TaskFailure(FailureCode.INFRA, f"task {name}: no run was sent")
+        else:
+            corpus = canonical_order([document.id for document in task.iter_corpus()])
+            judged = canonical_order([query.id for query in task.iter_queries() if query.id in qrels])
+            decoded = decode_run(runs[name], documents=len(corpus), queries=len(judged), depth=top_k)
+            extra = {key: fact[key] for key in TASK_FACTS if key in fact}
+            entry = score_task(
+                name, split=split, data_digest=digest, qrels=qrels, run=decoded.to_run(corpus, judged), measures=measures, policy=policy, extra=extra
+            )
+        entries.append({"name": name, **entry})
+    return assemble_report(
+        benchmark,
+        entries,
+        tasks=tasks,
+        measures=measures,
+        policy=policy,
+        subject=facts["subject"],
+        sandbox=facts.get("sandbox"),
+        labels=report_labels(facts),
+        started_at=_timestamp(facts.get("started_at")),
+        finished_at=_timestamp(facts.get("finished_at")),
+        top_k=top_k,
+    )
