@@ -16,6 +16,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.ratelimit import FailureLimiter
 from grader.hosting.storage import StateDir
+from grader.hosting.transparency import HostLog
 from grader.sandbox.blinding import BlindingKey
 
 
@@ -57,3 +58,5 @@ class ServerContext:
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
     #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).
     result_body_bytes: int = 8 << 20
+    #: The transparency log (grader.hosting.transparency); None only in tests that build a context without one.
+    log: HostLog | None = None
