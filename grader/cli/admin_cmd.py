@@ -31,6 +31,13 @@ def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
     return open_database(state, ctx.obj["database"])
 
 
+def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
+    """The state folder's transparency log (None before the first `grader serve`): admin events are logged too."""
+    from grader.hosting.services.translog import open_host_log
+
+    return open_host_log(ctx.obj["state"])
+
+
 @click.group("admin")
 @click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), envvar="GRADER_STATE", help="The server's state folder.")
 @click.option("--database", default=None, envvar="GRADER_DATABASE", help="Database URL, if the server uses one.")
@@ -148,7 +155,7 @@ def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max
 
     if bool(submission_id) == everything:
         raise UsageError("give one SUBMISSION_ID or --all")
-    done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts)
+    done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts, host_log=_log(ctx))
     click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {missed}" if missed else ""))
 
 
@@ -159,7 +166,7 @@ def cancel(ctx: click.Context, submission_id: str) -> None:
     """Cancel a submission that has not ended (never charged to the participant)."""
     from grader.hosting.services import admin as service
 
-    service.cancel(_db(ctx), submission_id)
+    service.cancel(_db(ctx), submission_id, host_log=_log(ctx))
     click.echo(f"cancelled {submission_id}")
 
 
@@ -190,7 +197,7 @@ def end(ctx: click.Context, yes: bool) -> None:
         click.echo(END_EFFECTS, err=True)
         if not click.confirm("End the competition now?", default=False, err=True):
             raise UsageError("not ended")
-    now = service.end_now(db)
+    now = service.end_now(db, host_log=_log(ctx))
     click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
 
 
@@ -201,7 +208,7 @@ def repin(ctx: click.Context, competition_file: Path) -> None:
     """Pin the benchmark data and grader version as they are now (after an intended change)."""
     from grader.hosting.services import admin as service
 
-    click.echo(service.repin(_db(ctx), _competition(competition_file)))
+    click.echo(service.repin(_db(ctx), _competition(competition_file), host_log=_log(ctx)))
 
 
 @admin.command("report")
@@ -304,6 +311,19 @@ def metrics_token(ctx: click.Context) -> None:
     token = new_metrics_token(_db(ctx))
     click.echo(token)
     click.echo("scrape /metrics with `Authorization: Bearer TOKEN` (the token is not stored and cannot be shown again)", err=True)
+
+
+@admin.command("log-retract")
+@click.argument("index", type=click.IntRange(1))
+@click.option("--admin", "admin_name", required=True, help="Who retracts (named in the entry).")
+@click.option("--reason", required=True, help="Why the entry no longer counts (named in the entry; at most 200 characters).")
+@click.pass_context
+def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) -> None:
+    """Withdraw log entry INDEX by appending a retraction entry: the entry itself stays in the log (never a deletion)."""
+    from grader.hosting.services import admin as service
+
+    done = service.retract(_db(ctx), _log(ctx), index=index, admin=admin_name, reason=reason)
+    click.echo(f"retraction of entry {index} logged as entry {done}")
 
 
 def register(group: click.Group) -> None:

@@ -10,6 +10,7 @@ restored from an older copy (the server refuses to start and says why) and a his
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,16 @@ def _cli(served: Served, *args: str) -> Any:
     return grader_cli(*args, env={"XDG_STATE_HOME": str(served.root / "user-state")}, timeout=120)
 
 
+def _copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite database (its WAL included), replacing ``target`` and its -wal/-shm files."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    with sqlite3.connect(source) as reading, sqlite3.connect(target) as writing:
+        reading.backup(writing)
+    writing.close()
+    reading.close()
+
+
 def _entries(served: Served) -> list[bytes]:
     """The served log, downloaded and checked (checkpoint, tiles, bundles) as an auditor does."""
     folder = served.root / "mirror"
@@ -192,22 +203,35 @@ def test_the_log_routes_name_no_participant_and_no_two_entries_share_a_value(ser
     assert httpx.get(f"{served.server.url}/log/tile/0/x000/000").status_code == 404
 
 
+def test_admin_events_are_logged_and_a_retraction_is_an_entry_not_a_deletion(served: Served) -> None:
+    before = len(_entries(served))
+    cancelled = HostingClient(served.server.url, served.token).submit(EXAMPLE, sample=True)
+    assert cancelled["receipt"]["index"] == before
+    admin(served.server.state, "cancel", cancelled["id"])
+    said = admin(served.server.state, "log-retract", str(before), "--admin", "host", "--reason", "uploaded by mistake")
+    assert said.strip() == f"retraction of entry {before} logged as entry {before + 2}"
+    entries = _entries(served)
+    assert [decode_entry(entry)["kind"] for entry in entries[before:]] == ["receipt", "cancellation", "retraction"]
+    audit = _cli(served, "log", "audit", f"{served.server.url}/log", "--log-key", served.vkey)
+    assert audit.returncode == 0 and f"retracted: {before}" in audit.stdout, audit.stdout + audit.stderr
+
+
 def test_a_database_restored_from_an_older_copy_is_refused_at_start(served: Served) -> None:
     server, database = served.server, served.server.state / "grader.sqlite3"
     server.stop()
     older = served.root / "older.sqlite3"
-    shutil.copy(database, older)
+    _copy_database(database, older)
     server.start()
     HostingClient(server.url, served.token).submit(EXAMPLE, sample=True)  # the log grows past the copy
     server.stop()
     newer = served.root / "newer.sqlite3"
-    shutil.copy(database, newer)
-    shutil.copy(older, database)
+    _copy_database(database, newer)
+    _copy_database(older, database)
     refused = server.start(expect_ok=False)
     assert refused.process is not None and refused.process.wait(120) != 0
     said = server.log.read_text(encoding="utf-8", errors="replace")
     assert "the database is older than the log already published" in said, said[-2000:]
-    shutil.copy(newer, database)
+    _copy_database(newer, database)
     server.start()
 
 

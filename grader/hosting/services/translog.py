@@ -26,12 +26,16 @@ from grader import jsonio
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import LogEntry, Participant, Setting, Submission
 from grader.hosting.db.session import Database
-from grader.hosting.transparency import HostLog, LogStateError
+from grader.hosting.errors import HostingError
+from grader.hosting.leaderboard.secret import load_partition_secret
+from grader.hosting.log_key import LOG_VKEY_NAME, ensure_log_key
+from grader.hosting.transparency import LOG_DIR, HostLog, LogStateError, identifier_key
 from grader.translog import entries
 from grader.translog.checkpoint import Checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
 from grader.translog.errors import LogVerificationError
 from grader.translog.merkle import inclusion_proof, leaf_hash
+from grader.translog.note import NoteVerifier
 from grader.translog.proof import TlogProof
 from grader.translog.tiles import ENTRIES, TILE_HEIGHT, TILE_WIDTH, Tile, entry_bundle, parse_tile_path, tile_bytes
 
@@ -40,6 +44,23 @@ log = logging.getLogger("grader.hosting.translog")
 #: The settings row every append locks first (its value is unused).
 HEAD_SETTING = "log_head"
 _HOOKED = "grader_log_publish"
+
+
+def open_host_log(root: Path) -> HostLog | None:
+    """The log of the state folder ``root`` for a command outside the server (``grader admin``): its origin is the name
+    in ``keys/log.vkey``; None when no server has started there yet (no log key)."""
+    keys = root / "keys"
+    try:
+        vkey = (keys / LOG_VKEY_NAME).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise HostingError(f"{keys / LOG_VKEY_NAME}: cannot read the log's verifier key: {error}") from None
+    try:
+        origin = NoteVerifier.from_vkey(vkey).name
+    except LogVerificationError as error:
+        raise HostingError(f"{keys / LOG_VKEY_NAME}: not a verifier key: {error}") from None
+    return HostLog(ensure_log_key(keys, origin), identifier_key(load_partition_secret(keys)), root / LOG_DIR)
 
 
 def append_entry(session: Session, host_log: HostLog, entry: bytes, *, submission_id: str | None = None, envelope_sha256: str | None = None) -> int:
