@@ -108,7 +108,13 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 @click.argument("submission_id")
 @_server_option
 @click.option("--wait", is_flag=True, help="Follow until it ends.")
-@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also save the signed report (when available to you).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also save the signed report (when available to you), and its log proof beside it as REPORT.tlog-proof.",
+)
 @click.option("--logs", is_flag=True, help="Print the container logs (sample-split runs only).")
 @click.option("--json", "as_json", is_flag=True)
 def status(submission_id: str, server: str, token: str | None, wait: bool, report_path: Path | None, logs: bool, as_json: bool) -> None:
@@ -119,6 +125,9 @@ def status(submission_id: str, server: str, token: str | None, wait: bool, repor
         from grader.files import atomic_write_bytes
 
         atomic_write_bytes(report_path, client.report(submission_id))
+        proof = client.report_proof(submission_id)  # for `grader verify REPORT --log-key ...` (docs/transparency.md)
+        if proof is not None:
+            atomic_write_bytes(f"{report_path}.tlog-proof", proof)
     if logs:
         for name, text in client.logs(submission_id).items():
             click.echo(f"--- {name}\n{click.unstyle(text)}")

@@ -117,9 +117,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         _post_report(server, worker, view["id"])
         report = root / "report.dsse.json"
         report.write_bytes(HostingClient(server.url, token).report(view["id"]))
-        proof = httpx.get(f"{server.url}/api/v1/submissions/{view['id']}/report.tlog-proof", headers={"Authorization": f"Bearer {token}"})
-        assert proof.status_code == 200, proof.text
-        (root / "report.dsse.json.tlog-proof").write_bytes(proof.content)
+        proof = HostingClient(server.url, token).report_proof(view["id"])
+        assert proof is not None
+        (root / "report.dsse.json.tlog-proof").write_bytes(proof)
         public_key = root / "grader.pub"
         public_key.write_bytes(httpx.get(f"{server.url}/host-key.pub").content)
         vkey = httpx.get(f"{server.url}/log/key").text.strip()
@@ -196,6 +196,10 @@ def test_the_log_routes_name_no_participant_and_no_two_entries_share_a_value(ser
                 continue
             assert str(value) not in values, f"entries {values.get(str(value))} and {index} share {name}"
             values[str(value)] = index
+    # the leaderboard page shows the log's size and root, and links it
+    note = httpx.get(f"{served.server.url}/log/checkpoint").text
+    page = httpx.get(f"{served.server.url}/").text
+    assert f'<span id="log-size">{note.splitlines()[1]}</span>' in page and note.splitlines()[2] in page and 'href="/log/checkpoint"' in page
     # tiles: full ones immutable, the rest briefly cached; nothing past the published tree
     level0 = httpx.get(f"{served.server.url}/log/tile/0/000.p/{len(entries)}")
     assert level0.status_code == 200 and "max-age=5" in level0.headers["cache-control"]

@@ -31,7 +31,7 @@ from grader.hosting.leaderboard.secret import load_partition_secret
 from grader.hosting.log_key import LOG_VKEY_NAME, ensure_log_key
 from grader.hosting.transparency import LOG_DIR, HostLog, LogStateError, identifier_key
 from grader.translog import entries
-from grader.translog.checkpoint import Checkpoint
+from grader.translog.checkpoint import Checkpoint, open_checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
 from grader.translog.errors import LogVerificationError
 from grader.translog.merkle import inclusion_proof, leaf_hash
@@ -242,6 +242,14 @@ def checkpoint_note(db: Database, host_log: HostLog) -> bytes:
     with db.session() as session:
         published = host_log.published()
         return published[0] if published is not None else publish_from(session, host_log)[0]
+
+
+def log_head(db: Database, host_log: HostLog | None) -> dict[str, Any] | None:
+    """What the leaderboard page shows of the log: its origin, size and root (base64) as published; None without a log."""
+    if host_log is None:
+        return None
+    checkpoint = open_checkpoint(checkpoint_note(db, host_log), [host_log.verifier])
+    return {"origin": checkpoint.origin, "size": checkpoint.size, "root": base64.b64encode(checkpoint.root_hash).decode("ascii")}
 
 
 def _published_size(session: Session, host_log: HostLog) -> int:
