@@ -326,6 +326,27 @@ def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) ->
     click.echo(f"retraction of entry {index} logged as entry {done}")
 
 
+@admin.command("log-rewind")
+@click.option(
+    "--checkpoint", "checkpoint_file", required=True, help="The newest checkpoint the log published (its `checkpoint` file, from any mirror)."
+)
+@click.option("--admin", "admin_name", required=True, help="Who rewinds (named in the entry and the statement).")
+@click.option("--reason", required=True, help="Why (named in the entry and the statement; at most 200 characters).")
+@click.pass_context
+def log_rewind(ctx: click.Context, checkpoint_file: str, admin_name: str, reason: str) -> None:
+    """After a disaster: restart the log from the database's (older) state, openly. Logs a rewind entry naming the
+    published checkpoint, signs a statement (kept in DIR/log/rewinds/, printed here: publish it) and publishes the
+    new tree. Clients that saw the old checkpoint will see the fork, and this statement that explains it."""
+    from grader.cli.log_fetch import read_bounded
+    from grader.hosting.services import admin as service
+    from grader.translog.note import MAX_NOTE_BYTES
+
+    note = read_bounded(checkpoint_file, MAX_NOTE_BYTES, "checkpoint")
+    index, statement = service.rewind(_db(ctx), _log(ctx), note, admin=admin_name, reason=reason)
+    click.echo(f"rewind logged as entry {index}; signed statement (publish it):")
+    click.echo(statement.decode("utf-8"), nl=False)
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
     group.add_command(admin)

@@ -113,6 +113,23 @@ class HostLog:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
+    def rewind(self, published: Checkpoint, statement: bytes, stamp: str) -> tuple[bytes, Checkpoint]:
+        """After a disaster: keep the replaced checkpoint file and the signed ``statement`` in ``log/rewinds/``, then
+        publish :attr:`tree` (which does not extend ``published``) in its place. Refused unless ``published`` is at
+        least as new as the file (the newest published checkpoint must be the one rewound)."""
+        with self.lock, self._file_lock():
+            current = self.published()
+            if current is not None and current[1].size > published.size:
+                raise LogStateError(f"{self.checkpoint_path} holds a checkpoint of {current[1].size} entries: rewind from the newest one published")
+            folder = self.folder / "rewinds"
+            if current is not None:
+                atomic_write_bytes(folder / f"{stamp}.replaced.checkpoint", current[0], mode=0o644)
+            atomic_write_bytes(folder / f"{stamp}.statement", statement, mode=0o644)
+            checkpoint = Checkpoint(self.origin, self.tree.size, self.tree.root())
+            note = sign_checkpoint(checkpoint, self.signer)
+            atomic_write_bytes(self.checkpoint_path, note, mode=0o644)
+            return note, checkpoint
+
     def publish(self) -> tuple[bytes, Checkpoint]:
         """Sign a checkpoint of :attr:`tree` and write it unless the file already holds one as large (compare-and-swap)."""
         with self.lock, self._file_lock():

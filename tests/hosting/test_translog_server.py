@@ -32,7 +32,7 @@ from grader.sandbox.blinding import SCHEME
 from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens
 from grader.translog.merkle import leaf_hash
 from grader.translog.mirror import read_log_folder
-from grader.translog.note import NoteVerifier
+from grader.translog.note import NoteVerifier, open_note
 from grader.translog.proof import TlogProof
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 
@@ -260,3 +260,21 @@ def test_a_history_rewritten_and_re_signed_is_caught_by_verify_and_audit(served:
     assert verify.stderr.count("\u2014 grader-log/tlog-comp ") == 2, verify.stderr
     audit = _cli(served, "log", "audit", f"{server.url}/log", "--log-key", served.vkey)
     assert audit.returncode == 1 and audit.stderr.count("\u2014 grader-log/tlog-comp ") == 2, audit.stderr
+
+
+def test_a_deliberate_rewind_is_signed_logged_and_seen_as_a_fork(served: Served) -> None:
+    server, url = served.server, f"{served.server.url}/log"
+    newest = served.root / "newest.checkpoint"
+    newest.write_bytes(httpx.get(f"{url}/checkpoint").content)
+    server.stop()
+    _copy_database(served.root / "older.sqlite3", server.state / "grader.sqlite3")  # the disaster: only an older copy is left
+    refused = server.start(expect_ok=False)
+    assert refused.process is not None and refused.process.wait(120) != 0
+    said = admin(server.state, "log-rewind", "--checkpoint", str(newest), "--admin", "host", "--reason", "disk lost; nightly copy restored")
+    statement = said.split("\n", 1)[1].encode()
+    assert open_note(statement, [NoteVerifier.from_vkey(served.vkey)]).text.startswith("grader-log rewind v1\ngrader-log/tlog-comp\npublished ")
+    server.start()
+    fresh = grader_cli("log", "audit", url, "--log-key", served.vkey, env={"XDG_STATE_HOME": str(served.root / "another-user")})
+    assert fresh.returncode == 0 and "rewind 1" in fresh.stdout, fresh.stderr
+    since = _cli(served, "log", "audit", url, "--log-key", served.vkey, "--since", str(newest))
+    assert since.returncode == 1 and since.stderr.count("\u2014 grader-log/tlog-comp ") == 2, since.stderr

@@ -24,6 +24,7 @@ from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
 from grader.hosting.services.translog import append_entry, flat_digests, log_retraction
+from grader.hosting.services.translog import rewind as log_rewind
 from grader.hosting.transparency import HostLog
 from grader.hosting.visibility import ENDED_AT_KEY
 from grader.translog import entries
@@ -197,3 +198,10 @@ def retract(db: Database, host_log: HostLog | None, *, index: int, admin: str, r
     if host_log is None:
         raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
     return log_retraction(db, host_log, index=index, admin=admin, reason=reason)
+
+
+def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, reason: str) -> tuple[int, bytes]:
+    """A deliberate, signed and logged rewind of the log to the database's state (:func:`grader.hosting.services.translog.rewind`)."""
+    if host_log is None:
+        raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
+    return log_rewind(db, host_log, note, admin=admin, reason=reason)

@@ -35,7 +35,7 @@ from grader.translog.checkpoint import Checkpoint, open_checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
 from grader.translog.errors import LogVerificationError
 from grader.translog.merkle import inclusion_proof, leaf_hash
-from grader.translog.note import NoteVerifier
+from grader.translog.note import NoteVerifier, sign_note
 from grader.translog.proof import TlogProof
 from grader.translog.tiles import ENTRIES, TILE_HEIGHT, TILE_WIDTH, Tile, entry_bundle, parse_tile_path, tile_bytes
 
@@ -232,6 +232,37 @@ def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, r
         if not 0 < index < size:
             raise LogVerificationError(f"entry {index} is not an entry of this log that can be retracted (entries 1..{size - 1})")
         return append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=index, admin=admin, reason=reason))
+
+
+def rewind(db: Database, host_log: HostLog, note: bytes, *, admin: str, reason: str) -> tuple[int, bytes]:
+    """A deliberate rewind after a disaster: ``note`` is the newest checkpoint the log published (from any mirror).
+
+    Refused when the database already extends it (nothing to rewind). Otherwise a ``rewind`` entry naming it is
+    appended to the database's log, a statement signed by the log key (both trees' sizes and roots, the admin, the
+    reason) is kept in ``log/rewinds/`` with the replaced checkpoint, and the new tree is published. Clients that
+    saw the old checkpoint see the fork, and the statement that explains it. Returns the entry's index and the statement.
+    """
+    published = open_checkpoint(note, [host_log.verifier], origin=host_log.origin)
+    now = utcnow()
+    with db.session() as session:
+        _refresh(session, host_log)
+        tree = host_log.tree
+        if tree.size >= published.size and tree.root(published.size) == published.root_hash:
+            raise HostingError(f"the database's log ({tree.size} entries) extends that checkpoint ({published.size} entries): nothing to rewind")
+        before = (tree.size, tree.root())
+        session.info[_HOOKED] = True  # no publishing after this commit: the rewind below publishes, deliberately
+        entry = entries.rewind_entry(time=now, published_size=published.size, published_root=published.root_hash, admin=admin, reason=reason)
+        index = append_entry(session, host_log, entry)
+    with db.session() as session:
+        _refresh(session, host_log)
+    text = (
+        f"grader-log rewind v1\n{host_log.origin}\npublished {published.size} {base64.b64encode(published.root_hash).decode()}\n"
+        f"database {before[0]} {base64.b64encode(before[1]).decode()}\nentry {index}\nadmin {admin}\nreason {reason}\n"
+        f"time {entries.format_time(now)}\n"
+    )
+    statement = sign_note(text, [host_log.signer])
+    host_log.rewind(published, statement, now.strftime("%Y%m%dT%H%M%SZ"))
+    return index, statement
 
 
 # --- what is served -----------------------------------------------------------------------------------
