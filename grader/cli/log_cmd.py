@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.log_fetch import log_verifier, mirror, print_evidence, read_bounded, save_seen, seen_notes
+from grader.cli.log_fetch import check_served_board, log_verifier, mirror, print_evidence, read_bounded, save_seen, seen_notes
 from grader.errors import UsageError
 from grader.translog.audit import audit_entries
 from grader.translog.entries import decode_entry
@@ -75,7 +75,12 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     multiple=True,
     help="A checkpoint of this log saved earlier, or a .tlog-proof holding one (repeatable): the log must extend it.",
 )
-def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...]) -> None:
+@click.option(
+    "--board",
+    is_flag=True,
+    help="With a URL (http://HOST/log): also check every public board row against its logged report (HOST/api/v1/leaderboard).",
+)
+def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool) -> None:
     """Check a whole log: SOURCE is a folder holding its checkpoint and tiles as the server serves them, or the
     log's URL (http://HOST/log), downloaded first; exit 1 on any fault.
 
@@ -103,6 +108,9 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...]) 
             print_evidence(error, label, source)
             raise
     summary = audit_entries(contents.entries)
+    if board and not remote:
+        raise UsageError("--board needs the log's URL (http://HOST/log)")
+    rows = check_served_board(source, contents.entries) if board else None
     if remote:
         save_seen(contents.note, contents.checkpoint)
     checkpoint = contents.checkpoint
@@ -112,6 +120,8 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...]) 
     if summary.retracted:
         click.echo("retracted: " + ", ".join(str(index) for index in summary.retracted))
     click.echo("reveal: checked against entry 0" if summary.revealed else "reveal: not yet")
+    if rows is not None:
+        click.echo(f"board: {rows} row(s) show the score of their logged report")
 
 
 def register(group: click.Group) -> None:

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import click
 import httpx
 
+from grader import jsonio
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
 from grader.text import escape_control
+from grader.translog.boards import check_board, logged_envelopes
 from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
 from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import consistency_proof
@@ -31,6 +33,8 @@ _TILE_BYTES = TILE_WIDTH * 32
 _BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY_BYTES)
 #: Most checkpoints kept per log (the oldest are dropped: each later one was checked against them).
 _KEEP = 64
+_BOARD_BYTES = 16 << 20
+_REPORT_BYTES = 64 << 20
 
 _MAX_VKEY_FILE = 4096
 
@@ -154,3 +158,15 @@ def print_evidence(error: InconsistentCheckpoints, seen_label: str, new_label: s
     click.echo(shown(error.seen), err=True, nl=False)
     click.echo(f"checkpoint now ({new_label}):", err=True)
     click.echo(shown(error.new), err=True, nl=False)
+
+
+def check_served_board(log_url: str, entries: Sequence[bytes]) -> int:
+    """Check the public board served beside the log at ``log_url`` (``http://HOST/log``) against the log's report entries."""
+    base = log_url.rstrip("/").removesuffix("/log")
+    try:
+        boards = jsonio.loads(fetch(base, "api/v1/leaderboard", _BOARD_BYTES))
+    except jsonio.JsonError as error:
+        raise LogVerificationError(f"{base}/api/v1/leaderboard: not JSON: {error.what}") from None
+    if not isinstance(boards, dict):
+        raise LogVerificationError(f"{base}/api/v1/leaderboard: not a leaderboard")
+    return check_board(boards, lambda link: fetch(base, link.lstrip("/"), _REPORT_BYTES), logged_envelopes(entries))

@@ -1,0 +1,65 @@
+"""Before the end, board rows come from database rows the log does not cover: the audit checks each row against
+its logged report (grader/translog/boards.py), so that a score changed in the database is caught (issue 24)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from grader.hosting.api.app import create_app
+from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.translog.boards import check_board, logged_envelopes
+from grader.translog.checkpoint import open_checkpoint
+from grader.translog.errors import LogVerificationError
+from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
+from tests.hosting.leaderboard_world import World, make_world, seed_demo
+
+
+@pytest.fixture
+def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
+    built = make_world(tmp_path, database_url)
+    seed_demo(built)
+    yield built
+    built.ctx.db.dispose()
+
+
+def _served_entries(client: TestClient, world: World) -> list[bytes]:
+    assert world.ctx.log is not None
+    checkpoint = open_checkpoint(client.get("/log/checkpoint").content, [world.ctx.log.verifier])
+    entries: list[bytes] = []
+    for bundle in bundles_for_size(checkpoint.size):
+        entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
+    assert len(entries) == checkpoint.size <= TILE_WIDTH
+    return entries
+
+
+def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    logged = logged_envelopes(_served_entries(client, world))
+    board = client.get("/api/v1/leaderboard").json()
+    rows = sum(len(b["entries"]) for b in board["boards"])
+    assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
+    # the host points one row's result at another participant's signed report: the board moves, the logged report does not
+    every = [row for b in board["boards"] for row in b["entries"]]
+    target = every[0]
+    other = next(row for row in every if row["score"] != target["score"])
+    with world.ctx.db.engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE results SET envelope_path = (SELECT r.envelope_path FROM results r JOIN submissions s ON s.result_id = r.id WHERE s.id = :other)"
+                " WHERE id = (SELECT result_id FROM submissions WHERE id = :id)"
+            ),
+            {"id": target["submission"], "other": other["submission"]},
+        )
+    board_cache.clear()  # as a restarted server: the comparisons are cached per process
+    altered = client.get("/api/v1/leaderboard").json()
+    assert altered != board
+    with pytest.raises(LogVerificationError, match=f"submission '?{target['submission']}'?.*the board shows"):
+        check_board(altered, lambda link: client.get(link).content, logged)
+    # a report the log never saw is refused too
+    with pytest.raises(LogVerificationError, match="its report is not in the log"):
+        check_board(board, lambda link: client.get(link).content, set())
