@@ -326,6 +326,25 @@ def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) ->
     click.echo(f"retraction of entry {index} logged as entry {done}")
 
 
+@admin.command("log-reveal")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
+    help="The competition file (default: the one `grader serve` last ran with on this --state).",
+)
+@click.pass_context
+def log_reveal(ctx: click.Context, competition_file: Path | None) -> None:
+    """After the end, once the last grades are in: log the reveal (the partition secret, the identifier and blinding
+    keys entry 0 committed to, and the digests of the final public and private boards). Once."""
+    from grader.hosting.services import admin as service
+
+    index = service.reveal(_db(ctx), _log(ctx), ctx.obj["state"], _competition(competition_file, ctx))
+    click.echo(f"reveal logged as entry {index}")
+
+
 @admin.command("log-rewind")
 @click.option(
     "--checkpoint", "checkpoint_file", required=True, help="The newest checkpoint the log published (its `checkpoint` file, from any mirror)."

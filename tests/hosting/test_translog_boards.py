@@ -3,20 +3,25 @@ its logged report (grader/translog/boards.py), so that a score changed in the da
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import rfc8785
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.translog.audit import audit_entries
 from grader.translog.boards import check_board, logged_envelopes
 from grader.translog.checkpoint import open_checkpoint
+from grader.translog.entries import decode_entry, entry_opens, key_of_entry
 from grader.translog.errors import LogVerificationError
 from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.support import admin
 
 
 @pytest.fixture
@@ -63,3 +68,25 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     # a report the log never saw is refused too
     with pytest.raises(LogVerificationError, match="its report is not in the log"):
         check_board(board, lambda link: client.get(link).content, set())
+
+
+def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_entry_becomes_openable(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    admin(world.state, "end", "--yes", database=world.database)
+    said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    entries = _served_entries(client, world)
+    assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
+    summary = audit_entries(entries)  # the reveal opens exactly the commitments of entry 0
+    assert summary.revealed and summary.kinds["end"] == 1
+    reveal = decode_entry(entries[-1])
+    for part in ("public", "private"):
+        served = client.get("/api/v1/leaderboard", params={"part": part}).json()
+        assert hashlib.sha256(rfc8785.dumps(served)).hexdigest() == reveal[f"{part}_board_sha256"], part
+    # after the reveal anyone opens every entry: each report entry names one of the participants
+    identifier = bytes.fromhex(reveal["identifier_key"])
+    reports = [decode_entry(entry) for entry in entries if decode_entry(entry)["kind"] == "report"]
+    assert reports and all(
+        sum(entry_opens(report, key_of_entry(identifier, report), participant=name) for name in world.tokens) == 1 for report in reports
+    )
+    with pytest.raises(AssertionError, match="already holds the reveal"):
+        admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)

@@ -11,22 +11,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 from sqlalchemy import func, select
 
 from grader import __version__
+from grader.hosting.blinding import ensure_competition_blinding_key
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
+from grader.hosting.leaderboard.host_view import host_board
+from grader.hosting.leaderboard.secret import load_partition_secret
 from grader.hosting.services import participants, pins, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
-from grader.hosting.services.translog import append_entry, flat_digests, log_retraction
+from grader.hosting.services.translog import append_entry, flat_digests, log_retraction, log_reveal
 from grader.hosting.services.translog import rewind as log_rewind
-from grader.hosting.transparency import HostLog
-from grader.hosting.visibility import ENDED_AT_KEY
+from grader.hosting.transparency import HostLog, identifier_key
+from grader.hosting.visibility import ENDED_AT_KEY, has_ended
 from grader.translog import entries
 
 
@@ -205,3 +209,29 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
     if host_log is None:
         raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
+
+
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: str) -> str:
+    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
+    data = host_board(state_dir, db, competition, part)
+    published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
+    return hashlib.sha256(rfc8785.dumps(published)).hexdigest()
+
+
+def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition: Competition) -> int:
+    """Log the reveal once grading after the end is done: every key entry 0 committed to, and the final boards' digests."""
+    if host_log is None:
+        raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
+    if not has_ended(db, competition):
+        raise HostingError("the competition has not ended: the reveal comes after `grader admin end` (or the file's end)")
+    keys = state_dir / "keys"
+    secret = load_partition_secret(keys)
+    entry = entries.reveal_entry(
+        time=utcnow(),
+        partition_secret=secret,
+        identifier_key=identifier_key(secret),
+        blinding_key=ensure_competition_blinding_key(keys).secret,
+        public_board_sha256=board_sha256(state_dir, db, competition, "public"),
+        private_board_sha256=board_sha256(state_dir, db, competition, "private"),
+    )
+    return log_reveal(db, host_log, entry)

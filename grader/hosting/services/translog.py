@@ -234,6 +234,17 @@ def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, r
         return append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=index, admin=admin, reason=reason))
 
 
+def log_reveal(db: Database, host_log: HostLog, entry: bytes) -> int:
+    """Append the reveal entry (once, after the end entry) in its own transaction."""
+    with db.session() as session:
+        kinds = set(session.scalars(select(LogEntry.kind).where(LogEntry.kind.in_(("end", "reveal")))).all())
+        if "reveal" in kinds:
+            raise HostingError("the log already holds the reveal")
+        if "end" not in kinds:
+            raise HostingError("the reveal comes after the end entry (`grader admin end`)")
+        return append_entry(session, host_log, entry)
+
+
 def rewind(db: Database, host_log: HostLog, note: bytes, *, admin: str, reason: str) -> tuple[int, bytes]:
     """A deliberate rewind after a disaster: ``note`` is the newest checkpoint the log published (from any mirror).
 
