@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 import rfc8785
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from grader.hosting.api.app import create_app
+from grader.hosting.db.models import FinalChoice
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.translog.audit import audit_entries
 from grader.translog.boards import check_board, logged_envelopes
 from grader.translog.checkpoint import open_checkpoint
-from grader.translog.entries import decode_entry, entry_opens, key_of_entry
+from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
 from grader.translog.errors import LogVerificationError
 from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
@@ -44,7 +45,16 @@ def _served_entries(client: TestClient, world: World) -> list[bytes]:
 
 def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(world: World) -> None:
     client = TestClient(create_app(world.ctx))
-    logged = logged_envelopes(_served_entries(client, world))
+    entries = _served_entries(client, world)
+    logged = logged_envelopes(entries)
+    # before the reveal, no two entries share a value (a participant's reports included), the public vocabulary and times apart
+    values: dict[str, int] = {}
+    for index, entry in enumerate(entries[1:], start=1):
+        for name, value in decode_entry(entry).items():
+            if name not in PUBLIC_VOCABULARY_FIELDS and name != "time":
+                assert str(value) not in values, f"entries {values.get(str(value))} and {index} share {name}"
+                values[str(value)] = index
+    assert len(entries) > 2 * len(world.submissions)  # each hidden result: its full and its public-part report
     board = client.get("/api/v1/leaderboard").json()
     rows = sum(len(b["entries"]) for b in board["boards"])
     assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
@@ -72,12 +82,18 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
 
 def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_entry_becomes_openable(world: World) -> None:
     client = TestClient(create_app(world.ctx))
+    chosen = world.submissions[0]
+    answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
+    assert answer.status_code == 200, answer.text
     admin(world.state, "end", "--yes", database=world.database)
     said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     entries = _served_entries(client, world)
     assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
     summary = audit_entries(entries)  # the reveal opens exactly the commitments of entry 0
     assert summary.revealed and summary.kinds["end"] == 1
+    with world.ctx.db.session() as session:  # the finals at the end: one entry per participant who chose
+        choosers = set(session.scalars(select(FinalChoice.participant_id)).all())
+    assert choosers and summary.kinds.get("finals") == len(choosers)
     reveal = decode_entry(entries[-1])
     for part in ("public", "private"):
         served = client.get("/api/v1/leaderboard", params={"part": part}).json()

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from grader import jsonio
 from grader.hosting.clock import utcnow
-from grader.hosting.db.models import LogEntry, Participant, Setting, Submission
+from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Setting, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard.secret import load_partition_secret
@@ -200,6 +201,20 @@ def log_report(session: Session, host_log: HostLog, submission: Submission, *, a
     return indexes
 
 
+def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
+    """At the end: each participant's final choices (committed, in a fixed order), in the ending transaction."""
+    chosen: dict[int, list[str]] = {}
+    for participant_id, submission_id in session.execute(select(FinalChoice.participant_id, FinalChoice.submission_id)).all():
+        chosen.setdefault(participant_id, []).append(submission_id)
+    indexes = []
+    for participant_id, submissions in sorted(chosen.items()):
+        participant = session.get(Participant, participant_id)
+        name = participant.name if participant is not None else str(participant_id)
+        entry = entries.finals_entry(EntryCommitter.fresh(host_log.identifier_key), time=time, participant=name, submissions=sorted(submissions)[:16])
+        indexes.append(append_entry(session, host_log, entry))
+    return indexes
+
+
 def log_cancellation(session: Session, host_log: HostLog, submission: Submission, *, by: str) -> int:
     """A submission cancelled by its participant or an admin, in the cancelling transaction."""
     entry = entries.cancellation_entry(
@@ -326,7 +341,11 @@ def receipt_of(db: Database, host_log: HostLog, submission_id: str) -> dict[str,
         if row is None:
             return None
         index, data = row.index, bytes(row.entry)
-    proof = proof_of(db, host_log, index)
+    try:
+        proof = proof_of(db, host_log, index)
+    except LogStateError:  # the server refuses to sign (see the log): the upload stands, its answer says there is no proof
+        log.exception("transparency log: no proof for receipt entry %d", index)
+        proof = None
     decoded = entries.decode_entry(data)
     return {
         "index": index,
