@@ -26,7 +26,7 @@ from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.result_size import job_result_cap
 from grader.hosting.services.startup import local_worker_tokens, open_competition
-from grader.hosting.services.translog import competition_entry, open_log
+from grader.hosting.services.translog import competition_entry, log_end_if_due, open_log
 from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key
@@ -149,6 +149,8 @@ class Reaper(threading.Thread):
         while not self.stopping.wait(queue.reap_every_s):
             try:
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
+                    log.info("transparency log: the competition's end (and the finals) logged")
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),
                     ("lease expired, attempt limit reached: error/INFRA", done.errored),

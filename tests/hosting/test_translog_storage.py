@@ -8,18 +8,19 @@ tree shorter than the file, or not extending it, is refused before anything is s
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 
 from grader.hosting.db.models import LogEntry
-from grader.hosting.services.translog import append_entry, publish_from
+from grader.hosting.services.translog import append_entry, log_end, log_end_if_due, open_log, publish_from
 from grader.hosting.transparency import HostLog, LogStateError
 from grader.translog.checkpoint import open_checkpoint
-from grader.translog.entries import end_entry, retraction_entry
+from grader.translog.entries import competition_entry, end_entry, retraction_entry
 from grader.translog.merkle import MemoryTree
 from grader.translog.note import NoteSigner
 from tests.hosting.world import World
@@ -85,3 +86,37 @@ def test_the_checkpoint_file_never_goes_back_and_a_shorter_or_rewritten_database
     with world.db.session() as session, pytest.raises(LogStateError, match="inconsistent with the published checkpoint"):
         publish_from(session, _log(tmp_path / "log"))
     assert open_checkpoint((tmp_path / "log" / "checkpoint").read_bytes(), [first.verifier]).size == 3
+
+
+def _first_entry(competition_sha256: str) -> bytes:
+    return competition_entry(
+        time=datetime(2026, 12, 1, tzinfo=UTC),
+        origin="grader-log/test",
+        competition_sha256=competition_sha256,
+        partition_commitment="1" * 64,
+        identifier_commitment="2" * 64,
+        blinding_commitment=None,
+        data_digests={"task/test": "3" * 64},
+        host_key_id="4" * 64,
+        log_key_id="5" * 64,
+    )
+
+
+def _kinds(world: World) -> list[str]:
+    with world.db.session() as session:
+        return list(session.scalars(select(LogEntry.kind).order_by(LogEntry.index)).all())
+
+
+def test_a_new_competition_file_is_logged_at_start_and_the_files_end_once(world: World, tmp_path: Path) -> None:
+    open_log(world.db, _log(tmp_path / "log"), _first_entry("a" * 64))
+    open_log(world.db, _log(tmp_path / "log"), _first_entry("a" * 64))  # a restart with the same file: nothing new
+    open_log(world.db, _log(tmp_path / "log"), _first_entry("b" * 64))  # another file: a repin entry names it
+    assert _kinds(world) == ["competition", "repin"]
+    host_log = _log(tmp_path / "log")
+    assert not log_end_if_due(world.db, host_log, world.competition)  # the file's end is to come
+    ended = replace(world.competition, end=datetime(2020, 1, 2, tzinfo=UTC))
+    assert log_end_if_due(world.db, host_log, ended)
+    assert not log_end_if_due(world.db, host_log, ended)  # another reaper, another pass: once
+    with world.db.session() as session:
+        assert not log_end(session, host_log, datetime.now(UTC))  # `grader admin end` afterwards adds no second end
+    assert _kinds(world) == ["competition", "repin", "end"]

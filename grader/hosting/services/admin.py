@@ -27,7 +27,7 @@ from grader.hosting.services import participants, pins, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
-from grader.hosting.services.translog import append_entry, flat_digests, log_finals, log_retraction, log_reveal
+from grader.hosting.services.translog import append_entry, flat_digests, log_end, log_retraction, log_reveal
 from grader.hosting.services.translog import rewind as log_rewind
 from grader.hosting.transparency import HostLog, identifier_key
 from grader.hosting.visibility import ENDED_AT_KEY, has_ended
@@ -138,8 +138,7 @@ def end_now(db: Database, *, host_log: HostLog | None = None) -> datetime:
             return datetime.fromisoformat(setting.value)
         session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
         if host_log is not None:
-            log_finals(session, host_log, now)
-            append_entry(session, host_log, entries.end_entry(time=now))
+            log_end(session, host_log, now)
     return now
 
 

@@ -23,14 +23,16 @@ from typing import Any
 from sqlalchemy import Engine, event, func, select, update
 from sqlalchemy.orm import Session
 
-from grader import jsonio
+from grader import __version__, jsonio
 from grader.hosting.clock import utcnow
+from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Setting, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard.secret import load_partition_secret
 from grader.hosting.log_key import LOG_VKEY_NAME, ensure_log_key
 from grader.hosting.transparency import LOG_DIR, HostLog, LogStateError, identifier_key
+from grader.hosting.visibility import ends_at
 from grader.translog import entries
 from grader.translog.checkpoint import Checkpoint, open_checkpoint
 from grader.translog.commitments import EntryCommitter, key_commitment
@@ -64,12 +66,17 @@ def open_host_log(root: Path) -> HostLog | None:
     return HostLog(ensure_log_key(keys, origin), identifier_key(load_partition_secret(keys)), root / LOG_DIR)
 
 
-def append_entry(session: Session, host_log: HostLog, entry: bytes, *, submission_id: str | None = None, envelope_sha256: str | None = None) -> int:
-    """Append ``entry`` (canonical bytes) in ``session``'s transaction; return its index. Publishes after the commit."""
+def _lock_head(session: Session) -> None:
+    """Serialise appends (and checks before them) across processes until ``session`` ends."""
     locked = session.execute(update(Setting).where(Setting.key == HEAD_SETTING).values(value=Setting.value))
     if not getattr(locked, "rowcount", 1):
         session.add(Setting(key=HEAD_SETTING, value=""))
         session.flush()
+
+
+def append_entry(session: Session, host_log: HostLog, entry: bytes, *, submission_id: str | None = None, envelope_sha256: str | None = None) -> int:
+    """Append ``entry`` (canonical bytes) in ``session``'s transaction; return its index. Publishes after the commit."""
+    _lock_head(session)
     last = session.scalar(select(func.max(LogEntry.index)))
     index = 0 if last is None else last + 1
     kind = str(jsonio.loads(entry)["kind"])
@@ -117,8 +124,22 @@ def open_log(db: Database, host_log: HostLog, first_entry: bytes) -> Checkpoint:
         host_log.check_tree(None if published is None else published[1])  # before anything is written
         if host_log.tree.size == 0:
             append_entry(session, host_log, first_entry)
+        else:
+            _log_file_change(session, host_log, entries.decode_entry(first_entry))
     with db.session() as session:
         return publish_from(session, host_log)[1]
+
+
+def _log_file_change(session: Session, host_log: HostLog, now: Mapping[str, Any]) -> None:
+    """A start with another competition file than the log last named (entry 0, or the latest repin): a ``repin`` entry."""
+    _lock_head(session)
+    last = session.scalar(select(LogEntry.entry).where(LogEntry.kind.in_(("competition", "repin"))).order_by(LogEntry.index.desc()).limit(1))
+    if last is None or entries.decode_entry(bytes(last))["competition_sha256"] == now["competition_sha256"]:
+        return
+    entry = entries.repin_entry(
+        time=utcnow(), data_digests=now["data_digests"], grader_version=__version__, competition_sha256=now["competition_sha256"]
+    )
+    append_entry(session, host_log, entry)
 
 
 def competition_entry(
@@ -213,6 +234,29 @@ def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]
         entry = entries.finals_entry(EntryCommitter.fresh(host_log.identifier_key), time=time, participant=name, submissions=sorted(submissions)[:16])
         indexes.append(append_entry(session, host_log, entry))
     return indexes
+
+
+def log_end(session: Session, host_log: HostLog, time: datetime) -> bool:
+    """The finals and the ``end`` entry, once: False (nothing appended) when the log already holds its end."""
+    _lock_head(session)
+    if session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")):
+        return False
+    log_finals(session, host_log, time)
+    append_entry(session, host_log, entries.end_entry(time=time))
+    return True
+
+
+def log_end_if_due(db: Database, host_log: HostLog, competition: Competition) -> bool:
+    """The end reached by the competition file's ``end`` time (no admin command wrote it): logged by the first
+    server process whose reaper sees it. True when this call appended it."""
+    end = ends_at(db, competition)
+    if utcnow() < end:
+        return False
+    with db.session() as session:
+        if session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")):
+            return False  # read first: no lock taken on every pass of every reaper after the end
+    with db.session() as session:
+        return log_end(session, host_log, end)
 
 
 def log_cancellation(session: Session, host_log: HostLog, submission: Submission, *, by: str) -> int:
