@@ -16,6 +16,7 @@ import base64
 import fcntl
 import hashlib
 import hmac
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,8 +106,10 @@ class HostLog:
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / (CHECKPOINT_FILE + ".lock"), "a+b") as handle:
+        # Private like the rest of the state folder, whichever process (server, `grader admin`) creates them.
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(self.folder / (CHECKPOINT_FILE + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "r+b") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -122,12 +125,13 @@ class HostLog:
             if current is not None and current[1].size > published.size:
                 raise LogStateError(f"{self.checkpoint_path} holds a checkpoint of {current[1].size} entries: rewind from the newest one published")
             folder = self.folder / "rewinds"
+            folder.mkdir(mode=0o700, exist_ok=True)
             if current is not None:
-                atomic_write_bytes(folder / f"{stamp}.replaced.checkpoint", current[0], mode=0o644)
-            atomic_write_bytes(folder / f"{stamp}.statement", statement, mode=0o644)
+                atomic_write_bytes(folder / f"{stamp}.replaced.checkpoint", current[0], mode=0o600)
+            atomic_write_bytes(folder / f"{stamp}.statement", statement, mode=0o600)
             checkpoint = Checkpoint(self.origin, self.tree.size, self.tree.root())
             note = sign_checkpoint(checkpoint, self.signer)
-            atomic_write_bytes(self.checkpoint_path, note, mode=0o644)
+            atomic_write_bytes(self.checkpoint_path, note, mode=0o600)
             return note, checkpoint
 
     def publish(self) -> tuple[bytes, Checkpoint]:
@@ -139,5 +143,5 @@ class HostLog:
                 return current
             checkpoint = Checkpoint(self.origin, self.tree.size, self.tree.root())
             note = sign_checkpoint(checkpoint, self.signer)
-            atomic_write_bytes(self.checkpoint_path, note, mode=0o644)
+            atomic_write_bytes(self.checkpoint_path, note, mode=0o600)
             return note, checkpoint

@@ -119,6 +119,7 @@ def publish_from(session: Session, host_log: HostLog) -> tuple[bytes, Checkpoint
 def open_log(db: Database, host_log: HostLog, first_entry: bytes) -> Checkpoint:
     """At start: append entry 0 to an empty log, then refuse a database tree shorter than, or inconsistent with, the published checkpoint."""
     with db.session() as session:
+        _lock_head(session)  # two servers starting at once on an empty database write one entry 0
         _refresh(session, host_log)
         published = host_log.published()
         host_log.check_tree(None if published is None else published[1])  # before anything is written
