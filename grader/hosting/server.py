@@ -26,7 +26,8 @@ from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.result_size import job_result_cap
 from grader.hosting.services.startup import local_worker_tokens, open_competition
-from grader.hosting.services.translog import competition_entry, log_end_if_due, open_log
+from grader.hosting.services.translog import competition_entry, open_log
+from grader.hosting.services.translog_events import log_end_if_due
 from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key

@@ -27,8 +27,9 @@ from grader.hosting.services import participants, pins, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
-from grader.hosting.services.translog import append_entry, flat_digests, log_end, log_retraction, log_reveal
+from grader.hosting.services.translog import append_entry, flat_digests
 from grader.hosting.services.translog import rewind as log_rewind
+from grader.hosting.services.translog_events import log_end, log_retraction, log_reveal
 from grader.hosting.transparency import HostLog, identifier_key
 from grader.hosting.visibility import ENDED_AT_KEY, has_ended
 from grader.translog import entries

@@ -24,7 +24,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
-from grader.hosting.services.translog import log_cancellation, log_rejudge
+from grader.hosting.services.translog_events import log_cancellation, log_rejudge
 from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REQUEUE_OR_ERROR, Event, State, require
 from grader.hosting.transparency import HostLog
 

@@ -24,7 +24,7 @@ from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission,
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, finish, holds_lease, retry_or_error
-from grader.hosting.services.translog import log_report
+from grader.hosting.services.translog_events import log_report
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency import HostLog
 from grader.hosting.worker_signing import verify_result

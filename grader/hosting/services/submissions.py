@@ -28,7 +28,7 @@ from grader.hosting.refusals import invalid
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
 from grader.hosting.services.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.services.submission_rows import received_submission
-from grader.hosting.services.translog import log_receipt
+from grader.hosting.services.translog_events import log_receipt
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download

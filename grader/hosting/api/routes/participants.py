@@ -16,7 +16,7 @@ from grader.hosting.errors import RefusedSubmission
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.messages import SubmissionView
 from grader.hosting.services import submissions as service
-from grader.hosting.services import translog, uploads
+from grader.hosting.services import translog_reads, uploads
 from grader.hosting.visibility import has_ended, logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])
@@ -57,7 +57,7 @@ async def submit(
         response.status_code = 200
     view = await run_in_threadpool(service.public_view, ctx, submission, ended=False)
     if ctx.log is not None:  # the receipt binds the logged entry to this participant, privately (its entry key)
-        view.receipt = await run_in_threadpool(translog.receipt_of, ctx.db, ctx.log, submission.id)
+        view.receipt = await run_in_threadpool(translog_reads.receipt_of, ctx.db, ctx.log, submission.id)
     return view
 
 

@@ -14,7 +14,7 @@ from grader.hosting.api.deps import Ctx
 from grader.hosting.context import ServerContext
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.services import submissions as submission_service
-from grader.hosting.services import translog as service
+from grader.hosting.services import translog_reads as service
 from grader.hosting.transparency import HostLog
 
 router = APIRouter(tags=["transparency log"])
