@@ -90,7 +90,14 @@ def _finish(client: HostingClient, submission_id: str) -> None:
 @_server_option
 @click.option("--wait", is_flag=True, help="Follow the grading; exit 0 scored, 1 failed, 3 error/cancelled.")
 @click.option("--sample", is_flag=True, help="Run on the public sample split instead: logs visible, separate quota.")
-def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool) -> None:
+@click.option(
+    "--receipt",
+    "receipt_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Save the upload's log receipt: FILE (the entry, its entry key and index, as JSON) and FILE.tlog-proof (its inclusion proof).",
+)
+def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool, receipt_path: Path | None) -> None:
     """Check SUBMISSION against the competition and your quota, pack it, upload it, print its id.
 
     Whatever the server would refuse (window closed, quota used up, kind, training labels,
@@ -100,6 +107,14 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
     client = HostingClient(server, token_from(token))
     view = client.submit(submission, sample=sample, progress=UploadProgress())
     click.echo(view["id"])
+    receipt = view.get("receipt")
+    if receipt_path is not None and isinstance(receipt, dict):  # evidence that the upload was accepted (docs/transparency.md)
+        from grader.files import atomic_write_bytes
+
+        proof = receipt.get("proof")
+        atomic_write_bytes(receipt_path, jsonio.dumps({k: v for k, v in receipt.items() if k != "proof"}, indent=2).encode("utf-8") + b"\n")
+        if isinstance(proof, str):
+            atomic_write_bytes(f"{receipt_path}.tlog-proof", proof.encode("utf-8"))
     if wait:
         _finish(client, view["id"])
 

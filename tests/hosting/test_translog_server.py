@@ -9,6 +9,7 @@ restored from an older copy (the server refuses to start and says why) and a his
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -163,6 +164,17 @@ def test_the_upload_answer_carries_its_receipt_with_proof_and_entry_key(served: 
     key = bytes.fromhex(receipt["entry_key"])
     assert entry_opens(decoded, key, participant="alice", submission=served.submission_id)
     assert not entry_opens(decoded, key, participant="bob", submission=served.submission_id)
+    # `grader submit --receipt FILE` keeps it: the entry, its key and index, and the proof beside it
+    saved = served.root / "receipt.json"
+    submitted = grader_cli(
+        "submit", str(EXAMPLE), "--sample", "--receipt", str(saved), env={"GRADER_SERVER": served.server.url, "GRADER_TOKEN": served.token}
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    kept = json.loads(saved.read_text())
+    assert set(kept) == {"index", "entry", "entry_key", "leaf_hash"} and kept["index"] > receipt["index"]
+    (served.root / "receipt.entry").write_text(kept["entry"])
+    checked = _cli(served, "log", "verify-proof", f"{saved}.tlog-proof", "--entry", str(served.root / "receipt.entry"), "--log-key", served.vkey)
+    assert checked.returncode == 0 and checked.stdout.startswith(f"verified: receipt entry {kept['index']} is in log grader-log/tlog-comp"), checked
 
 
 def test_verify_checks_the_report_is_logged_offline_and_against_the_served_log(served: Served) -> None:
