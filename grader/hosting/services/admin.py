@@ -15,14 +15,11 @@ import rfc8785
 from sqlalchemy import func, select
 
 from grader import __version__
-from grader.hosting.blinding import ensure_competition_blinding_key
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.leaderboard.host_view import host_board
-from grader.hosting.leaderboard.secret import load_partition_secret
 from grader.hosting.services import participants, pins, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
@@ -214,6 +211,8 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
 
 def board_sha256(state_dir: Path, db: Database, competition: Competition, part: str) -> str:
     """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
+    from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
+
     data = host_board(state_dir, db, competition, part)
     published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
     return hashlib.sha256(rfc8785.dumps(published)).hexdigest()
@@ -225,6 +224,9 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
     if not has_ended(db, competition):
         raise HostingError("the competition has not ended: the reveal comes after `grader admin end` (or the file's end)")
+    from grader.hosting.blinding import ensure_competition_blinding_key
+    from grader.hosting.leaderboard.secret import load_partition_secret
+
     keys = state_dir / "keys"
     secret = load_partition_secret(keys)
     entry = entries.reveal_entry(

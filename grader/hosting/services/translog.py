@@ -27,8 +27,6 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import LogEntry, Setting
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.leaderboard.secret import load_partition_secret
-from grader.hosting.log_key import LOG_VKEY_NAME, ensure_log_key
 from grader.hosting.transparency import LOG_DIR, HostLog, LogStateError, identifier_key
 from grader.translog import entries
 from grader.translog.checkpoint import Checkpoint, open_checkpoint
@@ -46,6 +44,10 @@ _HOOKED = "grader_log_publish"
 def open_host_log(root: Path) -> HostLog | None:
     """The log of the state folder ``root`` for a command outside the server (``grader admin``): its origin is the name
     in ``keys/log.vkey``; None when no server has started there yet (no log key)."""
+    # Here, not at the top: `grader admin list` and the like import this module and need neither (nor their imports).
+    from grader.hosting.leaderboard.secret import load_partition_secret
+    from grader.hosting.log_key import LOG_VKEY_NAME, ensure_log_key
+
     keys = root / "keys"
     try:
         vkey = (keys / LOG_VKEY_NAME).read_text(encoding="ascii")
