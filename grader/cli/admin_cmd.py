@@ -31,6 +31,13 @@ def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
     return open_database(state, ctx.obj["database"])
 
 
+def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
+    """The state folder's transparency log (None before the first `grader serve`): admin events are logged too."""
+    from grader.hosting.services.translog import open_host_log
+
+    return open_host_log(ctx.obj["state"])
+
+
 @click.group("admin")
 @click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), envvar="GRADER_STATE", help="The server's state folder.")
 @click.option("--database", default=None, envvar="GRADER_DATABASE", help="Database URL, if the server uses one.")
@@ -158,7 +165,7 @@ def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max
 
     if bool(submission_id) == everything:
         raise UsageError("give one SUBMISSION_ID or --all")
-    done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts)
+    done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts, host_log=_log(ctx))
     click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {missed}" if missed else ""))
 
 
@@ -169,7 +176,7 @@ def cancel(ctx: click.Context, submission_id: str) -> None:
     """Cancel a submission that has not ended (never charged to the participant)."""
     from grader.hosting.services import admin as service
 
-    service.cancel(_db(ctx), submission_id)
+    service.cancel(_db(ctx), submission_id, host_log=_log(ctx))
     click.echo(f"cancelled {submission_id}")
 
 
@@ -200,7 +207,7 @@ def end(ctx: click.Context, yes: bool) -> None:
         click.echo(END_EFFECTS, err=True)
         if not click.confirm("End the competition now?", default=False, err=True):
             raise UsageError("not ended")
-    now = service.end_now(db)
+    now = service.end_now(db, host_log=_log(ctx))
     click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
 
 
@@ -211,7 +218,7 @@ def repin(ctx: click.Context, competition_file: Path) -> None:
     """Pin the benchmark data and grader version as they are now (after an intended change)."""
     from grader.hosting.services import admin as service
 
-    click.echo(service.repin(_db(ctx), _competition(competition_file)))
+    click.echo(service.repin(_db(ctx), _competition(competition_file), host_log=_log(ctx)))
 
 
 @admin.command("report")
@@ -314,6 +321,59 @@ def metrics_token(ctx: click.Context) -> None:
     token = new_metrics_token(_db(ctx))
     click.echo(token)
     click.echo("scrape /metrics with `Authorization: Bearer TOKEN` (the token is not stored and cannot be shown again)", err=True)
+
+
+@admin.command("log-retract")
+@click.argument("index", type=click.IntRange(1))
+@click.option("--admin", "admin_name", required=True, help="Who retracts (named in the entry).")
+@click.option("--reason", required=True, help="Why the entry no longer counts (named in the entry; at most 200 characters).")
+@click.pass_context
+def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) -> None:
+    """Withdraw log entry INDEX by appending a retraction entry: the entry itself stays in the log (never a deletion)."""
+    from grader.hosting.services import admin as service
+
+    done = service.retract(_db(ctx), _log(ctx), index=index, admin=admin_name, reason=reason)
+    click.echo(f"retraction of entry {index} logged as entry {done}")
+
+
+@admin.command("log-reveal")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
+    help="The competition file (default: the one `grader serve` last ran with on this --state).",
+)
+@click.pass_context
+def log_reveal(ctx: click.Context, competition_file: Path | None) -> None:
+    """After the end, once the last grades are in: log the reveal (the partition secret, the identifier and blinding
+    keys entry 0 committed to, and the digests of the final public and private boards). Once."""
+    from grader.hosting.services import admin as service
+
+    index = service.reveal(_db(ctx), _log(ctx), ctx.obj["state"], _competition(competition_file, ctx))
+    click.echo(f"reveal logged as entry {index}")
+
+
+@admin.command("log-rewind")
+@click.option(
+    "--checkpoint", "checkpoint_file", required=True, help="The newest checkpoint the log published (its `checkpoint` file, from any mirror)."
+)
+@click.option("--admin", "admin_name", required=True, help="Who rewinds (named in the entry and the statement).")
+@click.option("--reason", required=True, help="Why (named in the entry and the statement; at most 200 characters).")
+@click.pass_context
+def log_rewind(ctx: click.Context, checkpoint_file: str, admin_name: str, reason: str) -> None:
+    """After a disaster: restart the log from the database's (older) state, openly. Logs a rewind entry naming the
+    published checkpoint, signs a statement (kept in DIR/log/rewinds/, printed here: publish it) and publishes the
+    new tree. Clients that saw the old checkpoint will see the fork, and this statement that explains it."""
+    from grader.cli.log_fetch import read_bounded
+    from grader.hosting.services import admin as service
+    from grader.translog.note import MAX_NOTE_BYTES
+
+    note = read_bounded(checkpoint_file, MAX_NOTE_BYTES, "checkpoint")
+    index, statement = service.rewind(_db(ctx), _log(ctx), note, admin=admin_name, reason=reason)
+    click.echo(f"rewind logged as entry {index}; signed statement (publish it):")
+    click.echo(statement.decode("utf-8"), nl=False)
 
 
 def register(group: click.Group) -> None:

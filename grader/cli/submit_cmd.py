@@ -93,7 +93,14 @@ def _finish(client: HostingClient, submission_id: str) -> None:
 @_server_option
 @click.option("--wait", is_flag=True, help="Follow the grading; exit 0 scored, 1 failed, 3 error/cancelled.")
 @click.option("--sample", is_flag=True, help="Run on the public sample split instead: logs visible, separate quota.")
-def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool) -> None:
+@click.option(
+    "--receipt",
+    "receipt_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Save the upload's log receipt: FILE (the entry, its entry key and index, as JSON) and FILE.tlog-proof (its inclusion proof).",
+)
+def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool, receipt_path: Path | None) -> None:
     """Check SUBMISSION against the competition and your quota, pack it, upload it, print its id.
 
     Whatever the server would refuse (window closed, quota used up, kind, training labels,
@@ -103,6 +110,14 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
     client = HostingClient(server, token_from(token))
     view = client.submit(submission, sample=sample, progress=UploadProgress())
     click.echo(view["id"])
+    receipt = view.get("receipt")
+    if receipt_path is not None and isinstance(receipt, dict):  # evidence that the upload was accepted (docs/transparency.md)
+        from grader.files import atomic_write_bytes
+
+        proof = receipt.get("proof")
+        atomic_write_bytes(receipt_path, jsonio.dumps({k: v for k, v in receipt.items() if k != "proof"}, indent=2).encode("utf-8") + b"\n")
+        if isinstance(proof, str):
+            atomic_write_bytes(f"{receipt_path}.tlog-proof", proof.encode("utf-8"))
     if wait:
         _finish(client, view["id"])
 
@@ -111,7 +126,13 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 @click.argument("submission_id")
 @_server_option
 @click.option("--wait", is_flag=True, help="Follow until it ends.")
-@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also save the signed report (when available to you).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also save the signed report (when available to you), and its log proof beside it as REPORT.tlog-proof.",
+)
 @click.option("--logs", is_flag=True, help="Print the container logs (sample-split runs only).")
 @click.option("--json", "as_json", is_flag=True)
 def status(submission_id: str, server: str, token: str | None, wait: bool, report_path: Path | None, logs: bool, as_json: bool) -> None:
@@ -122,6 +143,9 @@ def status(submission_id: str, server: str, token: str | None, wait: bool, repor
         from grader.files import atomic_write_bytes
 
         atomic_write_bytes(report_path, client.report(submission_id))
+        proof = client.report_proof(submission_id)  # for `grader verify REPORT --log-key ...` (docs/transparency.md)
+        if proof is not None:
+            atomic_write_bytes(f"{report_path}.tlog-proof", proof)
     if logs:
         for name, text in client.logs(submission_id).items():
             click.echo(f"--- {name}\n{click.unstyle(text)}")

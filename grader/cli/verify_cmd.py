@@ -1,13 +1,62 @@
-"""``grader verify``: check a signed report and show what it verifiably says."""
+"""``grader verify``: check a signed report and show what it verifiably says; with ``--log-key``, that it is logged."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 import click
 
+from grader.cli.log_fetch import check_consistent, fetch_checkpoint, log_verifier, print_evidence, read_bounded, save_seen, seen_notes
+from grader.errors import UsageError
 from grader.reports.keys import load_public_key
 from grader.reports.model import report_json
 from grader.reports.summary import format_summary
 from grader.reports.verify import verify_report_file
+from grader.translog.entries import decode_entry
+from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
+from grader.translog.merkle import leaf_hash
+from grader.translog.proof import MAX_PROOF_BYTES, SUFFIX, TlogProof
+
+_MAX_ENVELOPE = 64 << 20
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What the log checks found: the report's entry, the proof's checkpoint, and the newest one fetched (with --log)."""
+
+    index: int
+    origin: str
+    size: int
+    newest: int | None = None
+    seen: int = 0
+
+
+def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None) -> Logged:
+    """The report's tlog-proof carries its report entry (``extra``): the entry must name this envelope and the proof
+    must lead to a checkpoint signed by the log key; with ``log_url``, the newest checkpoint must extend the proof's
+    and every one seen before (then it is saved)."""
+    verifier = log_verifier(log_key)
+    envelope = read_bounded(report, _MAX_ENVELOPE, "report")
+    proof = TlogProof.parse(read_bounded(proof_path, MAX_PROOF_BYTES, "proof"))
+    if proof.extra is None:
+        raise LogVerificationError(f"{proof_path}: the proof carries no log entry (its extra line)")
+    entry = decode_entry(proof.extra)
+    if entry["kind"] != "report" or entry["envelope_sha256"] != hashlib.sha256(envelope).hexdigest():
+        raise LogVerificationError(f"{proof_path}: the logged entry is not the entry of this report (another envelope)")
+    checkpoint = proof.verify(leaf_hash(proof.extra), [verifier], origin=verifier.name)
+    if log_url is None:
+        return Logged(proof.index, checkpoint.origin, checkpoint.size)
+    note, newest = fetch_checkpoint(log_url, verifier)
+    earlier = [proof.checkpoint, *seen_notes(verifier.name)]
+    try:
+        check_consistent(log_url, earlier, note, newest, verifier)
+    except InconsistentCheckpoints as error:
+        print_evidence(error, "the proof's, or one saved before", log_url)
+        raise
+    save_seen(proof.checkpoint, checkpoint)
+    save_seen(note, newest)
+    return Logged(proof.index, checkpoint.origin, checkpoint.size, newest.size, len(earlier) - 1)
 
 
 @click.command("verify")
@@ -16,17 +65,30 @@ from grader.reports.verify import verify_report_file
 @click.argument("report")
 @click.option("--key", "key_path", required=True, help="Public key (grader.pub) the report must be signed with.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verified report as JSON instead of a summary.")
-def verify(report: str, key_path: str, as_json: bool) -> None:
+@click.option("--log-key", "log_key", help="The transparency log's verifier key (or a file holding it): also check the report is logged.")
+@click.option("--proof", "proof_path", help=f"The report's inclusion proof (default: REPORT{SUFFIX}, as `grader submit` saves it).")
+@click.option("--log", "log_url", help="The log's URL (http://HOST/log): also check its newest checkpoint extends every one seen.")
+def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof_path: str | None, log_url: str | None) -> None:
     """Verify the signed report REPORT (a DSSE envelope); exit 1 if any check fails.
 
-    Nothing is printed on stdout unless every check passed.
+    With --log-key, the report's tlog-proof must show its entry in the log (offline); with --log,
+    the log's newest checkpoint must be consistent with the proof's and with every checkpoint saved
+    before (kept in $XDG_STATE_HOME/grader/log-checkpoints); on a contradiction both signed
+    checkpoints are printed on stderr. Nothing is printed on stdout unless every check passed.
     """
+    if log_key is None and (proof_path or log_url):
+        raise UsageError("--proof and --log need --log-key")
     public_key = load_public_key(key_path)
     verified = verify_report_file(report, public_key)
+    logged = None if log_key is None else check_logged(report, proof_path or report + SUFFIX, log_key, log_url)
     if as_json:
         click.echo(report_json(verified.report).decode("utf-8"), nl=False)
-    else:
-        click.echo(format_summary(verified))
+        return
+    click.echo(format_summary(verified))
+    if logged is not None:
+        click.echo(f"logged: report entry {logged.index} in log {logged.origin} (checkpoint of {logged.size} entries)")
+        if logged.newest is not None:
+            click.echo(f"log: its newest checkpoint ({logged.newest} entries) extends the proof's and {logged.seen} seen before")
 
 
 def register(group: click.Group) -> None:

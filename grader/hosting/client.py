@@ -220,6 +220,11 @@ class HostingClient:
             raise ClientError(f"server answered {response.status_code}: {_error(response)}")
         return response.content
 
+    def report_proof(self, submission_id: str) -> bytes | None:
+        """The inclusion proof (C2SP tlog-proof) of the report :meth:`report` answers; None when the server has none."""
+        response = self._own(submission_id, "/report.tlog-proof")
+        return response.content if response.status_code == 200 else None
+
     def logs(self, submission_id: str) -> dict[str, str]:
         return self._check(self._own(submission_id, "/logs"))["logs"]  # type: ignore[no-any-return]
 

@@ -16,6 +16,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.ratelimit import FailureLimiter
 from grader.hosting.storage import StateDir
+from grader.hosting.transparency import HostLog
 from grader.sandbox.blinding import BlindingKey
 
 
@@ -59,3 +60,5 @@ class ServerContext:
     result_body_bytes: int = 8 << 20
     #: The largest compact run a worker may put, per (task, split) (:func:`grader.hosting.services.result_size.run_caps`).
     run_body_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The transparency log (grader.hosting.transparency); None only in tests that build a context without one.
+    log: HostLog | None = None

@@ -135,6 +135,8 @@ class SubmissionView(BaseModel):
     private_score: float | None = None
     full_score: float | None = None
     last_log_line: str | None = None
+    #: In the upload's answer: the receipt entry, its entry key, index, leaf hash and tlog-proof (docs/transparency.md).
+    receipt: dict[str, Any] | None = None
 
 
 class Finals(_Request):

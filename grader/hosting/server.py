@@ -19,14 +19,18 @@ from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret
+from grader.hosting.log_key import ensure_log_key, log_origin
 from grader.hosting.log_limit import limit_repeats
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.result_size import job_result_cap, run_caps
 from grader.hosting.services.startup import local_worker_tokens, open_competition
+from grader.hosting.services.translog import competition_entry, open_log
+from grader.hosting.services.translog_events import log_end_if_due
 from grader.hosting.settings import with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
+from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key
 
 log = logging.getLogger("grader.hosting")
 
@@ -61,6 +65,16 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     db = open_database(state.root, options.database)
     competition = options.competition
     opened = open_competition(db, competition, secret, blinding_key)
+    host_log = HostLog(ensure_log_key(state.keys, log_origin(competition.name)), identifier_key(secret), state.root / LOG_DIR)
+    first_entry = competition_entry(
+        host_log,
+        competition_file=options.competition_file or competition.path,
+        partition_commitment=opened.commitment,
+        blinding_secret=blinding_key.secret,
+        pin_digests=opened.pin_digests,
+        host_public_key=signing_key.public_key().public_bytes_raw(),
+    )
+    open_log(db, host_log, first_entry)  # refuses a database older than, or inconsistent with, the published checkpoint
     state.clean_tmp()
     if options.competition_file is not None:
         record_competition_file(state.root, options.competition_file)
@@ -84,6 +98,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         blinding_key=blinding_key,
         result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
         run_body_bytes=run_caps(benchmark, tasks, (split, sample)),
+        log=host_log,
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
     # scores) is made now as acceptance makes it, so that no read ever writes.
@@ -136,6 +151,8 @@ class Reaper(threading.Thread):
         while not self.stopping.wait(queue.reap_every_s):
             try:
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
+                    log.info("transparency log: the competition's end (and the finals) logged")
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),
                     ("lease expired, attempt limit reached: error/INFRA", done.errored),

@@ -20,6 +20,8 @@ share a value. The kinds, in the order a competition writes them:
 ``end``            the competition ended
 ``reveal``         every key entry 0 committed to, and the digests of the final boards
 ``retraction``     an admin's signed statement that an earlier entry is withdrawn (never a deletion)
+``rewind``         an admin's statement that the log restarts from an older state of its database after a
+                   disaster: the newest checkpoint it had published, which the log no longer extends
 =================  =====================================================================================
 
 :func:`decode_entry` reads an entry back, refusing anything that is not canonical or not exactly
@@ -144,6 +146,7 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
         "private_board_sha256": _hex64,
     },
     "retraction": {"index": _count, "admin": _text, "reason": _text},
+    "rewind": {"published_size": _count, "published_root": _hex64, "admin": _text, "reason": _text},
 }
 
 
@@ -326,6 +329,12 @@ def reveal_entry(
 def retraction_entry(*, time: datetime, index: int, admin: str, reason: str) -> bytes:
     """An admin withdraws entry ``index``: the entry stays in the log; this says why it no longer counts."""
     return encode_entry(_base("retraction", time, index=index, admin=admin, reason=reason))
+
+
+def rewind_entry(*, time: datetime, published_size: int, published_root: bytes, admin: str, reason: str) -> bytes:
+    """An admin restarts the log from an older state after a disaster: the newest checkpoint it had published
+    (``published_size`` entries, root ``published_root``), which the log no longer extends."""
+    return encode_entry(_base("rewind", time, published_size=published_size, published_root=published_root.hex(), admin=admin, reason=reason))
 
 
 def _matches(secret_hex: str | None, commitment: str | None, what: str) -> None:

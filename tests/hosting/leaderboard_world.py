@@ -243,6 +243,7 @@ def seed(
             worker_id=worker_id,
             payload={"report": report},
             parts=None if without_parts else acceptance_scorer(ctx),  # as the server's route does
+            host_log=ctx.log,  # logged as the server's route does
         )
         assert verdict.status == expect, verdict
     entry = Seeded(

@@ -21,6 +21,7 @@ from grader.hosting.api.app import create_app
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from grader.stats.partition import partition
+from grader.translog.tiles import bundles_for_size, tiles_for_size
 from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
 
@@ -98,17 +99,26 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
         "/docs-init.js",
     ]
     public_gets += [f"/api/v1/leaderboard/reports/{i}" for i in ids]
+    # the transparency log: its checkpoint, key, every tile and entry bundle of the published tree (docs/transparency.md)
+    size = int(client.get("/log/checkpoint").text.split("\n")[1])
+    assert size > len(ids)  # entry 0 and a report entry per accepted result
+    tiles = [f"/log/{tile.path}" for tile in [*tiles_for_size(size), *bundles_for_size(size)]]
+    public_gets += ["/log/checkpoint", "/log/key", *tiles]
     seen_paths = set()
     for path in public_gets:
         response = client.get(path)
         assert response.status_code in (200, 404), (path, response.status_code)
         assert_free_of_secrets(world, decoded(response.content), path)
+        if path.startswith("/log/"):  # before the end, the log names no participant and no submission
+            assert response.status_code == 200, path
+            assert not {name for name in world.tokens if name.encode() in response.content}, path
+            assert not {i for i in ids if i.encode() in response.content}, path
         seen_paths.add(path.split("?")[0])
     assert client.get("/api/v1/leaderboard?part=private").status_code == 404
     for name in world.tokens:
         headers = bearer(world, name)
         paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"] + [
-            f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/logs")
+            f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/report.tlog-proof", "/logs")
         ]
         for path in paths:
             response = client.get(path, headers=headers)
@@ -124,6 +134,8 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
         "/api/v1/submissions/{submission_id}",
         "/api/v1/submissions/{submission_id}/report",
         "/api/v1/submissions/{submission_id}/logs",
+        "/api/v1/submissions/{submission_id}/report.tlog-proof",
+        "/log/tile/{path:path}",
         "/api/v1/leaderboard/reports/{submission_id}",
         "/me/submissions/{submission_id}/report",
         "/api/v1/submissions",

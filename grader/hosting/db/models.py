@@ -12,7 +12,22 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -262,3 +277,20 @@ class FinalChoice(Base):
     submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
     participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
     chosen_at: Mapped[datetime]
+
+
+class LogEntry(Base):
+    """One entry of the competition's transparency log (grader.hosting.services.translog): append-only.
+
+    Written in the transaction of the event it records; never updated or deleted (a removal is a
+    retraction entry). ``submission_id`` and ``envelope_sha256`` are the host's private index to find an
+    entry's proof; the public entry names neither.
+    """
+
+    __tablename__ = "log_entries"
+    index: Mapped[int] = mapped_column("idx", BigInteger, primary_key=True, autoincrement=False)
+    entry: Mapped[bytes] = mapped_column(LargeBinary)
+    kind: Mapped[str] = mapped_column(String(16))
+    submission_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    envelope_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime]

@@ -6,12 +6,15 @@ dictionaries (the host view: every participant, submission and worker).
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 from sqlalchemy import func, select
 
+from grader import __version__
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
@@ -21,7 +24,12 @@ from grader.hosting.services import participants, pins, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
-from grader.hosting.visibility import ENDED_AT_KEY
+from grader.hosting.services.translog import append_entry, flat_digests
+from grader.hosting.services.translog import rewind as log_rewind
+from grader.hosting.services.translog_events import log_end, log_retraction, log_reveal
+from grader.hosting.transparency import HostLog, identifier_key
+from grader.hosting.visibility import ENDED_AT_KEY, has_ended
+from grader.translog import entries
 
 
 def add_participant(db: Database, name: str, team: str | None, *, baseline: bool) -> str:
@@ -97,7 +105,7 @@ def _actor(actor: str, worker_names: dict[int, str]) -> str:
     return actor
 
 
-def rejudge(db: Database, submission_id: str | None, *, max_attempts: int) -> tuple[list[str], list[str]]:
+def rejudge(db: Database, submission_id: str | None, *, max_attempts: int, host_log: HostLog | None = None) -> tuple[list[str], list[str]]:
     """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown)."""
     with db.session() as session:
         ids = (
@@ -106,18 +114,18 @@ def rejudge(db: Database, submission_id: str | None, *, max_attempts: int) -> tu
             else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
         )
     dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
-    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts)]
+    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts, host_log=host_log)]
     return done, sorted(set(ids) - set(done))
 
 
-def cancel(db: Database, submission_id: str) -> None:
-    """Cancel a submission that has not ended (never charged)."""
-    if not cancel_submission(db, submission_id):
+def cancel(db: Database, submission_id: str, *, host_log: HostLog | None = None) -> None:
+    """Cancel a submission that has not ended (never charged); logged with the cancellation."""
+    if not cancel_submission(db, submission_id, host_log=host_log):
         raise HostingError(f"{submission_id}: unknown or already finished")
 
 
-def end_now(db: Database) -> datetime:
-    """End the competition now; uploads completed before this moment still count.
+def end_now(db: Database, *, host_log: HostLog | None = None) -> datetime:
+    """End the competition now (an ``end`` entry in the log, in the same transaction); uploads completed before this moment still count.
 
     Ending twice keeps the first end: moving it later would re-open a window whose secret is already public.
     """
@@ -127,13 +135,24 @@ def end_now(db: Database) -> datetime:
         if setting is not None:
             return datetime.fromisoformat(setting.value)
         session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
+        if host_log is not None:
+            log_end(session, host_log, now)
     return now
 
 
-def repin(db: Database, competition: Competition) -> str:
-    """Pin the data and grader as they are now; a line saying what was pinned."""
+def repin(db: Database, competition: Competition, *, host_log: HostLog | None = None) -> str:
+    """Pin the data and grader as they are now (a ``repin`` entry in the log, same transaction); a line saying what was pinned."""
     with db.session() as session:
         pin = pins.repin(session, competition)
+        if host_log is not None:
+            try:
+                competition_sha256 = hashlib.sha256(competition.path.read_bytes()).hexdigest()
+            except OSError as error:
+                raise HostingError(f"{competition.path}: cannot read the competition file: {error.strerror or error}") from None
+            entry = entries.repin_entry(
+                time=utcnow(), data_digests=flat_digests(pin.digests), grader_version=__version__, competition_sha256=competition_sha256
+            )
+            append_entry(session, host_log, entry)
         return f"pinned grader {pin.grader_version}, benchmark {pin.digests.get('benchmark')} {pin.digests.get('version')} (pin {pin.id})"
 
 
@@ -174,3 +193,48 @@ def worker_rows(db: Database) -> list[dict[str, Any]]:
             )
             rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
         return rows
+
+
+def retract(db: Database, host_log: HostLog | None, *, index: int, admin: str, reason: str) -> int:
+    """Append a retraction of log entry ``index`` (never a deletion); its own index."""
+    if host_log is None:
+        raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
+    return log_retraction(db, host_log, index=index, admin=admin, reason=reason)
+
+
+def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, reason: str) -> tuple[int, bytes]:
+    """A deliberate, signed and logged rewind of the log to the database's state (:func:`grader.hosting.services.translog.rewind`)."""
+    if host_log is None:
+        raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
+    return log_rewind(db, host_log, note, admin=admin, reason=reason)
+
+
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: str) -> str:
+    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
+    from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
+
+    data = host_board(state_dir, db, competition, part)
+    published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
+    return hashlib.sha256(rfc8785.dumps(published)).hexdigest()
+
+
+def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition: Competition) -> int:
+    """Log the reveal once grading after the end is done: every key entry 0 committed to, and the final boards' digests."""
+    if host_log is None:
+        raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
+    if not has_ended(db, competition):
+        raise HostingError("the competition has not ended: the reveal comes after `grader admin end` (or the file's end)")
+    from grader.hosting.blinding import ensure_competition_blinding_key
+    from grader.hosting.leaderboard.secret import load_partition_secret
+
+    keys = state_dir / "keys"
+    secret = load_partition_secret(keys)
+    entry = entries.reveal_entry(
+        time=utcnow(),
+        partition_secret=secret,
+        identifier_key=identifier_key(secret),
+        blinding_key=ensure_competition_blinding_key(keys).secret,
+        public_board_sha256=board_sha256(state_dir, db, competition, "public"),
+        private_board_sha256=board_sha256(state_dir, db, competition, "private"),
+    )
+    return log_reveal(db, host_log, entry)

@@ -127,5 +127,6 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         payload=payload,
         parts=acceptance_scorer(ctx),
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
+        host_log=ctx.log,
     )
     return Verdict(status=verdict.status, state=verdict.state)

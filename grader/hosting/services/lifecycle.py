@@ -24,7 +24,9 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
+from grader.hosting.services.translog_events import log_cancellation, log_rejudge
 from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REQUEUE_OR_ERROR, Event, State, require
+from grader.hosting.transparency import HostLog
 
 #: Failure codes caused by the submission (``FailureCode.charged``); they end ``failed`` and count against the quota.
 PARTICIPANT_CODES = frozenset(code for code in FailureCode if code.charged)
@@ -97,9 +99,18 @@ def record_received(session: Session, submission: Submission) -> None:
 
 
 def _to_queue(
-    db: Database, dispatcher: Dispatcher, submission_id: str, event: Event, *, actor: str, reason: str, more_attempts: int | None = None
+    db: Database,
+    dispatcher: Dispatcher,
+    submission_id: str,
+    event: Event,
+    *,
+    actor: str,
+    reason: str,
+    more_attempts: int | None = None,
+    host_log: HostLog | None = None,
 ) -> bool:
-    """Move a submission to ``queued`` by ``event`` (ENQUEUE, or REJUDGE with ``more_attempts`` allowed); commit; then dispatch."""
+    """Move a submission to ``queued`` by ``event`` (ENQUEUE, or REJUDGE with ``more_attempts`` allowed); commit; then dispatch.
+    A rejudge is logged (``host_log``) in the same transaction."""
     with db.session() as session:
         submission = session.get(Submission, submission_id)
         if submission is None or not event.applies(submission.state):
@@ -118,6 +129,8 @@ def _to_queue(
             lease_expires_at=None,
             **values,
         )
+        if moved and host_log is not None and event is REJUDGE:
+            log_rejudge(session, host_log, submission, attempt=submission.attempt + 1, reason=reason)
     if moved:
         dispatcher.dispatch(submission_id)  # after the commit, never before
     return moved
@@ -296,15 +309,16 @@ def finish(session: Session, submission: Submission, final: State, *, actor: str
     return move(session, submission, final, event=FINISH, actor=actor, reason=reason, lease_worker_id=None, lease_expires_at=None, **values)
 
 
-def cancel(db: Database, submission_id: str, *, actor: str = "host") -> bool:
-    """Event CANCEL: cancel a submission that has not ended (never charged); a running worker learns it at its next heartbeat."""
+def cancel(db: Database, submission_id: str, *, actor: str = "host", host_log: HostLog | None = None) -> bool:
+    """Event CANCEL: cancel a submission that has not ended (never charged); a running worker learns it at its next heartbeat.
+    Logged (``host_log``) in the same transaction."""
     with db.session() as session:
         submission = session.get(Submission, submission_id)
         if submission is None or not CANCEL.applies(submission.state):
             return False
         if submission.state == State.RUNNING:
             end_attempt(session, submission.id, submission.attempt, "cancelled")
-        return move(
+        moved = move(
             session,
             submission,
             State.CANCELLED,
@@ -314,6 +328,9 @@ def cancel(db: Database, submission_id: str, *, actor: str = "host") -> bool:
             lease_worker_id=None,
             lease_expires_at=None,
         )
+        if moved and host_log is not None:
+            log_cancellation(session, host_log, submission, by="admin" if actor == "host" else "participant")
+        return moved
 
 
 @dataclass
@@ -365,9 +382,11 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapRe
     return report
 
 
-def rejudge(db: Database, dispatcher: Dispatcher, submission_id: str, *, max_attempts: int) -> bool:
+def rejudge(db: Database, dispatcher: Dispatcher, submission_id: str, *, max_attempts: int, host_log: HostLog | None = None) -> bool:
     """Event REJUDGE: grade a finished submission again (a new result row; earlier results stay), with ``max_attempts`` more attempts.
 
     False when the submission is unknown or has not ended.
     """
-    return _to_queue(db, dispatcher, submission_id, REJUDGE, actor="rejudge", reason="rejudge requested by the host", more_attempts=max_attempts)
+    return _to_queue(
+        db, dispatcher, submission_id, REJUDGE, actor="rejudge", reason="rejudge requested by the host", more_attempts=max_attempts, host_log=host_log
+    )

@@ -24,7 +24,9 @@ from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission,
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, finish, holds_lease, retry_or_error
+from grader.hosting.services.translog_events import log_report
 from grader.hosting.storage import StateDir
+from grader.hosting.transparency import HostLog
 from grader.hosting.worker_signing import verify_result
 from grader.reports.model import Report
 
@@ -110,6 +112,7 @@ def accept_result(
     payload: dict[str, Any],
     parts: PartScorer | None = None,
     blinding_key_id: str | None = None,
+    host_log: HostLog | None = None,
 ) -> Verdict:
     """Judge and record one posted result (see the module docstring).
 
@@ -117,6 +120,7 @@ def accept_result(
     transaction that records the scored state (no board ever sees one without the other) and the
     public-part report is signed next to the result, so that reads only read.
     ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
+    ``host_log``: the transparency log, which gets an entry for each report signed, in the accepting transaction.
     """
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -159,6 +163,7 @@ def accept_result(
     envelope = plain = None
     aggregate: dict[str, Any] | None = None
     part_columns: dict[str, Any] | None = None
+    signed: list[Path] = []
     if isinstance(report, dict):
         try:
             final, code, why = _classify(
@@ -170,13 +175,14 @@ def accept_result(
                 if remote:  # the host's signature then also names the machine that graded
                     report = {**report, "labels": {**(report.get("labels") or {}), "graded_by": {"worker": worker_name, "attempt": attempt}}}
                 envelope, plain = sign_and_store(report, key, folder)
+                signed.append(envelope)
                 aggregate = report["aggregate"]
                 scored = parts(report) if parts is not None and track == "hidden" and final is State.SCORED else None
                 if scored is not None:  # before the transaction: it holds no lock while the parts are scored and signed
                     part_columns, public_report = scored
                     public_folder = state.public_part_dir(submission_id, attempt)
                     public_folder.mkdir()
-                    sign_and_store(public_report, key, public_folder)
+                    signed.append(sign_and_store(public_report, key, public_folder)[0])
             reason = why if final is not None else f"{why} {reason}".strip()
         except ReportError as error:
             final, code, reason = None, INFRA, f"malformed report from the worker: {error}"
@@ -224,4 +230,6 @@ def accept_result(
             result_id=result.id,
         ):
             raise RuntimeError("lost a race while holding the lease")  # rolled back; the worker retries and is told stale
+        if host_log is not None:
+            log_report(session, host_log, submission, attempt=attempt, status=final.value, envelopes=signed)
         return Verdict("accepted", final.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 
@@ -24,6 +25,8 @@ class Opened:
     pin_id: int
     #: every submission id in the database (upload files of no submission are half uploads to remove)
     known: frozenset[str]
+    #: the active pin's data digests (entry 0 of the log names them)
+    pin_digests: dict[str, Any]
 
 
 def open_competition(db: Database, competition: Competition, secret: bytes, blinding_key: BlindingKey) -> Opened:
@@ -32,7 +35,7 @@ def open_competition(db: Database, competition: Competition, secret: bytes, blin
         commitment = record_commitment(session, secret)
         record_blinding_key_id(session, blinding_key)
         pin = ensure_pin(session, competition)
-        return Opened(commitment, pin.id, frozenset(session.scalars(select(Submission.id)).all()))
+        return Opened(commitment, pin.id, frozenset(session.scalars(select(Submission.id)).all()), dict(pin.digests))
 
 
 def local_worker_tokens(db: Database, count: int) -> dict[str, str]:

@@ -28,6 +28,7 @@ from grader.hosting.refusals import invalid
 from grader.hosting.services.lifecycle import enqueue, new_submission_id, record_received
 from grader.hosting.services.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.services.submission_rows import received_submission
+from grader.hosting.services.translog_events import log_receipt
 from grader.hosting.storage import StoredUpload
 from grader.hosting.validation import check_submission
 from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
@@ -99,6 +100,8 @@ def create_submission(
                 idempotency_key=idempotency_key,
             )
             record_received(session, submission)
+            if ctx.log is not None:
+                log_receipt(session, ctx.log, submission)
     finally:
         upload.path.unlink(missing_ok=True)
     enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")

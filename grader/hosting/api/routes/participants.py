@@ -16,7 +16,7 @@ from grader.hosting.errors import RefusedSubmission
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.messages import SubmissionView
 from grader.hosting.services import submissions as service
-from grader.hosting.services import uploads
+from grader.hosting.services import translog_reads, uploads
 from grader.hosting.visibility import has_ended, logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])
@@ -55,7 +55,10 @@ async def submit(
         return Response(status_code=400)
     if not created:
         response.status_code = 200
-    return await run_in_threadpool(service.public_view, ctx, submission, ended=False)
+    view = await run_in_threadpool(service.public_view, ctx, submission, ended=False)
+    if ctx.log is not None:  # the receipt binds the logged entry to this participant, privately (its entry key)
+        view.receipt = await run_in_threadpool(translog_reads.receipt_of, ctx.db, ctx.log, submission.id)
+    return view
 
 
 @router.get("/submissions", summary="Your submissions, newest first", response_model=list[SubmissionView], response_model_exclude_unset=True)

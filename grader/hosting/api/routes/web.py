@@ -27,6 +27,7 @@ from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.services import submissions as submissions_service
+from grader.hosting.services import translog_reads
 from grader.hosting.visibility import board_visible, ends_at, has_ended
 
 router = APIRouter(include_in_schema=False)
@@ -91,7 +92,7 @@ def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLRespo
         raise HTTPException(404, "the private leaderboard is published at the end of the competition")
     data = service.board_json(ctx, part)
     partition = service.partition_info(ctx)
-    return _page("board.html", request, data=data, part=part, partition=partition)
+    return _page("board.html", request, data=data, part=part, partition=partition, log=translog_reads.log_head(ctx.db, ctx.log))
 
 
 @router.get("/signin", response_class=HTMLResponse)

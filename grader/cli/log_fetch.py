@@ -1,0 +1,172 @@
+"""A client of a served transparency log: fetch its checkpoint and tiles over HTTP, check consistency, keep what was seen.
+
+Used by ``grader verify --log URL`` and ``grader log audit URL``. ``URL`` is the log's prefix (a
+server's ``http://HOST/log``): ``URL/checkpoint`` and ``URL/tile/...`` are fetched with a plain HTTP
+client, bounded in size, and trusted no further than the checks of :mod:`grader.translog` allow.
+The checkpoints a user has seen are kept under ``$XDG_STATE_HOME/grader/log-checkpoints/``
+(``~/.local/state/...``), one file per checkpoint, so that every later one is checked against all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import click
+import httpx
+
+from grader import jsonio
+from grader.errors import KeyFileError
+from grader.files import atomic_write_bytes
+from grader.text import escape_control
+from grader.translog.boards import check_board, logged_envelopes
+from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
+from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
+from grader.translog.merkle import consistency_proof
+from grader.translog.mirror import CHECKPOINT_NAME
+from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.translog.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, bundles_for_size, tiles_for_size
+
+_TILE_BYTES = TILE_WIDTH * 32
+_BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY_BYTES)
+#: Most checkpoints kept per log (the oldest are dropped: each later one was checked against them).
+_KEEP = 64
+_BOARD_BYTES = 16 << 20
+_REPORT_BYTES = 64 << 20
+
+_MAX_VKEY_FILE = 4096
+
+
+def read_bounded(path: str, limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes of ``path``; an unreadable or larger file fails verification (exit 1, one line)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise LogVerificationError(f"{path}: cannot read the {what}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise LogVerificationError(f"{path}: the {what} is larger than {limit} bytes")
+    return data
+
+
+def log_verifier(value: str) -> NoteVerifier:
+    """A log key given as a file holding its verifier key, or as the verifier key itself."""
+    text, where = value, None
+    if os.path.exists(value):
+        where = value
+        try:
+            with open(value, "rb") as handle:
+                text = handle.read(_MAX_VKEY_FILE + 1).decode("utf-8", "replace")
+        except OSError as error:
+            raise KeyFileError(f"cannot read the log key: {error.strerror or error}", path=value) from None
+    try:
+        return NoteVerifier.from_vkey(text)
+    except LogVerificationError as error:
+        raise KeyFileError(f"not a log verifier key (<name>+<hex id>+<base64 key>): {error}", path=where) from None
+
+
+def fetch(base: str, path: str, limit: int) -> bytes:
+    """``base/path``, at most ``limit`` bytes; any other answer than 200 is a :class:`LogVerificationError`."""
+    url = f"{base.rstrip('/')}/{path}"
+    try:
+        with httpx.stream("GET", url, timeout=30, follow_redirects=False) as response:
+            if response.status_code != 200:
+                raise LogVerificationError(f"{url}: HTTP {response.status_code}")
+            data = b""
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    raise LogVerificationError(f"{url}: larger than {limit} bytes")
+            return data
+    except httpx.HTTPError as error:
+        raise LogVerificationError(f"{url}: cannot fetch: {error.__class__.__name__}") from None
+
+
+def fetch_checkpoint(base: str, verifier: NoteVerifier) -> tuple[bytes, Checkpoint]:
+    """The log's newest checkpoint, signed by ``verifier``'s key and naming its origin."""
+    note = fetch(base, CHECKPOINT_NAME, MAX_NOTE_BYTES)
+    return note, open_checkpoint(note, [verifier], origin=verifier.name)
+
+
+def remote_nodes(base: str, size: int) -> TileNodes:
+    """The nodes of the served tree of ``size`` leaves, read from its tiles."""
+    return TileNodes(size, lambda tile: fetch(base, tile.path, _TILE_BYTES))
+
+
+def check_consistent(base: str, seen_notes: Iterable[bytes], note: bytes, checkpoint: Checkpoint, verifier: NoteVerifier) -> None:
+    """Check that the served ``checkpoint`` extends every checkpoint in ``seen_notes`` (consistency proofs from the tiles);
+    :class:`InconsistentCheckpoints` with both notes otherwise."""
+    nodes = remote_nodes(base, checkpoint.size)
+    for seen_note in seen_notes:
+        seen = open_checkpoint(seen_note, [verifier], origin=checkpoint.origin)
+        try:
+            proof = consistency_proof(nodes, seen.size, checkpoint.size) if 0 < seen.size < checkpoint.size else []
+            check_extends(seen, checkpoint, proof)
+        except LogVerificationError as error:
+            raise InconsistentCheckpoints(f"the log contradicts a checkpoint seen before: {error}", seen=seen_note, new=note) from None
+
+
+def mirror(base: str, folder: Path, verifier: NoteVerifier) -> None:
+    """Download the log into ``folder`` as the server serves it (checkpoint last); checks are :func:`read_log_folder`'s."""
+    note, checkpoint = fetch_checkpoint(base, verifier)
+    for tile in tiles_for_size(checkpoint.size):
+        atomic_write_bytes(folder / tile.path, fetch(base, tile.path, _TILE_BYTES))
+    for bundle in bundles_for_size(checkpoint.size):
+        atomic_write_bytes(folder / bundle.path, fetch(base, bundle.path, _BUNDLE_BYTES))
+    atomic_write_bytes(folder / CHECKPOINT_NAME, note)
+
+
+def seen_folder(origin: str) -> Path:
+    """Where this user keeps the checkpoints of log ``origin`` seen so far."""
+    base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "grader" / "log-checkpoints" / hashlib.sha256(origin.encode("utf-8")).hexdigest()[:32]
+
+
+def seen_notes(origin: str) -> list[bytes]:
+    """Every checkpoint of ``origin`` this user saved (unchecked bytes: the caller opens them)."""
+    folder = seen_folder(origin)
+    if not folder.is_dir():
+        return []
+    notes = []
+    for path in sorted(folder.glob("*.checkpoint")):
+        with open(path, "rb") as handle:
+            notes.append(handle.read(MAX_NOTE_BYTES + 1))
+    return notes
+
+
+def save_seen(note: bytes, checkpoint: Checkpoint) -> Path:
+    """Keep ``note`` (already checked) among the checkpoints seen; the oldest beyond :data:`_KEEP` are dropped."""
+    folder = seen_folder(checkpoint.origin)
+    path = folder / f"{checkpoint.size:020d}-{checkpoint.root_hash.hex()[:16]}.checkpoint"
+    atomic_write_bytes(path, note, mode=0o644)
+    for old in sorted(folder.glob("*.checkpoint"))[:-_KEEP]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def shown(note: bytes) -> str:
+    """A signed note for a terminal: each line escaped (no control or bidi character reaches it), newlines kept."""
+    lines = note.decode("utf-8", "replace").split("\n")
+    return "\n".join(escape_control(line) for line in lines)
+
+
+def print_evidence(error: InconsistentCheckpoints, seen_label: str, new_label: str) -> None:
+    """Both signed checkpoints, verbatim (escaped), on stderr: portable evidence of an inconsistent log."""
+    click.echo(f"checkpoint seen before ({seen_label}):", err=True)
+    click.echo(shown(error.seen), err=True, nl=False)
+    click.echo(f"checkpoint now ({new_label}):", err=True)
+    click.echo(shown(error.new), err=True, nl=False)
+
+
+def check_served_board(log_url: str, entries: Sequence[bytes]) -> int:
+    """Check the public board served beside the log at ``log_url`` (``http://HOST/log``) against the log's report entries."""
+    base = log_url.rstrip("/").removesuffix("/log")
+    try:
+        boards = jsonio.loads(fetch(base, "api/v1/leaderboard", _BOARD_BYTES))
+    except jsonio.JsonError as error:
+        raise LogVerificationError(f"{base}/api/v1/leaderboard: not JSON: {error.what}") from None
+    if not isinstance(boards, dict):
+        raise LogVerificationError(f"{base}/api/v1/leaderboard: not a leaderboard")
+    return check_board(boards, lambda link: fetch(base, link.lstrip("/"), _REPORT_BYTES), logged_envelopes(entries))

@@ -1,0 +1,108 @@
+"""Before the end, board rows come from database rows the log does not cover: the audit checks each row against
+its logged report (grader/translog/boards.py), so that a score changed in the database is caught (issue 24)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import rfc8785
+from fastapi.testclient import TestClient
+from sqlalchemy import select, text
+
+from grader.hosting.api.app import create_app
+from grader.hosting.db.models import FinalChoice
+from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.translog.audit import audit_entries
+from grader.translog.boards import check_board, logged_envelopes
+from grader.translog.checkpoint import open_checkpoint
+from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
+from grader.translog.errors import LogVerificationError
+from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
+from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.support import admin
+
+
+@pytest.fixture
+def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
+    built = make_world(tmp_path, database_url)
+    seed_demo(built)
+    yield built
+    built.ctx.db.dispose()
+
+
+def _served_entries(client: TestClient, world: World) -> list[bytes]:
+    assert world.ctx.log is not None
+    checkpoint = open_checkpoint(client.get("/log/checkpoint").content, [world.ctx.log.verifier])
+    entries: list[bytes] = []
+    for bundle in bundles_for_size(checkpoint.size):
+        entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
+    assert len(entries) == checkpoint.size <= TILE_WIDTH
+    return entries
+
+
+def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    entries = _served_entries(client, world)
+    logged = logged_envelopes(entries)
+    # before the reveal, no two entries share a value (a participant's reports included), the public vocabulary and times apart
+    values: dict[str, int] = {}
+    for index, entry in enumerate(entries[1:], start=1):
+        for name, value in decode_entry(entry).items():
+            if name not in PUBLIC_VOCABULARY_FIELDS and name != "time":
+                assert str(value) not in values, f"entries {values.get(str(value))} and {index} share {name}"
+                values[str(value)] = index
+    assert len(entries) > 2 * len(world.submissions)  # each hidden result: its full and its public-part report
+    board = client.get("/api/v1/leaderboard").json()
+    rows = sum(len(b["entries"]) for b in board["boards"])
+    assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
+    # the host points one row's result at another participant's signed report: the board moves, the logged report does not
+    every = [row for b in board["boards"] for row in b["entries"]]
+    target = every[0]
+    other = next(row for row in every if row["score"] != target["score"])
+    with world.ctx.db.engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE results SET envelope_path = (SELECT r.envelope_path FROM results r JOIN submissions s ON s.result_id = r.id WHERE s.id = :other)"
+                " WHERE id = (SELECT result_id FROM submissions WHERE id = :id)"
+            ),
+            {"id": target["submission"], "other": other["submission"]},
+        )
+    board_cache.clear()  # as a restarted server: the comparisons are cached per process
+    altered = client.get("/api/v1/leaderboard").json()
+    assert altered != board
+    with pytest.raises(LogVerificationError, match=f"submission '?{target['submission']}'?.*the board shows"):
+        check_board(altered, lambda link: client.get(link).content, logged)
+    # a report the log never saw is refused too
+    with pytest.raises(LogVerificationError, match="its report is not in the log"):
+        check_board(board, lambda link: client.get(link).content, set())
+
+
+def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_entry_becomes_openable(world: World) -> None:
+    client = TestClient(create_app(world.ctx))
+    chosen = world.submissions[0]
+    answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
+    assert answer.status_code == 200, answer.text
+    admin(world.state, "end", "--yes", database=world.database)
+    said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    entries = _served_entries(client, world)
+    assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
+    summary = audit_entries(entries)  # the reveal opens exactly the commitments of entry 0
+    assert summary.revealed and summary.kinds["end"] == 1
+    with world.ctx.db.session() as session:  # the finals at the end: one entry per participant who chose
+        choosers = set(session.scalars(select(FinalChoice.participant_id)).all())
+    assert choosers and summary.kinds.get("finals") == len(choosers)
+    reveal = decode_entry(entries[-1])
+    for part in ("public", "private"):
+        served = client.get("/api/v1/leaderboard", params={"part": part}).json()
+        assert hashlib.sha256(rfc8785.dumps(served)).hexdigest() == reveal[f"{part}_board_sha256"], part
+    # after the reveal anyone opens every entry: each report entry names one of the participants
+    identifier = bytes.fromhex(reveal["identifier_key"])
+    reports = [decode_entry(entry) for entry in entries if decode_entry(entry)["kind"] == "report"]
+    assert reports and all(
+        sum(entry_opens(report, key_of_entry(identifier, report), participant=name) for name in world.tokens) == 1 for report in reports
+    )
+    with pytest.raises(AssertionError, match="already holds the reveal"):
+        admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
