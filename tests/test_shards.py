@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.errors import TaskFailure
+from grader.errors import TaskFailure, UsageError
 from grader.failures import FailureCode
 from grader.metrics.measures import default_measures
 from grader.metrics.policy import evaluate
@@ -105,6 +105,7 @@ def test_aligned_shards_give_the_unsharded_grade(submission: Path, tmp_path: Pat
     for shard in shards:
         ranking, stats = rank_shard(_encoder(submission), texts, ids, shard, query_vectors, K, folder=tmp_path, search_memory=SEARCH_MEMORY)
         assert stats.texts == shard.size
+        assert len(ranking.doc_ids) <= min(shard.size, K * len(query_ids))  # only the documents it ranks travel back
         parts.append(ranking)
     assert list(tmp_path.iterdir()) == []  # every spool deleted
     merged = ranking_to_run(query_ids, merge_rankings(parts, K, len(query_ids)))
@@ -141,6 +142,14 @@ def test_merge_of_any_partition_is_the_whole_search_with_ties() -> None:
     merged = merge_rankings(parts, K, len(queries))
     assert merged.scores.tobytes() == whole_scores.tobytes()
     assert [[merged.doc_ids[d] for d in row] for row in merged.docs] == [[ids[d] for d in row] for row in whole_docs]
+
+
+def test_a_shard_must_start_on_a_chunk_boundary(submission: Path, tmp_path: Path) -> None:
+    texts, ids, *_ = _corpus()
+    shard = plan_shards(texts, ids, chunk_size=CHUNK - 3, shard_documents=CHUNK - 3)[1]
+    with pytest.raises(UsageError, match="not on a chunk boundary"):
+        encode_shard(_encoder(submission), texts, ids, shard, folder=tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_plan_is_a_function_of_the_corpus_not_its_order() -> None:

@@ -68,6 +68,15 @@ class ShardRanking:
         if self.scores.shape != self.docs.shape or self.scores.ndim != 2:
             raise UsageError(f"scores {self.scores.shape} and docs {self.docs.shape} must be equal (queries, width) matrices")
 
+    def compact(self) -> ShardRanking:
+        """The same lists with ``doc_ids`` cut to the documents they name (what a shard sends back: at most queries x k ids)."""
+        used = np.unique(self.docs[self.docs >= 0])
+        if len(used) == len(self.doc_ids):
+            return self
+        recode = np.full(len(self.doc_ids) + 1, -1, dtype=np.int64)  # the last slot maps -1 to -1
+        recode[used] = np.arange(len(used), dtype=np.int64)
+        return ShardRanking(tuple(self.doc_ids[i] for i in used), self.scores, recode[self.docs])
+
 
 def merge_rankings(parts: Iterable[ShardRanking], k: int, n_queries: int) -> ShardRanking:
     """The exact top ``k`` of the union of ``parts`` (disjoint sets of documents), whatever their order.

@@ -87,7 +87,10 @@ def encode_shard(
 def search_spool(
     query_vectors: np.ndarray, spool: Spool, doc_ids: Sequence[str], k: int, *, fault_code: FailureCode = FailureCode.MODEL_ERROR
 ) -> ShardRanking:
-    """The exact top ``k`` of every query over the spool's documents, block by verified block, float64 scores."""
+    """The exact top ``k`` of every query over the spool's documents, block by verified block, float64 scores.
+
+    The result names only the documents it ranks (:meth:`ShardRanking.compact`).
+    """
     ranks = byte_order_ranks(doc_ids)
     n_queries = len(query_vectors)
     scores = np.full((n_queries, 0), -np.inf, dtype=np.float64)
@@ -96,7 +99,7 @@ def search_spool(
         block_ranks = ranks[first : first + len(block)]
         found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=fault_code)
         scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)
-    return ShardRanking(tuple(doc_ids), scores, docs)
+    return ShardRanking(tuple(doc_ids), scores, docs).compact()
 
 
 def rank_shard(
