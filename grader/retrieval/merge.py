@@ -98,7 +98,7 @@ def merge_rankings(parts: Iterable[ShardRanking], k: int, n_queries: int) -> Sha
             raise UsageError(f"a shard ranks {len(part.scores)} queries, not {n_queries}")
         recode = np.asarray([code[doc_id] for doc_id in part.doc_ids] + [-1], dtype=np.int64)  # -1 maps to -1
         scores, docs = merge_top_k(scores, docs, part.scores, recode[part.docs], ranks, k)
-    return ShardRanking(tuple(vocabulary), scores, docs)
+    return ShardRanking(tuple(vocabulary), scores, docs).compact()
 
 
 def ranking_to_run(query_ids: Sequence[str], ranking: ShardRanking) -> Run:
