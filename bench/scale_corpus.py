@@ -1,6 +1,7 @@
 """Grading a CoIR-size synthetic task through a real `grader serve`: wall time, time per document, peak memory per process.
 
     .venv/bin/python bench/scale_corpus.py [--documents 30000 100000] [--workers 1 2] [--queries 1000] [--markdown PATH]
+    .venv/bin/python bench/scale_corpus.py --documents 3000 --workers 1 --queries 100 --submission DIR   # another ONNX model
     .venv/bin/python bench/scale_corpus.py --sharded        # refused until shards are database jobs
 
 For each N (--documents) the task of bench/synthetic_corpus.py is generated once (bench/out/synthetic-N-sSEED,
@@ -189,8 +190,8 @@ class Sampler:
         self._thread.join()
 
 
-def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float) -> dict:
-    """One fresh server with ``workers`` local workers grading the example once; the figures."""
+def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submission: Path = EXAMPLE) -> dict:
+    """One fresh server with ``workers`` local workers grading ``submission`` once; the figures."""
     competition = write_competition(
         scratch / "c.toml",
         benchmark=str(bench_root),
@@ -207,7 +208,7 @@ def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float) -> dic
         time.sleep(2)  # the local workers' start-up is not the grade's
         with Sampler(server.process.pid, sample_s) as sampler:
             started = time.perf_counter()
-            submission_id = client.submit(EXAMPLE)["id"]
+            submission_id = client.submit(submission)["id"]
             view = client.wait(submission_id, poll_s=0.2)
             wall = time.perf_counter() - started
         if view["state"] != "scored":
@@ -227,6 +228,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--submission", type=Path, default=EXAMPLE, help="an ONNX submission folder (default: the example, onnx-lsa)")
     parser.add_argument("--sharded", action="store_true", help="shard the corpus across the workers (not yet possible)")
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
@@ -257,7 +259,7 @@ def main() -> None:
             print(f"# generated {root} in {made:.1f} s", flush=True)
         for workers in args.workers:
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
-                result = grade(root, workers, Path(scratch), args.sample_s)
+                result = grade(root, workers, Path(scratch), args.sample_s, args.submission)
             row = table_row(documents, workers, result)
             lines.append(row)
             print(row, flush=True)
