@@ -128,3 +128,33 @@ def expected_embeddings(
         vector = rows[0] if pooling == "cls" else rows.mean(axis=0)
         vectors.append(vector / np.linalg.norm(vector) if normalize else vector)
     return np.stack(vectors) if vectors else np.zeros((0, table.shape[1]))
+
+
+def batch_mean_model(path: Path, table: np.ndarray, *, weight: float = 0.125) -> None:
+    """A batch-dependent encoder: output = table[ids] + ``weight`` x the mean of every token row of the batch.
+
+    The mean runs over all rows and positions of the batch, padding included, so a
+    text's vector depends on which texts share its batch and how long the longest
+    is: by construction, not by accident of GEMM blocking (the control of the shard
+    tests: cutting inside an encoding chunk must change bits).
+    """
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
+        helper.make_node("ReduceMean", ["tokens"], ["batch_mean"], axes=[0, 1], keepdims=1),
+        helper.make_node("Mul", ["batch_mean", "weight"], ["shift"]),
+        helper.make_node("Add", ["tokens", "shift"], ["last_hidden_state"]),
+    ]
+    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"]) for name in ("input_ids", "attention_mask")]
+    graph_outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", table.shape[1]])]
+    initializers = [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.asarray(weight, dtype=np.float32), "weight")]
+    graph = helper.make_graph(nodes, "batch_mean", graph_inputs, graph_outputs, initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def batch_dependent_submission(folder: Path, *, table: np.ndarray | None = None, weight: float = 0.125) -> Path:
+    """An ONNX submission folder whose model is :func:`batch_mean_model` (mean pooling, normalised)."""
+    onnx_submission(folder, table=table)
+    batch_mean_model(folder / "model.onnx", embedding_table() if table is None else table, weight=weight)
+    return folder

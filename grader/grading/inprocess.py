@@ -109,8 +109,16 @@ class ChildProcessOnnx:
                 "folder": str(self.folder),
                 "threads": self.threads,
                 "sides": {
-                    "corpus": {"prefix": self.manifest.document_prefix, "texts": [document_text(d.title, d.text) for d in inputs.documents]},
-                    "queries": {"prefix": self.manifest.query_prefix, "texts": [q.text for q in inputs.queries]},
+                    "corpus": {
+                        "prefix": self.manifest.document_prefix,
+                        "texts": [document_text(d.title, d.text) for d in inputs.documents],
+                        "ids": [d.id for d in inputs.documents],
+                    },
+                    "queries": {
+                        "prefix": self.manifest.query_prefix,
+                        "texts": [q.text for q in inputs.queries],
+                        "ids": [q.id for q in inputs.queries],
+                    },
                 },
             }
             # A scratch file the child reads once it exists; ASCII, so a lone surrogate in a text is escaped, not an encoding error.
@@ -229,7 +237,7 @@ def _child(work: Path) -> int:
         meta: dict[str, Any] = {"dimension": encoder.dimension}
         for side in ("corpus", "queries"):
             spec = job["sides"][side]
-            vectors, stats = encoder.encode(spec["texts"], prefix=spec["prefix"], progress=say(side))
+            vectors, stats = encoder.encode(spec["texts"], ids=spec["ids"], prefix=spec["prefix"], progress=say(side))
             np.save(work / f"{side}.npy", vectors, allow_pickle=False)
             meta[side] = stats.as_dict()
     except (TaskFailure, SubmissionError) as error:

@@ -65,6 +65,15 @@ class QueueTiming:
 
 
 @dataclass(frozen=True)
+class ShardSettings:
+    """Shards of an ONNX submission's corpus: documents per shard (rounded up to whole chunks; None: one shard)
+    and the bound of a shard's search blocks (``grader.retrieval.shard_run``; docs/search.md)."""
+
+    shard_documents: int | None = None
+    search_memory: int = 256 << 20
+
+
+@dataclass(frozen=True)
 class LeaderboardSettings:
     """The public share of the hidden queries, how many finals a participant picks, and the statistics' resamples and seed."""
 
@@ -99,6 +108,7 @@ class Competition:
     unpack: UploadLimits = field(default_factory=UploadLimits)
     queue: QueueTiming = field(default_factory=QueueTiming)
     leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
+    sharding: ShardSettings = field(default_factory=ShardSettings)
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -185,11 +195,20 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
     try:
         if "memory" in limits_doc:
             values["memory_bytes"] = parse_size(limits_doc["memory"])
+        if "output" in limits_doc:  # per sandboxed run: a task, or one shard of it
+            values["output_bytes"] = parse_size(limits_doc["output"])
+        sharding_doc = doc.get("sharding", {})
+        sharding = ShardSettings(
+            shard_documents=sharding_doc.get("shard_documents"),
+            search_memory=parse_size(sharding_doc["search_memory"]) if "search_memory" in sharding_doc else ShardSettings.search_memory,
+        )
         upload_doc = doc.get("upload", {})
         upload_bytes = parse_size(upload_doc["max_bytes"]) if "max_bytes" in upload_doc else DEFAULT_UPLOAD_BYTES
         unpacked_bytes = parse_size(upload_doc["max_unpacked_bytes"]) if "max_unpacked_bytes" in upload_doc else DEFAULT_UNPACKED_BYTES
     except UsageError as error:
-        raise CompetitionFileError(str(error), path=path, field="limits.memory / upload.max_bytes / upload.max_unpacked_bytes") from None
+        raise CompetitionFileError(
+            str(error), path=path, field="limits.memory / limits.output / sharding.search_memory / upload.max_bytes / upload.max_unpacked_bytes"
+        ) from None
     unpack = UploadLimits(
         max_unpack_ratio=float(upload_doc.get("max_unpack_ratio", UploadLimits.max_unpack_ratio)),
         max_unpacked_bytes=unpacked_bytes,
@@ -219,6 +238,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         unpack=unpack,
         queue=queue,
         leaderboard=LeaderboardSettings(**doc.get("leaderboard", {})),
+        sharding=sharding,
     )
 
 

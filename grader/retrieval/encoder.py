@@ -1,9 +1,9 @@
 """Encoding texts with a submitted ONNX encoder and its Hugging Face tokenizer.
 
-Texts are visited in a canonical order (sorted by the text), tokenised in chunks,
+Texts are visited in a canonical order (sorted by the text, then the id), tokenised in chunks,
 sorted by token count inside a chunk, and cut into batches under a token budget,
-so padding stays small and the batches are a function of the set of texts, not
-of their order (docs/search.md); vectors go back to input order. With several
+so padding stays small and the batches are a function of the set of (text, id)
+pairs, not of their order (docs/search.md); vectors go back to input order. With several
 threads, that many batches run at once, one thread each (see :class:`BatchPolicy`).
 The manifest's ``max_length`` overrides whatever truncation or padding the
 tokenizer file carries (exported files often disagree with the model). With the
@@ -24,6 +24,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from grader.errors import SubmissionError
+from grader.retrieval.shards import canonical_order
 from grader.retrieval.vectors import vector_problem
 from grader.submissions.manifest import OnnxManifest
 from grader.submissions.onnx_intake import OnnxModelInfo, inspect_onnx_model
@@ -126,23 +127,25 @@ class OnnxEncoder:
         vectors, _ = self._run_batch([encoding.ids], [[1] * n], [encoding.type_ids], screen=False)
         return int(vectors.shape[1])
 
-    def encode(self, texts: Sequence[str], *, prefix: str = "", progress: Progress | None = None) -> tuple[np.ndarray, EncodingStats]:
+    def encode(
+        self, texts: Sequence[str], *, ids: Sequence[str] | None = None, prefix: str = "", progress: Progress | None = None
+    ) -> tuple[np.ndarray, EncodingStats]:
         """Embed ``texts`` (each prefixed) into a float32 matrix, one row per text, in input order.
 
-        Texts are visited in a canonical order (sorted by the text itself), so the
-        batches, and with them every vector, are a function of the set of texts,
-        not of their order: a model's output for a text may depend, in its last
-        bits, on the other texts of its batch and on the padding. A text that
+        Texts are visited in a canonical order (sorted by the text, equal texts by
+        their ``ids``: :func:`grader.retrieval.shards.canonical_order`), so the
+        batches, and with them every vector, are a function of the set of
+        (text, id) pairs, not of their order: a model's output for a text may
+        depend, in its last bits, on the other texts of its batch and on the
+        padding. Texts already in canonical order, encoded a whole number of
+        chunks at a time, get the same vectors as in one call (shards). A text that
         tokenises to no tokens at all is not run through the model; its vector is
         zero (mean pooling over no tokens, as sentence-transformers defines it).
         """
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         truncated = 0
         chunk = self.batching.chunk_size
-        # Python compares str by code point, the same order as UTF-8 bytes; equal texts are interchangeable.
-        canonical = (
-            np.asarray(sorted(range(len(texts)), key=texts.__getitem__), dtype=np.int64) if self.batching.sort_by_length else np.arange(len(texts))
-        )
+        canonical = canonical_order(texts, ids) if self.batching.sort_by_length else np.arange(len(texts))
         executor = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
         try:
             for start in range(0, len(texts), chunk):

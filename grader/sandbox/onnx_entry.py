@@ -53,8 +53,9 @@ def main() -> int:
         documents = _read_jsonl(INPUT / "corpus.jsonl")
         queries = _read_jsonl(INPUT / "queries.jsonl")
         texts = [document_text(d.get("title", ""), d["text"]) for d in documents]
-        corpus, corpus_stats = encoder.encode(texts, prefix=manifest.document_prefix)
-        query_vectors, query_stats = encoder.encode([q["text"] for q in queries], prefix=manifest.query_prefix)
+        # With the ids, equal texts take a canonical place in the encoding order (docs/search.md).
+        corpus, corpus_stats = encoder.encode(texts, ids=[d["_id"] for d in documents], prefix=manifest.document_prefix)
+        query_vectors, query_stats = encoder.encode([q["text"] for q in queries], ids=[q["_id"] for q in queries], prefix=manifest.query_prefix)
         _save("corpus.npy", corpus)
         _save("queries.npy", query_vectors)
         stats = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": encoder.dimension}

@@ -32,6 +32,8 @@ def test_example_competition_loads() -> None:
         ('name = "c"\nbenchmark = "mini"\nstart = 2026-01-01T00:00:00Z\nend = 2025-01-01T00:00:00Z\n', "end", "after start"),
         (BASE + 'kinds = ["wasm"]\n', "kinds.0", "is not one of"),
         (BASE + "[queue]\nlease_s = 5\nheartbeat_s = 10\n", "queue.heartbeat_s", "shorter"),
+        (BASE + "[sharding]\nshard_documents = 0\n", "sharding.shard_documents", "minimum"),
+        (BASE + '[limits]\noutput = "big"\n', "limits.output", "does not match"),
     ],
 )
 def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:
@@ -42,6 +44,18 @@ def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> 
     message = str(caught.value)
     assert message.startswith(f"{path}: {key}: "), message
     assert what in message
+
+
+def test_output_cap_and_sharding_are_competition_settings(tmp_path: Path) -> None:
+    """The sandbox output cap (per sandboxed run: a task, or one shard of it) and the shard plan come from the file."""
+    path = tmp_path / "c.toml"
+    path.write_text(BASE + '[limits]\noutput = "3g"\n[sharding]\nshard_documents = 50000\nsearch_memory = "64m"\n', encoding="utf-8")
+    competition = load_competition(path)
+    assert competition.limits.output_bytes == 3 << 30 and competition.limits.as_report()["output_bytes"] == 3 << 30
+    assert competition.sharding.shard_documents == 50_000 and competition.sharding.search_memory == 64 << 20
+    path.write_text(BASE, encoding="utf-8")
+    defaults = load_competition(path)
+    assert defaults.limits.output_bytes == 2 << 30 and defaults.sharding.shard_documents is None
 
 
 def test_not_toml(tmp_path: Path) -> None:

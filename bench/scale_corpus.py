@@ -1,0 +1,299 @@
+"""Grading a CoIR-size synthetic task through a real `grader serve`: wall time, time per document, peak memory per process.
+
+    .venv/bin/python bench/scale_corpus.py [--documents 30000 100000] [--workers 1 2] [--queries 1000] [--markdown PATH]
+    .venv/bin/python bench/scale_corpus.py --documents 3000 --workers 1 --queries 100 --submission DIR   # another ONNX model
+    .venv/bin/python bench/scale_corpus.py --sharded        # refused until shards are database jobs
+
+For each N (--documents) the task of bench/synthetic_corpus.py is generated once (bench/out/synthetic-N-sSEED,
+reused) and, for each worker count (--workers), a fresh single-machine `grader serve --workers W` (local
+workers, SQLite) grades submissions_example/onnx-lsa on its hidden split, one submission at a time, in the
+Docker sandbox with 1 CPU and 4 GiB per container. The clock runs from `grader submit` starting to the client
+seeing `scored` (upload, claim, staging, encoding in the container, search, scoring, signing).
+
+While it runs, a sampler (every --sample-s seconds) reads, for `grader serve` and every process below it (its
+local workers and the children they fork for a grade), the peak of RssAnon in /proc/PID/status (anonymous
+resident memory: what a bound must hold, page cache excluded), and for every sandbox container whose owner
+label names one of those processes, the container's memory cgroup: its peak (memory.max_usage_in_bytes on
+cgroup v1, memory.peak on v2, page cache included) and the peak of its anonymous memory (memory.stat rss /
+anon). A process or container that lives shorter than one sample interval can be missed; the grade's
+processes live for the grade.
+
+Unsharded, one grade runs on one worker whatever W is: the second worker idles (that is what issue 23 item 1
+changes). --sharded refuses for now: shards are not jobs yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grader.hosting.client import HostingClient  # noqa: E402
+from tests.hosting.support import Server, admin, write_competition  # noqa: E402
+
+EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
+LIMITS = {"time_limit_s": 7200, "memory": "4g", "cpus": 1}
+OWNER_PID_LABEL = "dev.grader.owner.pid"
+SANDBOX_LABEL = "dev.grader.sandbox"
+NOT_YET = "not yet: shards are not jobs yet (issue 23 item 1)"
+
+
+def load_generator():  # type: ignore[no-untyped-def]
+    """bench/synthetic_corpus.py as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("synthetic_corpus", REPO / "bench" / "synthetic_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def benchmark_folder(workdir: Path, documents: int, queries: int, seed: int) -> tuple[Path, float]:
+    """The generated benchmark for (documents, queries, seed), made once; and the seconds generating took (0 if reused)."""
+    root = workdir / f"synthetic-{documents}-q{queries}-s{seed}"
+    if (root / "benchmark.json").exists():
+        return root, 0.0
+    started = time.perf_counter()
+    load_generator().generate(root, documents, queries, seed)
+    return root, time.perf_counter() - started
+
+
+def descendants(root: int) -> dict[int, str]:
+    """``root`` and every process below it, each with its role: serve, worker (a child of serve), grade child
+    (a child of a worker: the fork that grades), or ``other:<program>`` (a helper such as a resource tracker)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            except (OSError, ValueError):
+                continue
+    roles, frontier = {root: "serve"}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child in (c for c, parent in parents.items() if parent == pid):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            is_worker = b"worker" in argv
+            if roles[pid] == "serve" and is_worker:
+                roles[child] = "worker"
+            elif roles[pid] == "worker" and is_worker:
+                roles[child] = "grade child"
+            else:
+                roles[child] = "other:" + Path(argv[0].decode("utf-8", "replace")).name
+            frontier.append(child)
+    return roles
+
+
+def rss_anon_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def container_cgroup(container_id: str) -> Path | None:
+    """The memory cgroup folder of a container (cgroup v1 cgroupfs or v2), if readable."""
+    for candidate in (
+        Path("/sys/fs/cgroup/memory/docker") / container_id,
+        Path("/sys/fs/cgroup/system.slice") / f"docker-{container_id}.scope",
+        Path("/sys/fs/cgroup/docker") / container_id,
+    ):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def cgroup_figures(folder: Path) -> tuple[int | None, int | None]:
+    """(peak bytes, anonymous bytes now) of a memory cgroup."""
+    peak = None
+    for name in ("memory.max_usage_in_bytes", "memory.peak"):
+        try:
+            peak = int((folder / name).read_text().split()[0])
+            break
+        except (OSError, ValueError):
+            continue
+    anon = None
+    try:
+        for line in (folder / "memory.stat").read_text().splitlines():
+            key, value = line.split()
+            if key in ("total_rss", "anon") or (key == "rss" and anon is None):
+                anon = int(value)
+    except (OSError, ValueError):
+        pass
+    return peak, anon
+
+
+@dataclass
+class Sampler:
+    """Polls peak anonymous RSS of a process tree and the memory cgroups of its sandbox containers."""
+
+    root_pid: int
+    interval: float = 0.5
+    processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid -> (name, peak RssAnon KiB)
+    containers: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (peak bytes, peak anon bytes)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self) -> None:
+        tree = descendants(self.root_pid)
+        for pid, name in tree.items():
+            value = rss_anon_kib(pid)
+            if value is not None:
+                old = self.processes.get(pid, (name, 0))
+                self.processes[pid] = (old[0] if old[1] else name, max(old[1], value))
+        listing = subprocess.run(
+            ["docker", "ps", "--no-trunc", "--filter", f"label={SANDBOX_LABEL}", "--format", '{{.ID}} {{.Label "' + OWNER_PID_LABEL + '"}}'],
+            capture_output=True,
+            text=True,
+        ).stdout
+        for row in listing.splitlines():
+            container_id, _, owner = row.partition(" ")
+            if not owner.isdigit() or int(owner) not in tree:
+                continue
+            folder = container_cgroup(container_id)
+            if folder is None:
+                continue
+            peak, anon = cgroup_figures(folder)
+            old = self.containers.get(container_id, (0, 0))
+            self.containers[container_id] = (max(old[0], peak or 0), max(old[1], anon or 0))
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Sampler:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submission: Path = EXAMPLE) -> dict:
+    """One fresh server with ``workers`` local workers grading ``submission`` once; the figures."""
+    competition = write_competition(
+        scratch / "c.toml",
+        benchmark=str(bench_root),
+        tables={
+            "limits": LIMITS,
+            "quotas": {"per_day": 100, "total": 100, "concurrent": 2},
+            "queue": {"lease_s": 60, "heartbeat_s": 10, "redispatch_s": 30, "reap_every_s": 2},
+        },
+    )
+    server = Server(competition, scratch / "state", workers=workers).start()
+    try:
+        client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
+        assert server.process is not None
+        time.sleep(2)  # the local workers' start-up is not the grade's
+        with Sampler(server.process.pid, sample_s) as sampler:
+            started = time.perf_counter()
+            submission_id = client.submit(submission)["id"]
+            view = client.wait(submission_id, poll_s=0.2)
+            wall = time.perf_counter() - started
+        if view["state"] != "scored":
+            raise SystemExit(f"grade ended {view['state']}: {json.dumps(view)[:600]}; server log {server.log}")
+    finally:
+        server.stop()
+    return {"wall_s": wall, "processes": sampler.processes, "containers": sampler.containers, "view": view}
+
+
+def mib(kib_or_bytes: float, *, bytes_: bool = False) -> str:
+    return f"{kib_or_bytes / (1 << 20 if bytes_ else 1 << 10):.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, nargs="+", default=[30000, 100000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--submission", type=Path, default=EXAMPLE, help="an ONNX submission folder (default: the example, onnx-lsa)")
+    parser.add_argument("--sharded", action="store_true", help="shard the corpus across the workers (not yet possible)")
+    parser.add_argument("--sample-s", type=float, default=0.5)
+    parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
+    parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
+    args = parser.parse_args()
+    if args.sharded:
+        print(NOT_YET, file=sys.stderr)
+        raise SystemExit(2)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    command = (
+        "GRADER_RUNNER_IMAGE="
+        + os.environ.get("GRADER_RUNNER_IMAGE", "grader-runner:dev")
+        + " .venv/bin/python bench/scale_corpus.py "
+        + " ".join(sys.argv[1:])
+    )
+    lines = [
+        f"$ {command}",
+        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
+    ]
+    lines.append(
+        "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) | container peak / anon (MiB) |"
+    )
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(lines), flush=True)
+    for documents in args.documents:
+        root, made = benchmark_folder(args.workdir, documents, args.queries, args.seed)
+        if made:
+            print(f"# generated {root} in {made:.1f} s", flush=True)
+        for workers in args.workers:
+            with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
+                result = grade(root, workers, Path(scratch), args.sample_s, args.submission)
+            row = table_row(documents, workers, result)
+            lines.append(row)
+            print(row, flush=True)
+            detail = {
+                "documents": documents,
+                "workers": workers,
+                "wall_s": round(result["wall_s"], 2),
+                "rss_anon_kib": [[role, peak] for _pid, (role, peak) in sorted(result["processes"].items())],
+                "containers_bytes": list(result["containers"].values()),
+            }
+            print("# " + json.dumps(detail), flush=True)
+    if args.markdown:
+        with open(args.markdown, "a", encoding="utf-8") as out:
+            out.write("\n```\n" + "\n".join(lines) + "\n```\n")
+
+
+def table_row(documents: int, workers: int, result: dict) -> str:
+    """One Markdown row: per-process peaks grouped by role (serve, each worker, each grade child), each container."""
+    serve, worker, child = [], [], []
+    for _pid, (role, peak) in sorted(result["processes"].items()):
+        if role == "serve":
+            serve.append(peak)
+        elif role == "worker":
+            worker.append(peak)
+        elif role == "grade child":
+            child.append(peak)
+    containers = [f"{mib(p, bytes_=True)} / {mib(a, bytes_=True)}" for p, a in result["containers"].values()]
+    score = result["view"].get("score")
+    return (
+        f"| {documents:,} | {workers} | {result['wall_s']:.1f} | {1000 * result['wall_s'] / documents:.3f} | "
+        f"{score if score is None else f'{float(score):.4f}'} | {', '.join(mib(v) for v in serve)} | {', '.join(mib(v) for v in worker)} | "
+        f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
