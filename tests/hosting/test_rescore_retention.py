@@ -29,7 +29,8 @@ from grader.hosting.api.app import create_app
 from grader.hosting.config import RetentionSettings
 from grader.hosting.db.models import Attempt, LogEntry, Result, ResultPart, Submission, Transition
 from grader.hosting.grading_adapter import DEPTH
-from grader.hosting.services.retention import prune
+from grader.hosting.server import Reaper
+from grader.hosting.services.retention import plan
 from grader.reports.signing import ENVELOPE_NAME
 from grader.runs.compact import canonical_order, decode_run
 from tests.hosting.leaderboard_world import World, make_world, seed
@@ -219,9 +220,10 @@ def test_retention_keeps_the_finals_and_the_best_and_reports_the_bytes(world: Wo
     assert dropped.is_dir() and stray.is_dir()  # nothing removed before the end
 
     admin(world.state, "end", "--yes")
-    competition = replace(world.ctx.competition, retention=RetentionSettings("finals-and-best"))
-    done = prune(world.ctx.db, world.ctx.state, competition)
-    assert sorted(done.remove) == sorted([dropped, stray]) and done.remove_bytes == size + 100
+    ctx = replace(world.ctx, competition=replace(world.ctx.competition, retention=RetentionSettings("finals-and-best")))
+    due = plan(ctx.db, ctx.state, ctx.competition)
+    assert due.ended and sorted(due.remove) == sorted([dropped, stray]) and due.remove_bytes == size + 100
+    Reaper(ctx)._prune_runs()  # what the server's reaper does after the end (not started: one pass, here)
     assert not dropped.exists() and not stray.exists()
     assert all(folder.is_dir() and _run_bytes(folder)[0] == 3 and (folder / "facts.json").is_file() for folder in kept)
     out = admin(world.state, "runs", "--competition", str(retaining))

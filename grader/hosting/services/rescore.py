@@ -119,7 +119,7 @@ def _stored_runs(state: StateDir, source: _Source) -> tuple[dict[str, Any], dict
     folder = state.runs_dir(source.submission_id, source.result.attempt)
     gone = HostingError(
         f"{source.submission_id}: its runs of attempt {source.result.attempt} are not kept (pruned by the retention policy, "
-        "or graded before the server kept runs): it cannot be re-scored",
+        "graded before the server kept runs, or failed without a run): it cannot be re-scored",
         hint="`grader admin rejudge ID` grades it again on a worker",
     )
     facts_path = folder / "facts.json"

@@ -135,9 +135,9 @@ def plan(db: Database, state: StateDir, competition: Competition, board: BoardSe
 
 def prune(db: Database, state: StateDir, competition: Competition, board: BoardSettings | None = None) -> RunsPlan:
     """Remove what the policy removes, once the competition has ended (before: nothing); the plan carried out."""
+    if competition.retention.runs == RETAIN_ALL or not has_ended(db, competition):
+        return RunsPlan(competition.retention.runs, False)  # nothing walked: the reaper asks this every minute
     done = plan(db, state, competition, board)
-    if not done.ended:
-        return RunsPlan(done.policy, done.ended, done.held_runs, done.held_bytes)
     for folder in done.remove:
         shutil.rmtree(folder, ignore_errors=True)
         try:
