@@ -159,7 +159,12 @@ def test_rescore_after_a_qrels_correction_equals_a_direct_score_of_the_same_run(
     assert after_submission.public_score == report["aggregate"]["score"]
     with world.ctx.db.session() as session:
         assert session.get(ResultPart, after.id) is not None  # the boards read the new parts
-    assert (Path(str(after.envelope_path)).parent / "public-part" / ENVELOPE_NAME).is_file()
+    public_part = Path(str(after.envelope_path)).parent / "public-part" / ENVELOPE_NAME
+    # the participant's download before the end: the public part of the new result, signed beside it
+    served = TestClient(create_app(world.ctx)).get(
+        f"/api/v1/submissions/{target.id}/report", headers={"Authorization": f"Bearer {world.tokens['alice']}"}
+    )
+    assert served.status_code == 200 and served.content == public_part.read_bytes()
 
 
 def _refused(world: World, *args: str):  # type: ignore[no-untyped-def]
