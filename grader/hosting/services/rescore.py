@@ -114,7 +114,7 @@ def _source(rescorer: Rescorer, submission_id: str) -> _Source:
         )
 
 
-def _stored_runs(state: StateDir, source: _Source) -> tuple[dict[str, Any], dict[str, str]]:
+def _stored_runs(state: StateDir, source: _Source, tasks: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The worker's facts and the path of each task's run kept for the result's attempt; refused naming the submission when gone."""
     folder = state.runs_dir(source.submission_id, source.result.attempt)
     gone = HostingError(
@@ -127,8 +127,8 @@ def _stored_runs(state: StateDir, source: _Source) -> tuple[dict[str, Any], dict
         raise gone
     facts = jsonio.loads(facts_path.read_bytes())
     stated = facts.get("tasks") if isinstance(facts, dict) else None
-    if not isinstance(stated, dict):
-        raise HostingError(f"{source.submission_id}: the kept facts of attempt {source.result.attempt} name no tasks")
+    if not isinstance(stated, dict) or not set(stated) <= set(tasks):  # a task name becomes a path below: only the competition's
+        raise HostingError(f"{source.submission_id}: the kept facts of attempt {source.result.attempt} do not name the competition's tasks")
     runs: dict[str, str] = {}
     for task, fact in stated.items():
         if isinstance(fact, dict) and fact.get("failure") is None:
@@ -143,8 +143,8 @@ def _scored_report(rescorer: Rescorer, source: _Source) -> dict[str, Any]:
     """The report of the stored runs scored now, in a scoring process; refused when the runs or the data no longer fit."""
     from grader.grading.score_process import score_in_child  # the scoring pool: only a re-scoring pays for it
 
-    facts, runs = _stored_runs(rescorer.state, source)
     _benchmark, tasks, _split, _sample = grading_splits(rescorer.competition)
+    facts, runs = _stored_runs(rescorer.state, source, tasks)
     target = rescorer.competition.benchmark_target()
     then = ranking_record.recorded(rescorer.state.runs_dir(source.submission_id, source.result.attempt))
     now = ranking_record.ranking_digests(target, tasks, source.split)
