@@ -13,6 +13,7 @@ import dataclasses
 import random
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,13 +24,17 @@ from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.config import CompetitionFileError, load_competition
 from grader.hosting.db.models import Replica, Result, Submission, Transition, Worker
+from grader.hosting.grading_adapter import GradeOutcome
 from grader.hosting.services import admin as admin_service
 from grader.hosting.services import lifecycle
 from grader.hosting.services.participants import rekey_local_worker
+from grader.hosting.services.replication import fingerprint_digest
 from grader.hosting.services.submission_rows import received_submission
 from grader.hosting.states import State
+from grader.hosting.worker.fingerprint import worker_fingerprint
+from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
-from tests.hosting.leaderboard_world import World, make_world, post_runs
+from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
 from tests.hosting.support import write_competition
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
@@ -54,8 +59,9 @@ class Replicas:
 
 
 @pytest.fixture
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    world = make_world(tmp_path_factory.mktemp("replicas"), None)
+def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    database = request.getfixturevalue("postgres_cluster").new_database() if getattr(request, "param", "sqlite") == "postgresql" else None
+    world = make_world(tmp_path_factory.mktemp("replicas"), database)
     world.ctx.competition = dataclasses.replace(world.ctx.competition, replicas=2)
     with world.ctx.db.session() as session:
         tokens = {name: rekey_local_worker(session, name) for name in ("w1", "w2", "w3", "w-other-cpu")}
@@ -149,6 +155,7 @@ def _audit(r: Replicas, submission_id: str) -> str:
         return "\n".join(session.scalars(select(Transition.reason).where(Transition.submission_id == submission_id).order_by(Transition.id)).all())
 
 
+@pytest.mark.parametrize("setup", ["sqlite", "postgresql"], indirect=True)
 def test_a_worker_that_alters_one_ranking_is_caught_and_the_honest_majority_accepted(setup: Replicas) -> None:
     r = setup
     sid = _submit(r, "altered")
@@ -199,6 +206,28 @@ def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerpri
     assert _claim(r, "w1") is None
     _grade(r, "w3", sid, "accepted")
     assert _results(r, sid) == 1 and _verdicts(r, sid) == {"w1": "majority", "w3": "majority"}
+
+
+@pytest.mark.filterwarnings("ignore:You should not use the 'timeout' argument with the TestClient")  # the worker's own timeouts
+def test_the_worker_code_states_its_fingerprint_at_the_claim_and_is_paired_by_it(setup: Replicas, tmp_path: Path) -> None:
+    """The real worker's client (claim with this machine's fingerprint, put the runs, post): two such workers agree."""
+    r = setup
+    sid = _submit(r, "worker-code")
+    facts = {key: value for key, value in _facts(r, "onnx").items() if key != "fingerprint"}  # the worker adds its own
+    runs = {}
+    for task, data in random_runs(r.world, random.Random(HONEST)).items():
+        runs[task] = tmp_path / f"{task}.run"
+        runs[task].write_bytes(data)
+    for worker, expect in (("w1", "replicated"), ("w2", "accepted")):
+        api = WorkerApi("http://testserver", r.tokens[worker])
+        api.http = TestClient(create_app(r.world.ctx), headers={"Authorization": f"Bearer {r.tokens[worker]}"})
+        job = api.claim(wait_s=0)
+        assert job is not None and job.submission_id == sid
+        assert _claim(r, "w-other-cpu", OTHER_CPU) is None
+        assert api.post_result(sid, _deliver(api, sid, job.attempt, GradeOutcome(facts=facts, runs=runs))) == expect
+    assert _verdicts(r, sid) == {"w1": "majority", "w2": "majority"} and _results(r, sid) == 1
+    listed = {w["name"]: w for w in admin_service.worker_rows(r.world.ctx.db)}
+    assert listed["w1"]["fingerprint"] == fingerprint_digest(worker_fingerprint())
 
 
 def test_a_docker_submission_is_not_replicated(setup: Replicas) -> None:
