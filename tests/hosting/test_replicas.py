@@ -208,6 +208,18 @@ def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerpri
     assert _results(r, sid) == 1 and _verdicts(r, sid) == {"w1": "majority", "w3": "majority"}
 
 
+def test_a_job_left_replicating_when_the_setting_is_lowered_to_one_is_graded_by_any_worker(setup: Replicas) -> None:
+    r = setup
+    sid = _submit(r, "lowered")
+    _grade(r, "w1", sid, "replicated")
+    r.world.ctx.competition = dataclasses.replace(r.world.ctx.competition, replicas=1)  # the host edited the file and restarted
+    job = _claim(r, "w-other-cpu", OTHER_CPU)
+    assert job is not None and job["submission_id"] == sid
+    as_worker = dataclasses.replace(r.world, worker_token=r.tokens["w-other-cpu"])
+    post_runs(as_worker, r.client, sid, job["attempt"], _facts(r, "onnx"), random.Random(HONEST), expect="accepted")
+    assert _state(r, sid).state is State.SCORED
+
+
 @pytest.mark.filterwarnings("ignore:You should not use the 'timeout' argument with the TestClient")  # the worker's own timeouts
 def test_the_worker_code_states_its_fingerprint_at_the_claim_and_is_paired_by_it(setup: Replicas, tmp_path: Path) -> None:
     """The real worker's client (claim with this machine's fingerprint, put the runs, post): two such workers agree."""

@@ -61,16 +61,21 @@ def note_fingerprint(ctx: ServerContext, worker_id: int, digest: str | None) -> 
 
 
 def claim(ctx: ServerContext, worker_id: int, digest: str | None) -> lifecycle.Claim | None:
-    """The oldest ``replicating`` job this worker may grade (its fingerprint is the replicas', it graded none of them), leased to it."""
-    if ctx.competition.replicas <= 1 or digest is None:
+    """The oldest ``replicating`` job this worker may grade (its fingerprint is the replicas', it graded none of them), leased to it.
+
+    A competition whose ``replicas`` was lowered to 1 since (a restart with an edited file) hands its replicating jobs to any worker:
+    they are ordinary jobs now, accepted on one result.
+    """
+    pairing = ctx.competition.replicas > 1
+    if pairing and digest is None:
         return None
     with ctx.db.session() as session:
         waiting = session.scalars(
             select(Submission).where(Submission.state == State.REPLICATING).order_by(Submission.uploaded_at, Submission.id).limit(CLAIM_BATCH)
         ).all()
         for submission in waiting:
-            rows = open_replicas(session, submission)
-            if not rows or rows[0].fingerprint != digest or any(row.worker_id == worker_id for row in rows):
+            rows = open_replicas(session, submission) if pairing else []
+            if pairing and (not rows or rows[0].fingerprint != digest or any(row.worker_id == worker_id for row in rows)):
                 continue
             if (taken := lifecycle.take(session, submission, worker_id, ctx.competition.queue.lease_s)) is not None:
                 return taken
