@@ -35,7 +35,7 @@ from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
 from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
-from tests.hosting.support import write_competition
+from tests.hosting.support import admin, write_competition
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -192,6 +192,8 @@ def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(s
     _grade(r, "w3", sid, "accepted")
     assert _state(r, sid).state is State.SCORED and _state(r, sid).failure_code is None
     assert _verdicts(r, sid) == {"w1": "dissent", "w2": "majority", "w3": "majority"}
+    flagged = [line for line in admin(r.world.state, "workers").splitlines() if "FLAGGED" in line]
+    assert len(flagged) == 1 and flagged[0].startswith("w1 ") and "FLAGGED: 1 replica(s) disagreed with the majority" in flagged[0]
 
 
 def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerprint(setup: Replicas) -> None:
