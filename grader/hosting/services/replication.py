@@ -57,7 +57,9 @@ def note_fingerprint(ctx: ServerContext, worker_id: int, digest: str | None) -> 
     if digest is None:
         return
     with ctx.db.session() as session:
-        session.execute(update(Worker).where(Worker.id == worker_id, Worker.fingerprint.is_distinct_from(digest)).values(fingerprint=digest))
+        # Read first: a claim is a long-poll repeated by every worker, and an UPDATE takes SQLite's write lock even when it changes nothing.
+        if session.scalar(select(Worker.fingerprint).where(Worker.id == worker_id)) != digest:
+            session.execute(update(Worker).where(Worker.id == worker_id).values(fingerprint=digest))
 
 
 def claim(ctx: ServerContext, worker_id: int, digest: str | None) -> lifecycle.Claim | None:
