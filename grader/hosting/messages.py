@@ -113,7 +113,8 @@ class WorkerResult(_Request):
 
 
 class Verdict(BaseModel):
-    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued`` or ``error``."""
+    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, or ``replicated``
+    (recorded as a replica: another worker of the fingerprint grades the job, docs/hosting.md "Replicas")."""
 
     status: str
     state: str | None = None

@@ -36,7 +36,8 @@ WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, ``stale`` or ``refused`` (bad signature)."""
+    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, ``stale``, ``refused`` (bad signature),
+    or ``replicated`` (grader.hosting.services.replication)."""
 
     status: str
     state: str | None = None
