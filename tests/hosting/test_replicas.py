@@ -10,6 +10,7 @@ it puts them, or posts a failure code the honest workers do not see.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import struct
 from collections.abc import Iterator
@@ -183,17 +184,44 @@ def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(s
     assert job is not None
     liar = r.client.post(
         f"/api/v1/worker/jobs/{sid}/result",
-        json={"attempt": job["attempt"], "failure_code": "TIMEOUT", "message": "pretend"},
+        json={"attempt": job["attempt"], "failure_code": "MODEL_ERROR", "message": "pretend"},
         headers={"Authorization": f"Bearer {r.tokens['w1']}"},
     )
     assert liar.json()["status"] == "replicated" and _state(r, sid).state is State.REPLICATING
     _grade(r, "w2", sid, "replicated")  # one against one: no majority yet
-    assert "worker w2 (attempt 2) and worker w1 (attempt 1) disagree on failure code none / TIMEOUT" in _audit(r, sid)
+    assert "worker w2 (attempt 2) and worker w1 (attempt 1) disagree on failure code none / MODEL_ERROR" in _audit(r, sid)
     _grade(r, "w3", sid, "accepted")
     assert _state(r, sid).state is State.SCORED and _state(r, sid).failure_code is None
     assert _verdicts(r, sid) == {"w1": "dissent", "w2": "majority", "w3": "majority"}
     flagged = [line for line in admin(r.world.state, "workers").splitlines() if "FLAGGED" in line]
     assert len(flagged) == 1 and flagged[0].startswith("w1 ") and "FLAGGED: 1 replica(s) disagreed with the majority" in flagged[0]
+
+
+def test_a_worker_that_only_ran_out_of_time_is_outvoted_not_flagged(setup: Replicas) -> None:
+    """A submission near its time limit may time out on one honest worker: outvoted, but nobody is flagged for it."""
+    r = setup
+    sid = _submit(r, "near-the-limit")
+    job = _claim(r, "w1")
+    assert job is not None
+    facts = _facts(r, "onnx", failed={sorted(r.world.ctx.tasks)[0]: "TIMEOUT"})
+    as_w1 = dataclasses.replace(r.world, worker_token=r.tokens["w1"])
+    # the timed-out task has no run; the other tasks' runs are the honest ones (one generator state per task list)
+    runs = random_runs(r.world, random.Random(HONEST))
+    headers = {"Authorization": f"Bearer {as_w1.worker_token}"}
+    digests = {}
+    for task, data in runs.items():
+        if task in facts["tasks"] and facts["tasks"][task]["failure"] is None:
+            assert (
+                r.client.put(f"/api/v1/worker/jobs/{sid}/runs/{task}", params={"attempt": job["attempt"]}, content=data, headers=headers).status_code
+                == 200
+            )
+            digests[task] = hashlib.sha256(data).hexdigest()
+    answer = r.client.post(f"/api/v1/worker/jobs/{sid}/result", json={"attempt": job["attempt"], "facts": facts, "runs": digests}, headers=headers)
+    assert answer.json()["status"] == "replicated", answer.text
+    _grade(r, "w2", sid, "replicated")
+    _grade(r, "w3", sid, "accepted")
+    assert _verdicts(r, sid) == {"w1": "outvoted", "w2": "majority", "w3": "majority"}
+    assert {w["name"]: w["dissents"] for w in admin_service.worker_rows(r.world.ctx.db)}["w1"] == 0
 
 
 def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerprint(setup: Replicas) -> None:

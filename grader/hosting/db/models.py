@@ -259,7 +259,8 @@ class Replica(Base):
     """One worker's grade of a replicated job (``replicas`` > 1): what it returned, kept to be compared with the others'.
 
     ``outcome`` is the sha256 of the canonical outcome (run digests, failure codes: grader.hosting.services.replication);
-    ``verdict`` is set when the replicas are decided: ``majority`` or ``dissent`` (the worker is flagged for the host).
+    ``verdict`` is set when the replicas are decided: ``majority``, ``dissent`` (the worker is flagged for the host), ``outvoted``
+    (it only ran out of time or memory where the majority did not: not flagged) or ``undecided`` (no majority: the job ended ``error``).
     """
 
     __tablename__ = "replicas"

@@ -11,8 +11,10 @@ Until k of them agree the job waits in ``replicating`` (event REPLICATE), where
 none of them. A disagreement is written into the audit trail (which workers, which
 tasks) and the job is graded by one more worker; at 2k - 1 replicas without k equal
 ones it ends ``error`` (INFRA, not charged). Once k agree, the workers outside the
-majority are flagged (``verdict = dissent``; ``grader admin workers``), and the
-last replica, always one of the majority, is scored, once, by the ordinary path.
+majority are flagged (``verdict = dissent``; ``grader admin workers``), unless they
+only ran out of time or memory where the majority did not (``outvoted``: a submission
+near its limits must not get honest workers distrusted); the last replica, always one
+of the majority, is scored, once, by the ordinary path.
 
 Docker submissions are not replicated: a container need not be deterministic, and a
 participant must not be able to make honest workers look like liars.
@@ -30,6 +32,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from grader import jsonio
+from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Replica, Submission, Worker
@@ -43,6 +46,9 @@ from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
 CLAIM_BATCH = 20
 #: The kinds replicated: ONNX only (docs/hosting.md, "Replicas").
 REPLICATED_KINDS = frozenset({"onnx"})
+#: Failures a slower or smaller machine may meet where another does not: a replica outvoted only by these is not flagged
+#: (a submission near its limits must not get honest workers distrusted).
+RESOURCE_CODES = frozenset({FailureCode.TIMEOUT.value, FailureCode.OOM.value})
 
 
 def fingerprint_digest(fingerprint: Mapping[str, Any] | None) -> str | None:
@@ -132,6 +138,17 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _short_of_resources(dissent: Mapping[str, Any], agreed: Mapping[str, Any]) -> bool:
+    """Whether ``dissent`` differs from ``agreed`` only by failing with a resource code (TIMEOUT, OOM) where the majority did not."""
+    if dissent["failure_code"] != agreed["failure_code"]:
+        return dissent["failure_code"] in RESOURCE_CODES
+    for task in set(dissent["runs"]) | set(agreed["runs"]) | set(dissent["task_failures"]) | set(agreed["task_failures"]):
+        same = dissent["runs"].get(task) == agreed["runs"].get(task) and dissent["task_failures"].get(task) == agreed["task_failures"].get(task)
+        if not same and dissent["task_failures"].get(task) not in RESOURCE_CODES:
+            return False
+    return True
+
+
 def _mismatch(rows: list[Replica], names: Mapping[int, str]) -> str:
     """The audit line of the newest replica's disagreements with the earlier ones: which workers, which tasks."""
     new = rows[-1]
@@ -216,8 +233,9 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         session.add(row)
         best, count = Counter(r.outcome for r in rows).most_common(1)[0]
         if count >= needed:
+            agreed = next(r.detail for r in rows if r.outcome == best)
             for r in rows:
-                r.verdict = "majority" if r.outcome == best else "dissent"
+                r.verdict = "majority" if r.outcome == best else "outvoted" if _short_of_resources(r.detail, agreed) else "dissent"
             return None
         lifecycle.end_attempt(session, submission_id, attempt, "replica")
         if len(rows) >= 2 * needed - 1:
