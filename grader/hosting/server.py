@@ -28,7 +28,8 @@ from grader.hosting.services.result_size import job_result_cap, run_caps
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.services.translog import competition_entry, open_log
 from grader.hosting.services.translog_events import log_end_if_due
-from grader.hosting.settings import with_worker_token
+from grader.hosting.services.worker_copy import worker_copy
+from grader.hosting.settings import WORKER_DATA, with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key
 
@@ -201,7 +202,8 @@ class LocalWorkers(threading.Thread):
         log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         process = subprocess.Popen(
             [sys.executable, "-m", "grader", "worker", "--local-of", str(os.getpid()), "--server", self.url, "--name", name],
-            env=with_worker_token(self.tokens[name]),  # never on the command line, where `ps` shows it
+            # The token never on the command line, where `ps` shows it; the data: the state's pseudonymous copy.
+            env={**with_worker_token(self.tokens[name]), WORKER_DATA: str(self.ctx.state.worker_data)},
             stdout=log_file,
             stderr=subprocess.STDOUT,
             umask=self.umask,
@@ -211,6 +213,7 @@ class LocalWorkers(threading.Thread):
         (self.ctx.state.run / f"{name}.pid").write_text(f"{process.pid}\n")
 
     def run(self) -> None:
+        worker_copy(self.ctx)  # exported (or found current) before the workers that grade on it start
         for name in self.tokens:
             self._start(name)
         while not self.stopping.wait(0.5):

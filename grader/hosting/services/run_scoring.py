@@ -25,6 +25,7 @@ from grader.errors import ReportError, TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.score_process import score_in_child
+from grader.hosting.blinding import BLINDING_FILE
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.grading_adapter import DEPTH
@@ -119,6 +120,8 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
         "runs": runs,
         "top_k": DEPTH,
         "policy": HOSTED_POLICY.value,
+        # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).
+        "blinding_key_file": None if ctx.blinding_key is None else str(ctx.state.keys / BLINDING_FILE),
     }
     try:
         report = score_in_child(job)
