@@ -109,6 +109,14 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     return ctx, db
 
 
+def _export_quietly(ctx: ServerContext) -> None:
+    """:func:`worker_copy` off the request path; a failure is logged (the first claim then tries again, and says why)."""
+    try:
+        worker_copy(ctx)
+    except Exception:
+        log.exception("the workers' data copy could not be exported")
+
+
 def _celery_dispatcher(broker: str) -> ServerDispatcher:
     from grader.hosting.services.celery_dispatch import CeleryDispatcher
 
@@ -258,6 +266,9 @@ def serve(options: ServeOptions) -> None:
 
     def on_start() -> None:
         reaper.start()
+        # The workers' data copy, exported (or found current) in the background now rather than by the first
+        # claim, which would hold a long-poll (and the lease it grants) for as long as a large corpus takes.
+        threading.Thread(target=_export_quietly, args=(ctx,), name="grader-worker-copy", daemon=True).start()
         if workers is not None:
             workers.start()
 
