@@ -51,7 +51,7 @@ class GradeRequest:
     #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
-    #: Per task, the judged query ids the job names (the worker ranks them; the judgements stay on the server).
+    #: Per task, the judged queries' pseudonyms the job names (the worker ranks them; the judgements stay on the server).
     judged: dict[str, list[str]] = field(default_factory=dict)
 
 
