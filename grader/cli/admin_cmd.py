@@ -130,6 +130,22 @@ def runs(ctx: click.Context, competition_file: Path | None) -> None:
     click.echo(service.runs_plan(_db(ctx), ctx.obj["state"], _competition(competition_file, ctx)).summary())
 
 
+@admin.command("export-worker-data")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="A new (or empty) folder to write the copy to."
+)
+@click.option("--competition", "competition_file", type=click.Path(path_type=Path, dir_okay=False), envvar="GRADER_COMPETITION", default=None)
+@click.pass_context
+def export_worker_data(ctx: click.Context, out_dir: Path, competition_file: Path | None) -> None:
+    """The data a remote worker grades on: corpus and judged queries under pseudonymous ids, no judgements (docs/deploy.md)."""
+    from grader.hosting.services.worker_copy import export_copy
+
+    written = export_copy(ctx.obj["state"], _competition(competition_file, ctx), out_dir)
+    for name, task in written.items():
+        click.echo(f"{name}: {task.documents} documents, {task.queries} queries (pseudonymous ids, no judgements)")
+    click.echo(f"wrote {out_dir}; copy it to each worker and start it with --data DIR (or GRADER_WORKER_DATA)")
+
+
 @admin.command("history")
 @click.argument("submission_id")
 @click.pass_context

@@ -39,6 +39,14 @@ from grader.hosting import settings
     envvar=settings.WORKER_KEY_DIR,
     help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.",
 )
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    envvar=settings.WORKER_DATA,
+    help="The data copy the server exported (`grader admin export-worker-data --out DIR`): pseudonymous ids, no judgements.",
+)
 @click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
 @click.option(
     "--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`."
@@ -62,6 +70,7 @@ def worker(
     init_key: bool,
     server_pid: int | None,
     once: bool,
+    data_dir: Path | None,
 ) -> None:
     """Run a grading worker: claim a job (a lease), grade it in the Docker sandbox, post the result signed with this worker's key."""
     from grader.errors import UsageError
@@ -80,6 +89,8 @@ def worker(
     if not token:
         raise UsageError(f"no worker token: pass --worker-token or set {settings.WORKER_TOKEN} (the host runs `grader admin add-worker NAME`)")
     label = name or os.uname().nodename
+    if data_dir is not None:  # read where each job is graded (grader.hosting.settings.environment)
+        os.environ[settings.WORKER_DATA] = str(data_dir.resolve())
     from grader.hosting.worker.loop import run_worker
 
     if server_pid is not None:  # the server re-keys its local workers at every start; their results are signed by the host alone

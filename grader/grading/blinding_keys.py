@@ -15,11 +15,11 @@ import dataclasses
 
 from grader.errors import KeyFileError
 from grader.grading.interfaces import RunOptions
-from grader.sandbox.blinding import BlindingKey
+from grader.sandbox.blinding import BlindingKey, Preblinded
 from grader.sandbox.blinding_key import BLINDING_KEY_NAME, ensure_blinding_key, load_blinding_key
 
 
-def blinding_key_for(options: RunOptions) -> BlindingKey:
+def blinding_key_for(options: RunOptions) -> BlindingKey | Preblinded:
     """The blinding key for ``options`` (see the module's order); creates OUT's key on an unsigned run's first use."""
     if options.blinding_key is not None:
         return options.blinding_key

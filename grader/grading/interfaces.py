@@ -26,7 +26,7 @@ from grader.data.task import Document, Query, Task
 from grader.metrics.measures import Measure, default_measures, parse_measure
 from grader.metrics.policy import Policy
 from grader.runs.run import Run
-from grader.sandbox.blinding import BlindingKey
+from grader.sandbox.blinding import BlindingKey, Preblinded
 from grader.sandbox.limits import SandboxLimits
 
 
@@ -89,7 +89,7 @@ class RunOptions:
     cross_check: bool = False
     #: The key that blinds the ids a container sees; None: the one beside ``key_path``, else OUT's own
     #: (:func:`grader.grading.blinding_keys.blinding_key_for`).
-    blinding_key: BlindingKey | None = None
+    blinding_key: BlindingKey | Preblinded | None = None
     #: A hosted worker's folder for each task's ranking as a compact run (``<task>.run``, :mod:`grader.runs.compact`),
     #: written by :func:`grader.grading.ranking.rank_submission` (the server scores them); ``grader run`` writes none.
     runs_dir: Path | None = None

@@ -1,7 +1,11 @@
 """Ranking without the judgements: what a hosted worker does (issue 22 item 1).
 
-A worker is given, per task, the ids of the judged queries (staging needs them) and
-never the judgements. :func:`rank_submission` runs each task's ranking exactly as
+A worker holds the server's pseudonymous copy of the data (``grader admin
+export-worker-data``) and is given, per task, the pseudonyms of the judged queries
+(staging needs them); never the judgements, the real ids or the blinding key. Its
+options carry :class:`grader.sandbox.blinding.Preblinded`, so the copy is staged as it
+is and the runs index the copy's canonical order (the server maps them back).
+:func:`rank_submission` runs each task's ranking exactly as
 ``grader run`` does (:func:`grader.grading.backends.prepare_task_grader`, the same
 sandbox and collect stages), writes each ranking as a compact run
 (:func:`grader.grading.runner.save_compact_run`), and returns the facts of the grade

@@ -32,7 +32,7 @@ from grader.reports.assemble import failed_task, write_report
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME
 from grader.retrieval.pca import reduce
 from grader.retrieval.search import search_run
-from grader.runs.compact import canonical_order, encode_run
+from grader.runs.compact import canonical_order, encode_run, has_ties
 from grader.runs.run import Run
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
@@ -94,7 +94,8 @@ def save_compact_run(path: Path, run: Run, inputs: TaskInputs, depth: int) -> No
     corpus = canonical_order([document.id for document in inputs.documents])
     queries = canonical_order([query.id for query in inputs.queries])
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, encode_run(run, corpus=corpus, queries=queries, depth=depth))
+    # Scores only where a tie needs them: the server re-sorts the ranking under the real ids (grader.runs.compact.has_ties).
+    atomic_write_bytes(path, encode_run(run, corpus=corpus, queries=queries, depth=depth, scores=has_ties(run)))
 
 
 def pca_results(

@@ -104,10 +104,14 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
     from grader.grading.interfaces import RunOptions
     from grader.grading.scoring import report_from_runs
     from grader.metrics.policy import Policy
+    from grader.sandbox.blinding_key import load_blinding_key
 
     benchmark = resolve_benchmark(job["benchmark"])
     options = RunOptions(benchmark=benchmark, tasks=list(job["tasks"]), split=job["split"], out_dir=Path("."), policy=Policy(job["policy"]))
     runs = {name: Path(path).read_bytes() for name, path in job["runs"].items()}
+    # The competition's blinding key, read here from its 0600 file: the key itself never travels in a job.
+    key_file = job.get("blinding_key_file")
+    key = None if key_file is None else load_blinding_key(Path(key_file))
     return report_from_runs(
         benchmark,
         split=options.split,
@@ -117,4 +121,5 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
         measures=options.effective_measures(),
         policy=options.policy,
         top_k=int(job["top_k"]),
+        key=key,
     )

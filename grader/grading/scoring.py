@@ -15,16 +15,19 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from grader.collect.unblind import unblind_run
 from grader.data.benchmark import Benchmark
 from grader.data.qrels import Qrels
+from grader.data.task import Task
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.metrics.measures import Measure
 from grader.metrics.policy import Policy, evaluate
 from grader.reports.assemble import failed_task, scored_task
 from grader.reports.model import build_report
-from grader.runs.compact import canonical_order, decode_run
+from grader.runs.compact import CompactRun, canonical_order, decode_run
 from grader.runs.run import Run
+from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
 
 #: The fields of a task's report entry a worker may state (the rest are scores, counts and digests: the server's).
 TASK_FACTS = ("encoding",)
@@ -127,6 +130,27 @@ def report_labels(facts: dict[str, Any]) -> dict[str, Any] | None:
     return {**(labels if isinstance(labels, dict) else {}), "fingerprint": fingerprint}
 
 
+def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key: BlindingKey | None) -> Run:
+    """A worker's compact run of ``task`` (validated: :func:`grader.runs.compact.decode_run`) as a :class:`Run` under the real ids.
+
+    Without ``key`` it indexes the canonical order of the real ids. With it, the canonical order
+    of the pseudonyms (the worker's copy): it is decoded against them and renamed back
+    (:func:`grader.collect.unblind.unblind_run`, which re-sorts each ranking in trec order under
+    the real ids, as a direct ``grader run`` does; a run with ties carries its scores for that).
+    """
+    corpus_ids = [document.id for document in task.iter_corpus()]
+    if key is None:
+        corpus, queries = canonical_order(corpus_ids), canonical_order(list(judged))
+        return _decoded(data, corpus, queries, depth).to_run(corpus, queries)
+    documents, judged_ids = blind(key, task.name, DOCUMENT, corpus_ids), blind(key, task.name, QUERY, list(judged))
+    pseudonymous = _decoded(data, documents.staged, judged_ids.staged, depth).to_run(documents.staged, judged_ids.staged)
+    return unblind_run(pseudonymous, queries=judged_ids, documents=documents)
+
+
+def _decoded(data: bytes, corpus: Sequence[str], queries: Sequence[str], depth: int) -> CompactRun:
+    return decode_run(data, documents=len(corpus), queries=len(queries), depth=depth)
+
+
 def report_from_runs(
     benchmark: Benchmark,
     *,
@@ -137,8 +161,12 @@ def report_from_runs(
     measures: Sequence[Measure],
     policy: Policy,
     top_k: int,
+    key: BlindingKey | None = None,
 ) -> dict[str, Any]:
     """The report of a worker's grade: its ``facts`` plus each scored task's compact run scored here.
+
+    With ``key`` (a hosted competition's blinding key), each run indexes the canonical order of the
+    worker's pseudonymous copy and is mapped back to the real ids here (:func:`real_run`).
 
     A task the facts call failed keeps its failure (the judged count is the server's); every
     other task must come with a run, which is decoded against the pinned corpus and the
@@ -172,13 +200,9 @@ def report_from_runs(
         elif name not in runs:
             raise TaskFailure(FailureCode.INFRA, f"task {name}: no run was sent")
         else:
-            corpus = canonical_order([document.id for document in task.iter_corpus()])
-            judged = canonical_order([query.id for query in task.iter_queries() if query.id in qrels])
-            decoded = decode_run(runs[name], documents=len(corpus), queries=len(judged), depth=top_k)
-            extra = {key: fact[key] for key in TASK_FACTS if key in fact}
-            entry = score_task(
-                name, split=split, data_digest=digest, qrels=qrels, run=decoded.to_run(corpus, judged), measures=measures, policy=policy, extra=extra
-            )
+            extra = {field: fact[field] for field in TASK_FACTS if field in fact}
+            run = real_run(task, runs[name], [query.id for query in task.iter_queries() if query.id in qrels], depth=top_k, key=key)
+            entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
     return assemble_report(
         benchmark,

@@ -1,8 +1,8 @@
 """The competition's blinding key: created at the first start (0600 file), committed to from day one, revealed at the end.
 
 It makes the pseudonymous ids every container of the competition sees
-(``docs/protocol.md``, "What the container sees"); workers receive it with each
-job. Its id (:func:`grader.sandbox.blinding.key_id`, a domain-separated SHA-256)
+(``docs/protocol.md``, "What the container sees"); workers never receive it: they
+hold a copy of the data already under those ids (:mod:`grader.hosting.worker_data`). Its id (:func:`grader.sandbox.blinding.key_id`, a domain-separated SHA-256)
 is recorded in the database at the first start, published beside the partition
 commitment, and named in every report; the key itself is published at the end,
 with the partition secret, so anyone can check which key staged a grade. A later
@@ -19,7 +19,7 @@ from grader.errors import KeyFileError
 from grader.hosting.db.models import Setting
 from grader.hosting.errors import HostingError
 from grader.sandbox.blinding import BlindingKey
-from grader.sandbox.blinding_key import ensure_blinding_key
+from grader.sandbox.blinding_key import ensure_blinding_key, load_blinding_key
 
 BLINDING_FILE = "blinding.secret"
 KEY_ID_SETTING = "blinding_key_id"
@@ -29,6 +29,17 @@ def ensure_competition_blinding_key(keys_dir: Path) -> BlindingKey:
     """Create ``keys_dir/blinding.secret`` (hex, 0600) if missing; load it, refusing a file others can read."""
     try:
         return ensure_blinding_key(keys_dir / BLINDING_FILE)
+    except KeyFileError as error:
+        raise HostingError(str(error)) from None
+
+
+def load_competition_blinding_key(keys_dir: Path) -> BlindingKey:
+    """Load ``keys_dir/blinding.secret``, made by the first ``grader serve``; never create it (its id is recorded at that start)."""
+    path = keys_dir / BLINDING_FILE
+    if not path.exists():
+        raise HostingError(f"{path}: no blinding key yet", hint="start `grader serve --state DIR` once: it creates the key and records its id")
+    try:
+        return load_blinding_key(path)
     except KeyFileError as error:
         raise HostingError(str(error)) from None
 

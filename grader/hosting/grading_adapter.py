@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.data.registry import resolve_benchmark
-from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, UsageError, failure_code
+from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, failure_code
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
 from grader.grading.ranking import rank_submission
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
-from grader.hosting.messages import Job
-from grader.sandbox.blinding import BlindingKey
+from grader.sandbox.blinding import Preblinded
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission, unpack_limits
 
@@ -46,12 +45,13 @@ class GradeRequest:
     tasks: list[str]
     split: str
     limits: SandboxLimits
-    #: The competition's blinding key (the job carries it); None: a fresh one per grade, which the server refuses.
-    blinding_key: BlindingKey | None = None
+    #: The key the worker's data copy was exported under (its id only: the copy's ids are the pseudonyms, staged as they are).
+    #: None: a fresh key per grade, which the server refuses.
+    blinding_key: Preblinded | None = None
     #: What the upload may unpack to: this ratio to its compressed size, and never past the absolute cap (the server's intake bounds).
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
-    #: Per task, the judged query ids the job names (the worker ranks them; the judgements stay on the server).
+    #: Per task, the judged queries' pseudonyms the job names (the worker ranks them; the judgements stay on the server).
     judged: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -78,15 +78,6 @@ def limits_to_json(limits: SandboxLimits) -> dict[str, Any]:
 def limits_from_json(data: dict[str, Any]) -> SandboxLimits:
     """Inverse of :func:`limits_to_json` (unknown keys refused by the dataclass)."""
     return SandboxLimits(**data)
-
-
-def blinding_key_from_job(job: Job) -> BlindingKey | None:
-    """The blinding key a job carries (hex), or None when it carries none."""
-    value = job.blinding_key
-    try:
-        return BlindingKey(bytes.fromhex(value)) if value is not None else None
-    except (ValueError, UsageError):
-        return None  # graded under a fresh key instead: the server then refuses the report (INFRA), never a crash here
 
 
 class LogProgress(SilentProgress):

@@ -57,13 +57,12 @@ class Job(BaseModel):
     #: per task, the pinned digest of the split's whole data, judgements included: a worker refuses a job that asks it
     #: to hold them (a server before issue 22); this server sends none
     data_digests: dict[str, str | None] = Field(default_factory=dict)
-    #: per task, the ids of the split's judged queries (staging needs them; the judgements stay on the server)
+    #: per task, the pseudonyms of the split's judged queries (staging needs them; the judgements stay on the server)
     judged: dict[str, list[str]] = Field(default_factory=dict)
-    #: per task, the digest of the data a worker ranks on: corpus, queries, judged ids (grader.data.task.Task.ranking_digest)
+    #: per task, the digest of the worker's pseudonymous data copy it ranks on: corpus, queries, judged ids
+    #: (grader.data.task.Task.ranking_digest of the folder `grader admin export-worker-data` writes). No blinding key:
+    #: the server alone keeps it, and maps the runs back to the real ids (docs/protocol.md).
     ranking_digests: dict[str, str] = Field(default_factory=dict)
-    #: The competition's blinding key (hex), for staging the containers under pseudonymous ids (docs/protocol.md).
-    #: A secret until the competition ends: left out of the model's repr, so that logging a job never shows it.
-    blinding_key: str | None = Field(default=None, repr=False, description="the competition's blinding key (hex); secret until the end")
     #: the competition's bounds on what the upload unpacks to (the worker unpacks it again); defaults: a server before them
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES

@@ -30,7 +30,8 @@ from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.services.translog import competition_entry, open_log
 from grader.hosting.services.translog_events import log_end_if_due
-from grader.hosting.settings import with_worker_token
+from grader.hosting.services.worker_copy import worker_copy
+from grader.hosting.settings import WORKER_DATA, with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key
 
@@ -108,6 +109,14 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     if repaired:
         log.info("leaderboard: part scores and public-part reports stored for %d result(s) accepted without them", len(repaired))
     return ctx, db
+
+
+def _export_quietly(ctx: ServerContext) -> None:
+    """:func:`worker_copy` off the request path; a failure is logged (the first claim then tries again, and says why)."""
+    try:
+        worker_copy(ctx)
+    except Exception:
+        log.exception("the workers' data copy could not be exported")
 
 
 def _celery_dispatcher(broker: str) -> ServerDispatcher:
@@ -219,7 +228,8 @@ class LocalWorkers(threading.Thread):
         log_file = open(self.ctx.state.run / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         process = subprocess.Popen(
             [sys.executable, "-m", "grader", "worker", "--local-of", str(os.getpid()), "--server", self.url, "--name", name],
-            env=with_worker_token(self.tokens[name]),  # never on the command line, where `ps` shows it
+            # The token never on the command line, where `ps` shows it; the data: the state's pseudonymous copy.
+            env={**with_worker_token(self.tokens[name]), WORKER_DATA: str(self.ctx.state.worker_data)},
             stdout=log_file,
             stderr=subprocess.STDOUT,
             umask=self.umask,
@@ -229,6 +239,7 @@ class LocalWorkers(threading.Thread):
         (self.ctx.state.run / f"{name}.pid").write_text(f"{process.pid}\n")
 
     def run(self) -> None:
+        worker_copy(self.ctx)  # exported (or found current) before the workers that grade on it start
         for name in self.tokens:
             self._start(name)
         while not self.stopping.wait(0.5):
@@ -273,6 +284,9 @@ def serve(options: ServeOptions) -> None:
 
     def on_start() -> None:
         reaper.start()
+        # The workers' data copy, exported (or found current) in the background now rather than by the first
+        # claim, which would hold a long-poll (and the lease it grants) for as long as a large corpus takes.
+        threading.Thread(target=_export_quietly, args=(ctx,), name="grader-worker-copy", daemon=True).start()
         if workers is not None:
             workers.start()
 

@@ -7,6 +7,7 @@ GRADER_SERVER              the competition server's URL                         
 GRADER_TOKEN               a participant's token                                 ``grader submit/status/submissions``
 GRADER_WORKER_TOKEN        a worker's token (``grader admin add-worker``)        ``grader worker``
 GRADER_WORKER_KEY_DIR      where a remote worker keeps its Ed25519 key pair      ``grader worker``
+GRADER_WORKER_DATA         a worker's data copy (``admin export-worker-data``)   ``grader worker``
 GRADER_BROKER              the Celery broker URL (``redis://...``)               ``grader serve``, ``grader worker``
 GRADER_DATABASE            the database URL (default: SQLite in the state)       ``grader serve``
 GRADER_HOST_KEY_PASSPHRASE encrypts the host's signing key at its first start    ``grader serve``
@@ -27,6 +28,7 @@ SERVER = "GRADER_SERVER"
 TOKEN = "GRADER_TOKEN"
 WORKER_TOKEN = "GRADER_WORKER_TOKEN"
 WORKER_KEY_DIR = "GRADER_WORKER_KEY_DIR"
+WORKER_DATA = "GRADER_WORKER_DATA"
 BROKER = "GRADER_BROKER"
 DATABASE = "GRADER_DATABASE"
 HOST_KEY_PASSPHRASE = "GRADER_HOST_KEY_PASSPHRASE"
@@ -40,6 +42,7 @@ class Environment:
     token: str | None = field(default=None, repr=False)
     worker_token: str | None = field(default=None, repr=False)
     worker_key_dir: str | None = None
+    worker_data: str | None = None
     broker: str | None = field(default=None, repr=False)  # a broker URL may carry its password
     database: str | None = field(default=None, repr=False)
     host_key_passphrase: str | None = field(default=None, repr=False)
@@ -57,6 +60,7 @@ def environment(environ: Mapping[str, str] | None = None) -> Environment:
         token=value(TOKEN),
         worker_token=value(WORKER_TOKEN),
         worker_key_dir=value(WORKER_KEY_DIR),
+        worker_data=value(WORKER_DATA),
         broker=value(BROKER),
         database=value(DATABASE),
         host_key_passphrase=value(HOST_KEY_PASSPHRASE),

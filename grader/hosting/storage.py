@@ -6,6 +6,7 @@ DIR/uploads/<id>.tar.gz     accepted uploads; DIR/uploads/tmp/ holds uploads in 
 DIR/results/<id>/<attempt>/ report.json, report.dsse.json (signed); logs/ (host only);
                             public-part/ (a hidden grade's public-part report, signed at acceptance)
 DIR/run/                    pid files of the local workers
+DIR/worker-data/            the local workers' data copy: pseudonymous ids, no judgements (written at the first job)
 
 Everything in it is the host's alone (private scores, uploads, keys): folders 0700, files 0600
 (:meth:`StateDir.make_private` at start; the server then runs under umask 077, SQLite's -wal
@@ -114,6 +115,11 @@ class StateDir:
 
     def result_dir(self, submission_id: str, attempt: int) -> Path:
         return self.results / submission_id / str(attempt)
+
+    @property
+    def worker_data(self) -> Path:
+        """The local workers' copy of the benchmark data, under pseudonymous ids (:mod:`grader.hosting.worker_data`)."""
+        return self.root / "worker-data"
 
     def runs_dir(self, submission_id: str, attempt: int) -> Path:
         """Where the compact runs a worker put for an attempt wait to be scored (and are kept for re-scoring)."""

@@ -108,6 +108,20 @@ def encode_run(run: Run, *, corpus: Sequence[str], queries: Sequence[str], depth
     return b"".join(parts)
 
 
+def has_ties(run: Run) -> bool:
+    """Whether two hits of one query share a score: then the order of their ids decides, and a compact run must carry the scores.
+
+    A worker's ids are pseudonyms; the server re-sorts each ranking under the real ids, where a
+    tie may break the other way. Without ties the order alone is the ranking under any ids.
+    """
+    if len(run.scores) < 2:
+        return False
+    same = run.scores[:-1] == run.scores[1:]
+    starts = run.offsets[1:-1]
+    same[starts[(starts > 0) & (starts < len(run.scores))] - 1] = False  # the last hit of a query vs the first of the next
+    return bool(same.any())
+
+
 @dataclass(frozen=True, eq=False)
 class CompactRun:
     """A decoded, validated compact run: canonical query indexes, CSR offsets, document indexes, optional scores."""

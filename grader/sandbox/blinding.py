@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,9 +112,44 @@ class BlindedIds:
         return dict(zip(self.staged, self.real))
 
 
-def blind(key: BlindingKey, task: str, kind: str, ids: Sequence[str]) -> BlindedIds:
-    """Pseudonyms of ``ids``, sorted; :class:`SandboxUnavailable` (INFRA) if two of them collide."""
-    names = pseudonyms(key, task, kind, ids)
+@dataclass(frozen=True)
+class Preblinded:
+    """Data whose ids already are the pseudonyms of a key: a worker's exported copy (``grader admin export-worker-data``).
+
+    A worker never holds the key: it stages such data as it is (its ids are the
+    pseudonyms, already sorted by the staging), and names the key by the id the copy
+    records. Every id must look like a pseudonym (kind letter, 24 lowercase hex digits):
+    data with the benchmark's own ids is refused, never staged unblinded.
+    """
+
+    key_id: str
+
+    def report(self) -> dict[str, str]:
+        """What a report records of the key that made the copy: the scheme and the key id."""
+        return {"scheme": SCHEME, "key_id": self.key_id}
+
+
+def _pseudonym_pattern(kind: str) -> re.Pattern[str]:
+    return re.compile(f"{kind}[0-9a-f]{{{PSEUDONYM_HEX}}}")
+
+
+def blind(key: BlindingKey | Preblinded, task: str, kind: str, ids: Sequence[str]) -> BlindedIds:
+    """Pseudonyms of ``ids``, sorted; :class:`SandboxUnavailable` (INFRA) if two of them collide.
+
+    Under :class:`Preblinded` the ids are the pseudonyms; one that is not shaped like
+    a pseudonym of ``kind`` is :class:`SandboxUnavailable` (the worker's data is not an exported copy).
+    """
+    if isinstance(key, Preblinded):
+        pattern = _pseudonym_pattern(kind)
+        for identifier in ids:
+            if pattern.fullmatch(identifier) is None:
+                raise SandboxUnavailable(
+                    f"task {task}: id {identifier[:40]!r} is not a pseudonym: this worker's data is not a copy exported by the server",
+                    hint="copy the folder `grader admin export-worker-data` writes to this worker (docs/deploy.md)",
+                )
+        names = list(ids)
+    else:
+        names = pseudonyms(key, task, kind, ids)
     # Pseudonyms are ASCII: Python's str order is their byte order.
     order = sorted(range(len(names)), key=names.__getitem__)
     staged = tuple(names[i] for i in order)

@@ -19,7 +19,7 @@ import numpy as np
 
 from grader import jsonio
 from grader.data.task import Document, Query
-from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, blind
+from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, Preblinded, blind
 
 PROTOCOL_VERSION = 1
 _Item = TypeVar("_Item", Query, Document)
@@ -70,14 +70,15 @@ def stage_task(
     top_k: int,
     queries: list[Query],
     documents: list[Document],
-    key: BlindingKey,
+    key: BlindingKey | Preblinded,
     query_prefix: str = "",
     document_prefix: str = "",
 ) -> StagedTask:
     """Write ``task.json``, ``queries.jsonl`` and ``corpus.jsonl`` into ``folder``, under pseudonyms sorted by pseudonym.
 
     ``key`` is the blinding key: the same key, task and ids always stage the same
-    files, whatever the order of ``queries`` and ``documents``.
+    files, whatever the order of ``queries`` and ``documents``. A worker's exported copy
+    (:class:`Preblinded`) is staged as it is: its ids already are the pseudonyms.
     """
     ordered_queries = sorted(queries, key=lambda q: q.id.encode("utf-8", "surrogatepass"))
     # Both computed (and collision-checked) before anything is written.
@@ -110,7 +111,9 @@ def stage_task(
     )
 
 
-def staged_ids(key: BlindingKey, task: str, queries: Sequence[Query], documents: Sequence[Document]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def staged_ids(
+    key: BlindingKey | Preblinded, task: str, queries: Sequence[Query], documents: Sequence[Document]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The query and document ids a container of ``task`` sees under ``key`` (pseudonyms, in the staged files' order), without staging."""
     return blind(key, task, QUERY, [q.id for q in queries]).staged, blind(key, task, DOCUMENT, [d.id for d in documents]).staged
 

@@ -71,6 +71,8 @@ class WorkerProcess:
     log: Path
     server_url: str
     broker: str
+    #: the data copy `grader admin export-worker-data` wrote (pseudonymous ids, no judgements)
+    data: Path | None = None
     process: subprocess.Popen[bytes] | None = None
 
     def start(self, server_url: str | None = None) -> WorkerProcess:
@@ -86,6 +88,7 @@ class WorkerProcess:
             str(self.key_dir),
             "--min-free-disk",
             "10m",
+            *(["--data", str(self.data)] if self.data is not None else []),
         ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
@@ -122,8 +125,11 @@ class Deployment:
 
     def add_worker(self, name: str, *, server_url: str | None = None) -> WorkerProcess:
         token = admin(self.server.state, "add-worker", name, database=self.server.database).strip()
+        data = self.root / "worker-data"
+        if not data.exists():  # as deploy.md's step 7: one export, copied to every worker
+            admin(self.server.state, "export-worker-data", "--out", str(data), database=self.server.database)
         worker = WorkerProcess(
-            name, token, self.root / "keys" / name, self.root / f"worker-{name}.log", server_url or self.server.url, self.server.broker
+            name, token, self.root / "keys" / name, self.root / f"worker-{name}.log", server_url or self.server.url, self.server.broker, data
         )
         self.workers.append(worker.start())
         return worker

@@ -41,6 +41,7 @@ from grader.hosting.services.submission_rows import received_submission
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run
+from grader.sandbox.blinding import DOCUMENT, QUERY, blind
 from tests.hosting.support import write_competition
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -273,7 +274,10 @@ def post_runs(
     expect: str,
     tamper: Callable[[str, bytes], bytes] | None = None,
 ) -> None:
-    """Put a random ranking of each task (of a few of its documents) as compact runs, then post the ``facts`` naming them."""
+    """Put a random ranking of each task (of a few of its documents) as compact runs, then post the ``facts`` naming them.
+
+    As a worker does: under the pseudonyms of its data copy (the competition's key), indexes into their canonical order.
+    """
     headers = {"Authorization": f"Bearer {world.worker_token}"}
     digests: dict[str, str] = {}
     for name, data in random_runs(world, rng).items():
@@ -301,8 +305,12 @@ def random_runs(world: World, rng: random.Random) -> dict[str, bytes]:
             relevant = sorted(judged[q])[: rng.randint(0, 1)]
             ranked = (docs[: rng.randint(0, 9)] + relevant + docs)[:10]
             rankings[q] = {d: float(10 - i) for i, d in enumerate(dict.fromkeys(ranked))}
-        run = Run.from_mapping(rankings)
-        runs[name] = encode_run(run, corpus=corpus, queries=queries, depth=DEPTH)
+        key = world.ctx.blinding_key
+        assert key is not None
+        documents, judged_ids = blind(key, name, DOCUMENT, list(corpus)), blind(key, name, QUERY, list(queries))
+        to_doc, to_query = {real: p for p, real in documents.real_of.items()}, {real: p for p, real in judged_ids.real_of.items()}
+        run = Run.from_mapping({to_query[q]: {to_doc[d]: score for d, score in ranked.items()} for q, ranked in rankings.items()})
+        runs[name] = encode_run(run, corpus=documents.staged, queries=judged_ids.staged, depth=DEPTH)
     return runs
 
 

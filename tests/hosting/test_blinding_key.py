@@ -2,13 +2,15 @@
 
 Created 0600 at the first start beside the partition secret, its id recorded
 and published from day one (``/api/v1/partition``, ``/api/v1/competition``),
-the key itself only after the end; a replaced key file is refused; every job
-carries the key to its worker; a report staged under another key is not
+the key itself only after the end; a replaced key file is refused; no job or
+claim answer carries the key (workers hold a pseudonymous copy of the data,
+tests/hosting/test_worker_data.py); a report staged under another key is not
 accepted (a platform failure: the job goes back to the queue).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import stat
@@ -17,9 +19,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from grader.data.registry import resolve_benchmark
 from grader.hosting.api.app import create_app
 from grader.hosting.errors import HostingError
-from grader.hosting.grading_adapter import blinding_key_from_job
 from grader.hosting.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
@@ -66,17 +68,22 @@ def test_a_replaced_or_readable_key_file_is_refused(world: World) -> None:
 
 
 @pytest.mark.slow  # the server scores the posted runs in a child process
-def test_jobs_carry_the_key_and_a_report_under_another_key_is_not_accepted(world: World) -> None:
+def test_no_job_carries_the_key_and_a_report_under_another_key_is_not_accepted(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     key = world.ctx.blinding_key
     assert key is not None
     other = BlindingKey(bytes(32)).report()
     seed(world, "alice", "alice-other-key", 0.5, through=client, blinding=other, expect="requeued")
     response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {world.worker_token}"})
+    # The claim answer, as sent: no field names the key, and its bytes are nowhere in it (hex or base64).
+    assert response.status_code == 200 and "blinding_key" not in response.json()
+    assert key.secret.hex() not in response.text and base64.b64encode(key.secret).decode() not in response.text
     job = Job.model_validate_json(response.content)  # as the worker reads it
-    assert job.blinding_key == key.secret.hex()
-    assert blinding_key_from_job(job) == key
-    # Logging a job (its repr or str) never shows the key.
-    assert key.secret.hex() not in repr(job) and key.secret.hex() not in str(job)
+    assert not hasattr(job, "blinding_key") and key.secret.hex() not in job.model_dump_json()
+    # What it names instead: the judged queries' pseudonyms (never a real id) and the copy's digests.
+    benchmark = resolve_benchmark(world.ctx.benchmark_target)
+    real = {query for name in job.tasks for query in benchmark.task(name).qrels(job.split)}
+    named = {query for ids in job.judged.values() for query in ids}
+    assert named and all(query[0] == "q" and len(query) == 25 for query in named) and not named & real
     # Under the competition's key the same kind of report is accepted (the default of the seeding helper).
     seed(world, "bob", "bob-right-key", 0.5, through=client)

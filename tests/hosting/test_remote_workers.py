@@ -78,14 +78,18 @@ def test_add_worker_refuses_a_bad_key_and_a_local_name(tmp_path: Path) -> None:
 
 
 def test_data_digest_check_before_grading(tmp_path: Path) -> None:
-    """A worker checks corpus, queries and the job's judged ids; it needs no judgements, and refuses a job that pins them."""
-    import shutil
-
+    """A worker checks its pseudonymous copy's corpus, queries and the job's judged ids; it refuses real data and a job that pins the judgements."""
+    from grader.data.benchmark import load_benchmark_folder
     from grader.data.registry import resolve_benchmark
+    from grader.hosting.worker_data import export_worker_data, pseudonymous_judged
+    from grader.sandbox.blinding import BlindingKey
 
     benchmark = resolve_benchmark("mini")
     task = benchmark.task("text2code")
-    judged = list(task.qrels("test"))
+    key = BlindingKey(bytes(range(32)))
+    copy = tmp_path / "copy"
+    export_worker_data(benchmark, ["text2code"], ["test"], key, copy)
+    judged = pseudonymous_judged(key, "text2code", task.qrels("test"))
     job = Job(
         submission_id="s",
         attempt=1,
@@ -99,23 +103,20 @@ def test_data_digest_check_before_grading(tmp_path: Path) -> None:
         track="hidden",
         limits={},
         judged={"text2code": judged},
-        ranking_digests={"text2code": task.ranking_digest(judged)},
+        ranking_digests={"text2code": load_benchmark_folder(copy).task("text2code").ranking_digest(judged)},
     )
-    assert data_mismatch(job) is None
+    assert data_mismatch(job, copy) is None
     wrong = job.model_copy(update={"ranking_digests": {"text2code": "0" * 64}})
-    assert "text2code" in str(data_mismatch(wrong))
+    assert "text2code" in str(data_mismatch(wrong, copy))
     other_ids = job.model_copy(update={"judged": {"text2code": judged[1:]}})  # the digest names the judged ids too
-    assert "text2code" in str(data_mismatch(other_ids))
-    assert "unusable" in str(data_mismatch(job.model_copy(update={"benchmark": "/nonexistent/benchmark"})))
-    # a worker's copy of the data without any qrels file passes the same check ...
-    copy = tmp_path / "mini"
-    shutil.copytree(benchmark.root, copy)
-    for qrels in copy.glob("*/qrels"):
-        shutil.rmtree(qrels)
-    assert not list(copy.rglob("*.tsv*")) and data_mismatch(job.model_copy(update={"benchmark": str(copy)})) is None
-    # ... and a job that pins the whole split (judgements included) is refused
+    assert "text2code" in str(data_mismatch(other_ids, copy))
+    assert "unusable" in str(data_mismatch(job, tmp_path / "nonexistent"))
+    assert "no data copy" in str(data_mismatch(job, None))
+    # the benchmark's own data (real ids, judgements) is no copy: refused before anything is staged
+    assert "not a worker data copy" in str(data_mismatch(job, benchmark.root))
+    # a job that pins the whole split (judgements included) is refused
     pinned = job.model_copy(update={"data_digests": {"text2code": task.split_digest("test")}})
-    assert "refuses" in str(data_mismatch(pinned))
+    assert "refuses" in str(data_mismatch(pinned, copy))
 
 
 @pytest.mark.slow

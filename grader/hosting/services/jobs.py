@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from grader.data.registry import resolve_benchmark
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
@@ -23,26 +21,24 @@ from grader.hosting.principal import Principal
 from grader.hosting.services import lifecycle, replication, run_scoring
 from grader.hosting.services.results import accept_result
 from grader.hosting.services.run_scoring import scored_payload
+from grader.hosting.services.worker_copy import ranking_data
 from grader.hosting.services.workers import job_refusal, record_key
 
 #: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
 POLL_S = 0.5
 
 
-@cache
-def _ranking_data(benchmark_target: str, tasks: tuple[str, ...], split: str) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Per task, the judged query ids of ``split`` and the digest of what a worker ranks on (read once per split)."""
-    benchmark = resolve_benchmark(benchmark_target)
-    judged = {name: list(benchmark.task(name).qrels(split)) for name in tasks}
-    return judged, {name: benchmark.task(name).ranking_digest(judged[name]) for name in tasks}
-
-
 def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
     with ctx.db.session() as session:
         submission = session.get(Submission, claim.submission_id)
         assert submission is not None
-        # Workers get the judged query ids and a digest of what they rank on; never the judgements (issue 22 item 1).
-        judged, ranking_digests = _ranking_data(ctx.benchmark_target, tuple(ctx.tasks), submission.split)
+        split = submission.split
+    # Workers get the judged queries' pseudonyms and the digest of their pseudonymous copy; never the judgements,
+    # the real ids or the blinding key (issue 22 item 1). Read outside the session: the first job exports the copy.
+    judged, ranking_digests = ranking_data(ctx, split)
+    with ctx.db.session() as session:
+        submission = session.get(Submission, claim.submission_id)
+        assert submission is not None
         return Job(
             submission_id=submission.id,
             attempt=claim.attempt,
@@ -57,8 +53,6 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             limits=limits_to_json(ctx.competition.limits),
             judged=judged,
             ranking_digests=ranking_digests,
-            # Whoever stages the containers needs the key (docs/protocol.md); workers still hold the judgements' data pin (issue 22 item 1 open).
-            blinding_key=None if ctx.blinding_key is None else ctx.blinding_key.secret.hex(),
             max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
             max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
         )

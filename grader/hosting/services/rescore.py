@@ -25,6 +25,7 @@ from sqlalchemy import func, select, update
 
 from grader import jsonio
 from grader.errors import ReportError, TaskFailure
+from grader.hosting.blinding import BLINDING_FILE
 from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission, Worker
@@ -156,7 +157,9 @@ def _scored_report(rescorer: Rescorer, source: _Source) -> dict[str, Any]:
             hint="`grader admin rejudge ID` grades it again on a worker",
         )
     try:
-        return score_in_child(scoring_job(target, source.split, tasks, facts, runs))
+        key_file = rescorer.state.keys / BLINDING_FILE  # the runs index the workers' pseudonymous copy
+        job = scoring_job(target, source.split, tasks, facts, runs, blinding_key_file=key_file if key_file.is_file() else None)
+        return score_in_child(job)
     except (TaskFailure, ReportError) as error:
         why = error.detail if isinstance(error, TaskFailure) else str(error)
         raise HostingError(f"{source.submission_id}: its stored runs cannot be scored: {why}") from None

@@ -25,6 +25,7 @@ from grader.errors import ReportError, TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.score_process import score_in_child
+from grader.hosting.blinding import BLINDING_FILE
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.grading_adapter import DEPTH
@@ -91,8 +92,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def scoring_job(benchmark_target: str, split: str, tasks: list[str], facts: dict[str, Any], runs: dict[str, str]) -> dict[str, Any]:
-    """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike."""
+def scoring_job(
+    benchmark_target: str, split: str, tasks: list[str], facts: dict[str, Any], runs: dict[str, str], *, blinding_key_file: Path | None
+) -> dict[str, Any]:
+    """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike.
+
+    ``blinding_key_file``: the competition's key, whose pseudonyms the runs index (the key itself never travels in a job).
+    """
     return {
         "benchmark": benchmark_target,
         "split": split,
@@ -101,6 +107,7 @@ def scoring_job(benchmark_target: str, split: str, tasks: list[str], facts: dict
         "runs": runs,
         "top_k": DEPTH,
         "policy": HOSTED_POLICY.value,
+        "blinding_key_file": None if blinding_key_file is None else str(blinding_key_file),
     }
 
 
@@ -126,7 +133,9 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
     # Kept beside the runs: with them, a later re-scoring needs nothing from the worker (issue 22 item 4).
     atomic_write_bytes(folder / "facts.json", jsonio.dumps(payload["facts"], ensure_ascii=True).encode("ascii"))
     ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, submission.split)  # what the runs index: a re-scoring checks it
-    job = scoring_job(ctx.benchmark_target, submission.split, ctx.tasks, payload["facts"], runs)
+    # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).
+    key_file = None if ctx.blinding_key is None else ctx.state.keys / BLINDING_FILE
+    job = scoring_job(ctx.benchmark_target, submission.split, ctx.tasks, payload["facts"], runs, blinding_key_file=key_file)
     try:
         report = score_in_child(job)
     except (TaskFailure, ReportError) as error:

@@ -1,8 +1,9 @@
 """What a worker checks before a job and cleans after it: its data, its free disk, the submission's image.
 
-- Data: the job names the pinned digest of every task's split; a worker whose
-  copy differs must never produce a score on other data (the job fails INFRA
-  on this worker and goes back to the queue).
+- Data: the job names the digest of every task's pseudonymous copy (corpus,
+  queries, judged ids: what ``grader admin export-worker-data`` writes); a worker
+  whose copy differs, or that holds the benchmark's own data instead, must never
+  rank other data (the job fails INFRA on this worker and goes back to the queue).
 - Disk: shared workers run out of space (codalab-competitions #2996, #3555):
   a worker below its free-space floor claims nothing until space returns.
 - Images: a submission's ``docker save`` tar is loaded untagged for its grading;
@@ -28,15 +29,20 @@ log = logging.getLogger("grader.worker")
 _MAX_MANIFEST = 1 << 20
 
 
-def data_mismatch(job: Job) -> str | None:
-    """None when this machine's corpus, queries and the job's judged ids have the job's digests; else what differs (no judgements needed)."""
+def data_mismatch(job: Job, data: Path | None) -> str | None:
+    """None when the copy in ``data`` (corpus, queries, the job's judged ids) has the job's digests; else what differs (no judgements needed)."""
     from grader.data.registry import resolve_benchmark
 
     if any(job.data_digests.values()):
         # A pin of the whole split asks this worker to hold the judgements: workers rank without them (issue 22).
         return "the job pins the judgements (qrels): this worker ranks without them and refuses such a job"
+    if data is None:
+        return "this worker has no data copy (set GRADER_WORKER_DATA to the folder `grader admin export-worker-data` wrote)"
     try:
-        benchmark = resolve_benchmark(job.benchmark)
+        from grader.hosting.worker_data import copy_key
+
+        copy_key(data)  # a folder with the benchmark's own data has no manifest: refused before anything is staged
+        benchmark = resolve_benchmark(str(data))
         for name in job.tasks:
             if name not in job.judged or name not in job.ranking_digests:
                 return f"task {name}: the job names no judged queries or no digest of them"
@@ -44,7 +50,7 @@ def data_mismatch(job: Job) -> str | None:
             if job.ranking_digests[name] != have:
                 return f"task {name} split {job.split}: pinned {job.ranking_digests[name]}, here {have}"
     except Exception as error:  # missing or unreadable data is a mismatch too, never a grade
-        return f"benchmark {job.benchmark!r} unusable here: {type(error).__name__}: {error}"
+        return f"the data copy {str(data)!r} is unusable here: {type(error).__name__}: {error}"
     return None
 
 

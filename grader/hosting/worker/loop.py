@@ -27,11 +27,13 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, blinding_key_from_job, limits_from_json
+from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.settings import environment
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
+from grader.hosting.worker_data import copy_key
 from grader.hosting.worker_signing import sign_result
 
 log = logging.getLogger("grader.worker")
@@ -181,7 +183,10 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
         with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
             work = Path(scratch)
             upload = work / "upload.tar.gz"
-            mismatch = data_mismatch(job)
+            # The pseudonymous copy the server exported: the worker never sees the real ids or the key (issue 22 item 1).
+            folder = environment().worker_data
+            data = Path(folder) if folder else None
+            mismatch = data_mismatch(job, data)
             if mismatch is not None:
                 payload = WorkerResult(
                     attempt=attempt, failure_code=FailureCode.INFRA, message=f"benchmark data on this worker does not match the pin: {mismatch}"
@@ -195,12 +200,13 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
             else:
+                assert data is not None  # data_mismatch says so otherwise
                 request = GradeRequest(
-                    benchmark=job.benchmark,
+                    benchmark=str(data),
                     tasks=list(job.tasks),
                     split=job.split,
                     limits=limits_from_json(job.limits),
-                    blinding_key=blinding_key_from_job(job),
+                    blinding_key=copy_key(data),
                     max_unpack_ratio=job.max_unpack_ratio,
                     max_unpacked_bytes=job.max_unpacked_bytes,
                     judged={name: list(ids) for name, ids in job.judged.items()},
