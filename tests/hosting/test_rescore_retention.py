@@ -32,7 +32,8 @@ from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.server import Reaper
 from grader.hosting.services.retention import plan
 from grader.reports.signing import ENVELOPE_NAME
-from grader.runs.compact import canonical_order, decode_run
+from grader.runs.compact import decode_run
+from grader.sandbox.blinding import DOCUMENT, QUERY, blind
 from tests.hosting.leaderboard_world import World, make_world, seed
 from tests.hosting.support import admin
 
@@ -85,13 +86,19 @@ def _counts(world: World) -> dict[str, int]:
 
 
 def _stored_rankings(world: World, submission_id: str, attempt: int, task: str) -> dict[str, dict[str, float]]:
-    """The run the worker put for ``task``, decoded over the (unchanged) corpus and judged queries."""
+    """The run the worker put for ``task``, decoded over the (unchanged) corpus and judged queries, under the real ids.
+
+    The worker's run indexes its pseudonymous copy: decoded over the pseudonyms' order, then named by the real ids.
+    """
     data = resolve_benchmark(world.ctx.benchmark_target).task(task)
     qrels = data.qrels("test")
-    corpus = canonical_order([d.id for d in data.iter_corpus()])
-    judged = canonical_order([q.id for q in data.iter_queries() if q.id in qrels])
+    key = world.ctx.blinding_key
+    assert key is not None
+    documents = blind(key, task, DOCUMENT, [d.id for d in data.iter_corpus()])
+    queries = blind(key, task, QUERY, [q.id for q in data.iter_queries() if q.id in qrels])
     raw = (world.ctx.state.runs_dir(submission_id, attempt) / f"{task}.run").read_bytes()
-    return decode_run(raw, documents=len(corpus), queries=len(judged), depth=DEPTH).to_run(corpus, judged).to_mapping()
+    run = decode_run(raw, documents=len(documents.staged), queries=len(queries.staged), depth=DEPTH).to_run(documents.staged, queries.staged)
+    return {queries.real_of[q]: {documents.real_of[d]: s for d, s in ranked.items()} for q, ranked in run.to_mapping().items()}
 
 
 def _qrels_file(world: World, task: str) -> Path:
