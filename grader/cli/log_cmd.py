@@ -78,7 +78,8 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
 @click.option(
     "--board",
     is_flag=True,
-    help="With a URL (http://HOST/log): also check every public board row against its logged report (HOST/api/v1/leaderboard).",
+    help="With a URL (http://HOST/log): also check the boards (HOST/api/v1/leaderboard): before the end every public row "
+    "against its logged report, after the reveal the final boards against the reveal's digests.",
 )
 def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool) -> None:
     """Check a whole log: SOURCE is a folder holding its checkpoint and tiles as the server serves them, or the
@@ -110,7 +111,7 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     summary = audit_entries(contents.entries)
     if board and not remote:
         raise UsageError("--board needs the log's URL (http://HOST/log)")
-    rows = check_served_board(source, contents.entries) if board else None
+    board_line = check_served_board(source, contents.entries) if board else None
     if remote:
         save_seen(contents.note, contents.checkpoint)
     checkpoint = contents.checkpoint
@@ -120,8 +121,8 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     if summary.retracted:
         click.echo("retracted: " + ", ".join(str(index) for index in summary.retracted))
     click.echo("reveal: checked against entry 0" if summary.revealed else "reveal: not yet")
-    if rows is not None:
-        click.echo(f"board: {rows} row(s) show the score of their logged report")
+    if board_line is not None:
+        click.echo(board_line)
 
 
 def register(group: click.Group) -> None:

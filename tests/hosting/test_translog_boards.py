@@ -4,7 +4,7 @@ its logged report (grader/translog/boards.py), so that a score changed in the da
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.db.models import FinalChoice
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.translog.audit import audit_entries
-from grader.translog.boards import check_board, logged_envelopes
+from grader.translog.boards import check_board, check_boards_against_log, logged_envelopes
 from grader.translog.checkpoint import open_checkpoint
 from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
 from grader.translog.errors import LogVerificationError
@@ -31,6 +31,17 @@ def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
     seed_demo(built)
     yield built
     built.ctx.db.dispose()
+
+
+def _reader(client: TestClient) -> Callable[[str], bytes]:
+    """A host path's body, as `grader log audit --board` fetches it (any answer but 200 fails)."""
+
+    def read(path: str) -> bytes:
+        answer = client.get("/" + path)
+        assert answer.status_code == 200, (path, answer.status_code)
+        return answer.content
+
+    return read
 
 
 def _served_entries(client: TestClient, world: World) -> list[bytes]:
@@ -58,6 +69,7 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     board = client.get("/api/v1/leaderboard").json()
     rows = sum(len(b["entries"]) for b in board["boards"])
     assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
+    assert check_boards_against_log(entries, _reader(client)) == f"board: {rows} row(s) show the score of their logged report"
     # the host points one row's result at another participant's signed report: the board moves, the logged report does not
     every = [row for b in board["boards"] for row in b["entries"]]
     target = every[0]
@@ -86,6 +98,8 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
     assert answer.status_code == 200, answer.text
     admin(world.state, "end", "--yes", database=world.database)
+    # after the end the rows link full reports (the full split's score, not the part's): no row check until the reveal
+    assert "not checked: the competition ended" in check_boards_against_log(_served_entries(client, world), _reader(client))
     said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     entries = _served_entries(client, world)
     assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
@@ -98,6 +112,7 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     for part in ("public", "private"):
         served = client.get("/api/v1/leaderboard", params={"part": part}).json()
         assert hashlib.sha256(rfc8785.dumps(served)).hexdigest() == reveal[f"{part}_board_sha256"], part
+    assert check_boards_against_log(entries, _reader(client)) == "board: the final public and private boards are the ones the reveal logged"
     # after the reveal anyone opens every entry: each report entry names one of the participants
     identifier = bytes.fromhex(reveal["identifier_key"])
     reports = [decode_entry(entry) for entry in entries if decode_entry(entry)["kind"] == "report"]
@@ -106,3 +121,9 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     )
     with pytest.raises(AssertionError, match="already holds the reveal"):
         admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    # a final board changed in the database after the reveal (a row's submission renamed): the audit's --board check catches it
+    with world.ctx.db.engine.begin() as connection:
+        connection.execute(text("UPDATE submissions SET name = 'renamed after the reveal'"))
+    board_cache.clear()  # as a restarted server
+    with pytest.raises(LogVerificationError, match="the public board served now is not the final public board the reveal logged"):
+        check_boards_against_log(entries, _reader(client))
