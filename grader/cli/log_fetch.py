@@ -26,6 +26,7 @@ from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import consistency_proof
 from grader.translog.mirror import CHECKPOINT_NAME
 from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.translog.published import check_published
 from grader.translog.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, bundles_for_size, tiles_for_size
 
 _TILE_BYTES = TILE_WIDTH * 32
@@ -167,3 +168,10 @@ def check_served_board(log_url: str, entries: Sequence[bytes]) -> str:
         entries,
         lambda path: fetch(base, path, _BOARD_BYTES if path.startswith("api/v1/leaderboard?") or path == "api/v1/leaderboard" else _REPORT_BYTES),
     )
+
+
+def check_served_host(log_url: str, entries: Sequence[bytes]) -> str:
+    """Check what the host at ``log_url`` (``http://HOST/log``) publishes beside its log against entry 0
+    (:func:`grader.translog.published.check_published`); the line to print."""
+    base = log_url.rstrip("/").removesuffix("/log")
+    return check_published(entries, lambda path: fetch(base, path, _BOARD_BYTES))

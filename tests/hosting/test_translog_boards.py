@@ -4,22 +4,26 @@ its logged report (grader/translog/boards.py), so that a score changed in the da
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import FinalChoice
 from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.reports.keys import public_key_pem
 from grader.translog.audit import audit_entries
 from grader.translog.boards import check_board, check_boards_against_log, logged_envelopes
 from grader.translog.checkpoint import open_checkpoint
 from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
 from grader.translog.errors import LogVerificationError
+from grader.translog.published import check_published
 from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import admin
@@ -70,6 +74,23 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     rows = sum(len(b["entries"]) for b in board["boards"])
     assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
     assert check_boards_against_log(entries, _reader(client)) == f"board: {rows} row(s) show the score of their logged report"
+    # entry 0 is what the host publishes beside the log; a host serving anything else is caught
+    assert check_published(entries, _reader(client)).startswith("host: serves entry 0's partition commitment and host key")
+    partition = client.get("/api/v1/partition").json()
+    task = sorted(partition["data_digests"]["tasks"])[0]
+    for path, changed, fault in (
+        ("api/v1/partition", {**partition, "commitment": "0" * 64}, "partition commitment served"),
+        ("api/v1/partition", {**partition, "secret": "00" * 32}, "secret served does not open"),
+        (
+            "api/v1/partition",
+            {**partition, "data_digests": {"tasks": {**partition["data_digests"]["tasks"], task: {"test": "1" * 64}}}},
+            "data digests",
+        ),
+        ("host-key.pub", public_key_pem(Ed25519PrivateKey.generate().public_key()), "host key served"),
+    ):
+        served = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
+        with pytest.raises(LogVerificationError, match=fault):
+            check_published(entries, lambda asked, path=path, served=served: served if asked == path else _reader(client)(asked))
     # the host points one row's result at another participant's signed report: the board moves, the logged report does not
     every = [row for b in board["boards"] for row in b["entries"]]
     target = every[0]
@@ -113,6 +134,7 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
         served = client.get("/api/v1/leaderboard", params={"part": part}).json()
         assert hashlib.sha256(rfc8785.dumps(served)).hexdigest() == reveal[f"{part}_board_sha256"], part
     assert check_boards_against_log(entries, _reader(client)) == "board: the final public and private boards are the ones the reveal logged"
+    assert check_published(entries, _reader(client)).startswith("host: ")  # the secret now served opens entry 0's commitment
     # after the reveal anyone opens every entry: each report entry names one of the participants
     identifier = bytes.fromhex(reveal["identifier_key"])
     reports = [decode_entry(entry) for entry in entries if decode_entry(entry)["kind"] == "report"]
