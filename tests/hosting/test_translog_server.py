@@ -1,7 +1,8 @@
 """The transparency log through a real `grader serve` (issue 24): one server for the module, restarted only where a
 test is about a restart.
 
-What a participant gets (a receipt with its proof and entry key; a report with its proof), what `grader verify --log`
+What a participant gets (a receipt with its proof and entry key; a report with its proof), a grade failed without a
+report logged as its outcome, what `grader verify --log`
 and `grader log audit URL` check, what the log routes never show, and the tampering each catches: a database
 restored from an older copy (the server refuses to start and says why), a history rewritten and re-signed, and a
 report deleted with its entry and the tree re-signed (verify and audit print both signed checkpoints; the report and
@@ -251,6 +252,19 @@ def test_admin_events_are_logged_and_a_retraction_is_an_entry_not_a_deletion(ser
     assert [decode_entry(entry)["kind"] for entry in entries[before:]] == ["receipt", "cancellation", "retraction"]
     audit = _cli(served, "log", "audit", f"{served.server.url}/log", "--log-key", served.vkey)
     assert audit.returncode == 0 and f"retracted: {before}" in audit.stdout, audit.stdout + audit.stderr
+
+
+def test_a_grade_that_failed_without_a_report_is_logged_as_its_outcome(served: Served) -> None:
+    before = len(_entries(served))
+    HostingClient(served.server.url, served.token).submit(EXAMPLE, sample=True)  # at least one job waits
+    client = httpx.Client(base_url=served.server.url, headers={"Authorization": f"Bearer {served.worker}"}, timeout=30)
+    job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+    answer = client.post(f"/api/v1/worker/jobs/{job['submission_id']}/result", json={"attempt": job["attempt"], "failure_code": "OOM"})
+    client.close()
+    assert answer.status_code == 200 and answer.json() == {"status": "accepted", "state": "failed"}, answer.text
+    added = [decode_entry(entry) for entry in _entries(served)[before:]]
+    assert [entry["kind"] for entry in added] == ["receipt", "outcome"]
+    assert (added[1]["status"], added[1]["failure_code"], added[1]["attempt"]) == ("failed", "OOM", job["attempt"])
 
 
 def test_a_database_restored_from_an_older_copy_is_refused_at_start(served: Served) -> None:
