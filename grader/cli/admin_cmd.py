@@ -108,13 +108,26 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
 
 
 @admin.command("runs")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
+    help="The competition file, for its [retention] policy (default: the one `grader serve` last ran with on this --state).",
+)
 @click.pass_context
-def runs(ctx: click.Context) -> None:
-    """The workers' compact runs the server keeps (for re-scoring): how many, and the bytes they hold."""
-    from grader.hosting.storage import StateDir
+def runs(ctx: click.Context, competition_file: Path | None) -> None:
+    """The workers' compact runs the server keeps (for re-scoring): how many, the bytes they hold, and what the retention policy removes."""
+    from grader.hosting.services import admin as service
+    from grader.hosting.storage import StateDir, recorded_competition_file
 
     submissions, count, size = StateDir(ctx.obj["state"]).runs_held()
     click.echo(f"{count} compact run(s) of {submissions} submission(s): {size} bytes ({size / 1e6:.1f} MB) in {ctx.obj['state'] / 'runs'}")
+    if competition_file is None and recorded_competition_file(ctx.obj["state"]) is None:
+        click.echo("retention: pass --competition FILE to see what its [retention] policy removes")
+        return
+    click.echo(service.runs_plan(_db(ctx), ctx.obj["state"], _competition(competition_file, ctx)).summary())
 
 
 @admin.command("history")
@@ -157,16 +170,50 @@ def _competition(path: Path | None, ctx: click.Context | None = None):  # type: 
 @click.argument("submission_id", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every scored or failed submission.")
 @click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(1, 20))
+@click.option(
+    "--rescore",
+    is_flag=True,
+    help="Score the stored runs again against the data as it is now (a corrected qrels, a new measure): no worker runs anything.",
+)
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    envvar="GRADER_COMPETITION",
+    help="With --rescore: the competition file (default: the one `grader serve` last ran with on this --state).",
+)
 @click.pass_context
-def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max_attempts: int) -> None:
-    """Grade SUBMISSION_ID (or --all) again; earlier results are kept. The server picks the jobs up."""
+def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max_attempts: int, rescore: bool, competition_file: Path | None) -> None:
+    """Grade SUBMISSION_ID (or --all) again; earlier results are kept. The server picks the jobs up.
+
+    With --rescore nothing is graded again: the runs the workers returned are scored again on the server, each a new signed result.
+    """
     from grader.errors import UsageError
     from grader.hosting.services import admin as service
 
     if bool(submission_id) == everything:
         raise UsageError("give one SUBMISSION_ID or --all")
+    if rescore:
+        _rescore(ctx, submission_id, competition_file)
+        return
     done, missed = service.rejudge(_db(ctx), submission_id, max_attempts=max_attempts, host_log=_log(ctx))
     click.echo(f"queued {len(done)} submission(s) for rejudging" + (f"; not finished or unknown: {missed}" if missed else ""))
+
+
+def _rescore(ctx: click.Context, submission_id: str | None, competition_file: Path | None) -> None:
+    """``rejudge --rescore``: each re-scored submission on a line; refusals on stderr, then a non-zero exit."""
+    from grader.hosting.errors import HostingError
+    from grader.hosting.services import admin as service
+
+    done, refused = service.rescore(_db(ctx), ctx.obj["state"], _competition(competition_file, ctx), submission_id, host_log=_log(ctx))
+    for sid, result_id, score in done:
+        click.echo(f"{sid}  re-scored: result {result_id}, score {'-' if score is None else repr(score)}")
+    for line in refused:
+        click.echo(f"refused: {bounded(line, 800)}", err=True)
+    click.echo(f"re-scored {len(done)} submission(s)" + (f"; refused {len(refused)}" if refused else ""))
+    if refused:
+        raise HostingError(f"{len(refused)} submission(s) could not be re-scored (each named above)")
 
 
 @admin.command("cancel")

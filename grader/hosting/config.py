@@ -73,6 +73,23 @@ class ShardSettings:
     search_memory: int = 256 << 20
 
 
+#: Retention policies of the workers' compact runs (``[retention] runs``).
+RETAIN_ALL = "all"
+RETAIN_FINALS_AND_BEST = "finals-and-best"
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """What the server keeps of the workers' compact runs (``state/runs/``; docs/hosting.md#retention).
+
+    ``all``: every run, for ever. ``finals-and-best``: every run until the end; after it, only the
+    runs of each participant's finals and of their best entry on each board (what a re-scoring of
+    the boards needs); the server removes the rest (:mod:`grader.hosting.services.retention`).
+    """
+
+    runs: str = RETAIN_ALL
+
+
 @dataclass(frozen=True)
 class LeaderboardSettings:
     """The public share of the hidden queries, how many finals a participant picks, and the statistics' resamples and seed."""
@@ -109,6 +126,7 @@ class Competition:
     queue: QueueTiming = field(default_factory=QueueTiming)
     leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
     sharding: ShardSettings = field(default_factory=ShardSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -239,6 +257,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         queue=queue,
         leaderboard=LeaderboardSettings(**doc.get("leaderboard", {})),
         sharding=sharding,
+        retention=RetentionSettings(**doc.get("retention", {})),
     )
 
 

@@ -14,9 +14,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from grader.hosting.api.app import create_app
 from grader.hosting.blinding import ensure_competition_blinding_key
-from grader.hosting.config import Competition
+from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
+from grader.hosting.leaderboard.board import BoardSettings
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret
 from grader.hosting.log_key import ensure_log_key, log_origin
@@ -25,6 +26,7 @@ from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
 from grader.hosting.services.result_size import job_result_cap, run_caps
+from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.services.translog import competition_entry, open_log
 from grader.hosting.services.translog_events import log_end_if_due
@@ -138,6 +140,10 @@ def start_line(options: ServeOptions, url: str, state: Path) -> str:
     )
 
 
+#: Seconds between two prunings of the runs after the end (each walks state/runs/ and reads the boards' rows).
+PRUNE_EVERY_S = 60.0
+
+
 class Reaper(threading.Thread):
     """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``."""
 
@@ -145,6 +151,7 @@ class Reaper(threading.Thread):
         super().__init__(name="grader-reaper", daemon=True)
         self.ctx = ctx
         self.stopping = threading.Event()
+        self.next_prune = 0.0
 
     def run(self) -> None:
         queue = self.ctx.competition.queue
@@ -153,6 +160,7 @@ class Reaper(threading.Thread):
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log)
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
+                self._prune_runs()
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),
                     ("lease expired, attempt limit reached: error/INFRA", done.errored),
@@ -163,6 +171,16 @@ class Reaper(threading.Thread):
                 log_waiting(done.redispatched, done.running)
             except Exception:  # the reaper must outlive a database hiccup
                 log.exception("reaper pass failed; retrying")
+
+    def _prune_runs(self) -> None:
+        """After the end, every :data:`PRUNE_EVERY_S`: remove the runs the retention policy does not keep (docs/hosting.md#retention)."""
+        if self.ctx.competition.retention.runs == RETAIN_ALL or time.monotonic() < self.next_prune:
+            return
+        self.next_prune = time.monotonic() + PRUNE_EVERY_S
+        board = BoardSettings.of(self.ctx.competition, self.ctx.signing_key.public_key(), self.ctx.partition_secret)
+        done = prune(self.ctx.db, self.ctx.state, self.ctx.competition, board)
+        if done.remove:
+            log.info("retention: %s", done.summary())
 
 
 def log_waiting(redispatched: list[str], running: int) -> None:

@@ -120,7 +120,7 @@ class StateDir:
         return self.root / "runs" / submission_id / str(attempt)
 
     def runs_held(self) -> tuple[int, int, int]:
-        """(submissions, compact runs, bytes) of the workers' runs kept in ``runs/`` (no retention bound yet: issue 22 item 4)."""
+        """(submissions, compact runs, bytes) of the workers' runs kept in ``runs/`` (bounded by ``[retention]``: grader.hosting.services.retention)."""
         folder = self.root / "runs"
         if not folder.is_dir():
             return 0, 0, 0
@@ -130,6 +130,11 @@ class StateDir:
     def public_part_dir(self, submission_id: str, attempt: int) -> Path:
         """Where the public-part report of a scored hidden-split result is signed at its acceptance."""
         return self.result_dir(submission_id, attempt) / PUBLIC_PART_DIR
+
+    @staticmethod
+    def public_part_of(envelope_path: str | Path) -> Path:
+        """The public-part folder of the result signed at ``envelope_path``: beside it (an acceptance's, or a re-scoring's own folder)."""
+        return Path(envelope_path).parent / PUBLIC_PART_DIR
 
     def clean_tmp(self) -> int:
         """Remove uploads a crash left half-written; return how many."""

@@ -34,6 +34,7 @@ def test_example_competition_loads() -> None:
         (BASE + "[queue]\nlease_s = 5\nheartbeat_s = 10\n", "queue.heartbeat_s", "shorter"),
         (BASE + "[sharding]\nshard_documents = 0\n", "sharding.shard_documents", "minimum"),
         (BASE + '[limits]\noutput = "big"\n', "limits.output", "does not match"),
+        (BASE + '[retention]\nruns = "best"\n', "retention.runs", "is not one of"),
     ],
 )
 def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:
@@ -116,3 +117,12 @@ def test_the_log_key_is_encrypted_like_the_host_key_and_named_in_its_errors(tmp_
     monkeypatch.delenv(PASSPHRASE_ENV)
     with pytest.raises(KeyFileError, match="the log key's encryption does not match"):
         ensure_log_key(tmp_path, "grader-log/c")
+
+
+def test_retention_of_runs_is_a_competition_setting(tmp_path: Path) -> None:
+    """``[retention] runs``: every run (the default) or, after the end, the finals' and each board's best (docs/hosting.md#retention)."""
+    path = tmp_path / "c.toml"
+    path.write_text(BASE, encoding="utf-8")
+    assert load_competition(path).retention.runs == "all"
+    path.write_text(BASE + '[retention]\nruns = "finals-and-best"\n', encoding="utf-8")
+    assert load_competition(path).retention.runs == "finals-and-best"

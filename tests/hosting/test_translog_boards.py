@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from sqlalchemy import select, text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import FinalChoice
+from grader.hosting.host_key import sign_and_store
 from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.hosting.storage import StateDir
 from grader.reports.keys import public_key_pem
+from grader.reports.signing import ENVELOPE_NAME
+from grader.reports.verify import verify_envelope
 from grader.translog.audit import audit_entries
 from grader.translog.boards import check_board, check_boards_against_log, logged_envelopes
 from grader.translog.checkpoint import open_checkpoint
@@ -91,22 +96,34 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
         served = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
         with pytest.raises(LogVerificationError, match=fault):
             check_published(entries, lambda asked, path=path, served=served: served if asked == path else _reader(client)(asked))
-    # the host points one row's result at another participant's signed report: the board moves, the logged report does not
+    # The host points one row's result at a copy of another participant's result whose public-part report it signed
+    # afresh and never logged: the board moves with it, and the row's report is not in the log. (Pointed at another
+    # *logged* report, row and link move together and the check cannot tell: docs/transparency.md says so.)
     every = [row for b in board["boards"] for row in b["entries"]]
     target = every[0]
     other = next(row for row in every if row["score"] != target["score"])
     with world.ctx.db.engine.begin() as connection:
+        other_envelope = Path(
+            connection.execute(
+                text("SELECT r.envelope_path FROM results r JOIN submissions s ON s.result_id = r.id WHERE s.id = :other"),
+                {"other": other["submission"]},
+            ).scalar_one()
+        )
+    forged = other_envelope.parent.parent / "forged"
+    shutil.copytree(other_envelope.parent, forged)
+    public = StateDir.public_part_of(forged / other_envelope.name)
+    resigned = verify_envelope((public / ENVELOPE_NAME).read_bytes(), world.ctx.signing_key.public_key()).report
+    resigned["subject"]["name"] += " (re-signed)"
+    sign_and_store(resigned, world.ctx.signing_key, public)
+    with world.ctx.db.engine.begin() as connection:
         connection.execute(
-            text(
-                "UPDATE results SET envelope_path = (SELECT r.envelope_path FROM results r JOIN submissions s ON s.result_id = r.id WHERE s.id = :other)"
-                " WHERE id = (SELECT result_id FROM submissions WHERE id = :id)"
-            ),
-            {"id": target["submission"], "other": other["submission"]},
+            text("UPDATE results SET envelope_path = :forged WHERE id = (SELECT result_id FROM submissions WHERE id = :id)"),
+            {"id": target["submission"], "forged": str(forged / other_envelope.name)},
         )
     board_cache.clear()  # as a restarted server: the comparisons are cached per process
     altered = client.get("/api/v1/leaderboard").json()
     assert altered != board
-    with pytest.raises(LogVerificationError, match=f"submission '?{target['submission']}'?.*the board shows"):
+    with pytest.raises(LogVerificationError, match=f"submission '?{target['submission']}'?: its report is not in the log"):
         check_board(altered, lambda link: client.get(link).content, logged)
     # a report the log never saw is refused too
     with pytest.raises(LogVerificationError, match="its report is not in the log"):

@@ -108,10 +108,10 @@ def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, score
         ).all()
         repaired = []
         for submission_id, result, stored in rows:
-            folder = state.public_part_dir(submission_id, result.attempt)
+            assert result.envelope_path is not None  # selected so
+            folder = state.public_part_of(result.envelope_path)
             if stored is not None and (folder / ENVELOPE_NAME).is_file():
                 continue
-            assert result.envelope_path is not None  # selected so
             scored = scorer(signed_values(result.envelope_path, key.public_key()).report)
             if scored is None:
                 continue

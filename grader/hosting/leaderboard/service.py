@@ -293,7 +293,7 @@ def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     if download is Download.FULL:
         with open(result.envelope_path, "rb") as handle:
             return handle.read()
-    signed_path = ctx.state.public_part_dir(submission.id, result.attempt) / ENVELOPE_NAME
+    signed_path = ctx.state.public_part_of(result.envelope_path) / ENVELOPE_NAME  # beside the result's own report (a re-scoring's too)
     # absent for a report whose parts could not be scored (no per-query values): there is no public part to give
     return signed_path.read_bytes() if signed_path.is_file() else None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rfc8785
 from sqlalchemy import func, select
@@ -30,6 +30,10 @@ from grader.hosting.services.translog_events import log_end, log_retraction, log
 from grader.hosting.transparency import HostLog, identifier_key
 from grader.hosting.visibility import ENDED_AT_KEY, has_ended
 from grader.translog import entries
+
+if TYPE_CHECKING:
+    from grader.hosting.leaderboard.board import BoardSettings
+    from grader.hosting.services.retention import RunsPlan
 
 
 def add_participant(db: Database, name: str, team: str | None, *, baseline: bool) -> str:
@@ -238,3 +242,66 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         private_board_sha256=board_sha256(state_dir, db, competition, "private"),
     )
     return log_reveal(db, host_log, entry)
+
+
+def _board_settings(state_dir: Path, competition: Competition) -> BoardSettings | None:
+    """The board settings (host public key, partition secret) a ladder board's retention needs; None when the keys are not there."""
+    from grader.errors import GraderError
+    from grader.hosting.leaderboard.board import BoardSettings
+    from grader.hosting.leaderboard.secret import load_partition_secret
+    from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
+
+    keys = state_dir / "keys"
+    try:
+        return BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), load_partition_secret(keys))
+    except (GraderError, OSError, ValueError):
+        return None
+
+
+def runs_plan(db: Database, state_dir: Path, competition: Competition) -> RunsPlan:
+    """The compact runs held and what the competition's retention policy removes of them (``grader admin runs``)."""
+    from grader.hosting.services.retention import plan
+    from grader.hosting.storage import StateDir
+
+    board = _board_settings(state_dir, competition) if competition.leaderboard.ladder else None
+    return plan(db, StateDir(state_dir), competition, board)
+
+
+def rescore(
+    db: Database, state_dir: Path, competition: Competition, submission_id: str | None, *, host_log: HostLog | None = None
+) -> tuple[list[tuple[str, int, float | None]], list[str]]:
+    """Re-score ``submission_id``'s (None: every finished submission's) stored runs; ((id, new result, score) done, refusals).
+
+    One submission: its refusal raises :class:`HostingError`; with None each refusal is one line of the second list.
+    """
+    from grader.hosting.blinding import ensure_competition_blinding_key
+    from grader.hosting.leaderboard.parts import PartScorer
+    from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
+    from grader.hosting.services.rescore import Rescorer, rescorable
+    from grader.hosting.services.rescore import rescore as rescore_one
+    from grader.hosting.storage import StateDir
+
+    state = StateDir(state_dir)
+    keys = state_dir / "keys"
+    with db.session() as session:
+        commitment = recorded_commitment(session) or ""
+    rescorer = Rescorer(
+        db,
+        state,
+        state.ensure_host_key(),
+        competition,
+        parts=PartScorer(load_partition_secret(keys), competition.leaderboard.public_fraction, commitment),
+        blinding_key_id=ensure_competition_blinding_key(keys).key_id,
+        host_log=host_log,
+    )
+    if submission_id is not None:
+        result_id, score = rescore_one(rescorer, submission_id)
+        return [(submission_id, result_id, score)], []
+    done: list[tuple[str, int, float | None]] = []
+    refused: list[str] = []
+    for sid in rescorable(db):
+        try:
+            done.append((sid, *rescore_one(rescorer, sid)))
+        except HostingError as error:
+            refused.append(str(error))
+    return done, refused

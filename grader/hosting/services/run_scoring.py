@@ -28,6 +28,7 @@ from grader.grading.score_process import score_in_child
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.grading_adapter import DEPTH
+from grader.hosting.services import ranking_record
 from grader.hosting.services.lifecycle import holds_lease
 from grader.hosting.worker_signing import verify_result
 from grader.metrics.policy import Policy
@@ -90,6 +91,19 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def scoring_job(benchmark_target: str, split: str, tasks: list[str], facts: dict[str, Any], runs: dict[str, str]) -> dict[str, Any]:
+    """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike."""
+    return {
+        "benchmark": benchmark_target,
+        "split": split,
+        "tasks": list(tasks),
+        "facts": facts,
+        "runs": runs,
+        "top_k": DEPTH,
+        "policy": HOSTED_POLICY.value,
+    }
+
+
 def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """``payload`` with the report the server scored from the worker's runs, or with an ``INFRA`` failure why none could be.
 
@@ -111,15 +125,8 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
         runs[task] = str(path)
     # Kept beside the runs: with them, a later re-scoring needs nothing from the worker (issue 22 item 4).
     atomic_write_bytes(folder / "facts.json", jsonio.dumps(payload["facts"], ensure_ascii=True).encode("ascii"))
-    job = {
-        "benchmark": ctx.benchmark_target,
-        "split": submission.split,
-        "tasks": list(ctx.tasks),
-        "facts": payload["facts"],
-        "runs": runs,
-        "top_k": DEPTH,
-        "policy": HOSTED_POLICY.value,
-    }
+    ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, submission.split)  # what the runs index: a re-scoring checks it
+    job = scoring_job(ctx.benchmark_target, submission.split, ctx.tasks, payload["facts"], runs)
     try:
         report = score_in_child(job)
     except (TaskFailure, ReportError) as error:
