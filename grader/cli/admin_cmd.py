@@ -346,7 +346,7 @@ def revoke_worker(ctx: click.Context, name: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def list_workers(ctx: click.Context, as_json: bool) -> None:
-    """Registered workers: local or remote, key recorded, jobs running now."""
+    """Registered workers: local or remote, key recorded, jobs running now, fingerprint, replicas graded; FLAGGED when replicas disagreed with the majority."""
     from grader.hosting.services import admin as service
 
     rows = service.worker_rows(_db(ctx))
@@ -356,6 +356,8 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
     for r in rows:
         click.echo(
             f"{shown(r['name']):<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
+            f" fingerprint={(r['fingerprint'] or '-')[:12]} replicas={r['replicas']}"
+            + (f" FLAGGED: {r['dissents']} replica(s) disagreed with the majority" if r["dissents"] else "")
         )
 
 

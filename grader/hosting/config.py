@@ -119,6 +119,8 @@ class Competition:
     kinds: tuple[str, ...] = ("onnx", "docker")
     require_training_labels: bool = False
     max_attempts: int = 3
+    #: How many workers of equal fingerprint must return identical runs before an ONNX grade is accepted (docs/hosting.md, "Replicas").
+    replicas: int = 1
     quotas: Quotas = field(default_factory=Quotas)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
@@ -250,6 +252,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         kinds=tuple(doc.get("kinds", ("onnx", "docker"))),
         require_training_labels=bool(doc.get("require_training_labels", False)),
         max_attempts=int(doc.get("max_attempts", 3)),
+        replicas=int(doc.get("replicas", 1)),
         quotas=quotas,
         limits=SandboxLimits(**values),
         upload_max_bytes=upload_bytes,

@@ -34,6 +34,10 @@ class ClaimRequest(_Request):
     """A worker asks for a job."""
 
     wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
+    #: The worker's machine (grader.hosting.worker.fingerprint): replicas are paired only between equal ones (issue 22 item 5).
+    fingerprint: (
+        dict[Annotated[str, StringConstraints(max_length=40)], str | list[Annotated[str, StringConstraints(max_length=200)]] | None] | None
+    ) = Field(default=None, max_length=10, description="the worker's fingerprint: replicas of a job go only to workers of equal fingerprint")
 
 
 class Job(BaseModel):
@@ -109,7 +113,8 @@ class WorkerResult(_Request):
 
 
 class Verdict(BaseModel):
-    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued`` or ``error``."""
+    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, or ``replicated``
+    (recorded as a replica: another worker of the fingerprint grades the job, docs/hosting.md "Replicas")."""
 
     status: str
     state: str | None = None

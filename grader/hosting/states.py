@@ -26,6 +26,8 @@ class State(enum.StrEnum):
     RECEIVED = "received"
     QUEUED = "queued"
     RUNNING = "running"
+    #: graded once or more under ``replicas`` > 1 and waiting for another worker of the first replica's fingerprint
+    REPLICATING = "replicating"
     SCORED = "scored"
     FAILED = "failed"
     ERROR = "error"
@@ -45,14 +47,15 @@ class Track(enum.StrEnum):
 
 
 TERMINAL = frozenset({State.SCORED, State.FAILED, State.ERROR, State.CANCELLED})
-IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING})
+IN_FLIGHT = frozenset({State.RECEIVED, State.QUEUED, State.RUNNING, State.REPLICATING})
 
 #: Every legal move, ``from -> {to, ...}``. A state absent as a key has no way out (there is none: a rejudge re-opens every terminal state).
 TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
     {
         State.RECEIVED: frozenset({State.QUEUED, State.CANCELLED}),
         State.QUEUED: frozenset({State.RUNNING, State.CANCELLED}),
-        State.RUNNING: frozenset({State.QUEUED, State.SCORED, State.FAILED, State.ERROR, State.CANCELLED}),
+        State.RUNNING: frozenset({State.QUEUED, State.REPLICATING, State.SCORED, State.FAILED, State.ERROR, State.CANCELLED}),
+        State.REPLICATING: frozenset({State.RUNNING, State.CANCELLED}),
         State.SCORED: frozenset({State.QUEUED}),
         State.FAILED: frozenset({State.QUEUED}),
         State.ERROR: frozenset({State.QUEUED}),
@@ -92,19 +95,30 @@ class Event:
 
 
 ENQUEUE = Event("enqueue", frozenset({State.RECEIVED}), frozenset({State.QUEUED}), "an upload is stored (or the reaper finds it left received)")
-CLAIM = Event("claim", frozenset({State.QUEUED}), frozenset({State.RUNNING}), "a worker takes the job (a lease)")
+CLAIM = Event(
+    "claim",
+    frozenset({State.QUEUED, State.REPLICATING}),
+    frozenset({State.RUNNING}),
+    "a worker takes the job (a lease); a replicating job only a worker of its replicas' fingerprint that graded none of them",
+)
 REQUEUE_OR_ERROR = Event(
     "requeue-or-error",
     frozenset({State.RUNNING}),
     frozenset({State.QUEUED, State.ERROR}),
     "a platform failure or a lost lease: back to the queue, or error/INFRA at the attempt limit",
 )
+REPLICATE = Event(
+    "replicate",
+    frozenset({State.RUNNING}),
+    frozenset({State.REPLICATING}),
+    "replicas > 1: a replica's runs are recorded without a decision, or a later replica's attempt is lost; another worker grades it",
+)
 FINISH = Event("finish", frozenset({State.RUNNING}), frozenset({State.SCORED, State.FAILED}), "the lease holder's result is accepted")
 CANCEL = Event("cancel", IN_FLIGHT, frozenset({State.CANCELLED}), "the host cancels (never charged)")
 REJUDGE = Event("rejudge", TERMINAL, frozenset({State.QUEUED}), "the host grades a finished submission again")
 
 #: Every event, in the order a submission meets them.
-EVENTS: tuple[Event, ...] = (ENQUEUE, CLAIM, REQUEUE_OR_ERROR, FINISH, CANCEL, REJUDGE)
+EVENTS: tuple[Event, ...] = (ENQUEUE, CLAIM, REQUEUE_OR_ERROR, REPLICATE, FINISH, CANCEL, REJUDGE)
 
 
 def event_of(source: State, target: State) -> Event:

@@ -275,8 +275,21 @@ def post_runs(
 ) -> None:
     """Put a random ranking of each task (of a few of its documents) as compact runs, then post the ``facts`` naming them."""
     headers = {"Authorization": f"Bearer {world.worker_token}"}
-    benchmark = resolve_benchmark(world.ctx.benchmark_target)
     digests: dict[str, str] = {}
+    for name, data in random_runs(world, rng).items():
+        if tamper is not None:
+            data = tamper(name, data)
+        put = client.put(f"/api/v1/worker/jobs/{submission_id}/runs/{name}", params={"attempt": attempt}, content=data, headers=headers)
+        assert put.status_code == 200 and put.json()["sha256"] == run_digest(data), put.text
+        digests[name] = run_digest(data)
+    answer = client.post(f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": attempt, "facts": facts, "runs": digests}, headers=headers)
+    assert answer.status_code == 200 and answer.json()["status"] == expect, answer.text
+
+
+def random_runs(world: World, rng: random.Random) -> dict[str, bytes]:
+    """Per task, the compact run of a random ranking of a few of its documents (one ``rng`` state: the same bytes)."""
+    benchmark = resolve_benchmark(world.ctx.benchmark_target)
+    runs: dict[str, bytes] = {}
     for name in world.ctx.tasks:
         task = benchmark.task(name)
         judged = task.qrels("test")
@@ -289,14 +302,8 @@ def post_runs(
             ranked = (docs[: rng.randint(0, 9)] + relevant + docs)[:10]
             rankings[q] = {d: float(10 - i) for i, d in enumerate(dict.fromkeys(ranked))}
         run = Run.from_mapping(rankings)
-        data = encode_run(run, corpus=corpus, queries=queries, depth=DEPTH)
-        if tamper is not None:
-            data = tamper(name, data)
-        put = client.put(f"/api/v1/worker/jobs/{submission_id}/runs/{name}", params={"attempt": attempt}, content=data, headers=headers)
-        assert put.status_code == 200 and put.json()["sha256"] == run_digest(data), put.text
-        digests[name] = run_digest(data)
-    answer = client.post(f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": attempt, "facts": facts, "runs": digests}, headers=headers)
-    assert answer.status_code == 200 and answer.json()["status"] == expect, answer.text
+        runs[name] = encode_run(run, corpus=corpus, queries=queries, depth=DEPTH)
+    return runs
 
 
 def served_values(world: World, submission_id: str) -> dict[str, dict[str, float]]:

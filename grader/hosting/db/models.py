@@ -53,7 +53,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 #: States that count against a participant's quota: everything the participant caused.
 #: ``failed`` only ever holds participant failures; platform failures end ``error``; host cancels ``cancelled``.
-CHARGED_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value, State.SCORED.value, State.FAILED.value)
+CHARGED_STATES = (State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value, State.REPLICATING.value, State.SCORED.value, State.FAILED.value)
 IN_FLIGHT_STATES = tuple(state.value for state in State if state in IN_FLIGHT)
 
 
@@ -110,6 +110,8 @@ class Worker(Base):
     local: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+    #: sha256 of the fingerprint the worker stated at its last claim (grader.hosting.worker.fingerprint); None before 0008 or never stated.
+    fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class Pin(Base):
@@ -251,6 +253,28 @@ class Result(Base):
     created_at: Mapped[datetime]
     #: A remote worker's Ed25519 signature (base64) over what it posted (grader.hosting.worker_signing); None for local workers.
     worker_signature: Mapped[str | None] = mapped_column(String(200), default=None)
+
+
+class Replica(Base):
+    """One worker's grade of a replicated job (``replicas`` > 1): what it returned, kept to be compared with the others'.
+
+    ``outcome`` is the sha256 of the canonical outcome (run digests, failure codes: grader.hosting.services.replication);
+    ``verdict`` is set when the replicas are decided: ``majority``, ``dissent`` (the worker is flagged for the host), ``outvoted``
+    (it only ran out of time or memory where the majority did not: not flagged) or ``undecided`` (no majority: the job ended ``error``).
+    """
+
+    __tablename__ = "replicas"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    pin_id: Mapped[int] = mapped_column(ForeignKey("pins.id"))
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(64))
+    #: {"failure_code": ..., "runs": {task: sha256}, "task_failures": {task: code}}
+    detail: Mapped[dict[str, Any]]
+    verdict: Mapped[str | None] = mapped_column(String(16), default=None)
+    created_at: Mapped[datetime]
 
 
 class ResultPart(Base):

@@ -20,7 +20,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.services import participants, pins, workers
+from grader.hosting.services import participants, pins, replication, workers
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import cancel as cancel_submission
 from grader.hosting.services.lifecycle import rejudge as requeue
@@ -185,7 +185,7 @@ def revoke_worker(db: Database, name: str) -> None:
 
 
 def worker_rows(db: Database) -> list[dict[str, Any]]:
-    """Registered workers: local or remote, key recorded, jobs running now."""
+    """Registered workers: local or remote, key recorded, jobs running now, stated fingerprint, replicas and dissents."""
     with db.session() as session:
         rows = []
         for w in session.scalars(select(Worker).order_by(Worker.name)).all():
@@ -195,7 +195,18 @@ def worker_rows(db: Database) -> list[dict[str, Any]]:
                 )
                 or 0
             )
-            rows.append({"name": w.name, "local": w.local, "key": w.public_key is not None, "revoked": w.revoked_at is not None, "running": running})
+            rows.append(
+                {
+                    "name": w.name,
+                    "local": w.local,
+                    "key": w.public_key is not None,
+                    "revoked": w.revoked_at is not None,
+                    "running": running,
+                    "fingerprint": w.fingerprint,
+                    # issue 22 item 5: replicas graded, and those that disagreed with their job's majority (the host's flag)
+                    **replication.worker_standing(session, w.id),
+                }
+            )
         return rows
 
 

@@ -10,6 +10,7 @@ import time
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from grader.data.registry import resolve_benchmark
 from grader.hosting.clock import iso
@@ -19,7 +20,7 @@ from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle, run_scoring
+from grader.hosting.services import lifecycle, replication, run_scoring
 from grader.hosting.services.results import accept_result
 from grader.hosting.services.run_scoring import scored_payload
 from grader.hosting.services.workers import job_refusal, record_key
@@ -71,12 +72,17 @@ def refusal(ctx: ServerContext, worker: Principal) -> str | None:
         return job_refusal(row)
 
 
-def claim(ctx: ServerContext, worker: Principal, wait_s: float) -> Job | None:
-    """The oldest queued job, leased to ``worker``; waits up to ``wait_s`` for one (None if none came)."""
+def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dict[str, Any] | None = None) -> Job | None:
+    """The oldest queued job, leased to ``worker``; waits up to ``wait_s`` for one (None if none came).
+
+    A replicating job the worker may grade (its ``fingerprint`` is the replicas', it graded none) comes first (issue 22 item 5).
+    """
     deadline = time.monotonic() + wait_s
+    digest = replication.fingerprint_digest(fingerprint)
+    replication.note_fingerprint(ctx, worker.id, digest)
     while True:
         seen = ctx.dispatcher.generation()
-        claimed = lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
+        claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
         if claimed is not None:
             return _job(ctx, claimed)
         left = deadline - time.monotonic()
@@ -115,7 +121,11 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
     """Score the worker's runs (:func:`grader.hosting.services.run_scoring.scored_payload`), then judge and record the result.
 
     Scoring runs before acceptance opens its transaction (:func:`grader.hosting.services.results.accept_result`).
+    A replicated job's result is first recorded as a replica (:func:`grader.hosting.services.replication.record`):
+    only the result that makes a majority goes on to be scored.
     """
+    if (held := replication.record(ctx, worker.id, submission_id, result.model_dump())) is not None:
+        return Verdict(status=held.status, state=held.state)
     payload = scored_payload(ctx, worker.id, submission_id, result.model_dump())
     verdict = accept_result(
         ctx.db,

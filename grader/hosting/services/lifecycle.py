@@ -24,8 +24,9 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
+from grader.hosting.services.replica_rows import open_replicas
 from grader.hosting.services.translog_events import log_cancellation, log_outcome, log_rejudge
-from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REQUEUE_OR_ERROR, Event, State, require
+from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REPLICATE, REQUEUE_OR_ERROR, Event, State, require
 from grader.hosting.transparency import HostLog
 
 #: Failure codes caused by the submission (``FailureCode.charged``); they end ``failed`` and count against the quota.
@@ -192,7 +193,7 @@ def _lock_queue(session: Session) -> None:
 
 
 def _take(session: Session, submission: Submission, worker_id: int, lease_s: float) -> Claim | None:
-    """Move ``submission`` (read ``queued``) to ``running`` under a new lease of ``worker_id``; None if another writer was first."""
+    """Move ``submission`` (read ``queued`` or ``replicating``) to ``running`` under a new lease of ``worker_id``; None if another writer was first."""
     now = utcnow()
     expires = now + timedelta(seconds=lease_s)
     attempt = submission.attempt + 1
@@ -221,6 +222,10 @@ def _take(session: Session, submission: Submission, worker_id: int, lease_s: flo
         )
     )
     return Claim(submission.id, attempt, expires)
+
+
+#: The claim of one chosen job (grader.hosting.services.replication chooses replicating ones).
+take = _take
 
 
 def holds_lease(submission: Submission | None, attempt: int, worker_id: int) -> bool:
@@ -267,11 +272,27 @@ def end_attempt(session: Session, submission_id: str, attempt: int, outcome: str
 def retry_or_error(session: Session, submission: Submission, *, actor: str, reason: str) -> State | None:
     """Event REQUEUE_OR_ERROR: a platform failure of the current attempt: back to the queue, or ``error``/INFRA at the attempt limit.
 
+    A job with replicas recorded (``replicas`` > 1) goes back to ``replicating`` instead (event REPLICATE).
+
     None when the submission is no longer ``running`` or another writer moved it first.
     """
     if not REQUEUE_OR_ERROR.applies(submission.state):
         return None
     end_attempt(session, submission.id, submission.attempt, "infra")
+    if submission.attempt < submission.attempt_limit and open_replicas(session, submission):
+        # A replica's attempt lost: only a worker of the replicas' fingerprint that graded none of them may take it (issue 22 item 5).
+        done = move(
+            session,
+            submission,
+            State.REPLICATING,
+            event=REPLICATE,
+            actor=actor,
+            reason=reason,
+            dispatched_at=utcnow(),
+            lease_worker_id=None,
+            lease_expires_at=None,
+        )
+        return State.REPLICATING if done else None
     if submission.attempt >= submission.attempt_limit:
         done = move(
             session,
@@ -371,9 +392,10 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float, host_log:
                 dispatched_at=now,
             ):
                 report.queued_received.append(submission.id)
-        for submission in session.scalars(select(Submission).where(Submission.state == State.QUEUED, Submission.dispatched_at < stale)).all():
-            session.execute(  # not a move: the job stays queued, only its wake-up is sent again
-                update(Submission).where(Submission.id == submission.id, Submission.state == State.QUEUED).values(dispatched_at=now)
+        waiting = (State.QUEUED, State.REPLICATING)
+        for submission in session.scalars(select(Submission).where(Submission.state.in_(waiting), Submission.dispatched_at < stale)).all():
+            session.execute(  # not a move: the job stays where it waits, only its wake-up is sent again
+                update(Submission).where(Submission.id == submission.id, Submission.state == submission.state).values(dispatched_at=now)
             )
             report.redispatched.append(submission.id)
         report.running = (

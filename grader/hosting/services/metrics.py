@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerDispatcher
-from grader.hosting.db.models import State, Submission, Worker
+from grader.hosting.db.models import Replica, State, Submission, Worker
 from grader.hosting.db.session import Database
 
 
@@ -41,6 +41,12 @@ class _DatabaseCollector(Collector):
                 .where(Submission.state.in_([State.FAILED.value, State.ERROR.value]))
                 .group_by(Submission.state, Submission.failure_code)
             ).all()
+            dissents = session.execute(
+                select(Worker.name, func.count(Replica.id))
+                .join(Replica, Replica.worker_id == Worker.id)
+                .where(Replica.verdict == "dissent")
+                .group_by(Worker.name)
+            ).all()
         states = GaugeMetricFamily("grader_submissions", "Submissions by state", labels=["state"])
         for state in State:
             states.add_metric([state.value], float(by_state.get(state, 0)))
@@ -58,6 +64,14 @@ class _DatabaseCollector(Collector):
         for ended_state, code, count in ended:
             failures.add_metric([ended_state, code or "none"], float(count))
         yield failures
+        flagged = GaugeMetricFamily(
+            "grader_replica_dissents",
+            "Replicas a worker returned that disagreed with the majority of its job (replicas > 1; a flag)",
+            labels=["worker"],
+        )
+        for name, count in dissents:
+            flagged.add_metric([name], float(count))
+        yield flagged
         published, failed = getattr(self.dispatcher, "published", None), getattr(self.dispatcher, "failed", None)
         if published is not None and failed is not None:
             dispatch = GaugeMetricFamily("grader_broker_dispatches", "Celery wake-ups since the server started, by outcome", labels=["outcome"])

@@ -36,7 +36,8 @@ WITHHELD = "details withheld: the grade ran on the hidden split (logs stay with 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, ``stale`` or ``refused`` (bad signature)."""
+    """What happened to a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, ``stale``, ``refused`` (bad signature),
+    or ``replicated`` (grader.hosting.services.replication)."""
 
     status: str
     state: str | None = None
@@ -201,7 +202,7 @@ def accept_result(
             outcome = retry_or_error(session, submission, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {code}: {reason}"[:2000])
             if outcome is State.ERROR and host_log is not None:  # the attempt limit: a terminal outcome with no report
                 log_outcome(session, host_log, submission, attempt=attempt, status=outcome.value, failure_code=INFRA)
-            return Verdict("requeued" if outcome is State.QUEUED else "error", outcome.value if outcome else None)
+            return Verdict("requeued" if outcome in (State.QUEUED, State.REPLICATING) else "error", outcome.value if outcome else None)
         score = aggregate.get("score") if isinstance(aggregate, dict) else None
         result = Result(
             submission_id=submission_id,

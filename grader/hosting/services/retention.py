@@ -25,14 +25,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.hosting.config import RETAIN_ALL, Competition
-from grader.hosting.db.models import Result, State, Submission
+from grader.hosting.db.models import Result, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.leaderboard.board import SETTINGS, BoardSettings, finals_of, ladder_replay, scored_rows, select_entries, setting_of
+from grader.hosting.states import IN_FLIGHT
 from grader.hosting.storage import StateDir
 from grader.hosting.visibility import has_ended
 
-#: A submission in one of these states may still get runs (a job queued or running, after a rejudge too): all of its runs stay.
-UNFINISHED = frozenset({State.RECEIVED.value, State.QUEUED.value, State.RUNNING.value})
+#: A submission in flight may still get runs (a job queued, running or waiting for its other replicas, after a rejudge too): all of
+#: its runs stay (a replica's runs are what the next replica's are compared with).
+UNFINISHED = frozenset(state.value for state in IN_FLIGHT)
 
 
 @dataclass

@@ -54,7 +54,7 @@ def run_slot(ctx: ServerContext, worker_id: int, submission_id: str, attempt: in
     return folder / f"{task}.run", cap
 
 
-def _authentic(ctx: ServerContext, worker_id: int, submission_id: str, payload: dict[str, Any]) -> Submission | None:
+def authentic(ctx: ServerContext, worker_id: int, submission_id: str, payload: dict[str, Any]) -> Submission | None:
     """The submission, when ``worker_id`` holds the lease and (remote) signed the payload; else None (acceptance then says why)."""
     with ctx.db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -112,7 +112,7 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
     """
     if payload.get("failure_code") is not None or payload.get("facts") is None:
         return payload
-    submission = _authentic(ctx, worker_id, submission_id, payload)
+    submission = authentic(ctx, worker_id, submission_id, payload)
     if submission is None:
         return payload
     attempt = int(payload["attempt"])

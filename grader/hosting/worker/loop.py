@@ -44,7 +44,9 @@ class WorkerApi:
         self.http = httpx.Client(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(60.0, connect=5.0))
 
     def claim(self, wait_s: float) -> Job | None:
-        response = self.http.post("/api/v1/worker/claim", json=ClaimRequest(wait_s=wait_s).model_dump(), timeout=wait_s + 30)
+        # The machine is named at the claim: a replica of a job goes only to a worker of equal fingerprint (issue 22 item 5).
+        request = ClaimRequest(wait_s=wait_s, fingerprint=worker_fingerprint())
+        response = self.http.post("/api/v1/worker/claim", json=request.model_dump(), timeout=wait_s + 30)
         if response.status_code == 204:
             return None
         response.raise_for_status()

@@ -36,7 +36,7 @@ async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> Job | Respons
     body = await parse(request, ClaimRequest)
     if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
         raise HTTPException(403, why)
-    job = await run_in_threadpool(jobs.claim, ctx, who, body.wait_s)
+    job = await run_in_threadpool(jobs.claim, ctx, who, body.wait_s, body.fingerprint)
     return Response(status_code=204) if job is None else job
 
 
