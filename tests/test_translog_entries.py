@@ -41,7 +41,7 @@ def _participant_history(participant: str, submission: str) -> list[tuple[bytes,
     """Every kind of entry that names one participant, about one submission (uploaded twice, same archive)."""
     times = (START + timedelta(minutes=minute) for minute in itertools.count(1))
     made = []
-    for kind in ("receipt", "receipt", "report", "report", "rejudge", "report", "cancellation", "finals"):
+    for kind in ("receipt", "receipt", "report", "report", "rejudge", "report", "outcome", "outcome", "cancellation", "finals"):
         committer = EntryCommitter.fresh(IDENTIFIER_KEY)
         time = next(times)
         if kind == "receipt":
@@ -56,6 +56,10 @@ def _participant_history(participant: str, submission: str) -> list[tuple[bytes,
                 status="scored",
                 payload_sha256=hashlib.sha256(time.isoformat().encode()).hexdigest(),
                 envelope_sha256=hashlib.sha256(b"env" + time.isoformat().encode()).hexdigest(),
+            )
+        elif kind == "outcome":
+            data = e.outcome_entry(
+                committer, time=time, participant=participant, submission=submission, attempt=3, status="error", failure_code="INFRA"
             )
         elif kind == "rejudge":
             data = e.rejudge_entry(committer, time=time, participant=participant, submission=submission, attempt=2, reason="worker lost")
@@ -169,6 +173,9 @@ def test_builders_refuse_bad_values() -> None:
         e.report_entry(
             committer, time=START, participant="p", submission="s", attempt=1, status="great", payload_sha256=DIGEST, envelope_sha256=DIGEST
         )
+    for status, code in (("scored", "OOM"), ("failed", "NOT_A_CODE"), ("failed", None)):  # a scored grade has a report; codes are the enum's
+        with pytest.raises(UsageError):
+            e.outcome_entry(committer, time=START, participant="p", submission="s", attempt=1, status=status, failure_code=code)  # type: ignore[arg-type]
     with pytest.raises(UsageError):
         e.end_entry(time=datetime(2026, 12, 1))  # naive time
     with pytest.raises(UsageError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.log_fetch import check_served_board, log_verifier, mirror, print_evidence, read_bounded, save_seen, seen_notes
+from grader.cli.log_fetch import check_served_board, check_served_host, log_verifier, mirror, print_evidence, read_bounded, save_seen, seen_notes
 from grader.errors import UsageError
 from grader.translog.audit import audit_entries
 from grader.translog.entries import decode_entry
@@ -78,9 +78,16 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
 @click.option(
     "--board",
     is_flag=True,
-    help="With a URL (http://HOST/log): also check every public board row against its logged report (HOST/api/v1/leaderboard).",
+    help="With a URL (http://HOST/log): also check the boards (HOST/api/v1/leaderboard): before the end every public row "
+    "against its logged report, after the reveal the final boards against the reveal's digests.",
 )
-def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool) -> None:
+@click.option(
+    "--host",
+    is_flag=True,
+    help="With a URL (http://HOST/log): also check entry 0 against what the host publishes: the partition commitment and "
+    "data digests (HOST/api/v1/partition) and the host key (HOST/host-key.pub).",
+)
+def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool, host: bool) -> None:
     """Check a whole log: SOURCE is a folder holding its checkpoint and tiles as the server serves them, or the
     log's URL (http://HOST/log), downloaded first; exit 1 on any fault.
 
@@ -108,9 +115,10 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
             print_evidence(error, label, source)
             raise
     summary = audit_entries(contents.entries)
-    if board and not remote:
-        raise UsageError("--board needs the log's URL (http://HOST/log)")
-    rows = check_served_board(source, contents.entries) if board else None
+    if (board or host) and not remote:
+        raise UsageError("--board and --host need the log's URL (http://HOST/log)")
+    host_line = check_served_host(source, contents.entries) if host else None
+    board_line = check_served_board(source, contents.entries) if board else None
     if remote:
         save_seen(contents.note, contents.checkpoint)
     checkpoint = contents.checkpoint
@@ -120,8 +128,9 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     if summary.retracted:
         click.echo("retracted: " + ", ".join(str(index) for index in summary.retracted))
     click.echo("reveal: checked against entry 0" if summary.revealed else "reveal: not yet")
-    if rows is not None:
-        click.echo(f"board: {rows} row(s) show the score of their logged report")
+    for line in (host_line, board_line):
+        if line is not None:
+            click.echo(line)
 
 
 def register(group: click.Group) -> None:

@@ -17,16 +17,16 @@ from pathlib import Path
 import click
 import httpx
 
-from grader import jsonio
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
 from grader.text import escape_control
-from grader.translog.boards import check_board, logged_envelopes
+from grader.translog.boards import check_boards_against_log
 from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
 from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import consistency_proof
 from grader.translog.mirror import CHECKPOINT_NAME
 from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.translog.published import check_published
 from grader.translog.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, bundles_for_size, tiles_for_size
 
 _TILE_BYTES = TILE_WIDTH * 32
@@ -160,13 +160,18 @@ def print_evidence(error: InconsistentCheckpoints, seen_label: str, new_label: s
     click.echo(shown(error.new), err=True, nl=False)
 
 
-def check_served_board(log_url: str, entries: Sequence[bytes]) -> int:
-    """Check the public board served beside the log at ``log_url`` (``http://HOST/log``) against the log's report entries."""
+def check_served_board(log_url: str, entries: Sequence[bytes]) -> str:
+    """Check the boards served beside the log at ``log_url`` (``http://HOST/log``) against the log
+    (:func:`grader.translog.boards.check_boards_against_log`); the line to print."""
     base = log_url.rstrip("/").removesuffix("/log")
-    try:
-        boards = jsonio.loads(fetch(base, "api/v1/leaderboard", _BOARD_BYTES))
-    except jsonio.JsonError as error:
-        raise LogVerificationError(f"{base}/api/v1/leaderboard: not JSON: {error.what}") from None
-    if not isinstance(boards, dict):
-        raise LogVerificationError(f"{base}/api/v1/leaderboard: not a leaderboard")
-    return check_board(boards, lambda link: fetch(base, link.lstrip("/"), _REPORT_BYTES), logged_envelopes(entries))
+    return check_boards_against_log(
+        entries,
+        lambda path: fetch(base, path, _BOARD_BYTES if path.startswith("api/v1/leaderboard?") or path == "api/v1/leaderboard" else _REPORT_BYTES),
+    )
+
+
+def check_served_host(log_url: str, entries: Sequence[bytes]) -> str:
+    """Check what the host at ``log_url`` (``http://HOST/log``) publishes beside its log against entry 0
+    (:func:`grader.translog.published.check_published`); the line to print."""
+    base = log_url.rstrip("/").removesuffix("/log")
+    return check_published(entries, lambda path: fetch(base, path, _BOARD_BYTES))

@@ -50,8 +50,11 @@ def ensure_host_key(keys_dir: Path) -> Ed25519PrivateKey:
     return key
 
 
-def load_host_key(path: Path) -> Ed25519PrivateKey:
-    """Load the host key, refusing a file others can read; decrypt it with the passphrase if it is encrypted."""
+def load_host_key(path: Path, *, what: str = "host key") -> Ed25519PrivateKey:
+    """Load the host key, refusing a file others can read; decrypt it with the passphrase if it is encrypted.
+
+    ``what`` names the key in errors: the transparency log's key (:mod:`grader.hosting.log_key`) is kept the same way.
+    """
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode & 0o077:
         raise KeyFileError(f"private key is readable by others (mode {mode:04o}); run: chmod 600 {path}", path=path)
@@ -61,10 +64,10 @@ def load_host_key(path: Path) -> Ed25519PrivateKey:
     except TypeError:
         # encrypted without a passphrase given, or a passphrase given for an unencrypted key
         raise KeyFileError(
-            f"the host key's encryption does not match {PASSPHRASE_ENV} (set it to the passphrase of the first start, or unset it)", path=path
+            f"the {what}'s encryption does not match {PASSPHRASE_ENV} (set it to the passphrase of the first start, or unset it)", path=path
         ) from None
     except (ValueError, UnsupportedAlgorithm):
-        raise KeyFileError(f"cannot read the host key (wrong {PASSPHRASE_ENV}, or not a PEM PKCS#8 key)", path=path) from None
+        raise KeyFileError(f"cannot read the {what} (wrong {PASSPHRASE_ENV}, or not a PEM PKCS#8 key)", path=path) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError("not an Ed25519 private key", path=path)
     return key

@@ -47,7 +47,7 @@ def ensure_log_key(keys_dir: Path, origin: str) -> NoteSigner:
         atomic_write_bytes(private_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption), mode=0o600)
         signer = NoteSigner(origin, key)
         atomic_write_bytes(vkey_path, (signer.verifier.vkey + "\n").encode("ascii"), mode=0o644)
-    signer = NoteSigner(origin, load_host_key(private_path))
+    signer = NoteSigner(origin, load_host_key(private_path, what="log key"))
     try:
         published = vkey_path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):

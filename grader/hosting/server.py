@@ -166,7 +166,7 @@ class Reaper(threading.Thread):
         queue = self.ctx.competition.queue
         while not self.stopping.wait(queue.reap_every_s):
             try:
-                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s)
+                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log)
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._prune_runs()

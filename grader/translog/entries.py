@@ -12,6 +12,8 @@ share a value. The kinds, in the order a competition writes them:
 ``receipt``        an accepted upload (committed participant, submission and upload digest)
 ``report``         a report the host signed, failed grades included: SHA-256 of the DSSE payload and of
                    the envelope, the attempt, the status
+``outcome``        a grade that ended with no report signed (a participant failure code without a report,
+                   or ``error`` at the attempt limit): the attempt, the status, the failure code
 ``cancellation``   a submission cancelled, by its participant or an admin
 ``rejudge``        a submission queued again, with its new attempt and the admin's reason
 ``repin``          new data digests, grader version or competition file
@@ -41,6 +43,7 @@ import rfc8785
 
 from grader import jsonio
 from grader.errors import UsageError
+from grader.failures import FailureCode
 from grader.text import quote_id
 from grader.translog.commitments import SALT_BYTES, EntryCommitter, entry_key, opens
 from grader.translog.errors import LogVerificationError
@@ -49,10 +52,12 @@ from grader.translog.tiles import MAX_ENTRY_BYTES
 ENTRY_VERSION = 1
 #: Report statuses an entry records (a grade that failed is logged too).
 REPORT_STATUSES = ("scored", "failed", "error")
+#: Statuses of a grade that ended without a signed report.
+OUTCOME_STATUSES = ("failed", "error")
 CANCELLED_BY = ("participant", "admin")
 BOARD_PARTS = ("public", "private")
 #: Fields whose values come from a small public vocabulary: shared by everyone's entries, they link no one.
-PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by"})
+PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by", "failure_code"})
 _MAX_TEXT = 200
 _MAX_DIGESTS = 256
 _MAX_FINALS = 16
@@ -131,6 +136,13 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
         "status": _one_of(*REPORT_STATUSES),
         "payload_sha256": _hex64,
         "envelope_sha256": _hex64,
+    },
+    "outcome": {
+        **_IDENTIFIED,
+        "submission": _hex64,
+        "attempt": _count,
+        "status": _one_of(*OUTCOME_STATUSES),
+        "failure_code": _one_of(*(code.value for code in FailureCode)),
     },
     "cancellation": {**_IDENTIFIED, "submission": _hex64, "by": _one_of(*CANCELLED_BY)},
     "rejudge": {**_IDENTIFIED, "submission": _hex64, "attempt": _count, "reason": _text},
@@ -272,6 +284,24 @@ def report_entry(
             status=status,
             payload_sha256=payload_sha256,
             envelope_sha256=envelope_sha256,
+        )
+    )
+
+
+def outcome_entry(
+    committer: EntryCommitter, *, time: datetime, participant: str, submission: str, attempt: int, status: str, failure_code: str
+) -> bytes:
+    """A grade that ended (``status`` failed or error) with no report signed: an accepted upload never graded is visible too."""
+    return encode_entry(
+        _identified(
+            "outcome",
+            committer,
+            time,
+            participant,
+            submission=committer.commit("submission", submission),
+            attempt=attempt,
+            status=status,
+            failure_code=failure_code,
         )
     )
 

@@ -98,6 +98,27 @@ def test_host_key_is_0600_and_can_be_encrypted(tmp_path: Path, monkeypatch: pyte
         ensure_host_key(tmp_path)
 
 
+def test_the_log_key_is_encrypted_like_the_host_key_and_named_in_its_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat
+
+    from grader.errors import KeyFileError
+    from grader.hosting.host_key import PASSPHRASE_ENV
+    from grader.hosting.log_key import ensure_log_key
+
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    signer = ensure_log_key(tmp_path, "grader-log/c")
+    private = tmp_path / "log.key"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and b"ENCRYPTED" in private.read_bytes()
+    assert ensure_log_key(tmp_path, "grader-log/c").verifier.vkey == signer.verifier.vkey
+    monkeypatch.setenv(PASSPHRASE_ENV, "wrong")
+    with pytest.raises(KeyFileError, match=r"cannot read the log key \(wrong GRADER_HOST_KEY_PASSPHRASE") as wrong:
+        ensure_log_key(tmp_path, "grader-log/c")
+    assert "host key" not in str(wrong.value)
+    monkeypatch.delenv(PASSPHRASE_ENV)
+    with pytest.raises(KeyFileError, match="the log key's encryption does not match"):
+        ensure_log_key(tmp_path, "grader-log/c")
+
+
 def test_retention_of_runs_is_a_competition_setting(tmp_path: Path) -> None:
     """``[retention] runs``: every run (the default) or, after the end, the finals' and each board's best (docs/hosting.md#retention)."""
     path = tmp_path / "c.toml"

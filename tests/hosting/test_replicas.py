@@ -24,7 +24,7 @@ from sqlalchemy import func, select, update
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.config import CompetitionFileError, load_competition
-from grader.hosting.db.models import Replica, Result, Submission, Transition, Worker
+from grader.hosting.db.models import LogEntry, Replica, Result, Submission, Transition, Worker
 from grader.hosting.grading_adapter import GradeOutcome
 from grader.hosting.services import admin as admin_service
 from grader.hosting.services import lifecycle
@@ -35,6 +35,7 @@ from grader.hosting.states import State
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
+from grader.translog.entries import decode_entry
 from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
 from tests.hosting.support import admin, write_competition
 
@@ -287,3 +288,19 @@ def test_the_replicas_setting_is_validated(tmp_path: Any, value: int, ok: bool) 
     else:
         with pytest.raises(CompetitionFileError, match="replicas"):
             load_competition(path)
+
+
+def test_replicas_that_never_agree_end_error_and_the_outcome_is_logged(setup: Replicas) -> None:
+    """No 2 of 3 replicas agree: the job ends ``error`` with no report signed, and the log says so (issue 24: every outcome)."""
+    r = setup
+    submission_id = _submit(r, "undecided")
+    _grade(r, "w1", submission_id, "replicated")
+    _grade(r, "w2", submission_id, "replicated", tamper=_swap_two_hits)
+    job = _claim(r, "w3")
+    assert job is not None and job["submission_id"] == submission_id
+    as_worker = dataclasses.replace(r.world, worker_token=r.tokens["w3"])
+    post_runs(as_worker, r.client, submission_id, job["attempt"], _facts(r, "onnx"), random.Random(HONEST + 1), expect="error")
+    assert _state(r, submission_id).state == State.ERROR
+    with r.world.ctx.db.session() as session:
+        logged = [decode_entry(bytes(e)) for e in session.scalars(select(LogEntry.entry).where(LogEntry.submission_id == submission_id)).all()]
+    assert [(e["kind"], e["status"], e["failure_code"]) for e in logged] == [("outcome", "error", "INFRA")]

@@ -1,10 +1,12 @@
 """The transparency log through a real `grader serve` (issue 24): one server for the module, restarted only where a
 test is about a restart.
 
-What a participant gets (a receipt with its proof and entry key; a report with its proof), what `grader verify --log`
+What a participant gets (a receipt with its proof and entry key; a report with its proof), a grade failed without a
+report logged as its outcome, what `grader verify --log`
 and `grader log audit URL` check, what the log routes never show, and the tampering each catches: a database
-restored from an older copy (the server refuses to start and says why) and a history rewritten and re-signed
-(verify and audit print both signed checkpoints).
+restored from an older copy (the server refuses to start and says why), a history rewritten and re-signed, and a
+report deleted with its entry and the tree re-signed (verify and audit print both signed checkpoints; the report and
+its proof alone are enough). The worker's part is played by the test: it puts compact runs and posts facts.
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ from sqlalchemy import select, text
 
 from grader.cli.log_fetch import mirror
 from grader.data.benchmark import BenchmarkSpec
+from grader.data.registry import resolve_benchmark
+from grader.grading.scoring import facts_of
 from grader.hosting.client import HostingClient
 from grader.hosting.clock import utcnow
+from grader.hosting.config import load_competition
 from grader.hosting.db.models import Setting, Submission
 from grader.hosting.db.session import open_database
+from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services.participants import rekey_local_worker
 from grader.reports.model import build_report
+from grader.runs.compact import canonical_order, encode_run, run_digest
+from grader.runs.run import Run
 from grader.sandbox.blinding import SCHEME
 from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens
 from grader.translog.merkle import leaf_hash
@@ -66,8 +74,9 @@ def _worker_token(state: Path, name: str) -> str:
     return token
 
 
-def _post_report(server: Server, worker: str, submission_id: str) -> None:
-    """Claim the job as a local worker and post a scored report of the sample split (no container: the report is built here)."""
+def _post_report(server: Server, worker: str, submission_id: str, competition_file: Path) -> None:
+    """Claim the job as a local worker, put a ranking of each task as a compact run and post the facts naming them:
+    the server scores the runs and signs the report (no container: the worker's part is done here)."""
     client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker}"}, timeout=30)
     job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
     assert job["submission_id"] == submission_id, job
@@ -78,31 +87,42 @@ def _post_report(server: Server, worker: str, submission_id: str) -> None:
         content_digest = submission.content_digest
         blinding_id = session.scalar(select(Setting.value).where(Setting.key == "blinding_key_id"))
     db.dispose()
-    tasks = [
-        {
-            "name": task,
-            "split": job["split"],
-            "data_digest": {"sha256": digest},
-            "status": "scored",
-            "failure": None,
-            "measures": {"NDCG@10": 0.5},
-            "queries": {"judged": 2, "answered": 2, "missing": 0, "extra": 0},
-        }
-        for task, digest in sorted(job["data_digests"].items())
-    ]
-    report = build_report(
-        benchmark={"name": "mini", "version": "1", "primary_measure": "NDCG@10"},
-        subject={"name": "onnx-lsa", "kind": "onnx", "digest": {"sha256": content_digest}},
-        tasks=tasks,
-        aggregate=BenchmarkSpec(name="mini", version="1", primary_measure="NDCG@10", tasks=tuple(job["data_digests"]), groups={}).aggregate(
-            {task: 0.5 for task in job["data_digests"]}
-        ),
-        policy="strict",
-        started_at=utcnow(),
-        finished_at=utcnow(),
-        sandbox={"kind": "docker", "blinding": {"scheme": SCHEME, "key_id": blinding_id}},
+    tasks = sorted(job["judged"])
+    facts = facts_of(
+        build_report(  # what a worker states: its report without scores, counts or digests
+            benchmark={"name": "mini", "version": "1", "primary_measure": "NDCG@10"},
+            subject={"name": "onnx-lsa", "kind": "onnx", "digest": {"sha256": content_digest}},
+            tasks=[
+                {
+                    "name": task,
+                    "split": job["split"],
+                    "data_digest": {"sha256": "0" * 64},
+                    "status": "scored",
+                    "failure": None,
+                    "measures": {"NDCG@10": 0.5},
+                    "queries": {"judged": 2, "answered": 2, "missing": 0, "extra": 0},
+                }
+                for task in tasks
+            ],
+            aggregate=BenchmarkSpec(name="mini", version="1", primary_measure="NDCG@10", tasks=tuple(tasks), groups={}).aggregate(
+                {task: 0.5 for task in tasks}
+            ),
+            policy="strict",
+            started_at=utcnow(),
+            finished_at=utcnow(),
+            sandbox={"kind": "docker", "blinding": {"scheme": SCHEME, "key_id": blinding_id}},
+        )
     )
-    answer = client.post(f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": job["attempt"], "report": report})
+    benchmark = resolve_benchmark(load_competition(competition_file).benchmark_target())
+    runs = {}
+    for name in tasks:
+        corpus = canonical_order([document.id for document in benchmark.task(name).iter_corpus()])
+        queries = canonical_order(job["judged"][name])
+        data = encode_run(Run.from_mapping({query: {corpus[0]: 1.0} for query in queries}), corpus=corpus, queries=queries, depth=DEPTH)
+        put = client.put(f"/api/v1/worker/jobs/{submission_id}/runs/{name}", params={"attempt": job["attempt"]}, content=data)
+        assert put.status_code == 200, put.text
+        runs[name] = run_digest(data)
+    answer = client.post(f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": job["attempt"], "facts": facts, "runs": runs})
     assert answer.status_code == 200 and answer.json()["status"] == "accepted", answer.text
     client.close()
 
@@ -115,7 +135,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         token = admin(server.state, "add-participant", "alice").strip()
         worker = _worker_token(server.state, "remote-1")
         view = HostingClient(server.url, token).submit(EXAMPLE, sample=True)
-        _post_report(server, worker, view["id"])
+        _post_report(server, worker, view["id"], root / "c.toml")
         report = root / "report.dsse.json"
         report.write_bytes(HostingClient(server.url, token).report(view["id"]))
         proof = HostingClient(server.url, token).report_proof(view["id"])
@@ -147,8 +167,10 @@ def _entries(served: Served) -> list[bytes]:
     """The served log, downloaded and checked (checkpoint, tiles, bundles) as an auditor does."""
     folder = served.root / "mirror"
     shutil.rmtree(folder, ignore_errors=True)
-    result = _cli(served, "log", "audit", f"{served.server.url}/log", "--log-key", served.vkey)
+    result = _cli(served, "log", "audit", f"{served.server.url}/log", "--log-key", served.vkey, "--board", "--host")
     assert result.returncode == 0, result.stderr
+    assert "row(s) show the score of their logged report" in result.stdout, result.stdout  # sample runs: no board rows
+    assert "host: serves entry 0's partition commitment and host key" in result.stdout, result.stdout
     mirror(f"{served.server.url}/log", folder, NoteVerifier.from_vkey(served.vkey))
     return list(read_log_folder(folder, [NoteVerifier.from_vkey(served.vkey)]).entries)
 
@@ -232,6 +254,19 @@ def test_admin_events_are_logged_and_a_retraction_is_an_entry_not_a_deletion(ser
     assert audit.returncode == 0 and f"retracted: {before}" in audit.stdout, audit.stdout + audit.stderr
 
 
+def test_a_grade_that_failed_without_a_report_is_logged_as_its_outcome(served: Served) -> None:
+    before = len(_entries(served))
+    HostingClient(served.server.url, served.token).submit(EXAMPLE, sample=True)  # at least one job waits
+    client = httpx.Client(base_url=served.server.url, headers={"Authorization": f"Bearer {served.worker}"}, timeout=30)
+    job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+    answer = client.post(f"/api/v1/worker/jobs/{job['submission_id']}/result", json={"attempt": job["attempt"], "failure_code": "OOM"})
+    client.close()
+    assert answer.status_code == 200 and answer.json() == {"status": "accepted", "state": "failed"}, answer.text
+    added = [decode_entry(entry) for entry in _entries(served)[before:]]
+    assert [entry["kind"] for entry in added] == ["receipt", "outcome"]
+    assert (added[1]["status"], added[1]["failure_code"], added[1]["attempt"]) == ("failed", "OOM", job["attempt"])
+
+
 def test_a_database_restored_from_an_older_copy_is_refused_at_start(served: Served) -> None:
     server, database = served.server, served.server.state / "grader.sqlite3"
     server.stop()
@@ -290,3 +325,45 @@ def test_a_deliberate_rewind_is_signed_logged_and_seen_as_a_fork(served: Served)
     assert fresh.returncode == 0 and "rewind 1" in fresh.stdout, fresh.stderr
     since = _cli(served, "log", "audit", url, "--log-key", served.vkey, "--since", str(newest))
     assert since.returncode == 1 and since.stderr.count("\u2014 grader-log/tlog-comp ") == 2, since.stderr
+
+
+def test_a_report_deleted_with_its_entry_and_the_tree_re_signed_is_caught_from_the_report_alone(served: Served) -> None:
+    """The host deletes a graded report (its result row, its files) and, to hide it, its log entry, and signs the new
+    tree afresh. Its participant kept nothing but the report and its proof (no checkpoint seen before): that is enough."""
+    server = served.server
+    proof = f"{served.report}.tlog-proof"
+    before = grader_cli(  # the log as it stands (after the rewind above) still extends the report's checkpoint
+        "verify",
+        str(served.report),
+        "--key",
+        str(served.public_key),
+        "--log-key",
+        served.vkey,
+        "--log",
+        f"{server.url}/log",
+        env={"XDG_STATE_HOME": str(served.root / "before-deletion")},
+    )
+    assert before.returncode == 0, before.stderr
+    server.stop()
+    db = open_database(server.state)
+    with db.engine.begin() as connection:
+        dropped = connection.execute(
+            text("SELECT idx FROM log_entries WHERE kind = 'report' AND submission_id = :s"), {"s": served.submission_id}
+        ).scalar_one()
+        connection.execute(text("DELETE FROM log_entries WHERE idx = :i"), {"i": dropped})
+        connection.execute(text("UPDATE log_entries SET idx = -idx WHERE idx > :i"), {"i": dropped})
+        connection.execute(text("UPDATE log_entries SET idx = -idx - 1 WHERE idx < 0"))
+        connection.execute(text("DELETE FROM results WHERE submission_id = :s"), {"s": served.submission_id})
+        connection.execute(text("UPDATE submissions SET state = 'queued', result_id = NULL WHERE id = :s"), {"s": served.submission_id})
+    db.dispose()
+    shutil.rmtree(server.state / "results" / served.submission_id, ignore_errors=True)
+    (server.state / "log" / "checkpoint").unlink()
+    server.start()
+    assert HostingClient(server.url, served.token).status(served.submission_id)["state"] == "queued"  # as if never graded
+    holder = {"XDG_STATE_HOME": str(served.root / "report-holder")}
+    url = f"{server.url}/log"
+    verify = grader_cli("verify", str(served.report), "--key", str(served.public_key), "--log-key", served.vkey, "--log", url, env=holder)
+    assert verify.returncode == 1 and verify.stdout == "", verify.stdout + verify.stderr
+    assert verify.stderr.count("\u2014 grader-log/tlog-comp ") == 2, verify.stderr
+    audit = grader_cli("log", "audit", url, "--log-key", served.vkey, "--since", proof, env={"XDG_STATE_HOME": str(served.root / "auditor")})
+    assert audit.returncode == 1 and audit.stderr.count("\u2014 grader-log/tlog-comp ") == 2, audit.stderr

@@ -25,7 +25,7 @@ from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.services.dispatch import Dispatcher
 from grader.hosting.services.replica_rows import open_replicas
-from grader.hosting.services.translog_events import log_cancellation, log_rejudge
+from grader.hosting.services.translog_events import log_cancellation, log_outcome, log_rejudge
 from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REPLICATE, REQUEUE_OR_ERROR, Event, State, require
 from grader.hosting.transparency import HostLog
 
@@ -366,8 +366,9 @@ class ReapReport:
     running: int = 0
 
 
-def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapReport:
-    """Return expired leases to the queue (or end them ``error``), queue stale ``received`` jobs, re-dispatch stale ``queued`` ones."""
+def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float, host_log: HostLog | None = None) -> ReapReport:
+    """Return expired leases to the queue (or end them ``error``), queue stale ``received`` jobs, re-dispatch stale ``queued`` ones.
+    An ``error`` is logged (``host_log``) in the same transaction."""
     report = ReapReport([], [], [], [])
     now = utcnow()
     stale = now - timedelta(seconds=redispatch_s)
@@ -378,6 +379,8 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float) -> ReapRe
                 report.requeued.append(submission.id)
             elif outcome is State.ERROR:
                 report.errored.append(submission.id)
+                if host_log is not None:
+                    log_outcome(session, host_log, submission, attempt=submission.attempt, status=outcome.value, failure_code=INFRA)
         for submission in session.scalars(select(Submission).where(Submission.state == State.RECEIVED, Submission.uploaded_at < stale)).all():
             if move(
                 session,

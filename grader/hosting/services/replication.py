@@ -40,6 +40,7 @@ from grader.hosting.services import lifecycle
 from grader.hosting.services.replica_rows import open_replicas
 from grader.hosting.services.results import Verdict
 from grader.hosting.services.run_scoring import authentic
+from grader.hosting.services.translog_events import log_outcome
 from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
 
 #: How many replicating jobs one claim looks at (oldest first).
@@ -214,6 +215,8 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         rows = open_replicas(session, submission)
         if (why := _unpairable(rows, who, fingerprint, stated)) is not None:
             moved = lifecycle.retry_or_error(session, submission, actor=actor, reason=f"attempt {attempt}: {why}")
+            if moved is State.ERROR and ctx.log is not None:  # the attempt limit: logged as the grade's outcome (issue 24)
+                log_outcome(session, ctx.log, submission, attempt=attempt, status=moved.value, failure_code=lifecycle.INFRA)
             return Verdict("requeued" if moved in (State.QUEUED, State.REPLICATING) else "error", moved.value if moved else None)
         assert fingerprint is not None
         row = Replica(
@@ -241,7 +244,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         if len(rows) >= 2 * needed - 1:
             for r in rows:
                 r.verdict = "undecided"
-            lifecycle.move(
+            errored = lifecycle.move(
                 session,
                 submission,
                 State.ERROR,
@@ -252,6 +255,8 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
                 lease_worker_id=None,
                 lease_expires_at=None,
             )
+            if errored and ctx.log is not None:  # no report signed: logged as the grade's outcome (issue 24)
+                log_outcome(session, ctx.log, submission, attempt=attempt, status=State.ERROR.value, failure_code=lifecycle.INFRA)
             return Verdict("error", State.ERROR.value)
         lifecycle.move(
             session,

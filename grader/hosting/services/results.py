@@ -24,7 +24,7 @@ from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission,
 from grader.hosting.db.session import Database
 from grader.hosting.host_key import sign_and_store
 from grader.hosting.services.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, finish, holds_lease, retry_or_error
-from grader.hosting.services.translog_events import log_report
+from grader.hosting.services.translog_events import log_outcome, log_report
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency import HostLog
 from grader.hosting.worker_signing import verify_result
@@ -121,7 +121,8 @@ def accept_result(
     transaction that records the scored state (no board ever sees one without the other) and the
     public-part report is signed next to the result, so that reads only read.
     ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
-    ``host_log``: the transparency log, which gets an entry for each report signed, in the accepting transaction.
+    ``host_log``: the transparency log, which gets an entry for each report signed, or for a grade that ended without
+    one (a participant failure without a report; ``error`` at the attempt limit), in the accepting transaction.
     """
     with db.session() as session:
         submission = session.get(Submission, submission_id)
@@ -199,6 +200,8 @@ def accept_result(
         assert submission is not None
         if final is None:
             outcome = retry_or_error(session, submission, actor=f"worker:{worker_id}", reason=f"attempt {attempt}: {code}: {reason}"[:2000])
+            if outcome is State.ERROR and host_log is not None:  # the attempt limit: a terminal outcome with no report
+                log_outcome(session, host_log, submission, attempt=attempt, status=outcome.value, failure_code=INFRA)
             return Verdict("requeued" if outcome in (State.QUEUED, State.REPLICATING) else "error", outcome.value if outcome else None)
         score = aggregate.get("score") if isinstance(aggregate, dict) else None
         result = Result(
@@ -232,5 +235,5 @@ def accept_result(
         ):
             raise RuntimeError("lost a race while holding the lease")  # rolled back; the worker retries and is told stale
         if host_log is not None:
-            log_report(session, host_log, submission, attempt=attempt, status=final.value, envelopes=signed)
+            log_report(session, host_log, submission, attempt=attempt, status=final.value, envelopes=signed, failure_code=code)
         return Verdict("accepted", final.value)

@@ -1,6 +1,6 @@
 """The events of the transparency log: each appends its entry in the transaction of its event (see
-:mod:`grader.hosting.services.translog`): receipts, reports, finals and the end, cancellations, rejudges,
-retractions, the reveal."""
+:mod:`grader.hosting.services.translog`): receipts, reports, grades that ended without a report, finals and the end,
+cancellations, rejudges, retractions, the reveal."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
+from grader.errors import InternalError
 from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission
@@ -48,9 +49,16 @@ def _payload_sha256(envelope: bytes) -> str:
     return hashlib.sha256(base64.b64decode(str(payload))).hexdigest()
 
 
-def log_report(session: Session, host_log: HostLog, submission: Submission, *, attempt: int, status: str, envelopes: list[Path]) -> list[int]:
+def log_report(
+    session: Session, host_log: HostLog, submission: Submission, *, attempt: int, status: str, envelopes: list[Path], failure_code: str | None = None
+) -> list[int]:
     """Each report the host signed for ``attempt`` (the full one, and the public part's when there is one), in the
-    transaction that records the result. A failed grade with no signed report has no envelope to log."""
+    transaction that records the result. A failed grade with no signed report (a participant failure code the worker
+    sent without a report) is logged as an ``outcome`` entry instead (:func:`log_outcome`), naming ``failure_code``."""
+    if not envelopes:
+        if failure_code is None:
+            raise InternalError(f"a {status} grade of {submission.id} with neither a signed report nor a failure code to log")
+        return [log_outcome(session, host_log, submission, attempt=attempt, status=status, failure_code=failure_code)]
     indexes = []
     name = _participant_name(session, submission)
     for path in envelopes:
@@ -68,6 +76,21 @@ def log_report(session: Session, host_log: HostLog, submission: Submission, *, a
         )
         indexes.append(append_entry(session, host_log, entry, submission_id=submission.id, envelope_sha256=envelope_sha256))
     return indexes
+
+
+def log_outcome(session: Session, host_log: HostLog, submission: Submission, *, attempt: int, status: str, failure_code: str) -> int:
+    """A grade that ended with no report signed, in the transaction that records it: a participant failure without a
+    report (``failed``), or a platform failure at the attempt limit (``error``, from a worker's post or the reaper)."""
+    entry = entries.outcome_entry(
+        EntryCommitter.fresh(host_log.identifier_key),
+        time=utcnow(),
+        participant=_participant_name(session, submission),
+        submission=submission.id,
+        attempt=attempt,
+        status=str(status),
+        failure_code=str(failure_code),  # a FailureCode's plain value
+    )
+    return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
 def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
