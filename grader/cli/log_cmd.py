@@ -8,7 +8,18 @@ from pathlib import Path
 
 import click
 
-from grader.cli.log_fetch import check_served_board, check_served_host, log_verifier, mirror, print_evidence, read_bounded, save_seen, seen_notes
+from grader.cli.log_fetch import (
+    check_served_board,
+    check_served_host,
+    log_verifier,
+    mirror,
+    print_evidence,
+    read_bounded,
+    save_seen,
+    seen_notes,
+    shown,
+)
+from grader.cli.log_final import FinalBoardsDiffer
 from grader.errors import UsageError
 from grader.translog.audit import audit_entries
 from grader.translog.entries import decode_entry
@@ -24,6 +35,14 @@ def _seen_checkpoint(path: str) -> bytes:
     """The signed checkpoint in a file: a checkpoint note, or the tail of a tlog-proof (a receipt's proof)."""
     data = read_bounded(path, MAX_PROOF_BYTES, "checkpoint")
     return TlogProof.parse(data).checkpoint if data.startswith(PROOF_HEADER.encode()) else data
+
+
+def print_differing(error: FinalBoardsDiffer, note: bytes) -> None:
+    """On stderr: the signed checkpoint the audit checked (whose reveal names the final boards) and every differing row."""
+    click.echo("the log's signed checkpoint the audit checked:", err=True)
+    click.echo(shown(note), err=True, nl=False)
+    for row in error.rows:
+        click.echo(f"differs: {row.line()}", err=True)
 
 
 @click.group("log")
@@ -79,7 +98,8 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     "--board",
     is_flag=True,
     help="With a URL (http://HOST/log): also check the boards (HOST/api/v1/leaderboard): before the end every public row "
-    "against its logged report, after the reveal the final boards against the reveal's digests.",
+    "against its logged report; after the reveal the final boards against the reveal's digests, and every final row's "
+    "score and place recomputed from its logged, host-signed full report.",
 )
 @click.option(
     "--host",
@@ -118,7 +138,11 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     if (board or host) and not remote:
         raise UsageError("--board and --host need the log's URL (http://HOST/log)")
     host_line = check_served_host(source, contents.entries) if host else None
-    board_line = check_served_board(source, contents.entries) if board else None
+    try:
+        board_line = check_served_board(source, contents.entries) if board else None
+    except FinalBoardsDiffer as error:
+        print_differing(error, contents.note)
+        raise
     if remote:
         save_seen(contents.note, contents.checkpoint)
     checkpoint = contents.checkpoint

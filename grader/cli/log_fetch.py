@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 import httpx
 
+from grader.cli.log_final import check_final_scores
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
 from grader.text import escape_control
@@ -164,10 +165,13 @@ def check_served_board(log_url: str, entries: Sequence[bytes]) -> str:
     """Check the boards served beside the log at ``log_url`` (``http://HOST/log``) against the log
     (:func:`grader.translog.boards.check_boards_against_log`); the line to print."""
     base = log_url.rstrip("/").removesuffix("/log")
-    return check_boards_against_log(
-        entries,
-        lambda path: fetch(base, path, _BOARD_BYTES if path.startswith("api/v1/leaderboard?") or path == "api/v1/leaderboard" else _REPORT_BYTES),
-    )
+
+    def read(path: str) -> bytes:
+        return fetch(base, path, _BOARD_BYTES if not path.startswith("api/v1/leaderboard/reports/") else _REPORT_BYTES)
+
+    scores = check_final_scores(entries, read)  # after the reveal: every final row recomputed from its signed report, first:
+    line = check_boards_against_log(entries, read)  # a row changed after the reveal is then named, not only the board
+    return line if scores is None else f"{line}\n{scores}"
 
 
 def check_served_host(log_url: str, entries: Sequence[bytes]) -> str:

@@ -1,0 +1,125 @@
+"""After the reveal, `grader log audit URL --board` recomputes every final row from its logged, host-signed full
+report (grader/cli/log_final.py, issue 24 item 4): the reveal's board digests cover the boards as they stood at the
+reveal, so a row changed in the database after the end and before the reveal is caught only by recomputing it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from grader.cli.log_final import FinalBoardsDiffer, check_final_scores
+from grader.hosting.api.app import create_app
+from grader.hosting.leaderboard.board import _cache as board_cache
+from grader.translog.boards import check_boards_against_log
+from grader.translog.checkpoint import open_checkpoint
+from grader.translog.errors import LogVerificationError
+from grader.translog.tiles import Tile, bundles_for_size, split_entry_bundle
+from tests.hosting.browser import http_server
+from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.support import admin, grader_cli
+
+
+def _reader(client: TestClient) -> Callable[[str], bytes]:
+    def read(path: str) -> bytes:
+        answer = client.get("/" + path)
+        assert answer.status_code == 200, (path, answer.status_code)
+        return answer.content
+
+    return read
+
+
+def _entries(client: TestClient, world: World) -> list[bytes]:
+    assert world.ctx.log is not None
+    checkpoint = open_checkpoint(client.get("/log/checkpoint").content, [world.ctx.log.verifier])
+    entries: list[bytes] = []
+    for bundle in bundles_for_size(checkpoint.size):
+        entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
+    return entries
+
+
+def _ended(world: World, client: TestClient) -> None:
+    """Every participant but one names its first submission a final; the competition ends."""
+    chosen = world.submissions[0]
+    answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
+    assert answer.status_code == 200, answer.text
+    admin(world.state, "end", "--yes", database=world.database)
+
+
+def _reveal(world: World) -> None:
+    admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    board_cache.clear()
+
+
+def _alter_task_means(world: World, submission: str) -> None:
+    """In the database: one result's stored per-task part scores (the board's task columns) moved by 0.1."""
+    with world.ctx.db.engine.begin() as connection:
+        row = connection.execute(
+            text("SELECT p.result_id, p.tasks FROM result_parts p JOIN submissions s ON s.result_id = p.result_id WHERE s.id = :id"),
+            {"id": submission},
+        ).one()
+        tasks = row.tasks if isinstance(row.tasks, dict) else json.loads(row.tasks)
+        altered = {part: {task: value + 0.1 for task, value in means.items()} for part, means in tasks.items()}
+        connection.execute(text("UPDATE result_parts SET tasks = :tasks WHERE result_id = :id"), {"tasks": json.dumps(altered), "id": row.result_id})
+    board_cache.clear()  # as a restarted server
+
+
+def test_a_row_changed_after_the_end_and_before_the_reveal_is_caught_by_recomputing_it(tmp_path: Path) -> None:
+    world = make_world(tmp_path, None)
+    try:
+        seed_demo(world)
+        client = TestClient(create_app(world.ctx))
+        _ended(world, client)
+        target = client.get("/api/v1/leaderboard", params={"part": "private"}).json()["boards"][0]["entries"][0]["submission"]
+        _alter_task_means(world, target)
+        _reveal(world)
+        entries = _entries(client, world)
+        # the reveal hashed the boards as they stood: the digest check passes, the recomputation does not
+        assert check_boards_against_log(entries, _reader(client)).startswith("board: the final public and private boards")
+        with pytest.raises(FinalBoardsDiffer) as caught:
+            check_final_scores(entries, _reader(client))
+        assert {row.submission for row in caught.value.rows} == {target}
+        assert all(row.what.startswith("task means") for row in caught.value.rows)
+        # a row whose result the database points at another submission's logged, signed report: caught as such
+        with world.ctx.db.engine.begin() as connection:
+            other = connection.execute(text("SELECT result_id FROM submissions WHERE id != :id AND result_id IS NOT NULL"), {"id": target}).first()
+            connection.execute(text("UPDATE submissions SET result_id = :other WHERE id = :id"), {"other": other.result_id, "id": target})
+        board_cache.clear()
+        with pytest.raises(LogVerificationError, match="logged for another submission or participant"):
+            check_final_scores(entries, _reader(client))
+    finally:
+        world.ctx.db.dispose()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str, Path]]:
+    root = tmp_path_factory.mktemp("final-audit-user")
+    world = make_world(tmp_path_factory.mktemp("final-audit"), None)
+    seed_demo(world)
+    _ended(world, TestClient(create_app(world.ctx)))
+    _reveal(world)
+    with http_server(world.ctx) as url:
+        yield world, url, root
+    world.ctx.db.dispose()
+
+
+@pytest.mark.slow
+def test_log_audit_board_recomputes_the_final_boards_and_names_a_row_changed_in_the_database(site: tuple[World, str, Path]) -> None:
+    world, url, root = site
+    vkey = TestClient(create_app(world.ctx)).get("/log/key").text.strip()
+    env = {"XDG_STATE_HOME": str(root / "user-state")}
+    honest = grader_cli("log", "audit", f"{url}/log", "--log-key", vkey, "--board", "--host", env=env, timeout=120)
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+    assert "board: the final public and private boards are the ones the reveal logged" in honest.stdout
+    assert "final row(s) recomputed from their logged, signed full reports: scores and order as served" in honest.stdout
+    target = TestClient(create_app(world.ctx)).get("/api/v1/leaderboard", params={"part": "public"}).json()["boards"][0]["entries"][-1]["submission"]
+    _alter_task_means(world, target)
+    altered = grader_cli("log", "audit", f"{url}/log", "--log-key", vkey, "--board", env=env, timeout=120)
+    assert altered.returncode == 1, altered.stdout + altered.stderr
+    assert "the log's signed checkpoint the audit checked:" in altered.stderr
+    assert "differs: public board" in altered.stderr and target in altered.stderr
+    assert "final board row(s) differ from what their signed reports give" in altered.stderr
