@@ -4,9 +4,11 @@ The reveal entry names a digest of each final board as served, so a board change
 :func:`grader.translog.boards.check_final_boards`. A score changed in the database *before* the reveal (after the
 end) would be hashed into the reveal as it stood. This check closes that gap: once the partition secret is public,
 every final row's full report is fetched (the server serves them after the end), its envelope must be a logged
-``report`` entry and verify with the host key entry 0 names, and the row's score is computed again from the report's
+``report`` entry that opens (under the revealed identifier key) to the row's own submission and participant, and
+verify with the host key entry 0 names; the row's score and task means are computed again from the report's
 per-query values with the server's own part scoring (:func:`grader.hosting.leaderboard.values.score_parts`, the code
 acceptance scores with) and rounded as the board rounds; each board's order must follow the recomputed scores.
+Every differing row is collected (:class:`FinalBoardsDiffer`) so the CLI can print them all.
 Ladder rows (a released score that withholds on purpose) are checked for their report only.
 """
 
@@ -127,7 +129,7 @@ def _rounded(value: float) -> float:
     return round(value, BOARD_DECIMALS)
 
 
-def _board_mismatches(
+def board_mismatches(
     part: str, board: Mapping[str, Any], score_of: Callable[[Mapping[str, Any], str], tuple[float, dict[str, float]]]
 ) -> list[Mismatch]:
     """The rows of one served board whose score, task means or place differ from what their reports give."""
@@ -180,7 +182,7 @@ def check_final_scores(entries: Sequence[bytes], read: Callable[[str], bytes]) -
             return _row_score(read(str(row["report"]).lstrip("/")), row, where, opened, part)
 
         for board in _json(read(f"api/v1/leaderboard?part={part}"), f"the {part} board").get("boards") or []:
-            differing += _board_mismatches(part, board, score_of)
+            differing += board_mismatches(part, board, score_of)
             rows += len(board.get("entries") or [])
     if differing:
         raise FinalBoardsDiffer(differing)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from grader.cli.log_final import FinalBoardsDiffer, check_final_scores
+from grader.cli.log_final import FinalBoardsDiffer, board_mismatches, check_final_scores
 from grader.hosting.api.app import create_app
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.translog.boards import check_boards_against_log
@@ -123,3 +123,18 @@ def test_log_audit_board_recomputes_the_final_boards_and_names_a_row_changed_in_
     assert "the log's signed checkpoint the audit checked:" in altered.stderr
     assert "differs: public board" in altered.stderr and target in altered.stderr
     assert "final board row(s) differ from what their signed reports give" in altered.stderr
+
+
+def test_rows_out_of_the_order_of_their_recomputed_scores_are_named() -> None:
+    recomputed = {"a": (0.5, {"t": 0.5}), "b": (0.7, {"t": 0.7}), "base": (0.9, {"t": 0.9})}
+    rows = [
+        {"submission": "base", "rank": None, "score": 0.9, "tasks": {"t": 0.9}, "report": "/r/base"},  # baselines apart
+        {"submission": "a", "rank": 1, "score": 0.5, "tasks": {"t": 0.5}, "report": "/r/a"},
+        {"submission": "b", "rank": 2, "score": 0.7, "tasks": {"t": 0.7}, "report": "/r/b"},
+    ]
+    found = board_mismatches("public", {"setting": "zero-shot", "entries": rows}, lambda row, where: recomputed[row["submission"]])
+    assert [(row.submission, row.what) for row in found] == [("b", "placed below a lower score")]
+    assert (
+        board_mismatches("public", {"setting": "zero-shot", "entries": [rows[0], rows[2], rows[1]]}, lambda row, where: recomputed[row["submission"]])
+        == []
+    )
