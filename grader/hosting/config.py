@@ -21,6 +21,9 @@ from grader.schemas import load_schema
 
 DEFAULT_UPLOAD_BYTES = 512 << 20
 DEFAULT_UNPACKED_BYTES = 4 << 30
+#: The depth of every hosted ranking (the report's ``ranking.top_k``): the compact runs workers return hold at most this many hits a query.
+#: Here, not in grading_adapter, so that the server's scoring and admin commands read it without loading the ranking code.
+DEPTH = 1000
 
 
 def _schema() -> dict[str, Any]:

@@ -53,7 +53,7 @@ class ServerContext:
     #: The partition secret (keys/partition.secret) and its published commitment; never served before the end.
     partition_secret: bytes = b""
     partition_commitment: str = ""
-    #: The blinding key (keys/blinding.secret): handed to workers with each job; its id is public, the key only after the end.
+    #: The blinding key (keys/blinding.secret): it makes the pseudonymous copy workers grade and the scoring jobs read it; no job carries it; its id is public, the key only after the end.
     blinding_key: BlindingKey | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
     #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).

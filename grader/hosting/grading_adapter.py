@@ -24,15 +24,13 @@ from grader.errors import GraderError, SandboxUnavailable, SubmissionError, Task
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions, SilentProgress
 from grader.grading.ranking import rank_submission
-from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES, DEPTH
 from grader.sandbox.blinding import Preblinded
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission, unpack_limits
 
 log = logging.getLogger("grader.worker")
 
-#: The depth of every hosted ranking (the report's ``ranking.top_k``): the compact runs workers return hold at most this many hits a query.
-DEPTH = 1000
 #: Bytes of each container log a worker sends back (the tail; host-only unless the run was on the sample split).
 LOG_TAIL_BYTES = 64 << 10
 

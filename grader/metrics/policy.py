@@ -16,19 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from grader.errors import UsageError
 from grader.metrics.measures import Measure
 from grader.metrics.per_query import RELEVANCE_LEVEL, PerQuery, per_query_measures, select_rankings
+from grader.metrics.policy_name import Policy
 from grader.runs.run import Run
-
-
-class Policy(str, Enum):
-    """How queries are selected and scores read; the value is the CLI spelling."""
-
-    STRICT = "strict"
-    COIR = "coir"
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from grader.errors import SandboxUnavailable, UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Names the rule above; a report records it beside the key id.
 SCHEME = "hmac-sha256-96/v1"
@@ -160,6 +162,9 @@ def blind(key: BlindingKey | Preblinded, task: str, kind: str, ids: Sequence[str
                 f"task {task}: two {side} ids share the pseudonym {before} under blinding key {key.key_id[:16]}...; nothing was graded",
                 hint="grade with another blinding key (a collision of 96-bit pseudonyms is a once-in-a-lifetime event: check the task for duplicate ids)",
             )
+    # Imported here: key handling alone (the host's admin commands, the server's context) must not load numpy (issue 21 item 7).
+    import numpy as np
+
     rows = np.empty(len(names), dtype=np.int64)
     rows[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
     return BlindedIds(staged, tuple(ids[i] for i in order), rows)

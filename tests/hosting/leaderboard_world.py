@@ -28,10 +28,9 @@ from grader.data.benchmark import BenchmarkSpec
 from grader.data.registry import resolve_benchmark
 from grader.grading.scoring import facts_of
 from grader.hosting.clock import utcnow
-from grader.hosting.config import load_competition
+from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
-from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import lifecycle

@@ -26,9 +26,8 @@ from sqlalchemy import func, select
 from grader.cli.main import cli
 from grader.data.registry import data_root, resolve_benchmark
 from grader.hosting.api.app import create_app
-from grader.hosting.config import RetentionSettings
+from grader.hosting.config import DEPTH, RetentionSettings
 from grader.hosting.db.models import Attempt, LogEntry, Result, ResultPart, Submission, Transition
-from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.server import Reaper
 from grader.hosting.services.retention import plan
 from grader.reports.signing import ENVELOPE_NAME

@@ -29,10 +29,9 @@ from grader.data.registry import resolve_benchmark
 from grader.grading.scoring import facts_of
 from grader.hosting.client import HostingClient
 from grader.hosting.clock import utcnow
-from grader.hosting.config import load_competition
+from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.db.models import Setting, Submission
 from grader.hosting.db.session import open_database
-from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services.participants import rekey_local_worker
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest

@@ -20,7 +20,8 @@ import pytest
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.task import Document, Query
 from grader.grading.scoring import report_from_runs
-from grader.hosting.grading_adapter import DEPTH, GradeRequest, grade_upload
+from grader.hosting.config import DEPTH
+from grader.hosting.grading_adapter import GradeRequest, grade_upload
 from grader.hosting.services.run_scoring import HOSTED_POLICY
 from grader.hosting.worker_data import copy_key, export_worker_data, pseudonymous_judged
 from grader.metrics.measures import parse_measure

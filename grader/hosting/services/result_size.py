@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from grader import jsonio
-from grader.hosting.grading_adapter import DEPTH, LOG_TAIL_BYTES
+from grader.hosting.config import DEPTH
+from grader.hosting.grading_adapter import LOG_TAIL_BYTES
 from grader.hosting.messages import WorkerResult
 from grader.runs.compact import compact_size
 

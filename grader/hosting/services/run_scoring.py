@@ -26,13 +26,13 @@ from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.score_process import score_in_child
 from grader.hosting.blinding import BLINDING_FILE
+from grader.hosting.config import DEPTH
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
-from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services import ranking_record
 from grader.hosting.services.lifecycle import holds_lease
 from grader.hosting.worker_signing import verify_result
-from grader.metrics.policy import Policy
+from grader.metrics.policy_name import Policy
 
 #: The policy hosted grades are scored under (``grader run``'s default): it reads only the order of a run.
 HOSTED_POLICY = Policy.STRICT

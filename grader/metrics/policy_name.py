@@ -1,0 +1,16 @@
+"""The aggregation policy's name (:class:`Policy`), apart from the code that applies it (:mod:`grader.metrics.policy`).
+
+Its own module so that what only names a policy (the server's scoring jobs, which the
+host's admin commands import) does not load numpy (issue 21 item 7).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Policy(str, Enum):
+    """How queries are selected and scores read; the value is the CLI spelling."""
+
+    STRICT = "strict"
+    COIR = "coir"
