@@ -95,8 +95,10 @@ def _body(queries: list[int], lengths: list[int], docs: list[int], scores: list[
     [
         (_header() + _body([0], [2], [1, 5]), "outside the corpus"),
         (_header() + _body([0], [2], [4, 4]), "appears twice"),
-        (_header(hits=4) + _body([0], [4], [0, 1, 2, 3]), "hits for 1 queries at depth 3"),
-        (_header(queries=2, hits=4) + _body([0, 1], [4, 0], [0, 1, 2, 3]), "more than the depth"),
+        (_header(hits=7) + _body([0], [7], [0, 1, 2, 3, 4, 0, 1]), "hits for 1 queries at depth 3"),  # beyond depth + slack
+        (_header(queries=2, hits=7) + _body([0, 1], [7, 0], [0, 1, 2, 3, 4, 0, 1]), "more than the depth"),
+        (_header(hits=4) + _body([0], [4], [0, 1, 2, 3]), "beyond the depth 3"),  # no scores: no boundary tie group
+        (_header(flags=1, hits=4) + _body([0], [4], [4, 3, 2, 1], [3.0, 2.0, 1.0, 0.0]), "beyond the depth 3"),  # not tied
         (_header() + _body([2], [2], [0, 1]), "outside the staged queries"),
         (_header(queries=2, hits=2) + _body([1, 0], [1, 1], [0, 1]), "canonical order"),
         (_header(queries=3) + _body([0, 1, 2], [1, 1, 0], [0, 1]), "3 queries; 2 were staged"),

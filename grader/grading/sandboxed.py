@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.collect.outputs import TaskOutputs, collect_outputs, copy_outputs
-from grader.collect.unblind import unblind_outputs, unblind_run
+from grader.collect.unblind import unblind_outputs
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.blinding_keys import blinding_key_for
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
+from grader.runs.ties import keep_boundary_ties, tie_slack
 from grader.sandbox.blinding import BlindingKey, Preblinded
 from grader.sandbox.container import ContainerOutcome, Mount
 from grader.sandbox.intake import ImageInfo, inspect_image
@@ -216,10 +217,12 @@ class DockerTaskGrader:
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
         # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
         fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
-        # Searched under the pseudonyms, then renamed: ties at the depth's cut break by pseudonym, as on a hosted
-        # worker, which holds only the pseudonymous copy (docs/protocol.md); so a served grade equals a direct one.
-        query_ids = [staged.queries.staged[row] for row in staged.queries.rows.tolist()]
-        doc_ids = [staged.documents.staged[row] for row in staged.documents.rows.tolist()]
-        run = search_run(query_ids, doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
-        run = unblind_run(run, queries=staged.queries, documents=staged.documents)
+        if isinstance(self.blinding_key, Preblinded):
+            # A worker's copy: its ids are pseudonyms, so it keeps the boundary tie group and the server cuts at the
+            # depth under the real ids (grader.runs.ties); a cut here would follow the pseudonyms.
+            slack = options.top_k + tie_slack(options.top_k)
+            run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, slack, fault_code=fault)
+            run = keep_boundary_ties(run, options.top_k)
+        else:
+            run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)

@@ -27,6 +27,7 @@ from grader.reports.assemble import failed_task, scored_task
 from grader.reports.model import build_report
 from grader.runs.compact import CompactRun, canonical_order, decode_run
 from grader.runs.run import Run
+from grader.runs.ties import cut_at_depth, overflowing
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
 
 #: The fields of a task's report entry a worker may state (the rest are scores, counts and digests: the server's).
@@ -130,21 +131,30 @@ def report_labels(facts: dict[str, Any]) -> dict[str, Any] | None:
     return {**(labels if isinstance(labels, dict) else {}), "fingerprint": fingerprint}
 
 
-def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key: BlindingKey | None) -> Run:
+def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key: BlindingKey | None, overflow: dict[str, int] | None = None) -> Run:
     """A worker's compact run of ``task`` (validated: :func:`grader.runs.compact.decode_run`) as a :class:`Run` under the real ids.
 
     Without ``key`` it indexes the canonical order of the real ids. With it, the canonical order
     of the pseudonyms (the worker's copy): it is decoded against them and renamed back
     (:func:`grader.collect.unblind.unblind_run`, which re-sorts each ranking in trec order under
     the real ids, as a direct ``grader run`` does; a run with ties carries its scores for that).
+    Either way it is then cut at ``depth`` (:func:`grader.runs.ties.cut_at_depth`): a worker sends
+    the boundary tie group beyond it, so the cut falls where a direct search under the real ids
+    cuts. A tie group the worker had to cut is counted in ``overflow`` under the task's name.
     """
     corpus_ids = [document.id for document in task.iter_corpus()]
     if key is None:
         corpus, queries = canonical_order(corpus_ids), canonical_order(list(judged))
-        return _decoded(data, corpus, queries, depth).to_run(corpus, queries)
-    documents, judged_ids = blind(key, task.name, DOCUMENT, corpus_ids), blind(key, task.name, QUERY, list(judged))
-    pseudonymous = _decoded(data, documents.staged, judged_ids.staged, depth).to_run(documents.staged, judged_ids.staged)
-    return unblind_run(pseudonymous, queries=judged_ids, documents=documents)
+        decoded = _decoded(data, corpus, queries, depth)
+        run = decoded.to_run(corpus, queries)
+    else:
+        documents, judged_ids = blind(key, task.name, DOCUMENT, corpus_ids), blind(key, task.name, QUERY, list(judged))
+        decoded = _decoded(data, documents.staged, judged_ids.staged, depth)
+        run = unblind_run(decoded.to_run(documents.staged, judged_ids.staged), queries=judged_ids, documents=documents)
+    cut = overflowing(decoded.offsets, decoded.scores, depth)
+    if cut and overflow is not None:
+        overflow[task.name] = cut
+    return cut_at_depth(run, depth)
 
 
 def _decoded(data: bytes, corpus: Sequence[str], queries: Sequence[str], depth: int) -> CompactRun:
@@ -179,6 +189,7 @@ def report_from_runs(
     if set(runs) - set(tasks):
         raise TaskFailure(FailureCode.INFRA, "the worker sent runs of tasks the job does not grade")
     entries: list[dict[str, Any]] = []
+    overflow: dict[str, int] = {}
     for name in tasks:
         task = benchmark.task(name)
         qrels = task.qrels(split)
@@ -201,10 +212,12 @@ def report_from_runs(
             raise TaskFailure(FailureCode.INFRA, f"task {name}: no run was sent")
         else:
             extra = {field: fact[field] for field in TASK_FACTS if field in fact}
-            run = real_run(task, runs[name], [query.id for query in task.iter_queries() if query.id in qrels], depth=top_k, key=key)
+            run = real_run(
+                task, runs[name], [query.id for query in task.iter_queries() if query.id in qrels], depth=top_k, key=key, overflow=overflow
+            )
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
-    return assemble_report(
+    report = assemble_report(
         benchmark,
         entries,
         tasks=tasks,
@@ -217,3 +230,6 @@ def report_from_runs(
         finished_at=_timestamp(facts.get("finished_at")),
         top_k=top_k,
     )
+    if overflow:  # a tie group wider than the slack: which tied documents made the depth followed the pseudonyms
+        report["ranking"]["cut_by_pseudonym"] = overflow
+    return report

@@ -13,11 +13,11 @@ offset    field                  meaning
 6         u16 reserved           0
 8         u32 documents          the corpus size (must be the pinned corpus's)
 12        u32 queries            how many queries the run ranks
-16        u32 depth              the most hits a query may have (the report's ``top_k``)
+16        u32 depth              the report's ``top_k``: the hits a query may have, besides its boundary tie group
 20        u32 reserved           0
 24        u64 hits               the total number of hits
 32        u32[queries]           each query's index in the canonical query order, strictly increasing
-…         u32[queries]           each query's number of hits (at most ``depth``)
+…         u32[queries]           each query's number of hits (``depth`` and at most ``tie_slack(depth)`` tied)
 …         u32[hits]              the hits, query by query, in trec order, as canonical document indexes
 …         f64[hits]              (flag bit 0 only) each hit's score
 ========  =====================  ==============================================
@@ -28,6 +28,10 @@ order of the hits *is* the ranking: the server rebuilds a :class:`Run` whose sco
 with the rank, which every measure under the ``strict`` policy reads the same way (it
 reads only the order). Scores are carried only where an exact merge or the ``coir``
 policy (which re-ranks on float32-rounded scores) needs them.
+
+A query may carry hits beyond the depth only as its boundary tie group (every one of them
+tied with its depth-th hit; with scores; :mod:`grader.runs.ties`): the server cuts at the
+depth after renaming, so which tied documents make the cut does not follow the pseudonyms.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from grader.errors import InternalError, TaskFailure
 from grader.failures import FailureCode
 from grader.runs.ordering import byte_order_ranks, first_repeat
 from grader.runs.run import Run
+from grader.runs.ties import only_boundary_ties, tie_slack
 
 MAGIC = b"GRUN"
 VERSION = 1
@@ -80,7 +85,7 @@ def encode_run(run: Run, *, corpus: Sequence[str], queries: Sequence[str], depth
 
     ``corpus`` and ``queries`` are the canonical orders (:func:`canonical_order`) of the staged
     documents and queries. A run naming an id outside them, or a query with more than ``depth``
-    hits, is a bug of the caller (collect has validated the run): :class:`InternalError`.
+    hits besides its boundary tie group, is a bug of the caller (collect has validated the run): :class:`InternalError`.
     """
     doc_index = {doc_id: i for i, doc_id in enumerate(corpus)}
     query_index = {query_id: i for i, query_id in enumerate(queries)}
@@ -90,8 +95,10 @@ def encode_run(run: Run, *, corpus: Sequence[str], queries: Sequence[str], depth
     except KeyError as error:
         raise InternalError(f"the run names {error.args[0]!r}, which is not in the staged data") from None
     lengths = np.diff(run.offsets)
-    if len(lengths) and int(lengths.max()) > depth:
-        raise InternalError(f"a query has {int(lengths.max())} hits, more than the depth {depth}")
+    if len(lengths) and int(lengths.max()) > depth + tie_slack(depth):
+        raise InternalError(f"a query has {int(lengths.max())} hits, more than the depth {depth} and its tie slack")
+    if not only_boundary_ties(run.offsets, run.scores if scores else None, depth):
+        raise InternalError(f"a query has more than {depth} hits beyond its boundary tie group, or no scores to show the ties")
     order = np.asarray([i for _, i in ranked], dtype=np.int64)
     hits = [vocab_to_canonical[run.doc_codes[run.offsets[i] : run.offsets[i + 1]]] for i in order]
     docs = np.concatenate(hits) if hits else np.zeros(0, dtype=np.uint32)
@@ -161,7 +168,8 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
     Refused, as :class:`TaskFailure` with ``fault`` (``INFRA`` when a worker sent it: a
     broken or dishonest worker, never the participant): a bad header, truncated or
     oversized bytes, another corpus size, a query index outside the staged queries or
-    out of order, more hits than ``depth``, a document index outside the corpus, a
+    out of order, more hits than ``depth`` besides a boundary tie group (:mod:`grader.runs.ties`),
+    a document index outside the corpus, a
     document twice for one query, and (with scores) a non-finite score or hits not in trec order.
     """
 
@@ -181,7 +189,7 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
         raise refuse(f"depth {run_depth}; the job's depth is {depth}")
     if n_queries > queries:
         raise refuse(f"ranks {n_queries} queries; {queries} were staged")
-    if hits > n_queries * depth:
+    if hits > n_queries * (depth + tie_slack(depth)):
         raise refuse(f"{hits} hits for {n_queries} queries at depth {depth}")
     per_hit = HIT_BYTES + (SCORE_BYTES if flags & WITH_SCORES else 0)
     expected = HEADER_BYTES + QUERY_BYTES * n_queries + per_hit * hits
@@ -197,8 +205,8 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
     scores = np.frombuffer(data, dtype="<f8", count=hits, offset=at).copy() if flags & WITH_SCORES else None
     if n_queries and (query_ids.max() >= queries or np.any(np.diff(query_ids) <= 0)):
         raise refuse("a query index outside the staged queries, or queries not each once in canonical order")
-    if n_queries and lengths.max() > depth:
-        raise refuse(f"a query has {int(lengths.max())} hits, more than the depth {depth}")
+    if n_queries and lengths.max() > depth + tie_slack(depth):
+        raise refuse(f"a query has {int(lengths.max())} hits, more than the depth {depth} and its tie slack")
     if int(lengths.sum()) != hits:
         raise refuse(f"the queries' hit counts add up to {int(lengths.sum())}, the header says {hits}")
     if hits and docs.max() >= documents:
@@ -210,6 +218,8 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
         raise refuse(f"document {repeat[1]} appears twice for query index {int(query_ids[repeat[0]])}")
     if scores is not None:
         _check_scores(offsets, docs, scores, refuse)
+    if not only_boundary_ties(offsets, scores, depth):
+        raise refuse(f"a query has hits beyond the depth {depth} that do not tie with its {depth}-th (or no scores to show it)")
     return CompactRun(query_ids, offsets, docs, scores, depth)
 
 

@@ -140,9 +140,8 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
         "1",
         "--out",
         str(tmp_path / "direct"),
-        # Under the competition's key: the containers see the same pseudonyms as the worker's exported copy stages.
-        "--blinding-key",
-        str(served.state / "keys" / "blinding.secret"),
+        # Under a key of its own (OUT/blinding.key), not the competition's: a grade does not depend on the key
+        # (docs/protocol.md, Ties at the depth), so the served report must still equal it.
     )
     assert direct.returncode == 0, direct.stderr
     expected = json.loads((tmp_path / "direct" / "report.json").read_text())
@@ -167,8 +166,9 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     }
     assert report["ranking"] == expected["ranking"] and report["policy"] == expected["policy"]
     assert report["labels"]["fingerprint"]["execution_provider"] == "CPUExecutionProvider"  # the worker's machine is named
-    # The local worker graded the state's pseudonymous copy (no judgements) and named its key, as the direct run did.
-    assert report["sandbox"]["blinding"] == expected["sandbox"]["blinding"]
+    # The local worker graded the state's pseudonymous copy (no judgements) under the competition's key, not the direct run's.
+    assert report["sandbox"]["blinding"]["key_id"] != expected["sandbox"]["blinding"]["key_id"]
+    assert "cut_by_pseudonym" not in report["ranking"]
     assert (served.state / "worker-data" / "worker-data.json").is_file() and not list((served.state / "worker-data").rglob("*.tsv*"))
     runs = sorted((served.state / "runs" / scored_id).rglob("*.run"))  # type: ignore[attr-defined]
     assert [path.stem for path in runs] == sorted(expected["tasks"]), (runs, admin(served.state, "history", scored_id))

@@ -35,6 +35,7 @@ from grader.hosting.config import DEPTH
 from grader.hosting.grading_adapter import LOG_TAIL_BYTES
 from grader.hosting.messages import WorkerResult
 from grader.runs.compact import compact_size
+from grader.runs.ties import tie_slack
 
 PER_QUERY_BYTES = 32
 PER_TASK_BYTES = 16 << 10
@@ -71,6 +72,8 @@ def run_caps(benchmark: Any, tasks: list[str], splits: Iterable[str]) -> dict[tu
     """The largest compact run of each task on each of ``splits``: its judged queries at the hosted depth, with scores.
 
     A run carries its scores when a ranking has ties (the server re-sorts it under the real ids:
-    :func:`grader.runs.compact.has_ties`), so the bound allows them.
+    :func:`grader.runs.compact.has_ties`), so the bound allows them, and each query's boundary
+    tie group beyond the depth (:func:`grader.runs.ties.tie_slack`).
     """
-    return {(name, split): compact_size(len(benchmark.task(name).qrels(split)), DEPTH, scores=True) for name in tasks for split in set(splits)}
+    depth = DEPTH + tie_slack(DEPTH)
+    return {(name, split): compact_size(len(benchmark.task(name).qrels(split)), depth, scores=True) for name in tasks for split in set(splits)}
