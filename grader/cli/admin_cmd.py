@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from grader import jsonio
+from grader.cli.options import competition_file_option
 from grader.hosting.clock import iso
 from grader.text import bounded
 
@@ -108,14 +109,7 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
 
 
 @admin.command("runs")
-@click.option(
-    "--competition",
-    "competition_file",
-    default=None,
-    type=click.Path(path_type=Path),
-    envvar="GRADER_COMPETITION",
-    help="The competition file, for its [retention] policy (default: the one `grader serve` last ran with on this --state).",
-)
+@competition_file_option("The competition file, for its [retention] policy")
 @click.pass_context
 def runs(ctx: click.Context, competition_file: Path | None) -> None:
     """The workers' compact runs the server keeps (for re-scoring): how many, the bytes they hold, and what the retention policy removes."""
@@ -191,14 +185,7 @@ def _competition(path: Path | None, ctx: click.Context | None = None):  # type: 
     is_flag=True,
     help="Score the stored runs again against the data as it is now (a corrected qrels, a new measure): no worker runs anything.",
 )
-@click.option(
-    "--competition",
-    "competition_file",
-    default=None,
-    type=click.Path(path_type=Path),
-    envvar="GRADER_COMPETITION",
-    help="With --rescore: the competition file (default: the one `grader serve` last ran with on this --state).",
-)
+@competition_file_option("With --rescore: the competition file")
 @click.pass_context
 def rejudge(ctx: click.Context, submission_id: str | None, everything: bool, max_attempts: int, rescore: bool, competition_file: Path | None) -> None:
     """Grade SUBMISSION_ID (or --all) again; earlier results are kept. The server picks the jobs up.
@@ -299,14 +286,7 @@ def report(ctx: click.Context, submission_id: str, out_path: Path) -> None:
 
 @admin.command("leaderboard")
 @click.option("--private", "private", is_flag=True, help="The private board (participants see it only after the end; the host at any time).")
-@click.option(
-    "--competition",
-    "competition_file",
-    default=None,
-    type=click.Path(path_type=Path),
-    envvar="GRADER_COMPETITION",
-    help="The competition file (default: the one `grader serve` last ran with on this --state).",
-)
+@competition_file_option()
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def leaderboard(ctx: click.Context, private: bool, competition_file: Path | None, as_json: bool) -> None:
@@ -402,14 +382,7 @@ def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) ->
 
 
 @admin.command("log-reveal")
-@click.option(
-    "--competition",
-    "competition_file",
-    default=None,
-    type=click.Path(path_type=Path),
-    envvar="GRADER_COMPETITION",
-    help="The competition file (default: the one `grader serve` last ran with on this --state).",
-)
+@competition_file_option()
 @click.pass_context
 def log_reveal(ctx: click.Context, competition_file: Path | None) -> None:
     """After the end, once the last grades are in: log the reveal (the partition secret, the identifier and blinding

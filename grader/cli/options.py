@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -22,3 +23,15 @@ def _task_list(_context: click.Context, _parameter: click.Parameter, value: str 
 def tasks_option(help_text: str = "Comma-separated task names (default: all).") -> Callable[[F], F]:
     """``--tasks A,B``: the command receives ``tasks`` as a list of names, or None for its default."""
     return click.option("--tasks", "tasks", default=None, metavar="A,B", callback=_task_list, help=help_text)
+
+
+def competition_file_option(what: str = "The competition file") -> Callable[[F], F]:
+    """``--competition FILE`` (or ``GRADER_COMPETITION``) of an admin command; by default the file `grader serve` last ran with."""
+    return click.option(
+        "--competition",
+        "competition_file",
+        default=None,
+        type=click.Path(path_type=Path),
+        envvar="GRADER_COMPETITION",
+        help=f"{what} (default: the one `grader serve` last ran with on this --state).",
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +25,13 @@ from grader.reports.signing import ENVELOPE_NAME
 from grader.reports.verify import verify_envelope
 from grader.translog.audit import audit_entries
 from grader.translog.boards import check_board, check_boards_against_log, logged_envelopes
-from grader.translog.checkpoint import open_checkpoint
 from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
 from grader.translog.errors import LogVerificationError
 from grader.translog.published import check_published
-from grader.translog.tiles import TILE_WIDTH, Tile, bundles_for_size, split_entry_bundle
+from grader.translog.tiles import TILE_WIDTH
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import admin
+from tests.hosting.translog_support import reader, served_entries
 
 
 @pytest.fixture
@@ -42,24 +42,9 @@ def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
     built.ctx.db.dispose()
 
 
-def _reader(client: TestClient) -> Callable[[str], bytes]:
-    """A host path's body, as `grader log audit --board` fetches it (any answer but 200 fails)."""
-
-    def read(path: str) -> bytes:
-        answer = client.get("/" + path)
-        assert answer.status_code == 200, (path, answer.status_code)
-        return answer.content
-
-    return read
-
-
 def _served_entries(client: TestClient, world: World) -> list[bytes]:
-    assert world.ctx.log is not None
-    checkpoint = open_checkpoint(client.get("/log/checkpoint").content, [world.ctx.log.verifier])
-    entries: list[bytes] = []
-    for bundle in bundles_for_size(checkpoint.size):
-        entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
-    assert len(entries) == checkpoint.size <= TILE_WIDTH
+    entries = served_entries(client, world)
+    assert len(entries) <= TILE_WIDTH  # one partial tile: the bundle paths the tests tamper with
     return entries
 
 
@@ -78,9 +63,9 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     board = client.get("/api/v1/leaderboard").json()
     rows = sum(len(b["entries"]) for b in board["boards"])
     assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
-    assert check_boards_against_log(entries, _reader(client)) == f"board: {rows} row(s) show the score of their logged report"
+    assert check_boards_against_log(entries, reader(client)) == f"board: {rows} row(s) show the score of their logged report"
     # entry 0 is what the host publishes beside the log; a host serving anything else is caught
-    assert check_published(entries, _reader(client)).startswith("host: serves entry 0's partition commitment and host key")
+    assert check_published(entries, reader(client)).startswith("host: serves entry 0's partition commitment and host key")
     partition = client.get("/api/v1/partition").json()
     task = sorted(partition["data_digests"]["tasks"])[0]
     for path, changed, fault in (
@@ -95,7 +80,7 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     ):
         served = changed if isinstance(changed, bytes) else json.dumps(changed).encode()
         with pytest.raises(LogVerificationError, match=fault):
-            check_published(entries, lambda asked, path=path, served=served: served if asked == path else _reader(client)(asked))
+            check_published(entries, lambda asked, path=path, served=served: served if asked == path else reader(client)(asked))
     # The host points one row's result at a copy of another participant's result whose public-part report it signed
     # afresh and never logged: the board moves with it, and the row's report is not in the log. (Pointed at another
     # *logged* report, row and link move together and the check cannot tell: docs/transparency.md says so.)
@@ -137,7 +122,7 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     assert answer.status_code == 200, answer.text
     admin(world.state, "end", "--yes", database=world.database)
     # after the end the rows link full reports (the full split's score, not the part's): no row check until the reveal
-    assert "not checked: the competition ended" in check_boards_against_log(_served_entries(client, world), _reader(client))
+    assert "not checked: the competition ended" in check_boards_against_log(_served_entries(client, world), reader(client))
     said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     entries = _served_entries(client, world)
     assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
@@ -150,8 +135,8 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     for part in ("public", "private"):
         served = client.get("/api/v1/leaderboard", params={"part": part}).json()
         assert hashlib.sha256(rfc8785.dumps(served)).hexdigest() == reveal[f"{part}_board_sha256"], part
-    assert check_boards_against_log(entries, _reader(client)) == "board: the final public and private boards are the ones the reveal logged"
-    assert check_published(entries, _reader(client)).startswith("host: ")  # the secret now served opens entry 0's commitment
+    assert check_boards_against_log(entries, reader(client)) == "board: the final public and private boards are the ones the reveal logged"
+    assert check_published(entries, reader(client)).startswith("host: ")  # the secret now served opens entry 0's commitment
     # after the reveal anyone opens every entry: each report entry names one of the participants
     identifier = bytes.fromhex(reveal["identifier_key"])
     reports = [decode_entry(entry) for entry in entries if decode_entry(entry)["kind"] == "report"]
@@ -165,4 +150,4 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
         connection.execute(text("UPDATE submissions SET name = 'renamed after the reveal'"))
     board_cache.clear()  # as a restarted server
     with pytest.raises(LogVerificationError, match="the public board served now is not the final public board the reveal logged"):
-        check_boards_against_log(entries, _reader(client))
+        check_boards_against_log(entries, reader(client))

@@ -5,7 +5,7 @@ reveal, so a row changed in the database after the end and before the reveal is 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,30 +16,11 @@ from grader.cli.log_final import FinalBoardsDiffer, board_mismatches, check_fina
 from grader.hosting.api.app import create_app
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.translog.boards import check_boards_against_log
-from grader.translog.checkpoint import open_checkpoint
 from grader.translog.errors import LogVerificationError
-from grader.translog.tiles import Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.browser import http_server
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import admin, grader_cli
-
-
-def _reader(client: TestClient) -> Callable[[str], bytes]:
-    def read(path: str) -> bytes:
-        answer = client.get("/" + path)
-        assert answer.status_code == 200, (path, answer.status_code)
-        return answer.content
-
-    return read
-
-
-def _entries(client: TestClient, world: World) -> list[bytes]:
-    assert world.ctx.log is not None
-    checkpoint = open_checkpoint(client.get("/log/checkpoint").content, [world.ctx.log.verifier])
-    entries: list[bytes] = []
-    for bundle in bundles_for_size(checkpoint.size):
-        entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
-    return entries
+from tests.hosting.translog_support import reader, served_entries
 
 
 def _ended(world: World, client: TestClient) -> None:
@@ -77,11 +58,11 @@ def test_a_row_changed_after_the_end_and_before_the_reveal_is_caught_by_recomput
         target = client.get("/api/v1/leaderboard", params={"part": "private"}).json()["boards"][0]["entries"][0]["submission"]
         _alter_task_means(world, target)
         _reveal(world)
-        entries = _entries(client, world)
+        entries = served_entries(client, world)
         # the reveal hashed the boards as they stood: the digest check passes, the recomputation does not
-        assert check_boards_against_log(entries, _reader(client)).startswith("board: the final public and private boards")
+        assert check_boards_against_log(entries, reader(client)).startswith("board: the final public and private boards")
         with pytest.raises(FinalBoardsDiffer) as caught:
-            check_final_scores(entries, _reader(client))
+            check_final_scores(entries, reader(client))
         assert {row.submission for row in caught.value.rows} == {target}
         assert all(row.what.startswith("task means") for row in caught.value.rows)
         # a row whose result the database points at another submission's logged, signed report: caught as such
@@ -90,7 +71,7 @@ def test_a_row_changed_after_the_end_and_before_the_reveal_is_caught_by_recomput
             connection.execute(text("UPDATE submissions SET result_id = :other WHERE id = :id"), {"other": other.result_id, "id": target})
         board_cache.clear()
         with pytest.raises(LogVerificationError, match="logged for another submission or participant"):
-            check_final_scores(entries, _reader(client))
+            check_final_scores(entries, reader(client))
     finally:
         world.ctx.db.dispose()
 
