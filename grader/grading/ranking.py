@@ -22,11 +22,11 @@ from typing import Any
 
 from grader.data.qrels import Qrels
 from grader.data.task import Task
-from grader.errors import TASK_FAULT_TYPES, TaskFailure, UsageError, failure_code
+from grader.errors import TASK_FAULT_TYPES, UsageError, failure_code
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs
 from grader.grading.lock import locked_out_dir
-from grader.grading.runner import save_compact_run, split_is_public
+from grader.grading.runner import fault_texts, save_compact_run
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
 from grader.submissions.archive import open_submission
@@ -50,10 +50,7 @@ def rank_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progr
     try:
         ranked = grader.rank(inputs, options, progress)
     except TASK_FAULT_TYPES as error:
-        if isinstance(error, TaskFailure):
-            message, stderr = error.report_text(public=split_is_public(options))
-        else:
-            message, stderr = str(error), None
+        message, stderr = fault_texts(error, options)
         return {"failure": Failure(failure_code(error), message, stderr).as_json()}
     save_compact_run(options.runs_dir / f"{name}.run", ranked.run, inputs, options.top_k)
     encoding = ranked.extra.get("encoding")

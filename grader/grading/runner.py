@@ -44,6 +44,13 @@ def split_is_public(options: RunOptions) -> bool:
     return options.split == spec.sample_split and spec.sample_split != spec.default_split
 
 
+def fault_texts(error: BaseException, options: RunOptions) -> tuple[str, str | None]:
+    """A task fault's message and container stderr as a report shows them (stderr only where the split is public)."""
+    if isinstance(error, TaskFailure):
+        return error.report_text(public=split_is_public(options))
+    return str(error), None
+
+
 def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener) -> dict[str, Any]:
     """Rank and score one task; a submission's fault becomes a failed entry."""
     task = inputs.task
@@ -53,10 +60,7 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
         ranked = grader.rank(inputs, options, progress)
     except TASK_FAULT_TYPES as error:
         # One rule (grader.errors.failure_code) decides the code; an engine fault is INFRA and the other tasks still run.
-        if isinstance(error, TaskFailure):
-            message, stderr = error.report_text(public=split_is_public(options))
-        else:
-            message, stderr = str(error), None
+        message, stderr = fault_texts(error, options)
         return failed_task(
             task.name,
             split=options.split,

@@ -107,10 +107,15 @@ def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]
     return indexes
 
 
+def _has_ended(session: Session) -> bool:
+    """Whether the log already holds its ``end`` entry."""
+    return bool(session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")))
+
+
 def log_end(session: Session, host_log: HostLog, time: datetime) -> bool:
     """The finals and the ``end`` entry, once: False (nothing appended) when the log already holds its end."""
     lock_head(session)
-    if session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")):
+    if _has_ended(session):
         return False
     log_finals(session, host_log, time)
     append_entry(session, host_log, entries.end_entry(time=time))
@@ -124,7 +129,7 @@ def log_end_if_due(db: Database, host_log: HostLog, competition: Competition) ->
     if utcnow() < end:
         return False
     with db.session() as session:
-        if session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")):
+        if _has_ended(session):
             return False  # read first: no lock taken on every pass of every reaper after the end
     with db.session() as session:
         return log_end(session, host_log, end)
