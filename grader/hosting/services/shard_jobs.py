@@ -1,0 +1,211 @@
+"""Shard jobs in the database (issue 23 item 1): each a row with its own lease and tries; the database is the queue.
+
+A sharded ONNX grade of one submission attempt is planned as, per task, a query job (number
+:data:`QUERY_JOB`) and one job per shard (:func:`plan`). Workers take them one at a time
+(:func:`claim`), renew their lease (:func:`renew`) and end them (:func:`complete`, :func:`fail`).
+A job whose lease expired goes back to the queue alone (:func:`reap`): the other shards of
+the task keep what they returned, so a lost shard is re-run alone. Every job of a task runs on
+workers of one fingerprint (the first claim of the task fixes it), since ONNX vectors may differ
+between CPU families and the shards' scores must be comparable to be merged. Each move is one
+guarded UPDATE (``WHERE id = ? AND state = ? AND tries = ?``), so two workers never both win a job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, Select, or_, select, update
+from sqlalchemy.orm import Session
+
+from grader.failures import FailureCode
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.db.session import Database
+from grader.hosting.states import State
+
+#: The number of a task's query job (shards are numbered from 0).
+QUERY_JOB = -1
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+#: Queued jobs looked at per claim round (a lost race tries the next).
+CLAIM_BATCH = 8
+
+
+@dataclass(frozen=True)
+class ShardClaim:
+    """A shard job handed to a worker: which job, the try it holds, and its lease."""
+
+    job_id: int
+    submission_id: str
+    attempt: int
+    task: str
+    number: int
+    tries: int
+    lease_expires_at: datetime
+
+
+@dataclass
+class TaskShards:
+    """Where one task's shard jobs stand: returned digests by number, the first failure, how many are still open."""
+
+    done: dict[int, str] = field(default_factory=dict)
+    failure: tuple[str, str] | None = None
+    open: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every job of the task returned (query vectors and every shard)."""
+        return self.open == 0 and self.failure is None
+
+
+def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str, int]) -> None:
+    """Queue, for each task, its query job and ``shards[task]`` shard jobs, for this attempt (in the caller's transaction)."""
+    for task, count in sorted(shards.items()):
+        for number in range(QUERY_JOB, count):
+            session.add(
+                ShardJob(
+                    submission_id=submission_id,
+                    attempt=attempt,
+                    task=task,
+                    number=number,
+                    state=QUEUED,
+                    tries=0,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    fingerprint=None,
+                    sha256=None,
+                    failure_code=None,
+                    message="",
+                )
+            )
+
+
+def _claimable(fingerprint: str) -> Select[ShardJob]:
+    """Queued jobs of running attempts whose task has no fingerprint yet or this one; query jobs first, then by age."""
+    return (
+        select(ShardJob)
+        .join(Submission, Submission.id == ShardJob.submission_id)
+        .where(
+            ShardJob.state == QUEUED,
+            Submission.state == State.RUNNING,
+            Submission.attempt == ShardJob.attempt,
+            or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint),
+        )
+        .order_by(ShardJob.submission_id, ShardJob.attempt, ShardJob.task, ShardJob.number)
+        .limit(CLAIM_BATCH)
+    )
+
+
+def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> ShardClaim | None:
+    """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none."""
+    with db.session() as session:
+        candidates = session.scalars(_claimable(fingerprint)).all()
+        for job in candidates:
+            expires = utcnow() + timedelta(seconds=lease_s)
+            moved = session.execute(
+                update(ShardJob)
+                .where(ShardJob.id == job.id, ShardJob.state == QUEUED, ShardJob.tries == job.tries)
+                .where(or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint))
+                .values(state=RUNNING, worker_id=worker_id, lease_expires_at=expires, tries=job.tries + 1, fingerprint=fingerprint)
+                .execution_options(synchronize_session=False)
+            )
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                continue  # another worker was first, or the task got another fingerprint meanwhile
+            # The task's other jobs now run only on workers of this fingerprint.
+            session.execute(
+                update(ShardJob)
+                .where(
+                    ShardJob.submission_id == job.submission_id,
+                    ShardJob.attempt == job.attempt,
+                    ShardJob.task == job.task,
+                    ShardJob.fingerprint.is_(None),
+                )
+                .values(fingerprint=fingerprint)
+                .execution_options(synchronize_session=False)
+            )
+            return ShardClaim(job.id, job.submission_id, job.attempt, job.task, job.number, job.tries + 1, expires)
+        return None
+
+
+def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
+    """The guard of every move of a held job: still running, this try, this worker, lease not expired."""
+    return (
+        (ShardJob.id == job_id)
+        & (ShardJob.state == RUNNING)
+        & (ShardJob.tries == tries)
+        & (ShardJob.worker_id == worker_id)
+        & (ShardJob.lease_expires_at > utcnow())
+    )
+
+
+def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float) -> datetime | None:
+    """Renew the lease of a held job; None when it is no longer this worker's (stop working on it)."""
+    expires = utcnow() + timedelta(seconds=lease_s)
+    with db.session() as session:
+        moved = session.execute(
+            update(ShardJob).where(_holding(job_id, tries, worker_id)).values(lease_expires_at=expires).execution_options(synchronize_session=False)
+        )
+        return expires if moved.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str) -> bool:
+    """Record what a held job returned (its file is stored already); False when the job is no longer this worker's."""
+    with db.session() as session:
+        moved = session.execute(
+            update(ShardJob)
+            .where(_holding(job_id, tries, worker_id))
+            .values(state=DONE, sha256=sha256, lease_expires_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str) -> bool:
+    """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone."""
+    values: dict[str, object] = {"lease_expires_at": None, "failure_code": code, "message": message[:2000]}
+    if code == FailureCode.INFRA.value:
+        values.update(state=QUEUED, worker_id=None)
+    else:
+        values.update(state=FAILED)
+    with db.session() as session:
+        moved = session.execute(
+            update(ShardJob).where(_holding(job_id, tries, worker_id)).values(**values).execution_options(synchronize_session=False)
+        )
+        return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def reap(db: Database, *, max_tries: int) -> int:
+    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after ``max_tries``."""
+    now = utcnow()
+    with db.session() as session:
+        expired = (ShardJob.state == RUNNING) & (ShardJob.lease_expires_at <= now)
+        given_up = session.execute(
+            update(ShardJob)
+            .where(expired & (ShardJob.tries >= max_tries))
+            .values(state=FAILED, lease_expires_at=None, failure_code=FailureCode.INFRA.value, message="lease lost at the try limit")
+            .execution_options(synchronize_session=False)
+        )
+        requeued = session.execute(
+            update(ShardJob)
+            .where(expired)
+            .values(state=QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run")
+            .execution_options(synchronize_session=False)
+        )
+        return int(given_up.rowcount) + int(requeued.rowcount)  # type: ignore[attr-defined]
+
+
+def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskShards]:
+    """Per task, where its shard jobs of this attempt stand."""
+    tasks: dict[str, TaskShards] = {}
+    with db.session() as session:
+        rows = session.scalars(select(ShardJob).where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt).order_by(ShardJob.number))
+        for job in rows:
+            entry = tasks.setdefault(job.task, TaskShards())
+            if job.state == DONE and job.sha256 is not None:
+                entry.done[job.number] = job.sha256
+            elif job.state == FAILED:
+                entry.failure = entry.failure or (job.failure_code or FailureCode.INFRA.value, job.message)
+            else:
+                entry.open += 1
+    return tasks
