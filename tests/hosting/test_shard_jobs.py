@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import update
 
+from grader.errors import InternalError
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob
 from grader.hosting.services import lifecycle, shard_jobs
+from grader.hosting.states import SHARD_TRANSITIONS, ShardState, require_shard
 from tests.hosting.world import World, new_submission
 
 FP_A, FP_B = "a" * 64, "b" * 64
@@ -32,36 +35,43 @@ def _expire(world: World, job_id: int) -> None:
         session.execute(update(ShardJob).where(ShardJob.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
 
 
-def test_query_job_first_then_shards_each_once(world: World) -> None:
+def test_shards_wait_for_their_query_vectors_then_each_is_taken_once(world: World) -> None:
     submission_id = _planned(world, {"t": 2})
-    got = [shard_jobs.claim(world.db, world.workers[i % 2], FP_A, 60) for i in range(4)]
-    assert [c.number for c in got if c is not None] == [-1, 0, 1]
-    assert got[3] is None  # every job taken once
-    for c in got[:3]:
-        assert c is not None and c.submission_id == submission_id and c.tries == 1
-        assert shard_jobs.complete(world.db, c.job_id, c.tries, world.workers[got.index(c) % 2], f"{c.number + 2:064x}")
+    w1, w2 = world.workers
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and query.number == -1 and query.submission_id == submission_id and query.tries == 1
+    assert shard_jobs.claim(world.db, w2, FP_A, 60) is None  # the shards need the query vectors first
+    assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    got = [shard_jobs.claim(world.db, (w1, w2)[i % 2], FP_A, 60) for i in range(3)]
+    assert [c.number for c in got if c is not None] == [0, 1] and got[2] is None  # every job taken once
+    for index, held in enumerate(got[:2]):
+        assert held is not None and shard_jobs.complete(world.db, held.job_id, 1, (w1, w2)[index % 2], f"{index + 2:064x}")
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.complete and sorted(status.done) == [-1, 0, 1]
 
 
 def test_a_task_runs_on_workers_of_one_fingerprint(world: World) -> None:
     _planned(world, {"t": 1, "u": 1})
-    first = shard_jobs.claim(world.db, world.workers[0], FP_A, 60)
-    assert first is not None and first.task == "t"
-    other = shard_jobs.claim(world.db, world.workers[1], FP_B, 60)
-    assert other is not None and other.task == "u"  # task t is FP_A's now; u is still free
-    same = shard_jobs.claim(world.db, world.workers[1], FP_A, 60)
+    w1, w2 = world.workers
+    first = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert first is not None and (first.task, first.number) == ("t", -1)
+    other = shard_jobs.claim(world.db, w2, FP_B, 60)
+    assert other is not None and (other.task, other.number) == ("u", -1)  # task t is FP_A's now; u was still free
+    assert shard_jobs.complete(world.db, first.job_id, 1, w1, "1" * 64)
+    assert shard_jobs.complete(world.db, other.job_id, 1, w2, "2" * 64)
+    assert shard_jobs.claim(world.db, w1, FP_B, 60) is not None  # u's shard: FP_B, whichever worker
+    assert shard_jobs.claim(world.db, w2, FP_B, 60) is None  # t's shard is FP_A's
+    same = shard_jobs.claim(world.db, w2, FP_A, 60)
     assert same is not None and (same.task, same.number) == ("t", 0)
-    assert shard_jobs.claim(world.db, world.workers[0], FP_A, 60) is None  # u's shard is FP_B's
 
 
 def test_a_lost_shard_is_re_run_alone(world: World) -> None:
     submission_id = _planned(world, {"t": 2})
     w1, w2 = world.workers
-    held = [shard_jobs.claim(world.db, w1, FP_A, 60) for _ in range(3)]
-    assert all(h is not None for h in held)
-    query, shard0, shard1 = held  # type: ignore[misc]
-    assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    shard0, shard1 = shard_jobs.claim(world.db, w1, FP_A, 60), shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert shard0 is not None and shard1 is not None
     assert shard_jobs.complete(world.db, shard0.job_id, 1, w1, "2" * 64)
     _expire(world, shard1.job_id)  # w1 died while ranking shard 1
     assert shard_jobs.renew(world.db, shard1.job_id, 1, w1, 60) is None
@@ -99,3 +109,20 @@ def test_the_try_limit_and_a_cancelled_submission(world: World) -> None:
     assert status.failure is not None and status.failure[0] == "INFRA"
     assert lifecycle.cancel(world.db, submission_id)
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # the shard of a cancelled attempt is never handed out
+
+
+def test_shard_moves_outside_the_table_are_refused(world: World) -> None:
+    _planned(world, {"t": 1})
+    for source in ShardState:
+        for target in ShardState:
+            if target in SHARD_TRANSITIONS[source]:
+                require_shard(source, target)
+            else:
+                with pytest.raises(InternalError, match="not a transition of the shard table"):
+                    require_shard(source, target)
+    with world.db.session() as session, pytest.raises(InternalError):
+        shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.DONE, ShardState.QUEUED)  # a done job never runs again
+    with world.db.session() as session:
+        assert (
+            shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.RUNNING, ShardState.DONE) == 0
+        )  # it is queued: a stale read moves nothing

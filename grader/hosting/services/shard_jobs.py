@@ -16,18 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Select, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import Database
-from grader.hosting.states import State
+from grader.hosting.states import ShardState, State, require_shard
 
 #: The number of a task's query job (shards are numbered from 0).
 QUERY_JOB = -1
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+QUEUED, RUNNING, DONE, FAILED = (state.value for state in ShardState)
 #: Queued jobs looked at per claim round (a lost race tries the next).
 CLAIM_BATCH = 8
 
@@ -59,6 +59,18 @@ class TaskShards:
         return self.open == 0 and self.failure is None
 
 
+def move_shard(session: Session, where: ColumnElement[bool], source: ShardState, target: ShardState, **values: object) -> int:
+    """The one way a shard job changes state: a guarded UPDATE ``source -> target`` (a pair of SHARD_TRANSITIONS); rows moved."""
+    require_shard(source, target)
+    moved = session.execute(
+        update(ShardJob)
+        .where(where, ShardJob.state == source.value)
+        .values(state=target.value, **values)
+        .execution_options(synchronize_session=False)
+    )
+    return int(moved.rowcount)  # type: ignore[attr-defined]
+
+
 def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str, int]) -> None:
     """Queue, for each task, its query job and ``shards[task]`` shard jobs, for this attempt (in the caller's transaction)."""
     for task, count in sorted(shards.items()):
@@ -82,7 +94,15 @@ def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str
 
 
 def _claimable(fingerprint: str) -> Select[ShardJob]:
-    """Queued jobs of running attempts whose task has no fingerprint yet or this one; query jobs first, then by age."""
+    """Queued jobs of running attempts whose task has no fingerprint yet or this one; a shard only once its task's query vectors are in."""
+    query = aliased(ShardJob)
+    vectors_in = exists().where(
+        query.submission_id == ShardJob.submission_id,
+        query.attempt == ShardJob.attempt,
+        query.task == ShardJob.task,
+        query.number == QUERY_JOB,
+        query.state == DONE,
+    )
     return (
         select(ShardJob)
         .join(Submission, Submission.id == ShardJob.submission_id)
@@ -91,6 +111,7 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
             Submission.state == State.RUNNING,
             Submission.attempt == ShardJob.attempt,
             or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint),
+            or_(ShardJob.number == QUERY_JOB, vectors_in),
         )
         .order_by(ShardJob.submission_id, ShardJob.attempt, ShardJob.task, ShardJob.number)
         .limit(CLAIM_BATCH)
@@ -103,14 +124,9 @@ def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> Sha
         candidates = session.scalars(_claimable(fingerprint)).all()
         for job in candidates:
             expires = utcnow() + timedelta(seconds=lease_s)
-            moved = session.execute(
-                update(ShardJob)
-                .where(ShardJob.id == job.id, ShardJob.state == QUEUED, ShardJob.tries == job.tries)
-                .where(or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint))
-                .values(state=RUNNING, worker_id=worker_id, lease_expires_at=expires, tries=job.tries + 1, fingerprint=fingerprint)
-                .execution_options(synchronize_session=False)
-            )
-            if moved.rowcount != 1:  # type: ignore[attr-defined]
+            guard = (ShardJob.id == job.id) & (ShardJob.tries == job.tries) & or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint)
+            taken = {"worker_id": worker_id, "lease_expires_at": expires, "tries": job.tries + 1, "fingerprint": fingerprint}
+            if move_shard(session, guard, ShardState.QUEUED, ShardState.RUNNING, **taken) != 1:
                 continue  # another worker was first, or the task got another fingerprint meanwhile
             # The task's other jobs now run only on workers of this fingerprint.
             session.execute(
@@ -129,14 +145,8 @@ def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> Sha
 
 
 def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
-    """The guard of every move of a held job: still running, this try, this worker, lease not expired."""
-    return (
-        (ShardJob.id == job_id)
-        & (ShardJob.state == RUNNING)
-        & (ShardJob.tries == tries)
-        & (ShardJob.worker_id == worker_id)
-        & (ShardJob.lease_expires_at > utcnow())
-    )
+    """The guard of every move of a held (running) job: this try, this worker, lease not expired."""
+    return (ShardJob.id == job_id) & (ShardJob.tries == tries) & (ShardJob.worker_id == worker_id) & (ShardJob.lease_expires_at > utcnow())
 
 
 def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float) -> datetime | None:
@@ -144,7 +154,10 @@ def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float)
     expires = utcnow() + timedelta(seconds=lease_s)
     with db.session() as session:
         moved = session.execute(
-            update(ShardJob).where(_holding(job_id, tries, worker_id)).values(lease_expires_at=expires).execution_options(synchronize_session=False)
+            update(ShardJob)
+            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING)
+            .values(lease_expires_at=expires)
+            .execution_options(synchronize_session=False)
         )
         return expires if moved.rowcount == 1 else None  # type: ignore[attr-defined]
 
@@ -152,47 +165,37 @@ def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float)
 def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str) -> bool:
     """Record what a held job returned (its file is stored already); False when the job is no longer this worker's."""
     with db.session() as session:
-        moved = session.execute(
-            update(ShardJob)
-            .where(_holding(job_id, tries, worker_id))
-            .values(state=DONE, sha256=sha256, lease_expires_at=None)
-            .execution_options(synchronize_session=False)
-        )
-        return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
+        return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, ShardState.DONE, sha256=sha256, lease_expires_at=None) == 1
 
 
 def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str) -> bool:
     """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone."""
     values: dict[str, object] = {"lease_expires_at": None, "failure_code": code, "message": message[:2000]}
-    if code == FailureCode.INFRA.value:
-        values.update(state=QUEUED, worker_id=None)
-    else:
-        values.update(state=FAILED)
+    infra = code == FailureCode.INFRA.value
+    if infra:
+        values["worker_id"] = None
     with db.session() as session:
-        moved = session.execute(
-            update(ShardJob).where(_holding(job_id, tries, worker_id)).values(**values).execution_options(synchronize_session=False)
-        )
-        return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
+        target = ShardState.QUEUED if infra else ShardState.FAILED
+        return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) == 1
 
 
 def reap(db: Database, *, max_tries: int) -> int:
     """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after ``max_tries``."""
-    now = utcnow()
     with db.session() as session:
-        expired = (ShardJob.state == RUNNING) & (ShardJob.lease_expires_at <= now)
-        given_up = session.execute(
-            update(ShardJob)
-            .where(expired & (ShardJob.tries >= max_tries))
-            .values(state=FAILED, lease_expires_at=None, failure_code=FailureCode.INFRA.value, message="lease lost at the try limit")
-            .execution_options(synchronize_session=False)
+        expired = ShardJob.lease_expires_at <= utcnow()
+        given_up = move_shard(
+            session,
+            expired & (ShardJob.tries >= max_tries),
+            ShardState.RUNNING,
+            ShardState.FAILED,
+            lease_expires_at=None,
+            failure_code=FailureCode.INFRA.value,
+            message="lease lost at the try limit",
         )
-        requeued = session.execute(
-            update(ShardJob)
-            .where(expired)
-            .values(state=QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run")
-            .execution_options(synchronize_session=False)
+        requeued = move_shard(
+            session, expired, ShardState.RUNNING, ShardState.QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run"
         )
-        return int(given_up.rowcount) + int(requeued.rowcount)  # type: ignore[attr-defined]
+        return given_up + requeued
 
 
 def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskShards]:
