@@ -91,7 +91,7 @@ class ShardApi:
         self.http.post(f"/api/v1/worker/shards/{job.job_id}/failure", json=body)
 
     def status(self, submission_id: str, attempt: int) -> ShardGradeStatus:
-        response = self.http.get(f"/api/v1/worker/jobs/{submission_id}/shards", params={"attempt": attempt})
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/shards", json={"attempt": attempt})
         response.raise_for_status()
         return ShardGradeStatus.model_validate_json(response.content)
 

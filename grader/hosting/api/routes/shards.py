@@ -18,7 +18,7 @@ from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
-from grader.hosting.messages import Lease, RunStored
+from grader.hosting.messages import Attempt, Lease, RunStored
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
 from grader.hosting.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 
@@ -99,8 +99,12 @@ async def failure(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -
     return Response(status_code=204)
 
 
-@router.get(
-    "/jobs/{submission_id}/shards", summary="Where the shard jobs of a sharded attempt this worker holds stand", response_model=ShardGradeStatus
+@router.post(
+    "/jobs/{submission_id}/shards",
+    summary="Where the shard jobs of a sharded attempt this worker holds stand; once all are in, their runs are merged",
+    response_model=ShardGradeStatus,
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": Attempt.model_json_schema()}}}},
 )
-def grade_status(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> ShardGradeStatus:
-    return shard_worker_api.grade_status(ctx, who, submission_id, attempt)
+async def grade_status(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> ShardGradeStatus:
+    body = await parse(request, Attempt)
+    return await run_in_threadpool(shard_worker_api.grade_status, ctx, who, submission_id, body.attempt)
