@@ -111,6 +111,15 @@ def test_the_try_limit_and_a_cancelled_submission(world: World) -> None:
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # the shard of a cancelled attempt is never handed out
 
 
+def test_a_cancel_stops_the_shard_jobs_at_their_next_heartbeat(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    held = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert held is not None and shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is not None
+    assert lifecycle.cancel(world.db, submission_id)
+    assert shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is None  # stale: the worker kills the job's process
+
+
 def test_shard_moves_outside_the_table_are_refused(world: World) -> None:
     _planned(world, {"t": 1})
     for source in ShardState:

@@ -149,13 +149,18 @@ def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
     return (ShardJob.id == job_id) & (ShardJob.tries == tries) & (ShardJob.worker_id == worker_id) & (ShardJob.lease_expires_at > utcnow())
 
 
+def _grade_running() -> ColumnElement[bool]:
+    """The job's attempt is still its submission's running attempt (a cancel or a lost coordinator ends its shard jobs' work)."""
+    return exists().where(Submission.id == ShardJob.submission_id, Submission.state == State.RUNNING, Submission.attempt == ShardJob.attempt)
+
+
 def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float) -> datetime | None:
-    """Renew the lease of a held job; None when it is no longer this worker's (stop working on it)."""
+    """Renew the lease of a held job; None when it is no longer this worker's or its grade ended (stop working on it)."""
     expires = utcnow() + timedelta(seconds=lease_s)
     with db.session() as session:
         moved = session.execute(
             update(ShardJob)
-            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING)
+            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING, _grade_running())
             .values(lease_expires_at=expires)
             .execution_options(synchronize_session=False)
         )
