@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale_corpus.py [--documents 30000 100000] [--workers 1 2] [--queries 1000] [--markdown PATH]
     .venv/bin/python bench/scale_corpus.py --documents 3000 --workers 1 --queries 100 --submission DIR   # another ONNX model
-    .venv/bin/python bench/scale_corpus.py --sharded        # refused until shards are database jobs
+    .venv/bin/python bench/scale_corpus.py --sharded [--shard-documents 16384]   # ONNX grades in shard jobs (issue 23 item 1)
 
 For each N (--documents) the task of bench/synthetic_corpus.py is generated once (bench/out/synthetic-N-sSEED,
 reused) and, for each worker count (--workers), a fresh single-machine `grader serve --workers W` (local
@@ -18,8 +18,10 @@ cgroup v1, memory.peak on v2, page cache included) and the peak of its anonymous
 anon). A process or container that lives shorter than one sample interval can be missed; the grade's
 processes live for the grade.
 
-Unsharded, one grade runs on one worker whatever W is: the second worker idles (that is what issue 23 item 1
-changes). --sharded refuses for now: shards are not jobs yet.
+Unsharded, one grade runs on one worker whatever W is: the second worker idles. With --sharded the competition
+sets [sharding] shard_documents: the grade runs as shard jobs (a query job, then one job per shard of whole
+encoding chunks) which every local worker takes, each in a forked child of the worker (the "grade child"
+column then holds the shard children's peaks; no container runs).
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 LIMITS = {"time_limit_s": 7200, "memory": "4g", "cpus": 1}
 OWNER_PID_LABEL = "dev.grader.owner.pid"
 SANDBOX_LABEL = "dev.grader.sandbox"
-NOT_YET = "not yet: shards are not jobs yet (issue 23 item 1)"
 
 
 def load_generator():  # type: ignore[no-untyped-def]
@@ -190,17 +191,16 @@ class Sampler:
         self._thread.join()
 
 
-def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submission: Path = EXAMPLE) -> dict:
-    """One fresh server with ``workers`` local workers grading ``submission`` once; the figures."""
-    competition = write_competition(
-        scratch / "c.toml",
-        benchmark=str(bench_root),
-        tables={
-            "limits": LIMITS,
-            "quotas": {"per_day": 100, "total": 100, "concurrent": 2},
-            "queue": {"lease_s": 60, "heartbeat_s": 10, "redispatch_s": 30, "reap_every_s": 2},
-        },
-    )
+def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submission: Path = EXAMPLE, shard_documents: int | None = None) -> dict:
+    """One fresh server with ``workers`` local workers grading ``submission`` once (in shard jobs with ``shard_documents``); the figures."""
+    tables = {
+        "limits": LIMITS,
+        "quotas": {"per_day": 100, "total": 100, "concurrent": 2},
+        "queue": {"lease_s": 60, "heartbeat_s": 10, "redispatch_s": 30, "reap_every_s": 2},
+    }
+    if shard_documents is not None:
+        tables["sharding"] = {"shard_documents": shard_documents}
+    competition = write_competition(scratch / "c.toml", benchmark=str(bench_root), tables=tables)
     server = Server(competition, scratch / "state", workers=workers).start()
     try:
         client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
@@ -229,14 +229,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--submission", type=Path, default=EXAMPLE, help="an ONNX submission folder (default: the example, onnx-lsa)")
-    parser.add_argument("--sharded", action="store_true", help="shard the corpus across the workers (not yet possible)")
+    parser.add_argument("--sharded", action="store_true", help="grade in shard jobs across the workers ([sharding] shard_documents)")
+    parser.add_argument("--shard-documents", type=int, default=16384, help="documents per shard with --sharded (rounded up to chunks of 8,192)")
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
     args = parser.parse_args()
-    if args.sharded:
-        print(NOT_YET, file=sys.stderr)
-        raise SystemExit(2)
     args.workdir.mkdir(parents=True, exist_ok=True)
     command = (
         "GRADER_RUNNER_IMAGE="
@@ -259,7 +257,7 @@ def main() -> None:
             print(f"# generated {root} in {made:.1f} s", flush=True)
         for workers in args.workers:
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
-                result = grade(root, workers, Path(scratch), args.sample_s, args.submission)
+                result = grade(root, workers, Path(scratch), args.sample_s, args.submission, args.shard_documents if args.sharded else None)
             row = table_row(documents, workers, result)
             lines.append(row)
             print(row, flush=True)

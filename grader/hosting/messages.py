@@ -66,6 +66,8 @@ class Job(BaseModel):
     #: the competition's bounds on what the upload unpacks to (the worker unpacks it again); defaults: a server before them
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+    #: a sharded ONNX grade (issue 23 item 1): the claimer coordinates, shard jobs rank (grader.hosting.worker.shard_loop)
+    sharded: bool = False
 
 
 class Attempt(_Request):

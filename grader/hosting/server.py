@@ -22,6 +22,7 @@ from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.leaderboard.secret import ensure_partition_secret
 from grader.hosting.log_key import ensure_log_key, log_origin
 from grader.hosting.log_limit import limit_repeats
+from grader.hosting.services import shard_jobs
 from grader.hosting.services.dispatch import LocalDispatcher
 from grader.hosting.services.lifecycle import reap
 from grader.hosting.services.pins import grading_splits
@@ -167,6 +168,8 @@ class Reaper(threading.Thread):
         while not self.stopping.wait(queue.reap_every_s):
             try:
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log)
+                if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts):
+                    log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._prune_runs()

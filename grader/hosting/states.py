@@ -130,6 +130,34 @@ def event_of(source: State, target: State) -> Event:
     return makers[0]
 
 
+class ShardState(enum.StrEnum):
+    """A shard job's state (issue 23 item 1): a sharded ONNX grade's query job or shard, a row of its submission's running attempt."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+#: Every legal move of a shard job. ``running -> queued``: a lost lease or an INFRA failure (the job is re-run alone);
+#: ``running -> failed``: a participant's fault (the task fails with its code) or the try limit. Done and failed are final:
+#: a re-queued or rejudged submission plans new shard jobs for its new attempt.
+SHARD_TRANSITIONS: Mapping[ShardState, frozenset[ShardState]] = MappingProxyType(
+    {
+        ShardState.QUEUED: frozenset({ShardState.RUNNING}),
+        ShardState.RUNNING: frozenset({ShardState.QUEUED, ShardState.DONE, ShardState.FAILED}),
+        ShardState.DONE: frozenset(),
+        ShardState.FAILED: frozenset(),
+    }
+)
+
+
+def require_shard(source: ShardState, target: ShardState) -> None:
+    """Raise :class:`~grader.errors.InternalError` unless ``source -> target`` is in :data:`SHARD_TRANSITIONS` (a bug of ours)."""
+    if target not in SHARD_TRANSITIONS.get(source, frozenset()):
+        raise InternalError(f"shard job state {source} -> {target} is not a transition of the shard table (grader/hosting/states.py)")
+
+
 def render_diagram() -> str:
     """The state table as the Markdown block docs/hosting.md carries (a test compares them)."""
     lines = ["```text"]
@@ -145,6 +173,14 @@ def render_diagram() -> str:
         sources = " \\| ".join(s.value for s in State if s in event.sources)
         targets = " \\| ".join(t.value for t in State if t in event.targets)
         lines.append(f"| `{event.name}` | {sources} → {targets} | {event.meaning} |")
+    lines.append("")
+    lines.append("Shard jobs of a sharded ONNX grade (each a row of the running attempt, with its own lease and tries):")
+    lines.append("")
+    lines.append("```text")
+    for shard_source in ShardState:
+        for shard_target in sorted(SHARD_TRANSITIONS[shard_source], key=list(ShardState).index):
+            lines.append(f"{shard_source.value:>{width}} -> {shard_target.value}")
+    lines.append("```")
     return "\n".join(lines) + "\n"
 
 

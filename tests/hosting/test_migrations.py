@@ -67,7 +67,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0008_replica_grades"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0009_shard_jobs"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -94,7 +94,7 @@ def _rows_of_release_0_2_0(engine: Engine) -> None:
 def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine) -> None:
     assert migrate(engine, "0003_workers") == "0003_workers"
     _rows_of_release_0_2_0(engine)
-    assert migrate(engine) == "0008_replica_grades"  # SQLite: the table is rebuilt while four tables refer to it
+    assert migrate(engine) == "0009_shard_jobs"  # SQLite: the table is rebuilt while four tables refer to it
     with engine.connect() as connection:
         assert connection.execute(text("SELECT state, track, version FROM submissions")).one() == ("failed", "sample", 3)
         for table in ("transitions", "attempts", "results", "final_choices"):

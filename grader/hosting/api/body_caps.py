@@ -27,6 +27,7 @@ from grader import jsonio
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
 from grader.hosting.context import ServerContext
 from grader.hosting.refusals import too_large
+from grader.hosting.services.shard_grading import largest_body
 
 #: A route's words for a declared body over its cap, from the declared size and the cap (None: the generic line).
 Wording = Callable[[int, int], str] | None
@@ -59,6 +60,11 @@ def _upload_too_large(size: int, cap: int) -> str:
     return str(too_large(size, cap))  # the upload route's own words, which `grader submit` also prints before uploading
 
 
+def shard_output_cap(ctx: ServerContext) -> int:
+    """The largest output a shard job may put: only a sharded competition takes one (issue 23 item 1)."""
+    return largest_body(ctx) if ctx.competition.sharding.shard_documents is not None else JSON_BYTES
+
+
 def route_caps(ctx: ServerContext) -> RouteCaps:
     """The caps of the routes that take a body: kilobytes for JSON and forms, the job's bound for results and (the largest task's) for compact runs, ``max_bytes`` for uploads."""
     return RouteCaps(
@@ -70,6 +76,7 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/heartbeat", JSON_BYTES),
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/result", ctx.result_body_bytes),
             _rule("PUT", "/api/v1/worker/jobs/{submission_id}/runs/{task}", max(ctx.run_body_bytes.values(), default=JSON_BYTES)),
+            _rule("PUT", "/api/v1/worker/shards/{job_id}/output", shard_output_cap(ctx)),
             _rule("POST", "/signin", FORM_BYTES),
             _rule("POST", "/signout", FORM_BYTES),
             _rule("POST", "/me/finals", FORM_BYTES),

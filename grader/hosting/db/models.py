@@ -318,3 +318,30 @@ class LogEntry(Base):
     submission_id: Mapped[str | None] = mapped_column(String(32), index=True)
     envelope_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime]
+
+
+class ShardJob(Base):
+    """One job of a sharded ONNX grade (issue 23 item 1): a task's query job (``number`` -1) or one of its shards.
+
+    Planned per submission attempt; each row has its own lease and tries, so a lost shard is
+    re-run alone (grader.hosting.services.shard_jobs). ``fingerprint``: the worker fingerprint
+    every job of the task must be run under (set by the task's first claim). ``sha256``: what
+    the job returned (query vectors, or a shard's compact run with scores), kept in the state folder.
+    """
+
+    __tablename__ = "shard_jobs"
+    __table_args__ = (UniqueConstraint("submission_id", "attempt", "task", "number", name="uq_shard_jobs_job"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    task: Mapped[str] = mapped_column(String(200))
+    number: Mapped[int] = mapped_column(Integer)
+    #: ``queued``, ``running``, ``done`` or ``failed``
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
+    lease_expires_at: Mapped[datetime | None]
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    failure_code: Mapped[str | None] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text, default="")

@@ -18,7 +18,7 @@ from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle, replication, run_scoring
+from grader.hosting.services import lifecycle, replication, run_scoring, shard_grading
 from grader.hosting.services.results import accept_result
 from grader.hosting.services.run_scoring import scored_payload
 from grader.hosting.services.worker_copy import ranking_data
@@ -28,7 +28,7 @@ from grader.hosting.services.workers import job_refusal, record_key
 POLL_S = 0.5
 
 
-def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
+def _job(ctx: ServerContext, claim: lifecycle.Claim, *, sharded: bool = False) -> Job:
     with ctx.db.session() as session:
         submission = session.get(Submission, claim.submission_id)
         assert submission is not None
@@ -55,6 +55,7 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim) -> Job:
             ranking_digests=ranking_digests,
             max_unpack_ratio=ctx.competition.unpack.max_unpack_ratio,
             max_unpacked_bytes=ctx.competition.unpack.max_unpacked_bytes,
+            sharded=sharded,
         )
 
 
@@ -78,7 +79,8 @@ def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dic
         seen = ctx.dispatcher.generation()
         claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
         if claimed is not None:
-            return _job(ctx, claimed)
+            # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates (issue 23 item 1).
+            return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
         left = deadline - time.monotonic()
         if left <= 0:
             return None
@@ -130,7 +132,8 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         worker_id=worker.id,
         payload=payload,
         parts=acceptance_scorer(ctx),
-        blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
+        # A sharded grade stages nothing to a container, so no key blinded what it ranked (issue 23 item 1).
+        blinding_key_id=None if ctx.blinding_key is None or not shard_grading.staged_in_containers(ctx, submission_id) else ctx.blinding_key.key_id,
         host_log=ctx.log,
     )
     return Verdict(status=verdict.status, state=verdict.state)

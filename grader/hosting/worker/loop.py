@@ -33,6 +33,7 @@ from grader.hosting.settings import environment
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
+from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, work_one
 from grader.hosting.worker_data import copy_key
 from grader.hosting.worker_signing import sign_result
 
@@ -199,6 +200,13 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     failure_code=FailureCode.INFRA,
                     message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
+            elif job.sharded:
+                # A sharded ONNX grade (issue 23 item 1): run shard jobs until all are in; the server merged their runs.
+                coordinated = coordinate(ShardApi(api.http), job, upload, beat.lost.is_set)
+                if coordinated is None:
+                    log.warning("%s attempt %s is stale or cancelled: coordination stopped, no result posted", submission_id, attempt)
+                    return "abandoned"
+                payload = coordinated
             else:
                 assert data is not None  # data_mismatch says so otherwise
                 request = GradeRequest(
@@ -274,6 +282,7 @@ def run_worker(
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     api = WorkerApi(server, token)
+    fingerprint = fingerprint_digest()
     backoff = 0.2
     while not stopping.is_set():
         if min_free_bytes and free_bytes() < min_free_bytes:
@@ -281,6 +290,8 @@ def run_worker(
             stopping.wait(10)
             continue
         try:
+            if work_one(ShardApi(api.http), fingerprint):  # shard jobs of sharded grades first: their submissions are running
+                continue
             job = api.claim(wait_s=5.0)
         except httpx.HTTPError as error:
             log.info("server not reachable (%s); retrying", type(error).__name__)

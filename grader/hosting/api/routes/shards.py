@@ -1,0 +1,110 @@
+"""The worker API of shard jobs (issue 23 item 1): claim one, renew it, fetch its upload and query vectors, put its output.
+
+Only the holder of a shard job's current try may fetch or put (409 otherwise); the coordinator
+of a sharded attempt (the holder of the submission's lease) asks where its shards stand.
+The services decide (:mod:`grader.hosting.services.shard_grading`); these routes translate HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
+
+from grader.hosting.api.auth import CurrentWorker
+from grader.hosting.api.body import parse
+from grader.hosting.api.deps import Ctx
+from grader.hosting.clock import iso
+from grader.hosting.messages import Attempt, Lease, RunStored
+from grader.hosting.services import jobs, shard_grading, shard_worker_api
+from grader.hosting.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+
+router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
+STALE = "stale try: the shard job's lease expired, was handed on, or its grade ended"
+
+
+@router.post("/shards/claim", summary="Take a queued shard job with a lease (204 when none within wait_s)", response_model=ShardJobMessage)
+async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> ShardJobMessage | Response:
+    body = await parse(request, ShardClaimRequest)
+    if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
+        raise HTTPException(403, why)
+    job = await run_in_threadpool(shard_worker_api.claim, ctx, who, body.fingerprint, body.wait_s)
+    return Response(status_code=204) if job is None else job
+
+
+@router.post("/shards/{job_id}/heartbeat", summary="Renew a shard job's lease; 409 when the try is stale: stop it")
+async def heartbeat(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -> Lease:
+    body = await parse(request, ShardTry)
+    expires = await run_in_threadpool(shard_grading.renew, ctx, who.id, job_id, body.tries)
+    if expires is None:
+        raise HTTPException(409, STALE)
+    return Lease(lease_expires_at=iso(expires))
+
+
+@router.get("/shards/{job_id}/upload", summary="The upload of the submission of a shard job this worker holds")
+def upload(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+    path = shard_grading.upload_of(ctx, who.id, job_id, tries)
+    if path is None:
+        raise HTTPException(409, STALE)
+    return FileResponse(path, media_type="application/gzip")
+
+
+@router.get("/shards/{job_id}/queries", summary="The query vectors of the task of a shard job this worker holds")
+def queries(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+    path = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
+    if path is None:
+        raise HTTPException(409, STALE)
+    return FileResponse(path, media_type="application/octet-stream")
+
+
+@router.put(
+    "/shards/{job_id}/output",
+    summary="Put a shard job's output (query vectors, or a compact run with scores); 409 when stale",
+    response_model=RunStored,
+)
+async def output(job_id: int, tries: int, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
+    slot = await run_in_threadpool(shard_grading.output_slot, ctx, who.id, job_id, tries)
+    if slot is None:
+        raise HTTPException(409, STALE)
+    path, cap = slot
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > cap):
+        raise HTTPException(413, f"a shard job's output is at most {cap} bytes")
+    digest, size = hashlib.sha256(), 0
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with open(part, "wb") as out:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cap:
+                    raise HTTPException(413, f"a shard job's output is at most {cap} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    if not await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, digest.hexdigest()):
+        raise HTTPException(409, STALE)
+    return RunStored(sha256=digest.hexdigest(), bytes=size)
+
+
+@router.post("/shards/{job_id}/failure", summary="Report a shard job's failure (INFRA: re-run alone; a participant's code: the task fails)")
+async def failure(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -> Response:
+    body = await parse(request, ShardFailure)
+    if not await run_in_threadpool(shard_grading.failed, ctx, who.id, job_id, body.tries, body.failure_code, body.message):
+        raise HTTPException(409, STALE)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/jobs/{submission_id}/shards",
+    summary="Where the shard jobs of a sharded attempt this worker holds stand; once all are in, their runs are merged",
+    response_model=ShardGradeStatus,
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": Attempt.model_json_schema()}}}},
+)
+async def grade_status(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> ShardGradeStatus:
+    body = await parse(request, Attempt)
+    return await run_in_threadpool(shard_worker_api.grade_status, ctx, who, submission_id, body.attempt)

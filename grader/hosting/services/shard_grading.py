@@ -1,0 +1,234 @@
+"""Sharded grades over the worker API (issue 23 item 1): planning, claiming, storing shard outputs, merging.
+
+An ONNX submission of a competition with ``[sharding] shard_documents`` is claimed like any
+other (the claiming worker holds the submission's lease and coordinates); at that claim the
+attempt's shard jobs are planned (:func:`plan_claimed`): per task a query job and one job per
+shard of whole encoding chunks (:func:`grader.grading.shard_work.shard_count`). Any worker then
+takes them (:func:`claim`; shards only once their task's query vectors are in), fetches the upload
+and the query vectors (:func:`upload_of`, :func:`query_vectors_of`), and puts its output
+(:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
+merges each task's shard runs into the one compact run the coordinator names in its result
+(:func:`grader.retrieval.shard_exchange.merge_compact_runs`), and the server scores it as it
+scores any run. The submission is charged once: shards are rows of its attempt, not submissions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grader.data.registry import resolve_benchmark
+from grader.errors import TaskFailure
+from grader.failures import FailureCode
+from grader.files import atomic_write_bytes
+from grader.grading.shard_work import shard_count
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.grading_adapter import DEPTH
+from grader.hosting.services import shard_jobs
+from grader.hosting.services.lifecycle import Claim, holds_lease
+from grader.retrieval.encoder import BatchPolicy
+from grader.retrieval.shard_exchange import merge_compact_runs, vectors_size
+from grader.runs.compact import compact_size
+
+#: The largest embedding dimension a query job's vectors may have (bounds the body a worker puts).
+MAX_DIMENSION = 8192
+
+
+def sharded(ctx: ServerContext, kind: str) -> bool:
+    """Whether a submission of ``kind`` is graded in shard jobs here (Docker submissions stay whole: docs/scale.md)."""
+    return kind == "onnx" and ctx.competition.sharding.shard_documents is not None
+
+
+def staged_in_containers(ctx: ServerContext, submission_id: str) -> bool:
+    """Whether the submission's grade stages ids to containers (blinded); a sharded grade's shard jobs stage none."""
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id) if len(submission_id) <= 40 else None
+        return submission is None or not sharded(ctx, submission.kind)
+
+
+@cache
+def _counts(benchmark_target: str, tasks: tuple[str, ...], shard_documents: int) -> dict[str, int]:
+    """Shards per task: a function of the corpus and the setting only (read once per server)."""
+    benchmark = resolve_benchmark(benchmark_target)
+    chunk = BatchPolicy().chunk_size
+    return {name: shard_count(list(benchmark.task(name).iter_corpus()), chunk_size=chunk, shard_documents=shard_documents) for name in tasks}
+
+
+@cache
+def _judged_count(benchmark_target: str, task: str, split: str) -> int:
+    return len(resolve_benchmark(benchmark_target).task(task).qrels(split))
+
+
+def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
+    """Plan the shard jobs of a just-claimed attempt when its submission is sharded; whether it is."""
+    shard_documents = ctx.competition.sharding.shard_documents
+    with ctx.db.session() as session:
+        submission = session.get(Submission, claimed.submission_id)
+        if submission is None or shard_documents is None or not sharded(ctx, submission.kind):
+            return False
+        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, _counts(ctx.benchmark_target, tuple(ctx.tasks), shard_documents))
+        return True
+
+
+@dataclass(frozen=True)
+class ShardWork:
+    """A claimed shard job and what its worker needs besides the data it holds."""
+
+    claim: shard_jobs.ShardClaim
+    upload_sha256: str
+    split: str
+    queries_sha256: str | None
+
+
+def claim(ctx: ServerContext, worker_id: int, fingerprint: str) -> ShardWork | None:
+    """Lease a shard job to ``worker_id`` (:func:`grader.hosting.services.shard_jobs.claim`), with its upload's and query vectors' digests."""
+    claimed = shard_jobs.claim(ctx.db, worker_id, fingerprint, ctx.competition.queue.lease_s)
+    if claimed is None:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, claimed.submission_id)
+        assert submission is not None
+        query = _query_job(session, claimed)
+        return ShardWork(claimed, submission.upload_sha256, submission.split, None if query is None else query.sha256)
+
+
+def _query_job(session: Session, claimed: shard_jobs.ShardClaim) -> ShardJob | None:
+    return session.scalar(
+        select(ShardJob).where(
+            ShardJob.submission_id == claimed.submission_id,
+            ShardJob.attempt == claimed.attempt,
+            ShardJob.task == claimed.task,
+            ShardJob.number == shard_jobs.QUERY_JOB,
+            ShardJob.state == shard_jobs.DONE,
+        )
+    )
+
+
+def _held(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> ShardJob | None:
+    """The job, when ``worker_id`` holds its lease for try ``tries``."""
+    with ctx.db.session() as session:
+        job = session.get(ShardJob, job_id)
+        if job is None or job.state != shard_jobs.RUNNING or job.tries != tries or job.worker_id != worker_id:
+            return None
+        session.expunge(job)
+        return job
+
+
+def _folder(ctx: ServerContext, submission_id: str, attempt: int) -> Path:
+    return ctx.state.root / "shards" / submission_id / str(attempt)
+
+
+def upload_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Path | None:
+    """The stored upload of the submission of a shard job ``worker_id`` holds; None when it does not hold it."""
+    job = _held(ctx, worker_id, job_id, tries)
+    if job is None:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, job.submission_id)
+        assert submission is not None
+        return ctx.state.uploads / submission.upload_path
+
+
+def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Path | None:
+    """The query vectors a held shard job searches with (its task's query job's output); None when not held or not there."""
+    job = _held(ctx, worker_id, job_id, tries)
+    if job is None or job.number == shard_jobs.QUERY_JOB:
+        return None
+    path = _folder(ctx, job.submission_id, job.attempt) / f"{job.task}.{shard_jobs.QUERY_JOB}"
+    return path if path.is_file() else None
+
+
+def body_cap(queries: int) -> int:
+    """The most bytes a shard job puts for a task of ``queries`` judged queries: vectors or a compact run with scores."""
+    return max(vectors_size(queries, MAX_DIMENSION), compact_size(queries, DEPTH, scores=True))
+
+
+def largest_body(ctx: ServerContext) -> int:
+    """The largest :func:`body_cap` over the competition's tasks (the route's cap)."""
+    return max((body_cap(_judged_count(ctx.benchmark_target, task, ctx.split)) for task in ctx.tasks), default=0)
+
+
+def output_slot(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> tuple[Path, int] | None:
+    """Where a held shard job's output goes, and its bound; None when the job is not held."""
+    job = _held(ctx, worker_id, job_id, tries)
+    if job is None:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, job.submission_id)
+        assert submission is not None
+        split = submission.split
+    folder = _folder(ctx, job.submission_id, job.attempt)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{job.task}.{job.number}", body_cap(_judged_count(ctx.benchmark_target, job.task, split))
+
+
+def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, sha256: str) -> bool:
+    """Mark a held job done with the digest of what was stored; False when the try is stale (the file is then ignored)."""
+    return shard_jobs.complete(ctx.db, job_id, tries, worker_id, sha256)
+
+
+def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: str, message: str) -> bool:
+    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.services.shard_jobs.fail`)."""
+    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message)
+
+
+@dataclass
+class GradeStatus:
+    """Where a sharded attempt stands for its coordinator: ``running``, ``done`` (merged runs by task) or ``stale``; task failures."""
+
+    state: str
+    runs: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int) -> GradeStatus:
+    """The attempt's progress; once every task is done or failed, each done task's merged run is in the attempt's runs folder."""
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id) if len(submission_id) <= 40 else None
+        if not holds_lease(submission, attempt, worker_id):
+            return GradeStatus("stale")
+        assert submission is not None
+        split = submission.split
+    tasks = shard_jobs.progress(ctx.db, submission_id, attempt)
+    if any(not entry.complete and entry.failure is None for entry in tasks.values()):
+        return GradeStatus("running")
+    result = GradeStatus("done", failures={name: entry.failure for name, entry in tasks.items() if entry.failure is not None})
+    runs = ctx.state.runs_dir(submission_id, attempt)
+    runs.mkdir(parents=True, exist_ok=True)
+    for name, entry in sorted(tasks.items()):
+        if entry.failure is None:
+            try:
+                result.runs[name] = _merged(ctx, submission_id, attempt, name, split, entry, runs / f"{name}.run")
+            except TaskFailure as error:  # a shard run refused by the merge: the platform's failure, the attempt is re-run
+                result.failures[name] = (FailureCode.INFRA.value, error.detail)
+    return result
+
+
+def _merged(ctx: ServerContext, submission_id: str, attempt: int, task: str, split: str, entry: shard_jobs.TaskShards, target: Path) -> str:
+    """Merge a task's shard runs (each checked against the digest its job returned) into ``target``; the merge's sha256."""
+    folder = _folder(ctx, submission_id, attempt)
+    parts = []
+    for number, digest in sorted(entry.done.items()):
+        if number == shard_jobs.QUERY_JOB:
+            continue
+        data = (folder / f"{task}.{number}").read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise TaskFailure(FailureCode.INFRA, f"shard {number} of {task} changed on disk after it was stored")
+        parts.append(data)
+    benchmark = resolve_benchmark(ctx.benchmark_target).task(task)
+    documents = sum(1 for _ in benchmark.iter_corpus())
+    merged = merge_compact_runs(parts, documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
+    atomic_write_bytes(target, merged)
+    return hashlib.sha256(merged).hexdigest()
+
+
+def renew(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> datetime | None:
+    """Renew the lease of a held shard job; None when the try is stale (the worker stops it)."""
+    return shard_jobs.renew(ctx.db, job_id, tries, worker_id, ctx.competition.queue.lease_s)

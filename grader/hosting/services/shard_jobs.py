@@ -1,0 +1,219 @@
+"""Shard jobs in the database (issue 23 item 1): each a row with its own lease and tries; the database is the queue.
+
+A sharded ONNX grade of one submission attempt is planned as, per task, a query job (number
+:data:`QUERY_JOB`) and one job per shard (:func:`plan`). Workers take them one at a time
+(:func:`claim`), renew their lease (:func:`renew`) and end them (:func:`complete`, :func:`fail`).
+A job whose lease expired goes back to the queue alone (:func:`reap`): the other shards of
+the task keep what they returned, so a lost shard is re-run alone. Every job of a task runs on
+workers of one fingerprint (the first claim of the task fixes it), since ONNX vectors may differ
+between CPU families and the shards' scores must be comparable to be merged. Each move is one
+guarded UPDATE (``WHERE id = ? AND state = ? AND tries = ?``), so two workers never both win a job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, Select, exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from grader.failures import FailureCode
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.db.session import Database
+from grader.hosting.states import ShardState, State, require_shard
+
+#: The number of a task's query job (shards are numbered from 0).
+QUERY_JOB = -1
+QUEUED, RUNNING, DONE, FAILED = (state.value for state in ShardState)
+#: Queued jobs looked at per claim round (a lost race tries the next).
+CLAIM_BATCH = 8
+
+
+@dataclass(frozen=True)
+class ShardClaim:
+    """A shard job handed to a worker: which job, the try it holds, and its lease."""
+
+    job_id: int
+    submission_id: str
+    attempt: int
+    task: str
+    number: int
+    tries: int
+    lease_expires_at: datetime
+
+
+@dataclass
+class TaskShards:
+    """Where one task's shard jobs stand: returned digests by number, the first failure, how many are still open."""
+
+    done: dict[int, str] = field(default_factory=dict)
+    failure: tuple[str, str] | None = None
+    open: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every job of the task returned (query vectors and every shard)."""
+        return self.open == 0 and self.failure is None
+
+
+def move_shard(session: Session, where: ColumnElement[bool], source: ShardState, target: ShardState, **values: object) -> int:
+    """The one way a shard job changes state: a guarded UPDATE ``source -> target`` (a pair of SHARD_TRANSITIONS); rows moved."""
+    require_shard(source, target)
+    moved = session.execute(
+        update(ShardJob)
+        .where(where, ShardJob.state == source.value)
+        .values(state=target.value, **values)
+        .execution_options(synchronize_session=False)
+    )
+    return int(moved.rowcount)  # type: ignore[attr-defined]
+
+
+def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str, int]) -> None:
+    """Queue, for each task, its query job and ``shards[task]`` shard jobs, for this attempt (in the caller's transaction)."""
+    for task, count in sorted(shards.items()):
+        for number in range(QUERY_JOB, count):
+            session.add(
+                ShardJob(
+                    submission_id=submission_id,
+                    attempt=attempt,
+                    task=task,
+                    number=number,
+                    state=QUEUED,
+                    tries=0,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    fingerprint=None,
+                    sha256=None,
+                    failure_code=None,
+                    message="",
+                )
+            )
+
+
+def _claimable(fingerprint: str) -> Select[ShardJob]:
+    """Queued jobs of running attempts whose task has no fingerprint yet or this one; a shard only once its task's query vectors are in."""
+    query = aliased(ShardJob)
+    vectors_in = exists().where(
+        query.submission_id == ShardJob.submission_id,
+        query.attempt == ShardJob.attempt,
+        query.task == ShardJob.task,
+        query.number == QUERY_JOB,
+        query.state == DONE,
+    )
+    return (
+        select(ShardJob)
+        .join(Submission, Submission.id == ShardJob.submission_id)
+        .where(
+            ShardJob.state == QUEUED,
+            Submission.state == State.RUNNING,
+            Submission.attempt == ShardJob.attempt,
+            or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint),
+            or_(ShardJob.number == QUERY_JOB, vectors_in),
+        )
+        .order_by(ShardJob.submission_id, ShardJob.attempt, ShardJob.task, ShardJob.number)
+        .limit(CLAIM_BATCH)
+    )
+
+
+def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> ShardClaim | None:
+    """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none."""
+    with db.session() as session:
+        candidates = session.scalars(_claimable(fingerprint)).all()
+        for job in candidates:
+            expires = utcnow() + timedelta(seconds=lease_s)
+            guard = (ShardJob.id == job.id) & (ShardJob.tries == job.tries) & or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint)
+            taken = {"worker_id": worker_id, "lease_expires_at": expires, "tries": job.tries + 1, "fingerprint": fingerprint}
+            if move_shard(session, guard, ShardState.QUEUED, ShardState.RUNNING, **taken) != 1:
+                continue  # another worker was first, or the task got another fingerprint meanwhile
+            # The task's other jobs now run only on workers of this fingerprint.
+            session.execute(
+                update(ShardJob)
+                .where(
+                    ShardJob.submission_id == job.submission_id,
+                    ShardJob.attempt == job.attempt,
+                    ShardJob.task == job.task,
+                    ShardJob.fingerprint.is_(None),
+                )
+                .values(fingerprint=fingerprint)
+                .execution_options(synchronize_session=False)
+            )
+            return ShardClaim(job.id, job.submission_id, job.attempt, job.task, job.number, job.tries + 1, expires)
+        return None
+
+
+def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
+    """The guard of every move of a held (running) job: this try, this worker, lease not expired."""
+    return (ShardJob.id == job_id) & (ShardJob.tries == tries) & (ShardJob.worker_id == worker_id) & (ShardJob.lease_expires_at > utcnow())
+
+
+def _grade_running() -> ColumnElement[bool]:
+    """The job's attempt is still its submission's running attempt (a cancel or a lost coordinator ends its shard jobs' work)."""
+    return exists().where(Submission.id == ShardJob.submission_id, Submission.state == State.RUNNING, Submission.attempt == ShardJob.attempt)
+
+
+def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float) -> datetime | None:
+    """Renew the lease of a held job; None when it is no longer this worker's or its grade ended (stop working on it)."""
+    expires = utcnow() + timedelta(seconds=lease_s)
+    with db.session() as session:
+        moved = session.execute(
+            update(ShardJob)
+            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING, _grade_running())
+            .values(lease_expires_at=expires)
+            .execution_options(synchronize_session=False)
+        )
+        return expires if moved.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str) -> bool:
+    """Record what a held job returned (its file is stored already); False when the job is no longer this worker's."""
+    with db.session() as session:
+        return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, ShardState.DONE, sha256=sha256, lease_expires_at=None) == 1
+
+
+def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str) -> bool:
+    """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone."""
+    values: dict[str, object] = {"lease_expires_at": None, "failure_code": code, "message": message[:2000]}
+    infra = code == FailureCode.INFRA.value
+    if infra:
+        values["worker_id"] = None
+    with db.session() as session:
+        target = ShardState.QUEUED if infra else ShardState.FAILED
+        return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) == 1
+
+
+def reap(db: Database, *, max_tries: int) -> int:
+    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after ``max_tries``."""
+    with db.session() as session:
+        expired = ShardJob.lease_expires_at <= utcnow()
+        given_up = move_shard(
+            session,
+            expired & (ShardJob.tries >= max_tries),
+            ShardState.RUNNING,
+            ShardState.FAILED,
+            lease_expires_at=None,
+            failure_code=FailureCode.INFRA.value,
+            message="lease lost at the try limit",
+        )
+        requeued = move_shard(
+            session, expired, ShardState.RUNNING, ShardState.QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run"
+        )
+        return given_up + requeued
+
+
+def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskShards]:
+    """Per task, where its shard jobs of this attempt stand."""
+    tasks: dict[str, TaskShards] = {}
+    with db.session() as session:
+        rows = session.scalars(select(ShardJob).where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt).order_by(ShardJob.number))
+        for job in rows:
+            entry = tasks.setdefault(job.task, TaskShards())
+            if job.state == DONE and job.sha256 is not None:
+                entry.done[job.number] = job.sha256
+            elif job.state == FAILED:
+                entry.failure = entry.failure or (job.failure_code or FailureCode.INFRA.value, job.message)
+            else:
+                entry.open += 1
+    return tasks

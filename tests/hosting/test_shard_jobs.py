@@ -1,0 +1,137 @@
+"""Shard jobs in the database (issue 23 item 1): leases, tries, one fingerprint per task, a lost shard re-run alone.
+
+Real databases (the ``world`` fixture: SQLite and PostgreSQL), no mocks: a submission is claimed
+as today, its attempt's shard jobs are planned, and two workers take them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+
+from grader.errors import InternalError
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import ShardJob
+from grader.hosting.services import lifecycle, shard_jobs
+from grader.hosting.states import SHARD_TRANSITIONS, ShardState, require_shard
+from tests.hosting.world import World, new_submission
+
+FP_A, FP_B = "a" * 64, "b" * 64
+
+
+def _planned(world: World, shards: dict[str, int]) -> str:
+    submission_id = new_submission(world)
+    taken = lifecycle.claim(world.db, world.workers[0], 60)
+    assert taken is not None and taken.submission_id == submission_id
+    with world.db.session() as session:
+        shard_jobs.plan(session, submission_id, taken.attempt, shards)
+    return submission_id
+
+
+def _expire(world: World, job_id: int) -> None:
+    with world.db.session() as session:
+        session.execute(update(ShardJob).where(ShardJob.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+
+
+def test_shards_wait_for_their_query_vectors_then_each_is_taken_once(world: World) -> None:
+    submission_id = _planned(world, {"t": 2})
+    w1, w2 = world.workers
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and query.number == -1 and query.submission_id == submission_id and query.tries == 1
+    assert shard_jobs.claim(world.db, w2, FP_A, 60) is None  # the shards need the query vectors first
+    assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    got = [shard_jobs.claim(world.db, (w1, w2)[i % 2], FP_A, 60) for i in range(3)]
+    assert [c.number for c in got if c is not None] == [0, 1] and got[2] is None  # every job taken once
+    for index, held in enumerate(got[:2]):
+        assert held is not None and shard_jobs.complete(world.db, held.job_id, 1, (w1, w2)[index % 2], f"{index + 2:064x}")
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert status.complete and sorted(status.done) == [-1, 0, 1]
+
+
+def test_a_task_runs_on_workers_of_one_fingerprint(world: World) -> None:
+    _planned(world, {"t": 1, "u": 1})
+    w1, w2 = world.workers
+    first = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert first is not None and (first.task, first.number) == ("t", -1)
+    other = shard_jobs.claim(world.db, w2, FP_B, 60)
+    assert other is not None and (other.task, other.number) == ("u", -1)  # task t is FP_A's now; u was still free
+    assert shard_jobs.complete(world.db, first.job_id, 1, w1, "1" * 64)
+    assert shard_jobs.complete(world.db, other.job_id, 1, w2, "2" * 64)
+    assert shard_jobs.claim(world.db, w1, FP_B, 60) is not None  # u's shard: FP_B, whichever worker
+    assert shard_jobs.claim(world.db, w2, FP_B, 60) is None  # t's shard is FP_A's
+    same = shard_jobs.claim(world.db, w2, FP_A, 60)
+    assert same is not None and (same.task, same.number) == ("t", 0)
+
+
+def test_a_lost_shard_is_re_run_alone(world: World) -> None:
+    submission_id = _planned(world, {"t": 2})
+    w1, w2 = world.workers
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    shard0, shard1 = shard_jobs.claim(world.db, w1, FP_A, 60), shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert shard0 is not None and shard1 is not None
+    assert shard_jobs.complete(world.db, shard0.job_id, 1, w1, "2" * 64)
+    _expire(world, shard1.job_id)  # w1 died while ranking shard 1
+    assert shard_jobs.renew(world.db, shard1.job_id, 1, w1, 60) is None
+    assert shard_jobs.reap(world.db, max_tries=3) == 1
+    again = shard_jobs.claim(world.db, w2, FP_A, 60)
+    assert again is not None and (again.number, again.tries) == (1, 2)  # only the lost shard, its second try
+    assert shard_jobs.claim(world.db, w2, FP_A, 60) is None
+    assert not shard_jobs.complete(world.db, shard1.job_id, 1, w1, "9" * 64)  # the lost try's late answer is refused
+    assert shard_jobs.complete(world.db, again.job_id, 2, w2, "3" * 64)
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert status.complete and status.done == {-1: "1" * 64, 0: "2" * 64, 1: "3" * 64}
+
+
+def test_failures_infra_requeues_a_participant_code_fails_the_task(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and shard_jobs.fail(world.db, query.job_id, 1, w1, "INFRA", "disk full")
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and (query.number, query.tries) == (-1, 2)
+    assert shard_jobs.fail(world.db, query.job_id, 2, w1, "MODEL_ERROR", "NaN in the output")
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert not status.complete and status.failure == ("MODEL_ERROR", "NaN in the output")
+
+
+def test_the_try_limit_and_a_cancelled_submission(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    for _ in range(2):
+        held = shard_jobs.claim(world.db, w1, FP_A, 60)
+        assert held is not None and held.number == -1
+        _expire(world, held.job_id)
+        shard_jobs.reap(world.db, max_tries=2)
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert status.failure is not None and status.failure[0] == "INFRA"
+    assert lifecycle.cancel(world.db, submission_id)
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # the shard of a cancelled attempt is never handed out
+
+
+def test_a_cancel_stops_the_shard_jobs_at_their_next_heartbeat(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    held = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert held is not None and shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is not None
+    assert lifecycle.cancel(world.db, submission_id)
+    assert shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is None  # stale: the worker kills the job's process
+
+
+def test_shard_moves_outside_the_table_are_refused(world: World) -> None:
+    _planned(world, {"t": 1})
+    for source in ShardState:
+        for target in ShardState:
+            if target in SHARD_TRANSITIONS[source]:
+                require_shard(source, target)
+            else:
+                with pytest.raises(InternalError, match="not a transition of the shard table"):
+                    require_shard(source, target)
+    with world.db.session() as session, pytest.raises(InternalError):
+        shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.DONE, ShardState.QUEUED)  # a done job never runs again
+    with world.db.session() as session:
+        assert (
+            shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.RUNNING, ShardState.DONE) == 0
+        )  # it is queued: a stale read moves nothing
