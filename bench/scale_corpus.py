@@ -191,7 +191,27 @@ class Sampler:
         self._thread.join()
 
 
-def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submission: Path = EXAMPLE, shard_documents: int | None = None) -> dict:
+def pin_workers(serve_pid: int) -> None:
+    """Pin each local worker (and what it forks later) to a CPU of its own: worker i to CPU i mod nproc (``taskset``).
+
+    A worker's sandbox containers are dockerd's children, not the worker's: each is held to one CPU by its
+    ``cpus = 1`` limit (a CFS quota), not pinned.
+    """
+    workers = sorted(pid for pid, role in descendants(serve_pid).items() if role == "worker")
+    for number, pid in enumerate(workers):
+        subprocess.run(["taskset", "-a", "-p", "-c", str(number % (os.cpu_count() or 1)), str(pid)], check=True, capture_output=True)
+
+
+def grade(
+    bench_root: Path,
+    workers: int,
+    scratch: Path,
+    sample_s: float,
+    submission: Path = EXAMPLE,
+    shard_documents: int | None = None,
+    *,
+    pin: bool = False,
+) -> dict:
     """One fresh server with ``workers`` local workers grading ``submission`` once (in shard jobs with ``shard_documents``); the figures."""
     tables = {
         "limits": LIMITS,
@@ -206,6 +226,8 @@ def grade(bench_root: Path, workers: int, scratch: Path, sample_s: float, submis
         client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
         assert server.process is not None
         time.sleep(2)  # the local workers' start-up is not the grade's
+        if pin:
+            pin_workers(server.process.pid)
         with Sampler(server.process.pid, sample_s) as sampler:
             started = time.perf_counter()
             submission_id = client.submit(submission)["id"]
@@ -231,6 +253,7 @@ def main() -> None:
     parser.add_argument("--submission", type=Path, default=EXAMPLE, help="an ONNX submission folder (default: the example, onnx-lsa)")
     parser.add_argument("--sharded", action="store_true", help="grade in shard jobs across the workers ([sharding] shard_documents)")
     parser.add_argument("--shard-documents", type=int, default=16384, help="documents per shard with --sharded (rounded up to chunks of 8,192)")
+    parser.add_argument("--pin", action="store_true", help="pin each local worker to a CPU of its own (taskset)")
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
@@ -251,13 +274,18 @@ def main() -> None:
     )
     lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines), flush=True)
+    speedups = []
     for documents in args.documents:
+        walls: dict[int, float] = {}
         root, made = benchmark_folder(args.workdir, documents, args.queries, args.seed)
         if made:
             print(f"# generated {root} in {made:.1f} s", flush=True)
         for workers in args.workers:
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
-                result = grade(root, workers, Path(scratch), args.sample_s, args.submission, args.shard_documents if args.sharded else None)
+                result = grade(
+                    root, workers, Path(scratch), args.sample_s, args.submission, args.shard_documents if args.sharded else None, pin=args.pin
+                )
+            walls[workers] = result["wall_s"]
             row = table_row(documents, workers, result)
             lines.append(row)
             print(row, flush=True)
@@ -269,6 +297,10 @@ def main() -> None:
                 "containers_bytes": list(result["containers"].values()),
             }
             print("# " + json.dumps(detail), flush=True)
+        if 1 in walls:
+            speedups += [f"# N = {documents:,}: {w} workers {walls[1] / walls[w]:.2f}x one worker" for w in sorted(walls) if w != 1]
+    lines += speedups
+    print("\n".join(speedups), flush=True)
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as out:
             out.write("\n```\n" + "\n".join(lines) + "\n```\n")
