@@ -25,7 +25,7 @@ import numpy as np
 from grader.data.task import Document, Query, document_text
 from grader.errors import UsageError
 from grader.retrieval.encoder import OnnxEncoder
-from grader.retrieval.shard_exchange import pack_vectors, shard_compact_run
+from grader.retrieval.shard_exchange import pack_vectors, search_width, shard_compact_run
 from grader.retrieval.shard_run import DEFAULT_SEARCH_MEMORY, rank_shard
 from grader.retrieval.shards import plan_shards
 from grader.runs.compact import canonical_order
@@ -63,7 +63,7 @@ def rank_shard_job(
     prefix: str,
     search_memory: int = DEFAULT_SEARCH_MEMORY,
 ) -> bytes:
-    """Shard ``number``'s top ``depth`` for every judged query, as a compact run with scores (its spool deleted before it returns)."""
+    """Shard ``number``'s top ``depth`` and boundary ties for every judged query, as a compact run with scores (its spool deleted before it returns)."""
     texts = [document_text(d.title, d.text) for d in documents]
     ids = [d.id for d in documents]
     shards = plan_shards(texts, ids, chunk_size=encoder.batching.chunk_size, shard_documents=shard_documents)
@@ -71,5 +71,7 @@ def rank_shard_job(
         raise UsageError(f"the corpus has {len(shards)} shard(s); there is no shard {number}")
     if len(query_vectors) != len(queries):
         raise UsageError(f"{len(query_vectors)} query vectors for {len(queries)} queries")
-    ranking, _stats = rank_shard(encoder, texts, ids, shards[number], query_vectors, depth, folder=folder, prefix=prefix, search_memory=search_memory)
+    ranking, _stats = rank_shard(
+        encoder, texts, ids, shards[number], query_vectors, search_width(depth), folder=folder, prefix=prefix, search_memory=search_memory
+    )
     return shard_compact_run(ranking, canonical_order(ids), depth)
