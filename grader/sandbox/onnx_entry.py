@@ -17,6 +17,7 @@ bits, are those of encoding it whole.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
@@ -33,6 +34,8 @@ from grader.retrieval.encoder import EncodingStats, OnnxEncoder
 from grader.retrieval.shards import canonical_order
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
+#: 128 + SIGXFSZ: the exit status of a write stopped by the output cap (grader.sandbox.task_run reads it as OUTPUT_TOO_LARGE).
+OUTPUT_FULL_EXIT = 153
 INPUT = Path("/input")
 OUTPUT = Path("/output")
 SUBMISSION = Path("/submission")
@@ -64,6 +67,13 @@ def _encode_corpus(encoder: OnnxEncoder, prefix: str) -> EncodingStats:
     chunk = encoder.batching.chunk_size
     partial = OUTPUT / ".corpus.npy.partial"
     rows = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(len(texts), encoder.dimension))
+    # Claim the file's blocks now: past the output cap this fails here (ENOSPC, or SIGXFSZ under the fsize ulimit),
+    # not as a SIGBUS on a page of the mapping mid-encoding.
+    descriptor = os.open(partial, os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, os.fstat(descriptor).st_size)
+    finally:
+        os.close(descriptor)
     truncated = 0
     for start in range(0, len(order), chunk):
         # One whole chunk in canonical order: encode() forms the batches the whole corpus forms here.
@@ -105,6 +115,12 @@ def main() -> int:
     except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise
+        # /output is full: the status the fsize ulimit's SIGXFSZ gives, which the host reads as OUTPUT_TOO_LARGE.
+        print(f"error: the output exceeds its cap ({error.strerror})", file=sys.stderr)
+        return OUTPUT_FULL_EXIT
     return 0
 
 
