@@ -116,7 +116,9 @@ def test_a_sharded_grade_serves_the_unsharded_report_a_killed_shard_runs_again_a
         assert client.wait(killed_id, poll_s=0.2, timeout_s=300)["state"] == "scored", server.log.read_text()[-3000:]
         failing_id = client.submit(failing)["id"]
         client.wait(failing_id, poll_s=0.2, timeout_s=300)
-        direct = grader_cli("run", str(EXAMPLE), "--benchmark", str(benchmark), "--split", "test", "--sandbox", "none", "--out", str(tmp_path / "direct"))
+        direct = grader_cli(
+            "run", str(EXAMPLE), "--benchmark", str(benchmark), "--split", "test", "--sandbox", "none", "--out", str(tmp_path / "direct")
+        )
         assert direct.returncode == 0, direct.stderr
         expected = json.loads((tmp_path / "direct" / "report.json").read_text())
         (tmp_path / "host.pub").write_bytes(httpx.get(f"{server.url}/host-key.pub").content)
