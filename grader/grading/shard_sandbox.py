@@ -162,11 +162,11 @@ def rank_shard(
                 block_rows=lambda dimension: block_rows_for(search_memory, dimension),
                 fault=FailureCode.MODEL_ERROR,
             )
-            scores, docs = _search_blocks(query_vectors, blocks, ranks, width)
+            scores, docs = search_blocks(query_vectors, blocks, ranks, width)
     return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)
 
 
-def _search_blocks(query_vectors: np.ndarray, blocks: Any, ranks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def search_blocks(query_vectors: np.ndarray, blocks: Any, ranks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The exact top ``k`` over every block, float64, trec order; docs are rows of the whole output (``-1``: empty)."""
     scores = np.full((len(query_vectors), 0), -np.inf, dtype=np.float64)
     docs = np.full((len(query_vectors), 0), -1, dtype=np.int64)
