@@ -10,6 +10,10 @@ with float64 scores as a compact run over the whole corpus's canonical indexes. 
 merges the shards' runs (:func:`grader.retrieval.shard_exchange.merge_compact_runs`) and
 scores the merge as it scores a whole run.
 
+A served grade runs these jobs in the runner container instead (:mod:`grader.grading.shard_sandbox`,
+over a worker's pseudonymous copy); :func:`encode_query_job` and :func:`rank_shard_job` are the
+in-process reference the bit-identity test (``tests/test_shard_jobs_work.py``) checks the merge with.
+
 Query vectors are in the canonical (byte-wise) order of the judged query ids, the order a
 compact run lists queries in; the encoder batches the queries exactly as the unsharded grade
 does (the same texts, ids and order), so every vector bit is the unsharded one.

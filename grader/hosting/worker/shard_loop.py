@@ -262,5 +262,8 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
         return WorkerResult(
             attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"shard jobs of {', '.join(infra)} failed for a platform reason"
         )
-    facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+    try:
+        facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+    except GraderError as error:  # no data copy, or the runner image unusable here: the platform's, the attempt is re-run
+        return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"the sharded grade's facts: {error}")
     return WorkerResult(attempt=job.attempt, facts=facts, runs=status.runs)
