@@ -28,6 +28,7 @@ from grader.retrieval.search import search_run
 from grader.retrieval.shard_exchange import merge_compact_runs, unpack_vectors, vectors_size
 from grader.retrieval.shard_run import BLOCK_COPIES
 from grader.runs.compact import canonical_order, decode_run, encode_run
+from grader.runs.ties import cut_at_depth, keep_boundary_ties, tie_slack
 from grader.submissions.manifest import OnnxManifest, load_manifest
 from tests.onnx_models import batch_dependent_submission, embedding_table, words
 
@@ -66,9 +67,11 @@ def test_merged_shard_jobs_are_the_unsharded_run(submission: Path, tmp_path: Pat
     encoder, manifest = _encoder(submission)
     corpus_vectors, _ = encoder.encode([document_text(d.title, d.text) for d in documents], ids=doc_ids, prefix=manifest.document_prefix)
     query_vectors, _ = encoder.encode([q.text for q in queries], ids=query_ids, prefix=manifest.query_prefix)
-    whole = search_run(query_ids, doc_ids, query_vectors, corpus_vectors, K, fault_code=FailureCode.MODEL_ERROR)
+    # As an unsharded worker ranks its pseudonymous copy: the depth and each query's boundary tie group (grader.runs.ties).
+    searched = search_run(query_ids, doc_ids, query_vectors, corpus_vectors, K + tie_slack(K), fault_code=FailureCode.MODEL_ERROR)
     corpus, ordered_queries = canonical_order(doc_ids), canonical_order(query_ids)
-    want = encode_run(whole, corpus=corpus, queries=ordered_queries, depth=K, scores=True)
+    want = encode_run(keep_boundary_ties(searched, K), corpus=corpus, queries=ordered_queries, depth=K, scores=True)
+    whole = cut_at_depth(searched, K)
 
     packed = encode_query_job(_encoder(submission)[0], queries, prefix=manifest.query_prefix)
     vectors = unpack_vectors(packed, sha256=hashlib.sha256(packed).hexdigest(), rows=len(queries), max_bytes=vectors_size(len(queries), 8))
@@ -96,7 +99,7 @@ def test_merged_shard_jobs_are_the_unsharded_run(submission: Path, tmp_path: Pat
     assert merged == want  # every hit, its order and its float64 score
 
     measures = default_measures()
-    run = decode_run(merged, documents=len(documents), queries=len(queries), depth=K).to_run(corpus, ordered_queries)
+    run = cut_at_depth(decode_run(merged, documents=len(documents), queries=len(queries), depth=K).to_run(corpus, ordered_queries), K)
     got, expected = evaluate(qrels, run, measures), evaluate(qrels, whole, measures)
     for measure in measures:
         assert got.per_query.values[measure].tobytes() == expected.per_query.values[measure].tobytes(), measure

@@ -13,7 +13,8 @@ import contextlib
 import io
 import os
 import stat
-from collections.abc import Iterator, Sequence
+import typing
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -109,6 +110,47 @@ def _npy_header(handle: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np
         raise ValueError(f".npy format version {version[0]}.{version[1]} (1.0 or 2.0 are read)")
     except Exception as exc:  # hostile bytes: see the docstring
         raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} is not a valid .npy array: {type(exc).__name__}: {exc}") from None
+
+
+def embedding_blocks(
+    folder: Path, name: str, *, rows: int, max_bytes: int, max_dimension: int, block_rows: Callable[[int], int], fault: FailureCode
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``/output/<name>`` as (first row, block) pairs, read into one reused float32 buffer, never whole.
+
+    The header is checked first (float32 little-endian, C order, shape ``(rows, d)`` with
+    ``1 <= d <= max_dimension``, the file exactly as long as it promises): nothing is
+    allocated from an unchecked claim. ``block_rows(d)`` sizes the buffer. A block with a
+    NaN or an infinity is ``fault`` (the runner image's vectors: the model's fault). Each
+    block is valid only until the next one is read.
+    """
+    with open_output(folder, name, max_bytes=max_bytes) as handle:
+        shape, fortran_order, dtype = _npy_header(handle, name)
+        if dtype != np.dtype("<f4") or fortran_order:
+            raise TaskFailure(
+                FailureCode.OUTPUT_INVALID, f"/output/{name} has dtype {dtype} (fortran order {fortran_order}); C-order float32 is required"
+            )
+        if len(shape) != 2 or shape[0] != rows or not 1 <= shape[1] <= max_dimension:
+            raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} has shape {shape}; ({rows}, dim) with dim <= {max_dimension} is required")
+        dimension = int(shape[1])
+        remaining = os.fstat(handle.fileno()).st_size - handle.tell()
+        if remaining != rows * dimension * 4:
+            raise TaskFailure(
+                FailureCode.OUTPUT_INVALID,
+                f"/output/{name} is not a valid .npy array: {remaining} data bytes where its header promises {rows * dimension * 4}",
+            )
+        buffer = np.empty((max(1, min(rows, block_rows(dimension))), dimension), dtype=np.float32)
+        for first in range(0, rows, len(buffer)):
+            block = buffer[: min(len(buffer), rows - first)]
+            view, filled = block.data.cast("B"), 0
+            reader = typing.cast(io.BufferedReader, handle)
+            while filled < len(view):
+                got = reader.readinto(view[filled:])
+                if not got:
+                    raise TaskFailure(FailureCode.OUTPUT_INVALID, f"/output/{name} ended early (row {first})")
+                filled += got
+            if not np.isfinite(block).all():
+                raise TaskFailure(fault, f"/output/{name} contains NaN or infinite values (rows {first} to {first + len(block) - 1})")
+            yield first, block
 
 
 def read_embeddings_output(folder: Path, name: str, *, rows: int, max_bytes: int, dimension: int | None = None) -> np.ndarray:

@@ -10,6 +10,10 @@ with float64 scores as a compact run over the whole corpus's canonical indexes. 
 merges the shards' runs (:func:`grader.retrieval.shard_exchange.merge_compact_runs`) and
 scores the merge as it scores a whole run.
 
+A served grade runs these jobs in the runner container instead (:mod:`grader.grading.shard_sandbox`,
+over a worker's pseudonymous copy); :func:`encode_query_job` and :func:`rank_shard_job` are the
+in-process reference the bit-identity test (``tests/test_shard_jobs_work.py``) checks the merge with.
+
 Query vectors are in the canonical (byte-wise) order of the judged query ids, the order a
 compact run lists queries in; the encoder batches the queries exactly as the unsharded grade
 does (the same texts, ids and order), so every vector bit is the unsharded one.
@@ -25,7 +29,7 @@ import numpy as np
 from grader.data.task import Document, Query, document_text
 from grader.errors import UsageError
 from grader.retrieval.encoder import OnnxEncoder
-from grader.retrieval.shard_exchange import pack_vectors, shard_compact_run
+from grader.retrieval.shard_exchange import pack_vectors, search_width, shard_compact_run
 from grader.retrieval.shard_run import DEFAULT_SEARCH_MEMORY, rank_shard
 from grader.retrieval.shards import plan_shards
 from grader.runs.compact import canonical_order
@@ -63,7 +67,7 @@ def rank_shard_job(
     prefix: str,
     search_memory: int = DEFAULT_SEARCH_MEMORY,
 ) -> bytes:
-    """Shard ``number``'s top ``depth`` for every judged query, as a compact run with scores (its spool deleted before it returns)."""
+    """Shard ``number``'s top ``depth`` and boundary ties for every judged query, as a compact run with scores (its spool deleted before it returns)."""
     texts = [document_text(d.title, d.text) for d in documents]
     ids = [d.id for d in documents]
     shards = plan_shards(texts, ids, chunk_size=encoder.batching.chunk_size, shard_documents=shard_documents)
@@ -71,5 +75,7 @@ def rank_shard_job(
         raise UsageError(f"the corpus has {len(shards)} shard(s); there is no shard {number}")
     if len(query_vectors) != len(queries):
         raise UsageError(f"{len(query_vectors)} query vectors for {len(queries)} queries")
-    ranking, _stats = rank_shard(encoder, texts, ids, shards[number], query_vectors, depth, folder=folder, prefix=prefix, search_memory=search_memory)
+    ranking, _stats = rank_shard(
+        encoder, texts, ids, shards[number], query_vectors, search_width(depth), folder=folder, prefix=prefix, search_memory=search_memory
+    )
     return shard_compact_run(ranking, canonical_order(ids), depth)

@@ -7,8 +7,15 @@ returns its per-shard top ``k`` with float64 scores as a compact run (:mod:`grad
 over the *whole* corpus's canonical index space (:func:`shard_compact_run`), so the server needs no
 shard's vocabulary: canonical indexes are byte order, the order trec_eval breaks ties in, so
 :func:`merge_compact_runs` merges the shards' lists by (score descending, index descending), exactly
-what :func:`grader.retrieval.merge.merge_rankings` does with ids, and cuts at the depth. Since a
-score depends only on the query and the document, the merge equals the unsharded search bit for bit.
+what :func:`grader.retrieval.merge.merge_rankings` does with ids. Since a score depends only on the
+query and the document, the merge equals the unsharded search bit for bit.
+
+Ties at the depth (:mod:`grader.runs.ties`): a worker ranks a pseudonymous copy, so, as an unsharded
+worker does, every shard run and the merge carry each query's first ``depth`` hits *and* its boundary
+tie group (up to ``tie_slack(depth)`` more, :func:`dense_run`); the server cuts at the depth under the
+real ids. A shard searched to ``depth + tie_slack(depth)`` keeps every document of the whole corpus's
+boundary group that lies in it (its own depth-th score is at most the corpus's), so the merge of the
+shards' runs, cut the same way, keeps exactly the unsharded worker's hits.
 """
 
 from __future__ import annotations
@@ -23,9 +30,29 @@ from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.retrieval.merge import ShardRanking, merge_top_k
 from grader.runs.compact import HEADER_BYTES, MAGIC, VERSION, WITH_SCORES, CompactRun, decode_run
+from grader.runs.ties import tie_slack
 
 _VECTORS = struct.Struct("<4sII")  # magic, rows, dimension
 VECTORS_MAGIC = b"GQVF"
+#: The largest embedding dimension a shard job accepts from the runner image (bounds query vectors and a block's row).
+MAX_DIMENSION = 8192
+
+
+def search_width(depth: int) -> int:
+    """How many hits a shard searches for per query: the depth and its boundary tie group's slack."""
+    return depth + tie_slack(depth)
+
+
+def dense_run(scores: np.ndarray, docs: np.ndarray, *, documents: int, depth: int) -> bytes:
+    """Dense (queries, width) lists in trec order (``-1``: empty) as a compact run with scores: each query's first ``depth`` hits and its boundary ties.
+
+    ``docs`` are canonical indexes of the whole corpus of ``documents``.
+    """
+    docs = docs.copy()
+    if docs.shape[1] > depth:
+        tied = scores[:, depth:] == scores[:, depth - 1 : depth]  # trec order: the tied hits follow the depth-th
+        docs[:, depth:][~tied] = -1
+    return _encode(scores, docs, documents=documents, depth=depth)
 
 
 def pack_vectors(vectors: np.ndarray) -> bytes:
@@ -58,10 +85,13 @@ def unpack_vectors(data: bytes, *, sha256: str, rows: int, max_bytes: int) -> np
 
 
 def shard_compact_run(ranking: ShardRanking, corpus: Sequence[str], depth: int) -> bytes:
-    """A shard's top-k (every query of the task, canonical query order) as a compact run with scores over the canonical ``corpus``."""
+    """A shard's top-k (every query of the task, canonical query order) as a compact run with scores over the canonical ``corpus``.
+
+    ``ranking`` is searched to :func:`search_width`; the run keeps the first ``depth`` hits and the boundary ties (:func:`dense_run`).
+    """
     index = {doc_id: i for i, doc_id in enumerate(corpus)}
     to_global = np.asarray([index[doc_id] for doc_id in ranking.doc_ids] + [-1], dtype=np.int64)  # -1 maps to -1
-    return _encode(ranking.scores, to_global[ranking.docs], documents=len(corpus), depth=depth)
+    return dense_run(ranking.scores, to_global[ranking.docs], documents=len(corpus), depth=depth)
 
 
 def _encode(scores: np.ndarray, docs: np.ndarray, *, documents: int, depth: int) -> bytes:
@@ -82,10 +112,10 @@ def _encode(scores: np.ndarray, docs: np.ndarray, *, documents: int, depth: int)
     )
 
 
-def _dense(run: CompactRun, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
-    """A decoded run as dense (queries, depth) float64 scores and int64 docs (``-1`` and ``-inf`` where empty)."""
-    scores = np.full((n_queries, run.depth), -np.inf, dtype=np.float64)
-    docs = np.full((n_queries, run.depth), -1, dtype=np.int64)
+def _dense(run: CompactRun, n_queries: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A decoded run as dense (queries, width) float64 scores and int64 docs (``-1`` and ``-inf`` where empty)."""
+    scores = np.full((n_queries, width), -np.inf, dtype=np.float64)
+    docs = np.full((n_queries, width), -1, dtype=np.int64)
     assert run.scores is not None
     lengths = np.diff(run.offsets)
     rows = np.repeat(run.queries, lengths)
@@ -96,7 +126,7 @@ def _dense(run: CompactRun, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def merge_compact_runs(parts: Sequence[bytes], *, documents: int, queries: int, depth: int) -> bytes:
-    """The exact top ``depth`` of the union of shard runs (each decoded and validated; each must carry scores), whatever their order.
+    """The exact top ``depth`` and boundary ties of the union of shard runs (each decoded and validated; each must carry scores), whatever their order.
 
     A shard run without scores, or two shards naming one document, is refused (INFRA: a worker's or our fault).
     """
@@ -104,6 +134,7 @@ def merge_compact_runs(parts: Sequence[bytes], *, documents: int, queries: int, 
     scores = np.full((queries, 0), -np.inf, dtype=np.float64)
     docs = np.full((queries, 0), -1, dtype=np.int64)
     seen = np.zeros(documents, dtype=bool)
+    width = search_width(depth)
     for data in parts:
         run = decode_run(data, documents=documents, queries=queries, depth=depth)
         if run.scores is None:
@@ -111,7 +142,7 @@ def merge_compact_runs(parts: Sequence[bytes], *, documents: int, queries: int, 
         named = np.unique(run.docs)
         if seen[named].any():
             raise TaskFailure(FailureCode.INFRA, "two shards name one document: they must partition the corpus")
-        part_scores, part_docs = _dense(run, queries)
-        scores, docs = merge_top_k(scores, docs, part_scores, part_docs, ranks, depth)
+        part_scores, part_docs = _dense(run, queries, width)
+        scores, docs = merge_top_k(scores, docs, part_scores, part_docs, ranks, width)
         seen[named] = True
-    return _encode(scores, docs, documents=documents, depth=depth)
+    return dense_run(scores, docs, documents=documents, depth=depth)

@@ -6,10 +6,18 @@ is mounted read-only at ``/submission``, the task at ``/input``; it writes
 line, and the exit status is non-zero: 3 (``RUNNER_MODEL_ERROR_EXIT``) when the
 submitted model or tokenizer failed, which the host records as ``MODEL_ERROR``
 exactly as an in-process grade does; 2 for anything else.
+
+``task.json`` may carry ``"encode": "queries"`` or ``"documents"`` (a shard job,
+docs/scale.md): then only that side is encoded and only its file written. The corpus
+is encoded one encoding chunk of its canonical (text, id) order at a time and each
+chunk's rows written into ``corpus.npy`` as they come (a memory-mapped ``.npy``), so
+the container holds one chunk of vectors, not the corpus's: the batches, hence the
+bits, are those of encoding it whole.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
@@ -22,9 +30,12 @@ from grader.data.task import document_text
 from grader.errors import DataError, GraderError, SubmissionError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT
 from grader.files import atomic_write_bytes
-from grader.retrieval.encoder import OnnxEncoder
+from grader.retrieval.encoder import EncodingStats, OnnxEncoder
+from grader.retrieval.shards import canonical_order
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
+#: 128 + SIGXFSZ: the exit status of a write stopped by the output cap (grader.sandbox.task_run reads it as OUTPUT_TOO_LARGE).
+OUTPUT_FULL_EXIT = 153
 INPUT = Path("/input")
 OUTPUT = Path("/output")
 SUBMISSION = Path("/submission")
@@ -42,23 +53,60 @@ def _save(name: str, array: np.ndarray) -> None:
     atomic_write_bytes(OUTPUT / name, buffer.getvalue(), mode=0o644)  # the host reads it
 
 
+def _encode_corpus(encoder: OnnxEncoder, prefix: str) -> EncodingStats:
+    """Encode ``corpus.jsonl`` chunk by chunk into ``corpus.npy`` (row i: the staged file's line i); the counts.
+
+    Written under a temporary name and renamed when complete, so a kill mid-write never leaves a plausible partial file.
+    """
+    documents = _read_jsonl(INPUT / "corpus.jsonl")
+    texts = [document_text(d.get("title", ""), d["text"]) for d in documents]
+    ids = [d["_id"] for d in documents]
+    del documents
+    # With the ids, equal texts take a canonical place in the encoding order (docs/search.md).
+    order = canonical_order(texts, ids)
+    chunk = encoder.batching.chunk_size
+    partial = OUTPUT / ".corpus.npy.partial"
+    rows = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(len(texts), encoder.dimension))
+    # Claim the file's blocks now: past the output cap this fails here (ENOSPC, or SIGXFSZ under the fsize ulimit),
+    # not as a SIGBUS on a page of the mapping mid-encoding.
+    descriptor = os.open(partial, os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, os.fstat(descriptor).st_size)
+    finally:
+        os.close(descriptor)
+    truncated = 0
+    for start in range(0, len(order), chunk):
+        # One whole chunk in canonical order: encode() forms the batches the whole corpus forms here.
+        picked = order[start : start + chunk]
+        vectors, stats = encoder.encode([texts[r] for r in picked.tolist()], ids=[ids[r] for r in picked.tolist()], prefix=prefix)
+        rows[picked] = vectors.astype(np.float32)
+        truncated += stats.truncated
+    rows.flush()
+    del rows
+    os.chmod(partial, 0o644)  # the host reads it
+    os.replace(partial, OUTPUT / "corpus.npy")
+    return EncodingStats(len(texts), truncated)
+
+
 def main() -> int:
-    """Encode the staged corpus and queries; return the exit status."""
+    """Encode the staged corpus and queries (or the one side ``task.json``'s ``encode`` names); return the exit status."""
     try:
         manifest = load_manifest(SUBMISSION)
         if not isinstance(manifest, OnnxManifest):
             raise GraderError("the runner image only encodes ONNX submissions")
+        side = jsonio.load_file(INPUT / "task.json").get("encode")
+        if side not in (None, "queries", "documents"):
+            raise GraderError(f"task.json: encode must be 'queries' or 'documents', not {side!r}")
         threads = int(os.environ.get("GRADER_THREADS", "0")) or (os.cpu_count() or 1)
         encoder = OnnxEncoder.load(SUBMISSION, manifest, threads=threads)
-        documents = _read_jsonl(INPUT / "corpus.jsonl")
-        queries = _read_jsonl(INPUT / "queries.jsonl")
-        texts = [document_text(d.get("title", ""), d["text"]) for d in documents]
-        # With the ids, equal texts take a canonical place in the encoding order (docs/search.md).
-        corpus, corpus_stats = encoder.encode(texts, ids=[d["_id"] for d in documents], prefix=manifest.document_prefix)
-        query_vectors, query_stats = encoder.encode([q["text"] for q in queries], ids=[q["_id"] for q in queries], prefix=manifest.query_prefix)
-        _save("corpus.npy", corpus)
-        _save("queries.npy", query_vectors)
-        stats = {"queries": query_stats.as_dict(), "corpus": corpus_stats.as_dict(), "dimension": encoder.dimension}
+        stats: dict[str, object] = {"dimension": encoder.dimension}
+        if side != "documents":
+            queries = _read_jsonl(INPUT / "queries.jsonl")
+            query_vectors, query_stats = encoder.encode([q["text"] for q in queries], ids=[q["_id"] for q in queries], prefix=manifest.query_prefix)
+            _save("queries.npy", query_vectors)
+            stats["queries"] = query_stats.as_dict()
+        if side != "queries":
+            stats["corpus"] = _encode_corpus(encoder, manifest.document_prefix).as_dict()
         jsonio.write_json(OUTPUT / "encoding.json", stats, indent=None, mode=0o644)
     except SubmissionError as error:
         # The submitted model or tokenizer failed: MODEL_ERROR on the host, as in-process.
@@ -67,6 +115,12 @@ def main() -> int:
     except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise
+        # /output is full: the status the fsize ulimit's SIGXFSZ gives, which the host reads as OUTPUT_TOO_LARGE.
+        print(f"error: the output exceeds its cap ({error.strerror})", file=sys.stderr)
+        return OUTPUT_FULL_EXIT
     return 0
 
 

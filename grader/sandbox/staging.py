@@ -73,12 +73,15 @@ def stage_task(
     key: BlindingKey | Preblinded,
     query_prefix: str = "",
     document_prefix: str = "",
+    encode: str | None = None,
 ) -> StagedTask:
     """Write ``task.json``, ``queries.jsonl`` and ``corpus.jsonl`` into ``folder``, under pseudonyms sorted by pseudonym.
 
     ``key`` is the blinding key: the same key, task and ids always stage the same
     files, whatever the order of ``queries`` and ``documents``. A worker's exported copy
     (:class:`Preblinded`) is staged as it is: its ids already are the pseudonyms.
+    ``encode`` (``queries`` or ``documents``; the runner image only) asks for one side's
+    vectors alone: what a shard job needs (docs/protocol.md).
     """
     ordered_queries = sorted(queries, key=lambda q: q.id.encode("utf-8", "surrogatepass"))
     # Both computed (and collision-checked) before anything is written.
@@ -97,6 +100,8 @@ def stage_task(
         "queries": len(ordered_queries),
         "documents": len(documents),
     }
+    if encode is not None:
+        task_json["encode"] = encode
     jsonio.write_json(folder / "task.json", task_json, ensure_ascii=True, mode=0o644)
     _write_jsonl(folder / "queries.jsonl", _staged_records(blind_queries, ordered_queries, lambda q: {"text": q.text}))
     _write_jsonl(folder / "corpus.jsonl", _staged_records(blind_documents, documents, lambda d: {"title": d.title, "text": d.text}))

@@ -132,8 +132,7 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         worker_id=worker.id,
         payload=payload,
         parts=acceptance_scorer(ctx),
-        # A sharded grade stages nothing to a container, so no key blinded what it ranked (issue 23 item 1).
-        blinding_key_id=None if ctx.blinding_key is None or not shard_grading.staged_in_containers(ctx, submission_id) else ctx.blinding_key.key_id,
+        blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
         host_log=ctx.log,
     )
     return Verdict(status=verdict.status, state=verdict.state)

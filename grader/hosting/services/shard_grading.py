@@ -34,23 +34,13 @@ from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services import shard_jobs
 from grader.hosting.services.lifecycle import Claim, holds_lease
 from grader.retrieval.encoder import BatchPolicy
-from grader.retrieval.shard_exchange import merge_compact_runs, vectors_size
+from grader.retrieval.shard_exchange import MAX_DIMENSION, merge_compact_runs, search_width, vectors_size
 from grader.runs.compact import compact_size
-
-#: The largest embedding dimension a query job's vectors may have (bounds the body a worker puts).
-MAX_DIMENSION = 8192
 
 
 def sharded(ctx: ServerContext, kind: str) -> bool:
     """Whether a submission of ``kind`` is graded in shard jobs here (Docker submissions stay whole: docs/scale.md)."""
     return kind == "onnx" and ctx.competition.sharding.shard_documents is not None
-
-
-def staged_in_containers(ctx: ServerContext, submission_id: str) -> bool:
-    """Whether the submission's grade stages ids to containers (blinded); a sharded grade's shard jobs stage none."""
-    with ctx.db.session() as session:
-        submission = session.get(Submission, submission_id) if len(submission_id) <= 40 else None
-        return submission is None or not sharded(ctx, submission.kind)
 
 
 @cache
@@ -146,8 +136,8 @@ def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int
 
 
 def body_cap(queries: int) -> int:
-    """The most bytes a shard job puts for a task of ``queries`` judged queries: vectors or a compact run with scores."""
-    return max(vectors_size(queries, MAX_DIMENSION), compact_size(queries, DEPTH, scores=True))
+    """The most bytes a shard job puts for a task of ``queries`` judged queries: vectors or a compact run with scores (and boundary ties)."""
+    return max(vectors_size(queries, MAX_DIMENSION), compact_size(queries, search_width(DEPTH), scores=True))
 
 
 def largest_body(ctx: ServerContext) -> int:

@@ -19,6 +19,9 @@ child) is dead, and the worker sweeps what they may have missed
 The child also ends itself when the worker dies (SIGKILL leaves no one to stop
 it): it watches its parent, interrupts its own grade, and removes what the
 worker would have (its work folder with the upload, the submission's image).
+
+:func:`run_in_child` is that mechanism for any work: a whole grade
+(:func:`grade_in_child`) or one shard job (:mod:`grader.hosting.worker.shard_loop`).
 """
 
 from __future__ import annotations
@@ -31,13 +34,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 from grader.failures import FailureCode
 from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, grade_upload
 
 log = logging.getLogger("grader.worker")
+T = TypeVar("T")
 
 #: Seconds a stopped child has to clean up after SIGTERM before it is SIGKILLed.
 STOP_GRACE_S = 10.0
@@ -52,8 +58,8 @@ def _watch_parent(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _child_main(send: Connection, upload: Path, request: GradeRequest, work_dir: Path, parent: int) -> None:
-    """The child's whole life: grade, send the outcome back, exit."""
+def _child_main(send: Connection, work: Callable[[], object], on_orphan: Callable[[], None], parent: int) -> None:
+    """The child's whole life: work, send the outcome back, exit."""
     from grader.errors import Interrupted
     from grader.grading.signals import stop_on_signals
     from grader.sandbox.engine import docker_client
@@ -64,15 +70,12 @@ def _child_main(send: Connection, upload: Path, request: GradeRequest, work_dir:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
     try:
         with stop_on_signals():
-            outcome = grade_upload(upload, request, work_dir)
+            outcome = work()
     except Interrupted:
         # Stopped: the grading core's clean-up ran while unwinding; nothing to send. Orphaned: the worker's own
         # clean-up (its work folder with the upload, the loaded image) will not run, so do it here.
         if os.getppid() != parent:
-            from grader.hosting.worker.hygiene import remove_submission_image
-
-            remove_submission_image(upload)
-            shutil.rmtree(work_dir, ignore_errors=True)
+            on_orphan()
         return
     send.send(outcome)
     send.close()
@@ -95,25 +98,50 @@ def _stop(child: multiprocessing.process.BaseProcess) -> None:
         log.warning("sweep after stopping a grade failed: %s", type(error).__name__)
 
 
+def _orphaned_grade(upload: Path, work_dir: Path) -> None:
+    """What the worker would have removed after a grade: the submission's loaded image, its work folder with the upload."""
+    from grader.hosting.worker.hygiene import remove_submission_image
+
+    remove_submission_image(upload)
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+
 def grade_in_child(upload: Path, request: GradeRequest, work_dir: Path, *, abandon: Callable[[], bool]) -> GradeOutcome | None:
     """Grade in a forked child; None when ``abandon()`` turned true first (the child is then stopped and cleaned up).
 
     A child that ends without an outcome (killed from outside, out of memory) is the platform's
     failure: an ``INFRA`` outcome, which sends the job back to the queue.
     """
+    return run_in_child(
+        partial(grade_upload, upload, request, work_dir),
+        abandon=abandon,
+        ended=lambda status: GradeOutcome(None, FailureCode.INFRA, f"the grading process ended without a result (exit status {status})"),
+        on_orphan=partial(_orphaned_grade, upload, work_dir),
+        name="grader-grade",
+    )
+
+
+def run_in_child(
+    work: Callable[[], T], *, abandon: Callable[[], bool], ended: Callable[[int | None], T], on_orphan: Callable[[], None], name: str
+) -> T | None:
+    """``work()`` in a forked child, stoppable (see the module): its result; ``ended(exit status)`` when it died without one; None when abandoned.
+
+    ``work`` must leave nothing behind when interrupted (SIGTERM raises :class:`~grader.errors.Interrupted` in it);
+    ``on_orphan`` removes, in the child, what the worker would have, when the worker is gone.
+    """
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child_main, args=(send, upload, request, work_dir, os.getpid()), name="grader-grade", daemon=False)
+    child = context.Process(target=_child_main, args=(send, work, on_orphan, os.getpid()), name=name, daemon=False)
     child.start()
     send.close()  # only the child writes; the parent then sees EOF if the child dies
     try:
         while True:
             if receive.poll(_POLL_S):
                 try:
-                    outcome: GradeOutcome = receive.recv()
+                    outcome: T = receive.recv()
                 except (EOFError, OSError):
                     child.join()
-                    return GradeOutcome(None, FailureCode.INFRA, f"the grading process ended without a result (exit status {child.exitcode})")
+                    return ended(child.exitcode)
                 child.join()
                 return outcome
             if abandon():

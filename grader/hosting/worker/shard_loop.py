@@ -2,9 +2,11 @@
 
 :func:`work_one` claims one shard job (any submission's; a task's jobs go to workers of one
 fingerprint), fetches the upload (and, for a shard, the task's query vectors, checked by their
-sha256 and a size cap), runs it in a forked child bound by the competition's time limit and
-memory (:func:`_in_child`), and puts its output: the query vectors, or the shard's top-k as a
-compact run with scores. A participant's fault (``MODEL_ERROR``, ``TIMEOUT``...) is reported
+sha256 and a size cap), runs it in a stoppable forked child (:func:`_in_child`,
+:func:`grader.hosting.worker.child.run_in_child`) in which the submitted model runs in the
+runner image's sandbox over this worker's pseudonymous data copy, under the competition's
+limits per job (:mod:`grader.grading.shard_sandbox`), and puts its output: the query vectors,
+or the shard's top-k and boundary ties as a compact run with scores. A participant's fault (``MODEL_ERROR``, ``TIMEOUT``...) is reported
 as the job's failure, which fails its task; anything else is ``INFRA`` and the job is re-run alone.
 
 :func:`coordinate` is what the worker that claimed a sharded submission does instead of ranking
@@ -16,25 +18,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import multiprocessing
-import resource
+import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from grader import jsonio
-from grader.errors import SubmissionError, TaskFailure, failure_code
+from grader.errors import GraderError, TaskFailure, failure_code
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import limits_from_json
+from grader.hosting.grading_adapter import DEPTH, limits_from_json
 from grader.hosting.messages import Job, WorkerResult
+from grader.hosting.settings import environment
 from grader.hosting.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.worker.child import run_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
+from grader.hosting.worker_data import copy_key
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
 from grader.submissions.archive import open_submission, unpack_limits
@@ -96,75 +101,64 @@ class ShardApi:
         return ShardGradeStatus.model_validate_json(response.content)
 
 
-def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path) -> bytes:
-    """The job's output (in the child): query vectors, or the shard's compact run with scores."""
+def _runner(folder: Path, job: ShardJobMessage | Job, copy: Path, *, depth: int) -> Any:
+    """The runner image prepared for the submission unpacked in ``folder``, on this worker's copy."""
     from grader.data.registry import resolve_benchmark
-    from grader.grading.ranking import ranking_inputs
-    from grader.grading.shard_work import encode_query_job, rank_shard_job
-    from grader.retrieval.encoder import OnnxEncoder
+    from grader.grading.backends import RUNNER_IMAGE
+    from grader.grading.shard_sandbox import ShardRunner
+
+    manifest = load_manifest(folder)
+    if not isinstance(manifest, OnnxManifest):
+        raise TaskFailure(FailureCode.INFRA, "a shard job of a submission that is not ONNX")
+    limits = limits_from_json(job.limits)
+    return ShardRunner.prepare(
+        folder, manifest, resolve_benchmark(str(copy)), copy_key(copy), limits=limits, split=job.split, depth=depth, runner_image=RUNNER_IMAGE
+    )
+
+
+def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> bytes:
+    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container."""
+    from grader.data.registry import resolve_benchmark
+    from grader.grading.shard_sandbox import encode_queries, rank_shard
     from grader.retrieval.shard_exchange import unpack_vectors
 
-    task = resolve_benchmark(job.benchmark).task(job.task)
+    # The pseudonymous copy the server exported (issue 22): the ids the server decodes the runs against.
+    task = resolve_benchmark(str(copy)).task(job.task)
     if task.ranking_digest(job.judged) != job.ranking_digest:
         raise TaskFailure(FailureCode.INFRA, f"task {job.task}: this worker's data does not match the pin")
-    inputs = ranking_inputs(task, job.judged)
     bounds = unpack_limits(upload.stat().st_size, ratio=job.max_unpack_ratio, cap=job.max_unpacked_bytes)
     with open_submission(upload, bounds) as folder:
-        manifest = load_manifest(folder)
-        if not isinstance(manifest, OnnxManifest):
-            raise TaskFailure(FailureCode.INFRA, "a shard job of a submission that is not ONNX")
-        encoder = OnnxEncoder.load(folder, manifest, threads=1)
+        runner = _runner(folder, job, copy, depth=job.depth)
         if job.number < 0:
-            return encode_query_job(encoder, inputs.queries, prefix=manifest.query_prefix)
+            return encode_queries(runner, task, job.judged)
         assert queries is not None and job.queries_sha256 is not None
-        vectors = unpack_vectors(queries, sha256=job.queries_sha256, rows=len(inputs.queries), max_bytes=job.max_query_bytes)
-        return rank_shard_job(
-            encoder,
-            inputs.documents,
-            inputs.queries,
-            job.number,
-            vectors,
-            shard_documents=job.shard_documents,
-            depth=job.depth,
-            folder=work,
-            prefix=manifest.document_prefix,
-            search_memory=job.search_memory,
-        )
+        vectors = unpack_vectors(queries, sha256=job.queries_sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
+        return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
 
 
-def _child_main(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path) -> None:
-    """The forked child: bound its address space, compute, leave ``output`` or ``error.json`` in ``work``."""
-    memory = int(job.limits.get("memory_bytes", 8 << 30))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+def _child_work(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> tuple[bytes | None, str, str]:
+    """In the child: (output, "", "") or (None, failure code, message); a participant's fault keeps its code, anything of ours is INFRA."""
     try:
-        (work / "output").write_bytes(_compute(job, upload, queries, work))
-    except (TaskFailure, SubmissionError) as error:
+        return _compute(job, upload, queries, copy), "", ""
+    except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
-        jsonio.write_json(work / "error.json", {"code": failure_code(error), "message": message}, ensure_ascii=True)
-    except MemoryError:
-        jsonio.write_json(work / "error.json", {"code": FailureCode.OOM.value, "message": "an allocation was refused (the memory limit)"})
+        return None, failure_code(error).value, message
 
 
-def _in_child(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]) -> tuple[bytes | None, str, str]:
-    """Run the job in a forked child under the time limit: (output, code, message); output None on a failure (code, message)."""
-    limit_s = float(job.limits.get("time_limit_s", 3600.0))
-    child = multiprocessing.get_context("fork").Process(target=_child_main, args=(job, upload, queries, work), name="grader-shard")
-    child.start()
-    deadline = time.monotonic() + limit_s
-    while child.is_alive() and time.monotonic() < deadline and not lost():
-        child.join(0.2)
-    if child.is_alive():
-        child.kill()
-        child.join()
-        if lost():
-            return None, FailureCode.INFRA.value, "stale: the shard job was handed on"
-        return None, FailureCode.TIMEOUT.value, f"the shard job ran past the time limit of {limit_s:.0f} s"
-    if (work / "output").is_file():
-        return (work / "output").read_bytes(), "", ""
-    if (work / "error.json").is_file():
-        error = jsonio.load_file(work / "error.json")
-        return None, str(error["code"]), str(error["message"])
-    return None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {child.exitcode})"
+def _in_child(
+    job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]
+) -> tuple[bytes | None, str, str] | None:
+    """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
+    folder = environment().worker_data
+    if not folder:
+        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)"
+    return run_in_child(
+        partial(_child_work, job, upload, queries, Path(folder)),
+        abandon=lost,
+        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})"),
+        on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
+        name="grader-shard",
+    )
 
 
 class _Beat(threading.Thread):
@@ -198,7 +192,10 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
                 api.fail(job, FailureCode.INFRA.value, "upload digest mismatch in transfer")
                 return "infra"
             queries = None if job.number < 0 else api.fetch(job, "queries", job.max_query_bytes)
-            output, code, message = _in_child(job, upload, queries, work, beat.lost.is_set)
+            ran = _in_child(job, upload, queries, work, beat.lost.is_set)
+        if ran is None:
+            return "stale"  # stopped, its container removed; the server handed the job on
+        output, code, message = ran
         if output is None:
             api.fail(job, code, message)
             return code
@@ -223,18 +220,22 @@ def _facts(upload: Path, job: Job, status: ShardGradeStatus, started: datetime) 
     """What the coordinator states about the sharded grade (subject, sandbox, labels, times, task failures): no score."""
     from grader.submissions.digest import submission_digest
 
+    folder = environment().worker_data
+    if not folder:
+        raise TaskFailure(FailureCode.INFRA, "this worker has no data copy (set GRADER_WORKER_DATA)")
     bounds = unpack_limits(upload.stat().st_size, ratio=job.max_unpack_ratio, cap=job.max_unpacked_bytes)
-    with open_submission(upload, bounds) as folder:
-        manifest = load_manifest(folder)
-        subject = {"kind": "onnx", "name": manifest.name, "digest": {"sha256": submission_digest(folder)}}
+    with open_submission(upload, bounds) as unpacked:
+        manifest = load_manifest(unpacked)
+        subject = {"kind": "onnx", "name": manifest.name, "digest": {"sha256": submission_digest(unpacked)}}
         labels = manifest.training.as_labels()
+        # The shard jobs ran in the runner image's sandbox, staged under the copy's key: the settings an unsharded grade states.
+        sandbox = _runner(unpacked, job, Path(folder), depth=DEPTH).sandbox_facts()
     tasks: dict[str, Any] = {name: {"failure": None} for name in status.runs}
     for name, (code, message) in status.failures.items():
         tasks[name] = {"failure": Failure(FailureCode(code), message, None).as_json()}
-    limits = {**limits_from_json(job.limits).as_report(), "enforcement": "shard jobs in forked children: time limit and address space per shard"}
     return {
         "subject": subject,
-        "sandbox": {"kind": "none", "threads": 1, "isolated": False, "sharded": True, "limits": limits},
+        "sandbox": sandbox,
         "labels": labels,
         "started_at": format_timestamp(started),
         "finished_at": format_timestamp(datetime.now(UTC)),
@@ -261,5 +262,8 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
         return WorkerResult(
             attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"shard jobs of {', '.join(infra)} failed for a platform reason"
         )
-    facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+    try:
+        facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+    except GraderError as error:  # no data copy, or the runner image unusable here: the platform's, the attempt is re-run
+        return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"the sharded grade's facts: {error}")
     return WorkerResult(attempt=job.attempt, facts=facts, runs=status.runs)

@@ -1,0 +1,179 @@
+"""A shard job of an ONNX submission in the sandbox, over a worker's pseudonymous copy (issue 23 items 1 and 3).
+
+A sharded grade's jobs run the submitted model where an unsharded grade runs it: in the
+grader's runner image (:mod:`grader.sandbox.onnx_entry`), no network, the competition's
+limits (the time limit and the output cap apply per job), staged under the copy's ids
+(:class:`~grader.sandbox.blinding.Preblinded`):
+
+* the *query job* (:func:`encode_queries`) stages the task's judged queries only
+  (``"encode": "queries"``), reads ``queries.npy`` as collecting does and returns the
+  vectors packed in the canonical order of the query ids (the order a compact run lists them);
+* a *shard job* (:func:`rank_shard`) stages its shard's documents only
+  (:func:`grader.grading.shard_input.read_shard`; ``"encode": "documents"``), then reads the
+  container's ``corpus.npy`` block by block into one reused buffer bounded by
+  ``search_memory`` (header checked first, a non-finite value the model's fault), searches
+  each block exactly against the query vectors and merges the blocks' lists: the shard's
+  top ``depth`` and boundary ties (:func:`grader.retrieval.shard_exchange.dense_run`) as a
+  compact run with float64 scores over the whole corpus's canonical indexes.
+
+A container's failure is the task's failure with its code (``TIMEOUT``, ``OOM``,
+``MODEL_ERROR``, ``OUTPUT_TOO_LARGE``...), classified as for a whole grade
+(:func:`grader.sandbox.task_run.classify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.collect.outputs import embedding_blocks, read_embeddings_output
+from grader.data.benchmark import Benchmark
+from grader.data.task import Task
+from grader.errors import TaskFailure
+from grader.failures import FailureCode
+from grader.grading.interfaces import RunOptions
+from grader.grading.ranking import ranking_inputs
+from grader.grading.sandboxed import DockerTaskGrader
+from grader.grading.shard_input import read_shard
+from grader.retrieval.encoder import BatchPolicy
+from grader.retrieval.merge import merge_top_k
+from grader.retrieval.search import exact_top_k
+from grader.retrieval.shard_exchange import MAX_DIMENSION, dense_run, pack_vectors, search_width
+from grader.retrieval.shard_run import block_rows_for
+from grader.runs.ordering import byte_order_ranks
+from grader.sandbox.blinding import Preblinded
+from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.owner import owned_tempdir
+from grader.sandbox.staging import StagedTask, stage_task
+from grader.sandbox.task_run import FinishedContainer, run_task_container
+from grader.submissions.manifest import OnnxManifest
+
+
+@dataclass(frozen=True)
+class ShardRunner:
+    """The runner image prepared for one ONNX submission's shard jobs on a worker's copy."""
+
+    docker: DockerTaskGrader
+    manifest: OnnxManifest
+    limits: SandboxLimits
+    split: str
+    depth: int
+
+    @classmethod
+    def prepare(
+        cls,
+        folder: Path,
+        manifest: OnnxManifest,
+        copy: Benchmark,
+        key: Preblinded,
+        *,
+        limits: SandboxLimits,
+        split: str,
+        depth: int,
+        runner_image: str,
+    ) -> ShardRunner:
+        """Inspect the runner image (:class:`~grader.errors.SandboxUnavailable` when unusable) for the submission unpacked in ``folder``."""
+        options = RunOptions(benchmark=copy, tasks=[], split=split, out_dir=folder, sandbox="docker", limits=limits, blinding_key=key, top_k=depth)
+        return cls(DockerTaskGrader.prepare(folder, manifest, options, runner_image=runner_image), manifest, limits, split, depth)
+
+    def sandbox_facts(self) -> dict[str, Any]:
+        """The sandbox a report of the sharded grade states: the runner image's, as for an unsharded grade, and ``sharded``."""
+        return {**self.docker.report(), "sharded": True}
+
+    def stage(self, scratch: Path, task: Task, *, queries: list, documents: list, encode: str) -> StagedTask:
+        """Stage one side of ``task`` under the copy's ids in ``scratch`` (``encode``: ``queries`` or ``documents``)."""
+        return stage_task(
+            scratch / "input",
+            task=task.name,
+            split=self.split,
+            mode="encode",
+            top_k=self.depth,
+            queries=queries,
+            documents=documents,
+            key=self.docker.blinding_key,
+            query_prefix=self.manifest.query_prefix,
+            document_prefix=self.manifest.document_prefix,
+            encode=encode,
+        )
+
+    def container(self, staged: StagedTask, log_path: Path | None) -> Any:
+        """Run the runner container on ``staged`` under the competition's limits (a context: :func:`run_task_container`)."""
+        return run_task_container(
+            self.docker.image.id,
+            staged,
+            limits=self.limits,
+            log_path=log_path,
+            extra_mounts=self.docker.extra_mounts,
+            environment=self.docker.environment,
+            model_error_exit=self.docker.model_error_exit,
+        )
+
+
+def _succeeded(finished: FinishedContainer) -> FinishedContainer:
+    if finished.failure is not None:
+        raise finished.failure
+    return finished
+
+
+def encode_queries(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> bytes:
+    """The query job: the judged queries' vectors from the runner container, rows in canonical query order, packed."""
+    inputs = ranking_inputs(task, judged)
+    with owned_tempdir("grader-stage-") as scratch:
+        staged = runner.stage(scratch, task, queries=inputs.queries, documents=[], encode="queries")
+        with runner.container(staged, log_path) as finished:
+            output = _succeeded(finished).output
+            vectors = read_embeddings_output(output, "queries.npy", rows=len(staged.query_ids), max_bytes=runner.limits.output_bytes)
+    if vectors.shape[1] > MAX_DIMENSION:
+        raise TaskFailure(FailureCode.MODEL_ERROR, f"the model's vectors have {vectors.shape[1]} dimensions; at most {MAX_DIMENSION} are searched")
+    ordered = np.empty_like(vectors)
+    ordered[byte_order_ranks(list(staged.query_ids))] = vectors  # staged row i goes to its canonical place
+    return pack_vectors(ordered)
+
+
+def rank_shard(
+    runner: ShardRunner,
+    task: Task,
+    number: int,
+    query_vectors: np.ndarray,
+    *,
+    shard_documents: int | None,
+    search_memory: int,
+    log_path: Path | None = None,
+) -> bytes:
+    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores."""
+    shard = read_shard(task, number, chunk_size=BatchPolicy().chunk_size, shard_documents=shard_documents)
+    rank_of = dict(zip((document.id for document in shard.documents), shard.ranks.tolist()))
+    width = search_width(runner.depth)
+    with owned_tempdir("grader-stage-") as scratch:
+        staged = runner.stage(scratch, task, queries=[], documents=shard.documents, encode="documents")
+        # Row i of corpus.npy is staged document i; its canonical index in the whole corpus names it in the run.
+        ranks = np.asarray([rank_of[doc_id] for doc_id in staged.doc_ids], dtype=np.int64)
+        with runner.container(staged, log_path) as finished:
+            blocks = embedding_blocks(
+                _succeeded(finished).output,
+                "corpus.npy",
+                rows=len(ranks),
+                max_bytes=runner.limits.output_bytes,
+                max_dimension=MAX_DIMENSION,
+                block_rows=lambda dimension: block_rows_for(search_memory, dimension),
+                fault=FailureCode.MODEL_ERROR,
+            )
+            scores, docs = search_blocks(query_vectors, blocks, ranks, width)
+    return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)
+
+
+def search_blocks(query_vectors: np.ndarray, blocks: Any, ranks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` over every block, float64, trec order; docs are rows of the whole output (``-1``: empty)."""
+    scores = np.full((len(query_vectors), 0), -np.inf, dtype=np.float64)
+    docs = np.full((len(query_vectors), 0), -1, dtype=np.int64)
+    for first, block in blocks:
+        if block.shape[1] != query_vectors.shape[1]:
+            raise TaskFailure(FailureCode.MODEL_ERROR, f"query vectors have {query_vectors.shape[1]} dimensions, document vectors {block.shape[1]}")
+        block_ranks = ranks[first : first + len(block)]
+        found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=FailureCode.MODEL_ERROR)
+        scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)
+    return scores, docs
