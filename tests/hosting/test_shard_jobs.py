@@ -135,3 +135,33 @@ def test_shard_moves_outside_the_table_are_refused(world: World) -> None:
         assert (
             shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.RUNNING, ShardState.DONE) == 0
         )  # it is queued: a stale read moves nothing
+
+
+def test_a_failed_shard_skips_the_rest_of_its_task_and_only_its_task(world: World) -> None:
+    submission_id = _planned(world, {"t": 3, "u": 1})
+    w1, w2 = world.workers
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and (query.task, query.number) == ("t", -1)
+    assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    running = shard_jobs.claim(world.db, w2, FP_A, 60)
+    failing = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert running is not None and failing is not None and (running.task, running.number, failing.number) == ("t", 0, 1)
+    assert shard_jobs.fail(world.db, failing.job_id, 1, w1, "TIMEOUT", "killed after the 60 s time limit")
+    # Shard 2 of t is never handed out; u's jobs still are.
+    other = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert other is not None and (other.task, other.number) == ("u", -1)
+    assert shard_jobs.complete(world.db, other.job_id, 1, w1, "2" * 64)
+    other = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert other is not None and (other.task, other.number) == ("u", 0)
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None
+    # The running shard of t stops at its next renewal, and the reaper ends it as skipped, never re-queued.
+    assert shard_jobs.renew(world.db, running.job_id, 1, w2, 60) is None
+    _expire(world, running.job_id)
+    assert shard_jobs.reap(world.db, max_tries=5) == 1
+    assert shard_jobs.claim(world.db, w2, FP_A, 60) is None
+    with world.db.session() as session:
+        states = {(job.task, job.number): job.state for job in session.query(ShardJob).filter(ShardJob.submission_id == submission_id)}
+    assert states == {("t", -1): "done", ("t", 0): "skipped", ("t", 1): "failed", ("t", 2): "skipped", ("u", -1): "done", ("u", 0): "running"}
+    progress = shard_jobs.progress(world.db, submission_id, 1)
+    assert progress["t"].failure == ("TIMEOUT", "killed after the 60 s time limit") and progress["t"].open == 0
+    assert progress["u"].open == 1 and progress["u"].failure is None

@@ -27,7 +27,7 @@ from grader.hosting.states import ShardState, State, require_shard
 
 #: The number of a task's query job (shards are numbered from 0).
 QUERY_JOB = -1
-QUEUED, RUNNING, DONE, FAILED = (state.value for state in ShardState)
+QUEUED, RUNNING, DONE, FAILED, SKIPPED = (state.value for state in ShardState)
 #: Queued jobs looked at per claim round (a lost race tries the next).
 CLAIM_BATCH = 8
 
@@ -93,6 +93,14 @@ def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str
             )
 
 
+def _task_failed() -> ColumnElement[bool]:
+    """Another job of the same task and attempt failed: the task has failed, so this job's work would be thrown away."""
+    other = aliased(ShardJob)
+    return exists().where(
+        other.submission_id == ShardJob.submission_id, other.attempt == ShardJob.attempt, other.task == ShardJob.task, other.state == FAILED
+    )
+
+
 def _claimable(fingerprint: str) -> Select[ShardJob]:
     """Queued jobs of running attempts whose task has no fingerprint yet or this one; a shard only once its task's query vectors are in."""
     query = aliased(ShardJob)
@@ -112,6 +120,7 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
             Submission.attempt == ShardJob.attempt,
             or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint),
             or_(ShardJob.number == QUERY_JOB, vectors_in),
+            ~_task_failed(),
         )
         .order_by(ShardJob.submission_id, ShardJob.attempt, ShardJob.task, ShardJob.number)
         .limit(CLAIM_BATCH)
@@ -155,12 +164,12 @@ def _grade_running() -> ColumnElement[bool]:
 
 
 def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float) -> datetime | None:
-    """Renew the lease of a held job; None when it is no longer this worker's or its grade ended (stop working on it)."""
+    """Renew the lease of a held job; None when it is no longer this worker's, its grade ended or its task failed (stop working on it)."""
     expires = utcnow() + timedelta(seconds=lease_s)
     with db.session() as session:
         moved = session.execute(
             update(ShardJob)
-            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING, _grade_running())
+            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING, _grade_running(), ~_task_failed())
             .values(lease_expires_at=expires)
             .execution_options(synchronize_session=False)
         )
@@ -181,13 +190,24 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, messa
         values["worker_id"] = None
     with db.session() as session:
         target = ShardState.QUEUED if infra else ShardState.FAILED
-        return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) == 1
+        if move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) != 1:
+            return False
+        if not infra:
+            # The task has failed: its queued jobs would only burn workers' time (running ones stop at their next renewal).
+            job = session.get(ShardJob, job_id)
+            assert job is not None
+            siblings = (ShardJob.submission_id == job.submission_id) & (ShardJob.attempt == job.attempt) & (ShardJob.task == job.task)
+            move_shard(session, siblings, ShardState.QUEUED, ShardState.SKIPPED, message=f"skipped: job {job.number} of the task failed ({code})")
+        return True
 
 
 def reap(db: Database, *, max_tries: int) -> int:
     """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after ``max_tries``."""
     with db.session() as session:
         expired = ShardJob.lease_expires_at <= utcnow()
+        skipped = move_shard(
+            session, expired & _task_failed(), ShardState.RUNNING, ShardState.SKIPPED, lease_expires_at=None, message="skipped: its task failed"
+        )
         given_up = move_shard(
             session,
             expired & (ShardJob.tries >= max_tries),
@@ -200,7 +220,7 @@ def reap(db: Database, *, max_tries: int) -> int:
         requeued = move_shard(
             session, expired, ShardState.RUNNING, ShardState.QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run"
         )
-        return given_up + requeued
+        return skipped + given_up + requeued
 
 
 def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskShards]:
@@ -214,6 +234,8 @@ def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskSh
                 entry.done[job.number] = job.sha256
             elif job.state == FAILED:
                 entry.failure = entry.failure or (job.failure_code or FailureCode.INFRA.value, job.message)
+            elif job.state == SKIPPED:
+                continue  # its task failed: nothing to wait for
             else:
                 entry.open += 1
     return tasks
