@@ -23,16 +23,18 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
-from grader.grading.shard_work import shard_count
+from grader.grading.shard_input import shard_total
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services import shard_jobs
 from grader.hosting.services.lifecycle import Claim, holds_lease
+from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import merge_compact_runs, vectors_size
 from grader.runs.compact import compact_size
@@ -53,12 +55,11 @@ def staged_in_containers(ctx: ServerContext, submission_id: str) -> bool:
         return submission is None or not sharded(ctx, submission.kind)
 
 
-@cache
-def _counts(benchmark_target: str, tasks: tuple[str, ...], shard_documents: int) -> dict[str, int]:
-    """Shards per task: a function of the corpus and the setting only (read once per server)."""
-    benchmark = resolve_benchmark(benchmark_target)
+def _counts(ctx: ServerContext, shard_documents: int) -> dict[str, int]:
+    """Shards per task: a function of the corpus size and the setting only, from the worker copy's manifest (no corpus is read)."""
+    copy = load_benchmark_folder(worker_copy(ctx))
     chunk = BatchPolicy().chunk_size
-    return {name: shard_count(list(benchmark.task(name).iter_corpus()), chunk_size=chunk, shard_documents=shard_documents) for name in tasks}
+    return {name: shard_total(copy.task(name), chunk_size=chunk, shard_documents=shard_documents) for name in ctx.tasks}
 
 
 @cache
@@ -73,7 +74,7 @@ def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
         submission = session.get(Submission, claimed.submission_id)
         if submission is None or shard_documents is None or not sharded(ctx, submission.kind):
             return False
-        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, _counts(ctx.benchmark_target, tuple(ctx.tasks), shard_documents))
+        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, _counts(ctx, shard_documents))
         return True
 
 
