@@ -97,7 +97,8 @@ def _write_sorted(path: Path, ids: BlindedIds, records: Iterable[dict[str, str]]
     position = 0
     with open(path, "wb") as handle:
         for row, index in enumerate(by_row):
-            line = (jsonio.dumps({"_id": ids.staged[row], **listed[index]}) + "\n").encode("utf-8", "surrogatepass")
+            # Strict UTF-8, as the text-mode write before: the copy is read back as UTF-8.
+            line = (jsonio.dumps({"_id": ids.staged[row], **listed[index]}) + "\n").encode("utf-8")
             handle.write(line)
             offsets[row], lengths[row] = position, len(line)
             digests.append(corpus_order.line_digest(line))
