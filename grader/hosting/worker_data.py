@@ -17,6 +17,8 @@ Layout of OUT (``grader admin export-worker-data --out OUT``; local workers get
     worker-data.json            format, the key's scheme and id (never the key), the splits, the source digests
     <task>/corpus.jsonl         {"_id": "d<24 hex>", "title", "text"}, sorted by _id
     <task>/queries.jsonl        {"_id": "q<24 hex>", "text"}, the queries judged in the splits, sorted by _id
+    <task>/corpus.order         the corpus's canonical encoding order (:mod:`grader.retrieval.corpus_order`): a shard job
+                                reads its shard's lines alone; its sha256 and count are in the manifest's ``orders``
 """
 
 from __future__ import annotations
@@ -28,15 +30,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from grader import jsonio
 from grader.data.benchmark import Benchmark
 from grader.data.registry import resolve_benchmark
+from grader.data.task import Document, document_text
 from grader.errors import GraderError, UsageError
+from grader.retrieval import corpus_order
+from grader.retrieval.shards import canonical_order
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, Preblinded, blind
 
 #: The file that marks a folder as an exported worker copy.
-MANIFEST = "worker-data.json"
-FORMAT = 1
+MANIFEST = corpus_order.COPY_MANIFEST
+#: 2: each task has its corpus order sidecar (issue 23); a copy of an older format is exported afresh.
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class ExportedTask:
 
     documents: int
     queries: int
+    #: the sha256 of the task's ``corpus.order``
+    order_sha256: str = ""
 
 
 def _spec_json(benchmark: Benchmark, tasks: Sequence[str]) -> dict[str, Any]:
@@ -66,15 +76,44 @@ def _spec_json(benchmark: Benchmark, tasks: Sequence[str]) -> dict[str, Any]:
     return data
 
 
-def _write_sorted(path: Path, ids: BlindedIds, records: Iterable[dict[str, str]]) -> None:
-    """Each record (in the order its id was given to :func:`blind`) under its pseudonym, in pseudonym order."""
+@dataclass(frozen=True)
+class _Lines:
+    """Where :func:`_write_sorted` put each line (per line number): byte offset, length, digest."""
+
+    offsets: np.ndarray
+    lengths: np.ndarray
+    digests: list[bytes]
+
+
+def _write_sorted(path: Path, ids: BlindedIds, records: Iterable[dict[str, str]]) -> _Lines:
+    """Each record (in the order its id was given to :func:`blind`) under its pseudonym, in pseudonym order; where each line went."""
     listed = list(records)
     by_row = [0] * len(listed)
     for index, row in enumerate(ids.rows.tolist()):
         by_row[row] = index
-    with open(path, "w", encoding="utf-8") as handle:
+    offsets = np.zeros(len(listed), dtype=np.uint64)
+    lengths = np.zeros(len(listed), dtype=np.uint32)
+    digests: list[bytes] = []
+    position = 0
+    with open(path, "wb") as handle:
         for row, index in enumerate(by_row):
-            handle.write(jsonio.dumps({"_id": ids.staged[row], **listed[index]}) + "\n")
+            # Strict UTF-8, as the text-mode write before: the copy is read back as UTF-8.
+            line = (jsonio.dumps({"_id": ids.staged[row], **listed[index]}) + "\n").encode("utf-8")
+            handle.write(line)
+            offsets[row], lengths[row] = position, len(line)
+            digests.append(corpus_order.line_digest(line))
+            position += len(line)
+    return _Lines(offsets, lengths, digests)
+
+
+def _write_order(folder: Path, ids: BlindedIds, documents: list[Document]) -> str:
+    """The task's ``corpus.order``: line numbers (= pseudonym ranks) in canonical (text, pseudonym) order; its sha256."""
+    texts = [""] * len(documents)
+    for document, row in zip(documents, ids.rows.tolist()):
+        texts[row] = document_text(document.title, document.text)
+    lines = _write_sorted(folder / "corpus.jsonl", ids, ({"title": d.title, "text": d.text} for d in documents))
+    order = canonical_order(texts, ids.staged)
+    return corpus_order.write_order(folder / corpus_order.FILE, order, lines.offsets, lines.lengths, lines.digests)
 
 
 def export_task(benchmark: Benchmark, name: str, splits: Sequence[str], key: BlindingKey, folder: Path) -> ExportedTask:
@@ -88,9 +127,9 @@ def export_task(benchmark: Benchmark, name: str, splits: Sequence[str], key: Bli
     doc_ids = blind(key, name, DOCUMENT, [document.id for document in documents])
     query_ids = blind(key, name, QUERY, [query.id for query in queries])
     folder.mkdir(parents=True, exist_ok=True)
-    _write_sorted(folder / "corpus.jsonl", doc_ids, ({"title": d.title, "text": d.text} for d in documents))
+    order_sha256 = _write_order(folder, doc_ids, documents)
     _write_sorted(folder / "queries.jsonl", query_ids, ({"text": q.text} for q in queries))
-    return ExportedTask(len(documents), len(queries))
+    return ExportedTask(len(documents), len(queries), order_sha256)
 
 
 def _manifest(benchmark: Benchmark, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey) -> dict[str, Any]:
@@ -111,11 +150,20 @@ def export_worker_data(benchmark: Benchmark, tasks: Sequence[str], splits: Seque
     staging.mkdir(parents=True)  # modes from the umask: private inside the state folder (the server runs under 077)
     written = {name: export_task(benchmark, name, splits, key, staging / name) for name in tasks}
     jsonio.write_json(staging / "benchmark.json", _spec_json(benchmark, tasks), ensure_ascii=True)
-    jsonio.write_json(staging / MANIFEST, _manifest(benchmark, tasks, splits, key), ensure_ascii=True)
+    orders = {name: {"file": corpus_order.FILE, "sha256": task.order_sha256, "documents": task.documents} for name, task in written.items()}
+    jsonio.write_json(staging / MANIFEST, {**_manifest(benchmark, tasks, splits, key), "orders": orders}, ensure_ascii=True)
     if out.exists():
         out.rmdir()
     os.replace(staging, out)
     return written
+
+
+def _current(manifest: Any, wanted: dict[str, Any]) -> bool:
+    """Whether a copy's manifest is ``wanted`` (what the export records besides: an order per task)."""
+    if not isinstance(manifest, dict) or {key: value for key, value in manifest.items() if key != "orders"} != wanted:
+        return False
+    orders = manifest.get("orders")
+    return isinstance(orders, dict) and set(orders) == set(wanted["tasks"])
 
 
 def ensure_worker_data(target: str, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey, out: Path) -> Path:
@@ -126,7 +174,7 @@ def ensure_worker_data(target: str, tasks: Sequence[str], splits: Sequence[str],
         current = jsonio.load_file(out / MANIFEST)
     except (OSError, ValueError, GraderError):
         current = None
-    if current == wanted:
+    if _current(current, wanted):
         return out
     if out.exists():
         shutil.rmtree(out)

@@ -89,10 +89,10 @@ def test_failures_infra_requeues_a_participant_code_fails_the_task(world: World)
     submission_id = _planned(world, {"t": 1})
     w1 = world.workers[0]
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
-    assert query is not None and shard_jobs.fail(world.db, query.job_id, 1, w1, "INFRA", "disk full")
+    assert query is not None and shard_jobs.fail(world.db, query.job_id, 1, w1, "INFRA", "disk full", max_tries=3)
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert query is not None and (query.number, query.tries) == (-1, 2)
-    assert shard_jobs.fail(world.db, query.job_id, 2, w1, "MODEL_ERROR", "NaN in the output")
+    assert shard_jobs.fail(world.db, query.job_id, 2, w1, "MODEL_ERROR", "NaN in the output", max_tries=3)
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert not status.complete and status.failure == ("MODEL_ERROR", "NaN in the output")
 
@@ -146,7 +146,7 @@ def test_a_failed_shard_skips_the_rest_of_its_task_and_only_its_task(world: Worl
     running = shard_jobs.claim(world.db, w2, FP_A, 60)
     failing = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert running is not None and failing is not None and (running.task, running.number, failing.number) == ("t", 0, 1)
-    assert shard_jobs.fail(world.db, failing.job_id, 1, w1, "TIMEOUT", "killed after the 60 s time limit")
+    assert shard_jobs.fail(world.db, failing.job_id, 1, w1, "TIMEOUT", "killed after the 60 s time limit", max_tries=3)
     # Shard 2 of t is never handed out; u's jobs still are.
     other = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert other is not None and (other.task, other.number) == ("u", -1)
@@ -165,3 +165,15 @@ def test_a_failed_shard_skips_the_rest_of_its_task_and_only_its_task(world: Worl
     progress = shard_jobs.progress(world.db, submission_id, 1)
     assert progress["t"].failure == ("TIMEOUT", "killed after the 60 s time limit") and progress["t"].open == 0
     assert progress["u"].open == 1 and progress["u"].failure is None
+
+
+def test_an_infra_failure_at_the_try_limit_fails_the_task_instead_of_looping(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    for tries in (1, 2):
+        held = shard_jobs.claim(world.db, w1, FP_A, 60)
+        assert held is not None and (held.number, held.tries) == (-1, tries)
+        assert shard_jobs.fail(world.db, held.job_id, tries, w1, "INFRA", "this worker's data does not match the pin", max_tries=2)
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # not a third try
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert status.failure == ("INFRA", "this worker's data does not match the pin") and status.open == 0

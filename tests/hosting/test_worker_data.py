@@ -59,8 +59,9 @@ def test_the_copy_has_no_judgements_no_real_id_and_its_files_in_pseudonym_order(
     written = export_worker_data(source, ["cat"], ["test", "dev"], KEY, out)
     assert written["cat"].documents == N and written["cat"].queries == N // 2 + 1  # the judged ones only: test's and dev's q-0001
     files = sorted(path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file())
-    assert files == ["benchmark.json", "cat/corpus.jsonl", "cat/queries.jsonl", "worker-data.json"]
-    text = {name: (out / name).read_text(encoding="utf-8") for name in files}
+    assert files == ["benchmark.json", "cat/corpus.jsonl", "cat/corpus.order", "cat/queries.jsonl", "worker-data.json"]
+    # corpus.order (binary: line numbers, offsets, line digests) holds no id at all; tests/test_shard_input.py reads it.
+    text = {name: (out / name).read_text(encoding="utf-8") for name in files if name != "cat/corpus.order"}
     everything = "".join(text.values())
     # No real id anywhere (as a value or inside one), nor the key; the key's public id only.
     assert not re.search(r"[qc]-\d{4}", everything) and KEY.secret.hex() not in everything

@@ -3,7 +3,7 @@
 An ONNX submission of a competition with ``[sharding] shard_documents`` is claimed like any
 other (the claiming worker holds the submission's lease and coordinates); at that claim the
 attempt's shard jobs are planned (:func:`plan_claimed`): per task a query job and one job per
-shard of whole encoding chunks (:func:`grader.grading.shard_work.shard_count`). Any worker then
+shard of whole encoding chunks (:func:`grader.grading.shard_input.shard_total`, from the worker copy's manifest). Any worker then
 takes them (:func:`claim`; shards only once their task's query vectors are in), fetches the upload
 and the query vectors (:func:`upload_of`, :func:`query_vectors_of`), and puts its output
 (:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
@@ -23,16 +23,18 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
-from grader.grading.shard_work import shard_count
+from grader.grading.shard_input import corpus_size, shard_total
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.grading_adapter import DEPTH
 from grader.hosting.services import shard_jobs
 from grader.hosting.services.lifecycle import Claim, holds_lease
+from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import MAX_DIMENSION, merge_compact_runs, search_width, vectors_size
 from grader.runs.compact import compact_size
@@ -43,12 +45,11 @@ def sharded(ctx: ServerContext, kind: str) -> bool:
     return kind == "onnx" and ctx.competition.sharding.shard_documents is not None
 
 
-@cache
-def _counts(benchmark_target: str, tasks: tuple[str, ...], shard_documents: int) -> dict[str, int]:
-    """Shards per task: a function of the corpus and the setting only (read once per server)."""
-    benchmark = resolve_benchmark(benchmark_target)
+def _counts(ctx: ServerContext, shard_documents: int) -> dict[str, int]:
+    """Shards per task: a function of the corpus size and the setting only, from the worker copy's manifest (no corpus is read)."""
+    copy = load_benchmark_folder(worker_copy(ctx))
     chunk = BatchPolicy().chunk_size
-    return {name: shard_count(list(benchmark.task(name).iter_corpus()), chunk_size=chunk, shard_documents=shard_documents) for name in tasks}
+    return {name: shard_total(copy.task(name), chunk_size=chunk, shard_documents=shard_documents) for name in ctx.tasks}
 
 
 @cache
@@ -63,7 +64,11 @@ def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
         submission = session.get(Submission, claimed.submission_id)
         if submission is None or shard_documents is None or not sharded(ctx, submission.kind):
             return False
-        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, _counts(ctx.benchmark_target, tuple(ctx.tasks), shard_documents))
+    # Outside any transaction: the first call may export the worker copy (seconds at CoIR size), and a held
+    # write transaction would stall every other writer meanwhile (SQLite). The claim is this worker's lease.
+    counts = _counts(ctx, shard_documents)
+    with ctx.db.session() as session:
+        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, counts)
         return True
 
 
@@ -166,7 +171,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, sha256: 
 
 def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: str, message: str) -> bool:
     """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.services.shard_jobs.fail`)."""
-    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message)
+    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=ctx.competition.max_attempts)
 
 
 @dataclass
@@ -212,8 +217,7 @@ def _merged(ctx: ServerContext, submission_id: str, attempt: int, task: str, spl
         if hashlib.sha256(data).hexdigest() != digest:
             raise TaskFailure(FailureCode.INFRA, f"shard {number} of {task} changed on disk after it was stored")
         parts.append(data)
-    benchmark = resolve_benchmark(ctx.benchmark_target).task(task)
-    documents = sum(1 for _ in benchmark.iter_corpus())
+    documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(task))  # the copy's count: the runs index it
     merged = merge_compact_runs(parts, documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
     atomic_write_bytes(target, merged)
     return hashlib.sha256(merged).hexdigest()

@@ -182,17 +182,22 @@ def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str)
         return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, ShardState.DONE, sha256=sha256, lease_expires_at=None) == 1
 
 
-def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str) -> bool:
-    """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone."""
+def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str, *, max_tries: int) -> bool:
+    """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone.
+
+    At ``max_tries`` an INFRA failure fails the task INFRA too (as a lost lease does in :func:`reap`): a platform fault
+    that repeats on every try must end the grade, not loop (the attempt is then the submission's INFRA failure).
+    """
     values: dict[str, object] = {"lease_expires_at": None, "failure_code": code, "message": message[:2000]}
     infra = code == FailureCode.INFRA.value
-    if infra:
+    requeue = infra and tries < max_tries
+    if requeue:
         values["worker_id"] = None
     with db.session() as session:
-        target = ShardState.QUEUED if infra else ShardState.FAILED
+        target = ShardState.QUEUED if requeue else ShardState.FAILED
         if move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) != 1:
             return False
-        if not infra:
+        if not requeue:
             # The task has failed: its queued jobs would only burn workers' time (running ones stop at their next renewal).
             job = session.get(ShardJob, job_id)
             assert job is not None
