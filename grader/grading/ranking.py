@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.data.qrels import Qrels
-from grader.data.task import Task
+from grader.data.task import Query, Task
 from grader.errors import TASK_FAULT_TYPES, UsageError, failure_code
 from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs
@@ -33,12 +33,18 @@ from grader.submissions.archive import open_submission
 from grader.submissions.manifest import load_manifest
 
 
-def ranking_inputs(task: Task, judged: Sequence[str]) -> TaskInputs:
-    """The corpus and the ``judged`` queries of ``task``, without judgements (a query id not in the data is the data's fault)."""
+def judged_queries(task: Task, judged: Sequence[str]) -> list[Query]:
+    """The ``judged`` queries of ``task`` in file order, the corpus unread (a query id not in the data is the data's fault)."""
     wanted = set(judged)
     queries = [query for query in task.iter_queries() if query.id in wanted]
     if len(queries) != len(wanted):
         raise UsageError(f"task {task.name}: {len(wanted) - len(queries)} judged query id(s) of the job are not in this worker's queries")
+    return queries
+
+
+def ranking_inputs(task: Task, judged: Sequence[str]) -> TaskInputs:
+    """The corpus and the ``judged`` queries of ``task``, without judgements (a query id not in the data is the data's fault)."""
+    queries = judged_queries(task, judged)
     return TaskInputs(task, Qrels({}), list(task.iter_corpus()), queries)
 
 

@@ -36,7 +36,7 @@ from grader.data.task import Task
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions
-from grader.grading.ranking import ranking_inputs
+from grader.grading.ranking import judged_queries
 from grader.grading.sandboxed import DockerTaskGrader
 from grader.grading.shard_input import read_shard
 from grader.retrieval.encoder import BatchPolicy
@@ -121,9 +121,9 @@ def _succeeded(finished: FinishedContainer) -> FinishedContainer:
 
 def encode_queries(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> bytes:
     """The query job: the judged queries' vectors from the runner container, rows in canonical query order, packed."""
-    inputs = ranking_inputs(task, judged)
+    queries = judged_queries(task, judged)  # the corpus is not read: a query job's memory does not grow with it
     with owned_tempdir("grader-stage-") as scratch:
-        staged = runner.stage(scratch, task, queries=inputs.queries, documents=[], encode="queries")
+        staged = runner.stage(scratch, task, queries=queries, documents=[], encode="queries")
         with runner.container(staged, log_path) as finished:
             output = _succeeded(finished).output
             vectors = read_embeddings_output(output, "queries.npy", rows=len(staged.query_ids), max_bytes=runner.limits.output_bytes)

@@ -65,9 +65,9 @@ def _three_shard_benchmark(root: Path) -> Path:
 
 def _kill_a_shard_process(server: Server, timeout: float = 300) -> int:
     """SIGKILL the first forked child of a local worker seen (a shard job's process: sharded grades fork nothing else)."""
-    workers = set(server.worker_pids())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        workers = set(server.worker_pids())  # read each round: the local workers may still be starting (their pid files appear then)
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
