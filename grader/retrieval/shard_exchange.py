@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -125,10 +125,11 @@ def _dense(run: CompactRun, n_queries: int, width: int) -> tuple[np.ndarray, np.
     return scores, docs
 
 
-def merge_compact_runs(parts: Sequence[bytes], *, documents: int, queries: int, depth: int) -> bytes:
+def merge_compact_runs(parts: Iterable[bytes], *, documents: int, queries: int, depth: int) -> bytes:
     """The exact top ``depth`` and boundary ties of the union of shard runs (each decoded and validated; each must carry scores), whatever their order.
 
     A shard run without scores, or two shards naming one document, is refused (INFRA: a worker's or our fault).
+    ``parts`` is consumed one at a time (a generator that reads each from disk holds one shard's run at a time).
     """
     ranks = np.arange(documents, dtype=np.int64)  # canonical indexes are byte order: an index is its rank
     scores = np.full((queries, 0), -np.inf, dtype=np.float64)

@@ -15,6 +15,7 @@ scores any run. The submission is charged once: shards are rows of its attempt, 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -209,16 +210,18 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
 def _merged(ctx: ServerContext, submission_id: str, attempt: int, task: str, split: str, entry: shard_jobs.TaskShards, target: Path) -> str:
     """Merge a task's shard runs (each checked against the digest its job returned) into ``target``; the merge's sha256."""
     folder = _folder(ctx, submission_id, attempt)
-    parts = []
-    for number, digest in sorted(entry.done.items()):
-        if number == shard_jobs.QUERY_JOB:
-            continue
-        data = (folder / f"{task}.{number}").read_bytes()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise TaskFailure(FailureCode.INFRA, f"shard {number} of {task} changed on disk after it was stored")
-        parts.append(data)
+
+    def parts() -> Iterator[bytes]:  # one shard's run in memory at a time, however many shards the task has
+        for number, digest in sorted(entry.done.items()):
+            if number == shard_jobs.QUERY_JOB:
+                continue
+            data = (folder / f"{task}.{number}").read_bytes()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise TaskFailure(FailureCode.INFRA, f"shard {number} of {task} changed on disk after it was stored")
+            yield data
+
     documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(task))  # the copy's count: the runs index it
-    merged = merge_compact_runs(parts, documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
+    merged = merge_compact_runs(parts(), documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
     atomic_write_bytes(target, merged)
     return hashlib.sha256(merged).hexdigest()
 
