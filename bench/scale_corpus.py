@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale_corpus.py [--documents 30000 100000] [--workers 1 2] [--queries 1000] [--markdown PATH]
     .venv/bin/python bench/scale_corpus.py --documents 3000 --workers 1 --queries 100 --submission DIR   # another ONNX model
-    .venv/bin/python bench/scale_corpus.py --sharded [--shard-documents 16384]   # ONNX grades in shard jobs (issue 23 item 1)
+    .venv/bin/python bench/scale_corpus.py --sharded [--shard-documents 16384] [--pin]   # ONNX grades in shard jobs (issue 23)
 
 For each N (--documents) the task of bench/synthetic_corpus.py is generated once (bench/out/synthetic-N-sSEED,
 reused) and, for each worker count (--workers), a fresh single-machine `grader serve --workers W` (local
@@ -20,8 +20,10 @@ processes live for the grade.
 
 Unsharded, one grade runs on one worker whatever W is: the second worker idles. With --sharded the competition
 sets [sharding] shard_documents: the grade runs as shard jobs (a query job, then one job per shard of whole
-encoding chunks) which every local worker takes, each in a forked child of the worker (the "grade child"
-column then holds the shard children's peaks; no container runs).
+encoding chunks) which every local worker takes, each in a forked child of the worker (the "grade child" column,
+one value per job) that stages the shard and runs it in a runner container of its own (the container column).
+With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset); each container is held
+to 1 CPU by its limit. After each N the speedup of W workers over one is printed.
 """
 
 from __future__ import annotations

@@ -177,3 +177,21 @@ def test_an_infra_failure_at_the_try_limit_fails_the_task_instead_of_looping(wor
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # not a third try
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.failure == ("INFRA", "this worker's data does not match the pin") and status.open == 0
+
+
+def test_any_claimable_says_when_a_shard_job_is_free_for_a_fingerprint(world: World) -> None:
+    _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    assert shard_jobs.any_claimable(world.db, FP_A) and shard_jobs.any_claimable(world.db, FP_B)  # the query job, any fingerprint
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and not shard_jobs.any_claimable(world.db, FP_A)  # the shard waits for the query vectors
+    assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
+    assert shard_jobs.any_claimable(world.db, FP_A) and not shard_jobs.any_claimable(world.db, FP_B)  # the task is FP_A's now
+
+
+def test_the_worker_and_the_server_digest_a_fingerprint_alike() -> None:
+    from grader.hosting.services.replication import fingerprint_digest as server_digest
+    from grader.hosting.worker.fingerprint import worker_fingerprint
+    from grader.hosting.worker.shard_loop import fingerprint_digest as worker_digest
+
+    assert worker_digest() == server_digest(worker_fingerprint())

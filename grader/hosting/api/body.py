@@ -11,6 +11,9 @@ bounded depth), then validated into the route's Pydantic model (422).
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
 from typing import TypeVar
 
 from fastapi import HTTPException, Request
@@ -57,3 +60,28 @@ async def parse(request: Request, model: type[Model], limit: int = JSON_BYTES) -
         return model.model_validate(data)
     except ValidationError as error:
         raise HTTPException(422, error.errors(include_url=False, include_context=False, include_input=False)) from None
+
+
+async def receive_to_file(request: Request, path: Path, cap: int, what: str) -> tuple[str, int]:
+    """Stream ``request``'s body into ``path`` (via a hidden ``.part`` file, renamed when whole), at most ``cap`` bytes: (sha256, size).
+
+    A declared ``Content-Length`` over ``cap`` is refused (413) before a byte is read, and a body that passes
+    ``cap`` while streaming is refused there; nothing half-written is left at ``path`` either way.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > cap):
+        raise HTTPException(413, f"{what} is at most {cap} bytes")
+    digest, size = hashlib.sha256(), 0
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with open(part, "wb") as out:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cap:
+                    raise HTTPException(413, f"{what} is at most {cap} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return digest.hexdigest(), size

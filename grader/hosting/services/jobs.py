@@ -18,7 +18,7 @@ from grader.hosting.grading_adapter import limits_to_json
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.messages import Job, Verdict, WorkerResult
 from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle, replication, run_scoring, shard_grading
+from grader.hosting.services import lifecycle, replication, run_scoring, shard_grading, shard_jobs
 from grader.hosting.services.results import accept_result
 from grader.hosting.services.run_scoring import scored_payload
 from grader.hosting.services.worker_copy import ranking_data
@@ -75,6 +75,7 @@ def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dic
     deadline = time.monotonic() + wait_s
     digest = replication.fingerprint_digest(fingerprint)
     replication.note_fingerprint(ctx, worker.id, digest)
+    sharding = ctx.competition.sharding.shard_documents is not None
     while True:
         seen = ctx.dispatcher.generation()
         claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
@@ -82,8 +83,8 @@ def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dic
             # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates (issue 23 item 1).
             return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
         left = deadline - time.monotonic()
-        if left <= 0:
-            return None
+        if left <= 0 or (digest is not None and sharding and shard_jobs.any_claimable(ctx.db, digest)):
+            return None  # a shard job became free (its task's query vectors came in): the worker takes it first
         # Woken by a dispatch; the short cap also picks up jobs queued by another process (admin rejudge).
         ctx.dispatcher.wait(seen, min(left, POLL_S))
 

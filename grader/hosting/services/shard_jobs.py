@@ -127,6 +127,12 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
     )
 
 
+def any_claimable(db: Database, fingerprint: str) -> bool:
+    """Whether a worker of ``fingerprint`` (a digest) could claim a shard job now (a read: nothing is leased)."""
+    with db.session() as session:
+        return session.scalars(_claimable(fingerprint).limit(1)).first() is not None
+
+
 def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> ShardClaim | None:
     """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none."""
     with db.session() as session:

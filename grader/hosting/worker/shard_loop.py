@@ -51,8 +51,12 @@ POLL_S = 0.5
 
 
 def fingerprint_digest() -> str:
-    """The sha256 of this machine's fingerprint (:func:`grader.hosting.worker.fingerprint.worker_fingerprint`): what a claim names."""
-    return hashlib.sha256(jsonio.dumps(worker_fingerprint(), sort_keys=True).encode()).hexdigest()
+    """The sha256 of this machine's fingerprint (:func:`grader.hosting.worker.fingerprint.worker_fingerprint`): what a claim names.
+
+    The same canonical JSON as the server's digest of the fingerprint a submission claim states
+    (``services.replication.fingerprint_digest``), so the server can tell a waiting worker that a shard job is free for it.
+    """
+    return hashlib.sha256(jsonio.dumps(worker_fingerprint(), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
 
 
 class ShardApi:

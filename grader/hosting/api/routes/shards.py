@@ -7,15 +7,12 @@ The services decide (:mod:`grader.hosting.services.shard_grading`); these routes
 
 from __future__ import annotations
 
-import hashlib
-import os
-
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from grader.hosting.api.auth import CurrentWorker
-from grader.hosting.api.body import parse
+from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.messages import Attempt, Lease, RunStored
@@ -70,25 +67,10 @@ async def output(job_id: int, tries: int, request: Request, ctx: Ctx, who: Curre
     if slot is None:
         raise HTTPException(409, STALE)
     path, cap = slot
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > cap):
-        raise HTTPException(413, f"a shard job's output is at most {cap} bytes")
-    digest, size = hashlib.sha256(), 0
-    part = path.with_name(f".{path.name}.part")
-    try:
-        with open(part, "wb") as out:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > cap:
-                    raise HTTPException(413, f"a shard job's output is at most {cap} bytes")
-                digest.update(chunk)
-                out.write(chunk)
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
-    if not await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, digest.hexdigest()):
+    sha256, size = await receive_to_file(request, path, cap, "a shard job's output")
+    if not await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, sha256):
         raise HTTPException(409, STALE)
-    return RunStored(sha256=digest.hexdigest(), bytes=size)
+    return RunStored(sha256=sha256, bytes=size)
 
 
 @router.post("/shards/{job_id}/failure", summary="Report a shard job's failure (INFRA: re-run alone; a participant's code: the task fails)")

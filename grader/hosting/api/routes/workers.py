@@ -6,15 +6,12 @@ model (:mod:`grader.hosting.api.body`); the services decide.
 
 from __future__ import annotations
 
-import hashlib
-import os
-
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from grader.hosting.api.auth import CurrentWorker
-from grader.hosting.api.body import parse
+from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
@@ -90,23 +87,8 @@ async def put_run(submission_id: str, task: str, attempt: int, request: Request,
     if slot is None:
         raise HTTPException(409, STALE)
     path, cap = slot
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > cap):
-        raise HTTPException(413, f"a compact run of this task is at most {cap} bytes")
-    digest, size = hashlib.sha256(), 0
-    part = path.with_name(f".{path.name}.part")
-    try:
-        with open(part, "wb") as out:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > cap:
-                    raise HTTPException(413, f"a compact run of this task is at most {cap} bytes")
-                digest.update(chunk)
-                out.write(chunk)
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
-    return RunStored(sha256=digest.hexdigest(), bytes=size)
+    sha256, size = await receive_to_file(request, path, cap, "a compact run of this task")
+    return RunStored(sha256=sha256, bytes=size)
 
 
 @router.post(
