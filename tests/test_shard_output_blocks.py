@@ -3,7 +3,7 @@
 :func:`grader.collect.outputs.embedding_blocks` checks the header (dtype, order, shape, the
 dimension cap, the exact size) before it reads a byte of data, reads the rows into one reused
 buffer and refuses a non-finite block with the caller's code; the shard's search over those
-blocks (:func:`grader.grading.shard_sandbox.search_blocks`) equals one exact search of the
+blocks (:func:`grader.retrieval.shard_run.search_blocks`) equals one exact search of the
 whole matrix, hit for hit and score for score (expected values: :func:`exact_top_k` on the
 whole array, which ``tests/test_search.py`` checks against brute force).
 """
@@ -18,8 +18,8 @@ import pytest
 from grader.collect.outputs import embedding_blocks
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
-from grader.grading.shard_sandbox import search_blocks
 from grader.retrieval.search import exact_top_k
+from grader.retrieval.shard_run import search_blocks
 
 ROWS, DIM = 37, 8
 

@@ -40,10 +40,8 @@ from grader.grading.ranking import judged_queries
 from grader.grading.sandboxed import DockerTaskGrader
 from grader.grading.shard_input import read_shard
 from grader.retrieval.encoder import BatchPolicy
-from grader.retrieval.merge import merge_top_k
-from grader.retrieval.search import exact_top_k
 from grader.retrieval.shard_exchange import MAX_DIMENSION, dense_run, pack_vectors, search_width
-from grader.retrieval.shard_run import block_rows_for
+from grader.retrieval.shard_run import block_rows_for, search_blocks
 from grader.runs.ordering import byte_order_ranks
 from grader.sandbox.blinding import Preblinded
 from grader.sandbox.limits import SandboxLimits
@@ -164,16 +162,3 @@ def rank_shard(
             )
             scores, docs = search_blocks(query_vectors, blocks, ranks, width)
     return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)
-
-
-def search_blocks(query_vectors: np.ndarray, blocks: Any, ranks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top ``k`` over every block, float64, trec order; docs are rows of the whole output (``-1``: empty)."""
-    scores = np.full((len(query_vectors), 0), -np.inf, dtype=np.float64)
-    docs = np.full((len(query_vectors), 0), -1, dtype=np.int64)
-    for first, block in blocks:
-        if block.shape[1] != query_vectors.shape[1]:
-            raise TaskFailure(FailureCode.MODEL_ERROR, f"query vectors have {query_vectors.shape[1]} dimensions, document vectors {block.shape[1]}")
-        block_ranks = ranks[first : first + len(block)]
-        found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=FailureCode.MODEL_ERROR)
-        scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)
-    return scores, docs

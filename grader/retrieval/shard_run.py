@@ -20,13 +20,13 @@ lists, whatever the size of the corpus.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from grader.errors import UsageError
+from grader.errors import TaskFailure, UsageError
 from grader.failures import FailureCode
 from grader.retrieval.encoder import EncodingStats, OnnxEncoder
 from grader.retrieval.merge import ShardRanking, merge_top_k
@@ -84,6 +84,26 @@ def encode_shard(
     return EncodedShard(writer.finish(), tuple(ids[r] for r in shard.rows), EncodingStats(shard.size, truncated))
 
 
+def search_blocks(
+    query_vectors: np.ndarray,
+    blocks: Iterable[tuple[int, np.ndarray]],
+    ranks: np.ndarray,
+    k: int,
+    *,
+    fault_code: FailureCode = FailureCode.MODEL_ERROR,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` over ``(first row, block)`` pairs, float64, trec order (``ranks``: each row's byte-order rank); docs are rows (``-1``: empty)."""
+    scores = np.full((len(query_vectors), 0), -np.inf, dtype=np.float64)
+    docs = np.full((len(query_vectors), 0), -1, dtype=np.int64)
+    for first, block in blocks:
+        if block.shape[1] != query_vectors.shape[1]:
+            raise TaskFailure(fault_code, f"query vectors have {query_vectors.shape[1]} dimensions, document vectors {block.shape[1]}")
+        block_ranks = ranks[first : first + len(block)]
+        found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=fault_code)
+        scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)
+    return scores, docs
+
+
 def search_spool(
     query_vectors: np.ndarray, spool: Spool, doc_ids: Sequence[str], k: int, *, fault_code: FailureCode = FailureCode.MODEL_ERROR
 ) -> ShardRanking:
@@ -91,14 +111,7 @@ def search_spool(
 
     The result names only the documents it ranks (:meth:`ShardRanking.compact`).
     """
-    ranks = byte_order_ranks(doc_ids)
-    n_queries = len(query_vectors)
-    scores = np.full((n_queries, 0), -np.inf, dtype=np.float64)
-    docs = np.full((n_queries, 0), -1, dtype=np.int64)
-    for first, block in spool.blocks():
-        block_ranks = ranks[first : first + len(block)]
-        found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=fault_code)
-        scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)
+    scores, docs = search_blocks(query_vectors, spool.blocks(), byte_order_ranks(doc_ids), k, fault_code=fault_code)
     return ShardRanking(tuple(doc_ids), scores, docs).compact()
 
 
