@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.hosting.leaderboard_world as world_module
 from grader.hosting.db.models import Result
+from grader.hosting.identity.participants import add_participant
 from grader.hosting.leaderboard import parts, service, values
-from grader.hosting.services.participants import add_participant
 
 
 def timed(what, *args, **kwargs):  # type: ignore[no-untyped-def]

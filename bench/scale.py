@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.hosting.client import packed  # noqa: E402
+from grader.hosting.participant.client import packed  # noqa: E402
 from tests.hosting.distributed import TINY_SLEEP, deploy, tiny_submission  # noqa: E402
 from tests.hosting.postgres import Cluster, _bin_dir  # noqa: E402
 from tests.hosting.redis import RedisServer, _binary  # noqa: E402

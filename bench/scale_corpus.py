@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.hosting.client import HostingClient  # noqa: E402
+from grader.hosting.participant.client import HostingClient  # noqa: E402
 from tests.hosting.support import Server, admin, write_competition  # noqa: E402
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"

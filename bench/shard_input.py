@@ -6,7 +6,7 @@ Not a test of results (``tests/test_shard_input.py`` checks those): this measure
     .venv/bin/python bench/shard_input.py --docs 5000 20000      # a smoke run
 
 For each N: the synthetic task of ``bench/synthetic_corpus.py`` is generated, its worker copy
-exported (:func:`grader.hosting.worker_data.export_worker_data`, timed: it writes the corpus
+exported (:func:`grader.hosting.protocol.worker_data.export_worker_data`, timed: it writes the corpus
 sorted by pseudonym and the ``corpus.order`` sidecar), and then, each in a fresh process
 (``--child``), shard 0 (a full one) is read with :func:`grader.grading.shard_input.read_shard`:
 
@@ -74,7 +74,7 @@ def _measure(task_folder: Path) -> dict[str, int | float]:
 def one_size(documents: int, folder: Path) -> dict[str, object]:
     """Generate, export and read at ``documents``; the row of figures."""
     from grader.data.registry import resolve_benchmark
-    from grader.hosting.worker_data import export_worker_data
+    from grader.hosting.protocol.worker_data import export_worker_data
     from grader.sandbox.blinding import BlindingKey
 
     bench = resolve_benchmark(str(_load("synthetic_corpus").generate(folder / "bench", documents, 100, seed=0)))

@@ -1,6 +1,6 @@
 """`grader check --competition FILE`: the competition's limits, kinds, training-label rule and upload cap, each checked.
 
-The refusals of step 1 use the server's own words (grader/hosting/refusals.py); step 3 names the limits
+The refusals of step 1 use the server's own words (grader/hosting/intake/refusals.py); step 3 names the limits
 it ran under and where they came from, also when they are grader check's own defaults. (`--competition URL`
 is tested against a real server in tests/hosting/test_submit_refusals.py.)
 """

@@ -20,7 +20,7 @@ from grader.errors import DataError, SandboxUnavailable, SubmissionError, TaskFa
 from grader.failures import FailureCode, Fault
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, SilentProgress, TaskInputs, load_task_inputs
 from grader.grading.runner import grade_task
-from grader.hosting.grading_adapter import GradeRequest, grade_upload
+from grader.hosting.results.grading_adapter import GradeRequest, grade_upload
 from grader.sandbox.limits import SandboxLimits
 from tests.sandbox_support import docker_submission, write_benchmark
 
@@ -129,7 +129,7 @@ def test_an_unexpected_error_on_a_host_is_infra_with_its_traceback_logged(
     def broken(name: str) -> Any:
         raise ZeroDivisionError("a bug of ours")
 
-    monkeypatch.setattr("grader.hosting.grading_adapter.resolve_benchmark", broken)
+    monkeypatch.setattr("grader.hosting.results.grading_adapter.resolve_benchmark", broken)
     request = GradeRequest(benchmark="mini", tasks=["only"], split="test", limits=SandboxLimits())
     with caplog.at_level(logging.ERROR, logger="grader.worker"):
         outcome = grade_upload(submission, request, tmp_path / "work")

@@ -102,7 +102,7 @@ def test_a_deeply_nested_member_is_refused_before_anything_is_unpacked(tmp_path:
 
 def test_participant_and_team_names_with_controls_are_refused(tmp_path: Path) -> None:
     from grader.hosting.db.session import open_database
-    from grader.hosting.services.participants import add_participant
+    from grader.hosting.identity.participants import add_participant
 
     db = open_database(tmp_path)
     with db.session() as session:
@@ -119,7 +119,7 @@ def test_admin_listings_escape_what_older_rows_hold(tmp_path: Path) -> None:
     from grader.hosting.clock import utcnow
     from grader.hosting.db.models import Participant, Pin
     from grader.hosting.db.session import open_database
-    from grader.hosting.services.submission_rows import received_submission
+    from grader.hosting.intake.submission_rows import received_submission
 
     db = open_database(tmp_path)
     now = utcnow()

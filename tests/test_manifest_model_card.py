@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SubmissionError
-from grader.hosting.services.submissions import manifest_labels
+from grader.hosting.intake.submissions import manifest_labels
 from grader.submissions.manifest import load_manifest
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.hosting.validation import check_manifest_rules, missing_training_labels
+from grader.hosting.intake.upload_checks import check_manifest_rules, missing_training_labels
 from grader.pack import manifest_for, model_card, read_model_facts, read_settings
 from grader.pack.build import fact_notes
 from grader.pack.card import front_matter

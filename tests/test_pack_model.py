@@ -29,7 +29,7 @@ from grader.data.task import document_text
 from grader.errors import PackError
 from grader.grading.interfaces import load_task_inputs
 from grader.hosting.config import load_competition
-from grader.hosting.validation import check_submission
+from grader.hosting.intake.upload_checks import check_submission
 from tests.conftest import write_task
 
 # Each test loads torch and a real transformer (several seconds, over ten on a loaded machine): out of the fast loop.

@@ -33,13 +33,13 @@ from grader.cli.main import cli
 from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Result, Submission, Worker
+from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.leaderboard.service import report_envelope
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from grader.hosting.server import ServeOptions, prepare
-from grader.hosting.services import lifecycle
-from grader.hosting.services.participants import add_participant, rekey_local_worker
-from grader.hosting.services.results import accept_result
-from grader.hosting.services.submission_rows import received_submission
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, public_key_pem
 from tests.hosting.support import write_competition
 

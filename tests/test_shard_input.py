@@ -29,7 +29,7 @@ from grader.data.task import Document, Query, Task, document_text
 from grader.errors import TaskFailure, UsageError
 from grader.failures import FailureCode
 from grader.grading.shard_input import read_shard, shard_total
-from grader.hosting.worker_data import FORMAT, MANIFEST, ensure_worker_data, export_worker_data
+from grader.hosting.protocol.worker_data import FORMAT, MANIFEST, ensure_worker_data, export_worker_data
 from grader.retrieval.corpus_order import FILE, HEADER
 from grader.sandbox.blinding import BlindingKey
 from tests.sandbox_support import write_beir_task

@@ -139,9 +139,9 @@ def constructions_of(path: Path, name: str) -> list[int]:
 
 
 def test_submission_rows_are_built_by_the_one_constructor() -> None:
-    # grader/hosting/services/submission_rows.py: the service and the tests build a new row there, nowhere else.
-    allowed = REPO / "grader" / "hosting" / "services" / "submission_rows.py"
+    # grader/hosting/intake/submission_rows.py: the service and the tests build a new row there, nowhere else.
+    allowed = REPO / "grader" / "hosting" / "intake" / "submission_rows.py"
     sources = [*python_files(), *sorted((REPO / "grader").rglob("*.py"))]
     offenders = {str(p.relative_to(REPO)): lines for p in sources if p != allowed and (lines := constructions_of(p, "Submission"))}
-    assert not offenders, f"build submission rows with grader.hosting.services.submission_rows.received_submission: {offenders}"
+    assert not offenders, f"build submission rows with grader.hosting.intake.submission_rows.received_submission: {offenders}"
     assert constructions_of(allowed, "Submission")

@@ -34,7 +34,7 @@ def _db(ctx: click.Context):  # type: ignore[no-untyped-def]
 
 def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
     """The state folder's transparency log (None before the first `grader serve`): admin events are logged too."""
-    from grader.hosting.services.translog import open_host_log
+    from grader.hosting.transparency.log_store import open_host_log
 
     return open_host_log(ctx.obj["state"])
 
@@ -361,7 +361,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def metrics_token(ctx: click.Context) -> None:
     """Create (or replace) the token that reads /metrics; print it once (only its hash is stored)."""
-    from grader.hosting.services.auth import new_metrics_token
+    from grader.hosting.identity.auth import new_metrics_token
 
     token = new_metrics_token(_db(ctx))
     click.echo(token)

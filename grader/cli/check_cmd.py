@@ -21,9 +21,9 @@ from grader.sandbox.limits import limits_from_options
 
 def _rules_check(rules: Any) -> RulesCheck:
     """The competition's rules as ``grader submit`` and the server apply them: kind, training labels, upload cap."""
-    from grader.hosting.client import packed
-    from grader.hosting.refusals import invalid, refusal_line, too_large
-    from grader.hosting.validation import check_manifest_rules
+    from grader.hosting.intake.refusals import invalid, refusal_line, too_large
+    from grader.hosting.intake.upload_checks import check_manifest_rules
+    from grader.hosting.participant.client import packed
 
     def check(submission: Path, manifest: Any) -> str:
         try:
@@ -87,7 +87,7 @@ def check_command(
     """
     rules = None
     if competition_target is not None:
-        from grader.hosting.rules import load_rules
+        from grader.hosting.participant.competition_rules import load_rules
 
         rules = load_rules(competition_target)
     benchmark = resolve_benchmark(benchmark_name or (rules.benchmark if rules else "mini"))

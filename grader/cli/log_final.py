@@ -23,7 +23,7 @@ from typing import Any
 from grader import jsonio
 from grader.errors import GraderError, VerificationError
 from grader.hosting.leaderboard.values import score_parts, values_of
-from grader.hosting.reveal import BOARD_DECIMALS, public_key_from_pem
+from grader.hosting.participant.reveal_check import BOARD_DECIMALS, public_key_from_pem
 from grader.reports.model import Report
 from grader.reports.verify import verify_envelope
 from grader.text import quote_id

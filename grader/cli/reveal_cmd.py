@@ -20,7 +20,7 @@ def reveal_check(server: str, key_path: str | None) -> None:
 
     One line per check; exit 0 when all pass, 1 when any fails, 5 when the server cannot be reached.
     """
-    from grader.hosting.reveal import Fetcher, check, public_key_from_pem
+    from grader.hosting.participant.reveal_check import Fetcher, check, public_key_from_pem
     from grader.reports.keys import load_public_key
 
     fetcher = Fetcher(server)

@@ -18,10 +18,10 @@ import click
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
 from grader.hosting import settings
-from grader.hosting.client import TERMINAL, HostingClient, token_from
 from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError
-from grader.hosting.refusals import QuotaStatus
+from grader.hosting.intake.refusals import QuotaStatus
+from grader.hosting.participant.client import TERMINAL, HostingClient, token_from
 
 #: Scores a view may carry, with the label printed before each (docs/leaderboard.md: participants see
 #: the public part's score until the end, then also the private part's and the full split's).

@@ -77,7 +77,7 @@ def worker(
     from grader.sandbox.limits import parse_size
 
     if init_key:
-        from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
+        from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 
         folder = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
         ensure_worker_key(folder)
@@ -103,9 +103,9 @@ def worker(
 
         run_celery_worker(broker, server, token, name=label, key_dir=folder, min_free_bytes=floor)
         return
+    from grader.hosting.keyring.worker_signing import ensure_worker_key
     from grader.hosting.worker.celery_worker import register_key
     from grader.hosting.worker.loop import WorkerApi
-    from grader.hosting.worker_signing import ensure_worker_key
 
     key = ensure_worker_key(folder)
     register_key(WorkerApi(server, token), folder)

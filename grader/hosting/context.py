@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
-from grader.hosting.ratelimit import FailureLimiter
+from grader.hosting.identity.ratelimit import FailureLimiter
 from grader.hosting.storage import StateDir
-from grader.hosting.transparency import HostLog
+from grader.hosting.transparency.host_log import HostLog
 from grader.sandbox.blinding import BlindingKey
 
 
@@ -56,9 +56,9 @@ class ServerContext:
     #: The blinding key (keys/blinding.secret): it makes the pseudonymous copy workers grade and the scoring jobs read it; no job carries it; its id is public, the key only after the end.
     blinding_key: BlindingKey | None = None
     limiter: FailureLimiter = field(default_factory=FailureLimiter)
-    #: The largest body a worker's result may have (:mod:`grader.hosting.services.result_size`).
+    #: The largest body a worker's result may have (:mod:`grader.hosting.results.result_size`).
     result_body_bytes: int = 8 << 20
-    #: The largest compact run a worker may put, per (task, split) (:func:`grader.hosting.services.result_size.run_caps`).
+    #: The largest compact run a worker may put, per (task, split) (:func:`grader.hosting.results.result_size.run_caps`).
     run_body_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: The transparency log (grader.hosting.transparency); None only in tests that build a context without one.
+    #: The transparency log (grader.hosting.transparency.host_log); None only in tests that build a context without one.
     log: HostLog | None = None

@@ -13,28 +13,28 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from grader.hosting.api.app import create_app
-from grader.hosting.blinding import ensure_competition_blinding_key
 from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext, ServerDispatcher
 from grader.hosting.db.session import Database, open_database
+from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
+from grader.hosting.keyring.log_key import ensure_log_key, log_origin
+from grader.hosting.keyring.partition_secret import ensure_partition_secret
 from grader.hosting.leaderboard.board import BoardSettings
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
-from grader.hosting.leaderboard.secret import ensure_partition_secret
-from grader.hosting.log_key import ensure_log_key, log_origin
 from grader.hosting.log_limit import limit_repeats
-from grader.hosting.services import shard_jobs
-from grader.hosting.services.dispatch import LocalDispatcher
-from grader.hosting.services.lifecycle import reap
-from grader.hosting.services.pins import grading_splits
-from grader.hosting.services.result_size import job_result_cap, run_caps
+from grader.hosting.queue import shard_jobs
+from grader.hosting.queue.dispatch import LocalDispatcher
+from grader.hosting.queue.lifecycle import reap
+from grader.hosting.results.pins import grading_splits
+from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import local_worker_tokens, open_competition
-from grader.hosting.services.translog import competition_entry, open_log
-from grader.hosting.services.translog_events import log_end_if_due
 from grader.hosting.services.worker_copy import worker_copy
 from grader.hosting.settings import WORKER_DATA, with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
-from grader.hosting.transparency import LOG_DIR, HostLog, identifier_key
+from grader.hosting.transparency.host_log import LOG_DIR, HostLog, identifier_key
+from grader.hosting.transparency.log_events import log_end_if_due
+from grader.hosting.transparency.log_store import competition_entry, open_log
 
 log = logging.getLogger("grader.hosting")
 
@@ -121,7 +121,7 @@ def _export_quietly(ctx: ServerContext) -> None:
 
 
 def _celery_dispatcher(broker: str) -> ServerDispatcher:
-    from grader.hosting.services.celery_dispatch import CeleryDispatcher
+    from grader.hosting.queue.celery_dispatch import CeleryDispatcher
 
     return CeleryDispatcher(broker)
 

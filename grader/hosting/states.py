@@ -2,7 +2,7 @@
 
 :data:`TRANSITIONS` is every legal ``(from, to)`` move; each :class:`Event` is
 a named subset of it (the moves one kind of happening may make). The lifecycle
-service (:mod:`grader.hosting.services.lifecycle`) has one function per event
+service (:mod:`grader.hosting.queue.lifecycle`) has one function per event
 and moves a submission only through its single ``move()``, which refuses a
 pair outside this table. The database stores the state and the track as these
 enums, with a CHECK constraint on their values; the diagram in docs/hosting.md

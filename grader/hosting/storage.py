@@ -27,7 +27,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.errors import RefusedSubmission
-from grader.hosting.host_key import ensure_host_key
+from grader.hosting.keyring.host_key import ensure_host_key
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
 
 #: Modes of everything inside the state folder.
@@ -118,7 +118,7 @@ class StateDir:
 
     @property
     def worker_data(self) -> Path:
-        """The local workers' copy of the benchmark data, under pseudonymous ids (:mod:`grader.hosting.worker_data`)."""
+        """The local workers' copy of the benchmark data, under pseudonymous ids (:mod:`grader.hosting.protocol.worker_data`)."""
         return self.root / "worker-data"
 
     def runs_dir(self, submission_id: str, attempt: int) -> Path:

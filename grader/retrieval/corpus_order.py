@@ -28,7 +28,7 @@ from grader.failures import FailureCode
 
 #: The sidecar's name, in the task folder of a worker copy.
 FILE = "corpus.order"
-#: The worker copy's manifest (written by :mod:`grader.hosting.worker_data`), one folder above the task's.
+#: The worker copy's manifest (written by :mod:`grader.hosting.protocol.worker_data`), one folder above the task's.
 COPY_MANIFEST = "worker-data.json"
 MAGIC = b"GRDORDER"
 VERSION = 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.hosting.client import TERMINAL, HostingClient
+from grader.hosting.participant.client import TERMINAL, HostingClient
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
 from tests.hosting.support import REPO, Server, admin, wait_for, write_competition

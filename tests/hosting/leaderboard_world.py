@@ -31,12 +31,12 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
+from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from grader.hosting.server import ServeOptions, prepare
-from grader.hosting.services import lifecycle
-from grader.hosting.services.participants import add_participant, rekey_local_worker
-from grader.hosting.services.results import accept_result
-from grader.hosting.services.submission_rows import received_submission
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run

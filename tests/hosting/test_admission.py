@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.client import packed
+from grader.hosting.participant.client import packed
 from tests.hosting.distributed import TINY, tiny_submission
 from tests.hosting.support import Server, admin, write_competition
 

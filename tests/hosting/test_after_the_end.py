@@ -141,7 +141,7 @@ def test_admin_end_on_a_terminal_says_what_it_does_and_asks(tmp_path: Path) -> N
 def test_reveal_check_checks_the_blinding_key_where_the_server_publishes_one() -> None:
     import hashlib
 
-    from grader.hosting.reveal import blinding_line, check
+    from grader.hosting.participant.reveal_check import blinding_line, check
 
     key = bytes(range(32))
     key_id = hashlib.sha256(b"grader blinding key v1\x00" + key).hexdigest()

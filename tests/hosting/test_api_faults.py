@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient, packed
+from grader.hosting.participant.client import HostingClient, packed
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
 
 pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess

@@ -22,7 +22,7 @@ import stat
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient
+from grader.hosting.participant.client import HostingClient
 from tests.hosting.attack_support import BODY, BROKEN_IMAGES, post, stored_uploads, submissions_of, token_for, upload_of
 from tests.hosting.support import Server, admin, write_competition
 from tests.image_tars import engine_refused_tar, image_tar

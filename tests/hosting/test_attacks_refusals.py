@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from grader.hosting.db.session import open_database
-from grader.hosting.services.participants import rekey_local_worker
+from grader.hosting.identity.participants import rekey_local_worker
 from tests.hosting.attack_support import BODY, BROKEN_IMAGES, post, upload_of
 from tests.hosting.support import Server, admin, write_competition
 from tests.image_tars import image_tar

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
+from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from tests.hosting.attack_support import BODY, post, upload_of
 from tests.hosting.support import Server, admin, write_competition
 from tests.image_tars import image_tar

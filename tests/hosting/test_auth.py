@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
-from grader.hosting.ratelimit import FailureLimiter
+from grader.hosting.identity.auth import new_metrics_token
+from grader.hosting.identity.ratelimit import FailureLimiter
 from grader.hosting.services.admin import add_worker, revoke_participant
-from grader.hosting.services.auth import new_metrics_token
 from tests.hosting.leaderboard_world import World, make_world
 
 #: What anyone may read without a token.

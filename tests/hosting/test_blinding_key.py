@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from grader.data.registry import resolve_benchmark
 from grader.hosting.api.app import create_app
 from grader.hosting.errors import HostingError
-from grader.hosting.messages import Job
+from grader.hosting.protocol.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
 from tests.hosting.leaderboard_world import World, make_world, seed

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
+from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from tests.hosting.support import Server, admin, write_competition
 
 pytestmark = pytest.mark.slow

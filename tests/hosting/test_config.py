@@ -80,7 +80,7 @@ def test_host_key_is_0600_and_can_be_encrypted(tmp_path: Path, monkeypatch: pyte
     import stat
 
     from grader.errors import KeyFileError
-    from grader.hosting.host_key import PASSPHRASE_ENV, ensure_host_key
+    from grader.hosting.keyring.host_key import PASSPHRASE_ENV, ensure_host_key
 
     monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
     key = ensure_host_key(tmp_path)
@@ -102,8 +102,8 @@ def test_the_log_key_is_encrypted_like_the_host_key_and_named_in_its_errors(tmp_
     import stat
 
     from grader.errors import KeyFileError
-    from grader.hosting.host_key import PASSPHRASE_ENV
-    from grader.hosting.log_key import ensure_log_key
+    from grader.hosting.keyring.host_key import PASSPHRASE_ENV
+    from grader.hosting.keyring.log_key import ensure_log_key
 
     monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
     signer = ensure_log_key(tmp_path, "grader-log/c")

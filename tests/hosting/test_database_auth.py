@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from grader.hosting.db.models import Participant
-from grader.hosting.services.participants import authenticate, authenticate_worker, rekey_local_worker, revoke_participant
+from grader.hosting.identity.participants import authenticate, authenticate_worker, rekey_local_worker, revoke_participant
 from tests.hosting.world import World
 
 

@@ -9,8 +9,8 @@ from sqlalchemy import func, select, update
 
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Result, Submission, Transition
-from grader.hosting.services import lifecycle
-from grader.hosting.services.results import accept_result
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 

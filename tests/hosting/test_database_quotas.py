@@ -10,9 +10,9 @@ from sqlalchemy import update
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Submission
 from grader.hosting.errors import RefusedSubmission
-from grader.hosting.services import lifecycle
-from grader.hosting.services.quotas import check_quota, quota_status
-from grader.hosting.services.results import accept_result
+from grader.hosting.intake.quotas import check_quota, quota_status
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 

@@ -74,7 +74,7 @@ def test_kill9_of_a_celery_worker_mid_grade(tmp_path: Path, docker_engine, redis
 
 
 def test_worker_hygiene_finds_the_uploaded_image_and_keeps_a_named_one(tmp_path: Path, docker_engine) -> None:  # type: ignore[no-untyped-def]
-    from grader.hosting.client import packed
+    from grader.hosting.participant.client import packed
     from grader.hosting.worker.hygiene import loaded_image_id, remove_submission_image
 
     with packed(tiny_submission(tmp_path, "h")) as archive:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from grader.data.registry import resolve_benchmark
-from grader.hosting.services.results import WITHHELD
+from grader.hosting.results.recording import WITHHELD
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.sandbox_support import RUNNER_IMAGE, image_of, require_docker
 

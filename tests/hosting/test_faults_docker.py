@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient
+from grader.hosting.participant.client import HostingClient
 from tests.hosting.support import REPO, Server, admin, wait_for, write_competition
 from tests.sandbox_support import RUNNER_IMAGE
 

@@ -6,9 +6,9 @@ import logging
 
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
 from grader.hosting.api.body_caps import RouteCaps, _rule
-from grader.hosting.grading_adapter import LOG_TAIL_BYTES
 from grader.hosting.log_limit import RepeatLimit
-from grader.hosting.services.result_size import EXTRA_LOGS, PER_QUERY_BYTES, result_cap
+from grader.hosting.results.grading_adapter import LOG_TAIL_BYTES
+from grader.hosting.results.result_size import EXTRA_LOGS, PER_QUERY_BYTES, result_cap
 
 
 def test_route_caps_match_whole_paths_by_method() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
-from grader.hosting.services.participants import add_participant
+from grader.hosting.identity.participants import add_participant
 from tests.hosting.leaderboard_world import make_world, seed
 
 #: A step this wide rounds every level below to the same released score, 0.5.

@@ -80,7 +80,7 @@ def test_the_worker_route_stores_the_parts_of_the_result_it_accepts(world: World
 
 
 def test_a_result_whose_scoring_transaction_fails_leaves_neither_result_nor_parts(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.hosting.services import results
+    from grader.hosting.results import recording as results
 
     monkeypatch.setattr(results, "finish", lambda *_args, **_kwargs: False)  # the state change loses a race: the transaction rolls back
     with pytest.raises(RuntimeError, match="lost a race"):

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Result, ResultPart, Submission
-from grader.hosting.host_key import sign_and_store
+from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import signed_values
 from grader.hosting.server import ServeOptions, prepare

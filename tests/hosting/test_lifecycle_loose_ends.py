@@ -15,13 +15,13 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.orm import ORMExecuteState
 
 from grader.hosting import settings
-from grader.hosting.client import token_from
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Result, Submission
 from grader.hosting.errors import ClientError
+from grader.hosting.participant.client import token_from
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from grader.hosting.server import Reaper, ServeOptions, prepare, shutdown
-from grader.hosting.services import lifecycle
-from grader.hosting.services.results import accept_result
 from grader.hosting.states import State
 from tests.hosting.redis import redis_server  # noqa: F401 - fixture
 from tests.hosting.support import Server, wait_for, write_competition
@@ -131,8 +131,8 @@ def test_the_environment_is_read_in_one_place(monkeypatch: pytest.MonkeyPatch) -
 def test_shutdown_closes_the_celery_dispatcher_after_publishing(tmp_path: Path, redis_server) -> None:  # type: ignore[no-untyped-def]
     import redis
 
-    from grader.hosting.celery_app import QUEUE
-    from grader.hosting.services.celery_dispatch import CeleryDispatcher
+    from grader.hosting.queue.celery_app import QUEUE
+    from grader.hosting.queue.celery_dispatch import CeleryDispatcher
 
     competition = load_competition(write_competition(tmp_path / "c.toml"))
     ctx, _db = prepare(ServeOptions(competition=competition, state_dir=tmp_path / "state", workers=0, broker=redis_server.url))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.hosting.client import packed
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.participant.client import packed
 from tests.hosting.distributed import TINY, deploy, tiny_submission
 from tests.hosting.redis import redis_server  # noqa: F401 - a fixture
 from tests.hosting.support import admin

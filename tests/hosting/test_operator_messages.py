@@ -24,8 +24,8 @@ from fastapi.testclient import TestClient
 from grader.cli.main import cli
 from grader.hosting.api.app import create_app
 from grader.hosting.config import load_competition
+from grader.hosting.queue.lifecycle import reap
 from grader.hosting.server import ServeOptions, log_waiting, masked, prepare, start_line
-from grader.hosting.services.lifecycle import reap
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import REPO, write_competition
 
@@ -59,8 +59,8 @@ def test_jobs_queued_behind_a_busy_worker_are_no_warning_but_jobs_nobody_claims_
 
 
 def test_a_reaper_pass_counts_the_jobs_under_a_live_lease(world: World) -> None:
-    from grader.hosting.services.dispatch import LocalDispatcher
-    from grader.hosting.services.lifecycle import claim, rejudge
+    from grader.hosting.queue.dispatch import LocalDispatcher
+    from grader.hosting.queue.lifecycle import claim, rejudge
 
     done = reap(world.ctx.db, LocalDispatcher(), redispatch_s=30)
     assert done.running == 0  # the seeded world has only finished jobs
@@ -74,7 +74,7 @@ def test_a_reaper_pass_counts_the_jobs_under_a_live_lease(world: World) -> None:
 
 
 def test_a_worker_logs_each_task_and_its_progress(caplog: pytest.LogCaptureFixture) -> None:
-    from grader.hosting.grading_adapter import LogProgress
+    from grader.hosting.results.grading_adapter import LogProgress
 
     caplog.set_level(logging.INFO, logger="grader.worker")
     progress = LogProgress(every_s=3600)
@@ -94,7 +94,7 @@ def test_a_worker_logs_each_task_and_its_progress(caplog: pytest.LogCaptureFixtu
 def test_grading_on_a_host_uses_the_logging_progress() -> None:
     import inspect
 
-    from grader.hosting import grading_adapter
+    from grader.hosting.results import grading_adapter
 
     assert "LogProgress()" in inspect.getsource(grading_adapter.grade_upload)
 

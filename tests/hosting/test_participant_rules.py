@@ -10,8 +10,8 @@ import pytest
 
 from grader.hosting.config import load_competition
 from grader.hosting.errors import ClientError
-from grader.hosting.refusals import QuotaStatus, quota_refusal, window_refusal
-from grader.hosting.rules import ParticipantRules, competition_url, load_rules
+from grader.hosting.intake.refusals import QuotaStatus, quota_refusal, window_refusal
+from grader.hosting.participant.competition_rules import ParticipantRules, competition_url, load_rules
 from grader.sandbox.limits import SandboxLimits
 from tests.hosting.support import write_competition
 

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import cli
-from grader.hosting.client import HostingClient
-from grader.hosting.messages import Job
+from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
+from grader.hosting.participant.client import HostingClient
+from grader.hosting.protocol.messages import Job
 from grader.hosting.worker.hygiene import data_mismatch
-from grader.hosting.worker_signing import ensure_worker_key, sign_result
 from tests.hosting.support import REPO, Server, admin, write_competition
 
 
@@ -81,7 +81,7 @@ def test_data_digest_check_before_grading(tmp_path: Path) -> None:
     """A worker checks its pseudonymous copy's corpus, queries and the job's judged ids; it refuses real data and a job that pins the judgements."""
     from grader.data.benchmark import load_benchmark_folder
     from grader.data.registry import resolve_benchmark
-    from grader.hosting.worker_data import export_worker_data, pseudonymous_judged
+    from grader.hosting.protocol.worker_data import export_worker_data, pseudonymous_judged
     from grader.sandbox.blinding import BlindingKey
 
     benchmark = resolve_benchmark("mini")

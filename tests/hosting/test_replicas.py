@@ -25,12 +25,12 @@ from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.config import CompetitionFileError, load_competition
 from grader.hosting.db.models import LogEntry, Replica, Result, Submission, Transition, Worker
-from grader.hosting.grading_adapter import GradeOutcome
+from grader.hosting.identity.participants import rekey_local_worker
+from grader.hosting.intake.submission_rows import received_submission
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.grading_adapter import GradeOutcome
 from grader.hosting.services import admin as admin_service
-from grader.hosting.services import lifecycle
-from grader.hosting.services.participants import rekey_local_worker
 from grader.hosting.services.replication import fingerprint_digest
-from grader.hosting.services.submission_rows import received_submission
 from grader.hosting.states import State
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, _deliver

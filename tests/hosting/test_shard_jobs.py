@@ -14,7 +14,7 @@ from sqlalchemy import update
 from grader.errors import InternalError
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob
-from grader.hosting.services import lifecycle, shard_jobs
+from grader.hosting.queue import lifecycle, shard_jobs
 from grader.hosting.states import SHARD_TRANSITIONS, ShardState, require_shard
 from tests.hosting.world import World, new_submission
 

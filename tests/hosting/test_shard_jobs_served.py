@@ -32,9 +32,9 @@ from sqlalchemy import select
 from grader.data.registry import resolve_benchmark
 from grader.data.task import Document, Query
 from grader.data.writers import write_task
-from grader.hosting.client import HostingClient
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import open_database
+from grader.hosting.participant.client import HostingClient
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.onnx_models import embedding_table, onnx_submission
 

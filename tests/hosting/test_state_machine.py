@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from grader.errors import InternalError
 from grader.hosting.db.models import Submission, Transition
-from grader.hosting.services import lifecycle
+from grader.hosting.queue import lifecycle
 from grader.hosting.states import EVENTS, REJUDGE, TERMINAL, TRANSITIONS, State, Track, allowed, event_of, render_diagram, with_diagram
 from tests.hosting.world import World, new_submission, state_of
 

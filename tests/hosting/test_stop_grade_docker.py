@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient
+from grader.hosting.participant.client import HostingClient
 from tests.hosting.distributed import TINY, deploy, tiny_submission
 from tests.hosting.redis import redis_server  # noqa: F401 - a fixture
 from tests.hosting.support import Server, admin, wait_for, write_competition

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.client import packed
-from grader.hosting.refusals import refusal_line
+from grader.hosting.intake.refusals import refusal_line
+from grader.hosting.participant.client import packed
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.hosting.tcp_proxy import CuttableProxy
 

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
 from grader.hosting.config import load_competition
+from grader.hosting.identity.participants import add_participant
 from grader.hosting.server import ServeOptions, prepare
-from grader.hosting.services.participants import add_participant
 from tests.hosting.support import REPO, write_competition
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"

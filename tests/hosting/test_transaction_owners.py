@@ -6,9 +6,19 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-#: The services (grader/hosting/services/, and the leaderboard's service and its part-score store), and the one
-#: fact the visibility rules read (the host's early end).
-OWNERS = ("grader/hosting/services/", "grader/hosting/leaderboard/", "grader/hosting/visibility.py", "grader/hosting/db/session.py")
+#: The services (grader/hosting/services/ and the services of the server-side contexts, and the leaderboard's service
+#: and its part-score store), and the one fact the visibility rules read (the host's early end).
+OWNERS = (
+    "grader/hosting/services/",
+    "grader/hosting/identity/",
+    "grader/hosting/intake/",
+    "grader/hosting/queue/",
+    "grader/hosting/results/",
+    "grader/hosting/transparency/",
+    "grader/hosting/leaderboard/",
+    "grader/hosting/visibility.py",
+    "grader/hosting/db/session.py",
+)
 
 
 def _opens_a_session(tree: ast.AST) -> list[int]:

@@ -17,7 +17,7 @@ from sqlalchemy import select, text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import FinalChoice
-from grader.hosting.host_key import sign_and_store
+from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.hosting.storage import StateDir
 from grader.reports.keys import public_key_pem

@@ -15,10 +15,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
 
 from grader.hosting.db.models import LogEntry, Submission
-from grader.hosting.services import lifecycle
-from grader.hosting.services.results import accept_result
+from grader.hosting.queue import lifecycle
+from grader.hosting.results.recording import accept_result
 from grader.hosting.states import TERMINAL
-from grader.hosting.transparency import HostLog
+from grader.hosting.transparency.host_log import HostLog
 from grader.translog.entries import decode_entry, entry_opens, key_of_entry
 from grader.translog.note import NoteSigner
 from tests.hosting.world import World, expire_lease, new_submission, state_of

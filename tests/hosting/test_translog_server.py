@@ -27,12 +27,12 @@ from grader.cli.log_fetch import mirror
 from grader.data.benchmark import BenchmarkSpec
 from grader.data.registry import resolve_benchmark
 from grader.grading.scoring import facts_of
-from grader.hosting.client import HostingClient
 from grader.hosting.clock import utcnow
 from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.db.models import Setting, Submission
 from grader.hosting.db.session import open_database
-from grader.hosting.services.participants import rekey_local_worker
+from grader.hosting.identity.participants import rekey_local_worker
+from grader.hosting.participant.client import HostingClient
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run

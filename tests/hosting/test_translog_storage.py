@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import delete, select
 
 from grader.hosting.db.models import LogEntry
-from grader.hosting.services.translog import append_entry, open_log, publish_from
-from grader.hosting.services.translog_events import log_end, log_end_if_due
-from grader.hosting.transparency import HostLog, LogStateError
+from grader.hosting.transparency.host_log import HostLog, LogStateError
+from grader.hosting.transparency.log_events import log_end, log_end_if_due
+from grader.hosting.transparency.log_store import append_entry, open_log, publish_from
 from grader.translog.checkpoint import open_checkpoint
 from grader.translog.entries import competition_entry, end_entry, retraction_entry
 from grader.translog.merkle import MemoryTree

@@ -17,11 +17,11 @@ from grader.errors import SubmissionError
 from grader.failures import FailureCode
 from grader.hosting.config import load_competition
 from grader.hosting.errors import CompetitionFileError, RefusedSubmission
-from grader.hosting.grading_adapter import GradeRequest, grade_upload
-from grader.hosting.messages import Job
-from grader.hosting.retry import RetryPolicy, send_with_retry, upload_identity
-from grader.hosting.services.uploads import read_head
-from grader.hosting.validation import check_submission
+from grader.hosting.intake.upload_checks import check_submission
+from grader.hosting.intake.uploads import read_head
+from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
+from grader.hosting.protocol.messages import Job
+from grader.hosting.results.grading_adapter import GradeRequest, grade_upload
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import MIN_UNPACK_ALLOWANCE, unpack_limits
 

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient, packed
+from grader.hosting.participant.client import HostingClient, packed
 from tests.hosting.faulty_proxy import CUT_REQUEST, DROP_RESPONSE, Fault, FaultyProxy
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.hosting.client import HostingClient
 from grader.hosting.db.session import open_database
-from grader.hosting.services.participants import rekey_local_worker
+from grader.hosting.identity.participants import rekey_local_worker
+from grader.hosting.participant.client import HostingClient
 from tests.hosting.support import REPO, Server, admin, write_competition
 
 pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess

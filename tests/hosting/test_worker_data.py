@@ -26,7 +26,7 @@ from grader.data.benchmark import load_benchmark_folder
 from grader.data.task import Document, Query
 from grader.errors import SandboxUnavailable
 from grader.grading.scoring import real_run
-from grader.hosting.worker_data import copy_key, export_worker_data, pseudonymous_judged
+from grader.hosting.protocol.worker_data import copy_key, export_worker_data, pseudonymous_judged
 from grader.runs.compact import encode_run, has_ties
 from grader.runs.run import Run
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, Preblinded, blind
@@ -135,7 +135,7 @@ def test_the_server_maps_a_pseudonymous_run_back_with_ties_broken_by_the_real_id
 
 
 def test_admin_export_worker_data_uses_the_competitions_key(tmp_path: Path) -> None:
-    from grader.hosting.blinding import ensure_competition_blinding_key
+    from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from tests.hosting.support import write_competition
 
     competition = write_competition(tmp_path / "c.toml")

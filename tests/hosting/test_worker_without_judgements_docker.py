@@ -11,9 +11,9 @@ import pytest
 from grader.data.registry import resolve_benchmark
 from grader.grading.scoring import report_from_runs
 from grader.hosting.config import DEPTH
-from grader.hosting.grading_adapter import GradeRequest, grade_upload
-from grader.hosting.services.run_scoring import HOSTED_POLICY
-from grader.hosting.worker_data import copy_key, export_worker_data, pseudonymous_judged
+from grader.hosting.protocol.worker_data import copy_key, export_worker_data, pseudonymous_judged
+from grader.hosting.results.grading_adapter import GradeRequest, grade_upload
+from grader.hosting.results.run_scoring import HOSTED_POLICY
 from grader.metrics.measures import parse_measure
 from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.limits import SandboxLimits

@@ -17,11 +17,11 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition, load_competition
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.db.session import Database, open_database
-from grader.hosting.services import lifecycle
-from grader.hosting.services.dispatch import LocalDispatcher
-from grader.hosting.services.participants import add_participant, rekey_local_worker
-from grader.hosting.services.pins import ensure_pin
-from grader.hosting.services.submission_rows import received_submission
+from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.intake.submission_rows import received_submission
+from grader.hosting.queue import lifecycle
+from grader.hosting.queue.dispatch import LocalDispatcher
+from grader.hosting.results.pins import ensure_pin
 from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from tests.hosting.support import write_competition

@@ -17,8 +17,8 @@ from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.routes import leaderboard, meta, participants, shards, translog, web, workers
 from grader.hosting.context import ServerContext
-from grader.hosting.leaderboard.secret_session import ensure_session_secret
-from grader.hosting.services.auth import SESSION_S
+from grader.hosting.identity.auth import SESSION_S
+from grader.hosting.keyring.session_secret import ensure_session_secret
 
 DOCS_ASSETS = "/docs-assets"
 DOCS_INIT = "/docs-init.js"
@@ -104,7 +104,7 @@ def create_app(
     from starlette.middleware.sessions import SessionMiddleware
 
     # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
-    # ends its stored session (grader.hosting.services.auth).
+    # ends its stored session (grader.hosting.identity.auth).
     app.add_middleware(
         SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
     )

@@ -1,7 +1,7 @@
 """Authentication of every route, in one place: the API, the web pages and ``/metrics``.
 
 One check, :func:`verify`, serves every credential: it asks
-:mod:`grader.hosting.services.auth` who holds the token and, only when nobody does,
+:mod:`grader.hosting.identity.auth` who holds the token and, only when nobody does,
 refuses an address after repeated failures (429) or records one more failure (401).
 A valid credential is never refused by the limiter (an attacker's failures from a
 shared address must not lock out a participant or the local worker), and each role
@@ -27,8 +27,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
 from grader.hosting.api.deps import context
-from grader.hosting.principal import Principal, Role
-from grader.hosting.services.auth import by_session, by_token, end_session, start_session
+from grader.hosting.identity.auth import by_session, by_token, end_session, start_session
+from grader.hosting.identity.principal import Principal, Role
 
 REFUSED = {
     Role.PARTICIPANT: "missing, unknown or revoked token",

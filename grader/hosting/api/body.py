@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from grader import jsonio
 
 #: Caps of the JSON bodies (a few small fields) and of the web pages' forms. A worker's result has its
-#: own, computed from its job (:mod:`grader.hosting.services.result_size`); an upload, the competition's ``max_bytes``.
+#: own, computed from its job (:mod:`grader.hosting.results.result_size`); an upload, the competition's ``max_bytes``.
 JSON_BYTES = 16 << 10
 FORM_BYTES = 16 << 10
 

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from grader import jsonio
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
 from grader.hosting.context import ServerContext
-from grader.hosting.refusals import too_large
+from grader.hosting.intake.refusals import too_large
 from grader.hosting.services.shard_grading import largest_body
 
 #: A route's words for a declared body over its cap, from the declared size and the cap (None: the generic line).

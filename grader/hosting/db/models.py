@@ -1,7 +1,7 @@
 """Every table of the hosting database. The schema is versioned by Alembic (grader/hosting/migrations).
 
 A submission's state lives here and only here. It moves through
-:mod:`grader.hosting.services.lifecycle`, which writes one :class:`Transition`
+:mod:`grader.hosting.queue.lifecycle`, which writes one :class:`Transition`
 row per move, in the same transaction as the move; the legal moves are the table
 of :mod:`grader.hosting.states`.
 """
@@ -251,7 +251,7 @@ class Result(Base):
     report_path: Mapped[str | None] = mapped_column(String(500))
     logs_path: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime]
-    #: A remote worker's Ed25519 signature (base64) over what it posted (grader.hosting.worker_signing); None for local workers.
+    #: A remote worker's Ed25519 signature (base64) over what it posted (grader.hosting.keyring.worker_signing); None for local workers.
     worker_signature: Mapped[str | None] = mapped_column(String(200), default=None)
 
 
@@ -304,7 +304,7 @@ class FinalChoice(Base):
 
 
 class LogEntry(Base):
-    """One entry of the competition's transparency log (grader.hosting.services.translog): append-only.
+    """One entry of the competition's transparency log (grader.hosting.transparency.log_store): append-only.
 
     Written in the transaction of the event it records; never updated or deleted (a removal is a
     retraction entry). ``submission_id`` and ``envelope_sha256`` are the host's private index to find an
@@ -324,7 +324,7 @@ class ShardJob(Base):
     """One job of a sharded ONNX grade (issue 23 item 1): a task's query job (``number`` -1) or one of its shards.
 
     Planned per submission attempt; each row has its own lease and tries, so a lost shard is
-    re-run alone (grader.hosting.services.shard_jobs). ``fingerprint``: the worker fingerprint
+    re-run alone (grader.hosting.queue.shard_jobs). ``fingerprint``: the worker fingerprint
     every job of the task must be run under (set by the task's first claim). ``sha256``: what
     the job returned (query vectors, or a shard's compact run with scores), kept in the state folder.
     """

@@ -16,8 +16,8 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
 from grader.hosting.leaderboard.board import BoardSettings, build_boards
-from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
 from grader.hosting.leaderboard.service import boards_json
 from grader.hosting.visibility import ends_at
 from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key

@@ -1,6 +1,6 @@
 """Part scores and the public-part report of a result, computed once: when the result is accepted.
 
-:class:`PartScorer` (called by :func:`grader.hosting.services.results.accept_result`)
+:class:`PartScorer` (called by :func:`grader.hosting.results.recording.accept_result`)
 scores the full hidden split, its public part and its private part from the
 per-query values of the report the host has just signed, and derives the
 public-part report (:mod:`grader.hosting.leaderboard.public_report`). The
@@ -27,7 +27,7 @@ from grader.errors import GraderError, ReportError
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Result, ResultPart, Submission
 from grader.hosting.db.session import Database
-from grader.hosting.host_key import sign_and_store
+from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import PARTS, SignedValues, score_parts, signed_values, values_of
 from grader.hosting.storage import StateDir

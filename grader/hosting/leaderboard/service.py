@@ -18,9 +18,9 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError
+from grader.hosting.identity.principal import Principal
 from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import stored_parts
-from grader.hosting.principal import Principal
 from grader.hosting.visibility import Download, board_visible, has_ended, report_download
 from grader.reports.signing import ENVELOPE_NAME
 

@@ -20,14 +20,16 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.services import participants, pins, replication, workers
-from grader.hosting.services.dispatch import LocalDispatcher
-from grader.hosting.services.lifecycle import cancel as cancel_submission
-from grader.hosting.services.lifecycle import rejudge as requeue
-from grader.hosting.services.translog import append_entry, flat_digests
-from grader.hosting.services.translog import rewind as log_rewind
-from grader.hosting.services.translog_events import log_end, log_retraction, log_reveal
-from grader.hosting.transparency import HostLog, identifier_key
+from grader.hosting.identity import participants, workers
+from grader.hosting.queue.dispatch import LocalDispatcher
+from grader.hosting.queue.lifecycle import cancel as cancel_submission
+from grader.hosting.queue.lifecycle import rejudge as requeue
+from grader.hosting.results import pins
+from grader.hosting.services import replication
+from grader.hosting.transparency.host_log import HostLog, identifier_key
+from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal
+from grader.hosting.transparency.log_store import append_entry, flat_digests
+from grader.hosting.transparency.log_store import rewind as log_rewind
 from grader.hosting.visibility import ENDED_AT_KEY, has_ended
 from grader.translog import entries
 
@@ -218,7 +220,7 @@ def retract(db: Database, host_log: HostLog | None, *, index: int, admin: str, r
 
 
 def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, reason: str) -> tuple[int, bytes]:
-    """A deliberate, signed and logged rewind of the log to the database's state (:func:`grader.hosting.services.translog.rewind`)."""
+    """A deliberate, signed and logged rewind of the log to the database's state (:func:`grader.hosting.transparency.log_store.rewind`)."""
     if host_log is None:
         raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
@@ -239,8 +241,8 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         raise HostingError("this state folder has no transparency log yet (start `grader serve` once)")
     if not has_ended(db, competition):
         raise HostingError("the competition has not ended: the reveal comes after `grader admin end` (or the file's end)")
-    from grader.hosting.blinding import ensure_competition_blinding_key
-    from grader.hosting.leaderboard.secret import load_partition_secret
+    from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
+    from grader.hosting.keyring.partition_secret import load_partition_secret
 
     keys = state_dir / "keys"
     secret = load_partition_secret(keys)
@@ -258,8 +260,8 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
 def _board_settings(state_dir: Path, competition: Competition) -> BoardSettings | None:
     """The board settings (host public key, partition secret) a ladder board's retention needs; None when the keys are not there."""
     from grader.errors import GraderError
+    from grader.hosting.keyring.partition_secret import load_partition_secret
     from grader.hosting.leaderboard.board import BoardSettings
-    from grader.hosting.leaderboard.secret import load_partition_secret
     from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
 
     keys = state_dir / "keys"
@@ -285,11 +287,11 @@ def rescore(
 
     One submission: its refusal raises :class:`HostingError`; with None each refusal is one line of the second list.
     """
-    from grader.hosting.blinding import ensure_competition_blinding_key
+    from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
+    from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
     from grader.hosting.leaderboard.parts import PartScorer
-    from grader.hosting.leaderboard.secret import load_partition_secret, recorded_commitment
-    from grader.hosting.services.rescore import Rescorer, rescorable
-    from grader.hosting.services.rescore import rescore as rescore_one
+    from grader.hosting.results.rescore import Rescorer, rescorable
+    from grader.hosting.results.rescore import rescore as rescore_one
     from grader.hosting.storage import StateDir
 
     state = StateDir(state_dir)

@@ -1,7 +1,7 @@
 """The worker's side of the queue, as the worker API asks for it: claim a job, renew its lease, fetch its upload, post its result.
 
-Each function opens its own transactions (through :mod:`grader.hosting.services.lifecycle`
-and :mod:`grader.hosting.services.results`); the routes only translate HTTP.
+Each function opens its own transactions (through :mod:`grader.hosting.queue.lifecycle`
+and :mod:`grader.hosting.results.recording`); the routes only translate HTTP.
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ from typing import Any
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
-from grader.hosting.grading_adapter import limits_to_json
+from grader.hosting.identity.principal import Principal
+from grader.hosting.identity.workers import job_refusal, record_key
 from grader.hosting.leaderboard.parts import acceptance_scorer
-from grader.hosting.messages import Job, Verdict, WorkerResult
-from grader.hosting.principal import Principal
-from grader.hosting.services import lifecycle, replication, run_scoring, shard_grading, shard_jobs
-from grader.hosting.services.results import accept_result
-from grader.hosting.services.run_scoring import scored_payload
+from grader.hosting.protocol.messages import Job, Verdict, WorkerResult
+from grader.hosting.queue import lifecycle, shard_jobs
+from grader.hosting.results import run_scoring
+from grader.hosting.results.grading_adapter import limits_to_json
+from grader.hosting.results.recording import accept_result
+from grader.hosting.results.run_scoring import scored_payload
+from grader.hosting.services import replication, shard_grading
 from grader.hosting.services.worker_copy import ranking_data
-from grader.hosting.services.workers import job_refusal, record_key
 
 #: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
 POLL_S = 0.5
@@ -60,7 +62,7 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim, *, sharded: bool = False) -
 
 
 def refusal(ctx: ServerContext, worker: Principal) -> str | None:
-    """Why ``worker`` may not claim jobs or fetch uploads now (:func:`grader.hosting.services.workers.job_refusal`), or None."""
+    """Why ``worker`` may not claim jobs or fetch uploads now (:func:`grader.hosting.identity.workers.job_refusal`), or None."""
     with ctx.db.session() as session:
         row = session.get(Worker, worker.id)
         assert row is not None  # authenticated a moment ago; workers are revoked, never deleted
@@ -104,7 +106,7 @@ def upload_of(ctx: ServerContext, worker: Principal, submission_id: str, attempt
 
 
 def run_slot(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int, task: str) -> tuple[Path, int] | None:
-    """Where ``worker`` may put a task's compact run for this attempt, and its bound (:func:`grader.hosting.services.run_scoring.run_slot`)."""
+    """Where ``worker`` may put a task's compact run for this attempt, and its bound (:func:`grader.hosting.results.run_scoring.run_slot`)."""
     return run_scoring.run_slot(ctx, worker.id, submission_id, attempt, task)
 
 
@@ -115,9 +117,9 @@ def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
 
 
 def post_result(ctx: ServerContext, worker: Principal, submission_id: str, result: WorkerResult) -> Verdict:
-    """Score the worker's runs (:func:`grader.hosting.services.run_scoring.scored_payload`), then judge and record the result.
+    """Score the worker's runs (:func:`grader.hosting.results.run_scoring.scored_payload`), then judge and record the result.
 
-    Scoring runs before acceptance opens its transaction (:func:`grader.hosting.services.results.accept_result`).
+    Scoring runs before acceptance opens its transaction (:func:`grader.hosting.results.recording.accept_result`).
     A replicated job's result is first recorded as a replica (:func:`grader.hosting.services.replication.record`):
     only the result that makes a majority goes on to be scored.
     """

@@ -36,12 +36,12 @@ from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Replica, Submission, Worker
-from grader.hosting.services import lifecycle
-from grader.hosting.services.replica_rows import open_replicas
-from grader.hosting.services.results import Verdict
-from grader.hosting.services.run_scoring import authentic
-from grader.hosting.services.translog_events import log_outcome
+from grader.hosting.queue import lifecycle
+from grader.hosting.queue.replica_rows import open_replicas
+from grader.hosting.results.recording import Verdict
+from grader.hosting.results.run_scoring import authentic
 from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
+from grader.hosting.transparency.log_events import log_outcome
 
 #: How many replicating jobs one claim looks at (oldest first).
 CLAIM_BATCH = 20

@@ -32,9 +32,9 @@ from grader.files import atomic_write_bytes
 from grader.grading.shard_input import corpus_size, shard_total
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
-from grader.hosting.grading_adapter import DEPTH
-from grader.hosting.services import shard_jobs
-from grader.hosting.services.lifecycle import Claim, holds_lease
+from grader.hosting.queue import shard_jobs
+from grader.hosting.queue.lifecycle import Claim, holds_lease
+from grader.hosting.results.grading_adapter import DEPTH
 from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import MAX_DIMENSION, merge_compact_runs, search_width, vectors_size
@@ -84,7 +84,7 @@ class ShardWork:
 
 
 def claim(ctx: ServerContext, worker_id: int, fingerprint: str) -> ShardWork | None:
-    """Lease a shard job to ``worker_id`` (:func:`grader.hosting.services.shard_jobs.claim`), with its upload's and query vectors' digests."""
+    """Lease a shard job to ``worker_id`` (:func:`grader.hosting.queue.shard_jobs.claim`), with its upload's and query vectors' digests."""
     claimed = shard_jobs.claim(ctx.db, worker_id, fingerprint, ctx.competition.queue.lease_s)
     if claimed is None:
         return None
@@ -171,7 +171,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, sha256: 
 
 
 def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: str, message: str) -> bool:
-    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.services.shard_jobs.fail`)."""
+    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`)."""
     return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=ctx.competition.max_attempts)
 
 

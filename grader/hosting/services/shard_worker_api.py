@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 
 from grader.hosting.context import ServerContext
-from grader.hosting.grading_adapter import DEPTH, limits_to_json
-from grader.hosting.principal import Principal
+from grader.hosting.identity.principal import Principal
+from grader.hosting.protocol.shard_messages import ShardGradeStatus, ShardJobMessage
+from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
 from grader.hosting.services import shard_grading
 from grader.hosting.services.jobs import POLL_S
 from grader.hosting.services.worker_copy import ranking_data
-from grader.hosting.shard_messages import ShardGradeStatus, ShardJobMessage
 
 
 def _message(ctx: ServerContext, work: shard_grading.ShardWork) -> ShardJobMessage:

@@ -7,13 +7,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from grader.hosting.blinding import record_blinding_key_id
 from grader.hosting.config import Competition
 from grader.hosting.db.models import Submission
 from grader.hosting.db.session import Database
-from grader.hosting.leaderboard.secret import record_commitment
-from grader.hosting.services.participants import rekey_local_worker
-from grader.hosting.services.pins import ensure_pin
+from grader.hosting.identity.participants import rekey_local_worker
+from grader.hosting.keyring.blinding_key import record_blinding_key_id
+from grader.hosting.keyring.partition_secret import record_commitment
+from grader.hosting.results.pins import ensure_pin
 from grader.sandbox.blinding import BlindingKey
 
 

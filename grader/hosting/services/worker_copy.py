@@ -1,6 +1,6 @@
 """What a job tells a worker about its data: the judged query ids and the ranking digest, both of the pseudonymous copy.
 
-Workers hold the copy :mod:`grader.hosting.worker_data` exports (local workers: the state's
+Workers hold the copy :mod:`grader.hosting.protocol.worker_data` exports (local workers: the state's
 ``worker-data/``, written here at the first job and kept while current). A job names the
 judged queries of its split by their pseudonyms, and the digest of the copy's corpus,
 queries and those judged ids (:meth:`grader.data.task.Task.ranking_digest`), so a worker
@@ -17,12 +17,12 @@ from pathlib import Path
 
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
-from grader.hosting.blinding import load_competition_blinding_key
 from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
-from grader.hosting.services.pins import grading_splits
-from grader.hosting.worker_data import ExportedTask, ensure_worker_data, export_worker_data, pseudonymous_judged
+from grader.hosting.keyring.blinding_key import load_competition_blinding_key
+from grader.hosting.protocol.worker_data import ExportedTask, ensure_worker_data, export_worker_data, pseudonymous_judged
+from grader.hosting.results.pins import grading_splits
 
 _lock = threading.Lock()
 _ready: dict[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], Path] = {}

@@ -4,7 +4,7 @@ Each Celery message is a wake-up. The task claims the oldest queued job (a
 database lease) over HTTP, grades it with :func:`grader.hosting.worker.loop.grade_job`
 (the code the embedded workers run), posts the signed result, and claims the
 next one until the queue is empty. Why the message is acknowledged before the
-claim, and the other settings: :mod:`grader.hosting.celery_app`.
+claim, and the other settings: :mod:`grader.hosting.queue.celery_app`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import httpx
 from celery.exceptions import SecurityWarning, WorkerShutdown
 from celery.worker import state as worker_state
 
-from grader.hosting.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
+from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
-from grader.hosting.worker_signing import ensure_worker_key, worker_public_key_path
 
 log = logging.getLogger("grader.worker")
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, grade_upload
+from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, grade_upload
 
 log = logging.getLogger("grader.worker")
 T = TypeVar("T")

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from grader import jsonio
-from grader.hosting.messages import Job
+from grader.hosting.protocol.messages import Job
 
 log = logging.getLogger("grader.worker")
 
@@ -39,7 +39,7 @@ def data_mismatch(job: Job, data: Path | None) -> str | None:
     if data is None:
         return "this worker has no data copy (set GRADER_WORKER_DATA to the folder `grader admin export-worker-data` wrote)"
     try:
-        from grader.hosting.worker_data import copy_key
+        from grader.hosting.protocol.worker_data import copy_key
 
         copy_key(data)  # a folder with the benchmark's own data has no manifest: refused before anything is staged
         benchmark = resolve_benchmark(str(data))

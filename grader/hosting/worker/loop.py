@@ -27,15 +27,15 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
-from grader.hosting.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
-from grader.hosting.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.keyring.worker_signing import sign_result
+from grader.hosting.protocol.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.protocol.worker_data import copy_key
+from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.settings import environment
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, work_one
-from grader.hosting.worker_data import copy_key
-from grader.hosting.worker_signing import sign_result
 
 log = logging.getLogger("grader.worker")
 

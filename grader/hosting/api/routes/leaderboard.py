@@ -14,7 +14,7 @@ from grader.hosting.api.deps import Ctx
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
 from grader.hosting.leaderboard import service
-from grader.hosting.messages import Boards, Finals, FinalsView
+from grader.hosting.protocol.messages import Boards, Finals, FinalsView
 from grader.hosting.visibility import board_visible, has_ended
 
 router = APIRouter(tags=["leaderboard"])

@@ -13,10 +13,11 @@ from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.intake import submissions as service
+from grader.hosting.intake import uploads
 from grader.hosting.leaderboard.service import report_envelope
-from grader.hosting.messages import SubmissionView
-from grader.hosting.services import submissions as service
-from grader.hosting.services import translog_reads, uploads
+from grader.hosting.protocol.messages import SubmissionView
+from grader.hosting.transparency import log_reads as translog_reads
 from grader.hosting.visibility import has_ended, logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])

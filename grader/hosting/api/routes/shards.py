@@ -15,9 +15,9 @@ from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
-from grader.hosting.messages import Attempt, Lease, RunStored
+from grader.hosting.protocol.messages import Attempt, Lease, RunStored
+from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
-from grader.hosting.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
 STALE = "stale try: the shard job's lease expired, was handed on, or its grade ended"

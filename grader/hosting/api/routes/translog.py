@@ -12,10 +12,10 @@ from fastapi.responses import Response
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
 from grader.hosting.context import ServerContext
+from grader.hosting.intake import submissions as submission_service
 from grader.hosting.leaderboard.service import report_envelope
-from grader.hosting.services import submissions as submission_service
-from grader.hosting.services import translog_reads as service
-from grader.hosting.transparency import HostLog
+from grader.hosting.transparency import log_reads as service
+from grader.hosting.transparency.host_log import HostLog
 
 router = APIRouter(tags=["transparency log"])
 _IMMUTABLE = "public, max-age=31536000, immutable"

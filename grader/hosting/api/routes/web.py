@@ -24,10 +24,10 @@ from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
+from grader.hosting.intake import submissions as submissions_service
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
-from grader.hosting.services import submissions as submissions_service
-from grader.hosting.services import translog_reads
+from grader.hosting.transparency import log_reads as translog_reads
 from grader.hosting.visibility import board_visible, ends_at, has_ended
 
 router = APIRouter(include_in_schema=False)

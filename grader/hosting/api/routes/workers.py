@@ -15,7 +15,7 @@ from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
-from grader.hosting.messages import Attempt, ClaimRequest, Job, KeyStatus, Lease, RunStored, Verdict, WorkerKey, WorkerResult
+from grader.hosting.protocol.messages import Attempt, ClaimRequest, Job, KeyStatus, Lease, RunStored, Verdict, WorkerKey, WorkerResult
 from grader.hosting.services import jobs
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])

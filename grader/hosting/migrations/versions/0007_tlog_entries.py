@@ -29,7 +29,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_log_entries_submission_id", "log_entries", ["submission_id"])
     op.create_index("ix_log_entries_envelope_sha256", "log_entries", ["envelope_sha256"])
-    # The row every append locks first (grader/hosting/services/translog.py): present from the start, so that two
+    # The row every append locks first (grader/hosting/transparency/log_store.py): present from the start, so that two
     # servers starting at once on a new database never race to create it.
     op.execute("INSERT INTO settings (key, value) VALUES ('log_head', '')")
 

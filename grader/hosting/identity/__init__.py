@@ -1,0 +1,1 @@
+"""Who a caller is: participants, workers, tokens, authentication, the principal, rate limiting of failures."""

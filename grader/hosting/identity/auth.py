@@ -1,0 +1,111 @@
+"""Who a credential belongs to: participants, workers and the metrics scraper, by token or by a web session.
+
+Tokens are stored as SHA-256 digests and compared in constant time. A web session
+holds the participant's id, a fingerprint of their token digest (revoking or
+re-issuing the token ends the session) and the id of a stored session row, which
+signing out ends: a cookie replayed after sign-out, or past :data:`SESSION_S`, is
+refused though its signature is still good. What a caller gets back is a
+:class:`grader.hosting.identity.principal.Principal`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from datetime import timedelta
+
+from sqlalchemy import delete, select, update
+
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import Participant, Setting, WebSession
+from grader.hosting.db.session import Database
+from grader.hosting.identity.participants import authenticate as participant_by_token
+from grader.hosting.identity.participants import authenticate_worker as worker_by_token
+from grader.hosting.identity.principal import Principal, Role
+from grader.hosting.identity.tokens import new_token, same_digest, token_digest
+
+#: Settings key holding the SHA-256 of the token that may read /metrics (``grader admin metrics-token``).
+METRICS_TOKEN_KEY = "metrics_token_sha256"
+#: Longer tokens are refused unread (ours are about 50 characters).
+MAX_TOKEN = 200
+FINGERPRINT = 32
+#: How long a web session lasts (the cookie's max-age too).
+SESSION_S = 8 * 3600
+
+
+def _participant(row: Participant) -> Principal:
+    return Principal(Role.PARTICIPANT, row.id, row.name, row.token_sha256[:FINGERPRINT])
+
+
+def by_token(db: Database, role: Role, token: str) -> Principal | None:
+    """The active holder of ``token`` in ``role``, or None (unknown, revoked, or too long to be ours)."""
+    if not token or len(token) > MAX_TOKEN:
+        return None
+    with db.session() as session:
+        if role is Role.PARTICIPANT:
+            participant = participant_by_token(session, token)
+            return None if participant is None else _participant(participant)
+        if role is Role.WORKER:
+            worker = worker_by_token(session, token)
+            return None if worker is None else Principal(Role.WORKER, worker.id, worker.name)
+        stored = session.scalar(select(Setting.value).where(Setting.key == METRICS_TOKEN_KEY))
+    if stored is None or not same_digest(stored, token_digest(token)):
+        return None
+    return Principal(Role.METRICS, 0, "metrics")
+
+
+def start_session(db: Database, participant_id: int) -> str:
+    """Store a new web session of ``participant_id`` (ended ones past their time are pruned); return its id for the cookie."""
+    session_id = secrets.token_urlsafe(32)
+    now = utcnow()
+    with db.session() as session:
+        session.execute(delete(WebSession).where(WebSession.expires_at < now))
+        session.add(
+            WebSession(
+                id_sha256=token_digest(session_id),
+                participant_id=participant_id,
+                started_at=now,
+                expires_at=now + timedelta(seconds=SESSION_S),
+                ended_at=None,
+            )
+        )
+    return session_id
+
+
+def end_session(db: Database, session_id: str) -> None:
+    """End the web session ``session_id`` (sign-out): its cookie is refused from now on."""
+    if not session_id or len(session_id) > MAX_TOKEN:
+        return
+    with db.session() as session:
+        session.execute(
+            update(WebSession).where(WebSession.id_sha256 == token_digest(session_id), WebSession.ended_at.is_(None)).values(ended_at=utcnow())
+        )
+
+
+def by_session(db: Database, participant_id: int, fingerprint: str, session_id: str) -> Principal | None:
+    """The participant a web session names, while the session is live and their token is still the one they signed in with."""
+    if not session_id or len(session_id) > MAX_TOKEN:
+        return None
+    with db.session() as session:
+        # Looked up by the digest of a 256-bit random id: equality in the index, as with tokens.
+        live = session.get(WebSession, token_digest(session_id))
+        if live is None or live.participant_id != participant_id or live.ended_at is not None or live.expires_at <= utcnow():
+            return None
+        found = session.get(Participant, participant_id)
+        if found is None or found.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(found.token_sha256[:FINGERPRINT].encode(), fingerprint.encode()):
+            return None
+        return _participant(found)
+
+
+def new_metrics_token(db: Database) -> str:
+    """Create (or replace) the token that reads /metrics; return it (only its digest is stored)."""
+    token, digest = new_token("gm")
+    with db.session() as session:
+        setting = session.get(Setting, METRICS_TOKEN_KEY)
+        if setting is None:
+            session.add(Setting(key=METRICS_TOKEN_KEY, value=digest))
+        else:
+            setting.value = digest
+    return token

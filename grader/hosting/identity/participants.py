@@ -1,0 +1,70 @@
+"""Participants and workers: creation (the token is shown once), revocation, authentication."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grader.hosting.clock import utcnow
+from grader.hosting.db.models import Participant, Worker
+from grader.hosting.errors import HostingError
+from grader.hosting.identity.tokens import new_token, same_digest, token_digest
+from grader.text import first_unprintable
+
+MAX_NAME = 100
+
+
+def add_participant(session: Session, name: str, team: str | None = None, *, baseline: bool = False) -> tuple[Participant, str]:
+    """Create a participant; return it and its token (never stored, only its hash)."""
+    if not name.strip() or len(name) > MAX_NAME or first_unprintable(name):
+        raise HostingError(f"participant name must be 1-{MAX_NAME} printable characters (no control, bidi or zero-width character)")
+    if team is not None and (len(team) > MAX_NAME or first_unprintable(team)):
+        raise HostingError(f"team name must be at most {MAX_NAME} printable characters (no control, bidi or zero-width character)")
+    if session.scalar(select(Participant).where(Participant.name == name)) is not None:
+        raise HostingError(f"participant {name!r} already exists")
+    token, digest = new_token("gp")
+    participant = Participant(name=name, team=team, token_sha256=digest, is_baseline=baseline, created_at=utcnow(), revoked_at=None)
+    session.add(participant)
+    session.flush()
+    return participant, token
+
+
+def revoke_participant(session: Session, name: str) -> Participant:
+    """Revoke a participant's token (their submissions stay)."""
+    participant = session.scalar(select(Participant).where(Participant.name == name))
+    if participant is None:
+        raise HostingError(f"no participant named {name!r}")
+    if participant.revoked_at is None:
+        participant.revoked_at = utcnow()
+    return participant
+
+
+def authenticate(session: Session, token: str) -> Participant | None:
+    """The active participant holding ``token``, or None."""
+    digest = token_digest(token)
+    participant = session.scalar(select(Participant).where(Participant.token_sha256 == digest))
+    if participant is None or participant.revoked_at is not None or not same_digest(participant.token_sha256, digest):
+        return None
+    return participant
+
+
+def authenticate_worker(session: Session, token: str) -> Worker | None:
+    """The active worker holding ``token``, or None."""
+    digest = token_digest(token)
+    worker = session.scalar(select(Worker).where(Worker.token_sha256 == digest))
+    if worker is None or worker.revoked_at is not None or not same_digest(worker.token_sha256, digest):
+        return None
+    return worker
+
+
+def rekey_local_worker(session: Session, name: str) -> str:
+    """Create or re-key the local worker ``name``; return its fresh token (handed to the process by environment)."""
+    token, digest = new_token("gw")
+    worker = session.scalar(select(Worker).where(Worker.name == name))
+    if worker is None:
+        session.add(Worker(name=name, token_sha256=digest, public_key=None, local=True, created_at=utcnow(), revoked_at=None))
+    else:
+        worker.token_sha256 = digest
+        worker.revoked_at = None
+    session.flush()
+    return token

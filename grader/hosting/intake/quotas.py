@@ -1,0 +1,165 @@
+"""Fair quotas: what a participant may still submit, and when the next submission becomes possible.
+
+Only what the participant caused counts (states in ``CHARGED_STATES``:
+in flight, scored, or ``failed`` with a participant failure code). Platform
+failures (``error``: INFRA, lost workers) and host cancellations never count.
+Windows roll over the upload completion times, in UTC.
+
+Admission is atomic at the database (:func:`lock_admission`), so any number of
+server processes on one database never admit more than the quota. Uploads in
+progress hold an :class:`UploadReservation` (grader.hosting.intake.uploads)
+and count like submissions until they commit, fail or expire.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from grader import jsonio
+from grader.hosting.config import Competition
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
+from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
+
+DAY = timedelta(hours=24)
+HOUR = timedelta(hours=1)
+#: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
+#: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
+_REFUSALS_KEY = "refusals:{}"
+
+
+def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
+    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``."""
+    quotas = competition.quotas
+    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES))
+    window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
+    in_flight = (
+        session.scalar(
+            select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))
+        )
+        or 0
+    )
+    reserved = _reserved(session, participant_id, now)
+    window = sorted([*window, *(r.created_at for r in reserved if r.track == track)])
+    in_flight += len(reserved)
+    per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
+    total_used = (
+        (session.scalar(select(func.count()).select_from(Submission).where(*mine)) or 0) + sum(r.track == track for r in reserved)
+        if track == "hidden"
+        else None
+    )
+    total = quotas.total if track == "hidden" else None
+    next_at: datetime | None = None
+    if len(window) >= per_day and per_day > 0:
+        next_at = window[len(window) - per_day] + DAY
+    elif per_day == 0:
+        next_at = None
+    # Uploads still arriving count at their declared length: concurrent uploads cannot together overrun the bound.
+    stored = stored_upload_bytes(session, participant_id) + sum(r.declared_bytes for r in reserved)
+    refused, errors = _refusals(session, participant_id, now)
+    return QuotaStatus(
+        track,
+        len(window),
+        per_day,
+        total_used,
+        total,
+        in_flight,
+        quotas.concurrent,
+        next_at,
+        stored,
+        quotas.stored_bytes,
+        refused_last_hour=len(refused),
+        errors_last_hour=errors,
+        refusals_per_hour=quotas.refusals_per_hour,
+        infra_per_hour=quotas.infra_per_hour,
+        refusals_drop_at=(min(refused) + HOUR) if refused else now + HOUR,
+    )
+
+
+def _refusals(session: Session, participant_id: int, now: datetime) -> tuple[list[datetime], int]:
+    """``participant_id``'s refused uploads in the last hour, and its submissions ended ``error`` (uncharged platform failures) then."""
+    errors = (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state == State.ERROR.value, Submission.updated_at > now - HOUR)
+        )
+        or 0
+    )
+    return _refusal_times(session, participant_id, now), errors
+
+
+def stored_upload_bytes(session: Session, participant_id: int) -> int:
+    """Bytes of ``participant_id``'s uploads on the server's disk: every submission's, whatever its state (uploads are kept)."""
+    return int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(Submission.participant_id == participant_id)) or 0)
+
+
+def _reserved(session: Session, participant_id: int, now: datetime) -> list[UploadReservation]:
+    """The participant's live reservations: uploads admitted and still arriving (expired ones count no more)."""
+    return list(
+        session.scalars(select(UploadReservation).where(UploadReservation.participant_id == participant_id, UploadReservation.expires_at > now)).all()
+    )
+
+
+def lock_admission(session: Session, participant_id: int) -> None:
+    """Serialise the admissions of ``participant_id`` until ``session`` ends, across every process on the database.
+
+    Must be the session's first statement. Counting and inserting are otherwise a
+    race: two servers (or two requests) both count ``quota - 1`` and both admit.
+    PostgreSQL: a row lock on the participant (``SELECT ... FOR UPDATE``); a second
+    admission of the same participant waits for the first to commit, and its count,
+    a later statement under READ COMMITTED, then sees the first one's row. Other
+    participants are not held up. SQLite has no row locks: ``BEGIN IMMEDIATE`` takes
+    the database's write lock before the count (pysqlite would only open the
+    transaction at the INSERT, after a count made outside it); other writers wait
+    (``busy_timeout``), readers do not (WAL).
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        session.execute(select(Participant.id).where(Participant.id == participant_id).with_for_update())
+
+
+def check_quota(
+    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime, *, incoming_bytes: int = 0
+) -> None:
+    """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
+
+    ``incoming_bytes``: the size of the upload being admitted (0 before its body is read: then
+    a participant whose stored uploads already reach the bound is refused before sending one). The words are
+    :mod:`grader.hosting.intake.refusals`', which ``grader submit`` also uses to refuse before uploading.
+    """
+    refusal = window_refusal(competition.start, ends_at, now) or count_refusal(
+        status := quota_status(session, competition, participant_id, track, now)
+    )
+    if refusal is not None:
+        raise refusal
+    # refused uploads and free platform failures then cost the participant: no path they can trigger grades or
+    # unpacks for free without bound (the quota answer carries the count, so `grader submit` refuses it too)
+    refusal = refusals_refusal(status) or load_refusal(status, incoming_bytes=incoming_bytes)
+    if refusal is not None:
+        raise refusal
+
+
+def _refusal_times(session: Session, participant_id: int, now: datetime) -> list[datetime]:
+    row = session.get(Setting, _REFUSALS_KEY.format(participant_id))
+    times = [datetime.fromisoformat(t) for t in jsonio.loads(row.value)] if row is not None else []
+    return [t for t in times if t > now - HOUR]
+
+
+def record_refusal(session: Session, competition: Competition, participant_id: int, now: datetime) -> None:
+    """Count one refused upload of ``participant_id`` at ``now`` (call inside :func:`lock_admission`'s transaction).
+
+    Kept in the settings table, pruned to the last hour and to one more than the limit, so that
+    every server process on the database sees the same count and a restart forgets nothing.
+    """
+    times = [*_refusal_times(session, participant_id, now), now][-(competition.quotas.refusals_per_hour + 1) :]
+    key = _REFUSALS_KEY.format(participant_id)
+    value = jsonio.dumps([t.isoformat() for t in times])
+    row = session.get(Setting, key)
+    if row is None:
+        session.add(Setting(key=key, value=value))
+    else:
+        row.value = value

@@ -1,0 +1,205 @@
+"""Turning a complete upload into a submission, and what a participant may see of one.
+
+Order matters: the upload was admitted on its headers and holds a reservation
+(:mod:`grader.hosting.intake.uploads`); it is checked (the same code as
+``grader check`` steps 1-2, unpacking within the competition's ratio and cap),
+renamed to a server-chosen name, then the row is committed in ``received`` in
+place of the reservation, then moved to ``queued`` and dispatched. A crash between any two
+steps leaves either nothing (the start-up clean-up removes the file) or a
+``received`` row that the reaper queues.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from grader.errors import GraderError
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.context import ServerContext
+from grader.hosting.db.models import Result, Submission, UploadReservation
+from grader.hosting.identity.principal import Principal
+from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
+from grader.hosting.intake.refusals import invalid
+from grader.hosting.intake.submission_rows import received_submission
+from grader.hosting.intake.upload_checks import check_submission
+from grader.hosting.protocol.messages import SubmissionView
+from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
+from grader.hosting.storage import StoredUpload
+from grader.hosting.transparency.log_events import log_receipt
+from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
+from grader.submissions.archive import unpack_limits
+from grader.submissions.manifest import Manifest, OnnxManifest
+
+
+def create_submission(
+    ctx: ServerContext,
+    participant: Principal,
+    track: str,
+    upload: StoredUpload,
+    *,
+    idempotency_key: str | None = None,
+    reservation_key: str | None = None,
+) -> tuple[Submission, bool]:
+    """Check the upload and commit it as a queued submission, in place of its reservation; the upload file is consumed either way.
+
+    Returns the submission and True, or, when another copy of the same upload (same
+    ``idempotency_key``) committed meanwhile, that one's submission and False.
+    """
+    uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
+    competition = ctx.competition
+    try:
+        limits = unpack_limits(upload.size, ratio=competition.unpack.max_unpack_ratio, cap=competition.unpack.max_unpacked_bytes)
+        try:
+            checked = check_submission(
+                upload.path, kinds=competition.kinds, require_training_labels=competition.require_training_labels, limits=limits
+            )
+        except GraderError as error:
+            with ctx.db.session() as session:  # counted: a participant may not have uploads unpacked and refused without bound
+                lock_admission(session, participant.id)
+                record_refusal(session, competition, participant.id, uploaded_at)
+            raise invalid(error, Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()), ctx.state.root) from None
+        submission_id = new_submission_id()
+        final_path = ctx.state.upload_path(submission_id)
+        end = ends_at(ctx.db, ctx.competition)
+        with ctx.db.session() as session:
+            lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
+            if idempotency_key is not None:
+                earlier = session.scalar(
+                    select(Submission).where(Submission.participant_id == participant.id, Submission.idempotency_key == idempotency_key)
+                )
+                if earlier is not None:
+                    return earlier, False
+            if reservation_key is not None:  # the reservation becomes the submission: it no longer counts on its own
+                session.execute(
+                    delete(UploadReservation).where(
+                        UploadReservation.participant_id == participant.id, UploadReservation.idempotency_key == reservation_key
+                    )
+                )
+            check_quota(session, competition, participant.id, track, uploaded_at, end, incoming_bytes=upload.size)
+            os.replace(upload.path, final_path)
+            submission = received_submission(
+                submission_id=submission_id,
+                participant_id=participant.id,
+                pin_id=ctx.pin_id,
+                name=checked.name,
+                kind=checked.kind,
+                track=track,
+                split=ctx.split if track == "hidden" else ctx.sample_split,
+                upload_path=final_path.name,
+                upload_sha256=upload.sha256,
+                upload_bytes=upload.size,
+                content_digest=checked.digest,
+                uploaded_at=uploaded_at,
+                attempt_limit=competition.max_attempts,
+                labels=manifest_labels(checked.manifest),
+                idempotency_key=idempotency_key,
+            )
+            record_received(session, submission)
+            if ctx.log is not None:
+                log_receipt(session, ctx.log, submission)
+    finally:
+        upload.path.unlink(missing_ok=True)
+    enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")
+    return submission, True
+
+
+def manifest_labels(manifest: Manifest) -> dict[str, Any]:
+    """What the leaderboard shows of a manifest: the declared training setting and data, and the model facts."""
+    facts = dict(manifest.model_card)
+    if isinstance(manifest, OnnxManifest):
+        facts.setdefault("max_length", manifest.max_length)
+    return {**manifest.training.as_labels(), "model": facts}
+
+
+def public_view(ctx: ServerContext, submission: Submission, *, ended: bool | None = None) -> SubmissionView:
+    """What the submitting participant may see: state and failure code always; the public-part aggregate
+    (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
+    runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule."""
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    result = result_of(ctx, submission)
+    view: dict[str, Any] = {
+        "id": submission.id,
+        "name": submission.name,
+        "kind": submission.kind,
+        "track": submission.track,
+        "split": submission.split,
+        "state": submission.state,
+        "failure_code": submission.failure_code,
+        "uploaded_at": iso(submission.uploaded_at),
+        "updated_at": iso(submission.updated_at),
+        "sha256": submission.upload_sha256,
+        "report_available": report_download(
+            track=submission.track,
+            result_state=None if result is None or result.envelope_path is None else result.state,
+            ended=ended,
+            ladder=ctx.competition.leaderboard.ladder,
+        )
+        is not Download.NONE,
+    }
+    # Of a hidden grade: the public part's score until the end (grader.hosting.leaderboard), never the full split's.
+    from grader.hosting.leaderboard.service import submission_scores
+
+    view.update(submission_scores(ctx, submission))
+    if submission.track == "sample":
+        view["last_log_line"] = last_log_line(ctx, submission)
+    return SubmissionView(**view)
+
+
+def result_of(ctx: ServerContext, submission: Submission) -> Result | None:
+    """The submission's current accepted result."""
+    if submission.result_id is None:
+        return None
+    with ctx.db.session() as session:
+        return session.get(Result, submission.result_id)
+
+
+def sample_logs(ctx: ServerContext, submission: Submission) -> dict[str, str]:
+    """Container logs of a sample-split run (none of a hidden grade)."""
+    if not logs_visible(submission.track):
+        return {}
+    result = result_of(ctx, submission)
+    if result is None or result.logs_path is None:
+        return {}
+    folder = Path(result.logs_path)
+    return {path.stem: path.read_text(encoding="utf-8", errors="replace") for path in sorted(folder.glob("*.log"))}
+
+
+def last_log_line(ctx: ServerContext, submission: Submission) -> str | None:
+    """The last non-empty log line of a sample-split run."""
+    for text in reversed(list(sample_logs(ctx, submission).values())):
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1][-500:]
+    return None
+
+
+def own_submission(ctx: ServerContext, participant: Principal, submission_id: str) -> Submission | None:
+    """The submission if it belongs to ``participant`` (else None: the route answers 404, not 403)."""
+    if len(submission_id) > 40:
+        return None
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+        if submission is None or submission.participant_id != participant.id:
+            return None
+        return submission
+
+
+def own_submissions(ctx: ServerContext, participant: Principal) -> list[Submission]:
+    """All of ``participant``'s submissions, newest first."""
+    with ctx.db.session() as session:
+        return list(
+            session.scalars(select(Submission).where(Submission.participant_id == participant.id).order_by(Submission.uploaded_at.desc())).all()
+        )
+
+
+def quota(ctx: ServerContext, participant: Principal) -> dict[str, Any]:
+    """The participant's quota per track: used, limits, and when the next submission is possible."""
+    now = utcnow()
+    with ctx.db.session() as session:
+        return {track: quota_status(session, ctx.competition, participant.id, track, now).as_dict() for track in ("hidden", "sample")}

@@ -1,0 +1,273 @@
+"""The participant's client: pack, check locally, upload streaming, follow the state.
+
+Used by ``grader submit``, ``grader status`` and ``grader submissions``; the
+server re-checks everything (it never trusts these checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from grader import jsonio
+from grader.errors import GraderError, SubmissionError
+from grader.hosting.clock import iso, utcnow
+from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
+from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
+from grader.hosting.intake.upload_checks import check_submission
+from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
+from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
+from grader.hosting.settings import environment
+from grader.submissions.archive import open_submission
+from grader.submissions.manifest import DockerManifest, load_manifest
+
+TERMINAL = ("scored", "failed", "error", "cancelled")
+#: What the participant routes answer (404) for an id that is not one of yours (grader/hosting/api/routes/participants.py).
+UNKNOWN_DETAIL = "no such submission"
+CHUNK = 1 << 20
+
+
+def _add_folder(tar: tarfile.TarFile, folder: Path) -> None:
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            raise SubmissionError("is a symbolic link; links are not allowed in a submission", path=path)
+        tar.add(path, arcname=path.relative_to(folder).as_posix(), recursive=False)
+
+
+def _save_image(reference: str, target: Path) -> None:
+    from grader.sandbox.engine import docker_client
+
+    try:
+        image = docker_client().images.get(reference)
+    except Exception as error:  # the docker SDK raises its own types; one line for the person
+        raise SubmissionError(f"image {reference!r} is not in the local Docker engine: {error}", field="image") from None
+    with open(target, "wb") as out:
+        for chunk in image.save(named=False):
+            out.write(chunk)
+
+
+@contextlib.contextmanager
+def packed(submission: Path) -> Iterator[Path]:
+    """``submission`` as a ``.tar.gz`` (a Docker submission gets its image as a ``docker save`` tar inside)."""
+    with tempfile.TemporaryDirectory(prefix="grader-submit-") as scratch:
+        work = Path(scratch)
+        with open_submission(submission) as folder:
+            manifest = load_manifest(folder)
+            source = folder
+            if isinstance(manifest, DockerManifest) and not manifest.image.endswith(".tar"):
+                source = work / "submission"
+                shutil.copytree(folder, source, symlinks=True)
+                _save_image(manifest.image, source / "image.tar")
+                data = jsonio.load_file(source / "submission.json")
+                data["image"] = "image.tar"
+                jsonio.write_json(source / "submission.json", data, ensure_ascii=True, mode=0o644)
+            archive = work / "submission.tar.gz"
+            with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+                _add_folder(tar, source)
+        yield archive
+
+
+def _error(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail"))
+    except (ValueError, AttributeError):
+        return response.text[:300]
+
+
+class HostingClient:
+    """The participant API of one server."""
+
+    def __init__(self, server: str, token: str, *, timeout: float = 60.0, retry: RetryPolicy = RetryPolicy()) -> None:
+        self.http = httpx.Client(
+            base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout, connect=10.0)
+        )
+        self.retry = retry
+
+    def _check(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            detail = _error(response)
+            if response.status_code in (403, 413, 422, 429):
+                retry = None
+                with contextlib.suppress(ValueError, AttributeError):
+                    retry = response.json().get("retry_at")
+                raise RefusedSubmission(refusal_line(response.status_code, detail, retry), status=response.status_code)
+            raise ClientError(f"server answered {response.status_code}: {detail}")
+        return response.json() if response.content else None
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        return self._send(lambda: self.http.request(method, url, **kwargs))
+
+    def _send(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """``send()``, retried over connection failures (grader.hosting.participant.retry); :class:`ClientError` when it never got through."""
+        try:
+            return send_with_retry(send, self.retry)
+        except httpx.HTTPError as error:
+            raise ClientError(f"cannot reach {self.http.base_url}: {type(error).__name__}: {error}") from None
+
+    def upload(self, archive: Path, *, sample: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Stream ``archive`` to the server, again if the connection fails (the same upload: same key); return its submission."""
+        size = archive.stat().st_size
+
+        def chunks() -> Iterator[bytes]:
+            sent = 0
+            with open(archive, "rb") as handle:
+                while block := handle.read(CHUNK):
+                    sent += len(block)
+                    if progress is not None:
+                        progress(sent, size)
+                    yield block
+
+        # One key for every try of this upload: the server answers a repeat with the submission the first became.
+        headers = {"Content-Type": "application/gzip", "Content-Length": str(size), **upload_identity(archive)}
+        response = self._send(
+            lambda: self.http.post("/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(), headers=headers)
+        )
+        return self._check(response)  # type: ignore[no-any-return]
+
+    def submit(
+        self,
+        submission: Path,
+        *,
+        sample: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Refuse locally what the server would refuse, then pack and upload.
+
+        Reads the competition and the participant's quota first; the window, the quota, the
+        competition's rules (kinds, training labels) and the upload cap are checked before a
+        byte of the archive is sent, with the server's own words (:mod:`grader.hosting.intake.refusals`).
+        The server checks everything again (it never trusts these checks).
+        """
+        rules = ParticipantRules.from_api(self.competition(), f"{self.http.base_url}{COMPETITION_PATH}")
+        track = "sample" if sample else "hidden"
+        quota, server_now = self.quota_with_time()
+        status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
+        refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)
+        if refusal is not None:
+            raise _local(refusal)
+        try:
+            check_submission(submission, kinds=rules.kinds, require_training_labels=rules.require_training_labels, image_as_tar=False)
+        except GraderError as error:
+            folder = Path(submission)
+            raise _local(
+                invalid(error, folder.resolve(), folder.absolute(), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()))
+            ) from None
+        with packed(submission) as archive:
+            size = archive.stat().st_size
+            if size > rules.upload_max_bytes:
+                raise _local(too_large(size, rules.upload_max_bytes))
+            stored = load_refusal(status, incoming_bytes=size)  # the stored-uploads bound, now that the size is known
+            if stored is not None:
+                raise _local(stored)
+            return self.upload(archive, sample=sample, progress=progress)
+
+    def quota(self) -> dict[str, Any]:
+        """``GET /api/v1/quota``: per track, used and allowed submissions and when the next is possible."""
+        return self.quota_with_time()[0]
+
+    def quota_with_time(self) -> tuple[dict[str, Any], datetime]:
+        """The quota and the server's clock when it answered (its ``Date`` header; this machine's clock without one).
+
+        The window is judged on the server's clock, so a participant's wrong clock does not refuse (or admit) wrongly.
+        """
+        response = self._request("GET", "/api/v1/quota")
+        answer = self._check(response)
+        moment = utcnow()
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            moment = parsedate_to_datetime(response.headers["date"]).astimezone(UTC)
+        return answer, moment
+
+    def finals(self) -> dict[str, Any]:
+        """``GET /api/v1/finals``: the submissions chosen for the final standings."""
+        return self._check(self._request("GET", "/api/v1/finals"))  # type: ignore[no-any-return]
+
+    def choose_finals(self, submission_ids: list[str]) -> dict[str, Any]:
+        """``PUT /api/v1/finals``: choose the submissions for the final standings."""
+        response = self._request("PUT", "/api/v1/finals", json={"submissions": submission_ids})
+        if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
+            raise UnknownSubmission(f"server answered 404: {_error(response)}: one of {submission_ids!r}", hint="`grader submissions` lists your ids")
+        return self._check(response)  # type: ignore[no-any-return]
+
+    def _own(self, submission_id: str, suffix: str = "") -> httpx.Response:
+        """A request about one submission; 404 becomes :class:`UnknownSubmission` (its own exit status)."""
+        response = self._request("GET", f"/api/v1/submissions/{submission_id}{suffix}")
+        # The routes answer 404 "no such submission" for an id that is unknown or someone else's; the report route
+        # also answers 404 for a known submission without a report yet, which is not an unknown id.
+        if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
+            raise UnknownSubmission(f"server answered 404: {_error(response)}: {submission_id!r}", hint="`grader submissions` lists your ids")
+        return response
+
+    def status(self, submission_id: str) -> dict[str, Any]:
+        """One of your submissions (UnknownSubmission for an id the server does not know, or not yours)."""
+        return self._check(self._own(submission_id))  # type: ignore[no-any-return]
+
+    def submissions(self) -> list[dict[str, Any]]:
+        return self._check(self._request("GET", "/api/v1/submissions"))  # type: ignore[no-any-return]
+
+    def report(self, submission_id: str) -> bytes:
+        response = self._own(submission_id, "/report")
+        if response.status_code >= 400:
+            raise ClientError(f"server answered {response.status_code}: {_error(response)}")
+        return response.content
+
+    def report_proof(self, submission_id: str) -> bytes | None:
+        """The inclusion proof (C2SP tlog-proof) of the report :meth:`report` answers; None when the server has none."""
+        response = self._own(submission_id, "/report.tlog-proof")
+        return response.content if response.status_code == 200 else None
+
+    def logs(self, submission_id: str) -> dict[str, str]:
+        return self._check(self._own(submission_id, "/logs"))["logs"]  # type: ignore[no-any-return]
+
+    def competition(self) -> dict[str, Any]:
+        return self._check(self._request("GET", "/api/v1/competition"))  # type: ignore[no-any-return]
+
+    def host_key(self) -> bytes:
+        response = self._request("GET", "/host-key.pub")
+        if response.status_code != 200:
+            raise ClientError(f"server answered {response.status_code} for its public key")
+        return response.content
+
+    def wait(
+        self, submission_id: str, *, poll_s: float = 0.5, timeout_s: float | None = None, on_change: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Follow the submission until it ends; report each state change."""
+        last = None
+        started = time.monotonic()
+        while True:
+            view = self.status(submission_id)
+            if view["state"] != last and on_change is not None:
+                on_change(view)
+            last = view["state"]
+            if view["state"] in TERMINAL:
+                return view
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                raise ClientError(f"{submission_id} still {view['state']} after {timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+
+def _local(refusal: RefusedSubmission) -> RefusedSubmission:
+    """The server's refusal, made here before uploading: the same line and status, and a hint that nothing was sent."""
+    return RefusedSubmission(
+        refusal_line(refusal.status, str(refusal), iso(refusal.retry_at)),
+        status=refusal.status,
+        retry_at=refusal.retry_at,
+        hint="refused here before uploading, as the server would refuse it; nothing was sent",
+    )
+
+
+def token_from(option: str | None) -> str:
+    """The token from ``--token`` or ``GRADER_TOKEN`` (:mod:`grader.hosting.settings`)."""
+    token = option or environment().token
+    if not token:
+        raise ClientError("no token: set GRADER_TOKEN or pass --token (the host gives it to you)")
+    return token

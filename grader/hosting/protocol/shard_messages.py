@@ -1,0 +1,73 @@
+"""What a worker and the server exchange about shard jobs (issue 23 item 1), as Pydantic models apart from the whole-job ones.
+
+Kept beside :mod:`grader.hosting.protocol.messages` (which they extend) so that the shard routes
+(:mod:`grader.hosting.api.routes.shards`) and the worker's shard loop
+(:mod:`grader.hosting.worker.shard_loop`) read one definition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+from grader.hosting.protocol.messages import _Request
+
+
+class ShardClaimRequest(_Request):
+    """A worker asks for a shard job, naming the digest of its fingerprint (a task's jobs run on one fingerprint)."""
+
+    fingerprint: str = Field(pattern=r"^[0-9a-f]{64}$")
+    wait_s: float = Field(default=0.0, ge=0, le=30)
+
+
+class ShardJobMessage(BaseModel):
+    """A claimed shard job: a task's query job (``number`` -1) or one shard, under a lease of its own."""
+
+    job_id: int
+    tries: int = Field(ge=1)
+    submission_id: str
+    attempt: int
+    task: str
+    number: int
+    lease_s: float
+    heartbeat_s: float
+    upload_sha256: str
+    benchmark: str
+    split: str
+    #: the judged query ids of the task (the judgements stay on the server)
+    judged: list[str]
+    ranking_digest: str
+    shard_documents: int | None
+    search_memory: int
+    depth: int
+    #: the sha256 of the task's query vectors (a shard job fetches and checks them); None for the query job
+    queries_sha256: str | None
+    max_query_bytes: int
+    #: the competition's sandbox limits (grader.sandbox.limits.SandboxLimits.as_report): time and memory apply per shard job
+    limits: dict[str, Any]
+    max_unpack_ratio: float = 20.0
+    max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+
+
+class ShardTry(_Request):
+    """The try of a shard job a heartbeat is about."""
+
+    tries: int = Field(ge=1)
+
+
+class ShardFailure(_Request):
+    """A shard job that failed: INFRA re-queues it alone; a participant's code fails its task."""
+
+    tries: int = Field(ge=1)
+    failure_code: str = Field(max_length=32)
+    message: str = Field(default="", max_length=20_000)
+
+
+class ShardGradeStatus(BaseModel):
+    """Where a sharded attempt stands: ``running``, ``done`` (``runs``: each merged run's sha256) or ``stale``; per task a failure."""
+
+    state: str
+    runs: dict[str, str] = Field(default_factory=dict)
+    failures: dict[str, list[str]] = Field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""The queue: the submission lifecycle, dispatch (a wake-up, never the truth), replica rows and shard jobs."""

@@ -1,0 +1,180 @@
+"""The events of the transparency log: each appends its entry in the transaction of its event (see
+:mod:`grader.hosting.transparency.log_store`): receipts, reports, grades that ended without a report, finals and the end,
+cancellations, rejudges, retractions, the reveal."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from grader import jsonio
+from grader.errors import InternalError
+from grader.hosting.clock import utcnow
+from grader.hosting.config import Competition
+from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission
+from grader.hosting.db.session import Database
+from grader.hosting.errors import HostingError
+from grader.hosting.transparency.host_log import HostLog
+from grader.hosting.transparency.log_store import append_entry, lock_head
+from grader.hosting.visibility import ends_at
+from grader.translog import entries
+from grader.translog.commitments import EntryCommitter
+from grader.translog.errors import LogVerificationError
+
+
+def _participant_name(session: Session, submission: Submission) -> str:
+    participant = session.get(Participant, submission.participant_id)
+    return participant.name if participant is not None else str(submission.participant_id)
+
+
+def log_receipt(session: Session, host_log: HostLog, submission: Submission) -> int:
+    """An accepted upload's receipt, in the transaction that stores the submission."""
+    entry = entries.receipt_entry(
+        EntryCommitter.fresh(host_log.identifier_key),
+        time=submission.uploaded_at,
+        participant=_participant_name(session, submission),
+        submission=submission.id,
+        upload_sha256=submission.upload_sha256,
+    )
+    return append_entry(session, host_log, entry, submission_id=submission.id)
+
+
+def _payload_sha256(envelope: bytes) -> str:
+    payload = jsonio.loads(envelope)["payload"]
+    return hashlib.sha256(base64.b64decode(str(payload))).hexdigest()
+
+
+def log_report(
+    session: Session, host_log: HostLog, submission: Submission, *, attempt: int, status: str, envelopes: list[Path], failure_code: str | None = None
+) -> list[int]:
+    """Each report the host signed for ``attempt`` (the full one, and the public part's when there is one), in the
+    transaction that records the result. A failed grade with no signed report (a participant failure code the worker
+    sent without a report) is logged as an ``outcome`` entry instead (:func:`log_outcome`), naming ``failure_code``."""
+    if not envelopes:
+        if failure_code is None:
+            raise InternalError(f"a {status} grade of {submission.id} with neither a signed report nor a failure code to log")
+        return [log_outcome(session, host_log, submission, attempt=attempt, status=status, failure_code=failure_code)]
+    indexes = []
+    name = _participant_name(session, submission)
+    for path in envelopes:
+        envelope = path.read_bytes()
+        envelope_sha256 = hashlib.sha256(envelope).hexdigest()
+        entry = entries.report_entry(
+            EntryCommitter.fresh(host_log.identifier_key),
+            time=utcnow(),
+            participant=name,
+            submission=submission.id,
+            attempt=attempt,
+            status=status,
+            payload_sha256=_payload_sha256(envelope),
+            envelope_sha256=envelope_sha256,
+        )
+        indexes.append(append_entry(session, host_log, entry, submission_id=submission.id, envelope_sha256=envelope_sha256))
+    return indexes
+
+
+def log_outcome(session: Session, host_log: HostLog, submission: Submission, *, attempt: int, status: str, failure_code: str) -> int:
+    """A grade that ended with no report signed, in the transaction that records it: a participant failure without a
+    report (``failed``), or a platform failure at the attempt limit (``error``, from a worker's post or the reaper)."""
+    entry = entries.outcome_entry(
+        EntryCommitter.fresh(host_log.identifier_key),
+        time=utcnow(),
+        participant=_participant_name(session, submission),
+        submission=submission.id,
+        attempt=attempt,
+        status=str(status),
+        failure_code=str(failure_code),  # a FailureCode's plain value
+    )
+    return append_entry(session, host_log, entry, submission_id=submission.id)
+
+
+def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
+    """At the end: each participant's final choices (committed, in a fixed order), in the ending transaction."""
+    chosen: dict[int, list[str]] = {}
+    for participant_id, submission_id in session.execute(select(FinalChoice.participant_id, FinalChoice.submission_id)).all():
+        chosen.setdefault(participant_id, []).append(submission_id)
+    indexes = []
+    for participant_id, submissions in sorted(chosen.items()):
+        participant = session.get(Participant, participant_id)
+        name = participant.name if participant is not None else str(participant_id)
+        entry = entries.finals_entry(EntryCommitter.fresh(host_log.identifier_key), time=time, participant=name, submissions=sorted(submissions)[:16])
+        indexes.append(append_entry(session, host_log, entry))
+    return indexes
+
+
+def _has_ended(session: Session) -> bool:
+    """Whether the log already holds its ``end`` entry."""
+    return bool(session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")))
+
+
+def log_end(session: Session, host_log: HostLog, time: datetime) -> bool:
+    """The finals and the ``end`` entry, once: False (nothing appended) when the log already holds its end."""
+    lock_head(session)
+    if _has_ended(session):
+        return False
+    log_finals(session, host_log, time)
+    append_entry(session, host_log, entries.end_entry(time=time))
+    return True
+
+
+def log_end_if_due(db: Database, host_log: HostLog, competition: Competition) -> bool:
+    """The end reached by the competition file's ``end`` time (no admin command wrote it): logged by the first
+    server process whose reaper sees it. True when this call appended it."""
+    end = ends_at(db, competition)
+    if utcnow() < end:
+        return False
+    with db.session() as session:
+        if _has_ended(session):
+            return False  # read first: no lock taken on every pass of every reaper after the end
+    with db.session() as session:
+        return log_end(session, host_log, end)
+
+
+def log_cancellation(session: Session, host_log: HostLog, submission: Submission, *, by: str) -> int:
+    """A submission cancelled by its participant or an admin, in the cancelling transaction."""
+    entry = entries.cancellation_entry(
+        EntryCommitter.fresh(host_log.identifier_key),
+        time=utcnow(),
+        participant=_participant_name(session, submission),
+        submission=submission.id,
+        by=by,
+    )
+    return append_entry(session, host_log, entry, submission_id=submission.id)
+
+
+def log_rejudge(session: Session, host_log: HostLog, submission: Submission, *, attempt: int, reason: str) -> int:
+    """A submission queued again by an admin, in the rejudging transaction."""
+    entry = entries.rejudge_entry(
+        EntryCommitter.fresh(host_log.identifier_key),
+        time=utcnow(),
+        participant=_participant_name(session, submission),
+        submission=submission.id,
+        attempt=attempt,
+        reason=(reason or "rejudged")[:200],
+    )
+    return append_entry(session, host_log, entry, submission_id=submission.id)
+
+
+def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, reason: str) -> int:
+    """An admin's retraction of entry ``index`` (never a deletion): its own transaction."""
+    with db.session() as session:
+        size = session.scalar(select(func.count()).select_from(LogEntry)) or 0
+        if not 0 < index < size:
+            raise LogVerificationError(f"entry {index} is not an entry of this log that can be retracted (entries 1..{size - 1})")
+        return append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=index, admin=admin, reason=reason))
+
+
+def log_reveal(db: Database, host_log: HostLog, entry: bytes) -> int:
+    """Append the reveal entry (once, after the end entry) in its own transaction."""
+    with db.session() as session:
+        kinds = set(session.scalars(select(LogEntry.kind).where(LogEntry.kind.in_(("end", "reveal")))).all())
+        if "reveal" in kinds:
+            raise HostingError("the log already holds the reveal")
+        if "end" not in kinds:
+            raise HostingError("the reveal comes after the end entry (`grader admin end`)")
+        return append_entry(session, host_log, entry)
