@@ -103,7 +103,7 @@ def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_never
     # ... and a row still missing (accepted by a server without the hook, after the start) stays off the board until the next start
     late = seed(world, "mallory", "mallory-late", 0.3, without_parts=True, rng_seed=9)
     no_scoring_on_view(monkeypatch)
-    entries = {e["name"]: e for e in service.board_json(world.ctx, "public")["boards"][0]["entries"]}
+    entries = {e["name"]: e for e in service.board_json(world.ctx, "public").model_dump()["boards"][0]["entries"]}
     assert "mallory-late" not in entries and stored_parts(world, late) is None
     assert entries["carol-new"]["score"] == round(new.public, 4)
 

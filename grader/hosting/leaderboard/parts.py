@@ -30,7 +30,9 @@ from grader.hosting.db.session import Database
 from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import PARTS, SignedValues, score_parts, signed_values, values_of
+from grader.hosting.states import State, Track
 from grader.hosting.storage import StateDir
+from grader.hosting.visibility import Part
 from grader.reports.model import Report
 from grader.reports.signing import ENVELOPE_NAME
 
@@ -55,8 +57,8 @@ def part_columns(signed: SignedValues, secret: bytes, fraction: float) -> dict[s
         return None
     return {
         "full_score": scored["full"]["score"],
-        "public_score": scored["public"]["score"],
-        "private_score": scored["private"]["score"],
+        "public_score": scored[Part.PUBLIC]["score"],
+        "private_score": scored[Part.PRIVATE]["score"],
         "tasks": {part: scored[part]["tasks"] for part in PARTS},
         "computed_at": utcnow(),
     }
@@ -103,7 +105,7 @@ def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, score
             select(Submission.id, Result, ResultPart.result_id)
             .join(Result, Result.id == Submission.result_id)
             .outerjoin(ResultPart, ResultPart.result_id == Result.id)
-            .where(Submission.track == "hidden", Submission.state == "scored", Result.envelope_path.is_not(None))
+            .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED, Result.envelope_path.is_not(None))
             .order_by(Submission.id)
         ).all()
         repaired = []
@@ -136,7 +138,7 @@ def scored_hidden(session: Session) -> list[tuple[Submission, Result, ResultPart
         select(Submission, Result, ResultPart)
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
-        .where(Submission.track == "hidden", Submission.state == "scored")
+        .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED)
         .order_by(Submission.uploaded_at, Submission.id)
     ).all()
     return [(s, r, p) for s, r, p in rows]

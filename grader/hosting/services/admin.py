@@ -25,12 +25,13 @@ from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.queue.lifecycle import cancel as cancel_submission
 from grader.hosting.queue.lifecycle import rejudge as requeue
 from grader.hosting.results import pins
+from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import replication
 from grader.hosting.transparency.host_log import HostLog, identifier_key
 from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
-from grader.hosting.visibility import ENDED_AT_KEY, has_ended
+from grader.hosting.visibility import Part
 from grader.translog import entries
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
 
 
-def board_sha256(state_dir: Path, db: Database, competition: Competition, part: str) -> str:
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str) -> str:
     """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
     from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
 
@@ -251,8 +252,8 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         partition_secret=secret,
         identifier_key=identifier_key(secret),
         blinding_key=ensure_competition_blinding_key(keys).secret,
-        public_board_sha256=board_sha256(state_dir, db, competition, "public"),
-        private_board_sha256=board_sha256(state_dir, db, competition, "private"),
+        public_board_sha256=board_sha256(state_dir, db, competition, Part.PUBLIC),
+        private_board_sha256=board_sha256(state_dir, db, competition, Part.PRIVATE),
     )
     return log_reveal(db, host_log, entry)
 
