@@ -109,9 +109,9 @@ def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_never
 
 
 def test_a_report_without_per_query_values_is_accepted_but_stays_off_the_board(world: World) -> None:
-    from grader.hosting.leaderboard.parts import PartScorer
+    from grader.hosting.leaderboard.parts import PartitionScorer
 
-    scorer = PartScorer(world.secret, 0.3, "c" * 64)
+    scorer = PartitionScorer(world.secret, 0.3, "c" * 64)
     assert "secret" not in repr(scorer) and world.secret.hex() not in repr(scorer)
     values = {f"q{i}": i / 10 for i in range(10)}
     tasks = [

@@ -1,6 +1,6 @@
 """Part scores and the public-part report of a result, computed once: when the result is accepted.
 
-:class:`PartScorer` (called by :func:`grader.hosting.results.recording.accept_result`)
+:class:`PartitionScorer` (called by :func:`grader.hosting.results.recording.accept_result`)
 scores the full hidden split, its public part and its private part from the
 per-query values of the report the host has just signed, and derives the
 public-part report (:mod:`grader.hosting.leaderboard.public_report`). The
@@ -65,8 +65,10 @@ def part_columns(signed: SignedValues, secret: bytes, fraction: float) -> dict[s
 
 
 @dataclass(frozen=True)
-class PartScorer:
+class PartitionScorer:
     """Scores the parts of a hidden-split report at acceptance; the server holds the secret, workers never do.
+
+    The server's :data:`grader.hosting.results.recording.PartScorer` (the callable type the acceptance takes).
 
     Called with the report the host has just signed (so it needs no verification); returns the
     :class:`ResultPart` columns and the public-part report (unsigned), or None for a report whose
@@ -88,12 +90,12 @@ class PartScorer:
         return columns, public_part_report(signed, self.secret, self.fraction, self.commitment)
 
 
-def acceptance_scorer(ctx: ServerContext) -> PartScorer:
+def acceptance_scorer(ctx: ServerContext) -> PartitionScorer:
     """The scorer the server hands to the result acceptance: its partition secret and commitment, the public fraction."""
-    return PartScorer(ctx.partition_secret, ctx.competition.leaderboard.public_fraction, ctx.partition_commitment)
+    return PartitionScorer(ctx.partition_secret, ctx.competition.leaderboard.public_fraction, ctx.partition_commitment)
 
 
-def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, scorer: PartScorer) -> list[str]:
+def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, scorer: PartitionScorer) -> list[str]:
     """At server start: give every scored hidden-split result what acceptance now stores; the submissions repaired.
 
     A database from 0.2.0 lacks the public-part reports that were to be signed on first download, and may
