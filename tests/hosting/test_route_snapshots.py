@@ -19,13 +19,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from grader.failures import FailureCode
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Participant
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.queue import lifecycle
 from grader.hosting.services import admin as admin_service
-from grader.hosting.states import Track
+from grader.hosting.states import State, Track
+from grader.hosting.visibility import Part
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from tests.hosting.leaderboard_world import World, make_world, seed, seed_demo
@@ -171,3 +173,27 @@ def test_every_route_answers_as_recorded_before_and_after_the_end(tmp_path: Path
     assert list(found) == list(recorded)
     for name, answer in found.items():
         assert answer == recorded[name], name
+
+
+def test_openapi_names_the_allowed_values_of_tracks_states_failure_codes_and_parts(tmp_path: Path) -> None:
+    world = make_world(tmp_path, None)
+    try:
+        schema = TestClient(create_app(world.ctx)).get("/openapi.json").json()
+    finally:
+        world.ctx.db.dispose()
+    schemas = schema["components"]["schemas"]
+
+    def allowed(model: str, field: str) -> list[str]:
+        found = schemas[model]["properties"][field]
+        options = found.get("anyOf", [found])
+        refs = [option["$ref"].rsplit("/", 1)[-1] for option in options if "$ref" in option]
+        assert len(refs) == 1, (model, field, found)
+        return list(schemas[refs[0]]["enum"])
+
+    assert allowed("SubmissionView", "track") == [t.value for t in Track] == allowed("QuotaView", "track") == allowed("Job", "track")
+    assert allowed("SubmissionView", "state") == [s.value for s in State]
+    assert allowed("SubmissionView", "failure_code") == [c.value for c in FailureCode]
+    assert allowed("Boards", "part") == [p.value for p in Part] == ["public", "private"]
+    assert schema["paths"]["/api/v1/quota"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Quota"
+    }
