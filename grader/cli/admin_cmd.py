@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -82,12 +83,12 @@ def list_participants(ctx: click.Context, as_json: bool) -> None:
 
     rows = service.participant_rows(_db(ctx))
     if as_json:
-        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
+        click.echo(jsonio.dumps([asdict(row) for row in rows], indent=2, ensure_ascii=True))
         return
     for row in rows:
         # Names were written by people (older rows predate intake's refusal of controls): escaped before the terminal.
         click.echo(
-            f"{shown(row['name']):<24} team={shown(row['team']) or '-':<16} submissions={row['submissions']:<4} {'REVOKED' if row['revoked'] else 'active'}"
+            f"{shown(row.name):<24} team={shown(row.team) or '-':<16} submissions={row.submissions:<4} {'REVOKED' if row.revoked else 'active'}"
         )
 
 
@@ -100,12 +101,10 @@ def list_submissions(ctx: click.Context, as_json: bool) -> None:
 
     rows = service.submission_rows(_db(ctx))
     if as_json:
-        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
+        click.echo(jsonio.dumps([asdict(row) for row in rows], indent=2, ensure_ascii=True))
         return
     for r in rows:
-        click.echo(
-            f"{r['id']}  {shown(r['participant']):<16} {r['track']:<6} {r['state']:<9} {r['failure_code'] or '':<14} attempt {r['attempt']}  {shown(r['name'])}"
-        )
+        click.echo(f"{r.id}  {shown(r.participant):<16} {r.track:<6} {r.state:<9} {r.failure_code or '':<14} attempt {r.attempt}  {shown(r.name)}")
 
 
 @admin.command("runs")
@@ -149,8 +148,8 @@ def history(ctx: click.Context, submission_id: str) -> None:
 
     rows = service.history(_db(ctx), submission_id)
     for t in rows:
-        click.echo(f"{t['at']}  {t['from'] or '-':>9} -> {t['to']:<9} attempt {t['attempt']}  {shown(t['actor'])}: {shown(t['reason'])}")
-    if any("sha256" in t["reason"] for t in rows):
+        click.echo(f"{t.at}  {t.from_state or '-':>9} -> {t.to_state:<9} attempt {t.attempt}  {shown(t.actor)}: {shown(t.reason)}")
+    if any("sha256" in t.reason for t in rows):
         click.echo(UPLOAD_DIGEST_NOTE)
 
 
@@ -347,13 +346,13 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
 
     rows = service.worker_rows(_db(ctx))
     if as_json:
-        click.echo(jsonio.dumps(rows, indent=2, ensure_ascii=True))
+        click.echo(jsonio.dumps([asdict(row) for row in rows], indent=2, ensure_ascii=True))
         return
     for r in rows:
         click.echo(
-            f"{shown(r['name']):<24} {'local' if r['local'] else 'remote':<6} key={'yes' if r['key'] else 'no ':<3} running={r['running']} {'REVOKED' if r['revoked'] else 'active'}"
-            f" fingerprint={(r['fingerprint'] or '-')[:12]} replicas={r['replicas']}"
-            + (f" FLAGGED: {r['dissents']} replica(s) disagreed with the majority" if r["dissents"] else "")
+            f"{shown(r.name):<24} {'local' if r.local else 'remote':<6} key={'yes' if r.key else 'no ':<3} running={r.running} {'REVOKED' if r.revoked else 'active'}"
+            f" fingerprint={(r.fingerprint or '-')[:12]} replicas={r.replicas}"
+            + (f" FLAGGED: {r.dissents} replica(s) disagreed with the majority" if r.dissents else "")
         )
 
 

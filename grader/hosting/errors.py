@@ -15,6 +15,10 @@ class HostingError(GraderError):
     """A hosting operation cannot be done (state folder, database, pins)."""
 
 
+class NotPublished(HostingError):
+    """What was asked for is not published yet (the private board before the end): the routes answer 404."""
+
+
 class PinMismatch(HostingError):
     """The benchmark data or the grader version differ from what the competition pinned."""
 

@@ -9,24 +9,24 @@
 - Container logs are shown of sample-split runs only, never of hidden grades (they could carry hidden data).
 
 The routes, the pages, the submission view and the board's report links all ask these functions, so they
-cannot disagree. The module decides and writes nothing; it reads one fact, the host's early end.
+cannot disagree. The functions are pure: whether the competition has ended is an argument, read once per
+request by the caller's service (:mod:`grader.hosting.schedule`), never here.
 """
 
 from __future__ import annotations
 
 import enum
-from datetime import datetime
 
-from sqlalchemy import select
+from grader.hosting.states import State, Track
 
-from grader.hosting.clock import utcnow
-from grader.hosting.config import Competition
-from grader.hosting.db.models import Setting
-from grader.hosting.db.session import Database
 
-#: Settings key of the moment the host ended the competition early.
-ENDED_AT_KEY = "ended_at"
-BOARD_PARTS = ("public", "private")
+class Part(enum.StrEnum):
+    """A part of the hidden split's queries, and the board that ranks on it (docs/statistics.md)."""
+
+    #: the queries whose scores are published from day one
+    PUBLIC = "public"
+    #: the queries whose scores are published at the end
+    PRIVATE = "private"
 
 
 class Download(enum.Enum):
@@ -39,24 +39,12 @@ class Download(enum.Enum):
     FULL = "full"
 
 
-def ends_at(db: Database, competition: Competition) -> datetime:
-    """The competition's end: the file's, or earlier if the host ended it."""
-    with db.session() as session:
-        ended = session.scalar(select(Setting.value).where(Setting.key == ENDED_AT_KEY))
-    return competition.end if ended is None else min(competition.end, datetime.fromisoformat(ended))
-
-
-def has_ended(db: Database, competition: Competition) -> bool:
-    """Whether the competition has ended (the private board and full reports are public from then on)."""
-    return utcnow() >= ends_at(db, competition)
-
-
-def board_visible(part: str, *, ended: bool) -> bool:
+def board_visible(part: Part | str, *, ended: bool) -> bool:
     """Whether anyone may see the board of ``part``: the public one always, the private one from the end on."""
-    return part == "public" or (part == "private" and ended)
+    return part == Part.PUBLIC or (part == Part.PRIVATE and ended)
 
 
-def report_download(*, track: str, result_state: str | None, ended: bool, ladder: bool) -> Download:
+def report_download(*, track: Track | str, result_state: State | str | None, ended: bool, ladder: bool) -> Download:
     """Which report of a submission its participant may download.
 
     ``result_state`` is the state of the submission's current result (``scored``, ``failed``), None when it
@@ -64,13 +52,13 @@ def report_download(*, track: str, result_state: str | None, ended: bool, ladder
     """
     if result_state is None:
         return Download.NONE
-    if track != "hidden" or ended:
+    if track != Track.HIDDEN or ended:
         return Download.FULL
-    if result_state != "scored" or ladder:
+    if result_state != State.SCORED or ladder:
         return Download.NONE
     return Download.PUBLIC_PART
 
 
-def logs_visible(track: str) -> bool:
+def logs_visible(track: Track | str) -> bool:
     """Whether a submission's container logs may be shown to its participant (sample-split runs only)."""
-    return track == "sample"
+    return track == Track.SAMPLE

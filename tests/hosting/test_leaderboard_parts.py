@@ -103,15 +103,15 @@ def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_never
     # ... and a row still missing (accepted by a server without the hook, after the start) stays off the board until the next start
     late = seed(world, "mallory", "mallory-late", 0.3, without_parts=True, rng_seed=9)
     no_scoring_on_view(monkeypatch)
-    entries = {e["name"]: e for e in service.board_json(world.ctx, "public")["boards"][0]["entries"]}
+    entries = {e["name"]: e for e in service.board_json(world.ctx, "public").model_dump()["boards"][0]["entries"]}
     assert "mallory-late" not in entries and stored_parts(world, late) is None
     assert entries["carol-new"]["score"] == round(new.public, 4)
 
 
 def test_a_report_without_per_query_values_is_accepted_but_stays_off_the_board(world: World) -> None:
-    from grader.hosting.leaderboard.parts import PartScorer
+    from grader.hosting.leaderboard.parts import PartitionScorer
 
-    scorer = PartScorer(world.secret, 0.3, "c" * 64)
+    scorer = PartitionScorer(world.secret, 0.3, "c" * 64)
     assert "secret" not in repr(scorer) and world.secret.hex() not in repr(scorer)
     values = {f"q{i}": i / 10 for i in range(10)}
     tasks = [

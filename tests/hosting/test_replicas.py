@@ -173,9 +173,9 @@ def test_a_worker_that_alters_one_ranking_is_caught_and_the_honest_majority_acce
     row = _state(r, sid)
     assert row.state is State.SCORED and _results(r, sid) == 1  # scored once, on the agreed runs
     assert _verdicts(r, sid) == {"w1": "majority", "w2": "dissent", "w3": "majority"}
-    listed = {w["name"]: w for w in admin_service.worker_rows(r.world.ctx.db)}
-    assert (listed["w2"]["dissents"], listed["w1"]["dissents"], listed["w3"]["dissents"]) == (1, 0, 0)
-    assert listed["w2"]["fingerprint"] == listed["w1"]["fingerprint"] is not None
+    listed = {w.name: w for w in admin_service.worker_rows(r.world.ctx.db)}
+    assert (listed["w2"].dissents, listed["w1"].dissents, listed["w3"].dissents) == (1, 0, 0)
+    assert listed["w2"].fingerprint == listed["w1"].fingerprint is not None
 
 
 def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(setup: Replicas) -> None:
@@ -222,7 +222,7 @@ def test_a_worker_that_only_ran_out_of_time_is_outvoted_not_flagged(setup: Repli
     _grade(r, "w2", sid, "replicated")
     _grade(r, "w3", sid, "accepted")
     assert _verdicts(r, sid) == {"w1": "outvoted", "w2": "majority", "w3": "majority"}
-    assert {w["name"]: w["dissents"] for w in admin_service.worker_rows(r.world.ctx.db)}["w1"] == 0
+    assert {w.name: w.dissents for w in admin_service.worker_rows(r.world.ctx.db)}["w1"] == 0
 
 
 def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerprint(setup: Replicas) -> None:
@@ -269,8 +269,8 @@ def test_the_worker_code_states_its_fingerprint_at_the_claim_and_is_paired_by_it
         assert _claim(r, "w-other-cpu", OTHER_CPU) is None
         assert api.post_result(sid, _deliver(api, sid, job.attempt, GradeOutcome(facts=facts, runs=runs))) == expect
     assert _verdicts(r, sid) == {"w1": "majority", "w2": "majority"} and _results(r, sid) == 1
-    listed = {w["name"]: w for w in admin_service.worker_rows(r.world.ctx.db)}
-    assert listed["w1"]["fingerprint"] == fingerprint_digest(worker_fingerprint())
+    listed = {w.name: w for w in admin_service.worker_rows(r.world.ctx.db)}
+    assert listed["w1"].fingerprint == fingerprint_digest(worker_fingerprint())
 
 
 def test_a_docker_submission_is_not_replicated(setup: Replicas) -> None:

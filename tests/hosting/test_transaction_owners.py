@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 #: The services (grader/hosting/services/ and the services of the server-side contexts, and the leaderboard's service
-#: and its part-score store), and the one fact the visibility rules read (the host's early end).
+#: and its part-score store), and the one read of the host's early end (the visibility rules themselves read nothing).
 OWNERS = (
     "grader/hosting/services/",
     "grader/hosting/identity/",
@@ -16,7 +16,7 @@ OWNERS = (
     "grader/hosting/results/",
     "grader/hosting/transparency/",
     "grader/hosting/leaderboard/",
-    "grader/hosting/visibility.py",
+    "grader/hosting/schedule.py",
     "grader/hosting/db/session.py",
 )
 

@@ -22,6 +22,7 @@ from grader import jsonio
 from grader.hosting.config import Competition
 from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
 from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
+from grader.hosting.states import Track
 
 DAY = timedelta(hours=24)
 HOUR = timedelta(hours=1)
@@ -44,13 +45,13 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     reserved = _reserved(session, participant_id, now)
     window = sorted([*window, *(r.created_at for r in reserved if r.track == track)])
     in_flight += len(reserved)
-    per_day = quotas.per_day if track == "hidden" else quotas.sample_per_day
+    per_day = quotas.per_day if track == Track.HIDDEN else quotas.sample_per_day
     total_used = (
         (session.scalar(select(func.count()).select_from(Submission).where(*mine)) or 0) + sum(r.track == track for r in reserved)
-        if track == "hidden"
+        if track == Track.HIDDEN
         else None
     )
-    total = quotas.total if track == "hidden" else None
+    total = quotas.total if track == Track.HIDDEN else None
     next_at: datetime | None = None
     if len(window) >= per_day and per_day > 0:
         next_at = window[len(window) - per_day] + DAY

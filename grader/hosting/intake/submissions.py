@@ -27,11 +27,13 @@ from grader.hosting.intake.quotas import check_quota, lock_admission, quota_stat
 from grader.hosting.intake.refusals import invalid
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.intake.upload_checks import check_submission
-from grader.hosting.protocol.messages import SubmissionView
+from grader.hosting.protocol.messages import Quota, QuotaView, SubmissionView
 from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
+from grader.hosting.schedule import ends_at, has_ended
+from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 from grader.hosting.transparency.log_events import log_receipt
-from grader.hosting.visibility import Download, ends_at, has_ended, logs_visible, report_download
+from grader.hosting.visibility import Download, logs_visible, report_download
 from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
 
@@ -89,7 +91,7 @@ def create_submission(
                 name=checked.name,
                 kind=checked.kind,
                 track=track,
-                split=ctx.split if track == "hidden" else ctx.sample_split,
+                split=ctx.split if track == Track.HIDDEN else ctx.sample_split,
                 upload_path=final_path.name,
                 upload_sha256=upload.sha256,
                 upload_bytes=upload.size,
@@ -116,12 +118,10 @@ def manifest_labels(manifest: Manifest) -> dict[str, Any]:
     return {**manifest.training.as_labels(), "model": facts}
 
 
-def public_view(ctx: ServerContext, submission: Submission, *, ended: bool | None = None) -> SubmissionView:
+def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> SubmissionView:
     """What the submitting participant may see: state and failure code always; the public-part aggregate
     (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
     runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule."""
-    if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
     result = result_of(ctx, submission)
     view: dict[str, Any] = {
         "id": submission.id,
@@ -145,8 +145,8 @@ def public_view(ctx: ServerContext, submission: Submission, *, ended: bool | Non
     # Of a hidden grade: the public part's score until the end (grader.hosting.leaderboard), never the full split's.
     from grader.hosting.leaderboard.service import submission_scores
 
-    view.update(submission_scores(ctx, submission))
-    if submission.track == "sample":
+    view.update(submission_scores(ctx, submission, ended=ended))
+    if submission.track == Track.SAMPLE:
         view["last_log_line"] = last_log_line(ctx, submission)
     return SubmissionView(**view)
 
@@ -190,6 +190,20 @@ def own_submission(ctx: ServerContext, participant: Principal, submission_id: st
         return submission
 
 
+def own_view(ctx: ServerContext, participant: Principal, submission_id: str) -> SubmissionView | None:
+    """What ``participant`` may see of their submission ``submission_id`` (None if it is not theirs: the route answers 404)."""
+    submission = own_submission(ctx, participant, submission_id)
+    return None if submission is None else public_view(ctx, submission, ended=has_ended(ctx.db, ctx.competition))
+
+
+def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None = None) -> list[SubmissionView]:
+    """What ``participant`` may see of each of their submissions, newest first (the end read once for all of them,
+    unless the caller read it: ``ended``)."""
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    return [public_view(ctx, s, ended=ended) for s in own_submissions(ctx, participant)]
+
+
 def own_submissions(ctx: ServerContext, participant: Principal) -> list[Submission]:
     """All of ``participant``'s submissions, newest first."""
     with ctx.db.session() as session:
@@ -198,8 +212,12 @@ def own_submissions(ctx: ServerContext, participant: Principal) -> list[Submissi
         )
 
 
-def quota(ctx: ServerContext, participant: Principal) -> dict[str, Any]:
+def quota(ctx: ServerContext, participant: Principal) -> Quota:
     """The participant's quota per track: used, limits, and when the next submission is possible."""
     now = utcnow()
     with ctx.db.session() as session:
-        return {track: quota_status(session, ctx.competition, participant.id, track, now).as_dict() for track in ("hidden", "sample")}
+
+        def on(track: Track) -> QuotaView:
+            return QuotaView.model_validate(quota_status(session, ctx.competition, participant.id, track, now).as_dict())
+
+        return Quota(hidden=on(Track.HIDDEN), sample=on(Track.SAMPLE))

@@ -46,7 +46,7 @@ from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission
 from grader.hosting.intake.refusals import too_large
 from grader.hosting.intake.submissions import create_submission
-from grader.hosting.visibility import ends_at
+from grader.hosting.schedule import ends_at
 
 KEY_HEADER = "Idempotency-Key"
 DIGEST_HEADER = "Content-Digest"

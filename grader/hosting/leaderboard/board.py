@@ -28,6 +28,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
 from grader.hosting.leaderboard.parts import scored_hidden
 from grader.hosting.leaderboard.values import PerQuery, part_values, partitions, signed_values
+from grader.hosting.visibility import Part
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import Comparison, compare
 from grader.stats.ladder import ladder_step as ladder_step_of
@@ -140,16 +141,16 @@ def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str
     return finals
 
 
-def _best(rows: list[Scored], part: str) -> Scored:
-    score = (lambda r: r.parts.public_score) if part == "public" else (lambda r: r.parts.private_score)
+def _best(rows: list[Scored], part: Part) -> Scored:
+    score = (lambda r: r.parts.public_score) if part == Part.PUBLIC else (lambda r: r.parts.private_score)
     return sorted(rows, key=lambda r: (-score(r), r.submission.uploaded_at, r.submission.id))[0]
 
 
-def select_entries(rows: list[Scored], part: str, finals: dict[int, set[str]]) -> list[Scored]:
+def select_entries(rows: list[Scored], part: Part, finals: dict[int, set[str]]) -> list[Scored]:
     """One row per participant: the best public score, or (private) the best private score among the finals."""
     by_participant: dict[int, list[Scored]] = {}
     for row in rows:
-        if part == "private" and row.submission.id not in finals.get(row.participant.id, set()):
+        if part == Part.PRIVATE and row.submission.id not in finals.get(row.participant.id, set()):
             continue
         by_participant.setdefault(row.participant.id, []).append(row)
     return [_best(own, part) for own in by_participant.values()]
@@ -209,7 +210,7 @@ def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str
         by_participant.setdefault(row.participant.id, []).append(row)
     for own in by_participant.values():
         own.sort(key=lambda r: (r.submission.uploaded_at, r.submission.id))
-        loaded = [_values(r, settings, "public") for r in own]
+        loaded = [_values(r, settings, Part.PUBLIC) for r in own]
         table = ScoreTable.from_values([r.submission.id for r in own], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
         best_values = released = best_id = None
         for index, row in enumerate(own):
@@ -222,7 +223,7 @@ def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str
     return after, best
 
 
-def build_boards(session: Session, part: str, settings: BoardSettings) -> list[Board]:
+def build_boards(session: Session, part: Part, settings: BoardSettings) -> list[Board]:
     """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
     rows = scored_rows(session)
     finals = finals_of(session, rows, settings.finals_k)
@@ -230,7 +231,7 @@ def build_boards(session: Session, part: str, settings: BoardSettings) -> list[B
     for setting in SETTINGS:
         in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
         released: dict[str, float] = {}
-        if settings.ladder and part == "public" and in_setting:
+        if settings.ladder and part == Part.PUBLIC and in_setting:
             released = ladder_replay(in_setting, settings)[1]
             chosen = [r for r in in_setting if r.submission.id in released]
         else:

@@ -1,6 +1,6 @@
 """Part scores and the public-part report of a result, computed once: when the result is accepted.
 
-:class:`PartScorer` (called by :func:`grader.hosting.results.recording.accept_result`)
+:class:`PartitionScorer` (called by :func:`grader.hosting.results.recording.accept_result`)
 scores the full hidden split, its public part and its private part from the
 per-query values of the report the host has just signed, and derives the
 public-part report (:mod:`grader.hosting.leaderboard.public_report`). The
@@ -30,7 +30,9 @@ from grader.hosting.db.session import Database
 from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import PARTS, SignedValues, score_parts, signed_values, values_of
+from grader.hosting.states import State, Track
 from grader.hosting.storage import StateDir
+from grader.hosting.visibility import Part
 from grader.reports.model import Report
 from grader.reports.signing import ENVELOPE_NAME
 
@@ -55,16 +57,18 @@ def part_columns(signed: SignedValues, secret: bytes, fraction: float) -> dict[s
         return None
     return {
         "full_score": scored["full"]["score"],
-        "public_score": scored["public"]["score"],
-        "private_score": scored["private"]["score"],
+        "public_score": scored[Part.PUBLIC]["score"],
+        "private_score": scored[Part.PRIVATE]["score"],
         "tasks": {part: scored[part]["tasks"] for part in PARTS},
         "computed_at": utcnow(),
     }
 
 
 @dataclass(frozen=True)
-class PartScorer:
+class PartitionScorer:
     """Scores the parts of a hidden-split report at acceptance; the server holds the secret, workers never do.
+
+    The server's :data:`grader.hosting.results.recording.PartScorer` (the callable type the acceptance takes).
 
     Called with the report the host has just signed (so it needs no verification); returns the
     :class:`ResultPart` columns and the public-part report (unsigned), or None for a report whose
@@ -86,12 +90,12 @@ class PartScorer:
         return columns, public_part_report(signed, self.secret, self.fraction, self.commitment)
 
 
-def acceptance_scorer(ctx: ServerContext) -> PartScorer:
+def acceptance_scorer(ctx: ServerContext) -> PartitionScorer:
     """The scorer the server hands to the result acceptance: its partition secret and commitment, the public fraction."""
-    return PartScorer(ctx.partition_secret, ctx.competition.leaderboard.public_fraction, ctx.partition_commitment)
+    return PartitionScorer(ctx.partition_secret, ctx.competition.leaderboard.public_fraction, ctx.partition_commitment)
 
 
-def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, scorer: PartScorer) -> list[str]:
+def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, scorer: PartitionScorer) -> list[str]:
     """At server start: give every scored hidden-split result what acceptance now stores; the submissions repaired.
 
     A database from 0.2.0 lacks the public-part reports that were to be signed on first download, and may
@@ -103,7 +107,7 @@ def repair_accepted(db: Database, state: StateDir, key: Ed25519PrivateKey, score
             select(Submission.id, Result, ResultPart.result_id)
             .join(Result, Result.id == Submission.result_id)
             .outerjoin(ResultPart, ResultPart.result_id == Result.id)
-            .where(Submission.track == "hidden", Submission.state == "scored", Result.envelope_path.is_not(None))
+            .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED, Result.envelope_path.is_not(None))
             .order_by(Submission.id)
         ).all()
         repaired = []
@@ -136,7 +140,7 @@ def scored_hidden(session: Session) -> list[tuple[Submission, Result, ResultPart
         select(Submission, Result, ResultPart)
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
-        .where(Submission.track == "hidden", Submission.state == "scored")
+        .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED)
         .order_by(Submission.uploaded_at, Submission.id)
     ).all()
     return [(s, r, p) for s, r, p in rows]

@@ -13,13 +13,14 @@ import copy
 from typing import Any
 
 from grader.hosting.leaderboard.values import SignedValues, part_values, partitions
+from grader.hosting.visibility import Part
 from grader.stats.aggregate import ScoreTable
 
 
 def public_part_report(signed: SignedValues, secret: bytes, fraction: float, commitment: str) -> dict[str, Any]:
     """The public-part report derived from a verified full report (not signed here)."""
     parts = partitions(secret, signed.values, fraction)
-    values = part_values(signed.values, parts, "public")
+    values = part_values(signed.values, parts, Part.PUBLIC)
     table = ScoreTable.from_values(["entry"], signed.measure, [values], signed.groups)
     # published numbers are rounded to 4 decimals until the end, in the report too
     means = {task: round(mean, 4) for task, mean in table.leaf_means(0).items()}
@@ -39,7 +40,7 @@ def public_part_report(signed: SignedValues, secret: bytes, fraction: float, com
     report["labels"] = {
         **report.get("labels", {}),
         "part": {
-            "name": "public",
+            "name": Part.PUBLIC.value,
             "fraction": fraction,
             "partition_commitment": commitment,
             "note": "scores over the public queries only; the full report is published at the end",

@@ -17,11 +17,14 @@ from sqlalchemy import delete, select
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
-from grader.hosting.errors import HostingError
+from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.identity.principal import Principal
 from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import stored_parts
-from grader.hosting.visibility import Download, board_visible, has_ended, report_download
+from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
+from grader.hosting.schedule import has_ended
+from grader.hosting.states import State, Track
+from grader.hosting.visibility import Download, Part, board_visible, report_download
 from grader.reports.signing import ENVELOPE_NAME
 
 DECIMALS = 4
@@ -36,17 +39,24 @@ def _settings(ctx: ServerContext) -> BoardSettings:
     return BoardSettings.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
 
 
-def boards(ctx: ServerContext, part: str) -> list[Board]:
-    """The boards of ``part``; the private part only after the end (the caller answers 404 before)."""
-    if part not in ("public", "private"):
-        raise HostingError(f"no such board part: {part!r}")
-    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
-        raise HostingError("the private board is published at the end")
+def board_part(part: str) -> Part:
+    """``part`` as a :class:`Part` (:class:`HostingError` for anything else)."""
+    try:
+        return Part(part)
+    except ValueError:
+        raise HostingError(f"no such board part: {part!r}") from None
+
+
+def boards(ctx: ServerContext, part: Part | str, *, ended: bool) -> list[Board]:
+    """The boards of ``part``; the private part only after the end (:class:`NotPublished` before: the routes answer 404)."""
+    part = board_part(part)
+    if not board_visible(part, ended=ended):
+        raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
         return build_boards(session, part, _settings(ctx))
 
 
-def entry_json(entry: Any, *, ended: bool = False) -> dict[str, Any]:
+def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
     """One row as published (numbers rounded); its report link only where the report route serves one (visibility rule)."""
     labels = entry.labels
     facts = labels.get("model") if isinstance(labels.get("model"), dict) else {}
@@ -66,59 +76,65 @@ def entry_json(entry: Any, *, ended: bool = False) -> dict[str, Any]:
     }
     if entry.released is not None:
         # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
-        return {
+        return BoardEntry(
+            **{
+                "rank": entry.rank,
+                "rank_interval": None,
+                "group": None,
+                **identity,
+                "score": rounded(entry.released),
+                "ladder": True,
+                "interval": [None, None],
+                "tasks": {},
+                "vs_above": None,
+                "date": iso(entry.uploaded_at),
+                # the link follows grader.hosting.visibility.report_download: none in Ladder mode until the end
+                "report": f"/api/v1/leaderboard/reports/{entry.submission_id}" if ended else None,
+            }
+        )
+    return BoardEntry(
+        **{
             "rank": entry.rank,
-            "rank_interval": None,
-            "group": None,
+            "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high],
+            "group": entry.group,
             **identity,
-            "score": rounded(entry.released),
-            "ladder": True,
-            "interval": [None, None],
-            "tasks": {},
-            "vs_above": None,
+            "score": rounded(entry.score),
+            "ladder": False,
+            "interval": [rounded(entry.ci_low), rounded(entry.ci_high)],
+            "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
+            "vs_above": None
+            if vs is None
+            else Comparison(
+                submission=vs["submission"],
+                difference=rounded(vs["difference"]),
+                effect_size=rounded(vs["effect_size"]),
+                t_p_holm=rounded(vs["t_p_holm"]),
+                randomization_p_holm=rounded(vs["randomization_p_holm"]),
+            ),
             "date": iso(entry.uploaded_at),
-            # the link follows grader.hosting.visibility.report_download: none in Ladder mode until the end
-            "report": f"/api/v1/leaderboard/reports/{entry.submission_id}" if ended else None,
+            "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
         }
-    return {
-        "rank": entry.rank,
-        "rank_interval": None if entry.rank is None else [entry.rank_low, entry.rank_high],
-        "group": entry.group,
-        **identity,
-        "score": rounded(entry.score),
-        "ladder": False,
-        "interval": [rounded(entry.ci_low), rounded(entry.ci_high)],
-        "tasks": {t: rounded(v) for t, v in sorted(entry.tasks.items())},
-        "vs_above": None
-        if vs is None
-        else {
-            "submission": vs["submission"],
-            "difference": rounded(vs["difference"]),
-            "effect_size": rounded(vs["effect_size"]),
-            "t_p_holm": rounded(vs["t_p_holm"]),
-            "randomization_p_holm": rounded(vs["randomization_p_holm"]),
-        },
-        "date": iso(entry.uploaded_at),
-        "report": f"/api/v1/leaderboard/reports/{entry.submission_id}",
-    }
+    )
 
 
-def boards_json(found: list[Board], *, competition: str, part: str, ended: bool) -> dict[str, Any]:
-    """Boards as JSON data (numbers rounded)."""
-    return {
-        "competition": competition,
-        "part": part,
-        "ended": ended,
-        "host_key": "/host-key.pub",
-        "boards": [
-            {"setting": b.setting, "title": b.title, "method": b.method, "entries": [entry_json(e, ended=ended) for e in b.entries]} for b in found
-        ],
-    }
+def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool) -> Boards:
+    """Boards as published (numbers rounded)."""
+    return Boards(
+        competition=competition,
+        part=part,
+        ended=ended,
+        host_key="/host-key.pub",
+        boards=[BoardView(setting=b.setting, title=b.title, method=b.method, entries=[entry_json(e, ended=ended) for e in b.entries]) for b in found],
+    )
 
 
-def board_json(ctx: ServerContext, part: str) -> dict[str, Any]:
-    """The boards of ``part`` as JSON data."""
-    return boards_json(boards(ctx, part), competition=ctx.competition.name, part=part, ended=has_ended(ctx.db, ctx.competition))
+def board_json(ctx: ServerContext, part: Part | str, *, ended: bool | None = None) -> Boards:
+    """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end).
+
+    ``ended``: whether the competition has ended, as the request read it (None: read here, once)."""
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    return boards_json(boards(ctx, part, ended=ended), competition=ctx.competition.name, part=board_part(part), ended=ended)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -135,12 +151,12 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def board_csv(ctx: ServerContext, part: str) -> str:
+def board_csv(ctx: ServerContext, part: Part | str) -> str:
     """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
     data = board_json(ctx, part)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    tasks = sorted({t for b in data["boards"] for e in b["entries"] for t in e["tasks"]})
+    tasks = sorted({t for b in data.boards for e in b.entries for t in e.tasks})
     writer.writerow(
         [
             "part",
@@ -162,37 +178,39 @@ def board_csv(ctx: ServerContext, part: str) -> str:
             "date",
         ]
     )
-    for board in data["boards"]:
-        for e in board["entries"]:
-            interval = e["rank_interval"] or [None, None]
+    for board in data.boards:
+        for e in board.entries:
+            interval: list[int | None] = [*e.rank_interval] if e.rank_interval else [None, None]
             row = [
-                part,
-                board["setting"],
-                e["rank"],
+                data.part,
+                board.setting,
+                e.rank,
                 *interval,
-                e["group"],
-                e["participant"],
-                e["team"],
-                e["baseline"],
-                e["submission"],
-                e["name"],
-                e["setting"],
-                e["score"],
-                *e["interval"],
-                *[e["tasks"].get(t) for t in tasks],
-                e["date"],
+                e.group,
+                e.participant,
+                e.team,
+                e.baseline,
+                e.submission,
+                e.name,
+                e.setting,
+                e.score,
+                *e.interval,
+                *[e.tasks.get(t) for t in tasks],
+                e.date,
             ]
             writer.writerow([csv_cell(v) for v in row])
     return out.getvalue()
 
 
-def partition_info(ctx: ServerContext) -> dict[str, Any]:
-    """The commitments and data digests (from day one); the partition secret and the blinding key once the competition has ended."""
+def partition_info(ctx: ServerContext, *, ended: bool | None = None) -> dict[str, Any]:
+    """The commitments and data digests (from day one); the partition secret and the blinding key once the competition has
+    ended (``ended``: as the request read it; None: read here)."""
     with ctx.db.session() as session:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
         digests = pin.digests
-    ended = has_ended(ctx.db, ctx.competition)
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
     return {
         "commitment": ctx.partition_commitment,
         "commitment_of": "hex SHA-256 of the secret's bytes",
@@ -218,19 +236,18 @@ def blinding_info(ctx: ServerContext, *, ended: bool) -> dict[str, Any] | None:
     }
 
 
-def submission_scores(ctx: ServerContext, submission: Submission) -> dict[str, Any]:
+def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
     """A participant's own scores of a submission: the public part (rounded) until the end; then also private and full."""
-    if submission.track != "hidden":
+    if submission.track != Track.HIDDEN:
         # a sample run is graded on the public sample split: its whole score is public
         return {"score": rounded(submission.public_score)}
-    if submission.result_id is None or submission.state != "scored":
+    if submission.result_id is None or submission.state != State.SCORED:
         return {"score": None}
-    ended = has_ended(ctx.db, ctx.competition)
     with ctx.db.session() as session:
         parts = stored_parts(session, submission.result_id)
         if parts is None:
             return {"score": None}
-        view: dict[str, Any] = {"score": rounded(parts.public_score), "part": "public"}
+        view: dict[str, Any] = {"score": rounded(parts.public_score), "part": Part.PUBLIC.value}
         if ctx.competition.leaderboard.ladder and not ended:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
         if ended:
@@ -268,7 +285,7 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
             submission = session.get(Submission, sid) if len(sid) <= 40 else None
             if submission is None or submission.participant_id != participant.id:
                 raise LookupError(sid)
-            if submission.track != "hidden" or submission.state != "scored":
+            if submission.track != Track.HIDDEN or submission.state != State.SCORED:
                 raise HostingError("only scored hidden-split submissions can be final")
         session.execute(delete(FinalChoice).where(FinalChoice.participant_id == participant.id))
         for sid in ids:
@@ -276,18 +293,19 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
     return ids
 
 
-def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
+def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool | None = None) -> bytes | None:
     """The signed report a participant may download (the rule: :func:`grader.hosting.visibility.report_download`):
-    the full report, or the public-part report signed at acceptance; None when there is none to download. Reads only."""
+    the full report, or the public-part report signed at acceptance; None when there is none to download. Reads only;
+    ``ended`` None: read here."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
     if result is None or result.envelope_path is None:
         return None
-    download = report_download(
-        track=submission.track, result_state=result.state, ended=has_ended(ctx.db, ctx.competition), ladder=ctx.competition.leaderboard.ladder
-    )
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    download = report_download(track=submission.track, result_state=result.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
     if download is Download.NONE:
         return None
     if download is Download.FULL:
@@ -300,11 +318,10 @@ def report_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
 
 def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
     """The signed report of a board entry (public board; the private one too after the end); None if not an entry or none to show."""
-    entries = {e.submission_id for b in boards(ctx, "public") for e in b.entries}
-    if has_ended(ctx.db, ctx.competition):
-        entries |= {e.submission_id for b in boards(ctx, "private") for e in b.entries}
+    ended = has_ended(ctx.db, ctx.competition)
+    entries = {e.submission_id for part in Part if board_visible(part, ended=ended) for b in boards(ctx, part, ended=ended) for e in b.entries}
     if submission_id not in entries:
         return None
     with ctx.db.session() as session:
         submission = session.get(Submission, submission_id)
-    return None if submission is None else report_envelope(ctx, submission)
+    return None if submission is None else report_envelope(ctx, submission, ended=ended)

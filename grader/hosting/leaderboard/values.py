@@ -16,12 +16,14 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from grader.hosting.visibility import Part
 from grader.reports.model import Report
 from grader.reports.verify import verify_envelope
 from grader.stats.aggregate import ScoreTable
 from grader.stats.partition import Partition, partition
 
-PARTS = ("full", "public", "private")
+#: The whole split's queries, then each part of them: the keys of a result's part scores.
+PARTS: tuple[str, ...] = ("full", *Part)
 PerQuery = dict[str, dict[str, float]]
 
 

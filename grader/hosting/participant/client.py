@@ -28,6 +28,7 @@ from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
 from grader.hosting.settings import environment
+from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
 
@@ -149,7 +150,7 @@ class HostingClient:
         The server checks everything again (it never trusts these checks).
         """
         rules = ParticipantRules.from_api(self.competition(), f"{self.http.base_url}{COMPETITION_PATH}")
-        track = "sample" if sample else "hidden"
+        track = Track.SAMPLE if sample else Track.HIDDEN
         quota, server_now = self.quota_with_time()
         status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
         refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)

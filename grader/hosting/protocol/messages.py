@@ -11,7 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+from grader.hosting.states import State, Track
+from grader.hosting.visibility import Part
 
 TaskName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 RunDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -52,7 +55,7 @@ class Job(BaseModel):
     benchmark: str
     tasks: list[str]
     split: str
-    track: str
+    track: Track
     limits: dict[str, Any]
     #: per task, the pinned digest of the split's whole data, judgements included: a worker refuses a job that asks it
     #: to hold them (a server before issue 22); this server sends none
@@ -127,10 +130,10 @@ class SubmissionView(BaseModel):
     id: str
     name: str
     kind: str
-    track: str
+    track: Track
     split: str
-    state: str
-    failure_code: str | None
+    state: State
+    failure_code: FailureCode | None
     uploaded_at: str | None
     updated_at: str | None
     sha256: str
@@ -143,6 +146,35 @@ class SubmissionView(BaseModel):
     last_log_line: str | None = None
     #: In the upload's answer: the receipt entry, its entry key, index, leaf hash and tlog-proof (docs/transparency.md).
     receipt: dict[str, Any] | None = None
+
+
+class QuotaView(BaseModel):
+    """A participant's quota on one track: what they used, the limits, and when the next submission is possible."""
+
+    track: Track
+    used_24h: int
+    per_day: int
+    used_total: int | None
+    total: int | None
+    in_flight: int
+    concurrent: int
+    next_possible_at: str | None
+    #: bytes of the participant's stored uploads (both tracks) and of those still arriving, and the competition's bound on them
+    stored_bytes: int
+    stored_limit: int | None
+    #: refused uploads and platform failures in the last hour (both tracks), their bounds, and when the count next drops
+    refused_last_hour: int
+    errors_last_hour: int
+    refusals_per_hour: int | None
+    infra_per_hour: int | None
+    refusals_drop_at: str | None
+
+
+class Quota(BaseModel):
+    """A participant's quota on each track."""
+
+    hidden: QuotaView
+    sample: QuotaView
 
 
 class Finals(_Request):
@@ -194,8 +226,8 @@ class BoardEntry(BaseModel):
     report: str | None
 
 
-class Board(BaseModel):
-    """The board of one training setting."""
+class BoardView(BaseModel):
+    """The board of one training setting, as published (the board computed: :class:`grader.hosting.leaderboard.board.Board`)."""
 
     setting: str
     title: str
@@ -207,7 +239,7 @@ class Boards(BaseModel):
     """The boards of one part (public, or private after the end)."""
 
     competition: str
-    part: str
+    part: Part
     ended: bool
     host_key: str
-    boards: list[Board]
+    boards: list[BoardView]

@@ -1,15 +1,16 @@
 """The host's commands (``grader admin``), as services: each opens and commits its own transaction.
 
-The CLI only parses options, calls one of these and prints; rows come back as plain
-dictionaries (the host view: every participant, submission and worker).
+The CLI only parses options, calls one of these and prints; rows come back as the frozen
+dataclasses below (the host view: every participant, submission and worker).
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import rfc8785
 from sqlalchemy import func, select
@@ -25,12 +26,14 @@ from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.queue.lifecycle import cancel as cancel_submission
 from grader.hosting.queue.lifecycle import rejudge as requeue
 from grader.hosting.results import pins
+from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import replication
+from grader.hosting.states import Track
 from grader.hosting.transparency.host_log import HostLog, identifier_key
 from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
-from grader.hosting.visibility import ENDED_AT_KEY, has_ended
+from grader.hosting.visibility import Part
 from grader.translog import entries
 
 if TYPE_CHECKING:
@@ -51,51 +54,110 @@ def revoke_participant(db: Database, name: str) -> None:
         participants.revoke_participant(session, name)
 
 
-def participant_rows(db: Database) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class ParticipantRow:
+    """A participant as the host lists them (``grader admin list``; its ``--json`` prints the fields in this order)."""
+
+    name: str
+    team: str | None
+    revoked: bool
+    baseline: bool
+    submissions: int
+    created_at: str | None
+
+
+@dataclass(frozen=True)
+class SubmissionRow:
+    """A submission as the host lists it (``grader admin submissions``)."""
+
+    id: str
+    participant: str
+    name: str
+    track: Track
+    state: State
+    failure_code: str | None
+    attempt: int
+    #: the public part's score of a hidden grade (unrounded: the host's view), a sample run's whole score
+    score: float | None
+    uploaded_at: str | None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A registered worker as the host lists it (``grader admin workers``)."""
+
+    name: str
+    local: bool
+    #: whether a public key is recorded (remote workers sign their results with it)
+    key: bool
+    revoked: bool
+    #: jobs it holds the lease of now
+    running: int
+    fingerprint: str | None
+    #: replicas it graded, and how many disagreed with their job's majority (the host's flag)
+    replicas: int
+    dissents: int
+
+
+@dataclass(frozen=True)
+class TransitionRow:
+    """One move of a submission's audit trail (``grader admin history``)."""
+
+    from_state: str | None
+    to_state: str
+    attempt: int
+    actor: str
+    reason: str
+    at: str | None
+
+
+def participant_rows(db: Database) -> list[ParticipantRow]:
     """Every participant with their submission count."""
     with db.session() as session:
         rows = []
         for p in session.scalars(select(Participant).order_by(Participant.name)).all():
             count = session.scalar(select(func.count()).select_from(Submission).where(Submission.participant_id == p.id)) or 0
             rows.append(
-                {
-                    "name": p.name,
-                    "team": p.team,
-                    "revoked": p.revoked_at is not None,
-                    "baseline": p.is_baseline,
-                    "submissions": count,
-                    "created_at": iso(p.created_at),
-                }
+                ParticipantRow(
+                    name=p.name,
+                    team=p.team,
+                    revoked=p.revoked_at is not None,
+                    baseline=p.is_baseline,
+                    submissions=count,
+                    created_at=iso(p.created_at),
+                )
             )
         return rows
 
 
-def submission_rows(db: Database) -> list[dict[str, Any]]:
+def submission_rows(db: Database) -> list[SubmissionRow]:
     """Every submission with its state, oldest first."""
     with db.session() as session:
         return [
-            {
-                "id": s.id,
-                "participant": p.name,
-                "name": s.name,
-                "track": s.track,
-                "state": s.state,
-                "failure_code": s.failure_code,
-                "attempt": s.attempt,
-                "score": s.public_score,
-                "uploaded_at": iso(s.uploaded_at),
-            }
+            SubmissionRow(
+                id=s.id,
+                participant=p.name,
+                name=s.name,
+                track=s.track,
+                state=s.state,
+                failure_code=s.failure_code,
+                attempt=s.attempt,
+                score=s.public_score,
+                uploaded_at=iso(s.uploaded_at),
+            )
             for s, p in session.execute(select(Submission, Participant).join(Participant).order_by(Submission.uploaded_at)).all()
         ]
 
 
-def history(db: Database, submission_id: str) -> list[dict[str, Any]]:
+def history(db: Database, submission_id: str) -> list[TransitionRow]:
     """The audit trail of one submission, oldest first."""
     with db.session() as session:
         rows = session.scalars(select(Transition).where(Transition.submission_id == submission_id).order_by(Transition.id)).all()
         names = {worker_id: name for worker_id, name in session.execute(select(Worker.id, Worker.name))}
         return [
-            {"from": r.from_state, "to": r.to_state, "attempt": r.attempt, "actor": _actor(r.actor, names), "reason": r.reason, "at": iso(r.at)}
+            TransitionRow(
+                from_state=r.from_state, to_state=r.to_state, attempt=r.attempt, actor=_actor(r.actor, names), reason=r.reason, at=iso(r.at)
+            )
             for r in rows
         ]
 
@@ -186,7 +248,7 @@ def revoke_worker(db: Database, name: str) -> None:
         workers.revoke_worker(session, name)
 
 
-def worker_rows(db: Database) -> list[dict[str, Any]]:
+def worker_rows(db: Database) -> list[WorkerRow]:
     """Registered workers: local or remote, key recorded, jobs running now, stated fingerprint, replicas and dissents."""
     with db.session() as session:
         rows = []
@@ -197,17 +259,18 @@ def worker_rows(db: Database) -> list[dict[str, Any]]:
                 )
                 or 0
             )
+            standing = replication.worker_standing(session, w.id)
             rows.append(
-                {
-                    "name": w.name,
-                    "local": w.local,
-                    "key": w.public_key is not None,
-                    "revoked": w.revoked_at is not None,
-                    "running": running,
-                    "fingerprint": w.fingerprint,
-                    # issue 22 item 5: replicas graded, and those that disagreed with their job's majority (the host's flag)
-                    **replication.worker_standing(session, w.id),
-                }
+                WorkerRow(
+                    name=w.name,
+                    local=w.local,
+                    key=w.public_key is not None,
+                    revoked=w.revoked_at is not None,
+                    running=running,
+                    fingerprint=w.fingerprint,
+                    replicas=standing["replicas"],
+                    dissents=standing["dissents"],
+                )
             )
         return rows
 
@@ -226,7 +289,7 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
 
 
-def board_sha256(state_dir: Path, db: Database, competition: Competition, part: str) -> str:
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str) -> str:
     """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
     from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
 
@@ -251,8 +314,8 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         partition_secret=secret,
         identifier_key=identifier_key(secret),
         blinding_key=ensure_competition_blinding_key(keys).secret,
-        public_board_sha256=board_sha256(state_dir, db, competition, "public"),
-        private_board_sha256=board_sha256(state_dir, db, competition, "private"),
+        public_board_sha256=board_sha256(state_dir, db, competition, Part.PUBLIC),
+        private_board_sha256=board_sha256(state_dir, db, competition, Part.PRIVATE),
     )
     return log_reveal(db, host_log, entry)
 
@@ -289,7 +352,7 @@ def rescore(
     """
     from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
-    from grader.hosting.leaderboard.parts import PartScorer
+    from grader.hosting.leaderboard.parts import PartitionScorer
     from grader.hosting.results.rescore import Rescorer, rescorable
     from grader.hosting.results.rescore import rescore as rescore_one
     from grader.hosting.storage import StateDir
@@ -303,7 +366,7 @@ def rescore(
         state,
         state.ensure_host_key(),
         competition,
-        parts=PartScorer(load_partition_secret(keys), competition.leaderboard.public_fraction, commitment),
+        parts=PartitionScorer(load_partition_secret(keys), competition.leaderboard.public_fraction, commitment),
         blinding_key_id=ensure_competition_blinding_key(keys).key_id,
         host_log=host_log,
     )

@@ -8,7 +8,12 @@ from grader import __version__
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
-from grader.hosting.visibility import ends_at
+from grader.hosting.schedule import End, end_of
+
+
+def competition_end(ctx: ServerContext) -> End:
+    """When the competition ends and whether it has (one read: a request asks once and passes the answer on)."""
+    return end_of(ctx.db, ctx.competition)
 
 
 def competition_info(ctx: ServerContext) -> dict[str, Any]:
@@ -27,7 +32,7 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
         "sample_split": ctx.sample_split,
         "tasks": ctx.tasks,
         "start": iso(c.start),
-        "end": iso(ends_at(ctx.db, c)),
+        "end": iso(competition_end(ctx).at),
         "kinds": list(c.kinds),
         "require_training_labels": c.require_training_labels,
         "quotas": {

@@ -28,9 +28,10 @@ from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.db.models import Result, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.leaderboard.board import SETTINGS, BoardSettings, finals_of, ladder_replay, scored_rows, select_entries, setting_of
+from grader.hosting.schedule import has_ended
 from grader.hosting.states import IN_FLIGHT
 from grader.hosting.storage import StateDir
-from grader.hosting.visibility import has_ended
+from grader.hosting.visibility import Part
 
 #: A submission in flight may still get runs (a job queued, running or waiting for its other replicas, after a rejudge too): all of
 #: its runs stay (a replica's runs are what the next replica's are compared with).
@@ -73,7 +74,7 @@ def kept_submissions(session: Session, competition: Competition, board: BoardSet
         in_setting = [row for row in rows if setting_of(row.submission.labels) == setting]
         if not in_setting:
             continue
-        for part in ("public", "private"):
+        for part in Part:
             kept.update(row.submission.id for row in select_entries(in_setting, part, finals))
         if competition.leaderboard.ladder:
             kept.update(ladder_replay(in_setting, board)[1] if board is not None else (row.submission.id for row in in_setting))

@@ -19,9 +19,9 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
+from grader.hosting.schedule import ends_at
 from grader.hosting.transparency.host_log import HostLog
 from grader.hosting.transparency.log_store import append_entry, lock_head
-from grader.hosting.visibility import ends_at
 from grader.translog import entries
 from grader.translog.commitments import EntryCommitter
 from grader.translog.errors import LogVerificationError

@@ -11,19 +11,13 @@ from fastapi.responses import PlainTextResponse, Response
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.body import parse
 from grader.hosting.api.deps import Ctx
-from grader.hosting.context import ServerContext
-from grader.hosting.errors import HostingError
+from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.leaderboard import service
 from grader.hosting.protocol.messages import Boards, Finals, FinalsView
-from grader.hosting.visibility import board_visible, has_ended
+from grader.hosting.visibility import Part
 
 router = APIRouter(tags=["leaderboard"])
-PART = Query("public", pattern="^(public|private)$", description="public (always) or private (after the end)")
-
-
-def _visible_or_404(ctx: ServerContext, part: str) -> None:
-    if not board_visible(part, ended=has_ended(ctx.db, ctx.competition)):
-        raise HTTPException(404, "the private leaderboard is published at the end of the competition")
+PART = Query(Part.PUBLIC.value, pattern=f"^({'|'.join(Part)})$", description="public (always) or private (after the end)")
 
 
 @router.get(
@@ -31,16 +25,21 @@ def _visible_or_404(ctx: ServerContext, part: str) -> None:
     summary="The leaderboard: public part (private part after the end), one board per training setting",
     response_model=Boards,
 )
-def leaderboard(ctx: Ctx, part: str = PART) -> dict[str, Any]:
-    _visible_or_404(ctx, part)
-    return service.board_json(ctx, part)
+def leaderboard(ctx: Ctx, part: str = PART) -> Boards:
+    try:
+        return service.board_json(ctx, part)
+    except NotPublished as error:
+        raise HTTPException(404, str(error)) from None
 
 
 @router.get("/leaderboard.csv", response_class=PlainTextResponse, summary="The leaderboard as CSV (cells escaped against formula injection)")
 def leaderboard_csv(ctx: Ctx, part: str = PART) -> Response:
-    _visible_or_404(ctx, part)
+    try:
+        board = service.board_csv(ctx, part)
+    except NotPublished as error:
+        raise HTTPException(404, str(error)) from None
     return Response(
-        service.board_csv(ctx, part),
+        board,
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="leaderboard-{part}.csv"'},
     )

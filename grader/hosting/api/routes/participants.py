@@ -16,9 +16,10 @@ from grader.hosting.errors import RefusedSubmission
 from grader.hosting.intake import submissions as service
 from grader.hosting.intake import uploads
 from grader.hosting.leaderboard.service import report_envelope
-from grader.hosting.protocol.messages import SubmissionView
+from grader.hosting.protocol.messages import Quota, SubmissionView
+from grader.hosting.states import Track
 from grader.hosting.transparency import log_reads as translog_reads
-from grader.hosting.visibility import has_ended, logs_visible
+from grader.hosting.visibility import logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])
 NOT_FOUND = "no such submission"
@@ -47,7 +48,7 @@ async def submit(
     who: CurrentParticipant,
     sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
 ) -> Any:
-    track = "sample" if sample else "hidden"
+    track = Track.SAMPLE if sample else Track.HIDDEN
     try:
         submission, created = await uploads.receive_submission(ctx, who, track, request.headers, request.stream())
     except RefusedSubmission as error:
@@ -56,7 +57,7 @@ async def submit(
         return Response(status_code=400)
     if not created:
         response.status_code = 200
-    view = await run_in_threadpool(service.public_view, ctx, submission, ended=False)
+    view = await run_in_threadpool(service.public_view, ctx, submission, ended=False)  # admitted: before the end
     if ctx.log is not None:  # the receipt binds the logged entry to this participant, privately (its entry key)
         view.receipt = await run_in_threadpool(translog_reads.receipt_of, ctx.db, ctx.log, submission.id)
     return view
@@ -64,8 +65,7 @@ async def submit(
 
 @router.get("/submissions", summary="Your submissions, newest first", response_model=list[SubmissionView], response_model_exclude_unset=True)
 def list_submissions(ctx: Ctx, who: CurrentParticipant) -> list[SubmissionView]:
-    ended = has_ended(ctx.db, ctx.competition)
-    return [service.public_view(ctx, s, ended=ended) for s in service.own_submissions(ctx, who)]
+    return service.own_views(ctx, who)
 
 
 @router.get(
@@ -75,10 +75,10 @@ def list_submissions(ctx: Ctx, who: CurrentParticipant) -> list[SubmissionView]:
     response_model_exclude_unset=True,
 )
 def get_submission(submission_id: str, ctx: Ctx, who: CurrentParticipant) -> SubmissionView:
-    submission = service.own_submission(ctx, who, submission_id)
-    if submission is None:
+    view = service.own_view(ctx, who, submission_id)
+    if view is None:
         raise HTTPException(404, NOT_FOUND)
-    return service.public_view(ctx, submission)
+    return view
 
 
 @router.get(
@@ -105,6 +105,6 @@ def get_logs(submission_id: str, ctx: Ctx, who: CurrentParticipant) -> dict[str,
     return {"id": submission.id, "logs": service.sample_logs(ctx, submission)}
 
 
-@router.get("/quota", summary="Your quota: used, limits, and when the next submission is possible")
-def get_quota(ctx: Ctx, who: CurrentParticipant) -> dict[str, Any]:
+@router.get("/quota", summary="Your quota: used, limits, and when the next submission is possible", response_model=Quota)
+def get_quota(ctx: Ctx, who: CurrentParticipant) -> Quota:
     return service.quota(ctx, who)

@@ -21,14 +21,16 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, sign_out, signed_in
 from grader.hosting.api.body import FORM_BYTES, read_bounded
 from grader.hosting.api.deps import Ctx
-from grader.hosting.clock import iso, utcnow
+from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
 from grader.hosting.intake import submissions as submissions_service
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
+from grader.hosting.schedule import End
+from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency import log_reads as translog_reads
-from grader.hosting.visibility import board_visible, ends_at, has_ended
+from grader.hosting.visibility import Part
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(
@@ -38,11 +40,12 @@ TEMPLATES = Environment(
 TEMPLATES.filters.update(FILTERS)
 
 
-def _page(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
+def _page(name: str, request: Request, status: int = 200, *, end: End | None = None, **values: Any) -> HTMLResponse:
+    """Page ``name``; ``end``: the competition's end as the request already read it (None: read here)."""
     ctx: ServerContext = request.app.state.context
-    end = ends_at(ctx.db, ctx.competition)
+    end = end or competition_end(ctx)
     html = TEMPLATES.get_template(name).render(
-        competition=ctx.competition, csrf=_csrf(request), signed_in=signed_in(request), ended=utcnow() >= end, ends_at=iso(end), **values
+        competition=ctx.competition, csrf=_csrf(request), signed_in=signed_in(request), ended=end.ended, ends_at=iso(end.at), **values
     )
     return HTMLResponse(
         html,
@@ -84,15 +87,16 @@ def stylesheet() -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLResponse:
-    ended = has_ended(ctx.db, ctx.competition)
+    end = competition_end(ctx)
     if part is None:
         # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
-        part = "private" if ended else "public"
-    if not board_visible(part, ended=ended):
-        raise HTTPException(404, "the private leaderboard is published at the end of the competition")
-    data = service.board_json(ctx, part)
-    partition = service.partition_info(ctx)
-    return _page("board.html", request, data=data, part=part, partition=partition, log=translog_reads.log_head(ctx.db, ctx.log))
+        part = Part.PRIVATE if end.ended else Part.PUBLIC
+    try:
+        data = service.board_json(ctx, part, ended=end.ended)
+    except HostingError:  # NotPublished (the private board before the end), or no such part
+        raise HTTPException(404, "the private leaderboard is published at the end of the competition") from None
+    partition = service.partition_info(ctx, ended=end.ended)
+    return _page("board.html", request, end=end, data=data, part=part, partition=partition, log=translog_reads.log_head(ctx.db, ctx.log))
 
 
 @router.get("/signin", response_class=HTMLResponse)
@@ -123,15 +127,14 @@ async def signout(request: Request) -> Response:
 def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
         return RedirectResponse("/signin", status_code=303)
-    ended = has_ended(ctx.db, ctx.competition)
-    rows = [
-        submissions_service.public_view(ctx, s, ended=ended).model_dump(exclude_unset=True) for s in submissions_service.own_submissions(ctx, who)
-    ]
+    end = competition_end(ctx)
+    rows = [view.model_dump(exclude_unset=True) for view in submissions_service.own_views(ctx, who, ended=end.ended)]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
     return _page(
         "me.html",
         request,
+        end=end,
         who=who,
         rows=rows,
         finals=finals,
