@@ -55,6 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "docker(*images): starts real containers; needs a Docker engine and the named images. "
         "Skipped when either is missing, unless GRADER_REQUIRE_DOCKER=1 (CI), which makes that a failure.",
     )
+    config.addinivalue_line(
+        "markers",
+        "board(seeded=False): the hosting tests' ``world`` fixture is the served leaderboard competition "
+        "(tests/hosting/leaderboard_world.py), with its demo submissions when seeded.",
+    )
+    config.addinivalue_line("markers", "sqlite_only: the hosting tests' ``database_url`` is SQLite alone (no PostgreSQL run).")
 
 
 @pytest.fixture
