@@ -1,11 +1,12 @@
-"""Small file helpers shared by every subsystem: atomic writes and digests."""
+"""Small file helpers shared by every subsystem: atomic writes, bounded reads and digests."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -41,6 +42,33 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int |
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int | None = None) -> Path:
     """UTF-8 text variant of :func:`atomic_write_bytes`."""
     return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def read_bounded(
+    path: str | os.PathLike[str], limit: int, refuse: Callable[[str], Exception], *, what: str = "file", follow_links: bool = True
+) -> bytes:
+    """The whole file at ``path``, which may hold at most ``limit`` bytes; no more than ``limit + 1`` are ever read.
+
+    A file that cannot be read, is larger than ``limit`` bytes or, with ``follow_links=False``, is a
+    symbolic link raises ``refuse(reason)``, ``reason`` a phrase such as ``cannot read the file: No such
+    file or directory`` (``what`` names the file in it). The caller names the path and picks the
+    error type: this module sits below :mod:`grader.errors`.
+    """
+    flags = os.O_RDONLY | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow_links:
+            raise refuse(f"the {what} is a symbolic link, not a plain file") from None
+        raise refuse(f"cannot read the {what}: {error.strerror or error}") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:  # a folder opens, and fails only when read
+        raise refuse(f"cannot read the {what}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise refuse(f"the {what} is larger than {limit} bytes")
+    return data
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

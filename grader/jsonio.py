@@ -118,6 +118,33 @@ def load_file(path: str | os.PathLike[str], *, max_bytes: int | None = None, max
     return loads(data, max_bytes=max_bytes, max_depth=max_depth)
 
 
+def load_file_as(path: str | os.PathLike[str], error: type[InputError], *, max_bytes: int | None = None) -> Any:
+    """The JSON value in the file at ``path``: :func:`load_file` with its failures raised as ``error`` naming ``path``.
+
+    For a value whose shape a schema checks next; :func:`load_object` when it must be an object.
+    """
+    try:
+        return load_file(path, max_bytes=max_bytes)
+    except JsonError as failure:
+        failure.raise_as(error, path=path)
+    except OSError as failure:
+        raise error(f"cannot read: {failure.strerror or failure}", path=path) from None
+
+
+def load_object(
+    path: str | os.PathLike[str], error: type[InputError], *, expected: str = "expected a JSON object", max_bytes: int | None = None
+) -> dict[str, Any]:
+    """The JSON object in the file at ``path``, or ``error`` naming ``path``.
+
+    The file must be readable, strict JSON (see the module's rules) and an object; ``expected`` is
+    the message when it is some other value, so it can say which object was wanted.
+    """
+    value = load_file_as(path, error, max_bytes=max_bytes)
+    if type(value) is not dict:
+        raise error(expected, path=path)
+    return value
+
+
 def iter_lines(lines: Iterable[str], *, max_depth: int | None = MAX_DEPTH) -> Iterator[tuple[int, Any]]:
     """``(line_number, value)`` of each non-blank JSONL line; :class:`JsonError` carries the line number."""
     for line_number, line in enumerate(lines, start=1):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 
 def write_task(root: Path, *, corpus: list[dict], queries: list[dict], qrels: dict[str, list[tuple[str, str, int]]]) -> Path:
@@ -40,14 +41,9 @@ def small_task(tmp_path: Path) -> Path:
 @pytest.fixture
 def grader_cli() -> Callable[..., Result]:
     """Invoke the ``grader`` command in-process: ``grader_cli("score", "--qrels", path, ...)`` (arguments are str()-ed)."""
-    from grader.cli.main import cli
+    from tests.cli_support import invoke
 
-    runner = CliRunner()
-
-    def invoke(*args: object) -> Result:
-        return runner.invoke(cli, [str(arg) for arg in args])
-
-    return invoke
+    return functools.partial(invoke, expect=None)  # the tests read the exit status themselves
 
 
 # --------------------------------------------------------------------------- Docker sandbox tests
@@ -59,6 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "docker(*images): starts real containers; needs a Docker engine and the named images. "
         "Skipped when either is missing, unless GRADER_REQUIRE_DOCKER=1 (CI), which makes that a failure.",
     )
+    config.addinivalue_line(
+        "markers",
+        "board(seeded=False): the hosting tests' ``world`` fixture is the served leaderboard competition "
+        "(tests/hosting/leaderboard_world.py), with its demo submissions when seeded.",
+    )
+    config.addinivalue_line("markers", "sqlite_only: the hosting tests' ``database_url`` is SQLite alone (no PostgreSQL run).")
 
 
 @pytest.fixture

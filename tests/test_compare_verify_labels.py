@@ -15,22 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from grader.cli.main import cli
 from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
+from tests.cli_support import invoke
 
 pytestmark = pytest.mark.slow  # the fixture runs the BM25 baseline script in a subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 QRELS = MINI_TASK / "qrels" / "test.tsv"
-
-
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +66,7 @@ TUNED = {"training": {"setting": "fine-tuned", "datasets": ["mini/train"]}}
 def test_compare_refuses_mixed_training_settings_unless_asked(reports: dict[str, Any]) -> None:
     zero = relabelled(reports, "long", "zero", ZERO)
     tuned = relabelled(reports, "short", "tuned", TUNED)
-    refused = invoke("compare", zero, tuned, "--key", reports["pub"])
+    refused = invoke("compare", zero, tuned, "--key", reports["pub"], expect=2)
     assert refused.exit_code == 2 and refused.stdout == ""
     assert refused.stderr.splitlines() == [
         f"error: the reports declare different training settings (fine-tuned: {tuned}; zero-shot: {zero}); the boards never rank them together",
@@ -85,7 +80,7 @@ def test_compare_refuses_mixed_training_settings_unless_asked(reports: dict[str,
     assert [r["training_setting"] for r in json.loads(same.stdout)["reports"]] == ["zero-shot", "zero-shot"]
     # undeclared is a setting of its own, as on the boards
     undeclared = relabelled(reports, "short", "undeclared", {})
-    assert invoke("compare", zero, undeclared, "--key", reports["pub"]).exit_code == 2
+    assert invoke("compare", zero, undeclared, "--key", reports["pub"], expect=2).exit_code == 2
 
 
 PART = {"part": {"name": "public", "fraction": 0.3, "partition_commitment": "sha256:" + "ab" * 32, "note": "scores over the public queries only"}}
@@ -94,7 +89,7 @@ PART = {"part": {"name": "public", "fraction": 0.3, "partition_commitment": "sha
 def test_compare_says_what_a_public_part_report_is(reports: dict[str, Any]) -> None:
     public = relabelled(reports, "short", "public", {**PART, **TUNED}, drop_per_query=True)
     full = relabelled(reports, "long", "full", TUNED)
-    result = invoke("compare", full, public, "--key", reports["pub"])
+    result = invoke("compare", full, public, "--key", reports["pub"], expect=2)
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"error: {public}: a public-part report (scores over the public queries only, without per-query values, by design: "

@@ -46,3 +46,15 @@ def test_make_setup_ends_with_how_to_run_grader(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert f". {venv}/bin/activate" in last and "grader --help" in last and f"{venv}/bin/grader" in last, last
+
+
+def test_no_extra_repeats_a_dependency() -> None:
+    # Every extra installs with the dependencies: a requirement in both can drift to two different bounds.
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\[<>=!~;@ ]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+    base = names(project["dependencies"])
+    repeated = {extra: sorted(base & names(requirements)) for extra, requirements in project["optional-dependencies"].items()}
+    assert not any(repeated.values()), repeated

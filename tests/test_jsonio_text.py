@@ -63,6 +63,22 @@ def test_jsonl_errors_name_file_and_line(tmp_path: Path) -> None:
         list(iter_jsonl(path))
 
 
+def test_load_object_returns_the_object_or_raises_the_callers_error(tmp_path: Path) -> None:
+    path = tmp_path / "ids.json"
+    path.write_text('{"queries": []}', encoding="utf-8")
+    assert jsonio.load_object(path, DataError) == {"queries": []}
+    path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(DataError, match=r"ids\.json: expected the ids$"):
+        jsonio.load_object(path, DataError, expected="expected the ids")
+    path.write_text('{"a": 1,\n "a": 2}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"appears twice"):
+        jsonio.load_object(path, DataError)
+    with pytest.raises(DataError, match=r"missing\.json: cannot read: No such file or directory$"):
+        jsonio.load_object(tmp_path / "missing.json", DataError)
+    path.write_text("[1, 2]", encoding="utf-8")
+    assert jsonio.load_file_as(path, DataError) == [1, 2]  # any value: the caller's schema says what shape
+
+
 def test_write_json_is_atomic(tmp_path: Path) -> None:
     target = tmp_path / "out" / "stats.json"
     jsonio.write_json(target, {"b": 1, "a": [1.5]}, sort_keys=True)

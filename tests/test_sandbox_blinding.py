@@ -29,9 +29,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from grader.cli.main import cli
 from grader.collect.outputs import TaskOutputs, collect_outputs
 from grader.collect.unblind import unblind_outputs, unblind_rows, unblind_run
 from grader.data.task import Document, Query
@@ -42,6 +40,7 @@ from grader.sandbox import blinding as blinding_module
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind, key_id, pseudonyms
 from grader.sandbox.blinding_key import BLINDING_KEY_NAME, load_blinding_key, write_blinding_key
 from grader.sandbox.staging import stage_task
+from tests.cli_support import invoke
 from tests.sandbox_support import HostGuard, docker_submission, image_of, read_report, write_beir_task
 
 CHEATER = image_of("cheater")
@@ -52,13 +51,6 @@ N = 300
 #: H_10 / N + about ten standard deviations (module docstring).
 RANDOM_BOUND = 0.05
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
-
-
-def invoke(*args: object, expect: int | None = 0) -> Any:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    if expect is not None:
-        assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
-    return result
 
 
 def cat_shaped(root: Path, tasks: list[str]) -> Path:

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from grader.cli.main import cli
 from grader.submissions.digest import submission_digest
+from tests.cli_support import invoke
 from tests.conftest import write_task
 from tests.onnx_models import embedding_table, onnx_submission, words
 from tests.sandbox_support import (
@@ -44,12 +43,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pyte
 REPO = Path(__file__).resolve().parent.parent
 MINI_TEXT2CODE = REPO / "grader" / "bundled" / "mini" / "text2code"
 LIMITS = ["--time-limit", "60", "--memory", "1g", "--cpus", "1"]
-
-
-def invoke(*args: str, expect: int = 0) -> Any:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
-    return result
 
 
 def image_id_of(client: Any, reference: str) -> str:

@@ -21,16 +21,14 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from grader.cli.main import cli
 from grader.data.task import Document
 from grader.sandbox.blinding import QUERY, blind
 from grader.sandbox.blinding_key import write_blinding_key
+from tests.cli_support import invoke
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
 from tests.sandbox_support import (
     DOCUMENTS,
@@ -50,13 +48,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine"), pyte
 HOSTILE = image_of("hostile")
 HUGE_VECTORS = image_of("huge-vectors")
 LIMITS = ["--time-limit", "60", "--memory", "512m", "--cpus", "1"]
-
-
-def invoke(*args: object, expect: int | None = 0) -> Any:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    if expect is not None:
-        assert result.exit_code == expect, (result.exit_code, result.stdout, result.stderr, result.exception)
-    return result
 
 
 def _no_raw_controls(text: str) -> None:

@@ -11,22 +11,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from grader.cli.main import cli
 from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
+from tests.cli_support import invoke
 
 pytestmark = pytest.mark.slow  # a module-scoped fixture grades with `grader run` (an encoder child process)
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI_TASK = ROOT / "grader" / "bundled" / "mini" / "text2code"
 QRELS = MINI_TASK / "qrels" / "test.tsv"
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
@@ -133,20 +128,20 @@ def test_tampered_report_is_refused(signed: dict[str, Path], tmp_path: Path) -> 
     envelope["payload"] = base64.b64encode(json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()).decode()
     tampered = tmp_path / "tampered.dsse.json"
     tampered.write_text(json.dumps(envelope))
-    result = invoke("compare", signed["bm25"], tampered, "--key", signed["pub"])
+    result = invoke("compare", signed["bm25"], tampered, "--key", signed["pub"], expect=1)
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.strip() == f"error: {tampered}: bad signature"
 
 
 def test_too_few_resamples_for_the_level_is_a_usage_error(signed: dict[str, Path]) -> None:
     # Both options are in click's ranges; grader.stats refuses the pair with a UsageError: exit 2, one line, no traceback.
-    result = invoke("compare", signed["bm25"], signed["bm25-top3"], "--key", signed["pub"], "--resamples", "39", "--level", "0.99")
+    result = invoke("compare", signed["bm25"], signed["bm25-top3"], "--key", signed["pub"], "--resamples", "39", "--level", "0.99", expect=2)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == "error: 39 resamples are too few for a 0.99 interval (need at least 200)\n"
 
 
 def test_reports_of_different_benchmarks_are_refused(signed: dict[str, Path]) -> None:
-    result = invoke("compare", signed["onnx"], signed["bm25"], "--key", signed["pub"])
+    result = invoke("compare", signed["onnx"], signed["bm25"], "--key", signed["pub"], expect=2)
     assert result.exit_code == 2 and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line == f"error: {signed['bm25']} and {signed['onnx']} differ in benchmark: qrels-file 1 vs mini 2"
@@ -165,7 +160,7 @@ def test_old_reports_and_different_queries_are_refused(signed: dict[str, Path], 
     del old["tasks"][QRELS.name]["per_query"]
     old_path = _resign(old, signed["key"], tmp_path / "old")
     assert invoke("verify", old_path, "--key", signed["pub"]).exit_code == 0
-    result = invoke("compare", signed["bm25"], old_path, "--key", signed["pub"])
+    result = invoke("compare", signed["bm25"], old_path, "--key", signed["pub"], expect=2)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[0] == f"error: {old_path}: task {QRELS.name} has no per-query values (report made by an older grader)"
     # A report over one query fewer (its score recomputed so that it is a valid report).
@@ -177,7 +172,7 @@ def test_old_reports_and_different_queries_are_refused(signed: dict[str, Path], 
     task["measures"]["NDCG@10"] = mean
     fewer["aggregate"]["score"] = mean
     fewer_path = _resign(fewer, signed["key"], tmp_path / "fewer")
-    result = invoke("compare", signed["bm25"], fewer_path, "--key", signed["pub"])
+    result = invoke("compare", signed["bm25"], fewer_path, "--key", signed["pub"], expect=2)
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         f"error: {fewer_path} (bm25-top3.jsonl) and {signed['bm25']} (bm25.jsonl) are not over the same queries of task "

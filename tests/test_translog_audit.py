@@ -102,6 +102,13 @@ def test_a_written_log_reads_back_and_passes_the_audit(tmp_path: Path) -> None:
     assert summary.revealed and summary.retracted == ()
 
 
+def _replace_with_link(path: Path) -> None:
+    """``path`` becomes a link to a copy of itself: the same bytes, which the audit must still refuse."""
+    copy = path.with_name(path.name + ".copy")
+    path.rename(copy)
+    path.symlink_to(copy)
+
+
 @pytest.mark.parametrize(
     ("tamper", "message"),
     [
@@ -110,6 +117,7 @@ def test_a_written_log_reads_back_and_passes_the_audit(tmp_path: Path) -> None:
             "do not match",
         ),
         (lambda root: (root / "tile/0/001.p/47").unlink(), "cannot read"),
+        (lambda root: _replace_with_link(root / "tile/0/000"), "is a symbolic link"),
         (lambda root: (root / "tile/1/000.p/1").write_bytes(b"\x00" * 32), "not the tile"),
         (lambda root: (root / "checkpoint").write_bytes((root / "checkpoint").read_bytes().replace(b"\n303\n", b"\n302\n")), "does not verify"),
     ],

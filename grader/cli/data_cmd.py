@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from grader.cli.options import tasks_option
 from grader.data.describe import describe
 from grader.metrics.output import dumps
+
+if TYPE_CHECKING:
+    from grader.data.selection import ImportResult
 
 
 @click.group("data")
@@ -55,11 +59,7 @@ def import_coir_command(src: Path, dest: Path, tasks: list[str] | None, overwrit
     from grader.data.import_coir import import_coir
 
     result = import_coir(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
-    if result.missing:
-        click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
-    click.echo(
-        f"imported {len(result.imported)} task(s) into {result.dest}; {result.benchmark_path} lists {len(result.benchmark_tasks)} task(s)", err=True
-    )
+    _report(result, src)
 
 
 @data_group.command("import-cat")
@@ -81,6 +81,11 @@ def import_cat_command(src: Path, dest: Path, tasks: list[str] | None, overwrite
     from grader.data.import_cat import import_cat
 
     result = import_cat(src, dest, tasks=tasks, overwrite=overwrite, progress=lambda line: click.echo(line, err=True))
+    _report(result, src)
+
+
+def _report(result: ImportResult[Any], src: Path) -> None:
+    """The closing lines of an import, on stderr (the progress lines went there too)."""
     if result.missing:
         click.echo(f"not found in {src} (not imported): {', '.join(result.missing)}", err=True)
     click.echo(

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 import httpx
 
+from grader import files
 from grader.cli.log_final import check_final_scores
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
@@ -42,14 +43,7 @@ _MAX_VKEY_FILE = 4096
 
 def read_bounded(path: str, limit: int, what: str) -> bytes:
     """At most ``limit`` bytes of ``path``; an unreadable or larger file fails verification (exit 1, one line)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as error:
-        raise LogVerificationError(f"{path}: cannot read the {what}: {error.strerror or error}") from None
-    if len(data) > limit:
-        raise LogVerificationError(f"{path}: the {what} is larger than {limit} bytes")
-    return data
+    return files.read_bounded(path, limit, lambda reason: LogVerificationError(f"{path}: {reason}"), what=what)
 
 
 def log_verifier(value: str) -> NoteVerifier:

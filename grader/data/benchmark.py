@@ -163,12 +163,7 @@ def load_benchmark_folder(root: str | Path) -> Benchmark:
         raise DataError("benchmark folder not found", path=root)
     spec_path = root / "benchmark.json"
     if spec_path.is_file():
-        try:
-            data = jsonio.load_file(spec_path)
-        except jsonio.JsonError as failure:
-            failure.raise_as(DataError, path=spec_path)
-        except OSError as exc:
-            raise DataError(f"cannot read: {exc.strerror or exc}", path=spec_path) from None
+        data = jsonio.load_file_as(spec_path, DataError)
         spec = BenchmarkSpec.from_json(data, path=spec_path)
     else:
         tasks = tuple(sorted(p.name for p in root.iterdir() if looks_like_task(p)))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-_FORBIDDEN = frozenset("\x00\t\n\r")
+#: The characters no identifier may hold (the run rules and every reader refuse them).
+FORBIDDEN_ID_CHARACTERS = frozenset("\x00\t\n\r")
 
 
 def id_problem(value: object) -> str | None:
@@ -15,6 +16,6 @@ def id_problem(value: object) -> str | None:
         return f"expected a string identifier, got {type(value).__name__}"
     if not value:
         return "identifier must not be empty"
-    if not _FORBIDDEN.isdisjoint(value):
+    if not FORBIDDEN_ID_CHARACTERS.isdisjoint(value):
         return "identifier must not contain NUL, tab or line breaks"
     return None

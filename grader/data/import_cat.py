@@ -34,7 +34,7 @@ from typing import Any
 
 from grader.data.ids import id_problem
 from grader.data.registry import registered_definition
-from grader.data.selection import import_tasks, select_tasks
+from grader.data.selection import ImportResult, import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.textfiles import iter_jsonl
 from grader.data.writers import TaskWriter
@@ -222,19 +222,6 @@ def cat_benchmark_json(tasks: Sequence[str]) -> dict[str, Any]:
 # ----------------------------------------------------------------------- entry
 
 
-@dataclass
-class CatImportResult:
-    """Outcome of :func:`import_cat`."""
-
-    dest: Path
-    imported: list[CatTaskSummary]
-    #: registered CAT datasets not present in SRC (only when no selection was given)
-    missing: list[str]
-    #: tasks of the written benchmark.json (imported now or already in DEST)
-    benchmark_tasks: tuple[str, ...]
-    benchmark_path: Path
-
-
 def _select(found: dict[str, Path], tasks: Sequence[str] | None, src: Path) -> tuple[list[str], list[str]]:
     registered = registered_cat_tasks()
     none_found = DataError(
@@ -260,7 +247,7 @@ def import_cat(
     tasks: Sequence[str] | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
-) -> CatImportResult:
+) -> ImportResult[CatTaskSummary]:
     """Convert the CAT datasets of ``src`` into the benchmark folder ``dest``.
 
     ``tasks`` restricts the import (default: every registered dataset found);
@@ -272,9 +259,10 @@ def import_cat(
     src, dest = Path(src), Path(dest)
     found = find_cat_datasets(src)
     selected, missing = _select(found, tasks, src)
-    summaries, spec, spec_path = import_tasks(
+    return import_tasks(
         dest,
         selected,
+        missing=missing,
         convert=lambda task, folder: convert_dataset(task, found[task], folder),
         registered=registered_cat_tasks(),
         benchmark_json=cat_benchmark_json,
@@ -282,4 +270,3 @@ def import_cat(
         progress=progress,
         label="cat",
     )
-    return CatImportResult(dest=dest, imported=summaries, missing=missing, benchmark_tasks=spec.tasks, benchmark_path=spec_path)

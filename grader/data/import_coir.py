@@ -33,7 +33,7 @@ from typing import Any
 
 from grader.data.ids import id_problem
 from grader.data.registry import registered_definition
-from grader.data.selection import import_tasks, select_tasks
+from grader.data.selection import ImportResult, import_tasks, select_tasks
 from grader.data.task import Document, Query
 from grader.data.writers import TaskWriter
 from grader.errors import DataError, GraderError
@@ -277,19 +277,6 @@ class TaskSummary:
         return text
 
 
-@dataclass
-class ImportResult:
-    """Outcome of :func:`import_coir`."""
-
-    dest: Path
-    imported: list[TaskSummary]
-    #: registered CoIR tasks not present in SRC (only when no selection was given)
-    missing: list[str]
-    #: tasks of the written benchmark.json (imported now or already in DEST)
-    benchmark_tasks: tuple[str, ...]
-    benchmark_path: Path
-
-
 Judgements = dict[str, dict[str, int]]
 
 
@@ -414,7 +401,7 @@ def import_coir(
     tasks: Sequence[str] | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
-) -> ImportResult:
+) -> ImportResult[TaskSummary]:
     """Convert the CoIR tasks of the snapshot folder ``src`` into the benchmark folder ``dest``.
 
     ``tasks`` restricts the import (default: every registered task found);
@@ -427,9 +414,10 @@ def import_coir(
     _pyarrow()
     found = find_coir_tasks(src)
     selected, missing = _select(found, tasks, src)
-    summaries, spec, spec_path = import_tasks(
+    return import_tasks(
         dest,
         selected,
+        missing=missing,
         convert=lambda task, folder: convert_task(found[task], folder),
         registered=registered_coir_tasks(),
         benchmark_json=coir_benchmark_json,
@@ -437,4 +425,3 @@ def import_coir(
         progress=progress,
         label="coir",
     )
-    return ImportResult(dest=dest, imported=summaries, missing=missing, benchmark_tasks=spec.tasks, benchmark_path=spec_path)

@@ -1,17 +1,45 @@
-"""Which registered tasks an importer converts: shared by the CoIR and CAT importers."""
+"""Which registered tasks an importer converts, and what it did: shared by the CoIR and CAT importers."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from grader import jsonio
 from grader.data.benchmark import BenchmarkSpec, looks_like_task
 from grader.data.writers import replace_folder
 from grader.errors import DataError, UsageError
+
+
+class Converted(Protocol):
+    """What an importer's converter returns for one task: the task and its progress line."""
+
+    task: str
+
+    def line(self) -> str:
+        """The one progress line printed for the task."""
+        ...
+
+
+SummaryT = TypeVar("SummaryT", bound=Converted)
+
+
+@dataclass
+class ImportResult(Generic[SummaryT]):
+    """Outcome of an import (:func:`grader.data.import_coir.import_coir`, :func:`grader.data.import_cat.import_cat`)."""
+
+    dest: Path
+    #: one summary per converted task, in registry order
+    imported: list[SummaryT]
+    #: registered tasks not present in the source (only when no selection was given)
+    missing: list[str]
+    #: tasks of the written benchmark.json (imported now or already in ``dest``)
+    benchmark_tasks: tuple[str, ...]
+    benchmark_path: Path
 
 
 def select_tasks(
@@ -52,17 +80,19 @@ def import_tasks(
     dest: Path,
     selected: Sequence[str],
     *,
-    convert: Callable[[str, Path], Any],
+    missing: list[str],
+    convert: Callable[[str, Path], SummaryT],
     registered: Sequence[str],
     benchmark_json: Callable[[list[str]], dict[str, Any]],
     overwrite: bool,
     progress: Callable[[str], None] | None,
     label: str,
-) -> tuple[list[Any], BenchmarkSpec, Path]:
+) -> ImportResult[SummaryT]:
     """Convert ``selected`` tasks into ``dest`` all-or-nothing, then write ``benchmark.json``.
 
     Each task is converted into a hidden staging folder inside ``dest`` by
-    ``convert(task, folder)`` (which returns a summary with ``line()``); only when
+    ``convert(task, folder)`` (which returns its summary); ``missing`` (the registered
+    tasks the source lacks) is passed through to the result. Only when
     every task and the benchmark definition are valid are the folders renamed into
     place. On any error nothing is published, and a ``dest`` created here is removed.
     """
@@ -77,7 +107,7 @@ def import_tasks(
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".import-{label}-", suffix=".partial", dir=dest))
     try:
-        summaries = []
+        summaries: list[SummaryT] = []
         for task in selected:
             summary = convert(task, staging / task)
             summaries.append(summary)
@@ -99,4 +129,4 @@ def import_tasks(
                 pass
         raise
     shutil.rmtree(staging, ignore_errors=True)
-    return summaries, spec, spec_path
+    return ImportResult(dest=dest, imported=summaries, missing=missing, benchmark_tasks=spec.tasks, benchmark_path=spec_path)

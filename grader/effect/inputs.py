@@ -46,12 +46,7 @@ class RunFolder:
         report_path = folder / REPORT_FILE
         if not report_path.is_file():
             raise UsageError(f"--{role}: {folder} has no {REPORT_FILE} (not a `grader run` output folder)", hint=_RERUN_HINT)
-        try:
-            report = jsonio.load_file(report_path)
-        except jsonio.JsonError as failure:
-            failure.raise_as(InputError, path=report_path)
-        except OSError as error:
-            raise InputError(f"cannot read: {error}", path=report_path) from None
+        report = jsonio.load_file_as(report_path, InputError)  # the schema check below names a report that is no object
         try:
             typed = Report.from_json(report)
         except ReportError as error:
@@ -139,14 +134,7 @@ class TaskEmbeddings:
 
 
 def _read_ids(path: Path) -> tuple[list[str], list[str]]:
-    try:
-        data = jsonio.load_file(path)
-    except jsonio.JsonError as failure:
-        failure.raise_as(DataError, path=path)
-    except OSError as error:
-        raise DataError(f"cannot read: {error}", path=path) from None
-    if not isinstance(data, dict):
-        raise DataError('expected {"queries": [...], "corpus": [...]}', path=path)
+    data = jsonio.load_object(path, DataError, expected='expected {"queries": [...], "corpus": [...]}')
     lists = []
     for field in ("queries", "corpus"):
         ids = data.get(field)

@@ -188,14 +188,7 @@ def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -
 
 
 def _read_report(path: Path) -> dict[str, Any]:
-    try:
-        report = jsonio.load_file(path)
-    except jsonio.JsonError as error:
-        error.raise_as(InputError, path=path)
-    except OSError as error:
-        raise InputError(f"cannot read: {error}", path=path) from None
-    if not isinstance(report, dict):
-        raise InputError("expected a report object", path=path)
+    report = jsonio.load_object(path, InputError, expected="expected a report object")
     if isinstance(report.get("payloadType"), str) and "payload" in report:
         raise InputError("is a signed envelope: verify it with `grader verify` and export the report.json it holds", path=path)
     for field in ("tasks", "subject", "benchmark"):

@@ -25,7 +25,7 @@ from grader.grading.backends import prepare_task_grader
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.scoring import assemble_report, score_task
-from grader.grading.store import TaskStore
+from grader.grading.store import Loaded, TaskStore
 from grader.metrics.cross_check import cross_check
 from grader.metrics.policy import evaluate
 from grader.reports.assemble import failed_task, write_report
@@ -72,7 +72,7 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
         )
     measures = options.effective_measures()
     if options.cross_check:  # a disagreement stops the grade (CrossCheckError, exit 1)
-        _note(progress, cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
+        progress.note(cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
     extra = dict(ranked.extra)
     if ranked.query_vectors is not None and ranked.corpus_vectors is not None:
         query_ids = list(ranked.run.query_ids)
@@ -129,12 +129,6 @@ def save_embeddings(folder: Path, query_ids: list[str], doc_ids: list[str], quer
     jsonio.write_json(folder / "ids.json", {"queries": query_ids, "corpus": doc_ids}, indent=None)
 
 
-def _note(progress: ProgressListener, text: str) -> None:
-    note = getattr(progress, "note", None)  # listeners written before note() existed stay usable
-    if callable(note):
-        note(text)
-
-
 def _resumable(entry: dict[str, Any]) -> bool:
     """Whether a finished task may be stored for resuming: a platform fault is graded again by the next run."""
     failure = entry.get("failure")
@@ -171,7 +165,7 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
             raise UsageError("--pca-dims and --keep-embeddings need an embedding submission (ONNX, or a Docker image in encode mode)")
         prepared = prepare_task_grader(folder, manifest, options)
         if options.sandbox == "auto":
-            _note(progress, f"sandbox: {prepared.sandbox} ({prepared.why})")
+            progress.note(f"sandbox: {prepared.sandbox} ({prepared.why})")
         grader, subject, digest = prepared.grader, prepared.subject, prepared.digest
         sandbox_report = grader.report()
         entries: list[dict[str, Any]] = []
@@ -193,9 +187,9 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
             found = store.lookup(name, key)
             entry = found.entry
             if entry is not None and options.keep_embeddings and entry.get("status") == "scored" and not _embeddings_kept(options.out_dir, name):
-                entry, found = None, type(found)(None, "its embeddings are missing from OUT/embeddings")
+                entry, found = None, Loaded(None, "its embeddings are missing from OUT/embeddings")
             if found.rejected is not None:
-                _note(progress, f"{name}: stored result not reused ({found.rejected}); grading again")
+                progress.note(f"{name}: stored result not reused ({found.rejected}); grading again")
             resumed = entry is not None
             if entry is None:
                 entry = grade_task(grader, load_task_inputs(task, options.split), options, progress)

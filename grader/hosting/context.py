@@ -1,39 +1,23 @@
 """The server's context: its settings and resources, built once by the server and handed to every service.
 
 It holds facts and handles only; it opens no transaction and decides nothing (the
-services do). The dispatcher is seen through :class:`ServerDispatcher`, so this
-module depends on no service.
+services do). The dispatcher is seen through the
+:class:`~grader.hosting.queue.dispatch.Dispatcher` protocol, so this module depends on no service.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.identity.ratelimit import FailureLimiter
+from grader.hosting.queue.dispatch import Dispatcher
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.sandbox.blinding import BlindingKey
-
-
-class ServerDispatcher(Protocol):
-    """What the server needs of its dispatcher: wake workers for a committed job, and let long-polls wait for one."""
-
-    def dispatch(self, submission_id: str) -> None:
-        """Wake workers for ``submission_id`` (already committed as queued)."""
-
-    def generation(self) -> int:
-        """A counter that changes on every dispatch (read it before looking for work)."""
-
-    def wait(self, seen: int, timeout: float) -> None:
-        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
-
-    def close(self) -> None:
-        """Flush and stop at server shutdown (a Celery dispatcher publishes what is pending)."""
 
 
 @dataclass
@@ -43,7 +27,7 @@ class ServerContext:
     competition: Competition
     db: Database
     state: StateDir
-    dispatcher: ServerDispatcher
+    dispatcher: Dispatcher
     pin_id: int
     signing_key: Ed25519PrivateKey
     benchmark_target: str

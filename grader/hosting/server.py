@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from grader.hosting.api.app import create_app
 from grader.hosting.config import RETAIN_ALL, Competition
-from grader.hosting.context import ServerContext, ServerDispatcher
+from grader.hosting.context import ServerContext
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
@@ -23,7 +23,7 @@ from grader.hosting.leaderboard.board import BoardSettings
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.log_limit import limit_repeats
 from grader.hosting.queue import shard_jobs
-from grader.hosting.queue.dispatch import LocalDispatcher
+from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
 from grader.hosting.queue.lifecycle import reap
 from grader.hosting.results.pins import grading_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
@@ -120,7 +120,7 @@ def _export_quietly(ctx: ServerContext) -> None:
         log.exception("the workers' data copy could not be exported")
 
 
-def _celery_dispatcher(broker: str) -> ServerDispatcher:
+def _celery_dispatcher(broker: str) -> Dispatcher:
     from grader.hosting.queue.celery_dispatch import CeleryDispatcher
 
     return CeleryDispatcher(broker)

@@ -27,8 +27,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.hosting.errors import RefusedSubmission
+from grader.hosting.keyring.files import key_files
 from grader.hosting.keyring.host_key import ensure_host_key
-from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME
 
 #: Modes of everything inside the state folder.
 PRIVATE_DIR_MODE = 0o700
@@ -75,7 +75,7 @@ class StateDir:
         self.uploads = self.root / "uploads"
         self.tmp = self.uploads / "tmp"
         self.results = self.root / "results"
-        self.keys = self.root / "keys"
+        self.keys = key_files(self.root).folder
         self.run = self.root / "run"
         for folder in (self.root, self.uploads, self.tmp, self.results, self.keys, self.run):
             folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
@@ -100,11 +100,11 @@ class StateDir:
 
     @property
     def host_key(self) -> Path:
-        return self.keys / PRIVATE_KEY_NAME
+        return key_files(self.root).host_private
 
     @property
     def host_pub(self) -> Path:
-        return self.keys / PUBLIC_KEY_NAME
+        return key_files(self.root).host_public
 
     def ensure_host_key(self) -> Ed25519PrivateKey:
         """Create the host's Ed25519 key pair on first start (private half 0600, optionally encrypted); load it."""

@@ -10,6 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from grader.errors import VerificationError
+from grader.files import read_bounded
 from grader.reports.dsse import b64decode, pae, parse_envelope, quote_untrusted
 from grader.reports.keys import keyid
 from grader.reports.model import schema_violation
@@ -83,14 +84,8 @@ def _verify(envelope_bytes: bytes, public_key: Ed25519PublicKey) -> VerifiedRepo
 
 def read_envelope_file(path: str | os.PathLike[str]) -> bytes:
     """The bytes of an envelope file, or :class:`VerificationError` ``unreadable file: ...``."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_ENVELOPE_BYTES + 1)
-    except OSError as error:
-        raise VerificationError(f"{os.fspath(path)}: unreadable file: {error.strerror or error}") from None
-    if len(data) > MAX_ENVELOPE_BYTES:
-        raise VerificationError(f"{os.fspath(path)}: unreadable file: larger than {MAX_ENVELOPE_BYTES} bytes")
-    return data
+    where = os.fspath(path)
+    return read_bounded(path, MAX_ENVELOPE_BYTES, lambda reason: VerificationError(f"{where}: unreadable file: {reason}"), what="envelope")
 
 
 def verify_report_file(path: str | os.PathLike[str], public_key: Ed25519PublicKey) -> VerifiedReport:

@@ -15,8 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from grader.data.ids import _FORBIDDEN as FORBIDDEN_ID_CHARACTERS  # the characters id_problem rejects
-from grader.data.ids import id_problem
+from grader.data.ids import FORBIDDEN_ID_CHARACTERS, id_problem
 from grader.runs.ordering import byte_order_ranks, first_repeat, order_in_place, segment_of
 
 

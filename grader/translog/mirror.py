@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.files import atomic_write_bytes
+from grader.files import atomic_write_bytes, read_bounded
 from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
 from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
 from grader.translog.merkle import MemoryTree, consistency_proof
@@ -60,17 +60,9 @@ def write_log_folder(folder: str | os.PathLike[str], entries: Sequence[bytes], n
 
 
 def _read(root: Path, name: str, limit: int) -> bytes:
+    # A mirror is untrusted: a link could point the audit at any file on the machine.
     path = root / name
-    try:
-        if path.is_symlink():
-            raise LogVerificationError(f"{path}: is a symbolic link; a log folder holds plain files")
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as error:
-        raise LogVerificationError(f"{path}: cannot read: {error.strerror or error}") from None
-    if len(data) > limit:
-        raise LogVerificationError(f"{path}: larger than {limit} bytes")
-    return data
+    return read_bounded(path, limit, lambda reason: LogVerificationError(f"{path}: {reason}"), what="log file", follow_links=False)
 
 
 def read_log_folder(folder: str | os.PathLike[str], verifiers: Iterable[NoteVerifier], *, origin: str | None = None) -> LogContents:

@@ -8,8 +8,6 @@ ends both its API access and its web session.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -22,7 +20,7 @@ from grader.hosting.api.routes import leaderboard, meta, participants, web, work
 from grader.hosting.identity.auth import new_metrics_token
 from grader.hosting.identity.ratelimit import FailureLimiter
 from grader.hosting.services.admin import add_worker, revoke_participant
-from tests.hosting.leaderboard_world import World, make_world
+from tests.hosting.leaderboard_world import World
 
 #: What anyone may read without a token.
 PUBLIC = {
@@ -42,11 +40,7 @@ PUBLIC = {
 FORMS = {("POST", "/signin"), ("POST", "/signout"), ("POST", "/me/finals")}
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = make_world(tmp_path, None)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = [pytest.mark.board, pytest.mark.sqlite_only]
 
 
 def _csrf(client: TestClient) -> str:

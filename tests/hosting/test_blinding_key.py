@@ -14,7 +14,6 @@ import base64
 import hashlib
 import os
 import stat
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -25,15 +24,10 @@ from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
-from tests.hosting.leaderboard_world import World, make_world, seed
+from tests.hosting.leaderboard_world import World, seed
 from tests.hosting.support import admin
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> World:
-    w = make_world(tmp_path, database_url)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = pytest.mark.board
 
 
 def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World) -> None:

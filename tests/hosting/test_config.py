@@ -126,3 +126,23 @@ def test_retention_of_runs_is_a_competition_setting(tmp_path: Path) -> None:
     assert load_competition(path).retention.runs == "all"
     path.write_text(BASE + '[retention]\nruns = "finals-and-best"\n', encoding="utf-8")
     assert load_competition(path).retention.runs == "finals-and-best"
+
+
+def test_the_keys_a_first_start_makes_are_the_files_key_files_names(tmp_path: Path) -> None:
+    from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
+    from grader.hosting.keyring.files import key_files
+    from grader.hosting.keyring.host_key import ensure_host_key
+    from grader.hosting.keyring.log_key import ensure_log_key
+    from grader.hosting.keyring.partition_secret import ensure_partition_secret
+    from grader.hosting.keyring.session_secret import ensure_session_secret
+
+    files = key_files(tmp_path)
+    files.folder.mkdir()
+    ensure_host_key(files.folder)
+    ensure_log_key(files.folder, "grader-log/c")
+    ensure_partition_secret(files.folder)
+    ensure_session_secret(files.folder)
+    ensure_competition_blinding_key(files.folder)
+    named = {getattr(files, name) for name, value in vars(type(files)).items() if isinstance(value, property)}
+    assert set(files.folder.iterdir()) == named and len(named) == 7
+    assert files.folder == tmp_path / "keys"

@@ -22,16 +22,10 @@ from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from grader.stats.partition import partition
 from grader.translog.tiles import bundles_for_size, tiles_for_size
-from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
+from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world
 from tests.hosting.support import admin
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> World:
-    w = make_world(tmp_path, database_url)
-    seed_demo(w)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = pytest.mark.board(seeded=True)
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,14 +23,9 @@ from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.model import build_report
-from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, World, expected_order, make_world, seed, seed_demo
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, World, expected_order, seed, seed_demo
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
-    w = make_world(tmp_path, database_url)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = pytest.mark.board
 
 
 def stored_parts(world: World, seeded: Seeded) -> ResultPart | None:

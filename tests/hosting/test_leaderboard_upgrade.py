@@ -11,7 +11,6 @@ On SQLite and a real PostgreSQL.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,9 @@ from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import signed_values
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.signing import ENVELOPE_NAME
-from tests.hosting.leaderboard_world import FRACTION, Seeded, World, make_world, seed
+from tests.hosting.leaderboard_world import FRACTION, Seeded, World, seed
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
-    w = make_world(tmp_path, database_url)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = pytest.mark.board
 
 
 def result_of(world: World, seeded: Seeded) -> tuple[Result, ResultPart | None]:

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from grader.hosting.db import session as sessions
 from grader.hosting.db.models import Base
-from grader.hosting.db.session import Database, head_revision, migrate
+from grader.hosting.db.session import Database, _alembic_config, head_revision, migrate
 from grader.hosting.states import State, Track
 
 
@@ -61,13 +61,17 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
     # Alembic's comparison leaves CHECK constraints out: compare their names and the values they allow
     # (a new state or track without a migration fails here).
     assert _checks_in_database(engine) == _checks_declared()
+    states, tracks = frozenset(s.value for s in State), frozenset(t.value for t in Track)
     assert _checks_declared() == {
-        "submissions": {"ck_submission_state": frozenset(s.value for s in State), "ck_submission_track": frozenset(t.value for t in Track)}
+        "submissions": {"ck_submission_state": states, "ck_submission_track": tracks},
+        "results": {"ck_result_state": states},
+        "transitions": {"ck_transition_from_state": states, "ck_transition_to_state": states},
+        "upload_reservations": {"ck_upload_reservation_track": tracks},
     }
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0009_shard_jobs"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0010_state_columns"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -94,7 +98,7 @@ def _rows_of_release_0_2_0(engine: Engine) -> None:
 def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine) -> None:
     assert migrate(engine, "0003_workers") == "0003_workers"
     _rows_of_release_0_2_0(engine)
-    assert migrate(engine) == "0009_shard_jobs"  # SQLite: the table is rebuilt while four tables refer to it
+    assert migrate(engine) == "0010_state_columns"  # SQLite: the table is rebuilt while four tables refer to it
     with engine.connect() as connection:
         assert connection.execute(text("SELECT state, track, version FROM submissions")).one() == ("failed", "sample", 3)
         for table in ("transitions", "attempts", "results", "final_choices"):
@@ -107,3 +111,51 @@ def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine)
         connection.execute(text("DELETE FROM submissions"))
     indexes = {index["name"] for index in inspect(engine).get_indexes("submissions")}
     assert {"ix_submissions_state", "ix_submissions_participant"} <= indexes
+
+
+#: The columns 0010_state_columns checks: (table, column).
+STATE_COLUMNS = (("results", "state"), ("transitions", "from_state"), ("transitions", "to_state"), ("upload_reservations", "track"))
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    """Alembic's downgrade to ``revision``, with SQLite's reference checks off around it as :func:`migrate` has them."""
+    from alembic import command
+
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as connection:
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        with connection.begin():
+            config = _alembic_config()
+            config.attributes["connection"] = connection
+            command.downgrade(config, revision)
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
+
+
+def test_0010_checks_the_state_columns_of_rows_already_there_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0009_shard_jobs") == "0009_shard_jobs"
+    _rows_of_release_0_2_0(engine)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO upload_reservations (participant_id, idempotency_key, track, body_sha256, declared_bytes, holder, created_at, expires_at)"
+                " VALUES (1, 'k', 'hidden', 'h', 1, 'r', '2026-12-01 00:00:00', '2026-12-01 00:10:00')"
+            )
+        )
+    assert migrate(engine) == "0010_state_columns"
+    with engine.connect() as connection:  # the rows, each value one of the enum's, are all still there
+        assert connection.execute(text("SELECT state FROM results")).scalars().all() == ["failed"]
+        assert connection.execute(text("SELECT from_state, to_state FROM transitions")).all() == [(None, "received")]
+        assert connection.execute(text("SELECT track FROM upload_reservations")).scalars().all() == ["hidden"]
+    for table, column in STATE_COLUMNS:
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text(f"UPDATE {table} SET {column} = 'lost'"))
+    _downgrade(engine, "0009_shard_jobs")
+    assert set(_checks_in_database(engine)) == {"submissions"}
+    with engine.begin() as connection:  # unchecked again, as 0009 had them
+        for table, column in STATE_COLUMNS:
+            connection.execute(text(f"UPDATE {table} SET {column} = 'lost'"))
+        assert connection.execute(text("SELECT count(*) FROM results WHERE submission_id = 's1'")).scalar() == 1

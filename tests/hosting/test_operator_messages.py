@@ -26,16 +26,10 @@ from grader.hosting.api.app import create_app
 from grader.hosting.config import load_competition
 from grader.hosting.queue.lifecycle import reap
 from grader.hosting.server import ServeOptions, log_waiting, masked, prepare, start_line
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import World
 from tests.hosting.support import REPO, write_competition
 
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    w = make_world(tmp_path, None)
-    seed_demo(w)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = [pytest.mark.board(seeded=True), pytest.mark.sqlite_only]
 
 
 def admin(world: World, *args: str) -> tuple[int, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +19,10 @@ from sqlalchemy import text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Base
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import World
 from tests.hosting.support import admin
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
-    w = make_world(tmp_path, database_url)
-    seed_demo(w)
-    yield w
-    w.ctx.db.dispose()
+pytestmark = pytest.mark.board(seeded=True)
 
 
 def state_files(state: Path) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,17 +28,11 @@ from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entr
 from grader.translog.errors import LogVerificationError
 from grader.translog.published import check_published
 from grader.translog.tiles import TILE_WIDTH
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import World
 from tests.hosting.support import admin
 from tests.hosting.translog_support import reader, served_entries
 
-
-@pytest.fixture
-def world(tmp_path: Path, database_url: str | None) -> Iterator[World]:
-    built = make_world(tmp_path, database_url)
-    seed_demo(built)
-    yield built
-    built.ctx.db.dispose()
+pytestmark = pytest.mark.board(seeded=True)
 
 
 def _served_entries(client: TestClient, world: World) -> list[bytes]:

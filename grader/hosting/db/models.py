@@ -189,7 +189,7 @@ class UploadReservation(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"))
     idempotency_key: Mapped[str] = mapped_column(String(64))
-    track: Mapped[str] = mapped_column(String(16))
+    track: Mapped[Track] = mapped_column(_stored_enum(Track, "upload_reservation_track"))
     #: The SHA-256 the client declared of the body (``Content-Digest``); a retry must send the same body.
     body_sha256: Mapped[str] = mapped_column(String(64))
     declared_bytes: Mapped[int] = mapped_column(BigInteger)
@@ -210,8 +210,9 @@ class Transition(Base):
     __tablename__ = "transitions"
     id: Mapped[int] = mapped_column(primary_key=True)
     submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
-    from_state: Mapped[str | None] = mapped_column(String(16))
-    to_state: Mapped[str] = mapped_column(String(16))
+    #: None on a submission's first row (it is created ``received``)
+    from_state: Mapped[State | None] = mapped_column(_stored_enum(State, "transition_from_state"))
+    to_state: Mapped[State] = mapped_column(_stored_enum(State, "transition_to_state"))
     attempt: Mapped[int] = mapped_column(Integer)
     actor: Mapped[str] = mapped_column(String(100))
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -243,7 +244,8 @@ class Result(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     pin_id: Mapped[int] = mapped_column(ForeignKey("pins.id"))
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"))
-    state: Mapped[str] = mapped_column(String(16))
+    #: the grade's outcome, as a submission state
+    state: Mapped[State] = mapped_column(_stored_enum(State, "result_state"))
     failure_code: Mapped[str | None] = mapped_column(String(32))
     #: The report's aggregate (what the public view may show, after rounding).
     aggregate: Mapped[dict[str, Any] | None]

@@ -18,24 +18,24 @@ from sqlalchemy.orm import Session
 from grader.errors import KeyFileError
 from grader.hosting.db.models import Setting
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.files import KeyFiles
 from grader.sandbox.blinding import BlindingKey
 from grader.sandbox.blinding_key import ensure_blinding_key, load_blinding_key
 
-BLINDING_FILE = "blinding.secret"
 KEY_ID_SETTING = "blinding_key_id"
 
 
 def ensure_competition_blinding_key(keys_dir: Path) -> BlindingKey:
     """Create ``keys_dir/blinding.secret`` (hex, 0600) if missing; load it, refusing a file others can read."""
     try:
-        return ensure_blinding_key(keys_dir / BLINDING_FILE)
+        return ensure_blinding_key(KeyFiles(keys_dir).blinding_secret)
     except KeyFileError as error:
         raise HostingError(str(error)) from None
 
 
 def load_competition_blinding_key(keys_dir: Path) -> BlindingKey:
     """Load ``keys_dir/blinding.secret``, made by the first ``grader serve``; never create it (its id is recorded at that start)."""
-    path = keys_dir / BLINDING_FILE
+    path = KeyFiles(keys_dir).blinding_secret
     if not path.exists():
         raise HostingError(f"{path}: no blinding key yet", hint="start `grader serve --state DIR` once: it creates the key and records its id")
     try:

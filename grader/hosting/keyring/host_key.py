@@ -18,9 +18,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
+from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.settings import HOST_KEY_PASSPHRASE, environment
 from grader.reports.dsse import envelope_json
-from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, public_key_pem
+from grader.reports.keys import public_key_pem
 from grader.reports.model import report_json
 from grader.reports.signing import ENVELOPE_NAME, REPORT_NAME, sign_report
 from grader.reports.verify import verify_envelope
@@ -35,7 +36,8 @@ def _passphrase() -> bytes | None:
 
 def ensure_host_key(keys_dir: Path) -> Ed25519PrivateKey:
     """Create the key pair in ``keys_dir`` if missing (private half 0600); load and return the private key."""
-    private_path, public_path = keys_dir / PRIVATE_KEY_NAME, keys_dir / PUBLIC_KEY_NAME
+    files = KeyFiles(keys_dir)
+    private_path, public_path = files.host_private, files.host_public
     if not os.path.lexists(private_path):
         key = Ed25519PrivateKey.generate()
         secret = _passphrase()

@@ -18,12 +18,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
+from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.keyring.host_key import load_host_key
 from grader.hosting.settings import environment
 from grader.translog.note import NoteSigner
 
-LOG_KEY_NAME = "log.key"
-LOG_VKEY_NAME = "log.vkey"
 _ORIGIN_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -37,7 +36,8 @@ def ensure_log_key(keys_dir: Path, origin: str) -> NoteSigner:
 
     Refuses a key whose published verifier key names another origin (the log was renamed) or another key.
     """
-    private_path, vkey_path = keys_dir / LOG_KEY_NAME, keys_dir / LOG_VKEY_NAME
+    files = KeyFiles(keys_dir)
+    private_path, vkey_path = files.log_private, files.log_verifier
     if not os.path.lexists(private_path):
         key = Ed25519PrivateKey.generate()
         passphrase = environment().host_key_passphrase

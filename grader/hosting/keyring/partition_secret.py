@@ -17,15 +17,15 @@ from sqlalchemy.orm import Session
 from grader.files import atomic_write_bytes
 from grader.hosting.db.models import Setting
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.files import KeyFiles
 from grader.stats.partition import commitment, new_secret
 
-SECRET_FILE = "partition.secret"
 COMMITMENT_SETTING = "partition_commitment"
 
 
 def ensure_partition_secret(keys_dir: Path) -> bytes:
     """Create ``keys_dir/partition.secret`` (hex, 0600) if missing; load it, refusing a file others can read."""
-    path = keys_dir / SECRET_FILE
+    path = KeyFiles(keys_dir).partition_secret
     if not os.path.lexists(path):
         atomic_write_bytes(path, new_secret().hex().encode("ascii") + b"\n", mode=0o600)
     return load_partition_secret(keys_dir)
@@ -33,7 +33,7 @@ def ensure_partition_secret(keys_dir: Path) -> bytes:
 
 def load_partition_secret(keys_dir: Path) -> bytes:
     """Load ``keys_dir/partition.secret`` (never creating one), refusing a missing file or one others can read."""
-    path = keys_dir / SECRET_FILE
+    path = KeyFiles(keys_dir).partition_secret
     if not os.path.lexists(path):
         raise HostingError(f"{path}: no partition secret here", hint="start `grader serve --state DIR` once first")
     mode = stat.S_IMODE(os.stat(path).st_mode)

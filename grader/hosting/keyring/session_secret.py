@@ -7,13 +7,12 @@ import secrets
 from pathlib import Path
 
 from grader.files import atomic_write_bytes
-
-SESSION_SECRET_FILE = "session.secret"
+from grader.hosting.keyring.files import KeyFiles
 
 
 def ensure_session_secret(keys_dir: Path) -> str:
     """Create ``keys_dir/session.secret`` if missing and return it."""
-    path = keys_dir / SESSION_SECRET_FILE
+    path = KeyFiles(keys_dir).session_secret
     if not os.path.lexists(path):
         atomic_write_bytes(path, secrets.token_hex(32).encode("ascii") + b"\n", mode=0o600)
     return path.read_text(encoding="ascii").strip()

@@ -16,12 +16,13 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.files import key_files
 from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
 from grader.hosting.leaderboard.board import BoardSettings, build_boards
 from grader.hosting.leaderboard.service import board_part, boards_json
 from grader.hosting.schedule import ends_at
 from grader.hosting.visibility import Part
-from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
+from grader.reports.keys import load_public_key
 from grader.stats.partition import commitment
 from grader.text import escape_control
 
@@ -29,13 +30,15 @@ from grader.text import escape_control
 def host_board(state_dir: Path, db: Database, competition: Competition, part: Part | str) -> dict[str, Any]:
     """The boards of ``part`` (``public`` or ``private``) as the routes publish them after the end, at any time."""
     part = board_part(part)
-    keys = state_dir / "keys"
-    secret = load_partition_secret(keys)
+    keys = key_files(state_dir)
+    secret = load_partition_secret(keys.folder)
     with db.session() as session:
         recorded = recorded_commitment(session)
         if recorded is None or recorded != commitment(secret):
-            raise HostingError(f"{keys}: the partition secret does not match the commitment recorded in this database (another competition's state?)")
-        found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), secret))
+            raise HostingError(
+                f"{keys.folder}: the partition secret does not match the commitment recorded in this database (another competition's state?)"
+            )
+        found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys.host_public), secret))
     end = ends_at(db, competition)
     data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= end).model_dump(mode="json")
     data["ends_at"] = iso(end)

@@ -18,11 +18,11 @@ from grader.hosting.queue.dispatch import LocalDispatcher
 log = logging.getLogger("grader.hosting")
 
 
-class CeleryDispatcher(LocalDispatcher):
-    """Wakes local long-polls (as :class:`LocalDispatcher`) and publishes a Celery wake-up per dispatch."""
+class CeleryDispatcher:
+    """Wakes local long-polls (through a :class:`LocalDispatcher` it holds) and publishes a Celery wake-up per dispatch."""
 
     def __init__(self, broker: str) -> None:
-        super().__init__()
+        self._local = LocalDispatcher()
         self.app = make_celery(broker)
         self._pending: queue.Queue[str | None] = queue.Queue()
         self.published = 0
@@ -31,8 +31,21 @@ class CeleryDispatcher(LocalDispatcher):
         self._thread.start()
 
     def dispatch(self, submission_id: str) -> None:
-        super().dispatch(submission_id)
+        """Wake this server's long-polls now; the Celery wake-up is published by the background thread."""
+        self._local.dispatch(submission_id)
         self._pending.put(submission_id)
+
+    def generation(self) -> int:
+        """The local dispatch counter (see :meth:`LocalDispatcher.generation`)."""
+        return self._local.generation()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Wait as a local long-poll does (see :meth:`LocalDispatcher.wait`)."""
+        self._local.wait(seen, timeout)
+
+    def broker_counts(self) -> tuple[int, int]:
+        """``(published, failed)`` Celery wake-ups since the start."""
+        return self.published, self.failed
 
     def _publish_loop(self) -> None:
         while True:

@@ -3,7 +3,7 @@
 The database is the queue; a dispatch is only a wake-up call, sent after the
 commit that made the job claimable. A lost dispatch costs latency, never a
 submission: the reaper re-dispatches jobs that wait unclaimed too long. A
-broker-backed dispatcher (Celery, issue 14) implements the same protocol.
+broker-backed dispatcher (Celery) implements the same protocol.
 """
 
 from __future__ import annotations
@@ -13,9 +13,23 @@ from typing import Protocol
 
 
 class Dispatcher(Protocol):
-    """Wakes workers for a job that is already committed as ``queued``."""
+    """Wakes workers for a job that is already committed as ``queued``, and lets this server's long-polls wait for one.
 
-    def dispatch(self, submission_id: str) -> None: ...
+    The one interface of a dispatcher: the lifecycle dispatches, the claim routes wait, the
+    server closes it. :class:`LocalDispatcher` and the Celery one implement it.
+    """
+
+    def dispatch(self, submission_id: str) -> None:
+        """Wake workers for ``submission_id`` (already committed as queued)."""
+
+    def generation(self) -> int:
+        """A counter that changes on every dispatch (read it before looking for work)."""
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
+
+    def broker_counts(self) -> tuple[int, int] | None:
+        """``(published, failed)`` broker wake-ups since the start; ``None`` without a broker (the metrics page shows them)."""
 
     def close(self) -> None:
         """Release what the dispatcher holds (a publisher thread, a broker connection); called once, at shutdown."""
@@ -29,6 +43,7 @@ class LocalDispatcher:
         self._generation = 0
 
     def dispatch(self, submission_id: str) -> None:
+        """Wake every long-poll waiting on this server."""
         with self._condition:
             self._generation += 1
             self._condition.notify_all()
@@ -37,6 +52,10 @@ class LocalDispatcher:
         """A counter that changes on every dispatch (read it before looking for work)."""
         with self._condition:
             return self._generation
+
+    def broker_counts(self) -> None:
+        """No broker: nothing published."""
+        return None
 
     def close(self) -> None:
         """Nothing to release: long-polls end with their requests."""

@@ -30,7 +30,7 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.keyring.blinding_key import BLINDING_FILE
+from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.results import ranking_record
 from grader.hosting.results.pins import active_pin, grading_splits
@@ -157,7 +157,7 @@ def _scored_report(rescorer: Rescorer, source: _Source) -> dict[str, Any]:
             hint="`grader admin rejudge ID` grades it again on a worker",
         )
     try:
-        key_file = rescorer.state.keys / BLINDING_FILE  # the runs index the workers' pseudonymous copy
+        key_file = KeyFiles(rescorer.state.keys).blinding_secret  # the runs index the workers' pseudonymous copy
         job = scoring_job(target, source.split, tasks, facts, runs, blinding_key_file=key_file if key_file.is_file() else None)
         return score_in_child(job)
     except (TaskFailure, ReportError) as error:

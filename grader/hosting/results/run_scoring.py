@@ -28,7 +28,7 @@ from grader.grading.score_process import score_in_child
 from grader.hosting.config import DEPTH
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
-from grader.hosting.keyring.blinding_key import BLINDING_FILE
+from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.keyring.worker_signing import verify_result
 from grader.hosting.queue.lifecycle import holds_lease
 from grader.hosting.results import ranking_record
@@ -134,7 +134,7 @@ def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, paylo
     atomic_write_bytes(folder / "facts.json", jsonio.dumps(payload["facts"], ensure_ascii=True).encode("ascii"))
     ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, submission.split)  # what the runs index: a re-scoring checks it
     # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).
-    key_file = None if ctx.blinding_key is None else ctx.state.keys / BLINDING_FILE
+    key_file = None if ctx.blinding_key is None else KeyFiles(ctx.state.keys).blinding_secret
     job = scoring_job(ctx.benchmark_target, submission.split, ctx.tasks, payload["facts"], runs, blinding_key_file=key_file)
     try:
         report = score_in_child(job)

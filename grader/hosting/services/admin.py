@@ -22,6 +22,7 @@ from grader.hosting.db.models import Participant, Result, Setting, State, Submis
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.identity import participants, workers
+from grader.hosting.keyring.files import key_files
 from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.queue.lifecycle import cancel as cancel_submission
 from grader.hosting.queue.lifecycle import rejudge as requeue
@@ -307,7 +308,7 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
     from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from grader.hosting.keyring.partition_secret import load_partition_secret
 
-    keys = state_dir / "keys"
+    keys = key_files(state_dir).folder
     secret = load_partition_secret(keys)
     entry = entries.reveal_entry(
         time=utcnow(),
@@ -325,11 +326,11 @@ def _board_settings(state_dir: Path, competition: Competition) -> BoardSettings 
     from grader.errors import GraderError
     from grader.hosting.keyring.partition_secret import load_partition_secret
     from grader.hosting.leaderboard.board import BoardSettings
-    from grader.reports.keys import PUBLIC_KEY_NAME, load_public_key
+    from grader.reports.keys import load_public_key
 
-    keys = state_dir / "keys"
+    keys = key_files(state_dir)
     try:
-        return BoardSettings.of(competition, load_public_key(keys / PUBLIC_KEY_NAME), load_partition_secret(keys))
+        return BoardSettings.of(competition, load_public_key(keys.host_public), load_partition_secret(keys.folder))
     except (GraderError, OSError, ValueError):
         return None
 
@@ -358,7 +359,7 @@ def rescore(
     from grader.hosting.storage import StateDir
 
     state = StateDir(state_dir)
-    keys = state_dir / "keys"
+    keys = state.keys
     with db.session() as session:
         commitment = recorded_commitment(session) or ""
     rescorer = Rescorer(

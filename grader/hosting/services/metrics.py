@@ -16,13 +16,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from grader.hosting.clock import utcnow
-from grader.hosting.context import ServerDispatcher
 from grader.hosting.db.models import Replica, State, Submission, Worker
 from grader.hosting.db.session import Database
+from grader.hosting.queue.dispatch import Dispatcher
 
 
 class _DatabaseCollector(Collector):
-    def __init__(self, db: Database, dispatcher: ServerDispatcher) -> None:
+    def __init__(self, db: Database, dispatcher: Dispatcher) -> None:
         self.db, self.dispatcher = db, dispatcher
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -72,15 +72,16 @@ class _DatabaseCollector(Collector):
         for name, count in dissents:
             flagged.add_metric([name], float(count))
         yield flagged
-        published, failed = getattr(self.dispatcher, "published", None), getattr(self.dispatcher, "failed", None)
-        if published is not None and failed is not None:
+        counts = self.dispatcher.broker_counts()
+        if counts is not None:
+            published, failed = counts
             dispatch = GaugeMetricFamily("grader_broker_dispatches", "Celery wake-ups since the server started, by outcome", labels=["outcome"])
             dispatch.add_metric(["published"], float(published))
             dispatch.add_metric(["failed"], float(failed))
             yield dispatch
 
 
-def render(db: Database, dispatcher: ServerDispatcher) -> bytes:
+def render(db: Database, dispatcher: Dispatcher) -> bytes:
     """The metrics page (Prometheus text exposition format 0.0.4)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_DatabaseCollector(db, dispatcher))

@@ -21,6 +21,7 @@ from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.blinding_key import load_competition_blinding_key
+from grader.hosting.keyring.files import key_files
 from grader.hosting.protocol.worker_data import ExportedTask, ensure_worker_data, export_worker_data, pseudonymous_judged
 from grader.hosting.results.pins import grading_splits
 
@@ -53,7 +54,7 @@ def _in_child(function: Callable[..., Path], *args: object) -> Path:
 def export_copy(state_dir: Path, competition: Competition, out: Path) -> dict[str, ExportedTask]:
     """``grader admin export-worker-data``: the competition's worker copy written to ``out`` (new or empty), under the state's key."""
     benchmark, tasks, split, sample = grading_splits(competition)
-    key = load_competition_blinding_key(state_dir / "keys")
+    key = load_competition_blinding_key(key_files(state_dir).folder)
     return export_worker_data(benchmark, tasks, tuple(dict.fromkeys((split, sample))), key, out)
 
 

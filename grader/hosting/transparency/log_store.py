@@ -45,21 +45,22 @@ def open_host_log(root: Path) -> HostLog | None:
     """The log of the state folder ``root`` for a command outside the server (``grader admin``): its origin is the name
     in ``keys/log.vkey``; None when no server has started there yet (no log key)."""
     # Here, not at the top: `grader admin list` and the like import this module and need neither (nor their imports).
-    from grader.hosting.keyring.log_key import LOG_VKEY_NAME, ensure_log_key
+    from grader.hosting.keyring.files import key_files
+    from grader.hosting.keyring.log_key import ensure_log_key
     from grader.hosting.keyring.partition_secret import load_partition_secret
 
-    keys = root / "keys"
+    keys = key_files(root)
     try:
-        vkey = (keys / LOG_VKEY_NAME).read_text(encoding="ascii")
+        vkey = keys.log_verifier.read_text(encoding="ascii")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as error:
-        raise HostingError(f"{keys / LOG_VKEY_NAME}: cannot read the log's verifier key: {error}") from None
+        raise HostingError(f"{keys.log_verifier}: cannot read the log's verifier key: {error}") from None
     try:
         origin = NoteVerifier.from_vkey(vkey).name
     except LogVerificationError as error:
-        raise HostingError(f"{keys / LOG_VKEY_NAME}: not a verifier key: {error}") from None
-    return HostLog(ensure_log_key(keys, origin), identifier_key(load_partition_secret(keys)), root / LOG_DIR)
+        raise HostingError(f"{keys.log_verifier}: not a verifier key: {error}") from None
+    return HostLog(ensure_log_key(keys.folder, origin), identifier_key(load_partition_secret(keys.folder)), root / LOG_DIR)
 
 
 def lock_head(session: Session) -> None:
