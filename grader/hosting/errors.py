@@ -15,12 +15,12 @@ class HostingError(GraderError):
     """A hosting operation cannot be done (state folder, database, pins)."""
 
 
-class LostRace(HostingError):
-    """Another writer moved a submission between the read and the compare-and-set of a transaction, which then rolls back."""
-
-
 class PinMismatch(HostingError):
     """The benchmark data or the grader version differ from what the competition pinned."""
+
+
+class LostRace(HostingError):
+    """Another writer moved a submission between the read and the compare-and-set of a transaction, which then rolls back."""
 
 
 class RefusedSubmission(GraderError):
