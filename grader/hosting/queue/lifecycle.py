@@ -90,9 +90,10 @@ def _compare_and_set(session: Session, submission: Submission, **values: Any) ->
 def replace_result(session: Session, submission: Submission, *, result_id: int, public_score: float | None) -> bool:
     """A re-scoring's result becomes a finished submission's current one; its state, attempts and lease stay.
 
-    Not a move: staying put is none (the state table has no self-loop), so no transition row is written; the new
-    result row and the log's ``rejudge`` entry record it. Guarded as a move is, by the state and version the
-    submission was read in; False (nothing changed) when another writer was first.
+    Not a move: the state stays, and staying put is never a move (the state table has no self-loop, and a test holds
+    it), so no transition row is written; the new result row and the log's ``rejudge`` entry record the re-scoring.
+    Guarded as a move is, by the state and version the submission was read in; False (nothing changed) when another
+    writer was first.
     """
     if submission.state not in (State.SCORED, State.FAILED):
         raise InternalError(f"a {submission.state} submission has no result to replace (only scored or failed ones are re-scored)")
