@@ -38,9 +38,9 @@ from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.keys import PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, public_key_pem
+from tests.hosting.posting import accept_posted
 from tests.hosting.support import write_competition
 
 REPO = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ def test_hosting_bytes_of_the_pinned_grade_are_pinned(tmp_path: Path) -> None:
         assert lifecycle.enqueue(ctx.db, ctx.dispatcher, submission_id, actor="test")
         claim = lifecycle.claim(ctx.db, worker_id, 60)
         assert claim is not None and claim.submission_id == submission_id
-        verdict = accept_result(
+        verdict = accept_posted(
             ctx.db,
             ctx.state,
             ctx.signing_key,

@@ -40,7 +40,6 @@ RAISE_ALLOWED: dict[tuple[str, str, str], str] = {
     ("grader/data/writers.py", "TaskWriter._root", "RuntimeError"): "programming error: the writer used outside its with block",
     ("grader/data/writers.py", "TaskWriter.commit", "RuntimeError"): "programming error: commit before both files were written",
     ("grader/hosting/db/models.py", "UTCDateTime.process_bind_param", "ValueError"): "SQLAlchemy type hook: a naive datetime is a programming error",
-    ("grader/hosting/results/recording.py", "accept_result", "RuntimeError"): "rolls the transaction back on a lost race; the worker is told stale",
     ("grader/hosting/migrations/env.py", "<module>", "RuntimeError"): "Alembic's env.py run directly instead of through migrate()",
     ("grader/hosting/leaderboard/service.py", "set_finals", "LookupError"): "mapped to a 404 by the route (a submission the participant may not see)",
 }

@@ -23,6 +23,10 @@ class PinMismatch(HostingError):
     """The benchmark data or the grader version differ from what the competition pinned."""
 
 
+class LostRace(HostingError):
+    """Another writer moved a submission between the read and the compare-and-set of a transaction, which then rolls back."""
+
+
 class RefusedSubmission(GraderError):
     """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
 

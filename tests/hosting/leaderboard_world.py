@@ -35,12 +35,12 @@ from grader.hosting.identity.participants import add_participant, rekey_local_wo
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run
 from grader.sandbox.blinding import DOCUMENT, QUERY, blind
+from tests.hosting.posting import accept_posted
 from tests.hosting.support import write_competition
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -234,7 +234,7 @@ def seed(
             values = served_values(world, submission.id)
             public_sets = {task: reference_public(world.secret, task, list(values[task]), FRACTION) for task in values}
     else:
-        verdict = accept_result(
+        verdict = accept_posted(
             ctx.db,
             ctx.state,
             ctx.signing_key,

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Result, Submission, Transition
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
+from tests.hosting.posting import accept_posted
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 
@@ -39,7 +39,7 @@ def test_audit_trail_and_participant_failure(world: World) -> None:
     assert claim is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is not None
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[1], 30) is None  # not this worker's lease
-    verdict = accept_result(
+    verdict = accept_posted(
         world.db,
         world.state,
         world.key,
@@ -58,7 +58,7 @@ def test_audit_trail_and_participant_failure(world: World) -> None:
         ]
     assert moves == [(None, "received"), ("received", "queued"), ("queued", "running"), ("running", "failed")]
     # a duplicate of the same result changes nothing
-    again = accept_result(
+    again = accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
     )
     assert again.status == "stale"
@@ -75,12 +75,12 @@ def test_stale_attempt_result_is_discarded(world: World) -> None:
     assert second is not None and second.attempt == 2
     # the lost worker comes back: its heartbeat and its result are refused
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
-    stale = accept_result(
+    stale = accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "TIMEOUT"}
     )
     assert stale.status == "stale"
     assert state_of(world, submission_id).state == "running"
-    done = accept_result(
+    done = accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "NONZERO_EXIT"}
     )
     assert done.state == "failed"
@@ -91,7 +91,7 @@ def test_stale_attempt_result_is_discarded(world: World) -> None:
 def test_platform_failure_posted_by_worker_is_retried(world: World) -> None:
     submission_id = new_submission(world)
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
-    verdict = accept_result(
+    verdict = accept_posted(
         world.db,
         world.state,
         world.key,
@@ -119,7 +119,7 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     submission_id = new_submission(world)
     claim = lifecycle.claim(world.db, world.workers[0], 30)
     assert claim is not None
-    accept_result(
+    accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
     )
     assert not lifecycle.rejudge(world.db, world.dispatcher, "s-unknown", max_attempts=2)
@@ -128,7 +128,7 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     assert (queued.state, queued.failure_code, queued.attempt_limit) == ("queued", None, 3)
     again = lifecycle.claim(world.db, world.workers[1], 30)
     assert again is not None and again.attempt == 2
-    accept_result(
+    accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=2, worker_id=world.workers[1], payload={"failure_code": "TIMEOUT"}
     )
     with world.db.session() as session:

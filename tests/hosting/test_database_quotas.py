@@ -12,7 +12,7 @@ from grader.hosting.db.models import Submission
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.intake.quotas import check_quota, quota_status
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
+from tests.hosting.posting import accept_posted
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 
@@ -26,7 +26,7 @@ def test_quota_counts_what_the_participant_caused(world: World) -> None:
     for _ in range(2):
         claim = lifecycle.claim(world.db, world.workers[0], 30)
         assert claim is not None
-        accept_result(
+        accept_posted(
             world.db,
             world.state,
             world.key,
@@ -71,7 +71,7 @@ def test_cancel_is_never_charged_and_running_worker_learns_it(world: World) -> N
     assert lifecycle.cancel(world.db, submission_id)
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
     assert (
-        accept_result(
+        accept_posted(
             world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
         ).status
         == "stale"

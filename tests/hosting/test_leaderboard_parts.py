@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from grader.cli.main import cli
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Result, ResultPart, Submission
+from grader.hosting.errors import LostRace
 from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
@@ -76,7 +77,7 @@ def test_a_result_whose_scoring_transaction_fails_leaves_neither_result_nor_part
     from grader.hosting.results import recording as results
 
     monkeypatch.setattr(results, "finish", lambda *_args, **_kwargs: False)  # the state change loses a race: the transaction rolls back
-    with pytest.raises(RuntimeError, match="lost a race"):
+    with pytest.raises(LostRace, match="another writer moved it"):
         seed(world, "alice", "alice-1", 0.55, rng_seed=1)
     with world.ctx.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Result)) == 0

@@ -17,12 +17,12 @@ from sqlalchemy.orm import ORMExecuteState
 from grader.hosting import settings
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Result, Submission
-from grader.hosting.errors import ClientError
+from grader.hosting.errors import ClientError, LostRace
 from grader.hosting.participant.client import token_from
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
 from grader.hosting.server import Reaper, ServeOptions, prepare, shutdown
 from grader.hosting.states import State
+from tests.hosting.posting import accept_posted
 from tests.hosting.redis import redis_server  # noqa: F401 - fixture
 from tests.hosting.support import Server, wait_for, write_competition
 from tests.hosting.world import World, new_submission, state_of
@@ -53,14 +53,14 @@ def test_a_result_rolled_back_on_purpose_leaves_no_folder(world: World) -> None:
     def another_writer_first(state: ORMExecuteState) -> None:
         state.session.connection().execute(text("UPDATE submissions SET version = version + 1 WHERE id = :id"), {"id": submission_id})
 
-    with before_submission_updates(world, another_writer_first), pytest.raises(RuntimeError, match="lost a race"):
-        accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload=payload)
+    with before_submission_updates(world, another_writer_first), pytest.raises(LostRace, match="another writer moved it"):
+        accept_posted(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload=payload)
     assert not folder.exists()  # the logs were written before the transaction; it rolled back, so they went too
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Result)) == 0
     assert state_of(world, submission_id).state is State.RUNNING  # nothing of the attempt was recorded
     # the worker posts again and is heard: the rollback left the lease intact
-    verdict = accept_result(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload=payload)
+    verdict = accept_posted(world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload=payload)
     assert (verdict.status, verdict.state) == ("accepted", "failed")
     assert (folder / "logs" / "grade.log").read_text(encoding="utf-8") == "the container's log"
 

@@ -16,11 +16,11 @@ from sqlalchemy import select
 
 from grader.hosting.db.models import LogEntry, Submission
 from grader.hosting.queue import lifecycle
-from grader.hosting.results.recording import accept_result
 from grader.hosting.states import TERMINAL
 from grader.hosting.transparency.host_log import HostLog
 from grader.translog.entries import decode_entry, entry_opens, key_of_entry
 from grader.translog.note import NoteSigner
+from tests.hosting.posting import accept_posted
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 IDENTIFIER_KEY = b"i" * 32
@@ -37,7 +37,7 @@ def _entries_of(world: World, submission_id: str) -> list[dict[str, Any]]:
 
 
 def _post(world: World, host_log: HostLog, submission_id: str, attempt: int, worker: int, payload: dict[str, Any]) -> tuple[str, str | None]:
-    verdict = accept_result(
+    verdict = accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=attempt, worker_id=worker, payload=payload, host_log=host_log
     )
     return verdict.status, verdict.state

@@ -7,6 +7,7 @@ neither side reads string keys. Field caps are those of the API today.
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -116,11 +117,26 @@ class WorkerResult(_Request):
     )
 
 
-class Verdict(BaseModel):
-    """What the server did with a posted result: ``accepted`` (with the new state), ``requeued``, ``error``, or ``replicated``
-    (recorded as a replica: another worker of the fingerprint grades the job, docs/hosting.md "Replicas")."""
+class VerdictStatus(enum.StrEnum):
+    """What the server did with a posted result; the route answers the last two with 409 and 403, the others in a :class:`Verdict`."""
 
-    status: str
+    ACCEPTED = "accepted"
+    #: a platform failure: the job went back to the queue (or to ``replicating``)
+    REQUEUED = "requeued"
+    #: a platform failure at the attempt limit, or replicas without a majority: the job ended ``error``
+    ERROR = "error"
+    #: recorded as a replica: another worker of the fingerprint grades the job (docs/hosting.md "Replicas")
+    REPLICATED = "replicated"
+    #: the attempt no longer holds the lease (expired and handed on, cancelled, or already accepted): discarded
+    STALE = "stale"
+    #: a remote worker's result not signed by its registered key over this upload and attempt
+    REFUSED = "refused"
+
+
+class Verdict(BaseModel):
+    """What the server did with a posted result (:class:`VerdictStatus`), with the submission's new state when it moved."""
+
+    status: VerdictStatus
     state: str | None = None
 
 

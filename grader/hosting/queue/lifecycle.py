@@ -58,13 +58,7 @@ def move(session: Session, submission: Submission, to: State, *, event: Event, a
     if (source, to) not in event.edges():
         raise InternalError(f"event {event.name} does not move a submission {source} -> {to}")
     now = utcnow()
-    result = session.execute(
-        update(Submission)
-        .where(Submission.id == submission.id, Submission.version == submission.version, Submission.state == source)
-        .values(state=to, version=Submission.version + 1, updated_at=now, **values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if not _compare_and_set(session, submission, state=to, updated_at=now, **values):
         return False
     session.add(
         Transition(
@@ -78,6 +72,33 @@ def move(session: Session, submission: Submission, to: State, *, event: Event, a
         )
     )
     session.flush()
+    session.refresh(submission)
+    return True
+
+
+def _compare_and_set(session: Session, submission: Submission, **values: Any) -> bool:
+    """One guarded UPDATE: ``values`` written, the version raised, only if the row is still in the state and version it was read in."""
+    result = session.execute(
+        update(Submission)
+        .where(Submission.id == submission.id, Submission.version == submission.version, Submission.state == submission.state)
+        .values(version=Submission.version + 1, **values)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1  # type: ignore[attr-defined,no-any-return]
+
+
+def replace_result(session: Session, submission: Submission, *, result_id: int, public_score: float | None) -> bool:
+    """A re-scoring's result becomes a finished submission's current one; its state, attempts and lease stay.
+
+    Not a move: the state stays, and staying put is never a move (the state table has no self-loop, and a test holds
+    it), so no transition row is written; the new result row and the log's ``rejudge`` entry record the re-scoring.
+    Guarded as a move is, by the state and version the submission was read in; False (nothing changed) when another
+    writer was first.
+    """
+    if submission.state not in (State.SCORED, State.FAILED):
+        raise InternalError(f"a {submission.state} submission has no result to replace (only scored or failed ones are re-scored)")
+    if not _compare_and_set(session, submission, result_id=result_id, public_score=public_score, updated_at=utcnow()):
+        return False
     session.refresh(submission)
     return True
 

@@ -3,13 +3,13 @@
 A worker puts each ranked task's compact run (:mod:`grader.runs.compact`) with
 :func:`run_slot` (only the holder of the attempt's lease, only the job's tasks, each
 held to its task's size bound), then posts its result: the facts of the grade and
-the sha256 of each run, signed. :func:`scored_payload` checks the lease and the
-signature, checks each stored run against its posted digest, and scores the runs
-against the judgements in a separate memory-bounded process
-(:func:`grader.grading.score_process.score_in_child`), holding no database
-transaction meanwhile. The report it makes is the only one acceptance
-(:func:`grader.hosting.results.recording.accept_result`) ever stores and signs: a
-worker has no field to post a score in. A run that is refused (outside the corpus,
+the sha256 of each run, signed. :func:`score` takes the result once its lease and
+signature were checked (:func:`grader.hosting.results.recording.verify`), checks each
+stored run against its posted digest, and scores the runs against the judgements in a
+separate memory-bounded process (:func:`grader.grading.score_process.score_in_child`),
+holding no database transaction meanwhile. The report it makes, parsed once, is the
+only one acceptance (:func:`grader.hosting.results.recording.accept_result`) ever
+stores and signs: a worker has no field to post a score in. A run that is refused (outside the corpus,
 a document twice, past the depth, a query not staged, other bytes than signed) makes
 the attempt a platform failure (``INFRA``): the job goes back to the queue.
 """
@@ -22,16 +22,15 @@ from typing import Any
 
 from grader import jsonio
 from grader.errors import ReportError, TaskFailure
-from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.score_process import score_in_child
 from grader.hosting.config import DEPTH
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Submission, Worker
+from grader.hosting.db.models import Submission
 from grader.hosting.keyring.files import KeyFiles
-from grader.hosting.keyring.worker_signing import verify_result
 from grader.hosting.queue.lifecycle import holds_lease
 from grader.hosting.results import ranking_record
+from grader.hosting.results.recording import AuthenticResult, ScoredResult
 from grader.metrics.policy_name import Policy
 
 #: The policy hosted grades are scored under (``grader run``'s default): it reads only the order of a run.
@@ -53,35 +52,6 @@ def run_slot(ctx: ServerContext, worker_id: int, submission_id: str, attempt: in
     folder = ctx.state.runs_dir(submission_id, attempt)
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{task}.run", cap
-
-
-def authentic(ctx: ServerContext, worker_id: int, submission_id: str, payload: dict[str, Any]) -> Submission | None:
-    """The submission, when ``worker_id`` holds the lease and (remote) signed the payload; else None (acceptance then says why)."""
-    with ctx.db.session() as session:
-        submission = session.get(Submission, submission_id)
-        attempt = int(payload["attempt"])
-        if submission is None or not holds_lease(submission, attempt, worker_id):
-            return None
-        who = session.get(Worker, worker_id)
-        if who is None:
-            return None
-        if not who.local and (
-            who.public_key is None
-            or not verify_result(
-                who.public_key,
-                payload.get("signature"),
-                submission_id=submission_id,
-                attempt=attempt,
-                upload_sha256=submission.upload_sha256,
-                facts=payload.get("facts"),
-                runs=payload.get("runs"),
-                failure_code=payload.get("failure_code"),
-                message=str(payload.get("message", "")),
-            )
-        ):
-            return None
-        session.expunge(submission)
-        return submission
 
 
 def _sha256(path: Path) -> str:
@@ -111,38 +81,29 @@ def scoring_job(
     }
 
 
-def scored_payload(ctx: ServerContext, worker_id: int, submission_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with the report the server scored from the worker's runs, or with an ``INFRA`` failure why none could be.
+def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
+    """The report the server scored from ``authentic``'s runs, or an ``INFRA`` failure why none could be; called outside any transaction.
 
-    A payload that is stale, unsigned, or a whole-grade failure comes back unchanged
-    (acceptance decides it). Called outside any database transaction.
+    A whole-grade failure (or a result without facts) has no runs to score: it comes back as posted (acceptance judges it).
     """
-    if payload.get("failure_code") is not None or payload.get("facts") is None:
-        return payload
-    submission = authentic(ctx, worker_id, submission_id, payload)
-    if submission is None:
-        return payload
-    attempt = int(payload["attempt"])
-    folder = ctx.state.runs_dir(submission_id, attempt)
+    grading, posted = authentic.grading, authentic.posted
+    if posted.failure_code is not None or posted.facts is None:
+        return ScoredResult.unscored(authentic)
+    folder = ctx.state.runs_dir(grading.submission_id, grading.attempt)
     runs: dict[str, str] = {}
-    for task, digest in (payload.get("runs") or {}).items():
+    for task, digest in posted.runs.items():
         path = folder / f"{task}.run"
         if task not in ctx.tasks or not path.is_file() or _sha256(path) != digest:
-            return _platform_failure(payload, f"task {task}: the stored run is missing or is not the one the worker signed")
+            return ScoredResult.runs_refused(authentic, f"task {task}: the stored run is missing or is not the one the worker signed")
         runs[task] = str(path)
     # Kept beside the runs: with them, a later re-scoring needs nothing from the worker (issue 22 item 4).
-    atomic_write_bytes(folder / "facts.json", jsonio.dumps(payload["facts"], ensure_ascii=True).encode("ascii"))
-    ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, submission.split)  # what the runs index: a re-scoring checks it
+    atomic_write_bytes(folder / "facts.json", jsonio.dumps(posted.facts, ensure_ascii=True).encode("ascii"))
+    ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, grading.split)  # what the runs index: a re-scoring checks it
     # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).
     key_file = None if ctx.blinding_key is None else KeyFiles(ctx.state.keys).blinding_secret
-    job = scoring_job(ctx.benchmark_target, submission.split, ctx.tasks, payload["facts"], runs, blinding_key_file=key_file)
+    job = scoring_job(ctx.benchmark_target, grading.split, ctx.tasks, posted.facts, runs, blinding_key_file=key_file)
     try:
         report = score_in_child(job)
     except (TaskFailure, ReportError) as error:
-        return _platform_failure(payload, error.detail if isinstance(error, TaskFailure) else str(error))
-    return {**payload, "report": report}
-
-
-def _platform_failure(payload: dict[str, Any], why: str) -> dict[str, Any]:
-    """The payload as a platform failure: the attempt is retried (by another worker, or this one again)."""
-    return {**payload, "report": None, "failure_code": FailureCode.INFRA.value, "message": f"the worker's runs were refused: {why}"[:20_000]}
+        return ScoredResult.runs_refused(authentic, error.detail if isinstance(error, TaskFailure) else str(error))
+    return ScoredResult.of_report(authentic, report)

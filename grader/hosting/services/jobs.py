@@ -19,10 +19,8 @@ from grader.hosting.identity.workers import job_refusal, record_key
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.protocol.messages import Job, Verdict, WorkerResult
 from grader.hosting.queue import lifecycle, shard_jobs
-from grader.hosting.results import run_scoring
+from grader.hosting.results import recording, run_scoring
 from grader.hosting.results.grading_adapter import limits_to_json
-from grader.hosting.results.recording import accept_result
-from grader.hosting.results.run_scoring import scored_payload
 from grader.hosting.services import replication, shard_grading
 from grader.hosting.services.worker_copy import ranking_data
 
@@ -117,25 +115,23 @@ def register_key(ctx: ServerContext, worker: Principal, public_key: str) -> str:
 
 
 def post_result(ctx: ServerContext, worker: Principal, submission_id: str, result: WorkerResult) -> Verdict:
-    """Score the worker's runs (:func:`grader.hosting.results.run_scoring.scored_payload`), then judge and record the result.
+    """Verify the worker's result once, score its runs, then judge and record it (:mod:`grader.hosting.results.recording`).
 
-    Scoring runs before acceptance opens its transaction (:func:`grader.hosting.results.recording.accept_result`).
-    A replicated job's result is first recorded as a replica (:func:`grader.hosting.services.replication.record`):
-    only the result that makes a majority goes on to be scored.
+    ``stale`` or ``refused`` when it does not verify. A replicated job's result is first recorded as a replica
+    (:func:`grader.hosting.services.replication.record`): only the result that makes a majority goes on to be scored.
+    Scoring runs outside any transaction; the lease is checked again where the result is recorded.
     """
-    if (held := replication.record(ctx, worker.id, submission_id, result.model_dump())) is not None:
-        return Verdict(status=held.status, state=held.state)
-    payload = scored_payload(ctx, worker.id, submission_id, result.model_dump())
-    verdict = accept_result(
+    authentic = recording.verify(ctx.db, worker.id, submission_id, result)
+    if isinstance(authentic, Verdict):
+        return authentic
+    if (held := replication.record(ctx, authentic)) is not None:
+        return held
+    return recording.accept_result(
         ctx.db,
         ctx.state,
         ctx.signing_key,
-        submission_id=submission_id,
-        attempt=result.attempt,
-        worker_id=worker.id,
-        payload=payload,
+        run_scoring.score(ctx, authentic),
         parts=acceptance_scorer(ctx),
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
         host_log=ctx.log,
     )
-    return Verdict(status=verdict.status, state=verdict.state)

@@ -36,10 +36,10 @@ from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Replica, Submission, Worker
+from grader.hosting.protocol.messages import Verdict, VerdictStatus
 from grader.hosting.queue import lifecycle
 from grader.hosting.queue.replica_rows import open_replicas
-from grader.hosting.results.recording import Verdict
-from grader.hosting.results.run_scoring import authentic
+from grader.hosting.results.recording import AuthenticResult
 from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
 from grader.hosting.transparency.log_events import log_outcome
 
@@ -162,28 +162,26 @@ def _mismatch(rows: list[Replica], names: Mapping[int, str]) -> str:
     return "; ".join(parts)
 
 
-def record(ctx: ServerContext, worker_id: int, submission_id: str, payload: Mapping[str, Any]) -> Verdict | None:
-    """Record a posted result as a replica and decide; None when the ordinary path goes on (outside the transaction of the vote).
+def record(ctx: ServerContext, authentic: AuthenticResult) -> Verdict | None:
+    """Record a verified result as a replica and decide; None when the ordinary path goes on (outside the transaction of the vote).
 
     None: the job is not replicated (``replicas`` = 1, a Docker submission), the result cannot be a replica
-    (stale, unsigned, a platform failure, runs not stored as named: the ordinary path says so), or the
-    replicas now agree (the ordinary path scores this one, which is of the majority). A Verdict otherwise:
-    ``replicated`` (another worker grades it), ``requeued`` (not pairable), ``error`` (no majority), ``stale``.
+    (a platform failure, runs not stored as named: the ordinary path says so), or the replicas now agree
+    (the ordinary path scores this one, which is of the majority). A Verdict otherwise:
+    ``replicated`` (another worker grades it), ``requeued`` (not pairable), ``error`` (no majority), ``stale``
+    (the lease passed on since the result was verified).
     """
-    if ctx.competition.replicas <= 1:
+    grading, posted = authentic.grading, authentic.posted
+    if ctx.competition.replicas <= 1 or grading.kind not in REPLICATED_KINDS:
         return None
-    submission = authentic(ctx, worker_id, submission_id, dict(payload))
-    if submission is None or submission.kind not in REPLICATED_KINDS:
+    outcome = outcome_of(posted.model_dump())
+    if outcome is None or not _runs_stored(ctx, grading.submission_id, grading.attempt, outcome["runs"]):
         return None
-    attempt = int(payload["attempt"])
-    outcome = outcome_of(payload)
-    if outcome is None or not _runs_stored(ctx, submission_id, attempt, outcome["runs"]):
-        return None
-    facts = payload.get("facts")
+    facts = posted.facts
     stated = fingerprint_digest(facts.get("fingerprint")) if isinstance(facts, dict) and isinstance(facts.get("fingerprint"), dict) else None
-    verdict = _vote(ctx, worker_id, submission_id, attempt, outcome, stated)
+    verdict = _vote(ctx, grading.worker_id, grading.submission_id, grading.attempt, outcome, stated)
     if verdict is not None and verdict.state == State.REPLICATING.value:
-        ctx.dispatcher.dispatch(submission_id)  # after the commit: a waiting worker of the fingerprint may take it
+        ctx.dispatcher.dispatch(grading.submission_id)  # after the commit: a waiting worker of the fingerprint may take it
     return verdict
 
 
@@ -207,7 +205,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
     with ctx.db.session() as session:
         submission = session.get(Submission, submission_id)
         if not lifecycle.holds_lease(submission, attempt, worker_id):
-            return Verdict("stale")
+            return Verdict(status=VerdictStatus.STALE)
         assert submission is not None
         who = session.get(Worker, worker_id)
         assert who is not None
@@ -217,7 +215,8 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
             moved = lifecycle.retry_or_error(session, submission, actor=actor, reason=f"attempt {attempt}: {why}")
             if moved is State.ERROR and ctx.log is not None:  # the attempt limit: logged as the grade's outcome (issue 24)
                 log_outcome(session, ctx.log, submission, attempt=attempt, status=moved.value, failure_code=lifecycle.INFRA)
-            return Verdict("requeued" if moved in (State.QUEUED, State.REPLICATING) else "error", moved.value if moved else None)
+            status = VerdictStatus.REQUEUED if moved in (State.QUEUED, State.REPLICATING) else VerdictStatus.ERROR
+            return Verdict(status=status, state=moved.value if moved else None)
         assert fingerprint is not None
         row = Replica(
             submission_id=submission_id,
@@ -257,7 +256,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
             )
             if errored and ctx.log is not None:  # no report signed: logged as the grade's outcome (issue 24)
                 log_outcome(session, ctx.log, submission, attempt=attempt, status=State.ERROR.value, failure_code=lifecycle.INFRA)
-            return Verdict("error", State.ERROR.value)
+            return Verdict(status=VerdictStatus.ERROR, state=State.ERROR.value)
         lifecycle.move(
             session,
             submission,
@@ -270,7 +269,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
             lease_worker_id=None,
             lease_expires_at=None,
         )
-        return Verdict("replicated", State.REPLICATING.value)
+        return Verdict(status=VerdictStatus.REPLICATED, state=State.REPLICATING.value)
 
 
 def worker_standing(session: Session, worker_id: int) -> dict[str, int]:

@@ -15,7 +15,18 @@ from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
-from grader.hosting.protocol.messages import Attempt, ClaimRequest, Job, KeyStatus, Lease, RunStored, Verdict, WorkerKey, WorkerResult
+from grader.hosting.protocol.messages import (
+    Attempt,
+    ClaimRequest,
+    Job,
+    KeyStatus,
+    Lease,
+    RunStored,
+    Verdict,
+    VerdictStatus,
+    WorkerKey,
+    WorkerResult,
+)
 from grader.hosting.services import jobs
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
@@ -99,8 +110,8 @@ async def put_run(submission_id: str, task: str, attempt: int, request: Request,
 async def result(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> Verdict:
     body = await parse(request, WorkerResult, ctx.result_body_bytes)
     verdict = await run_in_threadpool(jobs.post_result, ctx, who, submission_id, body)
-    if verdict.status == "stale":
+    if verdict.status is VerdictStatus.STALE:
         raise HTTPException(409, "stale attempt: result discarded")
-    if verdict.status == "refused":
+    if verdict.status is VerdictStatus.REFUSED:
         raise HTTPException(403, "result refused: not signed by this worker's registered key over this upload and attempt")
     return verdict
