@@ -41,6 +41,7 @@ from grader.hosting.keyring.host_key import sign_and_store
 from grader.hosting.keyring.worker_signing import verify_result
 from grader.hosting.protocol.messages import Verdict, VerdictStatus, WorkerResult
 from grader.hosting.queue.lifecycle import INFRA, PARTICIPANT_CODES, end_attempt, finish, holds_lease, replace_result, retry_or_error
+from grader.hosting.states import Track
 from grader.hosting.storage import PUBLIC_PART_DIR, StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.hosting.transparency.log_events import log_outcome, log_rejudge, log_report
@@ -64,7 +65,7 @@ class Grading:
     worker_name: str
     #: a remote worker signs its results; the host's signature then also names the machine that graded
     remote: bool
-    track: str
+    track: Track
     split: str
     kind: str
     content_digest: str
@@ -173,7 +174,7 @@ def verify(db: Database, worker_id: int, submission_id: str, posted: WorkerResul
             worker_id=worker_id,
             worker_name=who.name,
             remote=not who.local,
-            track=str(submission.track),
+            track=Track(submission.track),
             split=submission.split,
             kind=submission.kind,
             content_digest=submission.content_digest,
@@ -240,7 +241,7 @@ def signed_report(report: Report, grading: Grading, *, rescored: Mapping[str, An
     names the result it re-scores (``rescored``); a remote worker's grade names the machine that graded.
     """
     data = dict(report.data)
-    if grading.track == "hidden":
+    if grading.track is Track.HIDDEN:
         data["tasks"] = {
             name: entry if entry["failure"] is None else {**entry, "failure": {**entry["failure"], "message": WITHHELD}}
             for name, entry in data["tasks"].items()
@@ -264,7 +265,7 @@ def sign(
     """
     envelope, plain = sign_and_store(data, key, folder)
     envelopes = [envelope]
-    scored = parts(data) if parts is not None and grading.track == "hidden" and final is State.SCORED else None
+    scored = parts(data) if parts is not None and grading.track is Track.HIDDEN and final is State.SCORED else None
     part_columns = None
     if scored is not None:
         part_columns, public_report = scored

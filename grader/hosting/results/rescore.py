@@ -45,6 +45,7 @@ from grader.hosting.results.recording import (
     signed_report,
 )
 from grader.hosting.results.run_scoring import scoring_job
+from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.reports.model import Report
@@ -108,7 +109,7 @@ def _source(rescorer: Rescorer, submission_id: str) -> _Source:
             worker_id=result.worker_id,
             worker_name=worker.name,
             remote=not worker.local,
-            track=str(submission.track),
+            track=Track(submission.track),
             split=submission.split,
             kind=submission.kind,
             content_digest=submission.content_digest,
