@@ -15,14 +15,19 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
+from grader.cli.main import cli
 from grader.errors import SubmissionError
+from grader.hosting.intake.refusals import invalid
+from grader.hosting.intake.upload_checks import check_submission
 from grader.submissions.manifest import OnnxManifest, load_manifest
 from grader.submissions.onnx_determinism import DROPOUT_HINT, DROPOUT_TRAINING_MODE, RANDOM_HINT, RANDOM_OPS
 from grader.submissions.onnx_intake import OnnxModelInfo, inspect_onnx_model
 from tests.onnx_models import embedding_table, onnx_submission, tokens_model
 
+BROKEN = Path(__file__).resolve().parent / "broken_submissions"
 DIM = 8
 
 # --------------------------------------------------------------------------- models
@@ -353,3 +358,31 @@ def test_training_mode_is_at_the_listed_input_of_each_dropout() -> None:
     schemas = _onnxruntime_schemas()
     for key, position in DROPOUT_TRAINING_MODE.items():
         assert [formal.name for formal in schemas[key].inputs].index("training_mode") == position, key
+
+
+# --------------------------------------------------------------------------- grader check, grader run and hosting intake
+
+
+def test_hosting_intake_refuses_the_upload() -> None:
+    """The server's intake (the same code as ``grader check`` steps 1-2) refuses it: 422, the one line without the server's folders."""
+    folder = BROKEN / "onnx-random-dropout"
+    with pytest.raises(SubmissionError) as caught:
+        check_submission(folder)
+    refusal = invalid(caught.value, folder)
+    assert refusal.status == 422
+    assert str(refusal) == (
+        "invalid submission: model.onnx: graph > If 'cond_1' then_branch > node 'drop' (Dropout, domain ai.onnx): training_mode 'training' "
+        "is neither absent nor a constant false, so Dropout may drop values at random; random operators are refused"
+    )
+
+
+def test_grader_run_exits_with_the_submissions_fault(tmp_path: Path) -> None:
+    folder = BROKEN / "onnx-random-dropout"
+    result = CliRunner().invoke(
+        cli, ["run", str(folder), "--benchmark", "mini", "--tasks", "text2code", "--out", str(tmp_path / "out"), "--sandbox", "none"]
+    )
+    assert result.exit_code == 3, result.output  # the submission's fault (grader.cli.exits)
+    assert result.stderr.splitlines()[0] == (
+        f"error: {folder / 'model.onnx'}: graph > If 'cond_1' then_branch > node 'drop' (Dropout, domain ai.onnx): training_mode 'training' "
+        "is neither absent nor a constant false, so Dropout may drop values at random; random operators are refused"
+    )
