@@ -158,3 +158,29 @@ def batch_dependent_submission(folder: Path, *, table: np.ndarray | None = None,
     onnx_submission(folder, table=table)
     batch_mean_model(folder / "model.onnx", embedding_table() if table is None else table, weight=weight)
     return folder
+
+
+def tokens_model(
+    path: Path,
+    table: np.ndarray,
+    nodes: list[onnx.NodeProto],
+    *,
+    initializers: tuple[onnx.TensorProto, ...] = (),
+    opsets: tuple[tuple[str, int], ...] = (("", 17),),
+    functions: tuple[onnx.FunctionProto, ...] = (),
+) -> None:
+    """A lookup graph whose ``nodes`` turn ``tokens`` (table[input_ids], batch x tokens x dim) into ``last_hidden_state``.
+
+    For models that differ from :func:`lookup_model` only in what follows the
+    lookup (a random operator, a subgraph, a local function); ``opsets`` are
+    (domain, version) pairs, ``functions`` the model's local functions.
+    """
+    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"]) for name in ("input_ids", "attention_mask")]
+    graph_outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", table.shape[1]])]
+    lookup = helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0)
+    graph = helper.make_graph(
+        [lookup, *nodes], "tokens", graph_inputs, graph_outputs, initializer=[numpy_helper.from_array(table, "table"), *initializers]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, version) for domain, version in opsets], functions=list(functions))
+    model.ir_version = 8
+    onnx.save(model, str(path))

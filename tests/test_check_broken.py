@@ -46,6 +46,11 @@ ONNX_CASES = [
     ("archive-dotdot/submission.tar.gz", "archive and manifest", ["archive-dotdot/submission.tar.gz", "'../escaped.txt'", "'..'"]),
     ("onnx-wrong-inputs", "intake", ["model.onnx", "inputs", "'pixel_values'"]),
     ("onnx-wrong-output", "intake", ["onnx-wrong-output/submission.json", "/output", "'pooler_output'"]),
+    (
+        "onnx-random-dropout",
+        "intake",
+        ["onnx-random-dropout/model.onnx", "graph > If 'cond_1' then_branch > node 'drop' (Dropout, domain ai.onnx)", "training_mode 'training'"],
+    ),
 ]
 
 

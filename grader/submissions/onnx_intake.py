@@ -3,7 +3,8 @@
 The checks run on the model's protobuf (``onnx``, external data not loaded)
 before onnxruntime ever sees it: tensors stored as external data must live in
 regular files inside the submission; operators must come from the standard
-domains (custom-op libraries are never registered); the graph's inputs must be
+domains (custom-op libraries are never registered); no operator may draw
+random numbers (:mod:`grader.submissions.onnx_determinism`); the graph's inputs must be
 among the ones the grader feeds, and the manifest's output must exist with the
 rank its pooling implies.
 """
@@ -20,6 +21,7 @@ import onnx
 
 from grader.errors import SubmissionError
 from grader.submissions.manifest import MANIFEST_NAME, OnnxManifest
+from grader.submissions.onnx_determinism import refuse_random_operators
 
 FED_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
@@ -115,6 +117,7 @@ def inspect_onnx_model(folder: Path, manifest: OnnxManifest) -> OnnxModelInfo:
     for opset in model.opset_import:
         if opset.domain not in STANDARD_DOMAINS:
             raise SubmissionError(f"uses operator domain {opset.domain!r}; custom operators are not allowed", path=model_path, field="opset_import")
+    refuse_random_operators(model, model_path)
     initializers = {tensor.name for tensor in model.graph.initializer}
     inputs = tuple(value.name for value in model.graph.input if value.name not in initializers)
     unknown = [name for name in inputs if name not in FED_INPUTS]

@@ -20,7 +20,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from tests.onnx_models import embedding_table, lookup_model, onnx_submission  # noqa: E402
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tests.onnx_models import embedding_table, lookup_model, onnx_submission, tokens_model  # noqa: E402
 
 
 def _manifest(folder: Path) -> dict:
@@ -61,11 +64,35 @@ def build() -> None:
     wrong_output = onnx_submission(HERE / "onnx-wrong-output")
     _write_manifest(wrong_output, {**_manifest(wrong_output), "output": "pooler_output"})
 
+    # A Dropout left in training mode, inside an If's branch: replicas of one grade would disagree.
+    dropout = onnx_submission(HERE / "onnx-random-dropout")
+    then_branch = helper.make_graph(
+        [helper.make_node("Dropout", ["tokens", "ratio", "training"], ["dropped"], name="drop")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("dropped", TensorProto.FLOAT, None)],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["tokens"], ["kept"])], "else", [], [helper.make_tensor_value_info("kept", TensorProto.FLOAT, None)]
+    )
+    tokens_model(
+        dropout / "model.onnx",
+        embedding_table(),
+        [helper.make_node("If", ["training"], ["last_hidden_state"], name="cond_1", then_branch=then_branch, else_branch=else_branch)],
+        initializers=(
+            numpy_helper.from_array(np.array(0.1, dtype=np.float32), "ratio"),
+            numpy_helper.from_array(np.array(True), "training"),
+        ),
+    )
+
     # An archive whose member climbs out of the unpack folder.
     archive = HERE / "archive-dotdot"
     archive.mkdir()
     # gzip's header holds no time, so a rebuild gives the same bytes.
-    with gzip.GzipFile(archive / "submission.tar.gz", "wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        gzip.GzipFile(archive / "submission.tar.gz", "wb", mtime=0) as packed,
+        tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for path in sorted(good.iterdir()):
             info = tar.gettarinfo(str(path), arcname=path.name)
             info.mtime = 0
@@ -79,7 +106,11 @@ def build() -> None:
         tar.addfile(info, io.BytesIO(payload))
 
     docker = {"kind": "docker", "name": "broken", "mode": "retrieve", "training": {"setting": "zero-shot", "datasets": []}}
-    for name, image in (("docker-root-user", "grader-test-rootuser:1"), ("docker-silent", "grader-test-silent:1"), ("docker-scripted", "grader-test-scripted:1")):
+    for name, image in (
+        ("docker-root-user", "grader-test-rootuser:1"),
+        ("docker-silent", "grader-test-silent:1"),
+        ("docker-scripted", "grader-test-scripted:1"),
+    ):
         folder = HERE / name
         folder.mkdir()
         _write_manifest(folder, {**docker, "image": image})
