@@ -19,6 +19,10 @@ class PinMismatch(HostingError):
     """The benchmark data or the grader version differ from what the competition pinned."""
 
 
+class WorkerProtocolMismatch(HostingError):
+    """A worker and the server speak different worker protocols (:mod:`grader.hosting.protocol.version`); the line names both."""
+
+
 class RefusedSubmission(GraderError):
     """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+from grader.hosting.protocol.version import WORKER_PROTOCOL
 
 TaskName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 RunDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -43,6 +44,8 @@ class ClaimRequest(_Request):
 class Job(BaseModel):
     """A claimed job: what to grade, on which data, under which lease."""
 
+    #: the worker protocol the server handed it out under (grader.hosting.protocol.version): a worker reads it first
+    protocol: int = WORKER_PROTOCOL
     submission_id: str
     attempt: int = Field(ge=1)
     lease_expires_at: str | None
