@@ -1,3 +1,3 @@
 """grader: a containerized, verifiable grader for code-retrieval benchmarks."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -48,12 +48,12 @@ EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 PINNED_REPORT = REPO / "tests" / "data" / "pinned_grade" / "report.json"
 
 #: sha256 of the grade's report.json, timestamps normalised (= of PINNED_REPORT).
-GRADE_REPORT_SHA256 = "8753027294450712a6ba961e37d0ea6e5d0dca2a31eabb7bd070d6da568695c8"
+GRADE_REPORT_SHA256 = "d04cb670d8d220f2969b0922015ce52ed7418c8c808bf6f8bff38ad8046a7f79"
 #: sha256 of the report.json the host writes beside its signed envelope of the full report.
-HOST_REPORT_SHA256 = "47f273918d206073297067b819b5954bdf9b1a64562792f5e6eca096161d37a9"
+HOST_REPORT_SHA256 = "30d67af9dfe960e42422bdb78bf77d2d616f33aa507ca396a1f32e4424c4e131"
 #: sha256 of the public-part report.json the host writes, and of the signed envelope a participant downloads.
-PUBLIC_REPORT_SHA256 = "ff0037c1d0fd86b01c74a4d3cd924e8d80d57bf78157cedd003d1f54cdd7936f"
-PUBLIC_ENVELOPE_SHA256 = "86534b965a4d26c3d456e013de16703b99ad0fef33003c5ec977bc166802d8f3"
+PUBLIC_REPORT_SHA256 = "98defe46b4f5d7d6c5b3fe912cb4bf4f4ecbcf1954774306f4c02297ac6480be"
+PUBLIC_ENVELOPE_SHA256 = "364939360642f434ab81cbd337d91d0a2cd2e35250c2280e5478fc0f68f6b61f"
 
 FIXED_TIME = b"2000-01-01T00:00:00Z"
 _TIMESTAMP = re.compile(rb'^(  "(?:started_at|finished_at)": ")[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z(",?)$', re.M)

@@ -27,6 +27,10 @@ class LostRace(HostingError):
     """Another writer moved a submission between the read and the compare-and-set of a transaction, which then rolls back."""
 
 
+class WorkerProtocolMismatch(HostingError):
+    """A worker and the server speak different worker protocols (:mod:`grader.hosting.protocol.version`); the line names both."""
+
+
 class RefusedSubmission(GraderError):
     """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
 

@@ -41,7 +41,7 @@ from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run
 from grader.sandbox.blinding import DOCUMENT, QUERY, blind
 from tests.hosting.posting import accept_posted
-from tests.hosting.support import write_competition
+from tests.hosting.support import worker_headers, write_competition
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 QUERIES = 60
@@ -277,7 +277,7 @@ def post_runs(
 
     As a worker does: under the pseudonyms of its data copy (the competition's key), indexes into their canonical order.
     """
-    headers = {"Authorization": f"Bearer {world.worker_token}"}
+    headers = worker_headers(world.worker_token)
     digests: dict[str, str] = {}
     for name, data in random_runs(world, rng).items():
         if tamper is not None:

@@ -16,8 +16,15 @@ import httpx
 from click.testing import CliRunner
 
 from grader.cli.main import cli
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def worker_headers(token: str) -> dict[str, str]:
+    """What every request of a worker carries: its bearer token and this grader's worker protocol version."""
+    return {"Authorization": f"Bearer {token}", HEADER: str(WORKER_PROTOCOL)}
+
 
 #: Short leases and a fast reaper, so fault tests end in seconds.
 FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5}
@@ -138,6 +145,9 @@ def grader_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 9
 class Server:
     """`grader serve` in a subprocess on a free loopback port."""
 
+    #: The Python program the subprocess runs (the `grader` command); a subclass may prepare the process first.
+    PROGRAM = "from grader.cli.main import main; main()"
+
     def __init__(self, competition: Path, state: Path, *, workers: int = 1, database: str | None = None) -> None:
         self.competition, self.state, self.workers, self.database = competition, state, workers, database
         self.port = free_port()
@@ -165,7 +175,7 @@ class Server:
             self._log_offset = self.log.stat().st_size if self.log.exists() else 0
             with open(self.log, "ab") as log:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-c", "from grader.cli.main import main; main()", *self.serve_args()],
+                    [sys.executable, "-c", self.PROGRAM, *self.serve_args()],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=REPO,

@@ -23,7 +23,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from tests.hosting.support import Server, admin, write_competition
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
+from tests.hosting.support import Server, admin, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +87,8 @@ def send_huge(port: int, method: str, path: str, *, token: str | None, chunked: 
     head += "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {HUGE}\r\n"
     if token is not None:
         head += f"Authorization: Bearer {token}\r\n"
+    if path.startswith("/api/v1/worker/"):  # a worker of this version (one of another is refused first: test_worker_protocol.py)
+        head += f"{HEADER}: {WORKER_PROTOCOL}\r\n"
     piece = (f"{CHUNK:x}\r\n".encode() + b" " * CHUNK + b"\r\n") if chunked else b" " * CHUNK
     sent = 0
     with socket.socket() as sock:
@@ -135,7 +138,7 @@ def test_huge_bodies_are_refused_and_memory_stays_flat(server: Server) -> None:
 
 def test_a_result_within_its_job_cap_is_read(server: Server) -> None:
     # Under the cap the body is read and judged (here: no such job); a body just past it is cut at 413.
-    with client(server, "127.0.0.11", headers={"Authorization": f"Bearer {server.worker}"}) as http:  # type: ignore[attr-defined]
+    with client(server, "127.0.0.11", headers=worker_headers(server.worker)) as http:  # type: ignore[attr-defined]
         assert http.post("/api/v1/worker/jobs/s/result", json={"attempt": 1, "message": "x" * 20_000}).status_code in (403, 404, 409)
         assert http.post("/api/v1/worker/jobs/s/result", content=b"{" + b" " * (64 << 20)).status_code == 413
 
@@ -149,8 +152,8 @@ def test_a_valid_credential_is_never_refused_by_the_limiter(server: Server) -> N
         # the holder of a valid token, from the same address, is served
         assert http.get("/api/v1/quota", headers={"Authorization": f"Bearer {participant}"}).status_code == 200
         # the worker and the scraper have their own buckets: a bad token is 401 (counted), a good one served
-        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": "Bearer gw_wrong"}).status_code == 401
-        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {worker}"}).status_code == 204
+        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers("gw_wrong")).status_code == 401
+        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(worker)).status_code == 204
         assert http.get("/metrics", headers={"Authorization": "Bearer gm_wrong"}).status_code == 401
         assert http.get("/metrics", headers={"Authorization": f"Bearer {metrics}"}).status_code == 200
         # and the web sign-in is the participant's bucket: still limited for a wrong token
@@ -166,7 +169,7 @@ def test_a_worker_is_served_after_participant_failures(server: Server) -> None:
         for i in range(12):
             http.get("/api/v1/submissions", headers={"Authorization": f"Bearer gp_bad{i}"})
         for _ in range(3):
-            assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {worker}"}).status_code == 204
+            assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(worker)).status_code == 204
 
 
 def test_forwarded_for_from_an_untrusted_peer_is_ignored(server: Server) -> None:

@@ -16,7 +16,7 @@ import pytest
 from grader.hosting.db.session import open_database
 from grader.hosting.identity.participants import rekey_local_worker
 from tests.hosting.attack_support import BODY, BROKEN_IMAGES, post, upload_of
-from tests.hosting.support import Server, admin, write_competition
+from tests.hosting.support import Server, admin, worker_headers, write_competition
 from tests.image_tars import image_tar
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_refused_uploads_and_platform_failures_are_limited_per_participant(tmp_p
         # Platform failures: with infra_per_hour = 0 each submission ending `error` counts.
         db = open_database(server.state)
         with db.session() as session:
-            worker = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {rekey_local_worker(session, 'local-test')}"}, timeout=30)
+            worker = httpx.Client(base_url=server.url, headers=worker_headers(rekey_local_worker(session, "local-test")), timeout=30)
         db.dispose()
         for _ in range(LIMIT):
             sid = post(server, unlucky, upload_of(image=image_tar([BODY]))).json()["id"]

@@ -16,7 +16,7 @@ import pytest
 
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from tests.hosting.attack_support import BODY, post, upload_of
-from tests.hosting.support import Server, admin, write_competition
+from tests.hosting.support import Server, admin, worker_headers, write_competition
 from tests.image_tars import image_tar
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def test_a_remote_worker_without_a_recorded_key_cannot_claim_or_download(tmp_pat
         keyed = admin(server.state, "add-worker", "keyed", "--public-key", str(worker_public_key_path(tmp_path / "keyed"))).strip()
         unkeyed = admin(server.state, "add-worker", "unkeyed").strip()
         clients = {
-            name: httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            name: httpx.Client(base_url=server.url, headers=worker_headers(token), timeout=30)
             for name, token in (("keyed", keyed), ("unkeyed", unkeyed))
         }
         submitted = post(server, participant, upload_of(image=image_tar([BODY])))

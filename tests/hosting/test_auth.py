@@ -19,6 +19,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
 from grader.hosting.identity.auth import new_metrics_token
 from grader.hosting.identity.ratelimit import FailureLimiter
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.services.admin import add_worker, revoke_participant
 from tests.hosting.leaderboard_world import World
 
@@ -59,7 +60,9 @@ def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: Worl
                 continue
             url = re.sub(r"\{[^}]+\}", "x", route.path)
             world.ctx.limiter = FailureLimiter()  # each refusal counts as a failure; this test is not about the limit
-            response = client.request(method, url, params={"attempt": 1}, json={}, follow_redirects=False)
+            # A worker route hears the protocol version first (426 without it: test_worker_protocol.py); this one is right.
+            protocol = {HEADER: str(WORKER_PROTOCOL)}
+            response = client.request(method, url, params={"attempt": 1}, json={}, headers=protocol, follow_redirects=False)
             if (method, route.path) in FORMS:
                 assert response.status_code == 403, (method, url)
             elif route.path == "/me":
@@ -79,7 +82,7 @@ def test_tokens_are_per_role(world: World) -> None:
     worker = add_worker(world.ctx.db, "remote-1", public_key)  # a remote worker without a recorded key may not claim (403)
 
     def status(method: str, url: str, token: str) -> int:
-        return client.request(method, url, headers={"Authorization": f"Bearer {token}"}, json={"wait_s": 0}).status_code
+        return client.request(method, url, headers={"Authorization": f"Bearer {token}", HEADER: str(WORKER_PROTOCOL)}, json={"wait_s": 0}).status_code
 
     assert status("GET", "/api/v1/submissions", participant) == 200
     assert status("POST", "/api/v1/worker/claim", worker) == 204

@@ -25,7 +25,7 @@ from grader.hosting.protocol.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
 from tests.hosting.leaderboard_world import World, seed
-from tests.hosting.support import admin
+from tests.hosting.support import admin, worker_headers
 
 pytestmark = pytest.mark.board
 
@@ -68,7 +68,7 @@ def test_no_job_carries_the_key_and_a_report_under_another_key_is_not_accepted(w
     assert key is not None
     other = BlindingKey(bytes(32)).report()
     seed(world, "alice", "alice-other-key", 0.5, through=client, blinding=other, expect="requeued")
-    response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {world.worker_token}"})
+    response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(world.worker_token))
     # The claim answer, as sent: no field names the key, and its bytes are nowhere in it (hex or base64).
     assert response.status_code == 200 and "blinding_key" not in response.json()
     assert key.secret.hex() not in response.text and base64.b64encode(key.secret).decode() not in response.text

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
-from tests.hosting.support import Server, admin, write_competition
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
+from tests.hosting.support import Server, admin, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,8 @@ def status_before_body(server: Server, method: str, path: str, *, declared: int,
     head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n"
     if token is not None:
         head += f"Authorization: Bearer {token}\r\n"
+    if path.startswith("/api/v1/worker/"):  # a worker of this version (one of another is refused first: test_worker_protocol.py)
+        head += f"{HEADER}: {WORKER_PROTOCOL}\r\n"
     with socket.create_connection(("127.0.0.1", server.port), timeout=ANSWER_WITHIN_S) as sock:
         sock.sendall(head.encode() + b"\r\n" + b"{" + b" " * 1023)
         answer = b""
@@ -84,12 +87,12 @@ def test_streamed_body_without_length_is_cut_at_the_cap(server: Server) -> None:
             yield b" " * (16 << 10)
 
     try:
-        response = httpx.post(f"{server.url}/api/v1/worker/claim", content=endless(), headers={"Authorization": f"Bearer {worker}"}, timeout=30)
+        response = httpx.post(f"{server.url}/api/v1/worker/claim", content=endless(), headers=worker_headers(worker), timeout=30)
         assert response.status_code == 413, response.text
     except httpx.HTTPError:
         pass  # the server may close the connection before the rest is sent; the check below still holds
     # within the cap the body is parsed into its model: unknown fields and bad values are 422, a good one works
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker}"}, timeout=30) as client:
+    with httpx.Client(base_url=server.url, headers=worker_headers(worker), timeout=30) as client:
         assert client.post("/api/v1/worker/claim", json={"wait_s": 0, "pad": 1}).status_code == 422
         assert client.post("/api/v1/worker/claim", json={"wait_s": 99}).status_code == 422
         assert client.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Base
 from tests.hosting.leaderboard_world import World
-from tests.hosting.support import admin
+from tests.hosting.support import admin, worker_headers
 
 pytestmark = pytest.mark.board(seeded=True)
 
@@ -89,7 +89,7 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
     for i in ids:
         get("/api/v1/leaderboard/reports/{submission_id}", f"/api/v1/leaderboard/reports/{i}")
     get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
-    worker = {"Authorization": f"Bearer {world.worker_token}"}
+    worker = worker_headers(world.worker_token)
     for i in ids:
         get("/api/v1/worker/jobs/{submission_id}/upload", f"/api/v1/worker/jobs/{i}/upload?attempt=1", headers=worker)
     for what in ("upload", "queries"):  # shard jobs (issue 23 item 1): none here, so each answers 409

@@ -15,7 +15,7 @@ from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job
 from grader.hosting.worker.hygiene import data_mismatch
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, Server, admin, worker_headers, write_competition
 
 
 @pytest.mark.slow
@@ -29,8 +29,8 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         assert ensure_worker_key(tmp_path / "k1").private_bytes_raw() == key1.private_bytes_raw()  # loaded, not regenerated
         t1 = admin(server.state, "add-worker", "w1", "--public-key", str(tmp_path / "k1" / "grader.pub"), database=database_url).strip()
         t2 = admin(server.state, "add-worker", "w2", database=database_url).strip()
-        one = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {t1}"}, timeout=30)
-        two = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {t2}"}, timeout=30)
+        one = httpx.Client(base_url=server.url, headers=worker_headers(t1), timeout=30)
+        two = httpx.Client(base_url=server.url, headers=worker_headers(t2), timeout=30)
         pem1, pem2 = (tmp_path / "k1" / "grader.pub").read_text(), (tmp_path / "k2" / "grader.pub").read_text()
         assert one.post("/api/v1/worker/key", json={"public_key": pem1}).json() == {"status": "same"}
         assert one.post("/api/v1/worker/key", json={"public_key": pem2}).status_code == 409  # not another key

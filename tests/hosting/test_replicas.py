@@ -37,7 +37,7 @@ from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
 from grader.translog.entries import decode_entry
 from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
-from tests.hosting.support import admin, write_competition
+from tests.hosting.support import admin, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -98,9 +98,7 @@ def _submit(r: Replicas, name: str, kind: str = "onnx") -> str:
 
 
 def _claim(r: Replicas, worker: str, fingerprint: dict[str, Any] = FINGERPRINT) -> dict[str, Any] | None:
-    answer = r.client.post(
-        "/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": fingerprint}, headers={"Authorization": f"Bearer {r.tokens[worker]}"}
-    )
+    answer = r.client.post("/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": fingerprint}, headers=worker_headers(r.tokens[worker]))
     assert answer.status_code in (200, 204), answer.text
     return None if answer.status_code == 204 else answer.json()  # type: ignore[no-any-return]
 
@@ -186,7 +184,7 @@ def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(s
     liar = r.client.post(
         f"/api/v1/worker/jobs/{sid}/result",
         json={"attempt": job["attempt"], "failure_code": "MODEL_ERROR", "message": "pretend"},
-        headers={"Authorization": f"Bearer {r.tokens['w1']}"},
+        headers=worker_headers(r.tokens["w1"]),
     )
     assert liar.json()["status"] == "replicated" and _state(r, sid).state is State.REPLICATING
     _grade(r, "w2", sid, "replicated")  # one against one: no majority yet
@@ -208,7 +206,7 @@ def test_a_worker_that_only_ran_out_of_time_is_outvoted_not_flagged(setup: Repli
     as_w1 = dataclasses.replace(r.world, worker_token=r.tokens["w1"])
     # the timed-out task has no run; the other tasks' runs are the honest ones (one generator state per task list)
     runs = random_runs(r.world, random.Random(HONEST))
-    headers = {"Authorization": f"Bearer {as_w1.worker_token}"}
+    headers = worker_headers(as_w1.worker_token)
     digests = {}
     for task, data in runs.items():
         if task in facts["tasks"] and facts["tasks"][task]["failure"] is None:
@@ -263,7 +261,7 @@ def test_the_worker_code_states_its_fingerprint_at_the_claim_and_is_paired_by_it
         runs[task].write_bytes(data)
     for worker, expect in (("w1", "replicated"), ("w2", "accepted")):
         api = WorkerApi("http://testserver", r.tokens[worker])
-        api.http = TestClient(create_app(r.world.ctx), headers={"Authorization": f"Bearer {r.tokens[worker]}"})
+        api.http = TestClient(create_app(r.world.ctx), headers=worker_headers(r.tokens[worker]))
         job = api.claim(wait_s=0)
         assert job is not None and job.submission_id == sid
         assert _claim(r, "w-other-cpu", OTHER_CPU) is None

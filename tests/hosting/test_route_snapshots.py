@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from grader import __version__
 from grader.failures import FailureCode
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
@@ -39,10 +40,18 @@ TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{
 
 
 def normaliser(world: World, ids: dict[str, str]) -> Callable[[str], str]:
-    """What to replace in an answer: submission ids by their names, the blinding key and its id, times."""
+    """What to replace in an answer: submission ids by their names, the blinding key and its id, the grader's version, times.
+
+    The version is a fact of the release, not of the route: a version bump must not re-record every answer.
+    """
     key = world.ctx.blinding_key
     assert key is not None
-    replacements = {**{sid: f"<id:{name}>" for sid, name in ids.items()}, key.key_id: "<blinding-key-id>", key.secret.hex(): "<blinding-key>"}
+    replacements = {
+        **{sid: f"<id:{name}>" for sid, name in ids.items()},
+        key.key_id: "<blinding-key-id>",
+        key.secret.hex(): "<blinding-key>",
+        f'"grader_version":"{__version__}"': '"grader_version":"<grader-version>"',
+    }
 
     def normalise(text: str) -> str:
         for value, label in replacements.items():

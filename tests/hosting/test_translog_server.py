@@ -42,7 +42,7 @@ from grader.translog.merkle import leaf_hash
 from grader.translog.mirror import read_log_folder
 from grader.translog.note import NoteVerifier, open_note
 from grader.translog.proof import TlogProof
-from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
+from tests.hosting.support import REPO, Server, admin, grader_cli, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # a real server, and `grader` subprocesses
 
@@ -76,7 +76,7 @@ def _worker_token(state: Path, name: str) -> str:
 def _post_report(server: Server, worker: str, submission_id: str, competition_file: Path) -> None:
     """Claim the job as a local worker, put a ranking of each task as a compact run and post the facts naming them:
     the server scores the runs and signs the report (no container: the worker's part is done here)."""
-    client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker}"}, timeout=30)
+    client = httpx.Client(base_url=server.url, headers=worker_headers(worker), timeout=30)
     job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
     assert job["submission_id"] == submission_id, job
     db = open_database(server.state)
@@ -256,7 +256,7 @@ def test_admin_events_are_logged_and_a_retraction_is_an_entry_not_a_deletion(ser
 def test_a_grade_that_failed_without_a_report_is_logged_as_its_outcome(served: Served) -> None:
     before = len(_entries(served))
     HostingClient(served.server.url, served.token).submit(EXAMPLE, sample=True)  # at least one job waits
-    client = httpx.Client(base_url=served.server.url, headers={"Authorization": f"Bearer {served.worker}"}, timeout=30)
+    client = httpx.Client(base_url=served.server.url, headers=worker_headers(served.worker), timeout=30)
     job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
     answer = client.post(f"/api/v1/worker/jobs/{job['submission_id']}/result", json={"attempt": job["attempt"], "failure_code": "OOM"})
     client.close()

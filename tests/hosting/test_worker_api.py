@@ -11,7 +11,7 @@ import pytest
 from grader.hosting.db.session import open_database
 from grader.hosting.identity.participants import rekey_local_worker
 from grader.hosting.participant.client import HostingClient
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, Server, admin, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess
 
@@ -33,12 +33,10 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         assert "/docs-assets/swagger-ui-bundle.js" in page and "cdn" not in page.lower() and "https://" not in page
         assert httpx.get(f"{server.url}/docs-assets/swagger-ui-bundle.js").status_code == 200
         assert "/api/v1/worker/claim" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
-        one = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-1')}"}, timeout=30)
-        two = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {worker_token(server.state, 'remote-2')}"}, timeout=30)
+        one = httpx.Client(base_url=server.url, headers=worker_headers(worker_token(server.state, "remote-1")), timeout=30)
+        two = httpx.Client(base_url=server.url, headers=worker_headers(worker_token(server.state, "remote-2")), timeout=30)
         # a participant token is not a worker token
-        assert (
-            httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers={"Authorization": f"Bearer {participant}"}).status_code == 401
-        )
+        assert httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(participant)).status_code == 401
         assert one.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204
 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")

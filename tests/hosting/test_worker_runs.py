@@ -20,7 +20,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Result, Submission
 from grader.runs.compact import HEADER_BYTES
 from tests.hosting.leaderboard_world import World, make_world, seed
-from tests.hosting.support import admin
+from tests.hosting.support import admin, worker_headers
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -38,7 +38,7 @@ def client(world: World) -> TestClient:
 
 
 def _worker(world: World) -> dict[str, str]:
-    return {"Authorization": f"Bearer {world.worker_token}"}
+    return worker_headers(world.worker_token)
 
 
 def _stored_report(world: World, submission_id: str) -> dict:  # type: ignore[type-arg]

@@ -16,6 +16,7 @@ from grader.hosting.api.body_caps import BodyCaps, route_caps
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.routes import leaderboard, meta, participants, shards, translog, web, workers
+from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
 from grader.hosting.identity.auth import SESSION_S
 from grader.hosting.keyring.session_secret import ensure_session_secret
@@ -108,10 +109,12 @@ def create_app(
     app.add_middleware(
         SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
     )
-    # Each added one wraps the ones before: a body too large or too slow is refused before any route or session
-    # code runs, and every answer, those refusals included, carries the security headers.
+    # Each added one wraps the ones before: a worker of another protocol is refused first, then a body too large
+    # or too slow, all before any route or session code runs; every answer, those refusals included, carries the
+    # security headers and names this server's worker protocol.
     app.add_middleware(MinimumBodyRate, bytes_per_s=min_body_rate, grace_s=body_grace_s)
     app.add_middleware(BodyCaps, caps=route_caps(ctx))
+    app.add_middleware(WorkerProtocol)
     app.add_middleware(SecurityHeaders)
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
 

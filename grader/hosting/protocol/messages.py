@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
+from grader.hosting.protocol.version import WORKER_PROTOCOL
 from grader.hosting.states import State, Track
 from grader.hosting.visibility import Part
 
@@ -47,6 +48,8 @@ class ClaimRequest(_Request):
 class Job(BaseModel):
     """A claimed job: what to grade, on which data, under which lease."""
 
+    #: the worker protocol the server handed it out under (grader.hosting.protocol.version): a worker reads it first
+    protocol: int = WORKER_PROTOCOL
     submission_id: str
     attempt: int = Field(ge=1)
     lease_expires_at: str | None

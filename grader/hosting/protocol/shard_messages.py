@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.protocol.messages import _Request
+from grader.hosting.protocol.version import WORKER_PROTOCOL
 
 
 class ShardClaimRequest(_Request):
@@ -25,6 +26,8 @@ class ShardClaimRequest(_Request):
 class ShardJobMessage(BaseModel):
     """A claimed shard job: a task's query job (``number`` -1) or one shard, under a lease of its own."""
 
+    #: the worker protocol the server handed it out under (grader.hosting.protocol.version): a worker reads it first
+    protocol: int = WORKER_PROTOCOL
     job_id: int
     tries: int = Field(ge=1)
     submission_id: str

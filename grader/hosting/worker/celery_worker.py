@@ -19,7 +19,7 @@ import httpx
 from celery.exceptions import SecurityWarning, WorkerShutdown
 from celery.worker import state as worker_state
 
-from grader.hosting.errors import HostingError
+from grader.hosting.errors import HostingError, WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.hygiene import free_bytes
@@ -73,6 +73,14 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
     @app.task(name=WAKE_TASK, ignore_result=True)
     def wake(submission_id: str) -> int:
         """Grade queued jobs until none is left (``submission_id`` is only a hint: jobs go in upload order)."""
+        try:
+            return grade_until_empty(submission_id)
+        except WorkerProtocolMismatch as error:
+            # A server of another version (upgraded after this worker started) takes nothing from this worker.
+            log.error("%s; stopping this worker", error)
+            raise WorkerShutdown(1) from None
+
+    def grade_until_empty(submission_id: str) -> int:
         graded = 0
         while not stopping():
             free = free_bytes()

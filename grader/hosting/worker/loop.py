@@ -9,6 +9,10 @@ at once (it runs in a child process: :mod:`grader.hosting.worker.child`) and
 nothing is posted. A result the server calls stale (409) is dropped. Posting
 is retried with back-off for three lease lengths: a server that was unreachable
 for longer has re-queued the job, and then refuses the late result anyway.
+
+Every request names this worker's protocol version and every answer is checked for the
+server's (:mod:`grader.hosting.protocol.version`): a server of another version stops the
+worker with one line naming both (:class:`WorkerProtocolMismatch`), before it claims anything.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
+from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_result
 from grader.hosting.protocol.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.settings import environment
@@ -40,11 +46,32 @@ from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_d
 log = logging.getLogger("grader.worker")
 
 
+def worker_client(server: str, token: str) -> httpx.Client:
+    """An HTTP client of ``server``'s worker API: this worker's token and protocol on every request, the server's checked on every answer.
+
+    An answer of a server of another worker protocol raises :class:`WorkerProtocolMismatch` from the
+    request that got it (:func:`grader.hosting.protocol.version.answer_refusal`), whatever the caller expected.
+    """
+    server = server.rstrip("/")
+
+    def check_answer(response: httpx.Response) -> None:
+        why = answer_refusal(response.status_code, response.headers.get(HEADER), server)
+        if why is not None:
+            raise WorkerProtocolMismatch(why)
+
+    return httpx.Client(
+        base_url=server,
+        headers={"Authorization": f"Bearer {token}", HEADER: str(WORKER_PROTOCOL)},
+        timeout=httpx.Timeout(60.0, connect=5.0),
+        event_hooks={"response": [check_answer]},
+    )
+
+
 class WorkerApi:
     """The worker API of one server."""
 
     def __init__(self, server: str, token: str) -> None:
-        self.http = httpx.Client(base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(60.0, connect=5.0))
+        self.http = worker_client(server, token)
 
     def claim(self, wait_s: float) -> Job | None:
         # The machine is named at the claim: a replica of a job goes only to a worker of equal fingerprint (issue 22 item 5).
@@ -53,7 +80,7 @@ class WorkerApi:
         if response.status_code == 204:
             return None
         response.raise_for_status()
-        return Job.model_validate_json(response.content)
+        return Job.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
     def heartbeat(self, submission_id: str, attempt: int) -> bool:
         response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=Attempt(attempt=attempt).model_dump())
@@ -119,6 +146,12 @@ class Heartbeat(threading.Thread):
                     return
             except httpx.HTTPError:
                 continue  # transient; the lease is longer than a few missed beats
+            except WorkerProtocolMismatch as error:
+                # The server was replaced by one of another version mid-grade: it will take nothing of this
+                # grade, so stop it; the worker stops at its next request, with this line.
+                log.error("%s", error)
+                self.lost.set()
+                return
 
 
 def _post_with_retry(api: WorkerApi, submission_id: str, payload: WorkerResult, give_up_after: float) -> str:

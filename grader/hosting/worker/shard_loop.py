@@ -33,8 +33,10 @@ import httpx
 from grader import jsonio
 from grader.errors import GraderError, TaskFailure, failure_code
 from grader.failures import FailureCode
+from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import Job, WorkerResult
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
 from grader.hosting.settings import environment
@@ -71,7 +73,7 @@ class ShardApi:
         if response.status_code == 204:
             return None
         response.raise_for_status()
-        return ShardJobMessage.model_validate_json(response.content)
+        return ShardJobMessage.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
     def heartbeat(self, job: ShardJobMessage) -> bool:
         response = self.http.post(f"/api/v1/worker/shards/{job.job_id}/heartbeat", json=ShardTry(tries=job.tries).model_dump())
@@ -181,6 +183,10 @@ class _Beat(threading.Thread):
                     return
             except httpx.HTTPError:
                 continue
+            except WorkerProtocolMismatch as error:  # a server of another version now: it takes nothing of this job
+                log.error("%s", error)
+                self.lost.set()
+                return
 
 
 def run_job(api: ShardApi, job: ShardJobMessage) -> str:
