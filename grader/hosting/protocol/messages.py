@@ -77,8 +77,8 @@ class Job(BaseModel):
     sharded: bool = False
 
 
-class Attempt(_Request):
-    """The attempt a heartbeat is about."""
+class AttemptRef(_Request):
+    """Names the attempt a worker's request is about (a heartbeat, a shard status poll); the attempts row is ``db.models.Attempt``."""
 
     attempt: int = Field(ge=1)
 

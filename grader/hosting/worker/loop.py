@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.failures import FailureCode
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_result
-from grader.hosting.protocol.messages import Attempt, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.protocol.messages import AttemptRef, ClaimRequest, Job, RunStored, Verdict, WorkerResult
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
@@ -83,7 +83,7 @@ class WorkerApi:
         return Job.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
     def heartbeat(self, submission_id: str, attempt: int) -> bool:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=Attempt(attempt=attempt).model_dump())
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=AttemptRef(attempt=attempt).model_dump())
         if response.status_code == 409:
             return False
         response.raise_for_status()

@@ -15,7 +15,7 @@ from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
-from grader.hosting.protocol.messages import Attempt, Lease, RunStored
+from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
 
@@ -85,8 +85,8 @@ async def failure(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -
     "/jobs/{submission_id}/shards",
     summary="Where the shard jobs of a sharded attempt this worker holds stand; once all are in, their runs are merged",
     response_model=ShardGradeStatus,
-    openapi_extra={"requestBody": {"content": {"application/json": {"schema": Attempt.model_json_schema()}}}},
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": AttemptRef.model_json_schema()}}}},
 )
 async def grade_status(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> ShardGradeStatus:
-    body = await parse(request, Attempt)
+    body = await parse(request, AttemptRef)
     return await run_in_threadpool(shard_worker_api.grade_status, ctx, who, submission_id, body.attempt)
