@@ -21,10 +21,10 @@ from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
 from grader.hosting.leaderboard.board import BoardSettings
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
-from grader.hosting.log_limit import limit_repeats
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
 from grader.hosting.queue.lifecycle import reap
+from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.retention import prune
@@ -308,5 +308,5 @@ def serve(options: ServeOptions) -> None:
         proxy_headers=bool(options.trusted_proxies),
         forwarded_allow_ips=list(options.trusted_proxies),
     )
-    limit_repeats()  # after uvicorn configured its loggers: an accept loop failing at the descriptor limit logs a few lines a minute
+    throttle_repeats()  # after uvicorn configured its loggers: an accept loop failing at the descriptor limit logs a few lines a minute
     uvicorn.Server(config).run()

@@ -6,7 +6,7 @@ import logging
 
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
 from grader.hosting.api.body_caps import RouteCaps, _rule
-from grader.hosting.log_limit import RepeatLimit
+from grader.hosting.repeat_throttle import RepeatThrottle
 from grader.hosting.results.grading_adapter import LOG_TAIL_BYTES
 from grader.hosting.results.result_size import EXTRA_LOGS, PER_QUERY_BYTES, result_cap
 
@@ -38,7 +38,7 @@ def test_result_cap_grows_with_judged_queries_and_tasks() -> None:
 
 
 def test_repeated_lines_pass_a_few_times_then_are_counted() -> None:
-    limit = RepeatLimit(burst=3, window_s=3600)
+    limit = RepeatThrottle(burst=3, window_s=3600)
 
     def record(message: str, name: str = "asyncio") -> logging.LogRecord:
         return logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None)

@@ -17,7 +17,7 @@ import time
 KEY_CHARS = 60
 
 
-class RepeatLimit(logging.Filter):
+class RepeatThrottle(logging.Filter):
     """At most ``burst`` records of one (logger, template) per ``window_s`` seconds."""
 
     def __init__(self, burst: int = 5, window_s: float = 60.0) -> None:
@@ -47,12 +47,12 @@ class RepeatLimit(logging.Filter):
 
 
 #: The loggers the server limits: asyncio's accept loop and uvicorn's own errors.
-LIMITED_LOGGERS = ("asyncio", "uvicorn.error")
+THROTTLED_LOGGERS = ("asyncio", "uvicorn.error")
 
 
-def limit_repeats(burst: int = 5, window_s: float = 60.0) -> RepeatLimit:
-    """Put one :class:`RepeatLimit` on each of :data:`LIMITED_LOGGERS`; return it."""
-    limit = RepeatLimit(burst, window_s)
-    for name in LIMITED_LOGGERS:
+def throttle_repeats(burst: int = 5, window_s: float = 60.0) -> RepeatThrottle:
+    """Put one :class:`RepeatThrottle` on each of :data:`THROTTLED_LOGGERS`; return it."""
+    limit = RepeatThrottle(burst, window_s)
+    for name in THROTTLED_LOGGERS:
         logging.getLogger(name).addFilter(limit)
     return limit
