@@ -405,7 +405,7 @@ def log_rewind(ctx: click.Context, checkpoint_file: str, admin_name: str, reason
     new tree. Clients that saw the old checkpoint will see the fork, and this statement that explains it."""
     from grader.cli.log_fetch import read_bounded
     from grader.hosting.services import admin as service
-    from grader.translog.note import MAX_NOTE_BYTES
+    from grader.transparency.note import MAX_NOTE_BYTES
 
     note = read_bounded(checkpoint_file, MAX_NOTE_BYTES, "checkpoint")
     index, statement = service.rewind(_db(ctx), _log(ctx), note, admin=admin_name, reason=reason)

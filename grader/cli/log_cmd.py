@@ -21,14 +21,14 @@ from grader.cli.log_fetch import (
 )
 from grader.cli.log_final import FinalBoardsDiffer
 from grader.errors import UsageError
-from grader.translog.audit import audit_entries
-from grader.translog.entries import decode_entry
-from grader.translog.errors import InconsistentCheckpoints
-from grader.translog.merkle import HASH_SIZE, leaf_hash
-from grader.translog.mirror import check_seen, read_log_folder
-from grader.translog.proof import HEADER as PROOF_HEADER
-from grader.translog.proof import MAX_PROOF_BYTES, TlogProof
-from grader.translog.tiles import MAX_ENTRY_BYTES
+from grader.transparency.audit import audit_entries
+from grader.transparency.entries import decode_entry
+from grader.transparency.errors import InconsistentCheckpoints
+from grader.transparency.merkle import HASH_SIZE, leaf_hash
+from grader.transparency.mirror import check_seen, read_log_folder
+from grader.transparency.proof import HEADER as PROOF_HEADER
+from grader.transparency.proof import MAX_PROOF_BYTES, TlogProof
+from grader.transparency.tiles import MAX_ENTRY_BYTES
 
 
 def _seen_checkpoint(path: str) -> bytes:

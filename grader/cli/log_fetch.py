@@ -2,7 +2,7 @@
 
 Used by ``grader verify --log URL`` and ``grader log audit URL``. ``URL`` is the log's prefix (a
 server's ``http://HOST/log``): ``URL/checkpoint`` and ``URL/tile/...`` are fetched with a plain HTTP
-client, bounded in size, and trusted no further than the checks of :mod:`grader.translog` allow.
+client, bounded in size, and trusted no further than the checks of :mod:`grader.transparency` allow.
 The checkpoints a user has seen are kept under ``$XDG_STATE_HOME/grader/log-checkpoints/``
 (``~/.local/state/...``), one file per checkpoint, so that every later one is checked against all of them.
 """
@@ -22,14 +22,14 @@ from grader.cli.log_final import check_final_scores
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
 from grader.text import escape_control
-from grader.translog.boards import check_boards_against_log
-from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
-from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
-from grader.translog.merkle import consistency_proof
-from grader.translog.mirror import CHECKPOINT_NAME
-from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
-from grader.translog.published import check_published
-from grader.translog.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, bundles_for_size, tiles_for_size
+from grader.transparency.boards import check_boards_against_log
+from grader.transparency.checkpoint import Checkpoint, check_extends, open_checkpoint
+from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
+from grader.transparency.merkle import consistency_proof
+from grader.transparency.mirror import CHECKPOINT_NAME
+from grader.transparency.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.transparency.published import check_published
+from grader.transparency.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, bundles_for_size, tiles_for_size
 
 _TILE_BYTES = TILE_WIDTH * 32
 _BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY_BYTES)
@@ -157,7 +157,7 @@ def print_evidence(error: InconsistentCheckpoints, seen_label: str, new_label: s
 
 def check_served_board(log_url: str, entries: Sequence[bytes]) -> str:
     """Check the boards served beside the log at ``log_url`` (``http://HOST/log``) against the log
-    (:func:`grader.translog.boards.check_boards_against_log`); the line to print."""
+    (:func:`grader.transparency.boards.check_boards_against_log`); the line to print."""
     base = log_url.rstrip("/").removesuffix("/log")
 
     def read(path: str) -> bytes:
@@ -170,6 +170,6 @@ def check_served_board(log_url: str, entries: Sequence[bytes]) -> str:
 
 def check_served_host(log_url: str, entries: Sequence[bytes]) -> str:
     """Check what the host at ``log_url`` (``http://HOST/log``) publishes beside its log against entry 0
-    (:func:`grader.translog.published.check_published`); the line to print."""
+    (:func:`grader.transparency.published.check_published`); the line to print."""
     base = log_url.rstrip("/").removesuffix("/log")
     return check_published(entries, lambda path: fetch(base, path, _BOARD_BYTES))

@@ -1,7 +1,7 @@
 """The audit's recomputation of the final boards from the signed full reports (``grader log audit URL --board``, after the reveal).
 
 The reveal entry names a digest of each final board as served, so a board changed *after* the reveal is caught by
-:func:`grader.translog.boards.check_final_boards`. A score changed in the database *before* the reveal (after the
+:func:`grader.transparency.boards.check_final_boards`. A score changed in the database *before* the reveal (after the
 end) would be hashed into the reveal as it stood. This check closes that gap: once the partition secret is public,
 every final row's full report is fetched (the server serves them after the end), its envelope must be a logged
 ``report`` entry that opens (under the revealed identifier key) to the row's own submission and participant, and
@@ -27,9 +27,9 @@ from grader.hosting.participant.reveal_check import BOARD_DECIMALS, public_key_f
 from grader.reports.model import Report
 from grader.reports.verify import verify_envelope
 from grader.text import quote_id
-from grader.translog.entries import BOARD_PARTS, decode_entry, entry_opens, key_of_entry
-from grader.translog.errors import LogVerificationError
-from grader.translog.published import HOST_KEY_PATH, PARTITION_PATH
+from grader.transparency.entries import BOARD_PARTS, decode_entry, entry_opens, key_of_entry
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.published import HOST_KEY_PATH, PARTITION_PATH
 
 
 @dataclass(frozen=True)

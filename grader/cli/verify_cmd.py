@@ -13,10 +13,10 @@ from grader.reports.keys import load_public_key
 from grader.reports.model import report_json
 from grader.reports.summary import format_summary
 from grader.reports.verify import verify_report_file
-from grader.translog.entries import decode_entry
-from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
-from grader.translog.merkle import leaf_hash
-from grader.translog.proof import MAX_PROOF_BYTES, SUFFIX, TlogProof
+from grader.transparency.entries import decode_entry
+from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
+from grader.transparency.merkle import leaf_hash
+from grader.transparency.proof import MAX_PROOF_BYTES, SUFFIX, TlogProof
 
 _MAX_ENVELOPE = 64 << 20
 

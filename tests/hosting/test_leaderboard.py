@@ -21,7 +21,7 @@ from grader.hosting.api.app import create_app
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from grader.stats.partition import partition
-from grader.translog.tiles import bundles_for_size, tiles_for_size
+from grader.transparency.tiles import bundles_for_size, tiles_for_size
 from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world
 from tests.hosting.support import admin
 

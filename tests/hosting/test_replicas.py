@@ -35,7 +35,7 @@ from grader.hosting.states import State
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
-from grader.translog.entries import decode_entry
+from grader.transparency.entries import decode_entry
 from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
 from tests.hosting.support import admin, worker_headers, write_competition
 

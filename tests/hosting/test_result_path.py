@@ -39,7 +39,7 @@ from grader.hosting.states import State
 from grader.hosting.transparency.host_log import HostLog
 from grader.reports.keys import public_key_pem
 from grader.reports.model import build_report
-from grader.translog.note import NoteSigner
+from grader.transparency.note import NoteSigner
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 
 

@@ -15,7 +15,7 @@ from grader import __version__
 from grader.hosting.api.body_caps import BodyCaps, route_caps
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
-from grader.hosting.api.routes import leaderboard, meta, participants, shards, translog, web, workers
+from grader.hosting.api.routes import leaderboard, meta, participants, shards, transparency, web, workers
 from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
 from grader.hosting.identity.auth import SESSION_S
@@ -133,6 +133,6 @@ def create_app(
     app.include_router(workers.router)
     app.include_router(shards.router)
     app.include_router(leaderboard.router)
-    app.include_router(translog.router)
+    app.include_router(transparency.router)
     app.include_router(web.router)
     return app

@@ -21,7 +21,7 @@ from grader.files import atomic_write_bytes
 from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.keyring.host_key import load_host_key
 from grader.hosting.settings import environment
-from grader.translog.note import NoteSigner
+from grader.transparency.note import NoteSigner
 
 _ORIGIN_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -35,7 +35,7 @@ from grader.hosting.transparency.log_events import log_end, log_retraction, log_
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
 from grader.hosting.visibility import Part
-from grader.translog import entries
+from grader.transparency import entries
 
 if TYPE_CHECKING:
     from grader.hosting.leaderboard.board import BoardSettings

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from grader.files import atomic_write_bytes
 from grader.hosting.errors import HostingError
-from grader.translog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import MemoryTree
-from grader.translog.note import MAX_NOTE_BYTES, NoteSigner, NoteVerifier
+from grader.transparency.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import MemoryTree
+from grader.transparency.note import MAX_NOTE_BYTES, NoteSigner, NoteVerifier
 
 LOG_DIR = "log"
 CHECKPOINT_FILE = "checkpoint"

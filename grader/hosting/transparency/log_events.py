@@ -22,9 +22,9 @@ from grader.hosting.errors import HostingError
 from grader.hosting.schedule import ends_at
 from grader.hosting.transparency.host_log import HostLog
 from grader.hosting.transparency.log_store import append_entry, lock_head
-from grader.translog import entries
-from grader.translog.commitments import EntryCommitter
-from grader.translog.errors import LogVerificationError
+from grader.transparency import entries
+from grader.transparency.commitments import EntryCommitter
+from grader.transparency.errors import LogVerificationError
 
 
 def _participant_name(session: Session, submission: Submission) -> str:

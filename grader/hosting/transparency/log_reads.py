@@ -17,14 +17,14 @@ from grader.hosting.db.models import LogEntry
 from grader.hosting.db.session import Database
 from grader.hosting.transparency.host_log import HostLog, LogStateError
 from grader.hosting.transparency.log_store import publish_from, refresh
-from grader.translog import entries
-from grader.translog.checkpoint import open_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import inclusion_proof, leaf_hash
-from grader.translog.proof import TlogProof
-from grader.translog.tiles import ENTRIES, TILE_HEIGHT, TILE_WIDTH, Tile, entry_bundle, parse_tile_path, tile_bytes
+from grader.transparency import entries
+from grader.transparency.checkpoint import open_checkpoint
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import inclusion_proof, leaf_hash
+from grader.transparency.proof import TlogProof
+from grader.transparency.tiles import ENTRIES, TILE_HEIGHT, TILE_WIDTH, Tile, entry_bundle, parse_tile_path, tile_bytes
 
-log = logging.getLogger("grader.hosting.translog")
+log = logging.getLogger("grader.hosting.transparency")
 
 
 def checkpoint_note(db: Database, host_log: HostLog) -> bytes:

@@ -1,6 +1,6 @@
 """The competition's transparency log in the database: appending, publishing, opening at start, a deliberate rewind.
 
-Every event the issue lists appends its entry (:mod:`grader.translog.entries`;
+Every event the issue lists appends its entry (:mod:`grader.transparency.entries`;
 :mod:`grader.hosting.transparency.log_events`) through
 :func:`append_entry`, inside the transaction of the event, so the entry and the event commit or
 roll back together. Appends are serialised across processes by an UPDATE of the ``log_head``
@@ -28,13 +28,13 @@ from grader.hosting.db.models import LogEntry, Setting
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.transparency.host_log import LOG_DIR, HostLog, LogStateError, identifier_key
-from grader.translog import entries
-from grader.translog.checkpoint import Checkpoint, open_checkpoint
-from grader.translog.commitments import key_commitment
-from grader.translog.errors import LogVerificationError
-from grader.translog.note import NoteVerifier, sign_note
+from grader.transparency import entries
+from grader.transparency.checkpoint import Checkpoint, open_checkpoint
+from grader.transparency.commitments import key_commitment
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.note import NoteVerifier, sign_note
 
-log = logging.getLogger("grader.hosting.translog")
+log = logging.getLogger("grader.hosting.transparency")
 
 #: The settings row every append locks first (its value is unused).
 HEAD_SETTING = "log_head"

@@ -18,7 +18,7 @@ from grader.hosting.intake import uploads
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.protocol.messages import Quota, SubmissionView
 from grader.hosting.states import Track
-from grader.hosting.transparency import log_reads as translog_reads
+from grader.hosting.transparency import log_reads
 from grader.hosting.visibility import logs_visible
 
 router = APIRouter(prefix="/api/v1", tags=["participants"])
@@ -59,7 +59,7 @@ async def submit(
         response.status_code = 200
     view = await run_in_threadpool(service.public_view, ctx, submission, ended=False)  # admitted: before the end
     if ctx.log is not None:  # the receipt binds the logged entry to this participant, privately (its entry key)
-        view.receipt = await run_in_threadpool(translog_reads.receipt_of, ctx.db, ctx.log, submission.id)
+        view.receipt = await run_in_threadpool(log_reads.receipt_of, ctx.db, ctx.log, submission.id)
     return view
 
 

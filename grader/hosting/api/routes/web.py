@@ -29,7 +29,7 @@ from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.schedule import End
 from grader.hosting.services.competition import competition_end
-from grader.hosting.transparency import log_reads as translog_reads
+from grader.hosting.transparency import log_reads
 from grader.hosting.visibility import Part
 
 router = APIRouter(include_in_schema=False)
@@ -96,7 +96,7 @@ def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLRespo
     except HostingError:  # NotPublished (the private board before the end), or no such part
         raise HTTPException(404, "the private leaderboard is published at the end of the competition") from None
     partition = service.partition_info(ctx, ended=end.ended)
-    return _page("board.html", request, end=end, data=data, part=part, partition=partition, log=translog_reads.log_head(ctx.db, ctx.log))
+    return _page("board.html", request, end=end, data=data, part=part, partition=partition, log=log_reads.log_head(ctx.db, ctx.log))
 
 
 @router.get("/signin", response_class=HTMLResponse)

@@ -37,11 +37,11 @@ from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run
 from grader.sandbox.blinding import SCHEME
-from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens
-from grader.translog.merkle import leaf_hash
-from grader.translog.mirror import read_log_folder
-from grader.translog.note import NoteVerifier, open_note
-from grader.translog.proof import TlogProof
+from grader.transparency.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens
+from grader.transparency.merkle import leaf_hash
+from grader.transparency.mirror import read_log_folder
+from grader.transparency.note import NoteVerifier, open_note
+from grader.transparency.proof import TlogProof
 from tests.hosting.support import REPO, Server, admin, grader_cli, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # a real server, and `grader` subprocesses

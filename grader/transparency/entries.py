@@ -3,7 +3,7 @@
 Every entry has ``kind``, ``v`` (the format version, 1) and ``time`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``).
 Entries that concern a participant carry a fresh ``salt`` and name the participant, the
 submission and the upload only through keyed per-entry commitments
-(:mod:`grader.translog.commitments`), so that before the reveal no two entries of one participant
+(:mod:`grader.transparency.commitments`), so that before the reveal no two entries of one participant
 share a value. The kinds, in the order a competition writes them:
 
 =================  =====================================================================================
@@ -45,9 +45,9 @@ from grader import jsonio
 from grader.errors import UsageError
 from grader.failures import FailureCode
 from grader.text import quote_id
-from grader.translog.commitments import SALT_BYTES, EntryCommitter, entry_key, opens
-from grader.translog.errors import LogVerificationError
-from grader.translog.tiles import MAX_ENTRY_BYTES
+from grader.transparency.commitments import SALT_BYTES, EntryCommitter, entry_key, opens
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.tiles import MAX_ENTRY_BYTES
 
 ENTRY_VERSION = 1
 #: Report statuses an entry records (a grade that failed is logged too).

@@ -7,11 +7,11 @@ import base64
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.translog.checkpoint import Checkpoint, sign_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import MemoryTree, inclusion_proof, leaf_hash
-from grader.translog.note import NoteSigner
-from grader.translog.proof import HEADER, TlogProof
+from grader.transparency.checkpoint import Checkpoint, sign_checkpoint
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import MemoryTree, inclusion_proof, leaf_hash
+from grader.transparency.note import NoteSigner
+from grader.transparency.proof import HEADER, TlogProof
 
 ORIGIN = "grader.example/comp"
 SIGNER = NoteSigner(ORIGIN, Ed25519PrivateKey.generate())

@@ -9,12 +9,12 @@ from pathlib import Path
 from click.testing import Result
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.translog.checkpoint import Checkpoint, sign_checkpoint
-from grader.translog.commitments import EntryCommitter, new_identifier_key
-from grader.translog.entries import end_entry, receipt_entry
-from grader.translog.merkle import MemoryTree, inclusion_proof, leaf_hash
-from grader.translog.note import NoteSigner
-from grader.translog.proof import TlogProof
+from grader.transparency.checkpoint import Checkpoint, sign_checkpoint
+from grader.transparency.commitments import EntryCommitter, new_identifier_key
+from grader.transparency.entries import end_entry, receipt_entry
+from grader.transparency.merkle import MemoryTree, inclusion_proof, leaf_hash
+from grader.transparency.note import NoteSigner
+from grader.transparency.proof import TlogProof
 
 ORIGIN = "grader.example/comp"
 SIGNER = NoteSigner(ORIGIN, Ed25519PrivateKey.generate())

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from grader.errors import UsageError
 from grader.text import quote_id
-from grader.translog.errors import LogVerificationError
+from grader.transparency.errors import LogVerificationError
 
 #: Signature type byte of Ed25519 note signatures.
 ED25519 = 0x01

@@ -1,6 +1,6 @@
 """The rules a grader log's entries follow, checked over a whole log (``grader log audit``).
 
-* every entry is one of the canonical shapes of :mod:`grader.translog.entries`;
+* every entry is one of the canonical shapes of :mod:`grader.transparency.entries`;
 * entry 0, and only entry 0, is the ``competition`` entry;
 * at most one ``end`` and at most one ``reveal``, the reveal after the end, disclosing exactly
   the keys entry 0 committed to;
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grader.translog.entries import check_reveal, decode_entry
-from grader.translog.errors import LogVerificationError
+from grader.transparency.entries import check_reveal, decode_entry
+from grader.transparency.errors import LogVerificationError
 
 
 @dataclass(frozen=True)

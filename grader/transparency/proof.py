@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from grader.errors import UsageError
-from grader.translog.checkpoint import MAX_TREE_SIZE, Checkpoint, open_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import HASH_SIZE, verify_inclusion
-from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier, decode_base64
+from grader.transparency.checkpoint import MAX_TREE_SIZE, Checkpoint, open_checkpoint
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import HASH_SIZE, verify_inclusion
+from grader.transparency.note import MAX_NOTE_BYTES, NoteVerifier, decode_base64
 
 #: The first line of every proof.
 HEADER = "c2sp.org/tlog-proof@v1"

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.translog.checkpoint import Checkpoint, sign_checkpoint
-from grader.translog.commitments import EntryCommitter
-from grader.translog.entries import decode_entry, receipt_entry
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import MemoryTree, inclusion_proof
-from grader.translog.note import NoteSigner, NoteVerifier, open_note
-from grader.translog.proof import TlogProof
-from grader.translog.tiles import Tile, entry_bundle, parse_tile_path, split_entry_bundle
+from grader.transparency.checkpoint import Checkpoint, sign_checkpoint
+from grader.transparency.commitments import EntryCommitter
+from grader.transparency.entries import decode_entry, receipt_entry
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import MemoryTree, inclusion_proof
+from grader.transparency.note import NoteSigner, NoteVerifier, open_note
+from grader.transparency.proof import TlogProof
+from grader.transparency.tiles import Tile, entry_bundle, parse_tile_path, split_entry_bundle
 
 SIGNER = NoteSigner("log.example/fuzz", Ed25519PrivateKey.generate())
 TREE = MemoryTree.from_entries([b"a", b"b", b"c"])

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.files import atomic_write_bytes, read_bounded
-from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint
-from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
-from grader.translog.merkle import MemoryTree, consistency_proof
-from grader.translog.note import MAX_NOTE_BYTES, NoteVerifier
-from grader.translog.tiles import (
+from grader.transparency.checkpoint import Checkpoint, check_extends, open_checkpoint
+from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
+from grader.transparency.merkle import MemoryTree, consistency_proof
+from grader.transparency.note import MAX_NOTE_BYTES, NoteVerifier
+from grader.transparency.tiles import (
     MAX_ENTRY_BYTES,
     TILE_WIDTH,
     Tile,

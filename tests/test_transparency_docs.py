@@ -9,12 +9,12 @@ from pathlib import Path
 
 from click.testing import Result
 
-from grader.translog.checkpoint import open_checkpoint
-from grader.translog.commitments import entry_key
-from grader.translog.entries import decode_entry, entry_opens
-from grader.translog.merkle import MemoryTree
-from grader.translog.note import NoteVerifier
-from grader.translog.proof import TlogProof
+from grader.transparency.checkpoint import open_checkpoint
+from grader.transparency.commitments import entry_key
+from grader.transparency.entries import decode_entry, entry_opens
+from grader.transparency.merkle import MemoryTree
+from grader.transparency.note import NoteVerifier
+from grader.transparency.proof import TlogProof
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "transparency.md").read_text(encoding="utf-8")
 BLOCKS = [block + "\n" for block in re.findall(r"```\n(.*?)\n```", DOC, flags=re.DOTALL)]

@@ -1,5 +1,5 @@
 """Before the end, board rows come from database rows the log does not cover: the audit checks each row against
-its logged report (grader/translog/boards.py), so that a score changed in the database is caught (issue 24)."""
+its logged report (grader/transparency/boards.py), so that a score changed in the database is caught (issue 24)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ from grader.hosting.storage import StateDir
 from grader.reports.keys import public_key_pem
 from grader.reports.signing import ENVELOPE_NAME
 from grader.reports.verify import verify_envelope
-from grader.translog.audit import audit_entries
-from grader.translog.boards import check_board, check_boards_against_log, logged_envelopes
-from grader.translog.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
-from grader.translog.errors import LogVerificationError
-from grader.translog.published import check_published
-from grader.translog.tiles import TILE_WIDTH
+from grader.transparency.audit import audit_entries
+from grader.transparency.boards import check_board, check_boards_against_log, logged_envelopes
+from grader.transparency.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, entry_opens, key_of_entry
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.published import check_published
+from grader.transparency.tiles import TILE_WIDTH
 from tests.hosting.leaderboard_world import World
 from tests.hosting.support import admin
-from tests.hosting.translog_support import reader, served_entries
+from tests.hosting.transparency_support import reader, served_entries
 
 pytestmark = pytest.mark.board(seeded=True)
 

@@ -8,10 +8,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import UsageError
-from grader.translog.checkpoint import Checkpoint, check_extends, open_checkpoint, sign_checkpoint
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import EMPTY_ROOT, MemoryTree, consistency_proof
-from grader.translog.note import NoteSigner, NoteVerifier, key_id, open_note, sign_note, split_note
+from grader.transparency.checkpoint import Checkpoint, check_extends, open_checkpoint, sign_checkpoint
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import EMPTY_ROOT, MemoryTree, consistency_proof
+from grader.transparency.note import NoteSigner, NoteVerifier, key_id, open_note, sign_note, split_note
 
 # golang.org/x/mod/sumdb/note's documented example: its signer key (0x01 || Ed25519 seed), verifier key and note.
 GO_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"

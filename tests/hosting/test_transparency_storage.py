@@ -20,10 +20,10 @@ from grader.hosting.db.models import LogEntry
 from grader.hosting.transparency.host_log import HostLog, LogStateError
 from grader.hosting.transparency.log_events import log_end, log_end_if_due
 from grader.hosting.transparency.log_store import append_entry, open_log, publish_from
-from grader.translog.checkpoint import open_checkpoint
-from grader.translog.entries import competition_entry, end_entry, retraction_entry
-from grader.translog.merkle import MemoryTree
-from grader.translog.note import NoteSigner
+from grader.transparency.checkpoint import open_checkpoint
+from grader.transparency.entries import competition_entry, end_entry, retraction_entry
+from grader.transparency.merkle import MemoryTree
+from grader.transparency.note import NoteSigner
 from tests.hosting.world import World
 
 _KEY = Ed25519PrivateKey.generate()

@@ -15,12 +15,12 @@ from sqlalchemy import text
 from grader.cli.log_final import FinalBoardsDiffer, board_mismatches, check_final_scores
 from grader.hosting.api.app import create_app
 from grader.hosting.leaderboard.board import _cache as board_cache
-from grader.translog.boards import check_boards_against_log
-from grader.translog.errors import LogVerificationError
+from grader.transparency.boards import check_boards_against_log
+from grader.transparency.errors import LogVerificationError
 from tests.hosting.browser import http_server
 from tests.hosting.leaderboard_world import World, make_world, seed_demo
 from tests.hosting.support import admin, grader_cli
-from tests.hosting.translog_support import reader, served_entries
+from tests.hosting.transparency_support import reader, served_entries
 
 
 def _ended(world: World, client: TestClient) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import EMPTY_ROOT, MemoryTree, verify_consistency, verify_inclusion
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import EMPTY_ROOT, MemoryTree, verify_consistency, verify_inclusion
 
 VECTORS = Path(__file__).parent / "data" / "merkle"
 VECTOR_FILES = sorted(VECTORS.rglob("*.json"))

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from grader import jsonio
-from grader.translog.entries import decode_entry
-from grader.translog.errors import LogVerificationError
+from grader.transparency.entries import decode_entry
+from grader.transparency.errors import LogVerificationError
 
 PARTITION_PATH = "api/v1/partition"
 HOST_KEY_PATH = "host-key.pub"

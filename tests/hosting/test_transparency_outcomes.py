@@ -18,8 +18,8 @@ from grader.hosting.db.models import LogEntry, Submission
 from grader.hosting.queue import lifecycle
 from grader.hosting.states import TERMINAL
 from grader.hosting.transparency.host_log import HostLog
-from grader.translog.entries import decode_entry, entry_opens, key_of_entry
-from grader.translog.note import NoteSigner
+from grader.transparency.entries import decode_entry, entry_opens, key_of_entry
+from grader.transparency.note import NoteSigner
 from tests.hosting.posting import accept_posted
 from tests.hosting.world import World, expire_lease, new_submission, state_of
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from grader.translog.checkpoint import open_checkpoint
-from grader.translog.tiles import Tile, bundles_for_size, split_entry_bundle
+from grader.transparency.checkpoint import open_checkpoint
+from grader.transparency.tiles import Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.leaderboard_world import World
 
 

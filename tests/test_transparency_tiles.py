@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from grader.errors import UsageError
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import HASH_SIZE, MemoryTree, consistency_proof, inclusion_proof, leaf_hash, tree_hash
-from grader.translog.tiles import (
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import HASH_SIZE, MemoryTree, consistency_proof, inclusion_proof, leaf_hash, tree_hash
+from grader.transparency.tiles import (
     ENTRIES,
     Tile,
     TileNodes,

@@ -11,9 +11,9 @@ import pytest
 import rfc8785
 
 from grader.errors import UsageError
-from grader.translog import entries as e
-from grader.translog.commitments import EntryCommitter, commit, entry_key, key_commitment, new_identifier_key
-from grader.translog.errors import LogVerificationError
+from grader.transparency import entries as e
+from grader.transparency.commitments import EntryCommitter, commit, entry_key, key_commitment, new_identifier_key
+from grader.transparency.errors import LogVerificationError
 
 IDENTIFIER_KEY = new_identifier_key()
 PARTITION_SECRET = bytes(range(32))

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from grader.errors import UsageError
 from grader.text import quote_id
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import HASH_SIZE, MemoryTree, NodeSource, leaf_hash, subtree_hash
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import HASH_SIZE, MemoryTree, NodeSource, leaf_hash, subtree_hash
 
 #: Hashes in a full tile, and the tree levels one tile spans.
 TILE_WIDTH = 256

@@ -11,15 +11,15 @@ import pytest
 from click.testing import Result
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from grader.translog import entries as e
-from grader.translog.audit import audit_entries
-from grader.translog.checkpoint import Checkpoint, check_extends, sign_checkpoint
-from grader.translog.commitments import EntryCommitter, key_commitment
-from grader.translog.errors import InconsistentCheckpoints, LogVerificationError
-from grader.translog.merkle import MemoryTree, inclusion_proof
-from grader.translog.mirror import check_seen, read_log_folder, write_log_folder
-from grader.translog.note import NoteSigner
-from grader.translog.proof import TlogProof
+from grader.transparency import entries as e
+from grader.transparency.audit import audit_entries
+from grader.transparency.checkpoint import Checkpoint, check_extends, sign_checkpoint
+from grader.transparency.commitments import EntryCommitter, key_commitment
+from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
+from grader.transparency.merkle import MemoryTree, inclusion_proof
+from grader.transparency.mirror import check_seen, read_log_folder, write_log_folder
+from grader.transparency.note import NoteSigner
+from grader.transparency.proof import TlogProof
 
 ORIGIN = "grader.example/comp"
 SIGNER = NoteSigner(ORIGIN, Ed25519PrivateKey.generate())

@@ -24,8 +24,8 @@ import rfc8785
 
 from grader import jsonio
 from grader.text import quote_id
-from grader.translog.entries import BOARD_PARTS, decode_entry
-from grader.translog.errors import LogVerificationError
+from grader.transparency.entries import BOARD_PARTS, decode_entry
+from grader.transparency.errors import LogVerificationError
 
 #: Decimals of a published board number (grader/hosting/leaderboard/service.py rounds the same way).
 BOARD_DECIMALS = 4

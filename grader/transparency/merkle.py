@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from grader.errors import UsageError
-from grader.translog.errors import LogVerificationError
+from grader.transparency.errors import LogVerificationError
 
 #: Bytes in a SHA-256 hash, the size of every node of the tree.
 HASH_SIZE = 32

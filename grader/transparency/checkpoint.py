@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from grader.errors import UsageError
 from grader.text import quote_id
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
-from grader.translog.note import NoteSigner, NoteVerifier, decode_base64, open_note, sign_note
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
+from grader.transparency.note import NoteSigner, NoteVerifier, decode_base64, open_note, sign_note
 
 _SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
 #: Largest tree size a checkpoint may state: sizes are uint64 in every implementation.

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from grader.errors import UsageError
-from grader.translog.errors import LogVerificationError
-from grader.translog.merkle import (
+from grader.transparency.errors import LogVerificationError
+from grader.transparency.merkle import (
     MemoryTree,
     consistency_proof,
     inclusion_proof,
