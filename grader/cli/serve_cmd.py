@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from grader.hosting import settings
+from grader.hosting import environment
 
 
 def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -41,12 +41,15 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes (0: remote workers only).")
 @click.option(
-    "--database", default=None, envvar=settings.DATABASE, help="Database URL (default: SQLite in the state folder), e.g. postgresql://user@host/db."
+    "--database",
+    default=None,
+    envvar=environment.DATABASE,
+    help="Database URL (default: SQLite in the state folder), e.g. postgresql://user@host/db.",
 )
 @click.option(
     "--broker",
     default=None,
-    envvar=settings.BROKER,
+    envvar=environment.BROKER,
     help="Celery broker URL (redis://...): also dispatch to remote `grader worker --broker` machines.",
 )
 @click.option(

@@ -17,7 +17,7 @@ import click
 
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
-from grader.hosting import settings
+from grader.hosting import environment
 from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError
 from grader.hosting.intake.refusals import QuotaStatus
@@ -29,8 +29,8 @@ SCORE_LABELS = (("score", "public"), ("private_score", "private"), ("full_score"
 
 
 def _server_option(func):  # type: ignore[no-untyped-def]
-    func = click.option("--token", default=None, help=f"Your token (default: ${settings.TOKEN}).")(func)
-    return click.option("--server", required=True, envvar=settings.SERVER, help="The competition server's URL.")(func)
+    func = click.option("--token", default=None, help=f"Your token (default: ${environment.TOKEN}).")(func)
+    return click.option("--server", required=True, envvar=environment.SERVER, help="The competition server's URL.")(func)
 
 
 def _scores(view: dict[str, Any]) -> list[str]:

@@ -11,24 +11,24 @@ from pathlib import Path
 
 import click
 
-from grader.hosting import settings
+from grader.hosting import environment
 
 
 @click.command("worker")
 @click.option(
-    "--server", default=None, envvar=settings.SERVER, help="The competition server's URL (jobs, uploads and results go over its worker API)."
+    "--server", default=None, envvar=environment.SERVER, help="The competition server's URL (jobs, uploads and results go over its worker API)."
 )
 @click.option(
     "--worker-token",
     "token",
     default=None,
-    envvar=settings.WORKER_TOKEN,
-    help=f"This worker's token (`grader admin add-worker NAME`); or {settings.WORKER_TOKEN}.",
+    envvar=environment.WORKER_TOKEN,
+    help=f"This worker's token (`grader admin add-worker NAME`); or {environment.WORKER_TOKEN}.",
 )
 @click.option(
     "--broker",
     default=None,
-    envvar=settings.BROKER,
+    envvar=environment.BROKER,
     help="Celery broker URL (redis://[:password@]host:6379/0); without it the worker long-polls the server.",
 )
 @click.option("--name", default=None, help="Name in logs (default: the host name).")
@@ -36,7 +36,7 @@ from grader.hosting import settings
     "--key-dir",
     type=click.Path(path_type=Path),
     default=None,
-    envvar=settings.WORKER_KEY_DIR,
+    envvar=environment.WORKER_KEY_DIR,
     help="Where this worker's Ed25519 key pair lives (created 0600 on first start). Default: ~/.config/grader-worker.",
 )
 @click.option(
@@ -44,7 +44,7 @@ from grader.hosting import settings
     "data_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    envvar=settings.WORKER_DATA,
+    envvar=environment.WORKER_DATA,
     help="The data copy the server exported (`grader admin export-worker-data --out DIR`): pseudonymous ids, no judgements.",
 )
 @click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
@@ -87,10 +87,10 @@ def worker(
     if not server:
         raise UsageError("--server is required (the competition server's URL)")
     if not token:
-        raise UsageError(f"no worker token: pass --worker-token or set {settings.WORKER_TOKEN} (the host runs `grader admin add-worker NAME`)")
+        raise UsageError(f"no worker token: pass --worker-token or set {environment.WORKER_TOKEN} (the host runs `grader admin add-worker NAME`)")
     label = name or os.uname().nodename
-    if data_dir is not None:  # read where each job is graded (grader.hosting.settings.environment)
-        os.environ[settings.WORKER_DATA] = str(data_dir.resolve())
+    if data_dir is not None:  # read where each job is graded (grader.hosting.environment.environment)
+        os.environ[environment.WORKER_DATA] = str(data_dir.resolve())
     from grader.hosting.worker.loop import run_worker
 
     if server_pid is not None:  # the server re-keys its local workers at every start; their results are signed by the host alone

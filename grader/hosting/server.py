@@ -16,6 +16,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.session import Database, open_database
+from grader.hosting.environment import WORKER_DATA, with_worker_token
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
@@ -30,7 +31,6 @@ from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import local_worker_tokens, open_competition
 from grader.hosting.services.worker_copy import worker_copy
-from grader.hosting.settings import WORKER_DATA, with_worker_token
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency.host_log import LOG_DIR, HostLog, identifier_key
 from grader.hosting.transparency.log_events import log_end_if_due

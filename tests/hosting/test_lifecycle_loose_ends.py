@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event, func, select, text
 from sqlalchemy.orm import ORMExecuteState
 
-from grader.hosting import settings
+from grader.hosting import environment
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Result, Submission
 from grader.hosting.errors import ClientError, LostRace
@@ -116,13 +116,13 @@ def test_concurrent_claims_each_get_a_distinct_job(world: World) -> None:
 
 
 def test_the_environment_is_read_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = settings.environment({settings.TOKEN: "gp_secret", settings.BROKER: "", settings.SERVER: "http://h"})
+    seen = environment.environment({environment.TOKEN: "gp_secret", environment.BROKER: "", environment.SERVER: "http://h"})
     assert (seen.token, seen.broker, seen.server, seen.worker_token) == ("gp_secret", None, "http://h", None)  # empty counts as unset
     assert "gp_secret" not in repr(seen)
-    assert settings.with_worker_token("gw_x", {"PATH": "/bin"}) == {"PATH": "/bin", settings.WORKER_TOKEN: "gw_x"}
-    monkeypatch.setenv(settings.TOKEN, "gp_from_env")
+    assert environment.with_worker_token("gw_x", {"PATH": "/bin"}) == {"PATH": "/bin", environment.WORKER_TOKEN: "gw_x"}
+    monkeypatch.setenv(environment.TOKEN, "gp_from_env")
     assert token_from(None) == "gp_from_env" and token_from("gp_option") == "gp_option"
-    monkeypatch.delenv(settings.TOKEN)
+    monkeypatch.delenv(environment.TOKEN)
     with pytest.raises(ClientError, match="GRADER_TOKEN"):
         token_from(None)
 

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
+from grader.hosting.environment import HOST_KEY_PASSPHRASE, environment
 from grader.hosting.keyring.files import KeyFiles
-from grader.hosting.settings import HOST_KEY_PASSPHRASE, environment
 from grader.reports.dsse import envelope_json
 from grader.reports.keys import public_key_pem
 from grader.reports.model import report_json

@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
+from grader.hosting.environment import environment
 from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.keyring.host_key import load_host_key
-from grader.hosting.settings import environment
 from grader.transparency.note import NoteSigner
 
 _ORIGIN_CHARS = re.compile(r"[^A-Za-z0-9._-]")

@@ -22,12 +22,12 @@ import httpx
 from grader import jsonio
 from grader.errors import GraderError, SubmissionError
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.environment import environment
 from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
 from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
-from grader.hosting.settings import environment
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
@@ -267,7 +267,7 @@ def _local(refusal: RefusedSubmission) -> RefusedSubmission:
 
 
 def token_from(option: str | None) -> str:
-    """The token from ``--token`` or ``GRADER_TOKEN`` (:mod:`grader.hosting.settings`)."""
+    """The token from ``--token`` or ``GRADER_TOKEN`` (:mod:`grader.hosting.environment`)."""
     token = option or environment().token
     if not token:
         raise ClientError("no token: set GRADER_TOKEN or pass --token (the host gives it to you)")

@@ -31,13 +31,13 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.failures import FailureCode
+from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_result
 from grader.hosting.protocol.messages import AttemptRef, ClaimRequest, Job, RunStored, Verdict, WorkerResult
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
-from grader.hosting.settings import environment
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image

@@ -33,13 +33,13 @@ import httpx
 from grader import jsonio
 from grader.errors import GraderError, TaskFailure, failure_code
 from grader.failures import FailureCode
+from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import Job, WorkerResult
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
-from grader.hosting.settings import environment
 from grader.hosting.worker.child import run_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.reports.model import format_timestamp
