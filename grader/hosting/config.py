@@ -68,7 +68,7 @@ class QueueTiming:
 
 
 @dataclass(frozen=True)
-class ShardSettings:
+class ShardSizes:
     """Shards of an ONNX submission's corpus: documents per shard (rounded up to whole chunks; None: one shard)
     and the bound of a shard's search blocks (``grader.retrieval.shard_run``; docs/search.md)."""
 
@@ -82,7 +82,7 @@ RETAIN_FINALS_AND_BEST = "finals-and-best"
 
 
 @dataclass(frozen=True)
-class RetentionSettings:
+class RetentionPolicy:
     """What the server keeps of the workers' compact runs (``state/runs/``; docs/hosting.md#retention).
 
     ``all``: every run, for ever. ``finals-and-best``: every run until the end; after it, only the
@@ -94,7 +94,7 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
-class LeaderboardSettings:
+class LeaderboardPolicy:
     """The public share of the hidden queries, how many finals a participant picks, and the statistics' resamples and seed."""
 
     public_fraction: float = 0.3
@@ -129,9 +129,9 @@ class Competition:
     upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
     unpack: UploadLimits = field(default_factory=UploadLimits)
     queue: QueueTiming = field(default_factory=QueueTiming)
-    leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
-    sharding: ShardSettings = field(default_factory=ShardSettings)
-    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
+    sharding: ShardSizes = field(default_factory=ShardSizes)
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -221,9 +221,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         if "output" in limits_doc:  # per sandboxed run: a task, or one shard of it
             values["output_bytes"] = parse_size(limits_doc["output"])
         sharding_doc = doc.get("sharding", {})
-        sharding = ShardSettings(
+        sharding = ShardSizes(
             shard_documents=sharding_doc.get("shard_documents"),
-            search_memory=parse_size(sharding_doc["search_memory"]) if "search_memory" in sharding_doc else ShardSettings.search_memory,
+            search_memory=parse_size(sharding_doc["search_memory"]) if "search_memory" in sharding_doc else ShardSizes.search_memory,
         )
         upload_doc = doc.get("upload", {})
         upload_bytes = parse_size(upload_doc["max_bytes"]) if "max_bytes" in upload_doc else DEFAULT_UPLOAD_BYTES
@@ -261,9 +261,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         upload_max_bytes=upload_bytes,
         unpack=unpack,
         queue=queue,
-        leaderboard=LeaderboardSettings(**doc.get("leaderboard", {})),
+        leaderboard=LeaderboardPolicy(**doc.get("leaderboard", {})),
         sharding=sharding,
-        retention=RetentionSettings(**doc.get("retention", {})),
+        retention=RetentionPolicy(**doc.get("retention", {})),
     )
 
 

@@ -20,7 +20,7 @@ from grader.hosting.environment import WORKER_DATA, with_worker_token
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
-from grader.hosting.leaderboard.board import BoardSettings
+from grader.hosting.leaderboard.board import BoardInputs
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
@@ -189,7 +189,7 @@ class Reaper(threading.Thread):
         if self.ctx.competition.retention.runs == RETAIN_ALL or time.monotonic() < self.next_prune:
             return
         self.next_prune = time.monotonic() + PRUNE_EVERY_S
-        board = BoardSettings.of(self.ctx.competition, self.ctx.signing_key.public_key(), self.ctx.partition_secret)
+        board = BoardInputs.of(self.ctx.competition, self.ctx.signing_key.public_key(), self.ctx.partition_secret)
         done = prune(self.ctx.db, self.ctx.state, self.ctx.competition, board)
         if done.remove:
             log.info("retention: %s", done.summary())

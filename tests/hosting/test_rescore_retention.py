@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from grader.cli.main import cli
 from grader.data.registry import data_root, resolve_benchmark
 from grader.hosting.api.app import create_app
-from grader.hosting.config import DEPTH, RetentionSettings
+from grader.hosting.config import DEPTH, RetentionPolicy
 from grader.hosting.db.models import Attempt, LogEntry, Result, ResultPart, Submission, Transition
 from grader.hosting.server import Reaper
 from grader.hosting.services.retention import plan
@@ -231,7 +231,7 @@ def test_retention_keeps_the_finals_and_the_best_and_reports_the_bytes(world: Wo
     assert dropped.is_dir() and stray.is_dir()  # nothing removed before the end
 
     admin(world.state, "end", "--yes")
-    ctx = replace(world.ctx, competition=replace(world.ctx.competition, retention=RetentionSettings("finals-and-best")))
+    ctx = replace(world.ctx, competition=replace(world.ctx.competition, retention=RetentionPolicy("finals-and-best")))
     due = plan(ctx.db, ctx.state, ctx.competition)
     assert due.ended and sorted(due.remove) == sorted([dropped, stray]) and due.remove_bytes == size + 100
     Reaper(ctx)._prune_runs()  # what the server's reaper does after the end (not started: one pass, here)

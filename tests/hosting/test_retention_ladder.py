@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from grader.hosting.config import RetentionSettings
-from grader.hosting.leaderboard.board import BoardSettings
+from grader.hosting.config import RetentionPolicy
+from grader.hosting.leaderboard.board import BoardInputs
 from grader.hosting.services.admin import end_now
 from grader.hosting.services.retention import kept_submissions, plan
 from tests.hosting.leaderboard_world import make_world, seed
@@ -28,8 +28,8 @@ def test_the_ladders_released_entry_keeps_its_runs(tmp_path: Path) -> None:
             folder = world.ctx.state.runs_dir(sid, 1)
             folder.mkdir(parents=True)
             (folder / "text2code.run").write_bytes(b"\0" * 10)
-        competition = replace(world.ctx.competition, retention=RetentionSettings("finals-and-best"))
-        board = BoardSettings.of(competition, world.ctx.signing_key.public_key(), world.secret)
+        competition = replace(world.ctx.competition, retention=RetentionPolicy("finals-and-best"))
+        board = BoardInputs.of(competition, world.ctx.signing_key.public_key(), world.secret)
         with world.ctx.db.session() as session:
             assert kept_submissions(session, competition, board) == {*ids, bob}  # s1: the Ladder's; s2, s3: finals
             assert kept_submissions(session, replace(competition, leaderboard=replace(competition.leaderboard, ladder=False)), board) == {

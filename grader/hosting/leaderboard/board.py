@@ -86,8 +86,8 @@ def setting_of(labels: dict[str, Any] | None) -> str:
 
 
 @dataclass(frozen=True)
-class BoardSettings:
-    """What a board is built with besides the database: the host key, the partition secret and the competition's board settings."""
+class BoardInputs:
+    """What a board is built with besides the database: the host key, the partition secret and the competition's [leaderboard] section."""
 
     public_key: Ed25519PublicKey
     secret: bytes = field(repr=False)
@@ -99,8 +99,8 @@ class BoardSettings:
     ladder_step: float | None = None
 
     @classmethod
-    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> BoardSettings:
-        """The settings of ``competition``'s leaderboard, with the host key and the partition secret."""
+    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> BoardInputs:
+        """What ``competition``'s boards are built with: its [leaderboard] section, the host key and the partition secret."""
         lb = competition.leaderboard
         return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step)
 
@@ -172,10 +172,10 @@ def _comparison(key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: i
     return found
 
 
-def _values(row: Scored, settings: BoardSettings, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
+def _values(row: Scored, inputs: BoardInputs, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
     assert row.result.envelope_path is not None
-    signed = signed_values(row.result.envelope_path, settings.public_key)
-    return signed.measure, signed.groups, part_values(signed.values, partitions(settings.secret, signed.values, settings.fraction), part)
+    signed = signed_values(row.result.envelope_path, inputs.public_key)
+    return signed.measure, signed.groups, part_values(signed.values, partitions(inputs.secret, signed.values, inputs.fraction), part)
 
 
 #: What the tie key hashes before the submission id (a purpose of its own under the partition secret).
@@ -197,7 +197,7 @@ def released_order(entries: list[Entry], secret: bytes) -> list[Entry]:
     return sorted(entries, key=lambda e: (-(e.released or 0.0), ladder_tie_key(secret, e.submission_id)))
 
 
-def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str, float], dict[str, float]]:
+def ladder_replay(rows: list[Scored], inputs: BoardInputs) -> tuple[dict[str, float], dict[str, float]]:
     """Ladder mode: (the score released after each submission, by id; each participant's released best, by id).
 
     Each participant's submissions of one training setting are replayed in upload
@@ -210,11 +210,11 @@ def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str
         by_participant.setdefault(row.participant.id, []).append(row)
     for own in by_participant.values():
         own.sort(key=lambda r: (r.submission.uploaded_at, r.submission.id))
-        loaded = [_values(r, settings, Part.PUBLIC) for r in own]
+        loaded = [_values(r, inputs, Part.PUBLIC) for r in own]
         table = ScoreTable.from_values([r.submission.id for r in own], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
         best_values = released = best_id = None
         for index, row in enumerate(own):
-            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=settings.ladder_step)
+            outcome = ladder_step_of(table.values[index], table.layout, best_values, released, step=inputs.ladder_step)
             if outcome.improved:
                 best_values, released, best_id = table.values[index], outcome.released, row.submission.id
             after[row.submission.id] = outcome.released
@@ -223,16 +223,16 @@ def ladder_replay(rows: list[Scored], settings: BoardSettings) -> tuple[dict[str
     return after, best
 
 
-def build_boards(session: Session, part: Part, settings: BoardSettings) -> list[Board]:
+def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Board]:
     """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
     rows = scored_rows(session)
-    finals = finals_of(session, rows, settings.finals_k)
+    finals = finals_of(session, rows, inputs.finals_k)
     boards = []
     for setting in SETTINGS:
         in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
         released: dict[str, float] = {}
-        if settings.ladder and part == Part.PUBLIC and in_setting:
-            released = ladder_replay(in_setting, settings)[1]
+        if inputs.ladder and part == Part.PUBLIC and in_setting:
+            released = ladder_replay(in_setting, inputs)[1]
             chosen = [r for r in in_setting if r.submission.id in released]
         else:
             chosen = select_entries(in_setting, part, finals)
@@ -243,19 +243,19 @@ def build_boards(session: Session, part: Part, settings: BoardSettings) -> list[
             members = [r for r in chosen if r.participant.is_baseline != ranked]
             if not members:
                 continue
-            loaded = [_values(r, settings, part) for r in members]
+            loaded = [_values(r, inputs, part) for r in members]
             table = ScoreTable.from_values([r.submission.id for r in members], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
             key = (
                 part,
                 setting,
                 ranked,
                 tuple((r.submission.id, r.result.id) for r in members),
-                settings.fraction,
-                settings.resamples,
-                settings.seed,
-                settings.secret,
+                inputs.fraction,
+                inputs.resamples,
+                inputs.seed,
+                inputs.secret,
             )
-            result = _comparison(key, table, settings.resamples, settings.seed)
+            result = _comparison(key, table, inputs.resamples, inputs.seed)
             board.method = result.as_json()["method"] | {
                 "measure": result.measure,
                 "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board",
@@ -299,7 +299,7 @@ def build_boards(session: Session, part: Part, settings: BoardSettings) -> list[
                 rows_out.append(entry)
             if ranked and released:
                 # Ladder mode ranks by the released scores (ties share a rank); intervals and groups stay those of the raw values
-                rows_out = released_order(rows_out, settings.secret)
+                rows_out = released_order(rows_out, inputs.secret)
                 for e in rows_out:
                     e.rank = 1 + sum(1 for other in rows_out if (other.released or 0.0) > (e.released or 0.0))
             board.entries = (rows_out + board.entries) if ranked else (board.entries + rows_out)

@@ -18,7 +18,7 @@ from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import key_files
 from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
-from grader.hosting.leaderboard.board import BoardSettings, build_boards
+from grader.hosting.leaderboard.board import BoardInputs, build_boards
 from grader.hosting.leaderboard.service import board_part, boards_json
 from grader.hosting.schedule import ends_at
 from grader.hosting.visibility import Part
@@ -38,7 +38,7 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: Pa
             raise HostingError(
                 f"{keys.folder}: the partition secret does not match the commitment recorded in this database (another competition's state?)"
             )
-        found = build_boards(session, part, BoardSettings.of(competition, load_public_key(keys.host_public), secret))
+        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret))
     end = ends_at(db, competition)
     data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= end).model_dump(mode="json")
     data["ends_at"] = iso(end)

@@ -19,7 +19,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.identity.principal import Principal
-from grader.hosting.leaderboard.board import Board, BoardSettings, build_boards, finals_of, ladder_replay, scored_rows, setting_of
+from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, finals_of, ladder_replay, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import stored_parts
 from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
 from grader.hosting.schedule import has_ended
@@ -35,8 +35,8 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def _settings(ctx: ServerContext) -> BoardSettings:
-    return BoardSettings.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
+def _board_inputs(ctx: ServerContext) -> BoardInputs:
+    return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
 
 
 def board_part(part: str) -> Part:
@@ -53,7 +53,7 @@ def boards(ctx: ServerContext, part: Part | str, *, ended: bool) -> list[Board]:
     if not board_visible(part, ended=ended):
         raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
-        return build_boards(session, part, _settings(ctx))
+        return build_boards(session, part, _board_inputs(ctx))
 
 
 def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
@@ -259,7 +259,7 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
     setting = setting_of(submission.labels)
     rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
-    return ladder_replay(rows, _settings(ctx))[0].get(submission.id)
+    return ladder_replay(rows, _board_inputs(ctx))[0].get(submission.id)
 
 
 def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:

@@ -38,7 +38,7 @@ from grader.hosting.visibility import Part
 from grader.transparency import entries
 
 if TYPE_CHECKING:
-    from grader.hosting.leaderboard.board import BoardSettings
+    from grader.hosting.leaderboard.board import BoardInputs
     from grader.hosting.services.retention import RunsPlan
 
 
@@ -321,16 +321,16 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
     return log_reveal(db, host_log, entry)
 
 
-def _board_settings(state_dir: Path, competition: Competition) -> BoardSettings | None:
-    """The board settings (host public key, partition secret) a ladder board's retention needs; None when the keys are not there."""
+def _board_inputs(state_dir: Path, competition: Competition) -> BoardInputs | None:
+    """The board inputs (host public key, partition secret) a ladder board's retention needs; None when the keys are not there."""
     from grader.errors import GraderError
     from grader.hosting.keyring.partition_secret import load_partition_secret
-    from grader.hosting.leaderboard.board import BoardSettings
+    from grader.hosting.leaderboard.board import BoardInputs
     from grader.reports.keys import load_public_key
 
     keys = key_files(state_dir)
     try:
-        return BoardSettings.of(competition, load_public_key(keys.host_public), load_partition_secret(keys.folder))
+        return BoardInputs.of(competition, load_public_key(keys.host_public), load_partition_secret(keys.folder))
     except (GraderError, OSError, ValueError):
         return None
 
@@ -340,7 +340,7 @@ def runs_plan(db: Database, state_dir: Path, competition: Competition) -> RunsPl
     from grader.hosting.services.retention import plan
     from grader.hosting.storage import StateDir
 
-    board = _board_settings(state_dir, competition) if competition.leaderboard.ladder else None
+    board = _board_inputs(state_dir, competition) if competition.leaderboard.ladder else None
     return plan(db, StateDir(state_dir), competition, board)
 
 

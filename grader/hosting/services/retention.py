@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.db.models import Result, Submission
 from grader.hosting.db.session import Database
-from grader.hosting.leaderboard.board import SETTINGS, BoardSettings, finals_of, ladder_replay, scored_rows, select_entries, setting_of
+from grader.hosting.leaderboard.board import SETTINGS, BoardInputs, finals_of, ladder_replay, scored_rows, select_entries, setting_of
 from grader.hosting.schedule import has_ended
 from grader.hosting.states import IN_FLIGHT
 from grader.hosting.storage import StateDir
@@ -61,7 +61,7 @@ class RunsPlan:
         )
 
 
-def kept_submissions(session: Session, competition: Competition, board: BoardSettings | None) -> set[str]:
+def kept_submissions(session: Session, competition: Competition, board: BoardInputs | None) -> set[str]:
     """The ids of the submissions whose current result's runs ``finals-and-best`` keeps (see the module docstring).
 
     In ladder mode the Ladder's released entries are replayed when ``board`` (host key, secret) is given;
@@ -81,7 +81,7 @@ def kept_submissions(session: Session, competition: Competition, board: BoardSet
     return kept
 
 
-def _needed(session: Session, competition: Competition, board: BoardSettings | None) -> tuple[set[tuple[str, int]], set[str]]:
+def _needed(session: Session, competition: Competition, board: BoardInputs | None) -> tuple[set[tuple[str, int]], set[str]]:
     """(the (submission, attempt) folders kept, the submissions all of whose folders are kept)."""
     kept = kept_submissions(session, competition, board)
     folders: set[tuple[str, int]] = set()
@@ -112,7 +112,7 @@ def _runs_in(folder: Path) -> tuple[int, int]:
     return len(runs), sum(path.stat().st_size for path in runs)
 
 
-def plan(db: Database, state: StateDir, competition: Competition, board: BoardSettings | None = None) -> RunsPlan:
+def plan(db: Database, state: StateDir, competition: Competition, board: BoardInputs | None = None) -> RunsPlan:
     """The runs held and the attempt folders the policy removes (after the end: now; before it: at the end, as things stand)."""
     policy = competition.retention.runs
     ended = has_ended(db, competition)
@@ -136,7 +136,7 @@ def plan(db: Database, state: StateDir, competition: Competition, board: BoardSe
     return result
 
 
-def prune(db: Database, state: StateDir, competition: Competition, board: BoardSettings | None = None) -> RunsPlan:
+def prune(db: Database, state: StateDir, competition: Competition, board: BoardInputs | None = None) -> RunsPlan:
     """Remove what the policy removes, once the competition has ended (before: nothing); the plan carried out."""
     if competition.retention.runs == RETAIN_ALL or not has_ended(db, competition):
         return RunsPlan(competition.retention.runs, False)  # nothing walked: the reaper asks this every minute
