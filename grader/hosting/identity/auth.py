@@ -15,12 +15,11 @@ import secrets
 from datetime import timedelta
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from grader.hosting.clock import utcnow
-from grader.hosting.db.models import Participant, Setting, WebSession
+from grader.hosting.db.models import Participant, Setting, WebSession, Worker
 from grader.hosting.db.session import Database
-from grader.hosting.identity.participants import authenticate as participant_by_token
-from grader.hosting.identity.participants import authenticate_worker as worker_by_token
 from grader.hosting.identity.principal import Principal, Role
 from grader.hosting.identity.tokens import new_token, same_digest, token_digest
 
@@ -35,6 +34,24 @@ SESSION_S = 8 * 3600
 
 def _participant(row: Participant) -> Principal:
     return Principal(Role.PARTICIPANT, row.id, row.name, row.token_sha256[:FINGERPRINT])
+
+
+def participant_by_token(session: Session, token: str) -> Participant | None:
+    """The active participant holding ``token``, or None."""
+    digest = token_digest(token)
+    participant = session.scalar(select(Participant).where(Participant.token_sha256 == digest))
+    if participant is None or participant.revoked_at is not None or not same_digest(participant.token_sha256, digest):
+        return None
+    return participant
+
+
+def worker_by_token(session: Session, token: str) -> Worker | None:
+    """The active worker holding ``token``, or None."""
+    digest = token_digest(token)
+    worker = session.scalar(select(Worker).where(Worker.token_sha256 == digest))
+    if worker is None or worker.revoked_at is not None or not same_digest(worker.token_sha256, digest):
+        return None
+    return worker
 
 
 def by_token(db: Database, role: Role, token: str) -> Principal | None:

@@ -1,4 +1,4 @@
-"""Participants and workers: creation (the token is shown once), revocation, authentication."""
+"""Participants and workers: creation (the token is shown once) and revocation; their tokens are looked up in auth.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Participant, Worker
 from grader.hosting.errors import HostingError
-from grader.hosting.identity.tokens import new_token, same_digest, token_digest
+from grader.hosting.identity.tokens import new_token
 from grader.text import first_unprintable
 
 MAX_NAME = 100
@@ -37,24 +37,6 @@ def revoke_participant(session: Session, name: str) -> Participant:
     if participant.revoked_at is None:
         participant.revoked_at = utcnow()
     return participant
-
-
-def authenticate(session: Session, token: str) -> Participant | None:
-    """The active participant holding ``token``, or None."""
-    digest = token_digest(token)
-    participant = session.scalar(select(Participant).where(Participant.token_sha256 == digest))
-    if participant is None or participant.revoked_at is not None or not same_digest(participant.token_sha256, digest):
-        return None
-    return participant
-
-
-def authenticate_worker(session: Session, token: str) -> Worker | None:
-    """The active worker holding ``token``, or None."""
-    digest = token_digest(token)
-    worker = session.scalar(select(Worker).where(Worker.token_sha256 == digest))
-    if worker is None or worker.revoked_at is not None or not same_digest(worker.token_sha256, digest):
-        return None
-    return worker
 
 
 def rekey_local_worker(session: Session, name: str) -> str:
