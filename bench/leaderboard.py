@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.hosting.leaderboard_world as world_module
 from grader.hosting.db.models import Result
-from grader.hosting.identity.participants import add_participant
+from grader.hosting.identity.participants import create_participant
 from grader.hosting.leaderboard import parts, service, values
 
 
@@ -38,7 +38,7 @@ def main() -> None:
     world = world_module.make_world(Path(tempfile.mkdtemp()), None, resamples=10_000)
     with world.ctx.db.session() as session:
         for index in range(participants + 2 * rounds):
-            add_participant(session, f"p{index:02d}")
+            create_participant(session, f"p{index:02d}")
     for index in range(participants):
         world_module.seed(world, f"p{index:02d}", f"entry-{index}", 0.3 + 0.4 * index / participants, rng_seed=index)
     cold = timed(service.board_json, world.ctx, "public")

@@ -102,15 +102,15 @@ def test_a_deeply_nested_member_is_refused_before_anything_is_unpacked(tmp_path:
 
 def test_participant_and_team_names_with_controls_are_refused(tmp_path: Path) -> None:
     from grader.hosting.db.session import open_database
-    from grader.hosting.identity.participants import add_participant
+    from grader.hosting.identity.participants import create_participant
 
     db = open_database(tmp_path)
     with db.session() as session:
         for text in HOSTILE.values():
             with pytest.raises(HostingError):
-                add_participant(session, text)
+                create_participant(session, text)
             with pytest.raises(HostingError):
-                add_participant(session, "fine", text)
+                create_participant(session, "fine", text)
     db.dispose()
 
 

@@ -33,7 +33,7 @@ from grader.cli.main import cli
 from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Result, Submission, Worker
-from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.identity.participants import create_participant, rekey_local_worker
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.leaderboard.service import report_envelope
@@ -116,7 +116,7 @@ def test_hosting_bytes_of_the_pinned_grade_are_pinned(tmp_path: Path) -> None:
     ctx, db = prepare(ServeOptions(competition=competition, state_dir=_host_state(tmp_path / "state"), workers=0))
     try:
         with db.session() as session:
-            participant, _token = add_participant(session, "alice", None)
+            participant, _token = create_participant(session, "alice", None)
             rekey_local_worker(session, "w1")
             worker_id = session.scalar(select(Worker.id).where(Worker.name == "w1"))
             submission = received_submission(

@@ -31,7 +31,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
-from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.identity.participants import create_participant, rekey_local_worker
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.queue import lifecycle
@@ -122,7 +122,7 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
             ("mallory", None, False),
             ("host-bm25", None, True),
         ):
-            tokens[name] = add_participant(session, name, team, baseline=baseline)[1]
+            tokens[name] = create_participant(session, name, team, baseline=baseline)[1]
         worker_token = rekey_local_worker(session, "seed-worker")
     world = World(ctx, state, database, tokens, ctx.partition_secret, worker_token=worker_token)
     return world

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from grader.hosting.db.models import Participant
 from grader.hosting.identity.auth import participant_by_token, worker_by_token
-from grader.hosting.identity.participants import rekey_local_worker, revoke_participant
+from grader.hosting.identity.participants import mark_participant_revoked, rekey_local_worker
 from tests.hosting.world import World
 
 
@@ -18,7 +18,7 @@ def test_tokens_are_stored_hashed_and_revocable(world: World) -> None:
         assert found is not None and found.name == "alice"
         assert participant_by_token(session, world.token + "x") is None
         assert worker_by_token(session, world.token) is None  # a participant token is no worker token
-        revoke_participant(session, "alice")
+        mark_participant_revoked(session, "alice")
     with world.db.session() as session:
         assert participant_by_token(session, world.token) is None
 

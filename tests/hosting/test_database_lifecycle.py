@@ -122,8 +122,8 @@ def test_rejudge_adds_a_result_and_fresh_attempts(world: World) -> None:
     accept_posted(
         world.db, world.state, world.key, submission_id=submission_id, attempt=1, worker_id=world.workers[0], payload={"failure_code": "OOM"}
     )
-    assert not lifecycle.rejudge(world.db, world.dispatcher, "s-unknown", max_attempts=2)
-    assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
+    assert not lifecycle.rejudge_submission(world.db, world.dispatcher, "s-unknown", max_attempts=2)
+    assert lifecycle.rejudge_submission(world.db, world.dispatcher, submission_id, max_attempts=2)
     queued = state_of(world, submission_id)
     assert (queued.state, queued.failure_code, queued.attempt_limit) == ("queued", None, 3)
     again = lifecycle.claim(world.db, world.workers[1], 30)

@@ -35,7 +35,7 @@ def test_quota_counts_what_the_participant_caused(world: World) -> None:
             worker_id=world.workers[0],
             payload=outcomes[claim.submission_id],
         )
-    assert lifecycle.cancel(world.db, ids[2])
+    assert lifecycle.cancel_submission(world.db, ids[2])
     assert [state_of(world, i).state for i in ids] == ["failed", "error", "cancelled", "queued"]
     now = utcnow()
     with world.db.session() as session:
@@ -68,7 +68,7 @@ def test_lost_workers_end_in_error_infra_and_are_not_charged(world: World) -> No
 def test_cancel_is_never_charged_and_running_worker_learns_it(world: World) -> None:
     submission_id = new_submission(world)
     assert lifecycle.claim(world.db, world.workers[0], 30) is not None
-    assert lifecycle.cancel(world.db, submission_id)
+    assert lifecycle.cancel_submission(world.db, submission_id)
     assert lifecycle.heartbeat(world.db, submission_id, 1, world.workers[0], 30) is None
     assert (
         accept_posted(

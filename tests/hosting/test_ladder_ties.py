@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
-from grader.hosting.identity.participants import add_participant
+from grader.hosting.identity.participants import create_participant
 from tests.hosting.leaderboard_world import make_world, seed
 
 #: A step this wide rounds every level below to the same released score, 0.5.
@@ -33,7 +33,7 @@ def test_ties_in_released_scores_are_ordered_by_a_keyed_hash_not_by_raw_scores(t
     world = make_world(tmp_path, None, ladder_step=STEP)
     with world.ctx.db.session() as session:
         for name in ("dave", "erin"):
-            world.tokens[name] = add_participant(session, name)[1]
+            world.tokens[name] = create_participant(session, name)[1]
     seeded = {who: seed(world, who, f"{who}-1", level, rng_seed=n) for n, (who, level) in enumerate(LEVELS.items())}
     raw_order = [s.id for s in sorted(seeded.values(), key=lambda s: -s.public)]
     assert len({round(s.public / STEP) * STEP for s in seeded.values()}) == 1  # all tie once released

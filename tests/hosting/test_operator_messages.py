@@ -54,12 +54,12 @@ def test_jobs_queued_behind_a_busy_worker_are_no_warning_but_jobs_nobody_claims_
 
 def test_a_reaper_pass_counts_the_jobs_under_a_live_lease(world: World) -> None:
     from grader.hosting.queue.dispatch import LocalDispatcher
-    from grader.hosting.queue.lifecycle import claim, rejudge
+    from grader.hosting.queue.lifecycle import claim, rejudge_submission
 
     done = reap(world.ctx.db, LocalDispatcher(), redispatch_s=30)
     assert done.running == 0  # the seeded world has only finished jobs
     sid = world.by_name("bob-lsa").id
-    assert rejudge(world.ctx.db, LocalDispatcher(), sid, max_attempts=5)
+    assert rejudge_submission(world.ctx.db, LocalDispatcher(), sid, max_attempts=5)
     assert claim(world.ctx.db, worker_id=1, lease_s=600) is not None
     assert reap(world.ctx.db, LocalDispatcher(), redispatch_s=30).running == 1
 

@@ -19,7 +19,7 @@ from grader import jsonio
 from grader.errors import InternalError
 from grader.hosting.db.models import LogEntry, Pin, Result, Submission, Transition, Worker
 from grader.hosting.errors import LostRace
-from grader.hosting.identity.workers import add_worker
+from grader.hosting.identity.workers import create_worker
 from grader.hosting.keyring.worker_signing import sign_result
 from grader.hosting.protocol.messages import Verdict, VerdictStatus, WorkerResult
 from grader.hosting.queue import lifecycle
@@ -102,7 +102,7 @@ def _report(world: World, *, failed: str | None = None) -> dict[str, Any]:
 def test_a_forged_signature_is_refused_at_verification_and_a_verified_result_is_not_checked_again(world: World) -> None:
     key, forger = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     with world.db.session() as session:
-        remote, _token = add_worker(session, "remote-1", public_key_pem(key.public_key()).decode("ascii"))
+        remote, _token = create_worker(session, "remote-1", public_key_pem(key.public_key()).decode("ascii"))
         remote_id = remote.id
     submission_id = new_submission(world)
     claim = lifecycle.claim(world.db, remote_id, 30)

@@ -107,7 +107,7 @@ def test_the_try_limit_and_a_cancelled_submission(world: World) -> None:
         shard_jobs.reap(world.db, max_tries=2)
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.failure is not None and status.failure[0] == "INFRA"
-    assert lifecycle.cancel(world.db, submission_id)
+    assert lifecycle.cancel_submission(world.db, submission_id)
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # the shard of a cancelled attempt is never handed out
 
 
@@ -116,7 +116,7 @@ def test_a_cancel_stops_the_shard_jobs_at_their_next_heartbeat(world: World) -> 
     w1 = world.workers[0]
     held = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert held is not None and shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is not None
-    assert lifecycle.cancel(world.db, submission_id)
+    assert lifecycle.cancel_submission(world.db, submission_id)
     assert shard_jobs.renew(world.db, held.job_id, 1, w1, 60) is None  # stale: the worker kills the job's process
 
 

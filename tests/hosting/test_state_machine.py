@@ -104,7 +104,7 @@ def test_events_that_do_not_apply_change_nothing(world: World) -> None:
     """A duplicate or late event is harmless: the event functions answer False/None, never raise."""
     submission_id = new_submission(world)
     assert not lifecycle.enqueue(world.db, world.dispatcher, submission_id, actor="test")  # already queued
-    assert not lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)  # not finished
+    assert not lifecycle.rejudge_submission(world.db, world.dispatcher, submission_id, max_attempts=2)  # not finished
     claim = lifecycle.claim(world.db, world.workers[0], 30)
     assert claim is not None
     with world.db.session() as session:
@@ -112,13 +112,13 @@ def test_events_that_do_not_apply_change_nothing(world: World) -> None:
         assert submission is not None
         assert lifecycle.finish(session, submission, State.SCORED, actor="test", reason="")  # running: it applies
     assert state_of(world, submission_id).state is State.SCORED
-    assert not lifecycle.cancel(world.db, submission_id)  # ended
+    assert not lifecycle.cancel_submission(world.db, submission_id)  # ended
     with world.db.session() as session:
         submission = session.get(Submission, submission_id)
         assert submission is not None
         assert lifecycle.retry_or_error(session, submission, actor="test", reason="late") is None
         assert not lifecycle.finish(session, submission, State.FAILED, actor="test", reason="late")
-    assert lifecycle.rejudge(world.db, world.dispatcher, submission_id, max_attempts=2)
+    assert lifecycle.rejudge_submission(world.db, world.dispatcher, submission_id, max_attempts=2)
     again = state_of(world, submission_id)
     assert (again.state, again.attempt_limit) == (State.QUEUED, 1 + 2)
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
 from grader.hosting.config import load_competition
-from grader.hosting.identity.participants import add_participant
+from grader.hosting.identity.participants import create_participant
 from grader.hosting.server import ServeOptions, prepare
 from tests.hosting.support import REPO, write_competition
 
@@ -30,7 +30,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
     competition = load_competition(write_competition(root / "c.toml", require_training_labels=True, kinds=["onnx"]))
     ctx, _db = prepare(ServeOptions(competition=competition, state_dir=root / "state", workers=0))
     with ctx.db.session() as session:
-        token = add_participant(session, "alice", None)[1]
+        token = create_participant(session, "alice", None)[1]
     with TestClient(create_app(ctx)) as test_client:
         yield test_client, token
     ctx.db.dispose()

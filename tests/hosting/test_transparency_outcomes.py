@@ -92,7 +92,7 @@ def test_no_terminal_submission_is_left_without_an_entry(world: World, tmp_path:
     _post(world, host_log, failed, _claim(world, failed, world.workers[0]), world.workers[0], {"failure_code": "TIMEOUT"})
     for _ in range(2):
         _post(world, host_log, errored, _claim(world, errored, world.workers[0]), world.workers[0], {"failure_code": "INFRA"})
-    assert lifecycle.cancel(world.db, cancelled, host_log=host_log)
+    assert lifecycle.cancel_submission(world.db, cancelled, host_log=host_log)
     with world.db.session() as session:
         ended = session.scalars(select(Submission.id).where(Submission.state.in_([state.value for state in TERMINAL]))).all()
     assert sorted(ended) == sorted([failed, errored, cancelled])

@@ -17,7 +17,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition, load_competition
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.db.session import Database, open_database
-from grader.hosting.identity.participants import add_participant, rekey_local_worker
+from grader.hosting.identity.participants import create_participant, rekey_local_worker
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.queue import lifecycle
 from grader.hosting.queue.dispatch import LocalDispatcher
@@ -50,7 +50,7 @@ def make_world(root: Path, database_url: str | None) -> World:
     competition = load_competition(write_competition(root / "c.toml", max_attempts=2, tables={"quotas": {"per_day": 2, "total": 3, "concurrent": 5}}))
     with db.session() as session:
         pin = ensure_pin(session, competition)
-        participant, token = add_participant(session, "alice", "team-a")
+        participant, token = create_participant(session, "alice", "team-a")
         rekey_local_worker(session, "w1")
         rekey_local_worker(session, "w2")
         workers = list(session.scalars(select(Worker.id).order_by(Worker.id)).all())

@@ -14,7 +14,7 @@ from grader.text import first_unprintable
 MAX_NAME = 100
 
 
-def add_participant(session: Session, name: str, team: str | None = None, *, baseline: bool = False) -> tuple[Participant, str]:
+def create_participant(session: Session, name: str, team: str | None = None, *, baseline: bool = False) -> tuple[Participant, str]:
     """Create a participant; return it and its token (never stored, only its hash)."""
     if not name.strip() or len(name) > MAX_NAME or first_unprintable(name):
         raise HostingError(f"participant name must be 1-{MAX_NAME} printable characters (no control, bidi or zero-width character)")
@@ -29,7 +29,7 @@ def add_participant(session: Session, name: str, team: str | None = None, *, bas
     return participant, token
 
 
-def revoke_participant(session: Session, name: str) -> Participant:
+def mark_participant_revoked(session: Session, name: str) -> Participant:
     """Revoke a participant's token (their submissions stay)."""
     participant = session.scalar(select(Participant).where(Participant.name == name))
     if participant is None:

@@ -15,7 +15,7 @@ from grader.hosting.keyring.worker_signing import check_public_key
 MAX_NAME = 100
 
 
-def add_worker(session: Session, name: str, public_key: str | None = None) -> tuple[Worker, str]:
+def create_worker(session: Session, name: str, public_key: str | None = None) -> tuple[Worker, str]:
     """Register remote worker ``name`` (optionally with its public key); return it and its token."""
     if not name.strip() or len(name) > MAX_NAME or any(ord(c) < 32 or c.isspace() for c in name) or name.startswith("local-"):
         raise HostingError(f"worker name must be 1-{MAX_NAME} printable characters without spaces, not starting with 'local-'")
@@ -34,7 +34,7 @@ def add_worker(session: Session, name: str, public_key: str | None = None) -> tu
     return worker, token
 
 
-def revoke_worker(session: Session, name: str) -> Worker:
+def mark_worker_revoked(session: Session, name: str) -> Worker:
     """Revoke a remote worker: its token stops working; results it has not posted yet are refused."""
     worker = session.scalar(select(Worker).where(Worker.name == name, Worker.local.is_(False)))
     if worker is None:

@@ -351,7 +351,7 @@ def finish(session: Session, submission: Submission, final: State, *, actor: str
     return move(session, submission, final, event=FINISH, actor=actor, reason=reason, lease_worker_id=None, lease_expires_at=None, **values)
 
 
-def cancel(db: Database, submission_id: str, *, actor: str = "host", host_log: HostLog | None = None) -> bool:
+def cancel_submission(db: Database, submission_id: str, *, actor: str = "host", host_log: HostLog | None = None) -> bool:
     """Event CANCEL: cancel a submission that has not ended (never charged); a running worker learns it at its next heartbeat.
     Logged (``host_log``) in the same transaction."""
     with db.session() as session:
@@ -428,7 +428,7 @@ def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float, host_log:
     return report
 
 
-def rejudge(db: Database, dispatcher: Dispatcher, submission_id: str, *, max_attempts: int, host_log: HostLog | None = None) -> bool:
+def rejudge_submission(db: Database, dispatcher: Dispatcher, submission_id: str, *, max_attempts: int, host_log: HostLog | None = None) -> bool:
     """Event REJUDGE: grade a finished submission again (a new result row; earlier results stay), with ``max_attempts`` more attempts.
 
     False when the submission is unknown or has not ended.

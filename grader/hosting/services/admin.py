@@ -1,5 +1,9 @@
 """The host's commands (``grader admin``), as services: each opens and commits its own transaction.
 
+Each is named as its command; the context functions they call are named for the record they change
+(``participants.create_participant``, ``workers.mark_worker_revoked``, ``lifecycle.cancel_submission``...),
+so that a reader tells the command from the step.
+
 The CLI only parses options, calls one of these and prints; rows come back as the frozen
 dataclasses below (the host view: every participant, submission and worker).
 """
@@ -24,8 +28,7 @@ from grader.hosting.errors import HostingError
 from grader.hosting.identity import participants, workers
 from grader.hosting.keyring.files import key_files
 from grader.hosting.queue.dispatch import LocalDispatcher
-from grader.hosting.queue.lifecycle import cancel as cancel_submission
-from grader.hosting.queue.lifecycle import rejudge as requeue
+from grader.hosting.queue.lifecycle import cancel_submission, rejudge_submission
 from grader.hosting.results import pins
 from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import replication
@@ -45,14 +48,14 @@ if TYPE_CHECKING:
 def add_participant(db: Database, name: str, team: str | None, *, baseline: bool) -> str:
     """Create participant ``name``; return its token (shown once; only its digest is stored)."""
     with db.session() as session:
-        _participant, token = participants.add_participant(session, name, team, baseline=baseline)
+        _participant, token = participants.create_participant(session, name, team, baseline=baseline)
     return token
 
 
 def revoke_participant(db: Database, name: str) -> None:
     """Revoke participant ``name``'s token (their submissions stay)."""
     with db.session() as session:
-        participants.revoke_participant(session, name)
+        participants.mark_participant_revoked(session, name)
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ def rejudge(db: Database, submission_id: str | None, *, max_attempts: int, host_
             else list(session.scalars(select(Submission.id).where(Submission.state.in_([State.SCORED.value, State.FAILED.value]))).all())
         )
     dispatcher = LocalDispatcher()  # the server's workers poll the database; the reaper re-dispatches
-    done = [sid for sid in ids if sid and requeue(db, dispatcher, sid, max_attempts=max_attempts, host_log=host_log)]
+    done = [sid for sid in ids if sid and rejudge_submission(db, dispatcher, sid, max_attempts=max_attempts, host_log=host_log)]
     return done, sorted(set(ids) - set(done))
 
 
@@ -239,14 +242,14 @@ def full_report(db: Database, submission_id: str) -> bytes:
 def add_worker(db: Database, name: str, public_key: str | None) -> str:
     """Register remote worker ``name``; return its token (shown once)."""
     with db.session() as session:
-        _worker, token = workers.add_worker(session, name, public_key)
+        _worker, token = workers.create_worker(session, name, public_key)
     return token
 
 
 def revoke_worker(db: Database, name: str) -> None:
     """Revoke remote worker ``name``."""
     with db.session() as session:
-        workers.revoke_worker(session, name)
+        workers.mark_worker_revoked(session, name)
 
 
 def worker_rows(db: Database) -> list[WorkerRow]:
