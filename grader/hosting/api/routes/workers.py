@@ -16,7 +16,7 @@ from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import (
-    Attempt,
+    AttemptRef,
     ClaimRequest,
     Job,
     KeyStatus,
@@ -67,10 +67,10 @@ async def key(request: Request, ctx: Ctx, who: CurrentWorker) -> KeyStatus:
 @router.post(
     "/jobs/{submission_id}/heartbeat",
     summary="Renew the lease; 409 when the attempt is stale or cancelled: stop grading",
-    openapi_extra={"requestBody": {"content": {"application/json": {"schema": Attempt.model_json_schema()}}}},
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": AttemptRef.model_json_schema()}}}},
 )
 async def heartbeat(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> Lease:
-    body = await parse(request, Attempt)
+    body = await parse(request, AttemptRef)
     expires = await run_in_threadpool(jobs.renew, ctx, who, submission_id, body.attempt)
     if expires is None:
         raise HTTPException(409, STALE)
