@@ -1,9 +1,9 @@
-"""Server memory under the body attack of issue 20 item 1: 300 MB bodies posted to `grader serve`.
+"""Server memory under the body attack: 300 MB bodies posted to `grader serve`.
 
 Starts `grader serve` from a source tree (this one by default; ``--tree`` another, e.g. a
 `git worktree` of an older commit), then sends, each up to 300 MB or until the server answers:
 
-* two JSON bodies with ``Content-Length`` and no token to a worker's result route (the issue's replay);
+* two JSON bodies with ``Content-Length`` and no token to a worker's result route (the attack as first reported);
 * the same, chunked (no ``Content-Length``);
 * a chunked body with a valid worker token to the result route;
 * a 200 MB sign-in form, chunked.

@@ -1,4 +1,4 @@
-"""The server's scoring of a worker's compact run, at the size of the largest CoIR task (issue 22).
+"""The server's scoring of a worker's compact run, at the size of the largest CoIR task.
 
 Measures, in a fresh child under the scoring process's address-space bound
 (``grader.grading.score_process.ADDRESS_SPACE_BYTES``): the compact run's size,

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale_corpus.py [--documents 30000 100000] [--workers 1 2] [--queries 1000] [--markdown PATH]
     .venv/bin/python bench/scale_corpus.py --documents 3000 --workers 1 --queries 100 --submission DIR   # another ONNX model
-    .venv/bin/python bench/scale_corpus.py --sharded [--shard-documents 16384] [--pin]   # ONNX grades in shard jobs (issue 23)
+    .venv/bin/python bench/scale_corpus.py --sharded [--shard-documents 16384] [--pin]   # ONNX grades in shard jobs
 
 For each N (--documents) the task of bench/synthetic_corpus.py is generated once (bench/out/synthetic-N-sSEED,
 reused) and, for each worker count (--workers), a fresh single-machine `grader serve --workers W` (local

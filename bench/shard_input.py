@@ -1,4 +1,4 @@
-"""Benchmark: what reading one shard of a worker copy costs in memory, and what the export costs in time (issue 23 item 3).
+"""Benchmark: what reading one shard of a worker copy costs in memory, and what the export costs in time.
 
 Not a test of results (``tests/test_shard_input.py`` checks those): this measures. From the repository root::
 

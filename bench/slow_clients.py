@@ -1,4 +1,4 @@
-"""/healthz latency while 3,000 slow connections are held (issue 20 item 4): `grader serve` alone vs behind nginx.
+"""/healthz latency while 3,000 slow connections are held: `grader serve` alone vs behind nginx.
 
 Starts `grader serve --workers 0` on mini from a source tree (``--tree``; this one by default) under a
 descriptor limit of 1,024 (a common default), opens 3,000 connections that each send half a request

@@ -1,4 +1,4 @@
-"""A synthetic code-retrieval benchmark of N documents with CoIR-like lengths, for scale runs (issue 23 item 4).
+"""A synthetic code-retrieval benchmark of N documents with CoIR-like lengths, for scale runs.
 
     .venv/bin/python bench/synthetic_corpus.py OUT --documents 100000 [--queries 1000] [--seed 0]
 

@@ -1,6 +1,6 @@
 """Model faults an in-process encoder must turn into a defined vector or a MODEL_ERROR, never a traceback.
 
-Issue 10, point 4: a tokenizer yielding zero tokens with ``pooling: cls`` raised
+Before: a tokenizer yielding zero tokens with ``pooling: cls`` raised
 IndexError; a zero-width output crashed the run; finite but huge vectors
 (``normalize: false``) overflowed the inner products.
 """

@@ -1,6 +1,6 @@
 """``grader run`` trusts nothing read back from OUT, owns OUT alone, and limits an in-process encoder.
 
-Each test is an observation of issue 10 that held on the old main:
+Each test is a failure that held on the old main:
 
 * a forged stored result was signed; a stored entry from an unsigned run, or one
   that is malformed or breaks the schema, crashed the run or was reused;

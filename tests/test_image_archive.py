@@ -1,4 +1,4 @@
-"""Intake of a Docker submission's ``docker save`` tar (issue 20 item 2).
+"""Intake of a Docker submission's ``docker save`` tar: hostile archives refused.
 
 A tar whose manifest names parts that are missing, cut short or malformed used to pass
 intake (it only had to hold a member called manifest.json); `docker load` then failed on the

@@ -1,4 +1,4 @@
-"""Installing as the docs say (issue 21 item 3): `make setup` says how to run `grader`, the docs say to activate
+"""Installing as the docs say: `make setup` says how to run `grader`, the docs say to activate
 `.venv`, and the torch the `pack` extra pins is installed from PyTorch's CPU index, the same version everywhere.
 """
 

@@ -1,4 +1,4 @@
-"""Intake refuses what would render as control on a terminal or page, and bounds what it used to leave unbounded (issue 20 item 7).
+"""Intake refuses what would render as control on a terminal or page, and bounds what it used to leave unbounded.
 
 Names, teams, training datasets and model-card text with control, bidi (U+202E), zero-width
 or C1 characters used to be accepted and printed raw by `grader admin submissions` and `list`;

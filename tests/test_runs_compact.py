@@ -73,7 +73,7 @@ def test_scoring_the_decoded_run_is_bit_identical(policy: Policy) -> None:
 
 
 def test_sizes_of_the_issue() -> None:
-    """4 KB a query at depth 1000 as u32 indexes, 12 KB with float64 scores (issue 22)."""
+    """4 KB a query at depth 1000 as u32 indexes, 12 KB with float64 scores: small enough to post a run per task."""
     assert compact_size(1, 1000) - HEADER_BYTES == 4008
     assert compact_size(1, 1000, scores=True) - HEADER_BYTES == 12008
     assert round(compact_size(52_561, 1000) / 1e6) == 211  # CodeSearchNet: ~200 MB

@@ -229,7 +229,7 @@ def test_a_nan_model_is_model_error_in_process_and_in_the_runner_image(guard: Ho
 
 @pytest.mark.docker(RUNNER_IMAGE)
 def test_a_model_with_huge_finite_outputs_is_model_error_in_process_and_in_the_runner_image(guard: HostGuard, tmp_path: Path) -> None:
-    """Issue 10, observation 4: +-1e20 vectors from an ONNX model with ``normalize: false`` (finite; inner products overflow float32)."""
+    """+-1e20 vectors from an ONNX model with ``normalize: false`` (finite; inner products overflow float32)."""
     table = embedding_table(dim=8, seed=4) * np.float32(1e20)
     assert np.isfinite(table).all()
     huge = onnx_submission(tmp_path / "huge-model", table=table, manifest={"normalize": False})

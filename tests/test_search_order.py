@@ -1,4 +1,4 @@
-"""A grade does not depend on file order or thread count (issue 10, point 1).
+"""A grade does not depend on file order or thread count.
 
 The example ONNX encoder (``submissions_example/onnx-lsa``) is graded in-process
 on the bundled ``mini`` tasks, once as shipped and then with ``corpus.jsonl`` and

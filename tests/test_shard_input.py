@@ -1,4 +1,4 @@
-"""A shard job reads its shard from a worker copy alone (issue 23 item 3): the sidecar's slice and its own lines, verified.
+"""A shard job reads its shard from a worker copy alone: the sidecar's slice and its own lines, verified.
 
 The expected shards are derived here independently of :func:`grader.retrieval.shards.plan_shards`:
 documents sorted by (text as the encoder sees it, pseudonym) with Python's ``sorted``, cut every

@@ -1,4 +1,4 @@
-"""Shard jobs' work and the server's merge give the unsharded compact run, bit for bit (issue 23 items 1 and 2), in-process.
+"""Shard jobs' work and the server's merge give the unsharded compact run, bit for bit, in-process.
 
 The query job encodes the queries once; each shard job (a fresh encoder: another "worker")
 ranks its shard against those vectors and returns a compact run with float64 scores over the

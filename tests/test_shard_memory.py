@@ -1,4 +1,4 @@
-"""A shard's resident memory is bounded by its search-memory setting, not by its corpus (issue 23, item 3).
+"""A shard's resident memory is bounded by its search-memory setting, not by its corpus.
 
 One measurement in a fresh process (``bench/shard_memory.py --child``, which samples
 ``RssAnon`` every millisecond): 200,000 x 384 float32 vectors (293 MiB) are spooled

@@ -1,4 +1,4 @@
-"""A shard job reads the runner container's ``corpus.npy`` in bounded blocks, checked before use (issue 23 items 1 and 3).
+"""A shard job reads the runner container's ``corpus.npy`` in bounded blocks, checked before use.
 
 :func:`grader.collect.outputs.embedding_blocks` checks the header (dtype, order, shape, the
 dimension cap, the exact size) before it reads a byte of data, reads the rows into one reused

@@ -1,4 +1,4 @@
-"""Sharded encoding and search give the unsharded grade, bit for bit (issue 23, item 2), in-process.
+"""Sharded encoding and search give the unsharded grade, bit for bit, in-process.
 
 The encoder is a real ONNX graph whose output depends on its batch by construction
 (``tests/onnx_models.batch_mean_model``: each token row plus a multiple of the batch

@@ -1,4 +1,4 @@
-"""Observations of issue 10 that need no container; each test fails on the grader before these checks.
+"""Untrusted-input failures of the old code that need no container; each test fails on the grader before these checks.
 
 Imports only what existed before, so the same file runs against the old code.
 """

@@ -1,4 +1,4 @@
-"""A worker's fingerprint (issue 22 item 5, its first step) and how the server names it in a report."""
+"""A worker's fingerprint (what replicas are paired by) and how the server names it in a report."""
 
 from __future__ import annotations
 

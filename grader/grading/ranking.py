@@ -1,4 +1,4 @@
-"""Ranking without the judgements: what a hosted worker does (issue 22 item 1).
+"""Ranking without the judgements: what a hosted worker does: it never holds the judgements.
 
 A worker holds the server's pseudonymous copy of the data (``grader admin
 export-worker-data``) and is given, per task, the pseudonyms of the judged queries

@@ -1,4 +1,4 @@
-"""Scoring a worker's compact runs in separate, memory-bounded processes (the server's side of issue 22).
+"""Scoring a worker's compact runs in separate, memory-bounded processes (workers rank; the server scores).
 
 The server never scores in its event loop or thread pool: a run of the largest CoIR
 task is about 0.4 GB of arrays once decoded. :func:`score_in_child` hands the job to

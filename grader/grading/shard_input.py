@@ -6,7 +6,7 @@ documents for the runner container, and names each document it ranks by its inde
 byte order of *all* the corpus's ids (the index space of a compact run,
 :mod:`grader.runs.compact`), so the server can merge the shards' lists without their ids.
 
-This is the one place that reads a shard out of a task (issue 23): callers never load the
+This is the one place that reads a shard out of a task: callers never load the
 whole corpus themselves. In a worker copy (:mod:`grader.hosting.protocol.worker_data`) the task folder
 has the corpus's canonical order as a sidecar (:mod:`grader.retrieval.corpus_order`): a shard
 job then reads the sidecar's slice for its shard and seeks to just its lines, so its memory

@@ -1,4 +1,4 @@
-"""A shard job of an ONNX submission in the sandbox, over a worker's pseudonymous copy (issue 23 items 1 and 3).
+"""A shard job of an ONNX submission in the sandbox, over a worker's pseudonymous copy.
 
 A sharded grade's jobs run the submitted model where an unsharded grade runs it: in the
 grader's runner image (:mod:`grader.sandbox.onnx_entry`), no network, the competition's

@@ -1,4 +1,4 @@
-"""The work of one shard job of an ONNX submission's task: encode the queries once, or rank one shard (issue 23 item 1).
+"""The work of one shard job of an ONNX submission's task: encode the queries once, or rank one shard.
 
 A task of a competition with ``[sharding] shard_documents`` is cut by
 :func:`grader.retrieval.shards.plan_shards` into shards of whole encoding chunks, a pure

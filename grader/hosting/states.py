@@ -131,7 +131,7 @@ def event_of(source: State, target: State) -> Event:
 
 
 class ShardState(enum.StrEnum):
-    """A shard job's state (issue 23 item 1): a sharded ONNX grade's query job or shard, a row of its submission's running attempt."""
+    """A shard job's state: a sharded ONNX grade's query job or shard, a row of its submission's running attempt."""
 
     QUEUED = "queued"
     RUNNING = "running"

@@ -1,7 +1,7 @@
 """The aggregation policy's name (:class:`Policy`), apart from the code that applies it (:mod:`grader.metrics.policy`).
 
 Its own module so that what only names a policy (the server's scoring jobs, which the
-host's admin commands import) does not load numpy (issue 21 item 7).
+host's admin commands import) does not load numpy (it is slow to import).
 """
 
 from __future__ import annotations

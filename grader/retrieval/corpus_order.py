@@ -1,4 +1,4 @@
-"""The sidecar of a worker copy's corpus: its canonical encoding order, so a shard job reads only its shard (issue 23 item 3).
+"""The sidecar of a worker copy's corpus: its canonical encoding order, so a shard job reads only its shard.
 
 A worker copy's ``<task>/corpus.jsonl`` lists the documents sorted by pseudonym id, so a
 document's line number is its byte-order rank (its index in a compact run). The server's

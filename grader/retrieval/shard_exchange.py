@@ -1,6 +1,6 @@
 """What shard jobs exchange with the server: query vectors, a shard's top-k as a compact run with scores, their merge.
 
-Shards as jobs (issue 23 item 1, ``docs/scale.md``): a task's queries are encoded once, by a
+Shards as jobs (``docs/scale.md``): a task's queries are encoded once, by a
 job of their own, whose vectors every shard job of the task receives (:func:`pack_vectors`,
 checked by :func:`unpack_vectors` against their digest and a size cap before use). A shard job
 returns its per-shard top ``k`` with float64 scores as a compact run (:mod:`grader.runs.compact`)

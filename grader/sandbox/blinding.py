@@ -162,7 +162,7 @@ def blind(key: BlindingKey | Preblinded, task: str, kind: str, ids: Sequence[str
                 f"task {task}: two {side} ids share the pseudonym {before} under blinding key {key.key_id[:16]}...; nothing was graded",
                 hint="grade with another blinding key (a collision of 96-bit pseudonyms is a once-in-a-lifetime event: check the task for duplicate ids)",
             )
-    # Imported here: key handling alone (the host's admin commands, the server's context) must not load numpy (issue 21 item 7).
+    # Imported here: key handling alone (the host's admin commands, the server's context) must not load numpy (it is slow to import).
     import numpy as np
 
     rows = np.empty(len(names), dtype=np.int64)

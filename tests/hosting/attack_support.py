@@ -1,4 +1,4 @@
-"""What the intake attack tests share (issue 20 items 2 and 7): hand-written uploads, posting them to a real server, what it stored."""
+"""What the intake attack tests share: hand-written uploads, posting them to a real server, what it stored."""
 
 from __future__ import annotations
 

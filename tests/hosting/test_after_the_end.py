@@ -1,4 +1,4 @@
-"""After the end, as the host and anyone else see it (issue 21 item 5, host side).
+"""After the end, as the host and anyone else see it (the host's side).
 
 `grader admin end` asks before it reveals and keeps the first end; `/` leads with the
 final standings; `grader reveal-check URL` (the real CLI in a subprocess, against a

@@ -127,7 +127,7 @@ def test_tokens_ownership_and_rate_limit(server: Server) -> None:
     admin(server.state, "revoke", "bob", database=server.database)
     assert httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": f"Bearer {bob}"}).status_code == 401
     assert "bob" in admin(server.state, "list", database=server.database) and "REVOKED" in admin(server.state, "list", database=server.database)
-    # wrong tokens: 401, then 429 for that address; a right token is still served (issue 20 item 5)
+    # wrong tokens: 401, then 429 for that address; a right token is still served (a guesser cannot lock its owner out)
     for _ in range(9):  # the revoked token above was the first failure
         assert httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": "Bearer gp_wrong"}).status_code == 401
     limited = httpx.get(f"{server.url}/api/v1/submissions", headers={"Authorization": "Bearer gp_wrong"})

@@ -1,4 +1,4 @@
-"""Attacks on the HTTP layer, replayed against one real `grader serve` over real sockets (issue 20 items 1, 5, 7).
+"""Attacks on the HTTP layer, replayed against one real `grader serve` over real sockets.
 
 * 300 MB bodies, declared and chunked, anonymous and with a credential, to every route that takes a body:
   each refused, the server's resident memory grows less than 50 MB.

@@ -1,14 +1,14 @@
-"""Intake attacks of issue 20 (items 2 and 7) replayed against a real `grader serve` on real sockets.
+"""Intake attacks (hostile archives, shown text) replayed against a real `grader serve` on real sockets.
 
 One server (SQLite, one local worker) serves every test of this file; each attack uses its own
 participant, so their quotas and listings do not interfere.
 
 Before / after:
-* item 2 — a Docker upload whose image.tar names a missing layer, a truncated layer or a non-JSON
+* hostile archives — a Docker upload whose image.tar names a missing layer, a truncated layer or a non-JSON
   config: was 201, then INFRA three times, ``error``, never charged; now 422 and nothing stored.
   An image that passes intake but that the engine refuses: was INFRA/``error``, free; now
   ``failed`` with IMAGE_INVALID after one attempt, charged.
-* item 7 — a member 2,000 folders deep: was 500 (RecursionError); now 422. A name with U+202E or
+* shown text and unbounded input — a member 2,000 folders deep: was 500 (RecursionError); now 422. A name with U+202E or
   11,000 training datasets: was 201; now 422 naming the field. The state folder: was 0644 files;
   now 0700 folders and 0600 files, the database's -wal/-shm included, after a real grade.
 """

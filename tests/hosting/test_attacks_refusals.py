@@ -1,4 +1,4 @@
-"""Issue 20 item 2 (c) against a real `grader serve`: refused uploads and free platform failures are limited per participant.
+"""Against a real `grader serve`: refused uploads and free platform failures are limited per participant.
 
 Before: an invalid upload cost nothing (each was unpacked, checked and refused 422, any number of
 times), and a submission ending ``error`` (INFRA, never charged) neither. After: per rolling hour,

@@ -1,4 +1,4 @@
-"""Issue 20 item 2 (d) against a real `grader serve`: the bytes a participant keeps on the server are bounded.
+"""Against a real `grader serve`: the bytes a participant keeps on the server are bounded.
 
 Before: every accepted upload stayed on disk, and only the number of charged submissions was
 bounded, so uploads that ended uncharged (``error``, cancelled) or many large ones filled the

@@ -1,4 +1,4 @@
-"""Issue 20 item 6 against a real `grader serve` on real sockets: a remote worker without a recorded key takes no job.
+"""Against a real `grader serve` on real sockets: a remote worker without a recorded key takes no job.
 
 Before: a remote worker registered without a public key (its token stolen before its first
 start, say) could claim jobs (each claim cost the submission an attempt, its result being refused)

@@ -103,7 +103,7 @@ def test_one_failure_limit_per_role_never_refusing_a_valid_token(world: World) -
     # ten participant failures from this address, API and sign-in page alike: a wrong participant token is 429 ...
     assert client.get("/api/v1/submissions", headers={"Authorization": "Bearer gp_wrong"}).status_code == 429
     assert client.post("/signin", data={"token": "gp_wrong", "csrf": _csrf(client)}).status_code == 429
-    # ... a right one is served, and the scraper's bucket is its own (issue 20 item 5)
+    # ... a right one is served, and the scraper's bucket is its own
     assert client.get("/api/v1/submissions", headers={"Authorization": f"Bearer {alice}"}).status_code == 200
     assert client.post("/signin", data={"token": alice, "csrf": _csrf(client)}, follow_redirects=False).status_code == 303
     assert client.get("/metrics", headers={"Authorization": "Bearer gm_wrong"}).status_code == 401

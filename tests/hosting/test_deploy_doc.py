@@ -1,11 +1,11 @@
-"""docs/deploy.md as an operator types it, and docs/deploy-compose.yml kept consistent with it (issue 21 item 4).
+"""docs/deploy.md as an operator types it, and docs/deploy-compose.yml kept consistent with it.
 
 Shell blocks in docs/deploy.md carry a marker on the line before the fence (parsed by
 tests/doc_walk_support.py, shared with the walk of the host's and the participant's pages,
 tests/hosting/test_docs_walk.py): ``<!-- test -->`` (run here, in order, each with
 ``bash -eu`` from the repository root), ``<!-- test: background -->`` (a long-running
 command: started here, stopped at the end) or ``<!-- not tested here: why -->``. An
-unmarked shell block fails the first test. This is the operator's path of issue 21;
+unmarked shell block fails the first test. This is the operator's path;
 the host's and the participant's are walked in tests/hosting/test_docs_walk.py.
 The walk-through runs against a throw-away PostgreSQL cluster and a redis-server
 started from the configuration file the page writes; ``sudo [-u USER] CMD`` runs

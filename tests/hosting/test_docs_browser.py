@@ -1,4 +1,4 @@
-"""/docs runs under its Content-Security-Policy in a real Chromium: Swagger UI starts, nothing is refused (issue 20 item 7)."""
+"""/docs runs under its Content-Security-Policy in a real Chromium: Swagger UI starts, nothing is refused."""
 
 from __future__ import annotations
 

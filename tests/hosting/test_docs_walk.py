@@ -1,6 +1,6 @@
-"""The host's and the participant's path, typed as docs/hosting.md and README.md write them (issue 21's walk).
+"""The host's and the participant's path, typed as docs/hosting.md and README.md write them.
 
-Issue 21 is done when "a test walks the host, participant and operator paths as the docs write them".
+Docs that no test types go stale: a test walks the host, participant and operator paths as the docs write them.
 The three paths and where each is walked:
 
 * host and participant: docs/hosting.md's sessions ("From zero, on one machine"), then README.md's

@@ -1,4 +1,4 @@
-"""Ladder mode: entries whose released scores tie are ordered by a keyed hash, not by their raw public scores (issue 20 item 7).
+"""Ladder mode: entries whose released scores tie are ordered by a keyed hash, not by their raw public scores, which the Ladder hides.
 
 The Ladder releases a public best rounded to its margin, so that small differences carry no
 information. Its board used a stable sort on the released score, which kept the raw-score order

@@ -1,4 +1,4 @@
-"""Loose ends of the lifecycle (issue 19 item 6): a rolled-back result leaves no folder, a claim under contention
+"""Loose ends of the lifecycle: a rolled-back result leaves no folder, a claim under contention
 finds the job that waits, the Celery dispatcher is closed at shutdown, one worker entry point, one reader of the environment."""
 
 from __future__ import annotations

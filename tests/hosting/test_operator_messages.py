@@ -1,4 +1,4 @@
-"""What the server, the workers and `grader admin` tell the operator (issue 21 item 7, server and admin side).
+"""What the server, the workers and `grader admin` tell the operator (server and admin side).
 
 Each test breaks if the message it pins goes back to misleading: the reaper's warning
 for a queue behind a busy worker, a silent worker, Celery's `--uid` advice, two names

@@ -92,7 +92,7 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
     worker = worker_headers(world.worker_token)
     for i in ids:
         get("/api/v1/worker/jobs/{submission_id}/upload", f"/api/v1/worker/jobs/{i}/upload?attempt=1", headers=worker)
-    for what in ("upload", "queries"):  # shard jobs (issue 23 item 1): none here, so each answers 409
+    for what in ("upload", "queries"):  # shard jobs: none here, so each answers 409
         get(f"/api/v1/worker/shards/{{job_id}}/{what}", f"/api/v1/worker/shards/1/{what}?tries=1", headers=worker)
     for name, token in world.tokens.items():
         bearer = {"Authorization": f"Bearer {token}"}

@@ -1,4 +1,4 @@
-"""A second opinion (issue 22 item 5): with replicas = 2, a worker that alters a ranking or fakes a failure is caught.
+"""A second opinion on an untrusted worker: with replicas = 2, a worker that alters a ranking or fakes a failure is caught.
 
 One server app (real routes, SQLite, the scoring child process) per test. Workers are
 local worker principals that claim through the worker route (stating a fingerprint),
@@ -289,7 +289,7 @@ def test_the_replicas_setting_is_validated(tmp_path: Any, value: int, ok: bool) 
 
 
 def test_replicas_that_never_agree_end_error_and_the_outcome_is_logged(setup: Replicas) -> None:
-    """No 2 of 3 replicas agree: the job ends ``error`` with no report signed, and the log says so (issue 24: every outcome)."""
+    """No 2 of 3 replicas agree: the job ends ``error`` with no report signed, and the log says so (it has every outcome)."""
     r = setup
     submission_id = _submit(r, "undecided")
     _grade(r, "w1", submission_id, "replicated")

@@ -1,4 +1,4 @@
-"""Issue 22 item 4: stored runs are re-scored without running anything, and a retention policy bounds them.
+"""Stored runs are re-scored without running anything, and a retention policy bounds them.
 
 One SQLite world for the module (a copy of mini next to its competition file, so that a
 test can correct a qrels file), with real submissions whose compact runs were put and

@@ -1,4 +1,4 @@
-"""Shard jobs in the database (issue 23 item 1): leases, tries, one fingerprint per task, a lost shard re-run alone.
+"""Shard jobs in the database: leases, tries, one fingerprint per task, a lost shard re-run alone.
 
 Real databases (the ``world`` fixture: SQLite and PostgreSQL), no mocks: a submission is claimed
 as today, its attempt's shard jobs are planned, and two workers take them.

@@ -1,4 +1,4 @@
-"""Sharded ONNX grades through `grader serve` (issue 23 item 1): shard jobs in the database, run in the runner container by two local workers.
+"""Sharded ONNX grades through `grader serve`: shard jobs in the database, run in the runner container by two local workers.
 
 One server (SQLite) with ``[sharding] shard_documents`` set and two local workers. The benchmark
 is one task built here from mini's three corpora plus 6,000 of their texts again under other ids

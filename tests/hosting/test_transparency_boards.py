@@ -1,5 +1,5 @@
 """Before the end, board rows come from database rows the log does not cover: the audit checks each row against
-its logged report (grader/transparency/boards.py), so that a score changed in the database is caught (issue 24)."""
+its logged report (grader/transparency/boards.py), so that a score changed in the database is caught."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """After the reveal, `grader log audit URL --board` recomputes every final row from its logged, host-signed full
-report (grader/cli/log_final.py, issue 24 item 4): the reveal's board digests cover the boards as they stood at the
+report (grader/cli/log_final.py): the reveal's board digests cover the boards as they stood at the
 reveal, so a row changed in the database after the end and before the reveal is caught only by recomputing it."""
 
 from __future__ import annotations

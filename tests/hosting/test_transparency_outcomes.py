@@ -1,4 +1,4 @@
-"""Every grade outcome is logged (issue 24 item 2, "failed grades included"), in the transaction that records it.
+"""Every grade outcome is logged, failed grades included, in the transaction that records it.
 
 A signed report is logged as a ``report`` entry; a grade that ends with no report signed is an ``outcome`` entry
 (status, failure code, attempt): a participant failure the worker posts without a report, and ``error`` at the attempt

@@ -1,4 +1,4 @@
-"""The transparency log through a real `grader serve` (issue 24): one server for the module, restarted only where a
+"""The transparency log through a real `grader serve`: one server for the module, restarted only where a
 test is about a restart.
 
 What a participant gets (a receipt with its proof and entry key; a report with its proof), a grade failed without a

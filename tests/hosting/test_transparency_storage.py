@@ -1,4 +1,4 @@
-"""The log in the database and the published checkpoint file (issue 24 items 1-2), on SQLite and on a real PostgreSQL.
+"""The log in the database and the published checkpoint file, on SQLite and on a real PostgreSQL.
 
 Appends from many threads at once get one index each, in commit order, and the published checkpoint is the
 tree of exactly what committed; the checkpoint file only ever grows, whichever process writes it; a database

@@ -2,12 +2,12 @@
 
 A connection cut midway through an upload, or after the server committed but
 before its answer reached the client, is retried by the client with the same
-idempotency key: exactly one submission, charged once (issue 21 item 8). Window,
+idempotency key: exactly one submission, charged once. Window,
 quotas and concurrency are decided, and a reservation written, before a body is
 read: three concurrent gzip bombs get at most the allowed number of reservations,
 each admitted one is refused 422 at the unpack ratio, an upload without
 ``Content-Length`` gets 411, and a server killed mid-upload leaks its reservation
-only until it expires (issue 20 item 3). No worker runs (``--workers 0``): nothing
+only until it expires. No worker runs (``--workers 0``): nothing
 is graded, admitted uploads stay queued and count in flight.
 """
 

@@ -1,4 +1,4 @@
-"""A worker's data copy (issue 22 item 1; docs/deploy.md, "Workers' data"): pseudonymous ids, no judgements, mapped back by the server.
+"""A worker's data copy (docs/deploy.md, "Workers' data"): pseudonymous ids, no judgements, mapped back by the server.
 
 On CAT-shaped data (query ``q-<n>`` answered by document ``c-<n>``: ids that are
 judgements in disguise), the copy ``grader admin export-worker-data`` writes holds no

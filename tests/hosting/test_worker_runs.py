@@ -1,4 +1,4 @@
-"""Workers return rankings; the server scores (issue 22): a worker cannot post a score, and a forged run is refused.
+"""Workers return rankings; the server scores: a worker cannot post a score, and a forged run is refused.
 
 One server app (real routes, SQLite, the scoring child process) for the module. Each
 job is a real hidden-split submission, claimed by the local worker, whose compact runs

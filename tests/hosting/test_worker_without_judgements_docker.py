@@ -1,4 +1,4 @@
-"""A worker with only the exported copy (pseudonymous ids, no judgements) ranks in the real sandbox; the server maps back and scores (issue 22 item 1)."""
+"""A worker with only the exported copy (pseudonymous ids, no judgements) ranks in the real sandbox; the server maps back and scores."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def _upload_too_large(size: int, cap: int) -> str:
 
 
 def shard_output_cap(ctx: ServerContext) -> int:
-    """The largest output a shard job may put: only a sharded competition takes one (issue 23 item 1)."""
+    """The largest output a shard job may put: only a sharded competition takes one."""
     return largest_body(ctx) if ctx.competition.sharding.shard_documents is not None else JSON_BYTES
 
 

@@ -323,7 +323,7 @@ class LogEntry(Base):
 
 
 class ShardJob(Base):
-    """One job of a sharded ONNX grade (issue 23 item 1): a task's query job (``number`` -1) or one of its shards.
+    """One job of a sharded ONNX grade: a task's query job (``number`` -1) or one of its shards.
 
     Planned per submission attempt; each row has its own lease and tries, so a lost shard is
     re-run alone (grader.hosting.queue.shard_jobs). ``fingerprint``: the worker fingerprint

@@ -39,7 +39,7 @@ class ClaimRequest(_Request):
     """A worker asks for a job."""
 
     wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
-    #: The worker's machine (grader.hosting.worker.fingerprint): replicas are paired only between equal ones (issue 22 item 5).
+    #: The worker's machine (grader.hosting.worker.fingerprint): replicas are paired only between equal ones.
     fingerprint: (
         dict[Annotated[str, StringConstraints(max_length=40)], str | list[Annotated[str, StringConstraints(max_length=200)]] | None] | None
     ) = Field(default=None, max_length=10, description="the worker's fingerprint: replicas of a job go only to workers of equal fingerprint")
@@ -62,7 +62,7 @@ class Job(BaseModel):
     track: Track
     limits: dict[str, Any]
     #: per task, the pinned digest of the split's whole data, judgements included: a worker refuses a job that asks it
-    #: to hold them (a server before issue 22); this server sends none
+    #: to hold them (a server from before workers ranked without them); this server sends none
     data_digests: dict[str, str | None] = Field(default_factory=dict)
     #: per task, the pseudonyms of the split's judged queries (staging needs them; the judgements stay on the server)
     judged: dict[str, list[str]] = Field(default_factory=dict)
@@ -73,7 +73,7 @@ class Job(BaseModel):
     #: the competition's bounds on what the upload unpacks to (the worker unpacks it again); defaults: a server before them
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
-    #: a sharded ONNX grade (issue 23 item 1): the claimer coordinates, shard jobs rank (grader.hosting.worker.shard_loop)
+    #: a sharded ONNX grade: the claimer coordinates, shard jobs rank (grader.hosting.worker.shard_loop)
     sharded: bool = False
 
 

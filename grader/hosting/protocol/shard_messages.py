@@ -1,4 +1,4 @@
-"""What a worker and the server exchange about shard jobs (issue 23 item 1), as Pydantic models apart from the whole-job ones.
+"""What a worker and the server exchange about shard jobs, as Pydantic models apart from the whole-job ones.
 
 Kept beside :mod:`grader.hosting.protocol.messages` (which they extend) so that the shard routes
 (:mod:`grader.hosting.api.routes.shards`) and the worker's shard loop

@@ -1,4 +1,4 @@
-"""A worker's copy of the benchmark data: corpus and judged queries under pseudonymous ids, no judgements (issue 22 item 1).
+"""A worker's copy of the benchmark data: corpus and judged queries under pseudonymous ids, no judgements: a worker ranks, the server scores.
 
 Ids can be judgements in disguise (CAT pairs ``q-<n>`` with ``c-<n>``), so workers never
 hold the benchmark's own ids. The server, which alone keeps the competition's blinding key
@@ -43,7 +43,7 @@ from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, Pr
 
 #: The file that marks a folder as an exported worker copy.
 MANIFEST = corpus_order.COPY_MANIFEST
-#: 2: each task has its corpus order sidecar (issue 23); a copy of an older format is exported afresh.
+#: 2: each task has its corpus order sidecar (a shard job reads only its shard); a copy of an older format is exported afresh.
 FORMAT = 2
 
 

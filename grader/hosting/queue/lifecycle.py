@@ -301,7 +301,7 @@ def retry_or_error(session: Session, submission: Submission, *, actor: str, reas
         return None
     end_attempt(session, submission.id, submission.attempt, "infra")
     if submission.attempt < submission.attempt_limit and open_replicas(session, submission):
-        # A replica's attempt lost: only a worker of the replicas' fingerprint that graded none of them may take it (issue 22 item 5).
+        # A replica's attempt lost: only a worker of the replicas' fingerprint that graded none of them may take it.
         done = move(
             session,
             submission,

@@ -1,4 +1,4 @@
-"""Which replicas of a job count now (issue 22 item 5): those recorded since the job last entered the queue from outside a grade.
+"""Which replicas of a job count now: those recorded since the job last entered the queue from outside a grade.
 
 A rejudge (or the first enqueue) starts a new round: replicas of earlier rounds are
 history, not votes. Read by the lifecycle (a lost replica attempt goes back to

@@ -1,4 +1,4 @@
-"""Shard jobs in the database (issue 23 item 1): each a row with its own lease and tries; the database is the queue.
+"""Shard jobs in the database: each a row with its own lease and tries; the database is the queue.
 
 A sharded ONNX grade of one submission attempt is planned as, per task, a query job (number
 :data:`QUERY_JOB`) and one job per shard (:func:`plan`). Workers take them one at a time

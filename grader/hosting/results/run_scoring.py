@@ -96,7 +96,7 @@ def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
         if task not in ctx.tasks or not path.is_file() or _sha256(path) != digest:
             return ScoredResult.runs_refused(authentic, f"task {task}: the stored run is missing or is not the one the worker signed")
         runs[task] = str(path)
-    # Kept beside the runs: with them, a later re-scoring needs nothing from the worker (issue 22 item 4).
+    # Kept beside the runs: with them, a later re-scoring needs nothing from the worker.
     atomic_write_bytes(folder / "facts.json", jsonio.dumps(posted.facts, ensure_ascii=True).encode("ascii"))
     ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, grading.split)  # what the runs index: a re-scoring checks it
     # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).

@@ -34,7 +34,7 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim, *, sharded: bool = False) -
         assert submission is not None
         split = submission.split
     # Workers get the judged queries' pseudonyms and the digest of their pseudonymous copy; never the judgements,
-    # the real ids or the blinding key (issue 22 item 1). Read outside the session: the first job exports the copy.
+    # the real ids or the blinding key. Read outside the session: the first job exports the copy.
     judged, ranking_digests = ranking_data(ctx, split)
     with ctx.db.session() as session:
         submission = session.get(Submission, claim.submission_id)
@@ -70,7 +70,7 @@ def refusal(ctx: ServerContext, worker: Principal) -> str | None:
 def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dict[str, Any] | None = None) -> Job | None:
     """The oldest queued job, leased to ``worker``; waits up to ``wait_s`` for one (None if none came).
 
-    A replicating job the worker may grade (its ``fingerprint`` is the replicas', it graded none) comes first (issue 22 item 5).
+    A replicating job the worker may grade (its ``fingerprint`` is the replicas', it graded none) comes first: a replicated job waits on it.
     """
     deadline = time.monotonic() + wait_s
     digest = replication.fingerprint_digest(fingerprint)
@@ -80,7 +80,7 @@ def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dic
         seen = ctx.dispatcher.generation()
         claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
         if claimed is not None:
-            # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates (issue 23 item 1).
+            # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
             return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
         left = deadline - time.monotonic()
         if left <= 0 or (digest is not None and sharding and shard_jobs.any_claimable(ctx.db, digest)):

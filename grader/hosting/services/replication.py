@@ -1,4 +1,4 @@
-"""A second opinion (issue 22 item 5): with ``replicas`` = k > 1, an ONNX grade is accepted only when k workers of one fingerprint agree.
+"""A second opinion on an untrusted worker: with ``replicas`` = k > 1, an ONNX grade is accepted only when k workers of one fingerprint agree.
 
 Grades are deterministic on one machine and across threads and file orders, but
 onnxruntime picks kernels by instruction set; so replicas are paired only between
@@ -213,7 +213,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         rows = open_replicas(session, submission)
         if (why := _unpairable(rows, who, fingerprint, stated)) is not None:
             moved = lifecycle.retry_or_error(session, submission, actor=actor, reason=f"attempt {attempt}: {why}")
-            if moved is State.ERROR and ctx.log is not None:  # the attempt limit: logged as the grade's outcome (issue 24)
+            if moved is State.ERROR and ctx.log is not None:  # the attempt limit: logged as the grade's outcome (every end of a grade is in the log)
                 log_outcome(session, ctx.log, submission, attempt=attempt, status=moved.value, failure_code=lifecycle.INFRA)
             status = VerdictStatus.REQUEUED if moved in (State.QUEUED, State.REPLICATING) else VerdictStatus.ERROR
             return Verdict(status=status, state=moved.value if moved else None)
@@ -254,7 +254,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
                 lease_worker_id=None,
                 lease_expires_at=None,
             )
-            if errored and ctx.log is not None:  # no report signed: logged as the grade's outcome (issue 24)
+            if errored and ctx.log is not None:  # no report signed: logged as the grade's outcome all the same
                 log_outcome(session, ctx.log, submission, attempt=attempt, status=State.ERROR.value, failure_code=lifecycle.INFRA)
             return Verdict(status=VerdictStatus.ERROR, state=State.ERROR.value)
         lifecycle.move(

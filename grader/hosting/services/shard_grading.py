@@ -1,4 +1,4 @@
-"""Sharded grades over the worker API (issue 23 item 1): planning, claiming, storing shard outputs, merging.
+"""Sharded grades over the worker API: planning, claiming, storing shard outputs, merging.
 
 An ONNX submission of a competition with ``[sharding] shard_documents`` is claimed like any
 other (the claiming worker holds the submission's lease and coordinates); at that claim the

@@ -1,6 +1,6 @@
 """The competition's transparency log in the database: appending, publishing, opening at start, a deliberate rewind.
 
-Every event the issue lists appends its entry (:mod:`grader.transparency.entries`;
+Every event docs/transparency.md lists appends its entry (:mod:`grader.transparency.entries`;
 :mod:`grader.hosting.transparency.log_events`) through
 :func:`append_entry`, inside the transaction of the event, so the entry and the event commit or
 roll back together. Appends are serialised across processes by an UPDATE of the ``log_head``

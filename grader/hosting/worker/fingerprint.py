@@ -1,4 +1,4 @@
-"""What a worker's machine is, as far as it can change an ONNX model's vectors (issue 22 item 5, its first step).
+"""What a worker's machine is, as far as it can change an ONNX model's vectors: replicas are paired only between equal ones.
 
 Grades are bit-identical on one machine and across threads and file orders, but
 onnxruntime picks kernels by instruction set: vectors may differ between CPU

@@ -34,7 +34,7 @@ def data_mismatch(job: Job, data: Path | None) -> str | None:
     from grader.data.registry import resolve_benchmark
 
     if any(job.data_digests.values()):
-        # A pin of the whole split asks this worker to hold the judgements: workers rank without them (issue 22).
+        # A pin of the whole split asks this worker to hold the judgements: workers rank without them.
         return "the job pins the judgements (qrels): this worker ranks without them and refuses such a job"
     if data is None:
         return "this worker has no data copy (set GRADER_WORKER_DATA to the folder `grader admin export-worker-data` wrote)"

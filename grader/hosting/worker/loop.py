@@ -74,7 +74,7 @@ class WorkerApi:
         self.http = worker_client(server, token)
 
     def claim(self, wait_s: float) -> Job | None:
-        # The machine is named at the claim: a replica of a job goes only to a worker of equal fingerprint (issue 22 item 5).
+        # The machine is named at the claim: a replica of a job goes only to a worker of equal fingerprint.
         request = ClaimRequest(wait_s=wait_s, fingerprint=worker_fingerprint())
         response = self.http.post("/api/v1/worker/claim", json=request.model_dump(), timeout=wait_s + 30)
         if response.status_code == 204:
@@ -197,7 +197,7 @@ def _deliver(api: WorkerApi, submission_id: str, attempt: int, outcome: GradeOut
                 attempt=attempt, failure_code=FailureCode.INFRA, message=f"run of {task} not stored as sent (stale attempt?)", logs=logs
             )
         runs[task] = local
-    # The machine is named with its grade: ONNX vectors may differ between CPU families (issue 22 item 5).
+    # The machine is named with its grade: ONNX vectors may differ between CPU families.
     facts = {**outcome.facts, "fingerprint": worker_fingerprint()}
     return WorkerResult(attempt=attempt, facts=facts, runs=runs, message=message, logs=logs)
 
@@ -217,7 +217,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
         with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
             work = Path(scratch)
             upload = work / "upload.tar.gz"
-            # The pseudonymous copy the server exported: the worker never sees the real ids or the key (issue 22 item 1).
+            # The pseudonymous copy the server exported: the worker never sees the real ids or the key.
             folder = environment().worker_data
             data = Path(folder) if folder else None
             mismatch = data_mismatch(job, data)
@@ -234,7 +234,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
                     message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
                 )
             elif job.sharded:
-                # A sharded ONNX grade (issue 23 item 1): run shard jobs until all are in; the server merged their runs.
+                # A sharded ONNX grade: run shard jobs until all are in; the server merged their runs.
                 coordinated = coordinate(ShardApi(api.http), job, upload, beat.lost.is_set)
                 if coordinated is None:
                     log.warning("%s attempt %s is stale or cancelled: coordination stopped, no result posted", submission_id, attempt)

@@ -1,4 +1,4 @@
-"""A worker's part in sharded grades (issue 23 item 1): run shard jobs, and coordinate the attempt it claimed.
+"""A worker's part in sharded grades: run shard jobs, and coordinate the attempt it claimed.
 
 :func:`work_one` claims one shard job (any submission's; a task's jobs go to workers of one
 fingerprint), fetches the upload (and, for a shard, the task's query vectors, checked by their
@@ -128,7 +128,7 @@ def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Pa
     from grader.grading.shard_sandbox import encode_queries, rank_shard
     from grader.retrieval.shard_exchange import unpack_vectors
 
-    # The pseudonymous copy the server exported (issue 22): the ids the server decodes the runs against.
+    # The pseudonymous copy the server exported: the ids the server decodes the runs against.
     task = resolve_benchmark(str(copy)).task(job.task)
     if task.ranking_digest(job.judged) != job.ranking_digest:
         raise TaskFailure(FailureCode.INFRA, f"task {job.task}: this worker's data does not match the pin")

@@ -1,4 +1,4 @@
-"""The worker API of shard jobs (issue 23 item 1): claim one, renew it, fetch its upload and query vectors, put its output.
+"""The worker API of shard jobs: claim one, renew it, fetch its upload and query vectors, put its output.
 
 Only the holder of a shard job's current try may fetch or put (409 otherwise); the coordinator
 of a sharded attempt (the holder of the submission's lease) asks where its shards stand.

@@ -2,7 +2,7 @@
 
 Revision ID: 0002_leaderboard
 Revises: 0001
-Create Date: 2026-12-01 (issue 13: public/private parts, final choices, labels)
+Create Date: 2026-12-01 (public/private parts, final choices, labels)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Revision ID: 0003_workers
 Revises: 0002_leaderboard
-Create Date: 2026-12-01 (issue 14: workers on Celery; independent of 0002_leaderboard, re-chained when merged)
+Create Date: 2026-12-01 (workers on Celery; independent of 0002_leaderboard, re-chained when merged)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Revision ID: 0004_state_enums
 Revises: 0003_workers
-Create Date: 2026-12-02 (issue 19 item 1: the state machine once, as data; grader/hosting/states.py)
+Create Date: 2026-12-02 (the state machine once, as data; grader/hosting/states.py)
 
 The values are written out here, not imported: a migration describes the schema
 of its day, whatever the enums become later (a new state is a new migration).

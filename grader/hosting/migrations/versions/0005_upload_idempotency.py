@@ -2,7 +2,7 @@
 
 Revision ID: 0005_upload_idempotency
 Revises: 0004_state_enums
-Create Date: 2026-12-02 (issue 21 item 8: idempotent uploads; issue 20 item 3: admission before the body is read;
+Create Date: 2026-12-02 (idempotent uploads; admission before the body is read;
 written beside 0004_state_enums and re-chained after it when merged)
 """
 

@@ -2,7 +2,7 @@
 
 Revision ID: 0006_web_sessions
 Revises: 0005_upload_idempotency
-Create Date: 2026-12-02 (issue 20 item 7: sign-out leaves the cookie valid; re-chained when merged)
+Create Date: 2026-12-02 (sign-out left the cookie valid; re-chained when merged)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""transparency log: the log's entries (issue 24), appended in the transactions of their events
+"""transparency log: the log's entries, appended in the transactions of their events
 
 Revision ID: 0007_tlog_entries
 Revises: 0006_web_sessions
-Create Date: 2026-12-02 (issue 24 item 1; re-chained when merged)
+Create Date: 2026-12-02 (the transparency log; re-chained when merged)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""replicas: a replicated job's grades per worker, the workers' stated fingerprints, the state ``replicating`` (issue 22 item 5)
+"""replicas: a replicated job's grades per worker, the workers' stated fingerprints, the state ``replicating``
 
 Revision ID: 0008_replica_grades
 Revises: 0007_tlog_entries
-Create Date: 2026-12-02 (issue 22 item 5; re-chained when merged)
+Create Date: 2026-12-02 (replicas; re-chained when merged)
 
 The states are written out here, not imported (see 0004): the CHECK constraint on
 submissions.state gains ``replicating``. On SQLite that rebuilds the table (batch mode).

@@ -1,8 +1,8 @@
-"""shard jobs: a sharded ONNX grade's query job and shards, each with its own lease and tries (issue 23 item 1)
+"""shard jobs: a sharded ONNX grade's query job and shards, each with its own lease and tries
 
 Revision ID: 0009_shard_jobs
 Revises: 0008_replica_grades
-Create Date: 2026-12-02 (issue 23 item 1; re-chained when merged)
+Create Date: 2026-12-02 (shard jobs; re-chained when merged)
 """
 
 from __future__ import annotations
