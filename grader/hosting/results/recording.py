@@ -73,6 +73,23 @@ class Grading:
     #: the pin's per-task, per-split data digests a report must name (``Pin.digests["tasks"]``)
     pinned: Mapping[str, Any]
 
+    @classmethod
+    def of(cls, submission: Submission, attempt: int, worker: Worker, pin: Pin) -> Grading:
+        """The grading of ``submission``'s ``attempt`` by ``worker``, judged against ``pin`` (rows read in one transaction)."""
+        return cls(
+            submission_id=submission.id,
+            attempt=attempt,
+            worker_id=worker.id,
+            worker_name=worker.name,
+            remote=not worker.local,
+            track=Track(submission.track),
+            split=submission.split,
+            kind=submission.kind,
+            content_digest=submission.content_digest,
+            pin_id=pin.id,
+            pinned=dict(pin.digests.get("tasks", {})),
+        )
+
 
 @dataclass(frozen=True)
 class AuthenticResult:
@@ -168,20 +185,7 @@ def verify(db: Database, worker_id: int, submission_id: str, posted: WorkerResul
         pin = session.get(Pin, submission.pin_id)
         if pin is None:  # a foreign key: the database keeps every pin a submission names
             raise InternalError(f"{submission_id}: its pin {submission.pin_id} is missing from the database")
-        grading = Grading(
-            submission_id=submission.id,
-            attempt=posted.attempt,
-            worker_id=worker_id,
-            worker_name=who.name,
-            remote=not who.local,
-            track=Track(submission.track),
-            split=submission.split,
-            kind=submission.kind,
-            content_digest=submission.content_digest,
-            pin_id=pin.id,
-            pinned=dict(pin.digests.get("tasks", {})),
-        )
-        return AuthenticResult(grading, posted)
+        return AuthenticResult(Grading.of(submission, posted.attempt, who, pin), posted)
 
 
 def _signed_by(worker: Worker, submission: Submission, posted: WorkerResult) -> bool:

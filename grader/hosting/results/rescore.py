@@ -45,7 +45,6 @@ from grader.hosting.results.recording import (
     signed_report,
 )
 from grader.hosting.results.run_scoring import scoring_job
-from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.reports.model import Report
@@ -103,20 +102,7 @@ def _source(rescorer: Rescorer, submission_id: str) -> _Source:
         if result is None or pin is None or worker is None:
             raise HostingError(f"{submission_id}: its result, the active pin or the worker is missing from the database")
         session.expunge(result)
-        grading = Grading(
-            submission_id=submission.id,
-            attempt=result.attempt,
-            worker_id=result.worker_id,
-            worker_name=worker.name,
-            remote=not worker.local,
-            track=Track(submission.track),
-            split=submission.split,
-            kind=submission.kind,
-            content_digest=submission.content_digest,
-            pin_id=pin.id,
-            pinned=dict(pin.digests.get("tasks", {})),
-        )
-        return _Source(grading, submission.version, str(submission.state), result)
+        return _Source(Grading.of(submission, result.attempt, worker, pin), submission.version, str(submission.state), result)
 
 
 def _stored_runs(state: StateDir, source: _Source, tasks: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
