@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.hosting.postgres import postgres_cluster, private_postgres_cluster  # noqa: F401 - fixtures
-from tests.hosting.world import World, make_world
-
-if TYPE_CHECKING:
-    from tests.hosting.leaderboard_world import World as BoardWorld
+from tests.hosting.world import World, make_database_world
 
 
 # The PostgreSQL runs start a server (a throw-away cluster): slow, so `pytest -m "not slow"` runs the SQLite half.
@@ -33,24 +29,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def world(request: pytest.FixtureRequest, tmp_path: Path, database_url: str | None) -> Iterator[World | BoardWorld]:
-    """The world a test acts on, built on ``database_url``.
+def world(request: pytest.FixtureRequest, tmp_path: Path, database_url: str | None) -> Iterator[World]:
+    """The world a test acts on (tests/hosting/world.py), built on ``database_url``.
 
     By default a migrated database with a competition, a participant and two workers
-    (tests/hosting/world.py); under ``@pytest.mark.board`` the served leaderboard competition
-    (tests/hosting/leaderboard_world.py), with its demo submissions under ``board(seeded=True)``.
+    (``make_database_world``: no server context); under ``@pytest.mark.board`` the served leaderboard
+    competition (tests/hosting/leaderboard_world.py), with its demo submissions under ``board(seeded=True)``.
     """
     board = request.node.get_closest_marker("board")
     if board is None:
-        built = make_world(tmp_path, database_url)
-        yield built
-        built.db.dispose()
-        return
-    from tests.hosting.leaderboard_world import make_world as make_board
-    from tests.hosting.leaderboard_world import seed_demo
+        built = make_database_world(tmp_path, database_url)
+    else:
+        from tests.hosting.leaderboard_world import make_world as make_board
+        from tests.hosting.leaderboard_world import seed_demo
 
-    served = make_board(tmp_path, database_url)
-    if board.kwargs.get("seeded", False):
-        seed_demo(served)
-    yield served
-    served.ctx.db.dispose()
+        built = make_board(tmp_path, database_url)
+        if board.kwargs.get("seeded", False):
+            seed_demo(built)
+    yield built
+    built.db.dispose()

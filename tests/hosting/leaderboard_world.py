@@ -29,7 +29,6 @@ from grader.data.registry import resolve_benchmark
 from grader.grading.scoring import facts_of
 from grader.hosting.clock import utcnow
 from grader.hosting.config import DEPTH, load_competition
-from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
 from grader.hosting.identity.participants import create_participant, rekey_local_worker
 from grader.hosting.intake.submission_rows import received_submission
@@ -42,6 +41,7 @@ from grader.runs.run import Run
 from grader.sandbox.blinding import DOCUMENT, QUERY, blind
 from tests.hosting.posting import accept_posted
 from tests.hosting.support import worker_headers, write_competition
+from tests.hosting.world import World
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 QUERIES = 60
@@ -62,21 +62,6 @@ class Seeded:
     private_tasks: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class World:
-    ctx: ServerContext
-    state: Path
-    database: str | None
-    tokens: dict[str, str]
-    secret: bytes
-    submissions: list[Seeded] = field(default_factory=list)
-    #: the token of the local worker that claims the seeded jobs (for posting results through the HTTP route)
-    worker_token: str = ""
-
-    def by_name(self, name: str) -> Seeded:
-        return next(s for s in self.submissions if s.name == name)
-
-
 def reference_public(secret: bytes, task: str, query_ids: list[str], fraction: float) -> set[str]:
     """The public queries by the rule of docs/statistics.md, written out again here."""
     name = task.encode()
@@ -95,6 +80,7 @@ def _mean_of_tasks(values: dict[str, dict[str, float]], keep: dict[str, set[str]
 
 
 def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, ladder_step: float | None = None) -> World:
+    """The served leaderboard competition (the one :class:`~tests.hosting.world.World`, built by the server's ``prepare()``)."""
     board: dict[str, Any] = {"public_fraction": FRACTION, "finals": 2, "resamples": resamples, "seed": 7}
     if ladder_step is not None:
         board.update(ladder=True, ladder_step=ladder_step)
@@ -113,7 +99,7 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
     secret_file.write_text(hashlib.sha256(b"leaderboard tests").hexdigest() + "\n", encoding="ascii")
     os.chmod(secret_file, 0o600)
     ctx, _db = prepare(ServeOptions(competition=competition, state_dir=state, database=database, workers=0))
-    tokens = {}
+    tokens, ids = {}, {}
     with ctx.db.session() as session:
         for name, team, baseline in (
             ("alice", "lab-a", False),
@@ -122,10 +108,11 @@ def make_world(tmp_path: Path, database: str | None, *, resamples: int = 500, la
             ("mallory", None, False),
             ("host-bm25", None, True),
         ):
-            tokens[name] = create_participant(session, name, team, baseline=baseline)[1]
+            participant, tokens[name] = create_participant(session, name, team, baseline=baseline)
+            ids[name] = participant.id
         worker_token = rekey_local_worker(session, "seed-worker")
-    world = World(ctx, state, database, tokens, ctx.partition_secret, worker_token=worker_token)
-    return world
+        workers = list(session.scalars(select(Worker.id).order_by(Worker.id)).all())
+    return World.served(ctx, database, tokens, ids["alice"], workers, worker_token)
 
 
 def seed(

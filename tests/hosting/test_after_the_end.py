@@ -20,8 +20,9 @@ from grader.cli.main import cli
 from grader.hosting.api.app import create_app
 from grader.reports.keys import write_keypair
 from tests.hosting.browser import http_server
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import make_world, seed_demo
 from tests.hosting.support import grader_cli
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]
 
 
 def end(world: World, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state), "end", *args])
+    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state.root), "end", *args])
     return result.exit_code, result.output
 
 
@@ -127,7 +128,7 @@ def _on_a_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
 def test_admin_end_on_a_terminal_says_what_it_does_and_asks(tmp_path: Path) -> None:
     world = make_world(tmp_path, None)
     try:
-        args = ["admin", "--state", str(world.state), "end"]
+        args = ["admin", "--state", str(world.state.root), "end"]
         status, seen = _on_a_terminal(args, b"n\n")
         assert status == 2 and "cannot be undone" in seen and "End the competition now? [y/N]" in seen and "not ended" in seen
         assert TestClient(create_app(world.ctx)).get("/api/v1/partition").json()["ended"] is False

@@ -21,7 +21,7 @@ from grader.hosting.identity.auth import new_metrics_token
 from grader.hosting.identity.ratelimit import FailureLimiter
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.services.admin import add_worker, revoke_participant
-from tests.hosting.leaderboard_world import World
+from tests.hosting.world import World
 
 #: What anyone may read without a token.
 PUBLIC = {

@@ -24,15 +24,16 @@ from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import Job
 from grader.hosting.server import ServeOptions, prepare
 from grader.sandbox.blinding import BlindingKey
-from tests.hosting.leaderboard_world import World, seed
+from tests.hosting.leaderboard_world import seed
 from tests.hosting.support import admin, worker_headers
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board
 
 
 def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World) -> None:
     client = TestClient(create_app(world.ctx))
-    key_file = world.state / "keys" / "blinding.secret"
+    key_file = world.state.root / "keys" / "blinding.secret"
     assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
     key = world.ctx.blinding_key
     assert key is not None and bytes.fromhex(key_file.read_text(encoding="ascii").strip()) == key.secret
@@ -41,7 +42,7 @@ def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World
     assert client.get("/api/v1/competition").json()["blinding_key_id"] == key.key_id
     for path in ("/", "/api/v1/partition", "/api/v1/competition", "/api/v1/leaderboard"):
         assert key.secret.hex() not in client.get(path).text, f"{path}: the blinding key leaked before the end"
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
     after = client.get("/api/v1/partition").json()["blinding"]
     revealed = bytes.fromhex(after["key"])
     # What was committed to is what is revealed: the documented key id, recomputed here.
@@ -50,8 +51,8 @@ def test_the_key_id_is_public_from_the_start_and_the_key_at_the_end(world: World
 
 def test_a_replaced_or_readable_key_file_is_refused(world: World) -> None:
     world.ctx.db.dispose()
-    key_file = world.state / "keys" / "blinding.secret"
-    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state, database=world.database, workers=0)
+    key_file = world.state.root / "keys" / "blinding.secret"
+    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state.root, database=world.database, workers=0)
     os.chmod(key_file, 0o644)
     with pytest.raises(HostingError, match="readable by others"):
         prepare(options)

@@ -13,14 +13,14 @@ from tests.hosting.world import World
 def test_tokens_are_stored_hashed_and_revocable(world: World) -> None:
     with world.db.session() as session:
         stored = session.scalar(select(Participant.token_sha256).where(Participant.name == "alice"))
-        assert stored is not None and world.token not in stored and len(stored) == 64
-        found = participant_by_token(session, world.token)
+        assert stored is not None and world.tokens["alice"] not in stored and len(stored) == 64
+        found = participant_by_token(session, world.tokens["alice"])
         assert found is not None and found.name == "alice"
-        assert participant_by_token(session, world.token + "x") is None
-        assert worker_by_token(session, world.token) is None  # a participant token is no worker token
+        assert participant_by_token(session, world.tokens["alice"] + "x") is None
+        assert worker_by_token(session, world.tokens["alice"]) is None  # a participant token is no worker token
         mark_participant_revoked(session, "alice")
     with world.db.session() as session:
-        assert participant_by_token(session, world.token) is None
+        assert participant_by_token(session, world.tokens["alice"]) is None
 
 
 def test_worker_tokens_are_hashed_told_apart_from_participants_and_replaced_by_a_rekey(world: World) -> None:

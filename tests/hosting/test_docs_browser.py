@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.hosting.browser import http_server, new_driver, require_chromium
-from tests.hosting.leaderboard_world import World, make_world
+from tests.hosting.leaderboard_world import make_world
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow
 

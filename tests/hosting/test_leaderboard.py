@@ -22,8 +22,9 @@ from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
 from grader.stats.partition import partition
 from grader.transparency.tiles import bundles_for_size, tiles_for_size
-from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world
+from tests.hosting.leaderboard_world import FRACTION, XSS_NAME, ZERO_SHOT, assert_free_of_secrets, expected_order, make_world
 from tests.hosting.support import admin
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board(seeded=True)
 
@@ -151,7 +152,7 @@ def test_participant_sees_public_part_score_and_a_public_part_report(world: Worl
     view = client.get(f"/api/v1/submissions/{alice.id}", headers=bearer(world, "alice")).json()
     assert view["score"] == round(alice.public, 4) and "private_score" not in view
     envelope = client.get(f"/api/v1/submissions/{alice.id}/report", headers=bearer(world, "alice")).content
-    report = verify_envelope(envelope, load_public_key(world.state / "keys" / "grader.pub")).report
+    report = verify_envelope(envelope, load_public_key(world.state.root / "keys" / "grader.pub")).report
     assert report["aggregate"]["score"] == round(alice.public, 4) and report["labels"]["part"]["name"] == "public"
     assert all("per_query" not in task and list(task["measures"]) == ["NDCG@10"] for task in report["tasks"].values())
     # another participant's submission is not found, through every route
@@ -167,7 +168,7 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     too_many = [v1.id, v2.id, world.by_name("bob-lsa").id]
     assert client.put("/api/v1/finals", json={"submissions": too_many}, headers=bearer(world, "alice")).status_code in (404, 409)
     assert client.put("/api/v1/finals", json={"submissions": [v2.id]}, headers=bearer(world, "alice")).json()["finals"] == [v2.id]
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
     assert client.put("/api/v1/finals", json={"submissions": [v1.id]}, headers=bearer(world, "alice")).status_code == 409
     data = client.get("/api/v1/leaderboard?part=private").json()
     zero = {e["name"]: e for e in data["boards"][0]["entries"]}
@@ -186,7 +187,7 @@ def test_final_choices_and_private_board_after_the_end(world: World, client: Tes
     assert client.get(f"/api/v1/submissions/{v1.id}", headers=bearer(world, "alice")).json()["private_score"] == round(v1.private, 4)
     full = verify_envelope(
         client.get(f"/api/v1/submissions/{v1.id}/report", headers=bearer(world, "alice")).content,
-        load_public_key(world.state / "keys" / "grader.pub"),
+        load_public_key(world.state.root / "keys" / "grader.pub"),
     ).report
     assert (
         "per_query" in full["tasks"]["text2code"] and abs(public_mean - v1.values["text2code"][sorted(part.public)[0]]) >= 0
@@ -206,7 +207,7 @@ def test_commitment_and_data_digests_are_published_from_the_start_and_the_reveal
     page = client.get("/").text
     digests = before["data_digests"]
     assert before["commitment"] in page and all(digests["tasks"][t][digests["split"]] in page for t in digests["tasks"])
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
     after = client.get("/api/v1/partition").json()
     assert after["ended"] and after["commitment"] == before["commitment"]
     assert hashlib.sha256(bytes.fromhex(after["secret"])).hexdigest() == before["commitment"]  # what was committed to is what is revealed
@@ -249,7 +250,7 @@ def test_the_documented_check_re_derives_every_private_score(world: World, tmp_p
     snippet = text.split("(it is run by the\ntests against a live server):\n\n```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "check.py"
     script.write_text(snippet, encoding="utf-8")
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
     with http_server(world.ctx) as url:
         done = subprocess.run([sys.executable, str(script), url], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
@@ -351,9 +352,9 @@ def test_partition_secret_is_private_and_its_commitment_cannot_change(tmp_path: 
 
     world = make_world(tmp_path, None)
     world.ctx.db.dispose()
-    secret_file = world.state / "keys" / "partition.secret"
+    secret_file = world.state.root / "keys" / "partition.secret"
     assert os.stat(secret_file).st_mode & 0o077 == 0
-    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state, workers=0)
+    options = ServeOptions(competition=world.ctx.competition, state_dir=world.state.root, workers=0)
     os.chmod(secret_file, 0o644)
     with pytest.raises(HostingError, match="readable by others"):
         prepare(options)

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.hosting.browser import http_server, new_driver, require_chromium
-from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, World, assert_free_of_secrets, expected_order, make_world, seed_demo
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, assert_free_of_secrets, expected_order, make_world, seed_demo
 from tests.hosting.support import admin
+from tests.hosting.world import World
 
 # A real browser against a real (in-process, listening) server: each test is slow.
 pytestmark = pytest.mark.slow
@@ -141,7 +142,7 @@ def test_private_board_appears_after_the_end(site: tuple[World, str], driver) ->
     world, url = site
     driver.get(url + "/?part=private")
     assert rows(driver, "zero-shot") == []  # 404 page before the end
-    admin(world.state, "end", "--yes")
+    admin(world.state.root, "end", "--yes")
     driver.get(url + "/?part=private")
     private = [s.name for s in world.submissions]
     assert rows(driver, "zero-shot")[:-1] == expected_order(world, ZERO_SHOT, "private")

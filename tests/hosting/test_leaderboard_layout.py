@@ -17,8 +17,9 @@ import pytest
 
 from grader.hosting.leaderboard.formatting import fact_value, number, p_value, when
 from tests.hosting.browser import http_server, require_chromium, sized_driver
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import make_world, seed_demo
 from tests.hosting.support import admin
+from tests.hosting.world import World
 
 MEASURE = """
 const page = document.documentElement;
@@ -115,7 +116,7 @@ def test_csv_says_which_part_and_true_false(site: tuple[World, str]) -> None:
 @pytest.mark.slow
 def test_private_board_fits_and_its_csv_says_private(site: tuple[World, str]) -> None:
     world, url = site
-    admin(world.state, "end", "--yes")
+    admin(world.state.root, "end", "--yes")
     for width in (1280, 390):
         assert_fits(layout(url + "/?part=private", width), width)
     rows = list(csv.DictReader(io.StringIO(httpx.get(url + "/leaderboard.csv?part=private", timeout=60).text)))

@@ -24,7 +24,8 @@ from grader.hosting.leaderboard import parts as parts_module
 from grader.hosting.leaderboard import service
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.model import build_report
-from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, World, expected_order, seed, seed_demo
+from tests.hosting.leaderboard_world import XSS_NAME, ZERO_SHOT, Seeded, expected_order, seed, seed_demo
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board
 
@@ -90,7 +91,7 @@ def test_rows_that_predate_scoring_at_acceptance_are_repaired_at_start_and_never
     new = seed(world, "carol", "carol-new", 0.6, rng_seed=7)
     assert [stored_parts(world, s) for s in old] == [None, None]
     # a server start repairs them (the same numbers acceptance would have stored) ...
-    _ctx, db = prepare(ServeOptions(competition=world.ctx.competition, state_dir=world.state, database=world.database, workers=0))
+    _ctx, db = prepare(ServeOptions(competition=world.ctx.competition, state_dir=world.state.root, database=world.database, workers=0))
     db.dispose()
     for seeded in (*old, new):
         assert_parts_of(stored_parts(world, seeded), seeded)
@@ -135,12 +136,14 @@ def test_a_report_without_per_query_values_is_accepted_but_stays_off_the_board(w
 
 
 def competition_file(world: World) -> str:
-    return str(world.state.parent / "c.toml")
+    return str(world.state.root.parent / "c.toml")
 
 
 def host_admin(world: World, *args: str) -> Any:
     extra = ["--database", world.database] if world.database else []
-    return CliRunner().invoke(cli, ["admin", "--state", str(world.state), *extra, "leaderboard", "--competition", competition_file(world), *args])
+    return CliRunner().invoke(
+        cli, ["admin", "--state", str(world.state.root), *extra, "leaderboard", "--competition", competition_file(world), *args]
+    )
 
 
 def test_the_host_sees_the_private_board_before_the_end(world: World) -> None:
@@ -169,7 +172,7 @@ def test_the_host_sees_the_private_board_before_the_end(world: World) -> None:
 
 
 def test_the_host_board_refuses_a_secret_others_can_read_or_that_is_not_the_committed_one(world: World) -> None:
-    secret_file = world.state / "keys" / "partition.secret"
+    secret_file = world.state.root / "keys" / "partition.secret"
     os.chmod(secret_file, 0o644)
     refused = host_admin(world, "--private")
     assert refused.exit_code != 0 and "readable by others" in refused.output

@@ -23,7 +23,8 @@ from grader.hosting.leaderboard.public_report import public_part_report
 from grader.hosting.leaderboard.values import signed_values
 from grader.hosting.server import ServeOptions, prepare
 from grader.reports.signing import ENVELOPE_NAME
-from tests.hosting.leaderboard_world import FRACTION, Seeded, World, seed
+from tests.hosting.leaderboard_world import FRACTION, Seeded, seed
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board
 
@@ -57,7 +58,7 @@ def state_files(state: Path) -> dict[str, bytes]:
 
 
 def start(world: World) -> None:
-    _ctx, db = prepare(ServeOptions(competition=world.ctx.competition, state_dir=world.state, database=world.database, workers=0))
+    _ctx, db = prepare(ServeOptions(competition=world.ctx.competition, state_dir=world.state.root, database=world.database, workers=0))
     db.dispose()
 
 
@@ -85,11 +86,11 @@ def test_a_0_2_0_state_is_repaired_at_start_as_acceptance_would_have_stored_it(w
     assert parts.tasks["private"] == pytest.approx(without_parts.private_tasks, abs=1e-12)
 
     # once: a second start finds nothing to do and changes nothing
-    files = state_files(world.state)
+    files = state_files(world.state.root)
     with world.ctx.db.session() as session:
         stored = {row.result_id: row.computed_at for row in session.query(ResultPart).all()}
     start(world)
-    assert state_files(world.state) == files
+    assert state_files(world.state.root) == files
     with world.ctx.db.session() as session:
         assert {row.result_id: row.computed_at for row in session.query(ResultPart).all()} == stored
 

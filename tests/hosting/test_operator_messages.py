@@ -26,14 +26,14 @@ from grader.hosting.api.app import create_app
 from grader.hosting.config import load_competition
 from grader.hosting.queue.lifecycle import reap
 from grader.hosting.server import ServeOptions, log_waiting, masked, prepare, start_line
-from tests.hosting.leaderboard_world import World
 from tests.hosting.support import REPO, write_competition
+from tests.hosting.world import World
 
 pytestmark = [pytest.mark.board(seeded=True), pytest.mark.sqlite_only]
 
 
 def admin(world: World, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state), *args])
+    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state.root), *args])
     return result.exit_code, result.output
 
 
@@ -124,7 +124,7 @@ def test_history_names_a_worker_as_reports_do_and_says_why_the_digests_differ(wo
 def test_the_host_board_is_aligned_and_needs_no_competition_file_after_serve(world: World) -> None:
     status, output = admin(world, "leaderboard")
     assert status == 2 and "pass --competition FILE (or set GRADER_COMPETITION)" in output  # no server start noted a file
-    _ctx, db = prepare(ServeOptions(world.ctx.competition, world.state, workers=0, competition_file=world.state.parent / "c.toml"))
+    _ctx, db = prepare(ServeOptions(world.ctx.competition, world.state.root, workers=0, competition_file=world.state.root.parent / "c.toml"))
     db.dispose()
     status, output = admin(world, "leaderboard")  # as `grader serve --competition c.toml` started it
     assert status == 0, output

@@ -19,8 +19,8 @@ from sqlalchemy import text
 
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Base
-from tests.hosting.leaderboard_world import World
 from tests.hosting.support import admin, worker_headers
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board(seeded=True)
 
@@ -48,7 +48,7 @@ def table_rows(world: World) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def snapshot(world: World) -> tuple[dict[str, str], dict[str, list[tuple[Any, ...]]]]:
-    return state_files(world.state), table_rows(world)
+    return state_files(world.state.root), table_rows(world)
 
 
 def _csrf(client: TestClient, page: str) -> str:
@@ -108,12 +108,12 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
 
 
 def test_no_read_route_writes_the_database_or_the_state_folder(world: World) -> None:
-    metrics_token = admin(world.state, "metrics-token", database=world.database).strip()
+    metrics_token = admin(world.state.root, "metrics-token", database=world.database).strip()
     client = TestClient(create_app(world.ctx))
     routes = {r.path for r in client.app.routes if "GET" in getattr(r, "methods", set())}
     for phase in ("before the end", "after the end"):
         if phase == "after the end":
-            admin(world.state, "end", "--yes", database=world.database)
+            admin(world.state.root, "end", "--yes", database=world.database)
         web = signed_in_clients(world)
         before = snapshot(world)
         requested = read_everything(world, client, metrics_token, web)

@@ -36,8 +36,9 @@ from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, _deliver
 from grader.runs.compact import HEADER_BYTES
 from grader.transparency.entries import decode_entry
-from tests.hosting.leaderboard_world import World, make_world, post_runs, random_runs
+from tests.hosting.leaderboard_world import make_world, post_runs, random_runs
 from tests.hosting.support import admin, worker_headers, write_competition
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -64,7 +65,7 @@ class Replicas:
 def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     database = request.getfixturevalue("postgres_cluster").new_database() if getattr(request, "param", "sqlite") == "postgresql" else None
     world = make_world(tmp_path_factory.mktemp("replicas"), database)
-    world.ctx.competition = dataclasses.replace(world.ctx.competition, replicas=2)
+    world.ctx.competition = world.competition = dataclasses.replace(world.ctx.competition, replicas=2)
     with world.ctx.db.session() as session:
         tokens = {name: rekey_local_worker(session, name) for name in ("w1", "w2", "w3", "w-other-cpu")}
     yield Replicas(world, TestClient(create_app(world.ctx)), tokens)
@@ -192,7 +193,7 @@ def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(s
     _grade(r, "w3", sid, "accepted")
     assert _state(r, sid).state is State.SCORED and _state(r, sid).failure_code is None
     assert _verdicts(r, sid) == {"w1": "dissent", "w2": "majority", "w3": "majority"}
-    flagged = [line for line in admin(r.world.state, "workers").splitlines() if "FLAGGED" in line]
+    flagged = [line for line in admin(r.world.state.root, "workers").splitlines() if "FLAGGED" in line]
     assert len(flagged) == 1 and flagged[0].startswith("w1 ") and "FLAGGED: 1 replica(s) disagreed with the majority" in flagged[0]
 
 
@@ -241,7 +242,7 @@ def test_a_job_left_replicating_when_the_setting_is_lowered_to_one_is_graded_by_
     r = setup
     sid = _submit(r, "lowered")
     _grade(r, "w1", sid, "replicated")
-    r.world.ctx.competition = dataclasses.replace(r.world.ctx.competition, replicas=1)  # the host edited the file and restarted
+    r.world.ctx.competition = r.world.competition = dataclasses.replace(r.world.ctx.competition, replicas=1)  # the host edited the file and restarted
     job = _claim(r, "w-other-cpu", OTHER_CPU)
     assert job is not None and job["submission_id"] == sid
     as_worker = dataclasses.replace(r.world, worker_token=r.tokens["w-other-cpu"])

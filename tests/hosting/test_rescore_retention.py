@@ -33,8 +33,9 @@ from grader.hosting.services.retention import plan
 from grader.reports.signing import ENVELOPE_NAME
 from grader.runs.compact import decode_run
 from grader.sandbox.blinding import DOCUMENT, QUERY, blind
-from tests.hosting.leaderboard_world import World, make_world, seed
+from tests.hosting.leaderboard_world import make_world, seed
 from tests.hosting.support import admin
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -55,7 +56,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def _competition_file(world: World) -> Path:
-    return world.state.parent / "c.toml"
+    return world.state.root.parent / "c.toml"
 
 
 def _current(world: World, submission_id: str) -> tuple[Submission, Result]:
@@ -123,10 +124,10 @@ def test_rescore_after_a_qrels_correction_equals_a_direct_score_of_the_same_run(
     text = path.read_text(encoding="utf-8")
     added = [(q, next(iter(docs))) for q, docs in sorted(rankings.items())[:20] if docs]
     path.write_text(text + "".join(f"{q}\t{d}\t2\n" for q, d in added), encoding="utf-8")
-    admin(world.state, "repin", "--competition", str(_competition_file(world)))
+    admin(world.state.root, "repin", "--competition", str(_competition_file(world)))
     counts, generation = _counts(world), world.ctx.dispatcher.generation()
 
-    out = admin(world.state, "rejudge", "--rescore", target.id, "--competition", str(_competition_file(world)))
+    out = admin(world.state.root, "rejudge", "--rescore", target.id, "--competition", str(_competition_file(world)))
     assert f"{target.id}  re-scored: result" in out and "re-scored 1 submission(s)" in out
 
     after_submission, after = _current(world, target.id)
@@ -175,7 +176,7 @@ def test_rescore_after_a_qrels_correction_equals_a_direct_score_of_the_same_run(
 
 def _refused(world: World, *args: str):  # type: ignore[no-untyped-def]
     """`grader admin ARGS --competition FILE` in-process, expected to fail: its click result."""
-    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state), *args, "--competition", str(_competition_file(world))])
+    result = CliRunner().invoke(cli, ["admin", "--state", str(world.state.root), *args, "--competition", str(_competition_file(world))])
     assert result.exit_code != 0, result.output
     return result
 
@@ -206,7 +207,7 @@ def _run_bytes(folder: Path) -> tuple[int, int]:
 
 
 def test_retention_keeps_the_finals_and_the_best_and_reports_the_bytes(world: World) -> None:
-    retaining = world.state.parent / "c-retain.toml"
+    retaining = world.state.root.parent / "c-retain.toml"
     retaining.write_text(_competition_file(world).read_text(encoding="utf-8") + '[retention]\nruns = "finals-and-best"\n', encoding="utf-8")
     # alice has three scored submissions and two finals (her two best public ones, by default): the third is neither final nor best
     with world.ctx.db.session() as session:
@@ -225,19 +226,19 @@ def test_retention_keeps_the_finals_and_the_best_and_reports_the_bytes(world: Wo
     runs, size = _run_bytes(dropped)
     expected = f"{runs + 1} run(s) of 2 attempt(s), {size + 100} bytes"
 
-    out = admin(world.state, "runs", "--competition", str(retaining))
+    out = admin(world.state.root, "runs", "--competition", str(retaining))
     assert "retention policy 'finals-and-best'" in out and expected in out and "to be removed at the end" in out
-    assert "retention policy 'all': every run is kept" in admin(world.state, "runs", "--competition", str(_competition_file(world)))
+    assert "retention policy 'all': every run is kept" in admin(world.state.root, "runs", "--competition", str(_competition_file(world)))
     assert dropped.is_dir() and stray.is_dir()  # nothing removed before the end
 
-    admin(world.state, "end", "--yes")
+    admin(world.state.root, "end", "--yes")
     ctx = replace(world.ctx, competition=replace(world.ctx.competition, retention=RetentionPolicy("finals-and-best")))
     due = plan(ctx.db, ctx.state, ctx.competition)
     assert due.ended and sorted(due.remove) == sorted([dropped, stray]) and due.remove_bytes == size + 100
     Reaper(ctx)._prune_runs()  # what the server's reaper does after the end (not started: one pass, here)
     assert not dropped.exists() and not stray.exists()
     assert all(folder.is_dir() and _run_bytes(folder)[0] == 3 and (folder / "facts.json").is_file() for folder in kept)
-    out = admin(world.state, "runs", "--competition", str(retaining))
+    out = admin(world.state.root, "runs", "--competition", str(retaining))
     held = sum(_run_bytes(folder)[1] for folder in kept)
     assert out.startswith(f"9 compact run(s) of 3 submission(s): {held} bytes") and "0 run(s) of 0 attempt(s), 0 bytes" in out
 

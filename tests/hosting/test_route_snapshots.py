@@ -31,8 +31,9 @@ from grader.hosting.states import State, Track
 from grader.hosting.visibility import Part
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_envelope
-from tests.hosting.leaderboard_world import World, make_world, seed, seed_demo
+from tests.hosting.leaderboard_world import make_world, seed, seed_demo
 from tests.hosting.support import admin
+from tests.hosting.world import World
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "routes.json"
 #: An ISO time as the server writes it (``iso``: seconds and microseconds, or a bare date-time with an offset).
@@ -122,7 +123,7 @@ def answers(world: World, ids: dict[str, str], when: str) -> dict[str, dict[str,
     found[f"{when}: GET finals"] = {"status": finals.status_code, "body": {**shown, "finals": sorted(shown["finals"])}}
     # Signed reports carry their signing time: what is recorded is whether each verifies, and how many per-query
     # values it holds per task (none in the public part's, every query's in the full split's).
-    host_key = load_public_key(world.state / "keys" / "grader.pub")
+    host_key = load_public_key(world.state.root / "keys" / "grader.pub")
     best = next(sid for sid, name in ids.items() if name == "alice-encoder-v2")
     for name, path in (
         ("report of a hidden grade", f"/api/v1/submissions/{first}/report"),
@@ -137,9 +138,11 @@ def answers(world: World, ids: dict[str, str], when: str) -> dict[str, dict[str,
             found[f"{when}: GET {name}"]["per_query"] = {
                 t: len((e.get("per_query") or {}).get("values", {})) for t, e in sorted(report["tasks"].items())
             }
-    state = str(world.state)
+    state = str(world.state.root)
     for command in (["list", "--json"], ["list"], ["submissions", "--json"], ["submissions"], ["workers", "--json"], ["workers"], ["history", first]):
-        found[f"{when}: grader admin {command[0]}{' --json' if '--json' in command else ''}"] = {"output": normalise(admin(world.state, *command))}
+        found[f"{when}: grader admin {command[0]}{' --json' if '--json' in command else ''}"] = {
+            "output": normalise(admin(world.state.root, *command))
+        }
     assert state not in json.dumps(found)  # nothing of this machine's folders in a snapshot
     return found
 

@@ -28,9 +28,9 @@ from grader.transparency.entries import PUBLIC_VOCABULARY_FIELDS, decode_entry, 
 from grader.transparency.errors import LogVerificationError
 from grader.transparency.published import check_published
 from grader.transparency.tiles import TILE_WIDTH
-from tests.hosting.leaderboard_world import World
 from tests.hosting.support import admin
 from tests.hosting.transparency_support import reader, served_entries
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.board(seeded=True)
 
@@ -113,10 +113,10 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     chosen = world.submissions[0]
     answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
     assert answer.status_code == 200, answer.text
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
     # after the end the rows link full reports (the full split's score, not the part's): no row check until the reveal
     assert "not checked: the competition ended" in check_boards_against_log(_served_entries(client, world), reader(client))
-    said = admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    said = admin(world.state.root, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     entries = _served_entries(client, world)
     assert said.strip() == f"reveal logged as entry {len(entries) - 1}"
     summary = audit_entries(entries)  # the reveal opens exactly the commitments of entry 0
@@ -137,7 +137,7 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
         sum(entry_opens(report, key_of_entry(identifier, report), participant=name) for name in world.tokens) == 1 for report in reports
     )
     with pytest.raises(AssertionError, match="already holds the reveal"):
-        admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+        admin(world.state.root, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     # a final board changed in the database after the reveal (a row's submission renamed): the audit's --board check catches it
     with world.ctx.db.engine.begin() as connection:
         connection.execute(text("UPDATE submissions SET name = 'renamed after the reveal'"))

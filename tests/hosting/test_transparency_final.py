@@ -18,9 +18,10 @@ from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.boards import check_boards_against_log
 from grader.transparency.errors import LogVerificationError
 from tests.hosting.browser import http_server
-from tests.hosting.leaderboard_world import World, make_world, seed_demo
+from tests.hosting.leaderboard_world import make_world, seed_demo
 from tests.hosting.support import admin, grader_cli
 from tests.hosting.transparency_support import reader, served_entries
+from tests.hosting.world import World
 
 
 def _ended(world: World, client: TestClient) -> None:
@@ -28,11 +29,11 @@ def _ended(world: World, client: TestClient) -> None:
     chosen = world.submissions[0]
     answer = client.put("/api/v1/finals", json={"submissions": [chosen.id]}, headers={"Authorization": f"Bearer {world.tokens[chosen.participant]}"})
     assert answer.status_code == 200, answer.text
-    admin(world.state, "end", "--yes", database=world.database)
+    admin(world.state.root, "end", "--yes", database=world.database)
 
 
 def _reveal(world: World) -> None:
-    admin(world.state, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    admin(world.state.root, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
     board_cache.clear()
 
 

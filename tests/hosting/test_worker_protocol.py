@@ -23,8 +23,9 @@ from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job, server_refusal
-from tests.hosting.leaderboard_world import World, make_world
+from tests.hosting.leaderboard_world import make_world
 from tests.hosting.support import REPO, Server, admin, grader_cli, worker_headers, write_competition
+from tests.hosting.world import World
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 URL = "http://grader.example:8000"

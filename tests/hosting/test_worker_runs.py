@@ -19,8 +19,9 @@ from sqlalchemy import func, select
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import Result, Submission
 from grader.runs.compact import HEADER_BYTES
-from tests.hosting.leaderboard_world import World, make_world, seed
+from tests.hosting.leaderboard_world import make_world, seed
 from tests.hosting.support import admin, worker_headers
+from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow  # the server scores in a child process
 
@@ -127,9 +128,9 @@ def test_run_puts_are_bounded_and_held_to_the_lease(world: World, client: TestCl
 
 def test_admin_reports_the_runs_held(world: World, client: TestClient) -> None:
     seed(world, "alice", "alice-for-retention", 0.5, through=client)
-    files = list((world.state / "runs").rglob("*.run"))
+    files = list((world.state.root / "runs").rglob("*.run"))
     assert all((path.parent / "facts.json").is_file() for path in files)  # what a re-scoring needs besides the runs
     expected = (
         f"{len(files)} compact run(s) of {len({p.parent.parent.name for p in files})} submission(s): {sum(p.stat().st_size for p in files)} bytes"
     )
-    assert files and admin(world.state, "runs").startswith(expected)
+    assert files and admin(world.state.root, "runs").startswith(expected)

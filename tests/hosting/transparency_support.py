@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from grader.transparency.checkpoint import open_checkpoint
 from grader.transparency.tiles import Tile, bundles_for_size, split_entry_bundle
-from tests.hosting.leaderboard_world import World
+from tests.hosting.world import World
 
 
 def reader(client: TestClient) -> Callable[[str], bytes]:
