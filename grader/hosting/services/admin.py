@@ -34,7 +34,7 @@ from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import replication
 from grader.hosting.states import Track
 from grader.hosting.transparency.host_log import HostLog, identifier_key
-from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal
+from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal, refuse_after_reveal
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
 from grader.hosting.visibility import Part
@@ -178,7 +178,11 @@ def _actor(actor: str, worker_names: dict[int, str]) -> str:
 
 
 def rejudge(db: Database, submission_id: str | None, *, max_attempts: int, host_log: HostLog | None = None) -> tuple[list[str], list[str]]:
-    """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown)."""
+    """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown).
+
+    Refused after the reveal: the final boards it published would change under everyone who checked them.
+    """
+    refuse_after_reveal(db, "a rejudge")
     with db.session() as session:
         ids = (
             [submission_id]
@@ -353,7 +357,9 @@ def rescore(
     """Re-score ``submission_id``'s (None: every finished submission's) stored runs; ((id, new result, score) done, refusals).
 
     One submission: its refusal raises :class:`HostingError`; with None each refusal is one line of the second list.
+    Refused whole after the reveal, as a rejudge is.
     """
+    refuse_after_reveal(db, "a re-scoring")
     from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
     from grader.hosting.leaderboard.parts import PartitionScorer
