@@ -241,3 +241,5 @@ def test_no_receipt_after_the_end_and_nothing_but_retractions_after_the_reveal()
         with pytest.raises(LogVerificationError, match=f"entry {reveal + 1}: a {kind} after the reveal \\(entry {reveal}\\)"):
             audit_entries([*revealed, entry])
     assert audit_entries([*revealed, e.retraction_entry(time=after, index=1, admin="a", reason="r")]).retracted == (1,)
+    rewound = e.rewind_entry(time=after, published_size=len(revealed) + 1, published_root=b"r" * 32, admin="a", reason="disk lost")
+    assert audit_entries([*revealed, rewound]).kinds["rewind"] == 1  # owning up to lost retractions after the reveal

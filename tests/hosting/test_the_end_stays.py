@@ -8,7 +8,9 @@ the end of the module (slow).
 
 from __future__ import annotations
 
+import io
 import sqlite3
+import tarfile
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,10 +20,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import func, select
 
+from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
+from grader.hosting.config import load_competition
 from grader.hosting.db.models import LogEntry
 from grader.hosting.errors import HostingError
+from grader.hosting.identity.participants import create_participant
+from grader.hosting.intake import submissions
 from grader.hosting.schedule import ends_at, has_ended
+from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import admin as service
 from grader.hosting.services.startup import EndReopened, hold_the_end
 from grader.hosting.transparency.host_log import HostLog
@@ -30,7 +37,7 @@ from grader.hosting.transparency.log_store import LogClosedError, append_entry
 from grader.transparency import entries
 from grader.transparency.commitments import EntryCommitter
 from grader.transparency.note import NoteSigner
-from tests.hosting.support import Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
 from tests.hosting.world import World, new_submission, state_of
 
 FILE_END = datetime(2020, 1, 2, tzinfo=UTC)
@@ -138,6 +145,36 @@ def test_after_the_reveal_the_log_takes_only_retractions_and_rejudge_and_rescore
         append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=1, admin="host", reason="a mistake"))
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(LogEntry)) == size + 1
+
+
+@pytest.mark.slow  # the upload's ONNX check runs in a child process
+def test_an_upload_whose_end_is_logged_while_it_is_stored_gets_no_receipt_after_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end is logged between the upload's read of the end and its transaction: refused, never receipted after the end."""
+    from fastapi.testclient import TestClient
+
+    competition = load_competition(write_competition(tmp_path / "c.toml"))
+    ctx, _db = prepare(ServeOptions(competition=competition, state_dir=tmp_path / "state", workers=0))
+    try:
+        with ctx.db.session() as session:
+            token = create_participant(session, "alice", None)[1]
+        read_end = submissions.ends_at
+
+        def read_then_end(db, competition):  # type: ignore[no-untyped-def]
+            at = read_end(db, competition)
+            service.end_now(db, host_log=ctx.log)  # the host ends it right after this upload read the end
+            return at
+
+        monkeypatch.setattr(submissions, "ends_at", read_then_end)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for name in ("model.onnx", "tokenizer.json", "submission.json"):
+                tar.add(REPO / "submissions_example" / "onnx-lsa" / name, arcname=name)
+        answer = TestClient(create_app(ctx)).post("/api/v1/submissions", content=buffer.getvalue(), headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 403 and "the competition closed at" in answer.json()["detail"], answer.text
+        with ctx.db.session() as session:
+            assert list(session.scalars(select(LogEntry.kind).order_by(LogEntry.index)).all()) == ["competition", "end"]
+    finally:
+        ctx.db.dispose()
 
 
 # --- the attack, replayed against a real `grader serve` -------------------------------------------------------------

@@ -29,6 +29,7 @@ from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.transparency.host_log import LOG_DIR, HostLog, LogStateError, identifier_key
 from grader.transparency import entries
+from grader.transparency.audit import AFTER_THE_REVEAL
 from grader.transparency.checkpoint import Checkpoint, open_checkpoint
 from grader.transparency.commitments import key_commitment
 from grader.transparency.errors import LogVerificationError
@@ -83,13 +84,13 @@ def reveal_index(session: Session) -> int | None:
 def append_entry(session: Session, host_log: HostLog, entry: bytes, *, submission_id: str | None = None, envelope_sha256: str | None = None) -> int:
     """Append ``entry`` (canonical bytes) in ``session``'s transaction; return its index. Publishes after the commit.
 
-    After the reveal only a retraction is appended (:class:`LogClosedError`, which rolls the event back with it): the
+    After the reveal only a retraction (or a rewind, after a disaster) is appended (:class:`LogClosedError`, which rolls the event back with it): the
     reveal published the keys and the final boards' digests, so a grade, a rejudge or a receipt after it would change
     results everyone may already have checked, and the audit refuses any such entry.
     """
     lock_head(session)
     kind = str(jsonio.loads(entry)["kind"])
-    if kind != "retraction":
+    if kind not in AFTER_THE_REVEAL:
         revealed = reveal_index(session)
         if revealed is not None:
             raise LogClosedError(
