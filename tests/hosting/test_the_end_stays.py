@@ -82,6 +82,7 @@ def test_the_files_end_once_logged_stays_when_the_file_moves_it_later(world: Wor
     moved = replace(world.competition, end=utcnow() + timedelta(days=30))
     assert ends_at(world.db, moved) == FILE_END and has_ended(world.db, moved)  # the stored end, not the file's new one
     hold_the_end(world.db, passed)  # the file unchanged: the server starts
+    assert service.end_now(world.db, host_log=host_log) == FILE_END  # `grader admin end` afterwards: the logged end stays
     with pytest.raises(EndReopened) as refused:
         hold_the_end(world.db, moved)
     said = str(refused.value)
