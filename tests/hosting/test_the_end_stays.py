@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import subprocess
 import tarfile
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -142,7 +143,7 @@ def test_after_the_reveal_the_log_takes_only_retractions_and_rejudge_and_rescore
     with world.db.session() as session, pytest.raises(LogClosedError, match="this receipt is refused"):
         append_entry(session, host_log, receipt)
     with world.db.session() as session:
-        size = session.scalar(select(func.count()).select_from(LogEntry))
+        size = session.scalar(select(func.count()).select_from(LogEntry)) or 0
         append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=1, admin="host", reason="a mistake"))
     with world.db.session() as session:
         assert session.scalar(select(func.count()).select_from(LogEntry)) == size + 1
@@ -198,7 +199,7 @@ def _forge(state: Path, entry: bytes) -> int:
     return int(index)
 
 
-def _audit(server: Server, vkey: str, home: Path) -> object:
+def _audit(server: Server, vkey: str, home: Path) -> subprocess.CompletedProcess[str]:
     return grader_cli("log", "audit", f"{server.url}/log", "--log-key", vkey, "--host", env={"XDG_STATE_HOME": str(home)}, timeout=120)
 
 
@@ -227,8 +228,8 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         forged = _forge(server.state, receipt)
         server.start()
         audit = _audit(server, vkey, tmp_path / "auditor-1")
-        assert audit.returncode == 1, audit.stdout + audit.stderr  # type: ignore[attr-defined]
-        assert f"entry {forged}: a receipt after the end" in audit.stderr  # type: ignore[attr-defined]
+        assert audit.returncode == 1, audit.stdout + audit.stderr
+        assert f"entry {forged}: a receipt after the end" in audit.stderr
         server.stop()
         _copy(tmp_path / "honest.sqlite3", database)  # back to the honest log, for the reveal
         checkpoint.write_bytes(honest_checkpoint)
@@ -250,8 +251,8 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         forged = _forge(server.state, rejudge)
         server.start()
         audit = _audit(server, vkey, tmp_path / "auditor-2")
-        assert audit.returncode == 1, audit.stdout + audit.stderr  # type: ignore[attr-defined]
-        assert f"entry {forged}: a rejudge after the reveal (entry {forged - 1})" in audit.stderr  # type: ignore[attr-defined]
+        assert audit.returncode == 1, audit.stdout + audit.stderr
+        assert f"entry {forged}: a rejudge after the reveal (entry {forged - 1})" in audit.stderr
     finally:
         server.stop()
 
