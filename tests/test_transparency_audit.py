@@ -205,3 +205,41 @@ def test_audit_since_an_earlier_checkpoint(grader_cli: Callable[..., Result], tm
     with pytest.raises(InconsistentCheckpoints):
         check_seen(read_log_folder(tmp_path / "early", [SIGNER.verifier]), rewritten_note, [SIGNER.verifier])
     assert check_seen(contents, rewritten_note, [SIGNER.verifier]).size == 303
+
+
+def _receipt(time: datetime) -> bytes:
+    return e.receipt_entry(EntryCommitter.fresh(IDENTIFIERS), time=time, participant="p9", submission="late", upload_sha256=DIGEST)
+
+
+def _rejudge(time: datetime) -> bytes:
+    return e.rejudge_entry(EntryCommitter.fresh(IDENTIFIERS), time=time, participant="p0", submission="0", attempt=2, reason="again")
+
+
+def test_no_receipt_after_the_end_and_nothing_but_retractions_after_the_reveal() -> None:
+    ended = _history(2, revealed=False)  # the end is the last entry, at START + 1 day
+    end, after = len(ended) - 1, START + timedelta(days=2)
+    late_report = e.report_entry(
+        EntryCommitter.fresh(IDENTIFIERS),
+        time=after,
+        participant="p1",
+        submission="1",
+        attempt=2,
+        status="scored",
+        payload_sha256=DIGEST,
+        envelope_sha256=DIGEST,
+    )
+    # grading goes on after the end, for uploads received before it, and so may a rejudge
+    assert audit_entries([*ended, _rejudge(after), late_report]).kinds["report"] == 3
+    with pytest.raises(LogVerificationError, match=f"entry {end + 1}: a receipt after the end \\(entry {end}, "):
+        audit_entries([*ended, _receipt(after)])
+    # placed before the end entry, but received after the end's time
+    with pytest.raises(LogVerificationError, match=f"entry {end}: a receipt after the end \\(entry {end + 1}, "):
+        audit_entries([*ended[:-1], _receipt(after), ended[-1]])
+    revealed = _history(2)
+    reveal = len(revealed) - 1
+    for entry, kind in ((_rejudge(after), "rejudge"), (late_report, "report"), (_receipt(after), "receipt"), (e.end_entry(time=after), "end")):
+        with pytest.raises(LogVerificationError, match=f"entry {reveal + 1}: a {kind} after the reveal \\(entry {reveal}\\)"):
+            audit_entries([*revealed, entry])
+    assert audit_entries([*revealed, e.retraction_entry(time=after, index=1, admin="a", reason="r")]).retracted == (1,)
+    rewound = e.rewind_entry(time=after, published_size=len(revealed) + 1, published_root=b"r" * 32, admin="a", reason="disk lost")
+    assert audit_entries([*revealed, rewound]).kinds["rewind"] == 1  # owning up to lost retractions after the reveal

@@ -1,7 +1,13 @@
-"""When the competition ends: the file's ``end``, or earlier, when the host ended it (``grader admin end``).
+"""When the competition ends: the file's ``end``, or earlier, when the host ended it (``grader admin end``), and never
+later than an end already logged.
 
 The one read of the end. A service asks it once per request and hands the answer (``ended``) to the pure
 rules of :mod:`grader.hosting.visibility`, so one request never sees the competition both open and ended.
+
+An end, once logged, is stored (:func:`record_logged_end`, in the transaction of its ``end`` entry), whoever logged it:
+the host's command or the first reaper pass after the file's ``end``. Moving ``end`` later in the file then moves
+nothing: the secret and the blinding key are public from the end on, so a competition reopened under them would let
+anyone tell the private queries and compute every pseudonym (a host who wants more time opens a new competition).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition
@@ -18,13 +25,35 @@ from grader.hosting.db.session import Database
 
 #: Settings key of the moment the host ended the competition early.
 ENDED_AT_KEY = "ended_at"
+#: Settings key of the end the log holds (the host's, or the file's ``end`` when it was reached), stored as it is logged.
+LOGGED_END_KEY = "end_logged_at"
+
+
+def _stored(session: Session, key: str) -> datetime | None:
+    value = session.scalar(select(Setting.value).where(Setting.key == key))
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def stored_ends(session: Session) -> tuple[datetime | None, datetime | None]:
+    """The host's early end and the logged end, as stored (None where there is none)."""
+    return _stored(session, ENDED_AT_KEY), _stored(session, LOGGED_END_KEY)
+
+
+def record_logged_end(session: Session, at: datetime) -> datetime:
+    """Store the end ``at`` as logged, in the logging transaction; an end already stored stays (the first end is kept)."""
+    stored = _stored(session, LOGGED_END_KEY)
+    if stored is not None:
+        return stored
+    session.add(Setting(key=LOGGED_END_KEY, value=at.isoformat()))
+    session.flush()
+    return at
 
 
 def ends_at(db: Database, competition: Competition) -> datetime:
-    """The competition's end: the file's, or earlier if the host ended it."""
+    """The competition's end: the file's, or earlier if the host ended it or an earlier end was logged."""
     with db.session() as session:
-        ended = session.scalar(select(Setting.value).where(Setting.key == ENDED_AT_KEY))
-    return competition.end if ended is None else min(competition.end, datetime.fromisoformat(ended))
+        stored = [moment for moment in stored_ends(session) if moment is not None]
+    return min([competition.end, *stored])
 
 
 def has_ended(db: Database, competition: Competition) -> bool:

@@ -29,7 +29,7 @@ from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.retention import prune
-from grader.hosting.services.startup import local_worker_tokens, open_competition
+from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
 from grader.hosting.services.worker_copy import worker_copy
 from grader.hosting.storage import PRIVATE_UMASK, StateDir, record_competition_file
 from grader.hosting.transparency.host_log import LOG_DIR, HostLog, identifier_key
@@ -69,6 +69,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     db = open_database(state.root, options.database)
     competition = options.competition
     opened = open_competition(db, competition, secret, blinding_key)
+    hold_the_end(db, competition)  # before the log is opened: a moved file would otherwise be logged as a repin first
     host_log = HostLog(ensure_log_key(state.keys, log_origin(competition.name)), identifier_key(secret), state.root / LOG_DIR)
     first_entry = competition_entry(
         host_log,

@@ -4,6 +4,11 @@
 * entry 0, and only entry 0, is the ``competition`` entry;
 * at most one ``end`` and at most one ``reveal``, the reveal after the end, disclosing exactly
   the keys entry 0 committed to;
+* no ``receipt`` after the end, in the log's order or by its time (an upload completed before the end still counts and
+  is graded after it: its receipt precedes the end entry, its reports may follow);
+* after the reveal, nothing but retractions (and a rewind after a disaster): the reveal published the keys and the final boards' digests, so a grade,
+  a rejudge or a receipt after it would change results everyone may already have checked (and a competition reopened
+  under the revealed partition secret and blinding key would show anyone the private queries and every pseudonym);
 * a ``retraction`` withdraws an earlier entry other than entry 0, and only once.
 """
 
@@ -16,6 +21,10 @@ from typing import Any
 
 from grader.transparency.entries import check_reveal, decode_entry
 from grader.transparency.errors import LogVerificationError
+
+#: What a log may hold after its reveal: statements about the log itself, never an event of the competition (a
+#: retraction withdraws an entry; a rewind owns up to entries lost in a disaster, which could only be retractions).
+AFTER_THE_REVEAL = frozenset({"retraction", "rewind"})
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,16 @@ def audit_entries(entries: Sequence[bytes]) -> AuditSummary:
         raise LogVerificationError("entry 0 is not the competition's commitment")
     end = reveal = None
     retracted: list[int] = []
+    # entry times are YYYY-MM-DDTHH:MM:SSZ (decode_entry checks it), so their strings compare as the moments do
+    logged_end = next(((index, entry["time"]) for index, entry in enumerate(decoded) if entry["kind"] == "end"), None)
     for index, entry in enumerate(decoded[1:], start=1):
         kind = entry["kind"]
+        if reveal is not None and kind not in AFTER_THE_REVEAL:
+            raise LogVerificationError(f"entry {index}: a {kind} after the reveal (entry {reveal}): after it the log takes nothing but retractions")
+        if kind == "receipt" and logged_end is not None and (index > logged_end[0] or entry["time"] > logged_end[1]):
+            raise LogVerificationError(
+                f"entry {index}: a receipt after the end (entry {logged_end[0]}, {logged_end[1]}): an upload received after the end"
+            )
         if kind == "competition":
             raise LogVerificationError(f"entry {index}: a second competition entry")
         if kind == "end":

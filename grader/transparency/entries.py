@@ -210,6 +210,14 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(text: str) -> datetime:
+    """An entry's ``time`` (``YYYY-MM-DDTHH:MM:SSZ``) as a timezone-aware UTC moment."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise LogVerificationError(f"an entry's time {text!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
+
+
 def _base(kind: str, time: datetime, **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "v": ENTRY_VERSION, "time": format_time(time), **fields}
 

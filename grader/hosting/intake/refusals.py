@@ -138,8 +138,13 @@ def window_refusal(start: datetime, ends_at: datetime, now: datetime) -> Refused
     if now < start:
         return RefusedSubmission(f"the competition opens at {iso(start)}", status=403, retry_at=start)
     if now >= ends_at:
-        return RefusedSubmission(f"the competition closed at {iso(ends_at)}; no further submissions are possible", status=403)
+        return closed(ends_at)
     return None
+
+
+def closed(ends_at: datetime) -> RefusedSubmission:
+    """403: the competition closed at ``ends_at``."""
+    return RefusedSubmission(f"the competition closed at {iso(ends_at)}; no further submissions are possible", status=403)
 
 
 def count_refusal(status: QuotaStatus) -> RefusedSubmission | None:

@@ -24,7 +24,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, Submission, UploadReservation
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
-from grader.hosting.intake.refusals import invalid
+from grader.hosting.intake.refusals import closed, invalid
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.protocol.messages import Quota, QuotaView, SubmissionView
@@ -32,7 +32,7 @@ from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_re
 from grader.hosting.schedule import ends_at, has_ended
 from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
-from grader.hosting.transparency.log_events import log_receipt
+from grader.hosting.transparency.log_events import end_logged_first, log_receipt
 from grader.hosting.visibility import Download, logs_visible, report_download
 from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
@@ -83,6 +83,8 @@ def create_submission(
                     )
                 )
             check_quota(session, competition, participant.id, track, uploaded_at, end, incoming_bytes=upload.size)
+            if ctx.log is not None and (logged := end_logged_first(session)) is not None:
+                raise closed(logged)  # the end was logged while this upload was checked: its receipt would follow the end
             os.replace(upload.path, final_path)
             submission = received_submission(
                 submission_id=submission_id,

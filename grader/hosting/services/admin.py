@@ -34,7 +34,7 @@ from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import replication
 from grader.hosting.states import Track
 from grader.hosting.transparency.host_log import HostLog, identifier_key
-from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal
+from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal, logged_end, refuse_after_reveal
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
 from grader.hosting.visibility import Part
@@ -178,7 +178,11 @@ def _actor(actor: str, worker_names: dict[int, str]) -> str:
 
 
 def rejudge(db: Database, submission_id: str | None, *, max_attempts: int, host_log: HostLog | None = None) -> tuple[list[str], list[str]]:
-    """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown)."""
+    """Queue ``submission_id`` (None: every scored or failed submission) again; (queued, not finished or unknown).
+
+    Refused after the reveal: the final boards it published would change under everyone who checked them.
+    """
+    refuse_after_reveal(db, "a rejudge")
     with db.session() as session:
         ids = (
             [submission_id]
@@ -199,13 +203,18 @@ def cancel(db: Database, submission_id: str, *, host_log: HostLog | None = None)
 def end_now(db: Database, *, host_log: HostLog | None = None) -> datetime:
     """End the competition now (an ``end`` entry in the log, in the same transaction); uploads completed before this moment still count.
 
-    Ending twice keeps the first end: moving it later would re-open a window whose secret is already public.
+    Ending twice keeps the first end: moving it later would re-open a window whose secret is already public. So does
+    ending after the file's ``end`` was logged (by a server's reaper): that end stays the end, and no early end of the
+    host's is stored over it (a server would then take a file whose ``end`` moved later for an early end).
     """
     now = utcnow()
     with db.session() as session:
         setting = session.get(Setting, ENDED_AT_KEY)
         if setting is not None:
             return datetime.fromisoformat(setting.value)
+        logged = logged_end(session)
+        if logged is not None:
+            return logged[1]
         session.add(Setting(key=ENDED_AT_KEY, value=now.isoformat()))
         if host_log is not None:
             log_end(session, host_log, now)
@@ -353,7 +362,9 @@ def rescore(
     """Re-score ``submission_id``'s (None: every finished submission's) stored runs; ((id, new result, score) done, refusals).
 
     One submission: its refusal raises :class:`HostingError`; with None each refusal is one line of the second list.
+    Refused whole after the reveal, as a rejudge is.
     """
+    refuse_after_reveal(db, "a re-scoring")
     from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
     from grader.hosting.leaderboard.parts import PartitionScorer

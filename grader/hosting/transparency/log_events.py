@@ -19,9 +19,10 @@ from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
-from grader.hosting.schedule import ends_at
+from grader.hosting.schedule import ends_at, record_logged_end
+from grader.hosting.states import IN_FLIGHT
 from grader.hosting.transparency.host_log import HostLog
-from grader.hosting.transparency.log_store import append_entry, lock_head
+from grader.hosting.transparency.log_store import LogClosedError, append_entry, lock_head, reveal_index
 from grader.transparency import entries
 from grader.transparency.commitments import EntryCommitter
 from grader.transparency.errors import LogVerificationError
@@ -112,13 +113,31 @@ def _has_ended(session: Session) -> bool:
     return bool(session.scalar(select(func.count()).select_from(LogEntry).where(LogEntry.kind == "end")))
 
 
+def logged_end(session: Session) -> tuple[int, datetime] | None:
+    """The log's ``end`` entry: its index and the end's time (to the second, as logged), or None before the end."""
+    row = session.execute(select(LogEntry.index, LogEntry.entry).where(LogEntry.kind == "end").order_by(LogEntry.index).limit(1)).first()
+    if row is None:
+        return None
+    return row[0], entries.parse_time(str(entries.decode_entry(bytes(row[1]))["time"]))
+
+
+def end_logged_first(session: Session) -> datetime | None:
+    """The logged end if there is one, read under the log's head lock: an upload's transaction asks it before its
+    receipt, so that the receipt either precedes the end entry or is not written (the audit refuses a receipt after it)."""
+    lock_head(session)
+    entry = logged_end(session)
+    return None if entry is None else entry[1]
+
+
 def log_end(session: Session, host_log: HostLog, time: datetime) -> bool:
-    """The finals and the ``end`` entry, once: False (nothing appended) when the log already holds its end."""
+    """The finals and the ``end`` entry, once, and the end stored with them (whoever logs it, the end then stays:
+    :mod:`grader.hosting.schedule`): False (nothing appended) when the log already holds its end."""
     lock_head(session)
     if _has_ended(session):
         return False
     log_finals(session, host_log, time)
     append_entry(session, host_log, entries.end_entry(time=time))
+    record_logged_end(session, time)
     return True
 
 
@@ -160,6 +179,18 @@ def log_rejudge(session: Session, host_log: HostLog, submission: Submission, *, 
     return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
+def refuse_after_reveal(db: Database, what: str) -> None:
+    """Refuse ``what`` (a rejudge, a re-scoring) up front once the log holds the reveal, before anything is signed or
+    queued (:func:`grader.hosting.transparency.log_store.append_entry` refuses its entry anyway)."""
+    with db.session() as session:
+        revealed = reveal_index(session)
+    if revealed is not None:
+        raise LogClosedError(
+            f"the log holds the reveal (entry {revealed}): the competition's results are final, so {what} is refused "
+            "(open a new competition to grade again)"
+        )
+
+
 def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, reason: str) -> int:
     """An admin's retraction of entry ``index`` (never a deletion): its own transaction."""
     with db.session() as session:
@@ -169,12 +200,31 @@ def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, r
         return append_entry(session, host_log, entries.retraction_entry(time=utcnow(), index=index, admin=admin, reason=reason))
 
 
+#: How many of the submissions still in flight a refused reveal names.
+_NAMED = 5
+
+
 def log_reveal(db: Database, host_log: HostLog, entry: bytes) -> int:
-    """Append the reveal entry (once, after the end entry) in its own transaction."""
+    """Append the reveal entry in its own transaction: once, after the end entry, and only when no submission is in
+    flight (every upload received before the end has its grade; the log takes nothing but retractions after the reveal).
+
+    The check runs under the log's head lock, which every grade, rejudge and receipt takes to log itself, so none
+    slips in between the check and the reveal.
+    """
     with db.session() as session:
+        lock_head(session)
         kinds = set(session.scalars(select(LogEntry.kind).where(LogEntry.kind.in_(("end", "reveal")))).all())
         if "reveal" in kinds:
             raise HostingError("the log already holds the reveal")
         if "end" not in kinds:
             raise HostingError("the reveal comes after the end entry (`grader admin end`)")
+        waiting = session.scalars(
+            select(Submission.id).where(Submission.state.in_([state.value for state in IN_FLIGHT])).order_by(Submission.uploaded_at)
+        ).all()
+        if waiting:
+            named = ", ".join(waiting[:_NAMED]) + (f" and {len(waiting) - _NAMED} more" if len(waiting) > _NAMED else "")
+            raise HostingError(
+                f"the reveal waits until every submission received before the end is graded: {len(waiting)} still in flight ({named}); "
+                "run it again once they have finished (or cancel them)"
+            )
         return append_entry(session, host_log, entry)

@@ -29,6 +29,7 @@ from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.transparency.host_log import LOG_DIR, HostLog, LogStateError, identifier_key
 from grader.transparency import entries
+from grader.transparency.audit import AFTER_THE_REVEAL
 from grader.transparency.checkpoint import Checkpoint, open_checkpoint
 from grader.transparency.commitments import key_commitment
 from grader.transparency.errors import LogVerificationError
@@ -71,12 +72,33 @@ def lock_head(session: Session) -> None:
         session.flush()
 
 
+class LogClosedError(HostingError):
+    """The log holds the reveal: from then on it takes nothing but retractions (the results are final)."""
+
+
+def reveal_index(session: Session) -> int | None:
+    """The index of the log's ``reveal`` entry, or None before the reveal."""
+    return session.scalar(select(LogEntry.index).where(LogEntry.kind == "reveal").limit(1))
+
+
 def append_entry(session: Session, host_log: HostLog, entry: bytes, *, submission_id: str | None = None, envelope_sha256: str | None = None) -> int:
-    """Append ``entry`` (canonical bytes) in ``session``'s transaction; return its index. Publishes after the commit."""
+    """Append ``entry`` (canonical bytes) in ``session``'s transaction; return its index. Publishes after the commit.
+
+    After the reveal only a retraction (or a rewind, after a disaster) is appended (:class:`LogClosedError`, which rolls the event back with it): the
+    reveal published the keys and the final boards' digests, so a grade, a rejudge or a receipt after it would change
+    results everyone may already have checked, and the audit refuses any such entry.
+    """
     lock_head(session)
+    kind = str(jsonio.loads(entry)["kind"])
+    if kind not in AFTER_THE_REVEAL:
+        revealed = reveal_index(session)
+        if revealed is not None:
+            raise LogClosedError(
+                f"the log holds the reveal (entry {revealed}): the competition's results are final and its log takes nothing but "
+                f"retractions, so this {kind} is refused (open a new competition to grade more)"
+            )
     last = session.scalar(select(func.max(LogEntry.index)))
     index = 0 if last is None else last + 1
-    kind = str(jsonio.loads(entry)["kind"])
     session.add(LogEntry(index=index, entry=entry, kind=kind, submission_id=submission_id, envelope_sha256=envelope_sha256, created_at=utcnow()))
     session.flush()
     if not session.info.get(_HOOKED):
