@@ -85,6 +85,20 @@ _FAULTS: dict[FailureCode, Fault] = {
 }
 
 
+def code_or_infra(value: object) -> FailureCode:
+    """``value`` as a :class:`FailureCode`; anything else (an older or damaged row, another party's word) reads as ``INFRA``.
+
+    A code read back from storage or from another process is untrusted: turning it into a code must never
+    raise, and what is not a code is no one's proven fault but the platform's (never charged, retried).
+    """
+    if isinstance(value, str):
+        try:
+            return FailureCode(value)
+        except ValueError:
+            pass
+    return FailureCode.INFRA
+
+
 #: Codes the current grader emits (every code but the legacy ones).
 EMITTED_CODES: tuple[FailureCode, ...] = tuple(code for code in FailureCode if code is not FailureCode.INPUT_INVALID)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from grader.check.checker import FAILURE_HINTS
 from grader.errors import TaskFailure
-from grader.failures import EMITTED_CODES, FailureCode
+from grader.failures import EMITTED_CODES, FailureCode, code_or_infra
 
 REPO = Path(__file__).resolve().parent.parent
 ALL = {code.value for code in FailureCode}
@@ -62,3 +62,9 @@ def test_the_docs_list_the_same_codes() -> None:
     listed = re.search(r"failed task carries one code \(([^)]*)\)", readme, flags=re.DOTALL)
     assert listed is not None
     assert _codes_in(listed.group(1)) == EMITTED, "README's failure-code list"
+
+
+def test_a_code_read_back_is_a_failure_code_or_infra() -> None:
+    assert all(code_or_infra(code.value) is code for code in FailureCode)
+    for other in ("BOGUS", "", "infra", " TIMEOUT", None, 3, ["OOM"]):
+        assert code_or_infra(other) is FailureCode.INFRA, other

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import update
 
 from grader.errors import InternalError
+from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob
 from grader.hosting.queue import lifecycle, shard_jobs
@@ -89,10 +90,10 @@ def test_failures_infra_requeues_a_participant_code_fails_the_task(world: World)
     submission_id = _planned(world, {"t": 1})
     w1 = world.workers[0]
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
-    assert query is not None and shard_jobs.fail(world.db, query.job_id, 1, w1, "INFRA", "disk full", max_tries=3)
+    assert query is not None and shard_jobs.fail(world.db, query.job_id, 1, w1, FailureCode.INFRA, "disk full", max_tries=3)
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert query is not None and (query.number, query.tries) == (-1, 2)
-    assert shard_jobs.fail(world.db, query.job_id, 2, w1, "MODEL_ERROR", "NaN in the output", max_tries=3)
+    assert shard_jobs.fail(world.db, query.job_id, 2, w1, FailureCode.MODEL_ERROR, "NaN in the output", max_tries=3)
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert not status.complete and status.failure == ("MODEL_ERROR", "NaN in the output")
 
@@ -146,7 +147,7 @@ def test_a_failed_shard_skips_the_rest_of_its_task_and_only_its_task(world: Worl
     running = shard_jobs.claim(world.db, w2, FP_A, 60)
     failing = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert running is not None and failing is not None and (running.task, running.number, failing.number) == ("t", 0, 1)
-    assert shard_jobs.fail(world.db, failing.job_id, 1, w1, "TIMEOUT", "killed after the 60 s time limit", max_tries=3)
+    assert shard_jobs.fail(world.db, failing.job_id, 1, w1, FailureCode.TIMEOUT, "killed after the 60 s time limit", max_tries=3)
     # Shard 2 of t is never handed out; u's jobs still are.
     other = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert other is not None and (other.task, other.number) == ("u", -1)
@@ -173,10 +174,35 @@ def test_an_infra_failure_at_the_try_limit_fails_the_task_instead_of_looping(wor
     for tries in (1, 2):
         held = shard_jobs.claim(world.db, w1, FP_A, 60)
         assert held is not None and (held.number, held.tries) == (-1, tries)
-        assert shard_jobs.fail(world.db, held.job_id, tries, w1, "INFRA", "this worker's data does not match the pin", max_tries=2)
+        assert shard_jobs.fail(world.db, held.job_id, tries, w1, FailureCode.INFRA, "this worker's data does not match the pin", max_tries=2)
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # not a third try
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.failure == ("INFRA", "this worker's data does not match the pin") and status.open == 0
+
+
+def test_a_stored_code_no_failure_code_names_reads_as_infra(world: World) -> None:
+    """A row an older grader or a damaged disk left (the route refuses such a code): the task's failure is the platform's."""
+    submission_id = _planned(world, {"t": 1})
+    held = shard_jobs.claim(world.db, world.workers[0], FP_A, 60)
+    assert held is not None
+    with world.db.session() as session:
+        session.execute(update(ShardJob).where(ShardJob.id == held.job_id).values(state="failed", failure_code="BOGUS", message="old"))
+        session.execute(update(ShardJob).where(ShardJob.submission_id == submission_id, ShardJob.state == "queued").values(state="skipped"))
+    status = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert status.failure == ("INFRA", "old") and status.open == 0
+
+
+def test_the_coordinator_reads_a_code_or_an_entry_it_does_not_know_as_infra() -> None:
+    from grader.hosting.protocol.shard_messages import ShardGradeStatus
+    from grader.hosting.worker.shard_loop import task_failures
+
+    status = ShardGradeStatus(state="done", failures={"a": ["BOGUS", "m"], "b": [], "c": ["TIMEOUT", "late"], "d": ["OOM"]})
+    assert task_failures(status) == {
+        "a": (FailureCode.INFRA, "m"),
+        "b": (FailureCode.INFRA, ""),
+        "c": (FailureCode.TIMEOUT, "late"),
+        "d": (FailureCode.OOM, ""),
+    }
 
 
 def test_any_claimable_says_when_a_shard_job_is_free_for_a_fingerprint(world: World) -> None:

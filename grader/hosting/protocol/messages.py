@@ -20,6 +20,11 @@ from grader.hosting.visibility import Part
 
 TaskName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 RunDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+#: The largest row id, attempt or try a worker may name: the databases' INTEGER columns hold no more (PostgreSQL's are
+#: 32-bit; SQLite overflows past 64 bits), so a larger number is refused as input (422), never met by the database (500).
+ROW_NUMBER_MAX = 2**31 - 1
+#: An attempt's or a shard job's try number, as a worker names it.
+TryNumber = Annotated[int, Field(ge=1, le=ROW_NUMBER_MAX)]
 
 
 class RunStored(BaseModel):
@@ -80,7 +85,7 @@ class Job(BaseModel):
 class AttemptRef(_Request):
     """Names the attempt a worker's request is about (a heartbeat, a shard status poll); the attempts row is ``db.models.Attempt``."""
 
-    attempt: int = Field(ge=1)
+    attempt: TryNumber
 
 
 class Lease(BaseModel):
@@ -104,13 +109,14 @@ class KeyStatus(BaseModel):
 class WorkerResult(_Request):
     """The outcome of one attempt, posted by the worker that holds its lease."""
 
-    attempt: int = Field(ge=1)
+    attempt: TryNumber
     #: What the worker states that is not a score (grader.grading.scoring.facts_of); there is no report field:
     #: the server scores the runs itself, so a worker cannot post a score.
     facts: dict[str, Any] | None = None
     #: Per ranked task, the sha256 of the compact run it put at ``jobs/{id}/runs/{task}`` (docs/protocol.md).
     runs: dict[TaskName, RunDigest] = Field(default_factory=dict, max_length=1000)
-    failure_code: str | None = Field(default=None, max_length=32)
+    #: One of the codes (any other is refused, 422); as a StrEnum it signs the same bytes as its spelling.
+    failure_code: FailureCode | None = None
     message: str = Field(default="", max_length=20_000)
     logs: dict[str, str] = Field(default_factory=dict)
     signature: str | None = Field(

@@ -11,8 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
-from grader.hosting.protocol.messages import _Request
+from grader.hosting.protocol.messages import TryNumber, _Request
 from grader.hosting.protocol.version import WORKER_PROTOCOL
 
 
@@ -57,14 +58,15 @@ class ShardJobMessage(BaseModel):
 class ShardTry(_Request):
     """The try of a shard job a heartbeat is about."""
 
-    tries: int = Field(ge=1)
+    tries: TryNumber
 
 
 class ShardFailure(_Request):
     """A shard job that failed: INFRA re-queues it alone; a participant's code fails its task."""
 
-    tries: int = Field(ge=1)
-    failure_code: str = Field(max_length=32)
+    tries: TryNumber
+    #: One of the codes: any other is refused (422) before anything is stored.
+    failure_code: FailureCode
     message: str = Field(default="", max_length=20_000)
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, Select, exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from grader.failures import FailureCode
+from grader.failures import FailureCode, code_or_infra
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import Database
@@ -188,14 +188,14 @@ def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str)
         return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, ShardState.DONE, sha256=sha256, lease_expires_at=None) == 1
 
 
-def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, message: str, *, max_tries: int) -> bool:
+def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCode, message: str, *, max_tries: int) -> bool:
     """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone.
 
     At ``max_tries`` an INFRA failure fails the task INFRA too (as a lost lease does in :func:`reap`): a platform fault
     that repeats on every try must end the grade, not loop (the attempt is then the submission's INFRA failure).
     """
-    values: dict[str, object] = {"lease_expires_at": None, "failure_code": code, "message": message[:2000]}
-    infra = code == FailureCode.INFRA.value
+    values: dict[str, object] = {"lease_expires_at": None, "failure_code": code.value, "message": message[:2000]}
+    infra = code is FailureCode.INFRA
     requeue = infra and tries < max_tries
     if requeue:
         values["worker_id"] = None
@@ -208,7 +208,9 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: str, messa
             job = session.get(ShardJob, job_id)
             assert job is not None
             siblings = (ShardJob.submission_id == job.submission_id) & (ShardJob.attempt == job.attempt) & (ShardJob.task == job.task)
-            move_shard(session, siblings, ShardState.QUEUED, ShardState.SKIPPED, message=f"skipped: job {job.number} of the task failed ({code})")
+            move_shard(
+                session, siblings, ShardState.QUEUED, ShardState.SKIPPED, message=f"skipped: job {job.number} of the task failed ({code.value})"
+            )
         return True
 
 
@@ -244,7 +246,8 @@ def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskSh
             if job.state == DONE and job.sha256 is not None:
                 entry.done[job.number] = job.sha256
             elif job.state == FAILED:
-                entry.failure = entry.failure or (job.failure_code or FailureCode.INFRA.value, job.message)
+                # A row's code is read, never trusted: one no FailureCode names (an older or damaged row) is the platform's.
+                entry.failure = entry.failure or (code_or_infra(job.failure_code).value, job.message)
             elif job.state == SKIPPED:
                 continue  # its task failed: nothing to wait for
             else:

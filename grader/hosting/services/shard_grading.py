@@ -170,7 +170,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, sha256: 
     return shard_jobs.complete(ctx.db, job_id, tries, worker_id, sha256)
 
 
-def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: str, message: str) -> bool:
+def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: FailureCode, message: str) -> bool:
     """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`)."""
     return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=ctx.competition.max_attempts)
 

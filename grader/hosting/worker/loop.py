@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import ValidationError
 
 from grader.failures import FailureCode
 from grader.hosting.environment import environment
@@ -41,7 +42,7 @@ from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, l
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
-from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, work_one
+from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, unexpected, work_one
 
 log = logging.getLogger("grader.worker")
 
@@ -202,6 +203,56 @@ def _deliver(api: WorkerApi, submission_id: str, attempt: int, outcome: GradeOut
     return WorkerResult(attempt=attempt, facts=facts, runs=runs, message=message, logs=logs)
 
 
+def _graded(api: WorkerApi, job: Job, lost: Callable[[], bool], on_data_mismatch: Callable[[str], None] | None) -> WorkerResult | None:
+    """Grade one claimed job (:func:`grade_job`): the result to post, or None when the attempt went stale or was cancelled."""
+    submission_id, attempt = job.submission_id, job.attempt
+    with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
+        work = Path(scratch)
+        upload = work / "upload.tar.gz"
+        # The pseudonymous copy the server exported: the worker never sees the real ids or the key.
+        folder = environment().worker_data
+        data = Path(folder) if folder else None
+        mismatch = data_mismatch(job, data)
+        if mismatch is not None:
+            if on_data_mismatch is not None:
+                on_data_mismatch(mismatch)
+            return WorkerResult(
+                attempt=attempt, failure_code=FailureCode.INFRA, message=f"benchmark data on this worker does not match the pin: {mismatch}"
+            )
+        if (fetched := _download(api, submission_id, attempt, upload)) != job.upload_sha256:
+            return WorkerResult(
+                attempt=attempt,
+                failure_code=FailureCode.INFRA,
+                message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
+            )
+        if job.sharded:
+            # A sharded ONNX grade: run shard jobs until all are in; the server merged their runs.
+            coordinated = coordinate(ShardApi(api.http), job, upload, lost)
+            if coordinated is None:
+                log.warning("%s attempt %s is stale or cancelled: coordination stopped, no result posted", submission_id, attempt)
+            return coordinated
+        assert data is not None  # data_mismatch says so otherwise
+        request = GradeRequest(
+            benchmark=str(data),
+            tasks=list(job.tasks),
+            split=job.split,
+            limits=limits_from_json(job.limits),
+            blinding_key=copy_key(data),
+            max_unpack_ratio=job.max_unpack_ratio,
+            max_unpacked_bytes=job.max_unpacked_bytes,
+            judged={name: list(ids) for name, ids in job.judged.items()},
+        )
+        try:
+            outcome = grade_in_child(upload, request, work, abandon=lost)
+        finally:
+            remove_submission_image(upload)
+        if outcome is None:
+            # Stale or cancelled: the grade was stopped (containers and staging removed); nothing to post.
+            log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
+            return None
+        return _deliver(api, submission_id, attempt, outcome)
+
+
 def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None, on_data_mismatch: Callable[[str], None] | None = None) -> str:
     """Grade one claimed job and post its result (signed with ``key`` if given); return the server's verdict.
 
@@ -209,58 +260,24 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
     attempt fails INFRA (back to the queue, for a worker with the right data) and
     ``on_data_mismatch`` is told, so that this worker stops claiming. Staging and a
     submission's loaded image are removed afterwards (shared workers run out of disk otherwise).
+    Any other exception of the grade (a malformed job, a fault nothing expected) is posted as
+    INFRA, so the job is re-run and this worker keeps serving; only a server of another worker
+    protocol stops it.
     """
     submission_id, attempt = job.submission_id, job.attempt
     beat = Heartbeat(api, submission_id, attempt, job.heartbeat_s)
     beat.start()
     try:
-        with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
-            work = Path(scratch)
-            upload = work / "upload.tar.gz"
-            # The pseudonymous copy the server exported: the worker never sees the real ids or the key.
-            folder = environment().worker_data
-            data = Path(folder) if folder else None
-            mismatch = data_mismatch(job, data)
-            if mismatch is not None:
-                payload = WorkerResult(
-                    attempt=attempt, failure_code=FailureCode.INFRA, message=f"benchmark data on this worker does not match the pin: {mismatch}"
-                )
-                if on_data_mismatch is not None:
-                    on_data_mismatch(mismatch)
-            elif (fetched := _download(api, submission_id, attempt, upload)) != job.upload_sha256:
-                payload = WorkerResult(
-                    attempt=attempt,
-                    failure_code=FailureCode.INFRA,
-                    message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
-                )
-            elif job.sharded:
-                # A sharded ONNX grade: run shard jobs until all are in; the server merged their runs.
-                coordinated = coordinate(ShardApi(api.http), job, upload, beat.lost.is_set)
-                if coordinated is None:
-                    log.warning("%s attempt %s is stale or cancelled: coordination stopped, no result posted", submission_id, attempt)
-                    return "abandoned"
-                payload = coordinated
-            else:
-                assert data is not None  # data_mismatch says so otherwise
-                request = GradeRequest(
-                    benchmark=str(data),
-                    tasks=list(job.tasks),
-                    split=job.split,
-                    limits=limits_from_json(job.limits),
-                    blinding_key=copy_key(data),
-                    max_unpack_ratio=job.max_unpack_ratio,
-                    max_unpacked_bytes=job.max_unpacked_bytes,
-                    judged={name: list(ids) for name, ids in job.judged.items()},
-                )
-                try:
-                    outcome = grade_in_child(upload, request, work, abandon=beat.lost.is_set)
-                finally:
-                    remove_submission_image(upload)
-                if outcome is None:
-                    # Stale or cancelled: the grade was stopped (containers and staging removed); nothing to post.
-                    log.warning("%s attempt %s is stale or cancelled: grade stopped, no result posted", submission_id, attempt)
-                    return "abandoned"
-                payload = _deliver(api, submission_id, attempt, outcome)
+        try:
+            graded = _graded(api, job, beat.lost.is_set, on_data_mismatch)
+        except WorkerProtocolMismatch:
+            raise  # a server of another version takes nothing: the worker stops with the line
+        except Exception as error:  # any other fault of this one grade is the platform's: post INFRA, keep serving
+            log.exception("%s attempt %s: the grade failed unexpectedly", submission_id, attempt)
+            graded = WorkerResult(attempt=attempt, failure_code=FailureCode.INFRA, message=unexpected(error))
+        if graded is None:
+            return "abandoned"
+        payload = graded
         # The lease is renewed until the server answers: it scores the runs before it accepts them.
         if key is not None:
             payload.signature = sign_result(
@@ -331,12 +348,23 @@ def run_worker(
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
             continue
+        except ValidationError as error:  # a job this worker cannot read: its lease lapses and the server re-queues it
+            log.error("unreadable job from the server (%d error(s)); retrying", error.error_count())
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+            continue
         backoff = 0.2
         if job is None:
             continue
         log.info("claimed %s attempt %s", job.submission_id, job.attempt)
         unfit: list[str] = []
-        verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
+        try:
+            verdict = grade_job(api, job, key=key, on_data_mismatch=unfit.append)
+        except WorkerProtocolMismatch:
+            raise
+        except Exception:  # after the grade (signing, an unreadable verdict): the lease lapses and the job is re-run; keep serving
+            log.exception("%s attempt %s: posting the result failed unexpectedly", job.submission_id, job.attempt)
+            verdict = "unposted"
         log.info("%s attempt %s: %s", job.submission_id, job.attempt, verdict)
         if unfit:
             raise SystemExit(f"benchmark data here does not match the competition's pin ({unfit[0]}); stopping this worker")

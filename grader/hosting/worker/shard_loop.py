@@ -32,7 +32,7 @@ import httpx
 
 from grader import jsonio
 from grader.errors import GraderError, TaskFailure, failure_code
-from grader.failures import FailureCode
+from grader.failures import FailureCode, code_or_infra
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import Job, WorkerResult
@@ -97,7 +97,7 @@ class ShardApi:
         response.raise_for_status()
         return str(response.json()["sha256"])
 
-    def fail(self, job: ShardJobMessage, code: str, message: str) -> None:
+    def fail(self, job: ShardJobMessage, code: FailureCode, message: str) -> None:
         body = ShardFailure(tries=job.tries, failure_code=code, message=message[-20_000:]).model_dump()
         self.http.post(f"/api/v1/worker/shards/{job.job_id}/failure", json=body)
 
@@ -199,7 +199,7 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             upload = work / "upload.tar.gz"
             upload.write_bytes(api.fetch(job, "upload", job.max_unpacked_bytes))
             if hashlib.sha256(upload.read_bytes()).hexdigest() != job.upload_sha256:
-                api.fail(job, FailureCode.INFRA.value, "upload digest mismatch in transfer")
+                api.fail(job, FailureCode.INFRA, "upload digest mismatch in transfer")
                 return "infra"
             queries = None if job.number < 0 else api.fetch(job, "queries", job.max_query_bytes)
             ran = _in_child(job, upload, queries, work, beat.lost.is_set)
@@ -207,14 +207,34 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             return "stale"  # stopped, its container removed; the server handed the job on
         output, code, message = ran
         if output is None:
-            api.fail(job, code, message)
-            return code
+            failed = code_or_infra(code)  # what the child process handed back is read, not trusted
+            api.fail(job, failed, message)
+            return failed.value
         return "done" if api.put_output(job, output) is not None else "stale"
     except (httpx.HTTPError, TaskFailure) as error:
         log.warning("shard job %s try %s: %s", job.job_id, job.tries, error)
         return "infra"  # its lease lapses and the reaper re-queues it alone
+    except WorkerProtocolMismatch:
+        raise  # a server of another version: the worker stops (grader.hosting.worker.loop)
+    except Exception as error:  # any other fault of this one job is the platform's: report it and keep serving
+        log.exception("shard job %s try %s failed unexpectedly", job.job_id, job.tries)
+        _report_infra(api, job, unexpected(error))
+        return "infra"
     finally:
         beat.done.set()
+
+
+def unexpected(error: Exception) -> str:
+    """The message of an INFRA failure nothing expected: its type and words, bounded (the traceback stays in this worker's log)."""
+    return f"the worker failed unexpectedly: {type(error).__name__}: {error}"[:2000]
+
+
+def _report_infra(api: ShardApi, job: ShardJobMessage, message: str) -> None:
+    """Report the job failed INFRA (re-run alone) as best it can; unreported, its lease lapses and the reaper re-queues it alone."""
+    try:
+        api.fail(job, FailureCode.INFRA, message)
+    except httpx.HTTPError as error:
+        log.warning("shard job %s try %s: INFRA not reported: %s", job.job_id, job.tries, type(error).__name__)
 
 
 def work_one(api: ShardApi, fingerprint: str, wait_s: float = 0.0) -> bool:
@@ -224,6 +244,15 @@ def work_one(api: ShardApi, fingerprint: str, wait_s: float = 0.0) -> bool:
         return False
     log.info("shard job %s (%s %s shard %s) try %s: %s", job.job_id, job.submission_id, job.task, job.number, job.tries, run_job(api, job))
     return True
+
+
+def task_failures(status: ShardGradeStatus) -> dict[str, tuple[FailureCode, str]]:
+    """The failed tasks of a finished sharded attempt, each with its code and message, as the server states them.
+
+    Read, never trusted: a code no :class:`FailureCode` names (a server's older or damaged row) is INFRA, so the
+    attempt is re-run rather than this worker failing on it; a missing message is empty.
+    """
+    return {name: (code_or_infra(entry[0] if entry else None), entry[1] if len(entry) > 1 else "") for name, entry in status.failures.items()}
 
 
 def _facts(upload: Path, job: Job, status: ShardGradeStatus, started: datetime) -> dict[str, Any]:
@@ -241,8 +270,8 @@ def _facts(upload: Path, job: Job, status: ShardGradeStatus, started: datetime) 
         # The shard jobs ran in the runner image's sandbox, staged under the copy's key: the settings an unsharded grade states.
         sandbox = _runner(unpacked, job, Path(folder), depth=DEPTH).sandbox_facts()
     tasks: dict[str, Any] = {name: {"failure": None} for name in status.runs}
-    for name, (code, message) in status.failures.items():
-        tasks[name] = {"failure": Failure(FailureCode(code), message, None).as_json()}
+    for name, (code, message) in task_failures(status).items():
+        tasks[name] = {"failure": Failure(code, message, None).as_json()}
     return {
         "subject": subject,
         "sandbox": sandbox,
@@ -267,13 +296,13 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
             break
         if not work_one(api, fingerprint):
             time.sleep(POLL_S)
-    infra = [name for name, (code, _message) in status.failures.items() if code == FailureCode.INFRA.value]
+    infra = [name for name, (code, _message) in task_failures(status).items() if code is FailureCode.INFRA]
     if infra:
         return WorkerResult(
-            attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"shard jobs of {', '.join(infra)} failed for a platform reason"
+            attempt=job.attempt, failure_code=FailureCode.INFRA, message=f"shard jobs of {', '.join(infra)} failed for a platform reason"
         )
     try:
         facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
     except GraderError as error:  # no data copy, or the runner image unusable here: the platform's, the attempt is re-run
-        return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA.value, message=f"the sharded grade's facts: {error}")
+        return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA, message=f"the sharded grade's facts: {error}")
     return WorkerResult(attempt=job.attempt, facts=facts, runs=status.runs)

@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse
 from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.params import ShardJobId, TriesQuery
 from grader.hosting.clock import iso
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
@@ -33,7 +34,7 @@ async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> ShardJobMessa
 
 
 @router.post("/shards/{job_id}/heartbeat", summary="Renew a shard job's lease; 409 when the try is stale: stop it")
-async def heartbeat(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -> Lease:
+async def heartbeat(job_id: ShardJobId, request: Request, ctx: Ctx, who: CurrentWorker) -> Lease:
     body = await parse(request, ShardTry)
     expires = await run_in_threadpool(shard_grading.renew, ctx, who.id, job_id, body.tries)
     if expires is None:
@@ -42,7 +43,7 @@ async def heartbeat(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker)
 
 
 @router.get("/shards/{job_id}/upload", summary="The upload of the submission of a shard job this worker holds")
-def upload(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+def upload(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> FileResponse:
     path = shard_grading.upload_of(ctx, who.id, job_id, tries)
     if path is None:
         raise HTTPException(409, STALE)
@@ -50,7 +51,7 @@ def upload(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileRespons
 
 
 @router.get("/shards/{job_id}/queries", summary="The query vectors of the task of a shard job this worker holds")
-def queries(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> FileResponse:
     path = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
     if path is None:
         raise HTTPException(409, STALE)
@@ -62,7 +63,7 @@ def queries(job_id: int, tries: int, ctx: Ctx, who: CurrentWorker) -> FileRespon
     summary="Put a shard job's output (query vectors, or a compact run with scores); 409 when stale",
     response_model=RunStored,
 )
-async def output(job_id: int, tries: int, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
+async def output(job_id: ShardJobId, tries: TriesQuery, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
     slot = await run_in_threadpool(shard_grading.output_slot, ctx, who.id, job_id, tries)
     if slot is None:
         raise HTTPException(409, STALE)
@@ -74,7 +75,7 @@ async def output(job_id: int, tries: int, request: Request, ctx: Ctx, who: Curre
 
 
 @router.post("/shards/{job_id}/failure", summary="Report a shard job's failure (INFRA: re-run alone; a participant's code: the task fails)")
-async def failure(job_id: int, request: Request, ctx: Ctx, who: CurrentWorker) -> Response:
+async def failure(job_id: ShardJobId, request: Request, ctx: Ctx, who: CurrentWorker) -> Response:
     body = await parse(request, ShardFailure)
     if not await run_in_threadpool(shard_grading.failed, ctx, who.id, job_id, body.tries, body.failure_code, body.message):
         raise HTTPException(409, STALE)

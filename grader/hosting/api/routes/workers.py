@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.params import AttemptQuery
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import (
@@ -78,7 +79,7 @@ async def heartbeat(submission_id: str, request: Request, ctx: Ctx, who: Current
 
 
 @router.get("/jobs/{submission_id}/upload", summary="The upload of a job this worker holds")
-def upload(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> FileResponse:
+def upload(submission_id: str, attempt: AttemptQuery, ctx: Ctx, who: CurrentWorker) -> FileResponse:
     if (why := jobs.refusal(ctx, who)) is not None:
         raise HTTPException(403, why)
     path = jobs.upload_of(ctx, who, submission_id, attempt)
@@ -93,7 +94,7 @@ def upload(submission_id: str, attempt: int, ctx: Ctx, who: CurrentWorker) -> Fi
     response_model=RunStored,
     openapi_extra={"requestBody": {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
 )
-async def put_run(submission_id: str, task: str, attempt: int, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
+async def put_run(submission_id: str, task: str, attempt: AttemptQuery, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
     slot = await run_in_threadpool(jobs.run_slot, ctx, who, submission_id, attempt, task)
     if slot is None:
         raise HTTPException(409, STALE)
