@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import anyio
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
@@ -91,6 +91,9 @@ def test_a_copy_arriving_keeps_its_key_and_a_stalled_one_is_taken_over(world: Wo
     assert uploads.refresh(ctx, retry, progressed=False)
     uploads.release(ctx, first)  # the stalled copy's end releases nothing it no longer holds
     assert in_flight(world) == 1
+    with world.db.session() as session:  # a copy that sends nothing until its reservation expires ends too
+        session.execute(update(UploadReservation).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert not uploads.refresh(ctx, retry, progressed=False)
 
 
 def test_a_refresh_between_the_read_and_the_takeover_keeps_the_copy(world: World) -> None:

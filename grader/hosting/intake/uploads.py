@@ -202,7 +202,8 @@ def _reused_key() -> RefusedSubmission:
 def refresh(ctx: ServerContext, admission: Admission, *, progressed: bool) -> bool:
     """Whether ``admission`` still holds its reservation; if it ``progressed``, mark it arriving now and push its expiry.
 
-    False once a retry took the reservation over, or it expired and was swept.
+    False once a retry took the reservation over, or it expired (swept or not): a copy that
+    sent nothing for ``reservation_s`` ends, rather than hold a connection the server may never see close.
     """
     mine = (
         UploadReservation.participant_id == admission.participant_id,
@@ -210,9 +211,9 @@ def refresh(ctx: ServerContext, admission: Admission, *, progressed: bool) -> bo
         UploadReservation.holder == admission.holder,
     )
     with ctx.db.session() as session:
-        if not progressed:
-            return session.scalar(select(UploadReservation.id).where(*mine)) is not None
         now = utcnow()
+        if not progressed:
+            return session.scalar(select(UploadReservation.id).where(*mine, UploadReservation.expires_at > now)) is not None
         done = session.execute(
             update(UploadReservation).where(*mine).values(arrived_at=now, expires_at=now + timedelta(seconds=ctx.competition.unpack.reservation_s))
         )
