@@ -255,6 +255,7 @@ async def _watch_reception(ctx: ServerContext, admission: Admission, watch: _Wat
 
 
 async def _counted(chunks: AsyncIterator[bytes], watch: _Watch) -> AsyncIterator[bytes]:
+    """``chunks``, noting on ``watch`` that bytes came (the watch writes the mark, once a second at most)."""
     async for chunk in chunks:
         watch.progressed = True
         yield chunk
