@@ -63,8 +63,9 @@ class UploadLimits:
     reservation_s: float = 120.0
     #: A copy whose bytes (or whose check) showed progress within this many seconds is "arriving": another copy
     #: under its key is answered 409 "in progress", unread. 10 s: a healthy stream refreshes its mark every
-    #: second, and TCP gives up on a lost segment's first three retransmissions (1 + 2 + 4 s) within it; yet a
-    #: retry whose first copy died unseen waits only this long (the client waits up to 60 s).
+    #: second, and a lost segment's first three TCP retransmissions (1, 2 and 4 s apart) fit within it, so a
+    #: stream that merely hiccups is not taken over; yet a retry whose first copy died unseen waits only this
+    #: long (the client waits up to 60 s).
     stall_s: float = 10.0
 
 
