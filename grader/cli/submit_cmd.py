@@ -80,6 +80,14 @@ class UploadProgress:
             self.stream.write(f"upload: {megabytes} ({100 * step // self.STEPS} %)\n")
         self.stream.flush()
 
+    def waiting(self, wait: float, waited: float, bound: float) -> None:
+        """A line per wait while the server is still receiving another copy of this upload (409 "in progress")."""
+        self.stream.write(
+            f"upload: the server is still receiving another copy of this upload; sending again in {wait:.0f} s (waited {waited:.0f} of {bound:.0f} s)\n"
+        )
+        self.stream.flush()
+        self.reported = -1  # the next try's quarters are shown again
+
 
 def _finish(client: HostingClient, submission_id: str) -> None:
     # Each state on its way goes to stderr; the last one only to stdout, once.
@@ -108,7 +116,8 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
     before a byte of the archive is sent. A Docker image is packed with docker save.
     """
     client = HostingClient(server, token_from(token))
-    view = client.submit(submission, sample=sample, progress=UploadProgress())
+    shown = UploadProgress()
+    view = client.submit(submission, sample=sample, progress=shown, on_wait=shown.waiting)
     click.echo(view["id"])
     receipt = view.get("receipt")
     if receipt_path is not None and isinstance(receipt, dict):  # evidence that the upload was accepted (docs/transparency.md)

@@ -47,14 +47,26 @@ class Quotas:
     infra_per_hour: int = 3
 
 
+#: The least ``upload.stall_s``: an arriving copy refreshes its mark once a second, so a shorter window would
+#: let a retry take over a copy that is still sending.
+MIN_STALL_S = 2.0
+
+
 @dataclass(frozen=True)
 class UploadLimits:
-    """What an upload may unpack to (a ratio to its compressed size and an absolute cap), and how long its
-    reservation lives without progress (a server killed mid-upload frees the participant's slot after that)."""
+    """What an upload may unpack to (a ratio to its compressed size and an absolute cap), how long its
+    reservation lives without progress (a server killed mid-upload frees the participant's slot after that),
+    and how long a copy may go without progress before a retry under its key may take it over."""
 
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
     reservation_s: float = 120.0
+    #: A copy whose bytes (or whose check) showed progress within this many seconds is "arriving": another copy
+    #: under its key is answered 409 "in progress", unread. 10 s: a healthy stream refreshes its mark every
+    #: second, and a lost segment's first three TCP retransmissions (1, 2 and 4 s apart) fit within it, so a
+    #: stream that merely hiccups is not taken over; yet a retry whose first copy died unseen waits only this
+    #: long (the client waits up to 60 s).
+    stall_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -236,7 +248,14 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         max_unpack_ratio=float(upload_doc.get("max_unpack_ratio", UploadLimits.max_unpack_ratio)),
         max_unpacked_bytes=unpacked_bytes,
         reservation_s=float(upload_doc.get("reservation_s", UploadLimits.reservation_s)),
+        stall_s=float(upload_doc.get("stall_s", UploadLimits.stall_s)),
     )
+    if not MIN_STALL_S <= unpack.stall_s < unpack.reservation_s:
+        raise CompetitionFileError(
+            f"must be at least {MIN_STALL_S:g} s (the mark is refreshed once a second) and shorter than upload.reservation_s",
+            path=path,
+            field="upload.stall_s",
+        )
     queue = QueueTiming(**{k: float(v) for k, v in doc.get("queue", {}).items()})
     if queue.heartbeat_s >= queue.lease_s:
         raise CompetitionFileError(

@@ -46,3 +46,18 @@ class ClientError(GraderError):
 
 class UnknownSubmission(ClientError):
     """The server knows no submission of yours by that id (404): its own exit status, apart from "unreachable"."""
+
+
+class UploadInProgress(RefusedSubmission):
+    """Another copy of this upload (same ``Idempotency-Key``) is still arriving or being checked: 409, its body
+    unread, with ``retry_at`` when that copy counts as stalled unless it shows progress meanwhile."""
+
+    def __init__(self, message: str, *, retry_at: datetime) -> None:
+        super().__init__(message, status=409, retry_at=retry_at)
+
+
+class UploadTakenOver(RefusedSubmission):
+    """This copy of an upload lost its reservation (a retry under its key took over a stalled copy, or it expired): it stops reading."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)

@@ -71,7 +71,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0010_state_columns"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0011_upload_arrival"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -98,7 +98,7 @@ def _rows_of_release_0_2_0(engine: Engine) -> None:
 def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine) -> None:
     assert migrate(engine, "0003_workers") == "0003_workers"
     _rows_of_release_0_2_0(engine)
-    assert migrate(engine) == "0010_state_columns"  # SQLite: the table is rebuilt while four tables refer to it
+    assert migrate(engine) == "0011_upload_arrival"  # SQLite: the table is rebuilt while four tables refer to it
     with engine.connect() as connection:
         assert connection.execute(text("SELECT state, track, version FROM submissions")).one() == ("failed", "sample", 3)
         for table in ("transitions", "attempts", "results", "final_choices"):
@@ -145,7 +145,7 @@ def test_0010_checks_the_state_columns_of_rows_already_there_and_downgrades(engi
                 " VALUES (1, 'k', 'hidden', 'h', 1, 'r', '2026-12-01 00:00:00', '2026-12-01 00:10:00')"
             )
         )
-    assert migrate(engine) == "0010_state_columns"
+    assert migrate(engine, "0010_state_columns") == "0010_state_columns"
     with engine.connect() as connection:  # the rows, each value one of the enum's, are all still there
         assert connection.execute(text("SELECT state FROM results")).scalars().all() == ["failed"]
         assert connection.execute(text("SELECT from_state, to_state FROM transitions")).all() == [(None, "received")]
@@ -159,3 +159,26 @@ def test_0010_checks_the_state_columns_of_rows_already_there_and_downgrades(engi
         for table, column in STATE_COLUMNS:
             connection.execute(text(f"UPDATE {table} SET {column} = 'lost'"))
         assert connection.execute(text("SELECT count(*) FROM results WHERE submission_id = 's1'")).scalar() == 1
+
+
+RESERVATION = (
+    "INSERT INTO upload_reservations (participant_id, idempotency_key, track, body_sha256, declared_bytes, holder, created_at, expires_at)"
+    " VALUES (1, 'k', 'hidden', 'h', 1, 'r', '2026-12-01 00:00:00', '2026-12-01 00:10:00')"
+)
+
+
+def test_0011_gives_a_reservation_already_there_its_creation_as_arrival_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0010_state_columns") == "0010_state_columns"
+    _rows_of_release_0_2_0(engine)
+    with engine.begin() as connection:
+        connection.execute(text(RESERVATION))
+    assert migrate(engine) == "0011_upload_arrival"
+    with engine.connect() as connection:  # as old as it can be: a retry under its key may take it over at once
+        arrived, created = connection.execute(text("SELECT arrived_at, created_at FROM upload_reservations")).one()
+        assert arrived == created
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # every new row must say when it arrived
+        connection.execute(text(RESERVATION.replace("'k'", "'k2'")))
+    _downgrade(engine, "0010_state_columns")
+    assert "arrived_at" not in {column["name"] for column in inspect(engine).get_columns("upload_reservations")}
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT idempotency_key FROM upload_reservations")).scalars().all() == ["k"]

@@ -16,10 +16,10 @@ import pytest
 from grader.errors import SubmissionError
 from grader.failures import FailureCode
 from grader.hosting.config import load_competition
-from grader.hosting.errors import CompetitionFileError, RefusedSubmission
+from grader.hosting.errors import ClientError, CompetitionFileError, RefusedSubmission
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.intake.uploads import read_head
-from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
+from grader.hosting.participant.retry import RetryPolicy, in_progress_wait, send_while_in_progress, send_with_retry, upload_identity
 from grader.hosting.protocol.messages import Job
 from grader.hosting.results.grading_adapter import GradeRequest, grade_upload
 from grader.sandbox.limits import SandboxLimits
@@ -91,11 +91,15 @@ def test_a_job_from_an_older_server_gets_the_default_bounds() -> None:
 
 def test_competition_keys(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(BASE + '[upload]\nmax_unpack_ratio = 8\nmax_unpacked_bytes = "1g"\nreservation_s = 30\n', encoding="utf-8")
+    path.write_text(BASE + '[upload]\nmax_unpack_ratio = 8\nmax_unpacked_bytes = "1g"\nreservation_s = 30\nstall_s = 5\n', encoding="utf-8")
     unpack = load_competition(path).unpack
-    assert (unpack.max_unpack_ratio, unpack.max_unpacked_bytes, unpack.reservation_s) == (8, 1 << 30, 30)
+    assert (unpack.max_unpack_ratio, unpack.max_unpacked_bytes, unpack.reservation_s, unpack.stall_s) == (8, 1 << 30, 30, 5)
     path.write_text(BASE, encoding="utf-8")
-    assert load_competition(path).unpack.max_unpack_ratio == 20
+    assert (load_competition(path).unpack.max_unpack_ratio, load_competition(path).unpack.stall_s) == (20, 10)
+    for stall in ("1", "30"):  # under the refresh's two periods; not shorter than the reservation
+        path.write_text(BASE + f"[upload]\nreservation_s = 30\nstall_s = {stall}\n", encoding="utf-8")
+        with pytest.raises(CompetitionFileError, match="upload.stall_s"):
+            load_competition(path)
     path.write_text(BASE + "[upload]\nmax_unpack_ratio = 0.5\n", encoding="utf-8")
     with pytest.raises(CompetitionFileError, match="upload.max_unpack_ratio"):
         load_competition(path)
@@ -169,3 +173,34 @@ def test_retries_a_broken_connection_and_a_gateway_error_but_not_a_refusal() -> 
     assert len(heard) == 2 and "Server disconnected" in heard[0]
     answers[:] = [httpx.Response(429, request=REQUEST), httpx.Response(201, request=REQUEST)]
     assert send_with_retry(send, RetryPolicy(), sleep=lambda _s: None).status_code == 429  # a refusal is an answer
+
+
+def in_progress(retry_after: str = "4") -> httpx.Response:
+    """The server's 409 while another copy under the key is arriving."""
+    return httpx.Response(409, request=REQUEST, headers={"Retry-After": retry_after}, json={"detail": "still arriving", "in_progress": True})
+
+
+def test_only_the_marked_409_is_waited_for_and_for_its_retry_after() -> None:
+    assert in_progress_wait(in_progress("4")) == 4 and in_progress_wait(in_progress("0")) == 1
+    assert in_progress_wait(httpx.Response(409, request=REQUEST, json={"detail": "this Idempotency-Key was used for another upload"})) is None
+    assert in_progress_wait(httpx.Response(429, request=REQUEST, headers={"Retry-After": "4"}, json={"in_progress": True})) is None
+    answers = [in_progress("4"), in_progress("3"), httpx.Response(200, request=REQUEST, json={"id": "s1"})]
+    waits: list[float] = []
+    heard: list[tuple[float, float, float]] = []
+    response = send_while_in_progress(lambda: answers.pop(0), RetryPolicy(), on_wait=lambda *w: heard.append(w), sleep=waits.append)
+    assert response.status_code == 200 and waits == [4, 3]
+    assert heard == [(4, 0, 60), (3, 4, 60)]  # the wait, the time waited so far, the bound: shown on the terminal
+
+
+def test_waiting_for_a_copy_in_progress_is_bounded_beyond_the_connection_budget() -> None:
+    policy = RetryPolicy()
+    assert policy.in_progress_s > policy.budget_s + 10  # outlasts the server's default stall_s (10 s)
+    tries, waits = [], []
+
+    def still() -> httpx.Response:
+        tries.append(1)
+        return in_progress("10")
+
+    with pytest.raises(ClientError, match=r"still receiving another copy of this upload after 60 s.*grader submissions"):
+        send_while_in_progress(still, policy, sleep=waits.append)
+    assert sum(waits) == 60 and len(tries) == 7

@@ -2,7 +2,12 @@
 
 A connection cut midway through an upload, or after the server committed but
 before its answer reached the client, is retried by the client with the same
-idempotency key: exactly one submission, charged once. Window,
+idempotency key: exactly one submission, charged once. One key, one body: ten
+concurrent copies of one upload have one body received and unpacked (the server
+counts inside its process, tests/hosting/upload_meter.py), the others answered
+409 "in progress" (or the submission) before their bodies are read; a copy whose
+client stops sending is taken over by a retry after ``upload.stall_s`` and ends;
+a retry after the commit is answered before it sends a byte of its body. Window,
 quotas and concurrency are decided, and a reservation written, before a body is
 read: three concurrent gzip bombs get at most the allowed number of reservations,
 each admitted one is refused 422 at the unpack ratio, an upload without
@@ -16,39 +21,46 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import socket
 import tarfile
+import threading
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from grader.hosting.participant import client as client_module
 from grader.hosting.participant.client import HostingClient, packed
 from tests.hosting.faulty_proxy import CUT_REQUEST, DROP_RESPONSE, Fault, FaultyProxy
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.upload_meter import MeteredServer
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 CONCURRENT = 2
-#: Short, so that the killed server's reservation expires within the test (production: 120 s), and longer than a restart.
-RESERVATION_S = 10
+#: Short, so that the killed server's reservation expires within the test (production: 120 s); longer than a restart and a takeover.
+RESERVATION_S = 15
+#: Short, so that a stalled copy is taken over within the test (production: 10 s); three refreshes of a copy that sends.
+STALL_S = 3
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeteredServer]:
     root = tmp_path_factory.mktemp("uploads")
     competition = write_competition(
         root / "c.toml",
         tables={
             "quotas": {"per_day": 10, "total": 50, "concurrent": CONCURRENT, "sample_per_day": 5},
-            "upload": {"max_bytes": "8m", "max_unpack_ratio": 20, "reservation_s": RESERVATION_S},
+            "upload": {"max_bytes": "8m", "max_unpack_ratio": 20, "reservation_s": RESERVATION_S, "stall_s": STALL_S},
         },
     )
-    running = Server(competition, root / "state", workers=0).start()
+    running = MeteredServer(competition, root / "state", workers=0).start()
     yield running
     running.stop()
 
@@ -140,8 +152,8 @@ def gzip_bomb(unpacked: int = 64 << 20) -> bytes:
     return out.getvalue()
 
 
-def open_upload(server: Server, token: str, body: bytes, key: str) -> socket.socket:
-    """Send an upload's head and its first kilobyte, and hold the rest back."""
+def upload_head(token: str, body: bytes, key: str, *extra: str) -> bytes:
+    """An upload's request line and headers, with its key and digest (and ``extra`` header lines)."""
     head = [
         "POST /api/v1/submissions HTTP/1.1",
         "Host: 127.0.0.1",
@@ -149,9 +161,22 @@ def open_upload(server: Server, token: str, body: bytes, key: str) -> socket.soc
         "Content-Type: application/gzip",
         f"Content-Length: {len(body)}",
         *(f"{name}: {value}" for name, value in identity(body, key).items()),
+        *extra,
     ]
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
+
+
+def open_upload(server: Server, token: str, body: bytes, key: str) -> socket.socket:
+    """Send an upload's head and its first kilobyte, and hold the rest back."""
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
-    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body[:1024])
+    sock.sendall(upload_head(token, body, key) + body[:1024])
+    return sock
+
+
+def open_head(server: Server, token: str, body: bytes, key: str) -> socket.socket:
+    """Send an upload's head alone, asking to be told before sending the body (``Expect: 100-continue``): not a byte of its body."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
+    sock.sendall(upload_head(token, body, key, "Expect: 100-continue"))
     return sock
 
 
@@ -197,22 +222,77 @@ def test_unreachable_server_ends_the_command_with_5(tmp_path: Path) -> None:
     assert "cannot reach" in result.stderr
 
 
-def test_retry_takes_its_reservation_over(server: Server, archive: bytes) -> None:
+def test_retry_takes_its_reservation_over(server: MeteredServer, archive: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy whose client stops sending holds its key for ``stall_s``; then the client's retry takes it over and the stalled copy ends."""
     token = participant(server, "fay")
     keys = ["first".ljust(32, "0"), "second".ljust(32, "0")]
     held = [open_upload(server, token, archive + b"\0" * (512 * n), key) for n, key in enumerate(keys)]
     wait_for(lambda: in_flight(server, token) == CONCURRENT, what="both reservations")
     bearer = {"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"}
     url = f"{server.url}/api/v1/submissions"
-    # the first upload again, complete, while its first copy still hangs: both slots are held, yet it is admitted
-    retried = httpx.post(url, content=archive, headers={**bearer, **identity(archive, keys[0])}, timeout=60)
-    assert retried.status_code == 201, retried.text
+    # the first upload again while its first copy still counts as arriving: 409 "in progress", the body unread
+    early = httpx.post(url, content=archive, headers={**bearer, **identity(archive, keys[0])}, timeout=60)
+    assert early.status_code == 409 and early.json()["in_progress"] is True, early.text
+    assert 1 <= int(early.headers["Retry-After"]) <= STALL_S
+    # the client's own retry loop: it waits what Retry-After says, sends again, and takes the stalled copy over
+    monkeypatch.setattr(client_module, "upload_identity", lambda _archive: identity(archive, keys[0]))
+    waits: list[float] = []
+    view = HostingClient(server.url, token).upload(upload_file(tmp_path, archive), on_wait=lambda wait, *_: waits.append(wait))
+    assert waits and sum(waits) <= 2 * STALL_S, waits  # the stall is counted from the first copy's last refresh
     fresh = httpx.post(url, content=archive, headers={**bearer, **identity(archive, "third".ljust(32, "0"))}, timeout=60)
     assert fresh.status_code == 429, fresh.text  # the second upload still holds its slot
-    for sock in held:  # the hanging copies break off: the first's end releases nothing (taken over, then committed)
-        sock.close()
+    status, detail = answer(held[0])  # the stalled copy noticed on its own (its client sent nothing more)
+    assert status == 409 and "took its reservation over" in detail, detail
+    held[1].close()
     wait_for(lambda: in_flight(server, token) == 1, what="the second reservation released")
-    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [retried.json()["id"]]
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [view["id"]]
+    assert not list((server.state / "uploads" / "tmp").iterdir())  # the stalled copy's temporary file is gone
+
+
+COPIES = 10
+
+
+def test_ten_copies_under_one_key_have_one_body_received_and_unpacked(server: MeteredServer, archive: bytes) -> None:
+    token = participant(server, "gus")
+    key = "ten-copies".ljust(32, "0")
+    before = server.meter()
+    start = threading.Barrier(COPIES)
+
+    def copy(_n: int) -> tuple[int, str]:
+        start.wait()
+        sock = open_upload(server, token, archive, key)
+        sock.sendall(archive[1024:])
+        return answer(sock)
+
+    with ThreadPoolExecutor(COPIES) as pool:
+        answers = list(pool.map(copy, range(COPIES)))
+    after = server.meter()
+    counted = {name: after[name] - before[name] for name in ("received", "received_bytes", "unpacked", "unpacked_bytes")}
+    print(
+        f"\n{COPIES} copies under one key: answers {sorted(status for status, _ in answers)}; {counted}; peak unpacked {after['peak_unpacked_bytes']}"
+    )
+    codes = sorted(status for status, _ in answers)
+    assert codes.count(201) == 1 and set(codes) <= {200, 201, 409}, answers
+    assert all(json.loads(text)["in_progress"] is True for status, text in answers if status == 409)
+    created = json.loads(next(text for status, text in answers if status == 201))["id"]
+    assert all(json.loads(text)["id"] == created for status, text in answers if status == 200)
+    assert counted["received"] == 1 and counted["received_bytes"] == len(archive), counted  # one body read
+    assert counted["unpacked"] == 1, counted  # and unpacked
+    assert after["peak_unpacked_bytes"] == counted["unpacked_bytes"]
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [created]
+    assert api(server, token, "/api/v1/quota")["hidden"]["used_24h"] == 1
+
+
+def test_a_retry_after_the_commit_is_answered_before_its_body(server: MeteredServer, archive: bytes) -> None:
+    token = participant(server, "hal")
+    key = "after-commit".ljust(32, "0")
+    bearer = {"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"}
+    first = httpx.post(f"{server.url}/api/v1/submissions", content=archive, headers={**bearer, **identity(archive, key)}, timeout=60)
+    assert first.status_code == 201, first.text
+    before = server.meter()
+    status, text = answer(open_head(server, token, archive, key))  # the head alone: the final answer, no "100 Continue", no body byte
+    assert status == 200 and json.loads(text)["id"] == first.json()["id"], text
+    assert server.meter() == before  # nothing received, nothing unpacked
 
 
 def reservations(server: Server, keys: list[str]) -> int:

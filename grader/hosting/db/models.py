@@ -197,6 +197,9 @@ class UploadReservation(Base):
     holder: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime]
+    #: When the holder last showed progress (bytes arrived, or its check of the complete body still ran), refreshed
+    #: at most once a second: a copy with recent progress is "arriving", and another copy under its key waits (409).
+    arrived_at: Mapped[datetime]
 
     __table_args__ = (
         UniqueConstraint("participant_id", "idempotency_key", name="uq_upload_reservations_participant_key"),

@@ -22,6 +22,7 @@ from grader.errors import GraderError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, Submission, UploadReservation
+from grader.hosting.errors import UploadTakenOver
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.intake.refusals import closed, invalid
@@ -46,11 +47,14 @@ def create_submission(
     *,
     idempotency_key: str | None = None,
     reservation_key: str | None = None,
+    holder: str | None = None,
 ) -> tuple[Submission, bool]:
     """Check the upload and commit it as a queued submission, in place of its reservation; the upload file is consumed either way.
 
     Returns the submission and True, or, when another copy of the same upload (same
-    ``idempotency_key``) committed meanwhile, that one's submission and False.
+    ``idempotency_key``) committed meanwhile, that one's submission and False. With a
+    ``holder``, only the copy that still holds the reservation commits
+    (:class:`UploadTakenOver` otherwise: a retry took it over, and that copy's body is the one that counts).
     """
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
     competition = ctx.competition
@@ -77,11 +81,14 @@ def create_submission(
                 if earlier is not None:
                     return earlier, False
             if reservation_key is not None:  # the reservation becomes the submission: it no longer counts on its own
-                session.execute(
-                    delete(UploadReservation).where(
-                        UploadReservation.participant_id == participant.id, UploadReservation.idempotency_key == reservation_key
+                mine = [UploadReservation.participant_id == participant.id, UploadReservation.idempotency_key == reservation_key]
+                if holder is not None:
+                    mine.append(UploadReservation.holder == holder)
+                dropped = session.execute(delete(UploadReservation).where(*mine))
+                if holder is not None and dropped.rowcount != 1:  # type: ignore[attr-defined]
+                    raise UploadTakenOver(
+                        "this copy of the upload lost its reservation to a retry under its key (or it expired) before it could commit"
                     )
-                )
             check_quota(session, competition, participant.id, track, uploaded_at, end, incoming_bytes=upload.size)
             if ctx.log is not None and (logged := end_logged_first(session)) is not None:
                 raise closed(logged)  # the end was logged while this upload was checked: its receipt would follow the end

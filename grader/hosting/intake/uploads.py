@@ -12,13 +12,23 @@ expired ones are swept at its next admission.
 
 An upload may carry an ``Idempotency-Key`` (the client generates a random 128-bit
 one per upload) with the body's ``Content-Digest`` (``sha-256=:<base64>:``, RFC 9530).
-The key is stored with the submission, unique per participant. Sent again:
+The key is stored with the submission, unique per participant. One key, one body
+read at a time. Sent again:
 
 * the submission exists: the first upload's submission is answered (200 instead of
-  201); the body is read and dropped, nothing is stored or charged a second time;
-* the upload is still in progress (a reservation): the retry takes the reservation
-  over, and whichever copy completes first commits; the other gets the same answer;
+  201) before a byte of the body is read; nothing is stored or charged a second time;
+* another copy is "arriving" (its reservation's ``arrived_at`` is less than
+  ``upload.stall_s`` old: its bytes came, or its check ran, that recently): 409
+  "in progress" with ``Retry-After``, before a byte of the body is read;
+* the other copy has stalled: the retry takes the reservation over (no quota
+  check: the slot is the same one). The stalled copy notices within a second,
+  whether or not its bytes still come (it checks that it still holds the
+  reservation), stops reading, removes its temporary file and ends 409;
 * with another body (another digest): 409.
+
+The mark is refreshed at most once a second per copy (:data:`REFRESH_S`): an
+upload in progress costs one small ``UPDATE`` a second while it arrives or is
+checked, and one ``SELECT`` a second while it sends nothing.
 
 An upload without a key is admitted the same way, under a key of the server's, and
 is never matched to another.
@@ -30,28 +40,34 @@ import base64
 import binascii
 import re
 import secrets
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
-from grader.hosting.clock import utcnow
+from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, UploadReservation
-from grader.hosting.errors import RefusedSubmission
+from grader.hosting.errors import RefusedSubmission, UploadInProgress, UploadTakenOver
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission
 from grader.hosting.intake.refusals import too_large
 from grader.hosting.intake.submissions import create_submission
 from grader.hosting.schedule import ends_at
+from grader.hosting.storage import StoredUpload
 
 KEY_HEADER = "Idempotency-Key"
 DIGEST_HEADER = "Content-Digest"
 _KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _SHA256 = re.compile(r"(?:^|,)\s*sha-256=:([A-Za-z0-9+/]+=*):")
+#: How often a copy in progress refreshes its reservation's mark (or, sending nothing, checks it still holds it).
+REFRESH_S = 1.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -111,10 +127,11 @@ def _sha256_of(header: str) -> str:
 
 
 def admit(ctx: ServerContext, participant: Principal, track: str, head: UploadHead) -> Admission:
-    """Admit an upload before its body is read: answer its key's submission, take its reservation over, or reserve.
+    """Admit an upload before its body is read: answer its key's submission, take a stalled copy's reservation over, or reserve.
 
     Raises :class:`RefusedSubmission` (409 for a key reused with another body; the
-    window's 403 and the quotas' 429, counting the other uploads in progress).
+    window's 403 and the quotas' 429, counting the other uploads in progress) and
+    :class:`UploadInProgress` (409) while another copy under the key is arriving.
     """
     now = utcnow()
     end = ends_at(ctx.db, ctx.competition)
@@ -136,9 +153,7 @@ def admit(ctx: ServerContext, participant: Principal, track: str, head: UploadHe
             if held is not None:
                 if held.body_sha256 != head.body_sha256 or held.track != track:
                     raise _reused_key()
-                # A retry of an upload whose connection broke: it takes the reservation over (the first copy may still
-                # be arriving on a connection the server has not seen break; whichever completes first commits).
-                held.holder, held.expires_at, held.declared_bytes = holder, expires, head.declared_bytes
+                _take_over(session, held, holder, now, expires, ctx.competition.unpack.stall_s)
                 return Admission(head, participant.id, holder)
         check_quota(session, ctx.competition, participant.id, track, now, end, incoming_bytes=head.declared_bytes)
         session.add(
@@ -151,27 +166,58 @@ def admit(ctx: ServerContext, participant: Principal, track: str, head: UploadHe
                 holder=holder,
                 created_at=now,
                 expires_at=expires,
+                arrived_at=now,
             )
         )
     return Admission(head, participant.id, holder)
+
+
+def _take_over(session: Session, held: UploadReservation, holder: str, now: datetime, expires: datetime, stall_s: float) -> None:
+    """Hand ``held`` to ``holder`` if its copy has stalled; :class:`UploadInProgress` while that copy is arriving.
+
+    A compare-and-set on the holder and the mark: a refresh committed by the other copy
+    after ``held`` was read (it does not take the admission lock) keeps the reservation its own.
+    """
+    stalled_before = now - timedelta(seconds=stall_s)
+    taken = session.execute(
+        update(UploadReservation)
+        .where(UploadReservation.id == held.id, UploadReservation.holder == held.holder, UploadReservation.arrived_at <= stalled_before)
+        .values(holder=holder, arrived_at=now, expires_at=expires)
+        .execution_options(synchronize_session=False)
+    )
+    if taken.rowcount != 1:  # type: ignore[attr-defined]
+        session.refresh(held)
+        free_at = max(held.arrived_at, now - timedelta(seconds=stall_s)) + timedelta(seconds=stall_s)
+        raise UploadInProgress(
+            f"another copy of this upload (same {KEY_HEADER}) is still arriving; send it again after {iso(free_at)}"
+            " (it is answered then, or takes over a copy that has stalled)",
+            retry_at=free_at,
+        )
 
 
 def _reused_key() -> RefusedSubmission:
     return RefusedSubmission(f"this {KEY_HEADER} was used for another upload (another body or track); a new upload needs a new key", status=409)
 
 
-def extend(ctx: ServerContext, admission: Admission) -> None:
-    """Push the reservation's expiry ``reservation_s`` past now (the upload is progressing); a no-op once taken over."""
+def refresh(ctx: ServerContext, admission: Admission, *, progressed: bool) -> bool:
+    """Whether ``admission`` still holds its reservation; if it ``progressed``, mark it arriving now and push its expiry.
+
+    False once a retry took the reservation over, or it expired (swept or not): a copy that
+    sent nothing for ``reservation_s`` ends, rather than hold a connection the server may never see close.
+    """
+    mine = (
+        UploadReservation.participant_id == admission.participant_id,
+        UploadReservation.idempotency_key == admission.head.key,
+        UploadReservation.holder == admission.holder,
+    )
     with ctx.db.session() as session:
-        session.execute(
-            update(UploadReservation)
-            .where(
-                UploadReservation.participant_id == admission.participant_id,
-                UploadReservation.idempotency_key == admission.head.key,
-                UploadReservation.holder == admission.holder,
-            )
-            .values(expires_at=utcnow() + timedelta(seconds=ctx.competition.unpack.reservation_s))
+        now = utcnow()
+        if not progressed:
+            return session.scalar(select(UploadReservation.id).where(*mine, UploadReservation.expires_at > now)) is not None
+        done = session.execute(
+            update(UploadReservation).where(*mine).values(arrived_at=now, expires_at=now + timedelta(seconds=ctx.competition.unpack.reservation_s))
         )
+        return bool(done.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def release(ctx: ServerContext, admission: Admission) -> None:
@@ -186,15 +232,88 @@ def release(ctx: ServerContext, admission: Admission) -> None:
         )
 
 
-async def _kept_alive(ctx: ServerContext, admission: Admission, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``chunks``, renewing the reservation every quarter of its life while they keep coming."""
-    every = ctx.competition.unpack.reservation_s / 4
-    last = time.monotonic()
+@dataclass
+class _Watch:
+    """One copy's progress between two refreshes, and whether it lost its reservation."""
+
+    progressed: bool = False
+    lost: bool = False
+
+
+async def _watch_reception(ctx: ServerContext, admission: Admission, watch: _Watch, reading: anyio.CancelScope) -> None:
+    """Every :data:`REFRESH_S`: refresh the mark if bytes came, else check the reservation is still ours; stop the reading once it is not.
+
+    Timed, not per chunk: a copy whose client sends nothing more learns of a takeover too.
+    """
+    while True:
+        await anyio.sleep(REFRESH_S)
+        progressed, watch.progressed = watch.progressed, False
+        if not await anyio.to_thread.run_sync(partial(refresh, ctx, admission, progressed=progressed)):
+            watch.lost = True
+            reading.cancel()
+            return
+
+
+async def _counted(chunks: AsyncIterator[bytes], watch: _Watch) -> AsyncIterator[bytes]:
+    """``chunks``, noting on ``watch`` that bytes came (the watch writes the mark, once a second at most)."""
     async for chunk in chunks:
-        if time.monotonic() - last > every:
-            await anyio.to_thread.run_sync(extend, ctx, admission)
-            last = time.monotonic()
+        watch.progressed = True
         yield chunk
+
+
+async def _alongside(main: Callable[[], Awaitable[T]], companion: Callable[[anyio.CancelScope], Coroutine[Any, Any, None]]) -> T:
+    """``main()``, with ``companion`` running beside it until main ends; main's exception is raised as it is.
+
+    The companion may cancel the scope it is given to stop main early (main then ends with the
+    cancellation, raised here for the caller to tell apart). A bare task group would wrap main's
+    refusals in an exception group, which the route does not translate.
+    """
+    result: list[T] = []
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(companion, group.cancel_scope)
+        try:
+            result.append(await main())
+        except BaseException as error:  # re-raised below, outside the group
+            failure = error
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result[0]
+
+
+async def _receive_held(ctx: ServerContext, admission: Admission, body: AsyncIterator[bytes]) -> StoredUpload:
+    """The body in a temporary file, read while this copy holds its reservation; :class:`UploadTakenOver` once it does not (file removed)."""
+    watch = _Watch()
+    taken_over = UploadTakenOver(
+        f"this copy of the upload stopped: a retry under its {KEY_HEADER} took its reservation over after"
+        f" {ctx.competition.unpack.stall_s:g} s without progress (or the reservation expired)"
+    )
+    try:
+        upload = await _alongside(
+            lambda: ctx.state.receive(_counted(body, watch), ctx.competition.upload_max_bytes),  # removes its file when stopped
+            lambda reading: _watch_reception(ctx, admission, watch, reading),
+        )
+    except BaseException:
+        if watch.lost:  # the watch stopped the reading
+            raise taken_over from None
+        raise
+    if watch.lost:  # lost just as the last bytes came
+        upload.path.unlink(missing_ok=True)
+        raise taken_over
+    return upload
+
+
+async def _while_held(ctx: ServerContext, admission: Admission, work: Callable[[], T]) -> T:
+    """``work()`` in a thread, the reservation marked arriving every :data:`REFRESH_S` meanwhile (a check of a large
+    body takes a while: a retry then waits for its answer instead of taking over and unpacking the body a second time)."""
+
+    async def beat(_scope: anyio.CancelScope) -> None:
+        while True:
+            await anyio.sleep(REFRESH_S)
+            await anyio.to_thread.run_sync(partial(refresh, ctx, admission, progressed=True))
+
+    return await _alongside(lambda: anyio.to_thread.run_sync(work), beat)
 
 
 async def receive_submission(
@@ -203,23 +322,25 @@ async def receive_submission(
     """Admit, receive and commit one upload; return its submission and whether it is new (False: a repeated key).
 
     Raises :class:`RefusedSubmission` with the HTTP status of the refusal; the reservation
-    is released on every path that does not commit (a refusal, a broken connection).
+    is released on every path that does not commit (a refusal, a broken connection) unless a retry holds it.
+    A repeated key's submission, and a refusal on the headers, are answered before a byte of the body is read
+    (the HTTP server drains and drops what the client still sends, and keeps the connection).
     """
     head = read_head(headers, ctx.competition.upload_max_bytes)
     admission = await anyio.to_thread.run_sync(admit, ctx, participant, track, head)
     if admission.existing is not None:
-        # Read (and drop) the retried body before answering: an answer sent while the client is still sending would
-        # end the exchange early, and a slow client could see the connection closed under it and try again in vain.
-        async for _chunk in body:
-            pass
         return admission.existing, False
     try:
-        upload = await ctx.state.receive(_kept_alive(ctx, admission, body), ctx.competition.upload_max_bytes)
+        upload = await _receive_held(ctx, admission, body)
         if upload.size != head.declared_bytes or (head.body_sha256 is not None and upload.sha256 != head.body_sha256):
             upload.path.unlink(missing_ok=True)
             raise RefusedSubmission(f"the body does not match its Content-Length or {DIGEST_HEADER}", status=400)
-        return await anyio.to_thread.run_sync(
-            lambda: create_submission(ctx, participant, track, upload, idempotency_key=head.key if head.keyed else None, reservation_key=head.key)
+        return await _while_held(
+            ctx,
+            admission,
+            lambda: create_submission(
+                ctx, participant, track, upload, idempotency_key=head.key if head.keyed else None, reservation_key=head.key, holder=admission.holder
+            ),
         )
     except BaseException:
         with anyio.CancelScope(shield=True):  # a cancelled request (the server stopping) still releases what it held

@@ -27,7 +27,7 @@ from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmiss
 from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
-from grader.hosting.participant.retry import RetryPolicy, send_with_retry, upload_identity
+from grader.hosting.participant.retry import RetryPolicy, send_while_in_progress, send_with_retry, upload_identity
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
@@ -115,8 +115,19 @@ class HostingClient:
         except httpx.HTTPError as error:
             raise ClientError(f"cannot reach {self.http.base_url}: {type(error).__name__}: {error}") from None
 
-    def upload(self, archive: Path, *, sample: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Stream ``archive`` to the server, again if the connection fails (the same upload: same key); return its submission."""
+    def upload(
+        self,
+        archive: Path,
+        *,
+        sample: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        on_wait: Callable[[float, float, float], None] | None = None,
+    ) -> dict[str, Any]:
+        """Stream ``archive`` to the server, again if the connection fails (the same upload: same key); return its submission.
+
+        While the server answers that another copy under the key is still arriving (409 "in progress"), waits and
+        sends again (``on_wait`` hears each wait: seconds, waited so far, the bound), for a bounded time.
+        """
         size = archive.stat().st_size
 
         def chunks() -> Iterator[bytes]:
@@ -130,8 +141,12 @@ class HostingClient:
 
         # One key for every try of this upload: the server answers a repeat with the submission the first became.
         headers = {"Content-Type": "application/gzip", "Content-Length": str(size), **upload_identity(archive)}
-        response = self._send(
-            lambda: self.http.post("/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(), headers=headers)
+        response = send_while_in_progress(
+            lambda: self._send(
+                lambda: self.http.post("/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(), headers=headers)
+            ),
+            self.retry,
+            on_wait=on_wait,
         )
         return self._check(response)  # type: ignore[no-any-return]
 
@@ -141,6 +156,7 @@ class HostingClient:
         *,
         sample: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        on_wait: Callable[[float, float, float], None] | None = None,
     ) -> dict[str, Any]:
         """Refuse locally what the server would refuse, then pack and upload.
 
@@ -170,7 +186,7 @@ class HostingClient:
             stored = load_refusal(status, incoming_bytes=size)  # the stored-uploads bound, now that the size is known
             if stored is not None:
                 raise _local(stored)
-            return self.upload(archive, sample=sample, progress=progress)
+            return self.upload(archive, sample=sample, progress=progress, on_wait=on_wait)
 
     def quota(self) -> dict[str, Any]:
         """``GET /api/v1/quota``: per track, used and allowed submissions and when the next is possible."""

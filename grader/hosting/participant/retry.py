@@ -7,6 +7,13 @@ sent again whenever the connection failed, whether the server saw none, part or 
 it: :func:`send_with_retry` does that, with exponential backoff, for connection
 failures and a proxy's 502/503/504. The backoff is bounded in total time, so that an
 unreachable server still ends the command (exit 5) within seconds.
+
+One answer is retried apart, for longer: 409 with ``in_progress`` (another copy of the
+upload under its key is still arriving, typically the first try, whose connection broke
+without the server seeing it). :func:`send_while_in_progress` waits what ``Retry-After``
+says and sends again, for at most ``in_progress_s`` in all: by then the server has either
+committed that copy (the retry is answered with its submission) or let the retry take
+the stalled copy over.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from grader.hosting.errors import ClientError
 
 #: Answers of a proxy in front of a server that is restarting or overloaded: worth another try.
 RETRY_STATUSES = frozenset({502, 503, 504})
@@ -40,6 +49,9 @@ class RetryPolicy:
     first_delay_s: float = 0.25
     max_delay_s: float = 2.0
     budget_s: float = 6.0
+    #: How long an upload waits in all while the server answers "in progress": several times the server's default
+    #: ``upload.stall_s`` (10 s), so that a first copy that died unseen is taken over well within it.
+    in_progress_s: float = 60.0
 
 
 def upload_identity(archive: Path) -> dict[str, str]:
@@ -89,3 +101,48 @@ def send_with_retry(
         spent += wait
         delay *= 2
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises on its last attempt
+
+
+def in_progress_wait(response: httpx.Response) -> float | None:
+    """The seconds to wait before sending again when ``response`` is 409 "in progress" (its ``Retry-After``, 1 at least); None for any other answer."""
+    if response.status_code != 409:
+        return None
+    try:
+        marked = response.json().get("in_progress") is True
+    except (ValueError, AttributeError):
+        return None
+    if not marked:
+        return None
+    try:
+        return max(1.0, float(response.headers.get("retry-after", "1")))
+    except ValueError:
+        return 1.0
+
+
+def send_while_in_progress(
+    send: Callable[[], httpx.Response],
+    policy: RetryPolicy,
+    *,
+    on_wait: Callable[[float, float, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> httpx.Response:
+    """``send()`` again while the server answers 409 "in progress", waiting its ``Retry-After`` each time, ``policy.in_progress_s`` at most in all.
+
+    ``on_wait`` hears the wait, the time waited so far and the bound. Past the bound:
+    :class:`ClientError`, one line saying what to check before submitting again.
+    """
+    waited = 0.0
+    while True:
+        response = send()
+        wait = in_progress_wait(response)
+        if wait is None:
+            return response
+        if waited + wait > policy.in_progress_s:
+            raise ClientError(
+                f"the server was still receiving another copy of this upload after {waited:.0f} s of waiting;"
+                " `grader submissions` shows whether it arrived (a new `grader submit` is a new upload)"
+            )
+        if on_wait is not None:
+            on_wait(wait, waited, policy.in_progress_s)
+        sleep(wait)
+        waited += wait

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -12,7 +13,7 @@ from starlette.requests import ClientDisconnect
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.errors import RefusedSubmission
+from grader.hosting.errors import RefusedSubmission, UploadInProgress
 from grader.hosting.intake import submissions as service
 from grader.hosting.intake import uploads
 from grader.hosting.leaderboard.service import report_envelope
@@ -26,11 +27,18 @@ NOT_FOUND = "no such submission"
 
 
 def refused(error: RefusedSubmission) -> JSONResponse:
-    """A refusal as JSON: the message and, when known, when the next submission is possible."""
+    """A refusal as JSON: the message and, when known, when the next submission is possible.
+
+    ``in_progress`` marks the one 409 worth sending again (another copy under the key is arriving);
+    the client reads the field, not the words.
+    """
     headers = {}
     if error.retry_at is not None:
-        headers["Retry-After"] = str(max(1, int((error.retry_at - utcnow()).total_seconds())))
-    return JSONResponse({"detail": str(error), "retry_at": iso(error.retry_at)}, status_code=error.status, headers=headers)
+        headers["Retry-After"] = str(max(1, math.ceil((error.retry_at - utcnow()).total_seconds())))
+    answer: dict[str, Any] = {"detail": str(error), "retry_at": iso(error.retry_at)}
+    if isinstance(error, UploadInProgress):
+        answer["in_progress"] = True
+    return JSONResponse(answer, status_code=error.status, headers=headers)
 
 
 @router.post(
@@ -39,7 +47,13 @@ def refused(error: RefusedSubmission) -> JSONResponse:
     summary="Upload a submission (.tar.gz body, streamed; Content-Length required; Idempotency-Key + Content-Digest make retries safe)",
     response_model=SubmissionView,
     response_model_exclude_unset=True,
-    responses={200: {"description": "a repeated Idempotency-Key: the submission its first upload became"}},
+    responses={
+        200: {"description": "a repeated Idempotency-Key: the submission its first upload became (answered before the body is read)"},
+        409: {
+            "description": "the key with another body; or, with in_progress and Retry-After, another copy under the key still arriving"
+            " (answered before the body is read; send it again after Retry-After)"
+        },
+    },
 )
 async def submit(
     request: Request,
