@@ -309,6 +309,9 @@ def expire(db: Database, submission_id: str | None = None, attempt: int | None =
         due = ShardJob.deadline_at.is_not(None) & (ShardJob.deadline_at <= utcnow())
         if submission_id is not None:
             due = due & (ShardJob.submission_id == submission_id) & (ShardJob.attempt == attempt)
+        # A read first: the coordinator asks twice a second, and on SQLite even an UPDATE that moves nothing takes the write lock.
+        if session.scalar(select(ShardJob.id).where(due, ShardJob.state.in_((QUEUED, RUNNING))).limit(1)) is None:
+            return 0
         return move_shard(session, due, ShardState.QUEUED, ShardState.FAILED, **why) + move_shard(
             session, due, ShardState.RUNNING, ShardState.FAILED, **why
         )
