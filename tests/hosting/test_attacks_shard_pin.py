@@ -134,7 +134,7 @@ def test_a_job_claimed_under_a_vanished_fingerprint_is_claimed_again_and_the_gra
         coordinator.stop.set()
         assert not alive, "the coordinator still waits: the job stayed pinned to a fingerprint no live worker has"
         assert coordinator.result is not None and coordinator.result.failure_code is None, coordinator.result
-        assert _post(server, honest, keys, job, coordinator.result) == "scored"
+        assert _post(server, honest, keys, job, coordinator.result) == "accepted"
         beat.done.set()
         honest_http.close()
         submission, jobs = _jobs(server.state, submission_id)
