@@ -81,11 +81,16 @@ class QueueTiming:
 
 @dataclass(frozen=True)
 class ShardSizes:
-    """Shards of an ONNX submission's corpus: documents per shard (rounded up to whole chunks; None: one shard)
-    and the bound of a shard's search blocks (``grader.retrieval.shard_run``; docs/search.md)."""
+    """Shards of an ONNX submission's corpus: documents per shard (rounded up to whole chunks; None: one shard),
+    the bound of a shard's search blocks (``grader.retrieval.shard_run``; docs/search.md), and the deadline of a
+    sharded attempt: ``deadline_s`` after its jobs are planned, those still queued or running fail their tasks ``INFRA``
+    and the coordinator stops waiting (docs/scale.md, "Shards as jobs")."""
 
     shard_documents: int | None = None
     search_memory: int = 256 << 20
+    #: A day: the whole CoIR grade of a base-size model on a few one-CPU workers fits (docs/scale.md); it is the
+    #: backstop of a task no live worker can finish (its query vectors done on a worker of a fingerprint now gone).
+    deadline_s: float = 86_400.0
 
 
 #: Retention policies of the workers' compact runs (``[retention] runs``).
@@ -236,6 +241,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         sharding = ShardSizes(
             shard_documents=sharding_doc.get("shard_documents"),
             search_memory=parse_size(sharding_doc["search_memory"]) if "search_memory" in sharding_doc else ShardSizes.search_memory,
+            deadline_s=float(sharding_doc.get("deadline_s", ShardSizes.deadline_s)),
         )
         upload_doc = doc.get("upload", {})
         upload_bytes = parse_size(upload_doc["max_bytes"]) if "max_bytes" in upload_doc else DEFAULT_UPLOAD_BYTES

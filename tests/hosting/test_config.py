@@ -50,13 +50,17 @@ def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> 
 def test_output_cap_and_sharding_are_competition_settings(tmp_path: Path) -> None:
     """The sandbox output cap (per sandboxed run: a task, or one shard of it) and the shard plan come from the file."""
     path = tmp_path / "c.toml"
-    path.write_text(BASE + '[limits]\noutput = "3g"\n[sharding]\nshard_documents = 50000\nsearch_memory = "64m"\n', encoding="utf-8")
+    path.write_text(
+        BASE + '[limits]\noutput = "3g"\n[sharding]\nshard_documents = 50000\nsearch_memory = "64m"\ndeadline_s = 600\n', encoding="utf-8"
+    )
     competition = load_competition(path)
     assert competition.limits.output_bytes == 3 << 30 and competition.limits.as_report()["output_bytes"] == 3 << 30
     assert competition.sharding.shard_documents == 50_000 and competition.sharding.search_memory == 64 << 20
+    assert competition.sharding.deadline_s == 600
     path.write_text(BASE, encoding="utf-8")
     defaults = load_competition(path)
     assert defaults.limits.output_bytes == 2 << 30 and defaults.sharding.shard_documents is None
+    assert defaults.sharding.deadline_s == 86_400  # a day
 
 
 def test_not_toml(tmp_path: Path) -> None:

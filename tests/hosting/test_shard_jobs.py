@@ -1,4 +1,4 @@
-"""Shard jobs in the database: leases, tries, one fingerprint per task, a lost shard re-run alone.
+"""Shard jobs in the database: leases, tries, one fingerprint per task (lapsing with its last lease), a lost shard re-run alone, the deadline.
 
 Real databases (the ``world`` fixture: SQLite and PostgreSQL), no mocks: a submission is claimed
 as today, its attempt's shard jobs are planned, and two workers take them.
@@ -22,12 +22,12 @@ from tests.hosting.world import World, new_submission
 FP_A, FP_B = "a" * 64, "b" * 64
 
 
-def _planned(world: World, shards: dict[str, int]) -> str:
+def _planned(world: World, shards: dict[str, int], deadline_s: float = 3600) -> str:
     submission_id = new_submission(world)
     taken = lifecycle.claim(world.db, world.workers[0], 60)
     assert taken is not None and taken.submission_id == submission_id
     with world.db.session() as session:
-        shard_jobs.plan(session, submission_id, taken.attempt, shards)
+        shard_jobs.plan(session, submission_id, taken.attempt, shards, deadline_s)
     return submission_id
 
 
@@ -104,12 +104,72 @@ def test_the_try_limit_and_a_cancelled_submission(world: World) -> None:
     for _ in range(2):
         held = shard_jobs.claim(world.db, w1, FP_A, 60)
         assert held is not None and held.number == -1
+        assert shard_jobs.renew(world.db, held.job_id, held.tries, w1, 60) is not None  # used: a lapse of it is charged
         _expire(world, held.job_id)
         shard_jobs.reap(world.db, max_tries=2)
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.failure is not None and status.failure[0] == "INFRA"
     assert lifecycle.cancel_submission(world.db, submission_id)
     assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # the shard of a cancelled attempt is never handed out
+
+
+def test_the_pin_lapses_with_the_tasks_last_lease(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1, w2 = world.workers
+    vanished = shard_jobs.claim(world.db, w1, FP_A, 60)  # a worker of a fingerprint no other has takes the task, then vanishes
+    assert vanished is not None and vanished.number == -1
+    assert shard_jobs.claim(world.db, w2, FP_B, 60) is None  # running: the task is FP_A's
+    _expire(world, vanished.job_id)
+    assert shard_jobs.reap(world.db, max_tries=3) == 1
+    query = shard_jobs.claim(world.db, w2, FP_B, 60)  # no job of the task running or done: any fingerprint
+    assert query is not None and (query.number, query.tries) == (-1, 2)
+    assert shard_jobs.complete(world.db, query.job_id, 2, w2, "1" * 64)
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # done under FP_B: the task's shards are FP_B's
+    shard = shard_jobs.claim(world.db, w2, FP_B, 60)
+    assert shard is not None and shard.number == 0
+    _expire(world, shard.job_id)
+    assert shard_jobs.reap(world.db, max_tries=3) == 1
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # still pinned by the done query job: its vectors are FP_B's
+    assert shard_jobs.progress(world.db, submission_id, 1)["t"].open == 1
+
+
+def test_a_lease_nobody_uses_costs_no_try(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    for tries in (1, 2, 3):  # three claims whose answer no worker used: each lapses, none charged
+        held = shard_jobs.claim(world.db, w1, FP_A, 60)
+        assert held is not None and held.tries == tries
+        _expire(world, held.job_id)
+        assert shard_jobs.reap(world.db, max_tries=2) == 1
+    held = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert held is not None and held.tries == 4  # still queued: the limit counts used tries only
+    assert shard_jobs.mark_used(world.db, held.job_id, 4, w1)
+    assert shard_jobs.fail(world.db, held.job_id, 4, w1, FailureCode.INFRA, "disk full", max_tries=2)  # one charged try: re-queued
+    held = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert held is not None and held.tries == 5 and shard_jobs.mark_used(world.db, held.job_id, 5, w1)
+    _expire(world, held.job_id)
+    shard_jobs.reap(world.db, max_tries=2)  # the second charged try: the task fails
+    failure = shard_jobs.progress(world.db, submission_id, 1)["t"].failure
+    assert failure is not None and failure[0] == "INFRA"
+    assert not shard_jobs.mark_used(world.db, held.job_id, 5, w1)  # not held any more
+
+
+def test_the_deadline_fails_the_open_jobs_infra(world: World) -> None:
+    submission_id = _planned(world, {"t": 1, "u": 1})
+    w1, w2 = world.workers
+    query_t = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query_t is not None and shard_jobs.complete(world.db, query_t.job_id, 1, w1, "1" * 64)
+    running = shard_jobs.claim(world.db, w2, FP_A, 60)
+    assert running is not None and (running.task, running.number) == ("t", 0)
+    assert shard_jobs.expire(world.db) == 0  # before the deadline nothing moves
+    with world.db.session() as session:
+        session.execute(update(ShardJob).values(deadline_at=utcnow() - timedelta(seconds=1)))
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # u's query job is past its deadline: not handed out
+    assert shard_jobs.expire(world.db, submission_id, 1) == 3  # u's queued query job and shard, t's running shard
+    progress = shard_jobs.progress(world.db, submission_id, 1)
+    assert all(entry.failure is not None and entry.failure[0] == "INFRA" and entry.open == 0 for entry in progress.values())
+    assert shard_jobs.renew(world.db, running.job_id, 1, w2, 60) is None  # its holder stops it
+    assert not shard_jobs.complete(world.db, running.job_id, 1, w2, "2" * 64)
 
 
 def test_a_cancel_stops_the_shard_jobs_at_their_next_heartbeat(world: World) -> None:

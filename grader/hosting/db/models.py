@@ -329,9 +329,14 @@ class ShardJob(Base):
     """One job of a sharded ONNX grade: a task's query job (``number`` -1) or one of its shards.
 
     Planned per submission attempt; each row has its own lease and tries, so a lost shard is
-    re-run alone (grader.hosting.queue.shard_jobs). ``fingerprint``: the worker fingerprint
-    every job of the task must be run under (set by the task's first claim). ``sha256``: what
-    the job returned (query vectors, or a shard's compact run with scores), kept in the state folder.
+    re-run alone (grader.hosting.queue.shard_jobs). ``fingerprint``: the worker fingerprint of
+    the job's last claim; a task's running and done jobs pin the fingerprint its other jobs must
+    run under, and the pin goes when none is left (a lapsed lease). ``sha256``: what the job
+    returned (query vectors, or a shard's compact run with scores), kept in the state folder.
+    ``deadline_at``: the attempt's deadline (``[sharding] deadline_s`` after it was planned; None
+    for a job planned before the setting existed). ``used``: whether the current try's holder
+    fetched the upload or renewed the lease; ``unused``: tries whose lease lapsed unused (not
+    charged: charged tries are ``tries - unused``).
     """
 
     __tablename__ = "shard_jobs"
@@ -350,3 +355,6 @@ class ShardJob(Base):
     sha256: Mapped[str | None] = mapped_column(String(64))
     failure_code: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text, default="")
+    deadline_at: Mapped[datetime | None]
+    used: Mapped[bool] = mapped_column(Boolean, default=False)
+    unused: Mapped[int] = mapped_column(Integer, default=0)

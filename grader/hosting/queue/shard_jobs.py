@@ -5,9 +5,13 @@ A sharded ONNX grade of one submission attempt is planned as, per task, a query 
 (:func:`claim`), renew their lease (:func:`renew`) and end them (:func:`complete`, :func:`fail`).
 A job whose lease expired goes back to the queue alone (:func:`reap`): the other shards of
 the task keep what they returned, so a lost shard is re-run alone. Every job of a task runs on
-workers of one fingerprint (the first claim of the task fixes it), since ONNX vectors may differ
-between CPU families and the shards' scores must be comparable to be merged. Each move is one
-guarded UPDATE (``WHERE id = ? AND state = ? AND tries = ?``), so two workers never both win a job.
+workers of one fingerprint, since ONNX vectors may differ between CPU families and the shards'
+scores must be comparable to be merged: a task's running and done jobs pin it, and the pin goes with
+the last lease (no job of the task running or done: any fingerprint may claim), so a task claimed
+by a worker that vanished is not left to a fingerprint no live worker has. An attempt has a
+deadline (:func:`expire`): after it, its open jobs fail their tasks ``INFRA``. A lease that lapses
+unused (its holder never fetched the upload nor renewed it) costs no try. Each move is one guarded
+UPDATE (``WHERE id = ? AND state = ? AND tries = ?``), so two workers never both win a job.
 """
 
 from __future__ import annotations
@@ -71,8 +75,9 @@ def move_shard(session: Session, where: ColumnElement[bool], source: ShardState,
     return int(moved.rowcount)  # type: ignore[attr-defined]
 
 
-def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str, int]) -> None:
-    """Queue, for each task, its query job and ``shards[task]`` shard jobs, for this attempt (in the caller's transaction)."""
+def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str, int], deadline_s: float) -> None:
+    """Queue, for each task, its query job and ``shards[task]`` shard jobs, for this attempt, due ``deadline_s`` from now (in the caller's transaction)."""
+    deadline = utcnow() + timedelta(seconds=deadline_s)
     for task, count in sorted(shards.items()):
         for number in range(QUERY_JOB, count):
             session.add(
@@ -89,6 +94,9 @@ def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str
                     sha256=None,
                     failure_code=None,
                     message="",
+                    deadline_at=deadline,
+                    used=False,
+                    unused=0,
                 )
             )
 
@@ -101,8 +109,25 @@ def _task_failed() -> ColumnElement[bool]:
     )
 
 
+def _pinned_elsewhere(fingerprint: str) -> ColumnElement[bool]:
+    """A job of the same task and attempt is running or done under another fingerprint (the pin lapses with the task's last lease)."""
+    other = aliased(ShardJob)
+    return exists().where(
+        other.submission_id == ShardJob.submission_id,
+        other.attempt == ShardJob.attempt,
+        other.task == ShardJob.task,
+        other.state.in_((RUNNING, DONE)),
+        other.fingerprint != fingerprint,
+    )
+
+
+def _before_deadline() -> ColumnElement[bool]:
+    """The job's attempt is not past its deadline (a job planned before deadlines existed has none)."""
+    return or_(ShardJob.deadline_at.is_(None), ShardJob.deadline_at > utcnow())
+
+
 def _claimable(fingerprint: str) -> Select[ShardJob]:
-    """Queued jobs of running attempts whose task has no fingerprint yet or this one; a shard only once its task's query vectors are in."""
+    """Queued jobs of running attempts, before their deadline, whose task no other fingerprint pins; a shard once its query vectors are in."""
     query = aliased(ShardJob)
     vectors_in = exists().where(
         query.submission_id == ShardJob.submission_id,
@@ -118,7 +143,8 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
             ShardJob.state == QUEUED,
             Submission.state == State.RUNNING,
             Submission.attempt == ShardJob.attempt,
-            or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint),
+            ~_pinned_elsewhere(fingerprint),
+            _before_deadline(),
             or_(ShardJob.number == QUERY_JOB, vectors_in),
             ~_task_failed(),
         )
@@ -134,29 +160,37 @@ def any_claimable(db: Database, fingerprint: str) -> bool:
 
 
 def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> ShardClaim | None:
-    """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none."""
+    """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none.
+
+    The running job's fingerprint is its task's pin from then on. Two first claims of one task by workers of
+    different fingerprints must not both win, and each guard reads the task's other rows: so each candidate is
+    taken under its task's lock (:func:`_lock_task`), and the guard is read after it.
+    """
     with db.session() as session:
-        candidates = session.scalars(_claimable(fingerprint)).all()
-        for job in candidates:
+        candidates = [(job.id, job.submission_id, job.attempt, job.task, job.number, job.tries) for job in session.scalars(_claimable(fingerprint))]
+    for job_id, submission_id, attempt, task, number, tries in candidates:
+        with db.session() as session:
+            _lock_task(session, submission_id, attempt, task)
             expires = utcnow() + timedelta(seconds=lease_s)
-            guard = (ShardJob.id == job.id) & (ShardJob.tries == job.tries) & or_(ShardJob.fingerprint.is_(None), ShardJob.fingerprint == fingerprint)
-            taken = {"worker_id": worker_id, "lease_expires_at": expires, "tries": job.tries + 1, "fingerprint": fingerprint}
-            if move_shard(session, guard, ShardState.QUEUED, ShardState.RUNNING, **taken) != 1:
-                continue  # another worker was first, or the task got another fingerprint meanwhile
-            # The task's other jobs now run only on workers of this fingerprint.
-            session.execute(
-                update(ShardJob)
-                .where(
-                    ShardJob.submission_id == job.submission_id,
-                    ShardJob.attempt == job.attempt,
-                    ShardJob.task == job.task,
-                    ShardJob.fingerprint.is_(None),
-                )
-                .values(fingerprint=fingerprint)
-                .execution_options(synchronize_session=False)
-            )
-            return ShardClaim(job.id, job.submission_id, job.attempt, job.task, job.number, job.tries + 1, expires)
-        return None
+            guard = (ShardJob.id == job_id) & (ShardJob.tries == tries) & ~_pinned_elsewhere(fingerprint) & _before_deadline()
+            taken = {"worker_id": worker_id, "lease_expires_at": expires, "tries": tries + 1, "fingerprint": fingerprint, "used": False}
+            if move_shard(session, guard, ShardState.QUEUED, ShardState.RUNNING, **taken) == 1:
+                return ShardClaim(job_id, submission_id, attempt, task, number, tries + 1, expires)
+            # another worker was first, or the task got another fingerprint or its deadline meanwhile: the next candidate
+    return None
+
+
+def _lock_task(session: Session, submission_id: str, attempt: int, task: str) -> None:
+    """Serialise the claims of one task: SQLite's write lock (``BEGIN IMMEDIATE``, first in the transaction); on PostgreSQL
+    the task's query job row ``FOR UPDATE`` (every task has one), so the guard that follows reads the task as committed."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+        return
+    session.execute(
+        select(ShardJob.id)
+        .where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.task == task, ShardJob.number == QUERY_JOB)
+        .with_for_update()
+    )
 
 
 def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
@@ -176,10 +210,27 @@ def renew(db: Database, job_id: int, tries: int, worker_id: int, lease_s: float)
         moved = session.execute(
             update(ShardJob)
             .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING, _grade_running(), ~_task_failed())
-            .values(lease_expires_at=expires)
+            .values(lease_expires_at=expires, used=True)
             .execution_options(synchronize_session=False)
         )
         return expires if moved.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def mark_used(db: Database, job_id: int, tries: int, worker_id: int) -> bool:
+    """The holder of a try fetched what the job needs: from now on the try is charged if its lease lapses; False when not held."""
+    with db.session() as session:
+        moved = session.execute(
+            update(ShardJob)
+            .where(_holding(job_id, tries, worker_id), ShardJob.state == RUNNING)
+            .values(used=True)
+            .execution_options(synchronize_session=False)
+        )
+        return moved.rowcount == 1  # type: ignore[attr-defined]
+
+
+def _charged() -> ColumnElement[int]:
+    """The tries that counted: every claim but those whose lease lapsed unused."""
+    return ShardJob.tries - ShardJob.unused
 
 
 def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str) -> bool:
@@ -196,10 +247,11 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCod
     """
     values: dict[str, object] = {"lease_expires_at": None, "failure_code": code.value, "message": message[:2000]}
     infra = code is FailureCode.INFRA
-    requeue = infra and tries < max_tries
-    if requeue:
-        values["worker_id"] = None
     with db.session() as session:
+        held = session.get(ShardJob, job_id)
+        requeue = infra and held is not None and held.tries - held.unused < max_tries
+        if requeue:
+            values["worker_id"] = None
         target = ShardState.QUEUED if requeue else ShardState.FAILED
         if move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) != 1:
             return False
@@ -215,15 +267,27 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCod
 
 
 def reap(db: Database, *, max_tries: int) -> int:
-    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after ``max_tries``."""
+    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after
+    ``max_tries`` charged tries (a lease that lapsed unused is not charged); then the attempts past their deadline (:func:`expire`)."""
     with db.session() as session:
         expired = ShardJob.lease_expires_at <= utcnow()
+        # Nobody used it (a claim whose answer never reached a worker, a worker gone before its first fetch): no try charged.
+        idle = move_shard(
+            session,
+            expired & ~ShardJob.used & ~_task_failed(),
+            ShardState.RUNNING,
+            ShardState.QUEUED,
+            worker_id=None,
+            lease_expires_at=None,
+            unused=ShardJob.unused + 1,
+            message="lease lapsed unused: re-queued, no try charged",
+        )
         skipped = move_shard(
             session, expired & _task_failed(), ShardState.RUNNING, ShardState.SKIPPED, lease_expires_at=None, message="skipped: its task failed"
         )
         given_up = move_shard(
             session,
-            expired & (ShardJob.tries >= max_tries),
+            expired & (_charged() >= max_tries),
             ShardState.RUNNING,
             ShardState.FAILED,
             lease_expires_at=None,
@@ -233,7 +297,24 @@ def reap(db: Database, *, max_tries: int) -> int:
         requeued = move_shard(
             session, expired, ShardState.RUNNING, ShardState.QUEUED, worker_id=None, lease_expires_at=None, message="lease lost: re-run"
         )
-        return skipped + given_up + requeued
+        moved = idle + skipped + given_up + requeued
+    return moved + expire(db)
+
+
+def expire(db: Database, submission_id: str | None = None, attempt: int | None = None) -> int:
+    """Attempts past their deadline (all, or this one): their queued and running jobs fail ``INFRA``, so each of their
+    tasks has failed and the coordinator stops waiting; a running job's holder is told at its next renewal. Jobs moved."""
+    why = {"lease_expires_at": None, "failure_code": FailureCode.INFRA.value, "message": "the sharded attempt's deadline passed"}
+    with db.session() as session:
+        due = ShardJob.deadline_at.is_not(None) & (ShardJob.deadline_at <= utcnow())
+        if submission_id is not None:
+            due = due & (ShardJob.submission_id == submission_id) & (ShardJob.attempt == attempt)
+        # A read first: the coordinator asks twice a second, and on SQLite even an UPDATE that moves nothing takes the write lock.
+        if session.scalar(select(ShardJob.id).where(due, ShardJob.state.in_((QUEUED, RUNNING))).limit(1)) is None:
+            return 0
+        return move_shard(session, due, ShardState.QUEUED, ShardState.FAILED, **why) + move_shard(
+            session, due, ShardState.RUNNING, ShardState.FAILED, **why
+        )
 
 
 def progress(db: Database, submission_id: str, attempt: int) -> dict[str, TaskShards]:

@@ -69,7 +69,7 @@ def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
     # write transaction would stall every other writer meanwhile (SQLite). The claim is this worker's lease.
     counts = _counts(ctx, shard_documents)
     with ctx.db.session() as session:
-        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, counts)
+        shard_jobs.plan(session, claimed.submission_id, claimed.attempt, counts, ctx.competition.sharding.deadline_s)
         return True
 
 
@@ -122,9 +122,12 @@ def _folder(ctx: ServerContext, submission_id: str, attempt: int) -> Path:
 
 
 def upload_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Path | None:
-    """The stored upload of the submission of a shard job ``worker_id`` holds; None when it does not hold it."""
+    """The stored upload of the submission of a shard job ``worker_id`` holds; None when it does not hold it.
+
+    Fetching it uses the lease: from now on, a lapse of it costs the job a try (an unused one does not).
+    """
     job = _held(ctx, worker_id, job_id, tries)
-    if job is None:
+    if job is None or not shard_jobs.mark_used(ctx.db, job_id, tries, worker_id):
         return None
     with ctx.db.session() as session:
         submission = session.get(Submission, job.submission_id)
@@ -192,6 +195,8 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
             return GradeStatus("stale")
         assert submission is not None
         split = submission.split
+    # Past the deadline the open jobs fail their tasks INFRA here, not at the reaper's next pass: the coordinator stops now.
+    shard_jobs.expire(ctx.db, submission_id, attempt)
     tasks = shard_jobs.progress(ctx.db, submission_id, attempt)
     if any(not entry.complete and entry.failure is None for entry in tasks.values()):
         return GradeStatus("running")
