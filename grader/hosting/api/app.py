@@ -15,6 +15,7 @@ from grader import __version__
 from grader.hosting.api.body_caps import BodyCaps, route_caps
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
+from grader.hosting.api.long_poll import ClaimGate
 from grader.hosting.api.routes import leaderboard, meta, participants, shards, transparency, web, workers
 from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
@@ -102,6 +103,7 @@ def create_app(
     # FastAPI's default, /docs said "Unable to render this definition".
     app.openapi_version = "3.0.3"
     app.state.context = ctx
+    app.state.claim_gate = ClaimGate()  # the claim long-polls' own threads and each worker's claims in progress
     from starlette.middleware.sessions import SessionMiddleware
 
     # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out

@@ -43,6 +43,10 @@ class CeleryDispatcher:
         """Wait as a local long-poll does (see :meth:`LocalDispatcher.wait`)."""
         self._local.wait(seen, timeout)
 
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        """Wait as a local long-poll does, holding no thread (see :meth:`LocalDispatcher.wait_async`)."""
+        await self._local.wait_async(seen, timeout)
+
     def broker_counts(self) -> tuple[int, int]:
         """``(published, failed)`` Celery wake-ups since the start."""
         return self.published, self.failed

@@ -8,6 +8,7 @@ broker-backed dispatcher (Celery) implements the same protocol.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Protocol
 
@@ -28,6 +29,9 @@ class Dispatcher(Protocol):
     def wait(self, seen: int, timeout: float) -> None:
         """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
 
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        """Wait, holding no thread, until a dispatch newer than ``seen`` or ``timeout`` seconds (the claim routes' long-polls)."""
+
     def broker_counts(self) -> tuple[int, int] | None:
         """``(published, failed)`` broker wake-ups since the start; ``None`` without a broker (the metrics page shows them)."""
 
@@ -41,12 +45,21 @@ class LocalDispatcher:
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._generation = 0
+        #: The event-loop long-polls waiting now (:meth:`wait_async`), each woken through its own loop: a dispatch
+        #: comes from a thread (an upload's, the reaper's). As many as long-polls wait, which the claim routes bound.
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
     def dispatch(self, submission_id: str) -> None:
         """Wake every long-poll waiting on this server."""
         with self._condition:
             self._generation += 1
             self._condition.notify_all()
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop is closed: its long-poll is gone with it
+                pass
 
     def generation(self) -> int:
         """A counter that changes on every dispatch (read it before looking for work)."""
@@ -65,3 +78,18 @@ class LocalDispatcher:
         with self._condition:
             if self._generation == seen:
                 self._condition.wait(timeout)
+
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        """Wait, holding no thread, until a dispatch newer than ``seen`` or ``timeout`` seconds (the claim routes' long-polls)."""
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
+        with self._condition:  # held for a moment only (a dispatch's increment): never long enough to stall the event loop
+            if self._generation != seen:
+                return
+            self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter[1].wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._condition:
+                self._waiters.discard(waiter)

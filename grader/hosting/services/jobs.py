@@ -6,8 +6,8 @@ and :mod:`grader.hosting.results.recording`); the routes only translate HTTP.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,8 @@ from grader.hosting.results.grading_adapter import limits_to_json
 from grader.hosting.services import replication, shard_grading
 from grader.hosting.services.worker_copy import ranking_data
 
-#: How long a long-poll sleeps at most between looks at the database (jobs queued by another process: admin rejudge).
+#: How long a long-poll waits at most between looks at the database: a dispatch wakes it sooner, but jobs queued
+#: by another process (another server on the same database, ``grader admin rejudge``) are seen only by a look.
 POLL_S = 0.5
 
 
@@ -67,26 +68,37 @@ def refusal(ctx: ServerContext, worker: Principal) -> str | None:
         return job_refusal(row)
 
 
-def claim(ctx: ServerContext, worker: Principal, wait_s: float, fingerprint: dict[str, Any] | None = None) -> Job | None:
-    """The oldest queued job, leased to ``worker``; waits up to ``wait_s`` for one (None if none came).
+class Empty(Enum):
+    """What a look at the queue that leased nothing tells its long-poll."""
 
-    A replicating job the worker may grade (its ``fingerprint`` is the replicas', it graded none) comes first: a replicated job waits on it.
-    """
-    deadline = time.monotonic() + wait_s
+    #: Nothing for this worker yet: wait for a dispatch (or the next poll) and look again.
+    WAIT = "wait"
+    #: Answer "none" now: a shard job is free for this worker, which it takes first.
+    END = "end"
+
+
+def note_claimant(ctx: ServerContext, worker: Principal, fingerprint: dict[str, Any] | None) -> str | None:
+    """Record the fingerprint a claim states (once a claim, not once a look); its digest, on which each look pairs replicas."""
     digest = replication.fingerprint_digest(fingerprint)
     replication.note_fingerprint(ctx, worker.id, digest)
+    return digest
+
+
+def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job | Empty:
+    """One look at the queue: the oldest job ``worker`` may take, leased to it, or why there is none.
+
+    A replicating job the worker may grade (its fingerprint, of digest ``digest``, is the replicas', it graded
+    none) comes first: a replicated job waits on it. A few short transactions; the long-poll around the looks is
+    the claim route's (:mod:`grader.hosting.api.long_poll`), which waits between them holding no thread.
+    """
+    claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
+    if claimed is not None:
+        # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
+        return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
     sharding = ctx.competition.sharding.shard_documents is not None
-    while True:
-        seen = ctx.dispatcher.generation()
-        claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
-        if claimed is not None:
-            # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
-            return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
-        left = deadline - time.monotonic()
-        if left <= 0 or (digest is not None and sharding and shard_jobs.any_claimable(ctx.db, digest)):
-            return None  # a shard job became free (its task's query vectors came in): the worker takes it first
-        # Woken by a dispatch; the short cap also picks up jobs queued by another process (admin rejudge).
-        ctx.dispatcher.wait(seen, min(left, POLL_S))
+    if digest is not None and sharding and shard_jobs.any_claimable(ctx.db, digest):
+        return Empty.END  # a shard job became free (its task's query vectors came in): the worker takes it first
+    return Empty.WAIT
 
 
 def renew(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> datetime | None:

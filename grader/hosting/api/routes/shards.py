@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse
 from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.long_poll import Gate, long_poll
 from grader.hosting.api.params import ShardJobId, TriesQuery
 from grader.hosting.clock import iso
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
@@ -24,12 +25,22 @@ router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
 STALE = "stale try: the shard job's lease expired, was handed on, or its grade ended"
 
 
-@router.post("/shards/claim", summary="Take a queued shard job with a lease (204 when none within wait_s)", response_model=ShardJobMessage)
-async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> ShardJobMessage | Response:
+@router.post(
+    "/shards/claim",
+    summary="Take a queued shard job with a lease (204 when none within wait_s; 429 past a worker's claims in progress)",
+    response_model=ShardJobMessage,
+)
+async def claim(request: Request, ctx: Ctx, who: CurrentWorker, gate: Gate) -> ShardJobMessage | Response:
     body = await parse(request, ShardClaimRequest)
     if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
         raise HTTPException(403, why)
-    job = await run_in_threadpool(shard_worker_api.claim, ctx, who, body.fingerprint, body.wait_s)
+
+    def look() -> ShardJobMessage | jobs.Empty:
+        found = shard_worker_api.claim(ctx, who, body.fingerprint, 0.0)  # a wait of 0: one look, the waiting is long_poll's
+        return jobs.Empty.WAIT if found is None else found
+
+    with gate.admit(who.id, body.wait_s):
+        job = await long_poll(request, gate, ctx.dispatcher, body.wait_s, look)
     return Response(status_code=204) if job is None else job
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.long_poll import Gate, long_poll
 from grader.hosting.api.params import AttemptQuery
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
@@ -36,16 +37,18 @@ STALE = "stale attempt: the lease expired, was handed on, or the job was cancell
 
 @router.post(
     "/claim",
-    summary="Take the oldest queued job with a lease (204 when none within wait_s)",
+    summary="Take the oldest queued job with a lease (204 when none within wait_s; 429 past a worker's claims in progress)",
     response_model=Job,
-    responses={204: {"description": "no job within wait_s"}},
+    responses={204: {"description": "no job within wait_s"}, 429: {"description": "this worker has its most claims in progress"}},
     openapi_extra={"requestBody": {"content": {"application/json": {"schema": ClaimRequest.model_json_schema()}}}},
 )
-async def claim(request: Request, ctx: Ctx, who: CurrentWorker) -> Job | Response:
+async def claim(request: Request, ctx: Ctx, who: CurrentWorker, gate: Gate) -> Job | Response:
     body = await parse(request, ClaimRequest)
     if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
         raise HTTPException(403, why)
-    job = await run_in_threadpool(jobs.claim, ctx, who, body.wait_s, body.fingerprint)
+    with gate.admit(who.id, body.wait_s):
+        digest = await run_in_threadpool(jobs.note_claimant, ctx, who, body.fingerprint)
+        job = await long_poll(request, gate, ctx.dispatcher, body.wait_s, lambda: jobs.claim_once(ctx, who, digest))
     return Response(status_code=204) if job is None else job
 
 
