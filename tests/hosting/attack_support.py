@@ -1,14 +1,18 @@
-"""What the intake attack tests share: hand-written uploads, posting them to a real server, what it stored."""
+"""What the attack tests share: hand-written uploads, posting them to a real server, what it stored (rows read back)."""
 
 from __future__ import annotations
 
 import io
 import json
 import tarfile
+from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
+from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.db.session import open_database
 from tests.hosting.support import Server, admin
 from tests.image_tars import image_tar, layer
 
@@ -56,3 +60,17 @@ BROKEN_IMAGES = {
     "truncated layer": (image_tar([BODY], stored_layers={0: BODY[: len(BODY) // 2]}), "is not a readable tar"),
     "non-JSON config": (image_tar([BODY], config_bytes=b"{not json"), "does not match its name's sha256"),
 }
+
+
+def submission_and_shard_jobs(state: Path, submission_id: str) -> tuple[Submission, list[ShardJob]]:
+    """What the server's database holds of ``submission_id`` and its shard jobs (in id order), read in a connection of the test's own."""
+    db = open_database(state, None)
+    try:
+        with db.session() as session:
+            submission = session.get(Submission, submission_id)
+            assert submission is not None
+            jobs = list(session.scalars(select(ShardJob).where(ShardJob.submission_id == submission_id).order_by(ShardJob.id)))
+            session.expunge_all()
+            return submission, jobs
+    finally:
+        db.dispose()

@@ -20,17 +20,15 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from grader.failures import FailureCode
-from grader.hosting.db.models import ShardJob, Submission
-from grader.hosting.db.session import open_database
 from grader.hosting.environment import WORKER_DATA
 from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job, WorkerResult
 from grader.hosting.worker.loop import Heartbeat, WorkerApi, worker_client
 from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest
+from tests.hosting.attack_support import submission_and_shard_jobs
 from tests.hosting.support import REPO, Server, admin, write_competition
 
 pytestmark = pytest.mark.slow
@@ -39,19 +37,6 @@ EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 GONE = "c" * 64
 #: A short lease, so that the vanished worker's lapses within the test; the reaper looks twice a second.
 QUEUE = {"lease_s": 4, "heartbeat_s": 1, "reap_every_s": 0.5}
-
-
-def _jobs(state: Path, submission_id: str) -> tuple[Submission, list[ShardJob]]:
-    db = open_database(state, None)
-    try:
-        with db.session() as session:
-            submission = session.get(Submission, submission_id)
-            assert submission is not None
-            jobs = list(session.scalars(select(ShardJob).where(ShardJob.submission_id == submission_id).order_by(ShardJob.id)))
-            session.expunge_all()
-            return submission, jobs
-    finally:
-        db.dispose()
 
 
 class _Coordinating(threading.Thread):
@@ -137,7 +122,7 @@ def test_a_job_claimed_under_a_vanished_fingerprint_is_claimed_again_and_the_gra
         assert _post(server, honest, keys, job, coordinator.result) == "accepted"
         beat.done.set()
         honest_http.close()
-        submission, jobs = _jobs(server.state, submission_id)
+        submission, jobs = submission_and_shard_jobs(server.state, submission_id)
     finally:
         server.stop()
     assert (submission.state, submission.attempt, submission.failure_code) == ("scored", 1, None)  # charged once
@@ -177,7 +162,7 @@ def test_a_task_no_live_worker_can_finish_ends_infra_at_the_deadline_uncharged(t
         assert _post(server, honest, keys, job, result) == "requeued"  # the platform's failure: re-run, uncharged
         beat.done.set()
         honest_http.close()
-        submission, jobs = _jobs(server.state, submission_id)
+        submission, jobs = submission_and_shard_jobs(server.state, submission_id)
     finally:
         server.stop()
     assert (submission.state, submission.failure_code) == ("queued", None)

@@ -24,12 +24,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
 from grader.failures import FailureCode
-from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.db.models import ShardJob
 from grader.hosting.db.session import open_database
 from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result, verify_result, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
@@ -39,6 +39,7 @@ from grader.hosting.protocol.worker_data import export_worker_data, pseudonymous
 from grader.hosting.worker.loop import WorkerApi, worker_client
 from grader.hosting.worker.shard_loop import ShardApi, coordinate
 from grader.sandbox.blinding import BlindingKey
+from tests.hosting.attack_support import submission_and_shard_jobs
 from tests.hosting.support import REPO, Server, admin, wait_for, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
@@ -47,19 +48,6 @@ EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 HUGE = "1" * 23
 #: A lease longer than the test's steps (the test is the worker, and beats no heartbeat).
 SLOW_QUEUE = {"lease_s": 120, "heartbeat_s": 5}
-
-
-def _rows(state: Path, submission_id: str) -> tuple[Submission, list[ShardJob]]:
-    db = open_database(state, None)
-    try:
-        with db.session() as session:
-            submission = session.get(Submission, submission_id)
-            assert submission is not None
-            jobs = list(session.scalars(select(ShardJob).where(ShardJob.submission_id == submission_id).order_by(ShardJob.id)))
-            session.expunge_all()
-            return submission, jobs
-    finally:
-        db.dispose()
 
 
 def _write_rows(state: Path, *changes: tuple[Any, dict[str, Any]]) -> None:
@@ -100,7 +88,7 @@ def test_a_failure_code_outside_the_enum_is_refused_and_a_stored_one_reads_as_in
             f"/api/v1/worker/jobs/{submission_id}/result", json={"attempt": 1, "failure_code": "BOGUS", "message": "m", "signature": signed}
         )
         assert result.status_code == 422, result.text
-        submission, jobs = _rows(server.state, submission_id)
+        submission, jobs = submission_and_shard_jobs(server.state, submission_id)
         assert (submission.state, submission.attempt, submission.failure_code) == ("running", 1, None)
         held = next(row for row in jobs if row.id == shard["job_id"])
         assert (held.state, held.failure_code, held.message) == ("running", None, "")
@@ -123,12 +111,12 @@ def test_a_failure_code_outside_the_enum_is_refused_and_a_stored_one_reads_as_in
         coordinated.signature = sign_result(key, **{**fields, "message": coordinated.message}, failure_code=coordinated.failure_code)
         assert WorkerApi(server.url, token).post_result(submission_id, coordinated) == "requeued"
         # INFRA is the platform's: the attempt is re-run, nothing charged, and the next claim plans fresh shard jobs.
-        submission, _ = _rows(server.state, submission_id)
+        submission, _ = submission_and_shard_jobs(server.state, submission_id)
         assert (submission.state, submission.failure_code) == ("queued", None)
         assert "running -> queued" in admin(server.state, "history", submission_id)
         again = http.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
         assert (again["submission_id"], again["attempt"]) == (submission_id, 2)
-        _, jobs = _rows(server.state, submission_id)
+        _, jobs = submission_and_shard_jobs(server.state, submission_id)
         assert {row.state for row in jobs if row.attempt == 2} == {"queued"}
         http.close()
     finally:
