@@ -39,10 +39,6 @@ class CeleryDispatcher:
         """The local dispatch counter (see :meth:`LocalDispatcher.generation`)."""
         return self._local.generation()
 
-    def wait(self, seen: int, timeout: float) -> None:
-        """Wait as a local long-poll does (see :meth:`LocalDispatcher.wait`)."""
-        self._local.wait(seen, timeout)
-
     async def wait_async(self, seen: int, timeout: float) -> None:
         """Wait as a local long-poll does, holding no thread (see :meth:`LocalDispatcher.wait_async`)."""
         await self._local.wait_async(seen, timeout)

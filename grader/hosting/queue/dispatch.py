@@ -26,9 +26,6 @@ class Dispatcher(Protocol):
     def generation(self) -> int:
         """A counter that changes on every dispatch (read it before looking for work)."""
 
-    def wait(self, seen: int, timeout: float) -> None:
-        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
-
     async def wait_async(self, seen: int, timeout: float) -> None:
         """Wait, holding no thread, until a dispatch newer than ``seen`` or ``timeout`` seconds (the claim routes' long-polls)."""
 
@@ -43,7 +40,7 @@ class LocalDispatcher:
     """Wakes the long-polling ``claim`` requests of this server's workers."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()
         self._generation = 0
         #: The event-loop long-polls waiting now (:meth:`wait_async`), each woken through its own loop: a dispatch
         #: comes from a thread (an upload's, the reaper's). As many as long-polls wait, which the claim routes bound.
@@ -51,9 +48,8 @@ class LocalDispatcher:
 
     def dispatch(self, submission_id: str) -> None:
         """Wake every long-poll waiting on this server."""
-        with self._condition:
+        with self._lock:
             self._generation += 1
-            self._condition.notify_all()
             waiters = list(self._waiters)
         for loop, event in waiters:
             try:
@@ -63,7 +59,7 @@ class LocalDispatcher:
 
     def generation(self) -> int:
         """A counter that changes on every dispatch (read it before looking for work)."""
-        with self._condition:
+        with self._lock:
             return self._generation
 
     def broker_counts(self) -> None:
@@ -73,16 +69,10 @@ class LocalDispatcher:
     def close(self) -> None:
         """Nothing to release: long-polls end with their requests."""
 
-    def wait(self, seen: int, timeout: float) -> None:
-        """Block until a dispatch newer than ``seen`` or ``timeout`` seconds."""
-        with self._condition:
-            if self._generation == seen:
-                self._condition.wait(timeout)
-
     async def wait_async(self, seen: int, timeout: float) -> None:
         """Wait, holding no thread, until a dispatch newer than ``seen`` or ``timeout`` seconds (the claim routes' long-polls)."""
         waiter = (asyncio.get_running_loop(), asyncio.Event())
-        with self._condition:  # held for a moment only (a dispatch's increment): never long enough to stall the event loop
+        with self._lock:  # held for a moment only (a dispatch's increment): never long enough to stall the event loop
             if self._generation != seen:
                 return
             self._waiters.add(waiter)
@@ -91,5 +81,5 @@ class LocalDispatcher:
         except TimeoutError:
             pass
         finally:
-            with self._condition:
+            with self._lock:
                 self._waiters.discard(waiter)

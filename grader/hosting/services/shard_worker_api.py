@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 from grader.hosting.context import ServerContext
 from grader.hosting.identity.principal import Principal
 from grader.hosting.protocol.shard_messages import ShardGradeStatus, ShardJobMessage
 from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
 from grader.hosting.services import shard_grading
-from grader.hosting.services.jobs import POLL_S
 from grader.hosting.services.worker_copy import ranking_data
 
 
@@ -41,18 +38,10 @@ def _message(ctx: ServerContext, work: shard_grading.ShardWork) -> ShardJobMessa
     )
 
 
-def claim(ctx: ServerContext, worker: Principal, fingerprint: str, wait_s: float) -> ShardJobMessage | None:
-    """A shard job leased to ``worker``; waits up to ``wait_s`` for one (None if none came)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        seen = ctx.dispatcher.generation()
-        work = shard_grading.claim(ctx, worker.id, fingerprint)
-        if work is not None:
-            return _message(ctx, work)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ctx.dispatcher.wait(seen, min(left, POLL_S))
+def claim(ctx: ServerContext, worker: Principal, fingerprint: str) -> ShardJobMessage | None:
+    """One look for a shard job to lease to ``worker`` (None if none is free); the route's long-poll does the waiting."""
+    work = shard_grading.claim(ctx, worker.id, fingerprint)
+    return None if work is None else _message(ctx, work)
 
 
 def grade_status(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> ShardGradeStatus:

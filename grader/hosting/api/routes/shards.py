@@ -36,7 +36,7 @@ async def claim(request: Request, ctx: Ctx, who: CurrentWorker, gate: Gate) -> S
         raise HTTPException(403, why)
 
     def look() -> ShardJobMessage | jobs.Empty:
-        found = shard_worker_api.claim(ctx, who, body.fingerprint, 0.0)  # a wait of 0: one look, the waiting is long_poll's
+        found = shard_worker_api.claim(ctx, who, body.fingerprint)  # one look: the waiting is long_poll's
         return jobs.Empty.WAIT if found is None else found
 
     with gate.admit(who.id, body.wait_s):
