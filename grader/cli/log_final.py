@@ -8,6 +8,10 @@ every final row's full report is fetched (the server serves them after the end),
 verify with the host key entry 0 names; the row's score and task means are computed again from the report's
 per-query values with the server's own part scoring (:func:`grader.hosting.leaderboard.values.score_parts`, the code
 acceptance scores with) and rounded as the board rounds; each board's order must follow the recomputed scores.
+A row whose report was logged after the end must be of a submission received before it: a ``receipt`` before the end
+entry opens to the same submission and participant. This is the one place the audit can tie a report to its receipt:
+each entry commits to its identifiers under a key of its own, so two entries are linked only by opening both to a
+named submission, and only the final rows name theirs (a report off the boards stays unlinked).
 Every differing row is collected (:class:`FinalBoardsDiffer`) so the CLI can print them all.
 Ladder rows (a released score that withholds on purpose) are checked for their report only.
 """
@@ -88,24 +92,42 @@ def _opened(first: Mapping[str, Any], read: Callable[[str], bytes]) -> tuple[byt
     return secret, fraction, key
 
 
-def _reports_by_envelope(decoded: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """The log's report entries by the digest of the envelope each names."""
-    found: dict[str, list[Mapping[str, Any]]] = {}
-    for entry in decoded:
+def _reports_by_envelope(decoded: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
+    """The log's report entries (with their indexes) by the digest of the envelope each names."""
+    found: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for index, entry in enumerate(decoded):
         if entry["kind"] == "report":
-            found.setdefault(str(entry["envelope_sha256"]), []).append(entry)
+            found.setdefault(str(entry["envelope_sha256"]), []).append((index, entry))
     return found
+
+
+def _receipts_before(decoded: Sequence[Mapping[str, Any]], end: int, identifier: bytes) -> list[tuple[Mapping[str, Any], bytes]]:
+    """The receipts logged before entry ``end``, each with its entry key (derived once: every late row opens them all)."""
+    return [(entry, key_of_entry(identifier, entry)) for entry in decoded[:end] if entry["kind"] == "receipt"]
 
 
 @dataclass(frozen=True)
 class _Opened:
-    """What the reveal made public: the secret, the fraction, the host key, the identifier key, the logged reports."""
+    """What the reveal made public: the secret, the fraction, the host key, the identifier key, the logged reports,
+    the end entry's index and the receipts before it."""
 
     secret: bytes
     fraction: float
     key: Any
     identifier: bytes
-    reports: dict[str, list[Mapping[str, Any]]]
+    reports: dict[str, list[tuple[int, Mapping[str, Any]]]]
+    end: int
+    receipts: list[tuple[Mapping[str, Any], bytes]]
+
+
+def _check_received_before_the_end(index: int, names: Mapping[str, str], where: str, opened: _Opened) -> None:
+    """A report logged after the end (entry ``index``) must be of a submission received before it: graded late is
+    allowed, received late is not. A receipt after the end already fails the audit, so this catches the report of a
+    submission the host added after the end without a receipt, backdated or not."""
+    if index < opened.end:
+        return  # graded before the end, so received before it
+    if not any(entry_opens(entry, key, **names) for entry, key in opened.receipts):
+        raise LogVerificationError(f"entry {index}: a report after the end (entry {opened.end}) of a submission with no receipt before it: {where}")
 
 
 def _row_score(envelope: bytes, row: Mapping[str, Any], where: str, opened: _Opened, part: str) -> tuple[float, dict[str, float]]:
@@ -115,8 +137,10 @@ def _row_score(envelope: bytes, row: Mapping[str, Any], where: str, opened: _Ope
     if not logged:
         raise LogVerificationError(f"{where}: its report is not in the log")
     names = {"submission": str(row.get("submission")), "participant": str(row.get("participant"))}
-    if not any(entry_opens(entry, key_of_entry(opened.identifier, entry), **names) for entry in logged):
+    own = [index for index, entry in logged if entry_opens(entry, key_of_entry(opened.identifier, entry), **names)]
+    if not own:
         raise LogVerificationError(f"{where}: its report is logged for another submission or participant")
+    _check_received_before_the_end(own[0], names, where, opened)
     try:
         report = verify_envelope(envelope, opened.key).report
         scored = score_parts(values_of(Report.from_json(report)), opened.secret, opened.fraction)[part]
@@ -168,12 +192,15 @@ def check_final_scores(entries: Sequence[bytes], read: Callable[[str], bytes]) -
     if not any(entry["kind"] == "reveal" for entry in decoded):
         return None
     reveal = next(entry for entry in decoded if entry["kind"] == "reveal")
+    end = next((index for index, entry in enumerate(decoded) if entry["kind"] == "end"), None)
+    if end is None:
+        raise LogVerificationError("the log holds a reveal but no end")  # audit_entries refuses it first; said here too
     secret, fraction, key = _opened(decoded[0], read)
     try:
         identifier = bytes.fromhex(str(reveal["identifier_key"]))
     except ValueError:
         raise LogVerificationError("the reveal discloses no identifier key") from None
-    opened = _Opened(secret, fraction, key, identifier, _reports_by_envelope(decoded))
+    opened = _Opened(secret, fraction, key, identifier, _reports_by_envelope(decoded), end, _receipts_before(decoded, end, identifier))
     differing: list[Mismatch] = []
     rows = 0
     for part in BOARD_PARTS:

@@ -6,6 +6,9 @@
   the keys entry 0 committed to;
 * no ``receipt`` after the end, in the log's order or by its time (an upload completed before the end still counts and
   is graded after it: its receipt precedes the end entry, its reports may follow);
+  whether a report after the end is of a submission received before it is not checked here: each entry commits to its
+  submission under a key of its own, so a report is tied to its receipt only by opening both to a named submission,
+  which the final boards give after the reveal (:mod:`grader.cli.log_final`);
 * after the reveal, nothing but retractions (and a rewind after a disaster): the reveal published the keys and the final boards' digests, so a grade,
   a rejudge or a receipt after it would change results everyone may already have checked (and a competition reopened
   under the revealed partition secret and blinding key would show anyone the private queries and every pseudonym);

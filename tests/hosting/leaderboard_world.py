@@ -35,6 +35,7 @@ from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.queue import lifecycle
 from grader.hosting.server import ServeOptions, prepare
+from grader.hosting.transparency.log_events import log_receipt
 from grader.reports.model import build_report
 from grader.runs.compact import canonical_order, encode_run, run_digest
 from grader.runs.run import Run
@@ -132,6 +133,8 @@ def seed(
     expect: str = "accepted",
     tamper: Callable[[str, bytes], bytes] | None = None,
     stated: dict[str, Any] | None = None,
+    receipt: bool = True,
+    while_graded: Callable[[], None] | None = None,
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
@@ -140,6 +143,8 @@ def seed(
     ``blinding``: the report's ``sandbox.blinding`` (default: the competition's key); ``expect``: the verdict the post must get.
     ``tamper`` (with ``through``): rewrites each task's compact run before it is put (a forging worker);
     ``stated``: fields merged into the posted facts (a worker stating what is not its to state).
+    ``receipt``: log the upload's receipt as the upload route does (False: a submission the host added by hand);
+    ``while_graded``: called once the submission is claimed, before its result is posted (the end logged meanwhile).
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -181,9 +186,13 @@ def seed(
     now = submission.uploaded_at
     with ctx.db.session() as session:
         lifecycle.record_received(session, submission)
+        if receipt and ctx.log is not None:
+            log_receipt(session, ctx.log, submission)  # in the upload's transaction, as intake/submissions.py logs it
     assert lifecycle.enqueue(ctx.db, ctx.dispatcher, submission.id, actor="test")
     claim = lifecycle.claim(ctx.db, worker_id, 60)
     assert claim is not None and claim.submission_id == submission.id
+    if while_graded is not None:
+        while_graded()
     spec = BenchmarkSpec(name="mini", version=digests["version"], primary_measure="NDCG@10", tasks=tuple(ctx.tasks), groups={})
     tasks = []
     for task in ctx.tasks:

@@ -9,6 +9,8 @@ for the answer, as a worker's HTTP client does:
 * 100 long-polls of one worker: 4 wait, the other 96 are answered 429 at once, with ``Retry-After``; a claim
   place is free again as soon as its client goes away, so a worker that drops its claim and claims again,
   as an honest one does after a lost connection, is never refused;
+* the worker's own client (`grader worker`'s claims, a submission's and a shard job's) reads that 429 as a pause
+  of ``Retry-After`` seconds, not as a server gone;
 * a long-poll whose client went away takes no job: the job dispatched after it left goes to the next claim.
 """
 
@@ -26,6 +28,9 @@ from grader.hosting.api.long_poll import CLAIMS_PER_WORKER
 from grader.hosting.db.session import open_database
 from grader.hosting.identity.participants import rekey_local_worker
 from grader.hosting.participant.client import HostingClient
+from grader.hosting.worker.claim_throttle import ClaimThrottled
+from grader.hosting.worker.loop import WorkerApi
+from grader.hosting.worker.shard_loop import ShardApi
 from tests.hosting.support import REPO, Server, admin, wait_for, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # a real server
@@ -142,6 +147,24 @@ def test_a_worker_has_at_most_4_claims_in_progress_and_an_honest_one_is_never_re
         time.sleep(0.05)
         sock.close()
         assert claim_now(server, honest) == 204
+
+
+def test_the_workers_client_reads_the_429_as_a_pause_of_retry_after(server: Server) -> None:
+    """`grader worker`'s own claims, on a worker with 4 claims waiting: both paths read the 429 as a pause of what
+    ``Retry-After`` says (tests/hosting/test_worker_claim_throttle.py: the loop then waits it and claims again)."""
+    (token,) = tokens(server, "paused")
+    polls = [long_poll(server, token, shard=n % 2 == 1) for n in range(CLAIMS_PER_WORKER)]
+    try:
+        time.sleep(1)  # the four read and waiting
+        api = WorkerApi(server.url, token)
+        with pytest.raises(ClaimThrottled) as whole:
+            api.claim(wait_s=0)
+        with pytest.raises(ClaimThrottled) as shard:
+            ShardApi(api.http).claim(SHARD_FINGERPRINT)
+        assert 1 <= whole.value.wait_s <= WAIT_S and 1 <= shard.value.wait_s <= WAIT_S, (whole.value, shard.value)
+    finally:
+        for sock in polls:
+            sock.close()
 
 
 def test_a_long_poll_whose_client_went_away_takes_no_job(server: Server) -> None:

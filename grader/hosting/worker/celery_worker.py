@@ -22,6 +22,7 @@ from celery.worker import state as worker_state
 from grader.hosting.errors import HostingError, WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
+from grader.hosting.worker.claim_throttle import ClaimThrottled
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
 
@@ -91,7 +92,7 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 return graded
             try:
                 job = api.claim(wait_s=0)
-            except httpx.HTTPError as error:
+            except (httpx.HTTPError, ClaimThrottled) as error:  # a 429 too: the wake-up comes again, no need to wait here
                 log.warning("cannot claim (%s); the server's reaper re-sends the wake-up", type(error).__name__)
                 return graded
             if job is None:

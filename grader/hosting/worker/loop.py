@@ -40,6 +40,7 @@ from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refu
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.worker.child import grade_in_child
+from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, unexpected, work_one
@@ -80,6 +81,7 @@ class WorkerApi:
         response = self.http.post("/api/v1/worker/claim", json=request.model_dump(), timeout=wait_s + 30)
         if response.status_code == 204:
             return None
+        raise_if_throttled(response)
         response.raise_for_status()
         return Job.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
@@ -343,6 +345,9 @@ def run_worker(
             if work_one(ShardApi(api.http), fingerprint):  # shard jobs of sharded grades first: their submissions are running
                 continue
             job = api.claim(wait_s=5.0)
+        except ClaimThrottled as throttled:  # a server that asks for a pause is reachable: wait what it says, no back-off
+            wait_out(throttled, stopping.wait)
+            continue
         except httpx.HTTPError as error:
             log.info("server not reachable (%s); retrying", type(error).__name__)
             time.sleep(backoff)

@@ -41,6 +41,7 @@ from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
 from grader.hosting.worker.child import run_in_child
+from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
@@ -72,6 +73,7 @@ class ShardApi:
         response = self.http.post("/api/v1/worker/shards/claim", json=body, timeout=wait_s + 30)
         if response.status_code == 204:
             return None
+        raise_if_throttled(response)
         response.raise_for_status()
         return ShardJobMessage.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
@@ -294,7 +296,12 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
             return None
         if status.state == "done":
             break
-        if not work_one(api, fingerprint):
+        try:
+            claimed = work_one(api, fingerprint)
+        except ClaimThrottled as throttled:  # the server asks for a pause: not a fault of this grade
+            wait_out(throttled)
+            continue
+        if not claimed:
             time.sleep(POLL_S)
     infra = [name for name, (code, _message) in task_failures(status).items() if code is FailureCode.INFRA]
     if infra:
