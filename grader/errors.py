@@ -138,6 +138,27 @@ class TaskFailure(GraderError):
         return redact_quoted(self.own_message), None
 
 
+class DimensionMismatch(TaskFailure):
+    """Query vectors and document vectors of different dimensions met in a search; ``code`` is the raiser's choice.
+
+    Carries both dimensions, so that a shard worker can tell the model's fault from another worker's vectors
+    (:func:`grader.grading.shard_sandbox.judge_mismatch`).
+    """
+
+    def __init__(self, code: FailureCode | str, *, queries: int, documents: int) -> None:
+        super().__init__(code, f"query vectors have {queries} dimensions, document vectors {documents}")
+        self.queries, self.documents = queries, documents
+
+
+class SuspectQueries(TaskFailure):
+    """A shard job's query vectors (another worker's output, by their ``sha256``) do not fit its documents, and this
+    worker's own query vectors do: the vectors are suspect, not the model (``INFRA``; the server re-runs the query job)."""
+
+    def __init__(self, message: str, *, sha256: str) -> None:
+        super().__init__(FailureCode.INFRA, message)
+        self.sha256 = sha256
+
+
 #: Errors of a type that carries its code by itself (a :class:`TaskFailure` carries the code its raiser chose).
 _CODE_OF_TYPE: tuple[tuple[type[GraderError], FailureCode], ...] = (
     (SubmissionError, FailureCode.MODEL_ERROR),  # the archive, manifest, model or tokenizer is unusable

@@ -16,6 +16,9 @@ limits (the time limit and the output cap apply per job), staged under the copy'
   top ``depth`` and boundary ties (:func:`grader.retrieval.shard_exchange.dense_run`) as a
   compact run with float64 scores over the whole corpus's canonical indexes.
 
+A shard job whose query vectors (another worker's output) do not fit its document vectors encodes
+the queries itself (:func:`judge_mismatch`): only a mismatch it reproduces is ``MODEL_ERROR``.
+
 A container's failure is the task's failure with its code (``TIMEOUT``, ``OOM``,
 ``MODEL_ERROR``, ``OUTPUT_TOO_LARGE``...), classified as for a whole grade
 (:func:`grader.sandbox.task_run.classify`).
@@ -33,7 +36,7 @@ import numpy as np
 from grader.collect.outputs import embedding_blocks, read_embeddings_output
 from grader.data.benchmark import Benchmark
 from grader.data.task import Task
-from grader.errors import TaskFailure
+from grader.errors import DimensionMismatch, SuspectQueries, TaskFailure
 from grader.failures import FailureCode
 from grader.grading.interfaces import RunOptions
 from grader.grading.ranking import judged_queries
@@ -119,6 +122,32 @@ def _succeeded(finished: FinishedContainer) -> FinishedContainer:
 
 def encode_queries(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> bytes:
     """The query job: the judged queries' vectors from the runner container, rows in canonical query order, packed."""
+    return pack_vectors(query_vectors(runner, task, judged, log_path=log_path))
+
+
+def judge_mismatch(runner: ShardRunner, task: Task, judged: Sequence[str], mismatch: DimensionMismatch, *, received: str) -> TaskFailure:
+    """What a shard job's dimension mismatch is, once this worker encoded the queries itself with the same runner.
+
+    The query vectors it searched with (``received``: their sha256) are another worker's output, and one worker's word
+    must not fail a participant: only a mismatch reproduced here (this worker's own query vectors misfit its document
+    vectors too) is the model's fault, ``MODEL_ERROR``; otherwise the received vectors are suspect
+    (:class:`~grader.errors.SuspectQueries`, ``INFRA``: the server re-runs the task's query job). A failure of the
+    query encoding itself carries its own code, as the query job's would.
+    """
+    own = query_vectors(runner, task, judged).shape[1]
+    if own != mismatch.documents:
+        return TaskFailure(
+            FailureCode.MODEL_ERROR,
+            f"the model's query vectors have {own} dimensions and its document vectors {mismatch.documents} (reproduced on one worker)",
+        )
+    return SuspectQueries(
+        f"the query vectors received have {mismatch.queries} dimensions; this worker's own have {own}, as its document vectors: they are suspect",
+        sha256=received,
+    )
+
+
+def query_vectors(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> np.ndarray:
+    """The judged queries' vectors from the runner container, rows in canonical query order (float32)."""
     queries = judged_queries(task, judged)  # the corpus is not read: a query job's memory does not grow with it
     with owned_tempdir("grader-stage-") as scratch:
         staged = runner.stage(scratch, task, queries=queries, documents=[], encode="queries")
@@ -129,7 +158,7 @@ def encode_queries(runner: ShardRunner, task: Task, judged: Sequence[str], *, lo
         raise TaskFailure(FailureCode.MODEL_ERROR, f"the model's vectors have {vectors.shape[1]} dimensions; at most {MAX_DIMENSION} are searched")
     ordered = np.empty_like(vectors)
     ordered[byte_order_ranks(list(staged.query_ids))] = vectors  # staged row i goes to its canonical place
-    return pack_vectors(ordered)
+    return ordered
 
 
 def rank_shard(

@@ -31,6 +31,11 @@ class WorkerProtocolMismatch(HostingError):
     """A worker and the server speak different worker protocols (:mod:`grader.hosting.protocol.version`); the line names both."""
 
 
+class ShardOutputRefused(HostingError):
+    """A shard job's output did not hold when it was put (query vectors, a shard's run): the route answers 422 in one
+    line; the job's try has failed ``INFRA`` (re-run alone: a worker's fault, never the participant's)."""
+
+
 class RefusedSubmission(GraderError):
     """The server refused a submission (quota, window, size, invalid upload); says when to try again."""
 

@@ -143,13 +143,15 @@ class ShardState(enum.StrEnum):
 #: Every legal move of a shard job. ``running -> queued``: a lost lease or an INFRA failure (the job is re-run alone);
 #: ``running -> failed``: a participant's fault (the task fails with its code) or the try limit; ``queued | running -> failed``:
 #: the attempt's deadline passed (``INFRA``); ``-> skipped``: another job of its task failed, so its work would be thrown away
-#: (queued ones at once, running ones when their lease is next renewed or reaped). Done, failed and skipped are final: a
+#: (queued ones at once, running ones when their lease is next renewed or reaped); ``done -> queued``: the task's query
+#: vectors turned out suspect (a shard worker could not reproduce their misfit), so the query job and the shards done
+#: with them run again (:func:`grader.hosting.queue.shard_jobs.requeue_suspect`). Failed and skipped are final: a
 #: re-queued or rejudged submission plans new shard jobs for its new attempt.
 SHARD_TRANSITIONS: Mapping[ShardState, frozenset[ShardState]] = MappingProxyType(
     {
         ShardState.QUEUED: frozenset({ShardState.RUNNING, ShardState.FAILED, ShardState.SKIPPED}),
         ShardState.RUNNING: frozenset({ShardState.QUEUED, ShardState.DONE, ShardState.FAILED, ShardState.SKIPPED}),
-        ShardState.DONE: frozenset(),
+        ShardState.DONE: frozenset({ShardState.QUEUED}),
         ShardState.FAILED: frozenset(),
         ShardState.SKIPPED: frozenset(),
     }

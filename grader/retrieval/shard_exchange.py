@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -66,22 +67,49 @@ def vectors_size(rows: int, dimension: int) -> int:
     return _VECTORS.size + 4 * rows * dimension
 
 
+def _refuse(what: str) -> TaskFailure:
+    """Query vectors another worker returned do not hold: the platform's fault (a broken or dishonest worker), INFRA."""
+    return TaskFailure(FailureCode.INFRA, f"query vectors refused: {what}")
+
+
+def _vectors_shape(header: bytes, size: int, *, rows: int) -> int:
+    """The dimension the 12-byte ``header`` of ``size`` bytes of packed vectors announces, after its magic, rows and exact size are checked."""
+    if len(header) < _VECTORS.size:
+        raise _refuse("truncated header")
+    magic, n_rows, dimension = _VECTORS.unpack_from(header)
+    if magic != VECTORS_MAGIC or n_rows != rows or size != vectors_size(n_rows, dimension):
+        raise _refuse(f"not {rows} rows of float32 vectors ({n_rows} x {dimension}, {size} bytes)")
+    if not 1 <= dimension <= MAX_DIMENSION:
+        raise _refuse(f"{dimension} dimensions: a model's vectors have 1 to {MAX_DIMENSION}")
+    return int(dimension)
+
+
 def unpack_vectors(data: bytes, *, sha256: str, rows: int, max_bytes: int) -> np.ndarray:
     """The query vectors of ``data`` after its size, its digest and its shape are checked (a mismatch is the platform's fault: INFRA)."""
-
-    def refuse(what: str) -> TaskFailure:
-        return TaskFailure(FailureCode.INFRA, f"query vectors refused: {what}")
-
     if len(data) > max_bytes:
-        raise refuse(f"{len(data)} bytes, more than the cap of {max_bytes}")
+        raise _refuse(f"{len(data)} bytes, more than the cap of {max_bytes}")
     if hashlib.sha256(data).hexdigest() != sha256:
-        raise refuse("their sha256 is not the one the query job returned")
-    if len(data) < _VECTORS.size:
-        raise refuse("truncated header")
-    magic, n_rows, dimension = _VECTORS.unpack_from(data)
-    if magic != VECTORS_MAGIC or n_rows != rows or len(data) != vectors_size(n_rows, dimension):
-        raise refuse(f"not {rows} rows of float32 vectors ({n_rows} x {dimension}, {len(data)} bytes)")
-    return np.frombuffer(data, dtype="<f4", offset=_VECTORS.size).reshape(n_rows, dimension).astype(np.float32)
+        raise _refuse("their sha256 is not the one the query job returned")
+    dimension = _vectors_shape(data[: _VECTORS.size], len(data), rows=rows)
+    return np.frombuffer(data, dtype="<f4", offset=_VECTORS.size).reshape(rows, dimension).astype(np.float32)
+
+
+def check_vectors_file(path: Path, *, rows: int, block_bytes: int = 1 << 20) -> int:
+    """The dimension of the packed query vectors in ``path`` once they hold: the header's magic, ``rows`` rows, the exact
+    size, 1 to :data:`MAX_DIMENSION` dimensions, every value finite (read in blocks: the file is never whole in memory).
+
+    What the server checks when a query job's output is put, before any shard job searches with it; a refusal is
+    :class:`TaskFailure` ``INFRA`` (a worker sent it: never the participant's fault).
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as stream:
+        dimension = _vectors_shape(stream.read(_VECTORS.size), size, rows=rows)
+        block = max(4, block_bytes - block_bytes % 4)  # whole float32 values per read
+        while chunk := stream.read(block):
+            values = np.frombuffer(chunk, dtype="<f4")
+            if not np.isfinite(values).all():
+                raise _refuse("a value is NaN or infinite")
+    return dimension
 
 
 def shard_compact_run(ranking: ShardRanking, corpus: Sequence[str], depth: int) -> bytes:
@@ -123,6 +151,20 @@ def _dense(run: CompactRun, n_queries: int, width: int) -> tuple[np.ndarray, np.
     scores[rows, columns] = run.scores
     docs[rows, columns] = run.docs
     return scores, docs
+
+
+def check_shard_run(data: bytes, *, documents: int, queries: int, depth: int) -> None:
+    """A shard job's output holds as a shard run: a compact run with scores over ``documents`` that lists all ``queries``
+    (what :func:`dense_run` writes), each validated as the merge validates it; refused with :class:`TaskFailure` ``INFRA``.
+
+    What the server checks when a shard's output is put, so that a bad one re-runs that job alone rather than failing
+    its task at the merge.
+    """
+    run = decode_run(data, documents=documents, queries=queries, depth=depth)
+    if run.scores is None:
+        raise TaskFailure(FailureCode.INFRA, "a shard's run carries no scores: shards cannot be merged without them")
+    if len(run.queries) != queries:
+        raise TaskFailure(FailureCode.INFRA, f"a shard's run lists {len(run.queries)} queries; the task has {queries}")
 
 
 def merge_compact_runs(parts: Iterable[bytes], *, documents: int, queries: int, depth: int) -> bytes:

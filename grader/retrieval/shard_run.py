@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.errors import TaskFailure, UsageError
+from grader.errors import DimensionMismatch, UsageError
 from grader.failures import FailureCode
 from grader.retrieval.encoder import EncodingStats, OnnxEncoder
 from grader.retrieval.merge import ShardRanking, merge_top_k
@@ -97,7 +97,7 @@ def search_blocks(
     docs = np.full((len(query_vectors), 0), -1, dtype=np.int64)
     for first, block in blocks:
         if block.shape[1] != query_vectors.shape[1]:
-            raise TaskFailure(fault_code, f"query vectors have {query_vectors.shape[1]} dimensions, document vectors {block.shape[1]}")
+            raise DimensionMismatch(fault_code, queries=query_vectors.shape[1], documents=block.shape[1])
         block_ranks = ranks[first : first + len(block)]
         found_scores, found = exact_top_k(query_vectors, block, k, doc_ranks=block_ranks, fault_code=fault_code)
         scores, docs = merge_top_k(scores, docs, found_scores, np.where(found >= 0, found + first, -1), ranks, k)

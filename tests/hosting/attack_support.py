@@ -1,10 +1,13 @@
-"""What the attack tests share: hand-written uploads, posting them to a real server, what it stored (rows read back)."""
+"""What the attack tests share: hand-written uploads, posting them to a real server, what it stored (rows read back),
+and an honest worker's part in a sharded grade (its claim, its real coordinator in a thread, its signed result)."""
 
 from __future__ import annotations
 
 import io
 import json
 import tarfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,10 @@ from sqlalchemy import select
 
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import open_database
+from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
+from grader.hosting.protocol.messages import Job, WorkerResult
+from grader.hosting.worker.loop import Heartbeat, WorkerApi, worker_client
+from grader.hosting.worker.shard_loop import ShardApi, coordinate
 from tests.hosting.support import Server, admin
 from tests.image_tars import image_tar, layer
 
@@ -74,3 +81,47 @@ def submission_and_shard_jobs(state: Path, submission_id: str) -> tuple[Submissi
             return submission, jobs
     finally:
         db.dispose()
+
+
+class Coordinating(threading.Thread):
+    """An honest worker's real coordinator of a claimed sharded attempt, in a thread: its result and when it returned."""
+
+    def __init__(self, api: ShardApi, job: Job, upload: Path) -> None:
+        super().__init__(daemon=True)
+        self.api, self.job, self.upload = api, job, upload
+        self.stop = threading.Event()
+        self.result: WorkerResult | None = None
+        self.ended = 0.0
+
+    def run(self) -> None:
+        self.result = coordinate(self.api, self.job, self.upload, self.stop.is_set)
+        self.ended = time.monotonic()
+
+
+def post_result(server: Server, token: str, keys: Path, job: Job, result: WorkerResult) -> str:
+    """Sign the coordinator's result as the worker loop does and post it; the server's verdict."""
+    result.signature = sign_result(
+        ensure_worker_key(keys),
+        submission_id=job.submission_id,
+        attempt=job.attempt,
+        upload_sha256=job.upload_sha256,
+        facts=result.facts,
+        runs=result.runs,
+        failure_code=result.failure_code,
+        message=result.message,
+    )
+    return WorkerApi(server.url, token).post_result(job.submission_id, result)
+
+
+def claim_sharded_grade(server: Server, token: str, folder: Path, heartbeat_s: float) -> tuple[Job, Path, Heartbeat]:
+    """An honest worker claims the next sharded submission (its jobs are planned), fetches its upload into ``folder``
+    and keeps its lease alive (set the heartbeat's ``done`` to stop it)."""
+    http = worker_client(server.url, token)
+    job = Job.model_validate(http.post("/api/v1/worker/claim", json={"wait_s": 5}).json())
+    assert job.sharded
+    upload = folder / f"{job.submission_id}.tar.gz"
+    upload.write_bytes(http.get(f"/api/v1/worker/jobs/{job.submission_id}/upload", params={"attempt": job.attempt}).content)
+    http.close()
+    beat = Heartbeat(WorkerApi(server.url, token), job.submission_id, job.attempt, heartbeat_s)
+    beat.start()
+    return job, upload, beat

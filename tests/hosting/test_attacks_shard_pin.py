@@ -15,20 +15,21 @@ test it runs the shard jobs in the runner container and the grade ends scored.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from grader.failures import FailureCode
 from grader.hosting.environment import WORKER_DATA
-from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result, worker_public_key_path
+from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
-from grader.hosting.protocol.messages import Job, WorkerResult
-from grader.hosting.worker.loop import Heartbeat, WorkerApi, worker_client
-from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest
-from tests.hosting.attack_support import submission_and_shard_jobs
+from grader.hosting.protocol.messages import Job
+from grader.hosting.worker.loop import Heartbeat, worker_client
+from grader.hosting.worker.shard_loop import ShardApi, fingerprint_digest
+from grader.retrieval.shard_exchange import pack_vectors
+from tests.hosting.attack_support import Coordinating, claim_sharded_grade, post_result, submission_and_shard_jobs
 from tests.hosting.support import REPO, Server, admin, write_competition
 
 pytestmark = pytest.mark.slow
@@ -37,21 +38,6 @@ EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 GONE = "c" * 64
 #: A short lease, so that the vanished worker's lapses within the test; the reaper looks twice a second.
 QUEUE = {"lease_s": 4, "heartbeat_s": 1, "reap_every_s": 0.5}
-
-
-class _Coordinating(threading.Thread):
-    """The honest worker's real coordinator of the claimed attempt, in a thread: its result and when it returned."""
-
-    def __init__(self, api: ShardApi, job: Job, upload: Path) -> None:
-        super().__init__(daemon=True)
-        self.api, self.job, self.upload = api, job, upload
-        self.stop = threading.Event()
-        self.result: WorkerResult | None = None
-        self.ended = 0.0
-
-    def run(self) -> None:
-        self.result = coordinate(self.api, self.job, self.upload, self.stop.is_set)
-        self.ended = time.monotonic()
 
 
 def _served(tmp_path: Path, sharding: dict[str, object]) -> tuple[Server, str, str, str, Path]:
@@ -70,30 +56,10 @@ def _served(tmp_path: Path, sharding: dict[str, object]) -> tuple[Server, str, s
     return server, submission_id, honest, stub, keys
 
 
-def _post(server: Server, token: str, keys: Path, job: Job, result: WorkerResult) -> str:
-    """Sign the coordinator's result as the worker loop does and post it; the server's verdict."""
-    result.signature = sign_result(
-        ensure_worker_key(keys),
-        submission_id=job.submission_id,
-        attempt=job.attempt,
-        upload_sha256=job.upload_sha256,
-        facts=result.facts,
-        runs=result.runs,
-        failure_code=result.failure_code,
-        message=result.message,
-    )
-    return WorkerApi(server.url, token).post_result(job.submission_id, result)
-
-
 def _claim_the_grade(server: Server, token: str, tmp_path: Path) -> tuple[Job, Path, Heartbeat]:
     """The honest worker claims the sharded submission (its jobs are planned) and keeps its lease alive."""
-    http = worker_client(server.url, token)
-    job = Job.model_validate(http.post("/api/v1/worker/claim", json={"wait_s": 5}).json())
-    assert job.sharded and job.attempt == 1
-    upload = tmp_path / "upload.tar.gz"
-    upload.write_bytes(http.get(f"/api/v1/worker/jobs/{job.submission_id}/upload", params={"attempt": 1}).content)
-    beat = Heartbeat(WorkerApi(server.url, token), job.submission_id, 1, QUEUE["heartbeat_s"])
-    beat.start()
+    job, upload, beat = claim_sharded_grade(server, token, tmp_path, QUEUE["heartbeat_s"])
+    assert job.attempt == 1
     return job, upload, beat
 
 
@@ -112,14 +78,14 @@ def test_a_job_claimed_under_a_vanished_fingerprint_is_claimed_again_and_the_gra
         monkeypatch.setenv(WORKER_DATA, str(server.state / "worker-data"))
         honest_http = worker_client(server.url, honest)
         assert honest_http.post("/api/v1/worker/shards/claim", json={"fingerprint": fingerprint_digest()}).status_code == 204  # pinned
-        coordinator = _Coordinating(ShardApi(honest_http), job, upload)
+        coordinator = Coordinating(ShardApi(honest_http), job, upload)
         coordinator.start()
         coordinator.join(timeout=300)
         alive = coordinator.is_alive()
         coordinator.stop.set()
         assert not alive, "the coordinator still waits: the job stayed pinned to a fingerprint no live worker has"
         assert coordinator.result is not None and coordinator.result.failure_code is None, coordinator.result
-        assert _post(server, honest, keys, job, coordinator.result) == "accepted"
+        assert post_result(server, honest, keys, job, coordinator.result) == "accepted"
         beat.done.set()
         honest_http.close()
         submission, jobs = submission_and_shard_jobs(server.state, submission_id)
@@ -144,12 +110,13 @@ def test_a_task_no_live_worker_can_finish_ends_infra_at_the_deadline_uncharged(t
         taken = stub.post("/api/v1/worker/shards/claim", json={"fingerprint": GONE}).json()
         assert taken["number"] == -1
         assert stub.get(f"/api/v1/worker/shards/{taken['job_id']}/upload", params={"tries": 1}).status_code == 200
-        put = stub.put(f"/api/v1/worker/shards/{taken['job_id']}/output", params={"tries": 1}, content=b"\0" * 64)
+        vectors = pack_vectors(np.zeros((len(taken["judged"]), 4), dtype=np.float32))  # they hold: the put checks them
+        put = stub.put(f"/api/v1/worker/shards/{taken['job_id']}/output", params={"tries": 1}, content=vectors)
         assert put.status_code == 200, put.text
         stub.close()
 
         honest_http = worker_client(server.url, honest)
-        coordinator = _Coordinating(ShardApi(honest_http), job, upload)
+        coordinator = Coordinating(ShardApi(honest_http), job, upload)
         coordinator.start()
         coordinator.join(timeout=deadline_s + 60)
         alive = coordinator.is_alive()
@@ -159,7 +126,7 @@ def test_a_task_no_live_worker_can_finish_ends_infra_at_the_deadline_uncharged(t
         assert deadline_s <= coordinator.ended - planned < deadline_s + 10
         result = coordinator.result
         assert result is not None and result.failure_code is FailureCode.INFRA, result
-        assert _post(server, honest, keys, job, result) == "requeued"  # the platform's failure: re-run, uncharged
+        assert post_result(server, honest, keys, job, result) == "requeued"  # the platform's failure: re-run, uncharged
         beat.done.set()
         honest_http.close()
         submission, jobs = submission_and_shard_jobs(server.state, submission_id)

@@ -191,7 +191,7 @@ def test_shard_moves_outside_the_table_are_refused(world: World) -> None:
                 with pytest.raises(InternalError, match="not a transition of the shard table"):
                     require_shard(source, target)
     with world.db.session() as session, pytest.raises(InternalError):
-        shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.DONE, ShardState.QUEUED)  # a done job never runs again
+        shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.DONE, ShardState.RUNNING)  # a done job runs again only queued
     with world.db.session() as session:
         assert (
             shard_jobs.move_shard(session, ShardJob.number == -1, ShardState.RUNNING, ShardState.DONE) == 0
@@ -281,3 +281,63 @@ def test_the_worker_and_the_server_digest_a_fingerprint_alike() -> None:
     from grader.hosting.worker.shard_loop import fingerprint_digest as worker_digest
 
     assert worker_digest() == server_digest(worker_fingerprint())
+
+
+def _states(world: World, submission_id: str) -> dict[int, tuple[str, int, int]]:
+    """Per job number of task t: (state, tries, uncharged tries)."""
+    with world.db.session() as session:
+        rows = session.query(ShardJob).filter(ShardJob.submission_id == submission_id, ShardJob.task == "t")
+        return {job.number: (job.state, job.tries, job.unused) for job in rows}
+
+
+def test_suspect_query_vectors_re_run_the_query_job_and_every_shard_that_used_them(world: World) -> None:
+    submission_id = _planned(world, {"t": 3, "u": 1})
+    w1, w2 = world.workers
+    liar = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert liar is not None and (liar.task, liar.number) == ("t", -1)
+    assert shard_jobs.complete(world.db, liar.job_id, 1, w1, "1" * 64)
+    done, running, reporter = (shard_jobs.claim(world.db, w2, FP_A, 60) for _ in range(3))
+    assert done is not None and running is not None and reporter is not None
+    assert (done.number, running.number, reporter.number) == (0, 1, 2)
+    assert shard_jobs.complete(world.db, done.job_id, 1, w2, "2" * 64)
+    assert shard_jobs.requeue_suspect(world.db, reporter.job_id, 1, w2, "1" * 64, "they do not fit", max_tries=3)
+    # The query job runs again (its try stays charged); every shard goes back with it, uncharged; u is untouched.
+    assert _states(world, submission_id) == {-1: ("queued", 1, 0), 0: ("queued", 1, 1), 1: ("queued", 1, 1), 2: ("queued", 1, 1)}
+    assert shard_jobs.renew(world.db, running.job_id, 1, w2, 60) is None  # the running shard's holder stops it
+    assert not shard_jobs.complete(world.db, running.job_id, 1, w2, "3" * 64)
+    progress = shard_jobs.progress(world.db, submission_id, 1)
+    assert progress["t"].failure is None and progress["t"].done == {} and progress["t"].open == 4
+    again = shard_jobs.claim(world.db, w2, FP_B, 60)  # nothing of t runs or is done: any fingerprint; the shards wait for it
+    assert again is not None and (again.task, again.number, again.tries) == ("t", -1, 2)
+    assert shard_jobs.complete(world.db, again.job_id, 2, w2, "4" * 64)
+    shard = shard_jobs.claim(world.db, w2, FP_B, 60)
+    assert shard is not None and (shard.number, shard.tries) == (0, 2)
+    # A second report of the old vectors (already re-run) is an ordinary INFRA failure: charged, and nothing else moves.
+    assert shard_jobs.requeue_suspect(world.db, shard.job_id, 2, w2, "1" * 64, "late", max_tries=3)
+    assert _states(world, submission_id)[-1] == ("done", 2, 0) and _states(world, submission_id)[0] == ("queued", 2, 1)
+
+
+def test_a_query_job_cannot_suspect_its_own_vectors(world: World) -> None:
+    submission_id = _planned(world, {"t": 1})
+    w1 = world.workers[0]
+    query = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert query is not None and shard_jobs.requeue_suspect(world.db, query.job_id, 1, w1, "1" * 64, "mine", max_tries=3)
+    assert _states(world, submission_id)[-1] == ("queued", 1, 0)  # an ordinary INFRA failure: re-queued, charged
+    assert not shard_jobs.requeue_suspect(world.db, query.job_id, 1, w1, "1" * 64, "stale", max_tries=3)  # no longer held
+
+
+def test_suspect_query_vectors_at_the_query_jobs_try_limit_fail_the_task_infra(world: World) -> None:
+    submission_id = _planned(world, {"t": 2})
+    w1, w2 = world.workers
+    for tries in (1, 2):  # a liar does the query job each time; an honest shard worker suspects its vectors each time
+        query = shard_jobs.claim(world.db, w1, FP_A, 60)
+        assert query is not None and (query.number, query.tries) == (-1, tries)
+        assert shard_jobs.complete(world.db, query.job_id, tries, w1, f"{tries:064x}")
+        shard = shard_jobs.claim(world.db, w2, FP_A, 60)
+        assert shard is not None and shard.number == 0
+        assert shard_jobs.requeue_suspect(world.db, shard.job_id, shard.tries, w2, f"{tries:064x}", "suspect", max_tries=2)
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is None  # no third try of the query job: the task has failed
+    progress = shard_jobs.progress(world.db, submission_id, 1)["t"]
+    assert progress.failure is not None and progress.failure[0] == "INFRA" and "2 tries" in progress.failure[1]
+    assert progress.open == 0
+    assert _states(world, submission_id) == {-1: ("done", 2, 0), 0: ("failed", 2, 1), 1: ("skipped", 0, 0)}

@@ -335,8 +335,8 @@ class ShardJob(Base):
     returned (query vectors, or a shard's compact run with scores), kept in the state folder.
     ``deadline_at``: the attempt's deadline (``[sharding] deadline_s`` after it was planned; None
     for a job planned before the setting existed). ``used``: whether the current try's holder
-    fetched the upload or renewed the lease; ``unused``: tries whose lease lapsed unused (not
-    charged: charged tries are ``tries - unused``).
+    fetched the upload or renewed the lease; ``unused``: tries not charged, whose lease lapsed unused
+    or whose query vectors were found suspect (charged tries are ``tries - unused``).
     """
 
     __tablename__ = "shard_jobs"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
@@ -68,6 +68,17 @@ class ShardFailure(_Request):
     #: One of the codes: any other is refused (422) before anything is stored.
     failure_code: FailureCode
     message: str = Field(default="", max_length=20_000)
+    #: The sha256 of the query vectors a shard job found suspect (they do not fit its documents, its worker's own do):
+    #: INFRA only; the server re-runs the task's query job (grader.hosting.queue.shard_jobs.requeue_suspect). Optional:
+    #: a worker that does not send it is read as before.
+    suspect_queries: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _suspect_is_infra(self) -> ShardFailure:
+        """Suspect query vectors are the platform's fault: a participant's code with them is refused (422)."""
+        if self.suspect_queries is not None and self.failure_code is not FailureCode.INFRA:
+            raise ValueError("suspect_queries comes with failure_code INFRA only")
+        return self
 
 
 class ShardGradeStatus(BaseModel):

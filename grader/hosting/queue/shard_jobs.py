@@ -256,14 +256,80 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCod
         if move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) != 1:
             return False
         if not requeue:
-            # The task has failed: its queued jobs would only burn workers' time (running ones stop at their next renewal).
             job = session.get(ShardJob, job_id)
             assert job is not None
-            siblings = (ShardJob.submission_id == job.submission_id) & (ShardJob.attempt == job.attempt) & (ShardJob.task == job.task)
-            move_shard(
-                session, siblings, ShardState.QUEUED, ShardState.SKIPPED, message=f"skipped: job {job.number} of the task failed ({code.value})"
-            )
+            _skip_the_rest(session, job, code)
         return True
+
+
+def _same_task(job: ShardJob) -> ColumnElement[bool]:
+    """The rows of ``job``'s task and attempt (``job`` among them)."""
+    return (ShardJob.submission_id == job.submission_id) & (ShardJob.attempt == job.attempt) & (ShardJob.task == job.task)
+
+
+def _skip_the_rest(session: Session, job: ShardJob, code: FailureCode) -> None:
+    """``job`` failed its task: the task's queued jobs would only burn workers' time (running ones stop at their next renewal)."""
+    move_shard(
+        session, _same_task(job), ShardState.QUEUED, ShardState.SKIPPED, message=f"skipped: job {job.number} of the task failed ({code.value})"
+    )
+
+
+def requeue_suspect(db: Database, job_id: int, tries: int, worker_id: int, queries_sha256: str, message: str, *, max_tries: int) -> bool:
+    """A held shard job's query vectors (``queries_sha256``) do not fit its documents, and its worker's own do: the
+    vectors are suspect, so the task's query job runs again and every shard job of the task, done or running with those
+    vectors, is re-queued with it (their tries uncharged: their inputs were at fault, not they). False when not held.
+
+    The query job's suspect try stays charged, so a worker that lies about query vectors (or about suspecting them)
+    cannot loop the task for ever: once the query job has had ``max_tries`` tries, the report fails the task ``INFRA``
+    (uncharged; the attempt is then re-run as the platform's failure). A report naming other vectors than the task's
+    current ones (re-run already, or never these) is an ordinary ``INFRA`` failure of the job (:func:`fail`).
+    """
+    with db.session() as session:
+        job = session.get(ShardJob, job_id)
+        # The query job made the vectors: it cannot suspect them (an ordinary INFRA failure, as is an unknown job).
+        where = None if job is None or job.number == QUERY_JOB else (job.submission_id, job.attempt, job.task)
+    if where is None:
+        return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries)
+    with db.session() as session:
+        _lock_task(session, *where)  # one report at a time per task: two reports of one lie re-run the query job once
+        query = session.scalar(
+            select(ShardJob).where(
+                ShardJob.submission_id == where[0], ShardJob.attempt == where[1], ShardJob.task == where[2], ShardJob.number == QUERY_JOB
+            )
+        )
+        current = query is not None and query.state == DONE and query.sha256 == queries_sha256
+        if current:
+            assert query is not None
+            return _rerun_queries(session, query, job_id, tries, worker_id, message, max_tries=max_tries)
+    return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries)
+
+
+def _rerun_queries(session: Session, query: ShardJob, job_id: int, tries: int, worker_id: int, message: str, *, max_tries: int) -> bool:
+    """In the task's locked transaction: re-queue the done query job and the task's done and running shards, the reporter
+    among them (uncharged); or, at the query job's try limit, fail the reporter and so the task ``INFRA``."""
+    reporter = _holding(job_id, tries, worker_id)
+    if query.tries - query.unused >= max_tries:
+        why = f"{message[:1500]} (the query job has had its {max_tries} tries)"
+        values = {"lease_expires_at": None, "failure_code": FailureCode.INFRA.value, "message": why}
+        if move_shard(session, reporter, ShardState.RUNNING, ShardState.FAILED, **values) != 1:
+            return False
+        failed = session.get(ShardJob, job_id)
+        assert failed is not None
+        _skip_the_rest(session, failed, FailureCode.INFRA)
+        return True
+    again = {"worker_id": None, "lease_expires_at": None, "sha256": None, "unused": ShardJob.unused + 1}
+    if (
+        move_shard(session, reporter, ShardState.RUNNING, ShardState.QUEUED, **again, failure_code=FailureCode.INFRA.value, message=message[:2000])
+        != 1
+    ):
+        return False
+    shards = _same_task(query) & (ShardJob.number != QUERY_JOB)
+    for source in (ShardState.DONE, ShardState.RUNNING):  # a running one's holder is told at its next renewal (stale)
+        move_shard(session, shards, source, ShardState.QUEUED, **again, message="re-queued: the query vectors it used were suspect")
+    rerun = {"worker_id": None, "lease_expires_at": None, "sha256": None, "message": f"re-run: its vectors were suspect ({message[:1500]})"}
+    moved = move_shard(session, (ShardJob.id == query.id) & (ShardJob.sha256 == query.sha256), ShardState.DONE, ShardState.QUEUED, **rerun)
+    assert moved == 1, "the query job moved under the task's lock"
+    return True
 
 
 def reap(db: Database, *, max_tries: int) -> int:

@@ -32,12 +32,20 @@ from grader.files import atomic_write_bytes
 from grader.grading.shard_input import corpus_size, shard_total
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
+from grader.hosting.errors import ShardOutputRefused
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.lifecycle import Claim, holds_lease
 from grader.hosting.results.grading_adapter import DEPTH
 from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
-from grader.retrieval.shard_exchange import MAX_DIMENSION, merge_compact_runs, search_width, vectors_size
+from grader.retrieval.shard_exchange import (
+    MAX_DIMENSION,
+    check_shard_run,
+    check_vectors_file,
+    merge_compact_runs,
+    search_width,
+    vectors_size,
+)
 from grader.runs.compact import compact_size
 
 
@@ -168,14 +176,61 @@ def output_slot(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> 
     return folder / f"{job.task}.{job.number}", body_cap(_judged_count(ctx.benchmark_target, job.task, split))
 
 
-def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, sha256: str) -> bool:
-    """Mark a held job done with the digest of what was stored; False when the try is stale (the file is then ignored)."""
+def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Path, sha256: str) -> bool:
+    """Mark a held job done with the digest of what was stored at ``path``, once it holds (:func:`_check_output`);
+    False when the try is stale (the file is then ignored).
+
+    Raises :class:`~grader.hosting.errors.ShardOutputRefused` when it does not hold: the file is removed and the try
+    has failed ``INFRA`` (re-queued alone, or the task failed ``INFRA`` at the try limit), never a participant's code.
+    """
+    job = _held(ctx, worker_id, job_id, tries)
+    if job is None:
+        return False
+    try:
+        _check_output(ctx, job, path)
+    except TaskFailure as refusal:
+        path.unlink(missing_ok=True)
+        if not failed(ctx, worker_id, job_id, tries, FailureCode.INFRA, f"its output was refused at put: {refusal.detail}"):
+            return False
+        raise ShardOutputRefused(refusal.detail) from None
     return shard_jobs.complete(ctx.db, job_id, tries, worker_id, sha256)
 
 
-def failed(ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: FailureCode, message: str) -> bool:
-    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`)."""
-    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=ctx.competition.max_attempts)
+def _check_output(ctx: ServerContext, job: ShardJob, path: Path) -> None:
+    """A job's stored output holds (:class:`TaskFailure` ``INFRA`` when not): query vectors of the task's judged queries
+    (:func:`~grader.retrieval.shard_exchange.check_vectors_file`), or a shard's run over the copy's corpus listing them
+    all (:func:`~grader.retrieval.shard_exchange.check_shard_run`), so that no shard searches with bad vectors and a
+    bad run re-runs its job alone instead of failing its task at the merge.
+
+    The dimension a manifest declares (``model_card.dimension``) is not checked here: nothing holds a model to it, so an
+    honest worker's vectors of a misdeclared model would be refused try after try; a shard worker tells a lie about the
+    dimension from the model's fault (:func:`grader.grading.shard_sandbox.judge_mismatch`).
+    """
+    queries = _judged_count(ctx.benchmark_target, job.task, _split_of(ctx, job.submission_id))
+    if job.number == shard_jobs.QUERY_JOB:
+        check_vectors_file(path, rows=queries)
+        return
+    documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(job.task))
+    check_shard_run(path.read_bytes(), documents=documents, queries=queries, depth=DEPTH)  # bounded by the route's cap
+
+
+def _split_of(ctx: ServerContext, submission_id: str) -> str:
+    with ctx.db.session() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission is not None
+        return submission.split
+
+
+def failed(
+    ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: FailureCode, message: str, *, suspect_queries: str | None = None
+) -> bool:
+    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`);
+    INFRA with ``suspect_queries`` (the sha256 of the task's query vectors) re-runs the task's query job and its shards
+    (:func:`grader.hosting.queue.shard_jobs.requeue_suspect`)."""
+    limit = ctx.competition.max_attempts
+    if suspect_queries is not None and code is FailureCode.INFRA:
+        return shard_jobs.requeue_suspect(ctx.db, job_id, tries, worker_id, suspect_queries, message, max_tries=limit)
+    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=limit)
 
 
 @dataclass

@@ -7,7 +7,10 @@ sha256 and a size cap), runs it in a stoppable forked child (:func:`_in_child`,
 runner image's sandbox over this worker's pseudonymous data copy, under the competition's
 limits per job (:mod:`grader.grading.shard_sandbox`), and puts its output: the query vectors,
 or the shard's top-k and boundary ties as a compact run with scores. A participant's fault (``MODEL_ERROR``, ``TIMEOUT``...) is reported
-as the job's failure, which fails its task; anything else is ``INFRA`` and the job is re-run alone.
+as the job's failure, which fails its task; anything else is ``INFRA`` and the job is re-run alone. Query vectors that
+do not fit a shard's documents are another worker's word: the shard job encodes the queries itself, and only a
+mismatch it reproduces is ``MODEL_ERROR``; otherwise it reports the vectors suspect (``INFRA``; the server re-runs
+the task's query job).
 
 :func:`coordinate` is what the worker that claimed a sharded submission does instead of ranking
 it: it runs shard jobs too until every task is done, then returns the result naming the runs the
@@ -31,7 +34,7 @@ from typing import Any
 import httpx
 
 from grader import jsonio
-from grader.errors import GraderError, TaskFailure, failure_code
+from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFailure, failure_code
 from grader.failures import FailureCode, code_or_infra
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
@@ -49,6 +52,8 @@ from grader.submissions.archive import open_submission, unpack_limits
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
 log = logging.getLogger("grader.worker")
+#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found suspect.
+Outcome = tuple[bytes | None, str, str, str | None]
 #: Seconds between looks at a sharded attempt's progress while no shard job is free.
 POLL_S = 0.5
 
@@ -99,8 +104,9 @@ class ShardApi:
         response.raise_for_status()
         return str(response.json()["sha256"])
 
-    def fail(self, job: ShardJobMessage, code: FailureCode, message: str) -> None:
-        body = ShardFailure(tries=job.tries, failure_code=code, message=message[-20_000:]).model_dump()
+    def fail(self, job: ShardJobMessage, code: FailureCode, message: str, *, suspect_queries: str | None = None) -> None:
+        failure = ShardFailure(tries=job.tries, failure_code=code, message=message[-20_000:], suspect_queries=suspect_queries)
+        body = failure.model_dump(exclude_none=True)  # no suspect_queries unless set: the body a server before it read
         self.http.post(f"/api/v1/worker/shards/{job.job_id}/failure", json=body)
 
     def status(self, submission_id: str, attempt: int) -> ShardGradeStatus:
@@ -127,7 +133,7 @@ def _runner(folder: Path, job: ShardJobMessage | Job, copy: Path, *, depth: int)
 def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> bytes:
     """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container."""
     from grader.data.registry import resolve_benchmark
-    from grader.grading.shard_sandbox import encode_queries, rank_shard
+    from grader.grading.shard_sandbox import encode_queries, judge_mismatch, rank_shard
     from grader.retrieval.shard_exchange import unpack_vectors
 
     # The pseudonymous copy the server exported: the ids the server decodes the runs against.
@@ -141,29 +147,31 @@ def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Pa
             return encode_queries(runner, task, job.judged)
         assert queries is not None and job.queries_sha256 is not None
         vectors = unpack_vectors(queries, sha256=job.queries_sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
-        return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
+        try:
+            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
+        except DimensionMismatch as mismatch:  # another worker's vectors: the model's fault only if it happens here too
+            raise judge_mismatch(runner, task, job.judged, mismatch, received=job.queries_sha256) from None
 
 
-def _child_work(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> tuple[bytes | None, str, str]:
-    """In the child: (output, "", "") or (None, failure code, message); a participant's fault keeps its code, anything of ours is INFRA."""
+def _child_work(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> Outcome:
+    """In the child: (output, "", "", None) or (None, failure code, message, suspect query vectors' sha256 or None); a
+    participant's fault keeps its code, anything of ours is INFRA."""
     try:
-        return _compute(job, upload, queries, copy), "", ""
+        return _compute(job, upload, queries, copy), "", "", None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
-        return None, failure_code(error).value, message
+        return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None
 
 
-def _in_child(
-    job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]
-) -> tuple[bytes | None, str, str] | None:
+def _in_child(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
     """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
     folder = environment().worker_data
     if not folder:
-        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)"
+        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None
     return run_in_child(
         partial(_child_work, job, upload, queries, Path(folder)),
         abandon=lost,
-        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})"),
+        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None),
         on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
         name="grader-shard",
     )
@@ -207,11 +215,11 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             ran = _in_child(job, upload, queries, work, beat.lost.is_set)
         if ran is None:
             return "stale"  # stopped, its container removed; the server handed the job on
-        output, code, message = ran
+        output, code, message, suspect = ran
         if output is None:
             failed = code_or_infra(code)  # what the child process handed back is read, not trusted
-            api.fail(job, failed, message)
-            return failed.value
+            api.fail(job, failed, message, suspect_queries=suspect if failed is FailureCode.INFRA else None)
+            return "suspect query vectors" if suspect and failed is FailureCode.INFRA else failed.value
         return "done" if api.put_output(job, output) is not None else "stale"
     except (httpx.HTTPError, TaskFailure) as error:
         log.warning("shard job %s try %s: %s", job.job_id, job.tries, error)

@@ -7,6 +7,8 @@ The services decide (:mod:`grader.hosting.services.shard_grading`); these routes
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
@@ -17,6 +19,7 @@ from grader.hosting.api.deps import Ctx
 from grader.hosting.api.long_poll import Gate, long_poll
 from grader.hosting.api.params import ShardJobId, TriesQuery
 from grader.hosting.clock import iso
+from grader.hosting.errors import ShardOutputRefused
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
@@ -71,7 +74,7 @@ def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker)
 
 @router.put(
     "/shards/{job_id}/output",
-    summary="Put a shard job's output (query vectors, or a compact run with scores); 409 when stale",
+    summary="Put a shard job's output (query vectors, or a compact run with scores); 409 when stale; 422 when it does not hold (the try fails INFRA)",
     response_model=RunStored,
 )
 async def output(job_id: ShardJobId, tries: TriesQuery, request: Request, ctx: Ctx, who: CurrentWorker) -> RunStored:
@@ -80,7 +83,11 @@ async def output(job_id: ShardJobId, tries: TriesQuery, request: Request, ctx: C
         raise HTTPException(409, STALE)
     path, cap = slot
     sha256, size = await receive_to_file(request, path, cap, "a shard job's output")
-    if not await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, sha256):
+    try:
+        done = await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, path, sha256)
+    except ShardOutputRefused as refusal:  # the try has failed INFRA: the job runs again
+        raise HTTPException(422, f"shard job output refused: {refusal}") from None
+    if not done:
         raise HTTPException(409, STALE)
     return RunStored(sha256=sha256, bytes=size)
 
@@ -88,7 +95,8 @@ async def output(job_id: ShardJobId, tries: TriesQuery, request: Request, ctx: C
 @router.post("/shards/{job_id}/failure", summary="Report a shard job's failure (INFRA: re-run alone; a participant's code: the task fails)")
 async def failure(job_id: ShardJobId, request: Request, ctx: Ctx, who: CurrentWorker) -> Response:
     body = await parse(request, ShardFailure)
-    if not await run_in_threadpool(shard_grading.failed, ctx, who.id, job_id, body.tries, body.failure_code, body.message):
+    reported = partial(shard_grading.failed, suspect_queries=body.suspect_queries)
+    if not await run_in_threadpool(reported, ctx, who.id, job_id, body.tries, body.failure_code, body.message):
         raise HTTPException(409, STALE)
     return Response(status_code=204)
 
