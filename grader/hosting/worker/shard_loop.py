@@ -282,8 +282,11 @@ def _facts(upload: Path, job: Job, status: ShardGradeStatus, started: datetime) 
     }
 
 
-def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) -> WorkerResult | None:
-    """Run shard jobs until the claimed sharded attempt is done; its result (None when it went stale or was cancelled)."""
+def coordinate(
+    api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool], work: Callable[[ShardApi, str], bool] = work_one
+) -> WorkerResult | None:
+    """Run shard jobs (``work``: claim and run one if one is free) until the claimed sharded attempt is done; its result
+    (None when it went stale or was cancelled)."""
     started = datetime.now(UTC)
     fingerprint = fingerprint_digest()
     while True:
@@ -294,7 +297,7 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
             return None
         if status.state == "done":
             break
-        if not work_one(api, fingerprint):
+        if not work(api, fingerprint):
             time.sleep(POLL_S)
     infra = [name for name, (code, _message) in task_failures(status).items() if code is FailureCode.INFRA]
     if infra:
