@@ -91,6 +91,15 @@ class ShardSizes:
     #: A day: the whole CoIR grade of a base-size model on a few one-CPU workers fits (docs/scale.md); it is the
     #: backstop of a task no live worker can finish (its query vectors done on a worker of a fingerprint now gone).
     deadline_s: float = 86_400.0
+    #: With ``replicas`` > 1, the workers that compute one replica of a sharded grade (its coordinator included): each
+    #: replica's jobs go only to workers that compute nothing of another replica of the submission, so a decided grade
+    #: needs up to 2 x replicas - 1 disjoint groups of this many. 1 (the default): a replica's coordinator computes all
+    #: its jobs, and any 2 x replicas - 1 workers of a fingerprint decide any grade, as without shards (docs/hosting.md).
+    replica_workers: int = 1
+
+    def replica_cap(self, replicas: int) -> int | None:
+        """The workers one replica's jobs may go to under ``replicas`` (None: not replicated, any worker)."""
+        return self.replica_workers if replicas > 1 else None
 
 
 #: Retention policies of the workers' compact runs (``[retention] runs``).
@@ -242,6 +251,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
             shard_documents=sharding_doc.get("shard_documents"),
             search_memory=parse_size(sharding_doc["search_memory"]) if "search_memory" in sharding_doc else ShardSizes.search_memory,
             deadline_s=float(sharding_doc.get("deadline_s", ShardSizes.deadline_s)),
+            replica_workers=int(sharding_doc.get("replica_workers", ShardSizes.replica_workers)),
         )
         upload_doc = doc.get("upload", {})
         upload_bytes = parse_size(upload_doc["max_bytes"]) if "max_bytes" in upload_doc else DEFAULT_UPLOAD_BYTES

@@ -14,9 +14,11 @@ from sqlalchemy import update
 from grader.errors import InternalError
 from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
-from grader.hosting.db.models import ShardJob
+from grader.hosting.db.models import Replica, ShardJob, Submission
+from grader.hosting.identity.workers import create_worker
 from grader.hosting.queue import lifecycle, shard_jobs
-from grader.hosting.states import SHARD_TRANSITIONS, ShardState, require_shard
+from grader.hosting.services.replication import blamed_worker
+from grader.hosting.states import SHARD_TRANSITIONS, ShardState, State, require_shard
 from tests.hosting.world import World, new_submission
 
 FP_A, FP_B = "a" * 64, "b" * 64
@@ -268,11 +270,11 @@ def test_the_coordinator_reads_a_code_or_an_entry_it_does_not_know_as_infra() ->
 def test_any_claimable_says_when_a_shard_job_is_free_for_a_fingerprint(world: World) -> None:
     _planned(world, {"t": 1})
     w1 = world.workers[0]
-    assert shard_jobs.any_claimable(world.db, FP_A) and shard_jobs.any_claimable(world.db, FP_B)  # the query job, any fingerprint
+    assert shard_jobs.any_claimable(world.db, w1, FP_A) and shard_jobs.any_claimable(world.db, w1, FP_B)  # the query job, any fingerprint
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
-    assert query is not None and not shard_jobs.any_claimable(world.db, FP_A)  # the shard waits for the query vectors
+    assert query is not None and not shard_jobs.any_claimable(world.db, w1, FP_A)  # the shard waits for the query vectors
     assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
-    assert shard_jobs.any_claimable(world.db, FP_A) and not shard_jobs.any_claimable(world.db, FP_B)  # the task is FP_A's now
+    assert shard_jobs.any_claimable(world.db, w1, FP_A) and not shard_jobs.any_claimable(world.db, w1, FP_B)  # the task is FP_A's now
 
 
 def test_the_worker_and_the_server_digest_a_fingerprint_alike() -> None:
@@ -341,3 +343,71 @@ def test_suspect_query_vectors_at_the_query_jobs_try_limit_fail_the_task_infra(w
     assert progress.failure is not None and progress.failure[0] == "INFRA" and "2 tries" in progress.failure[1]
     assert progress.open == 0
     assert _states(world, submission_id) == {-1: ("done", 2, 0), 0: ("failed", 2, 1), 1: ("skipped", 0, 0)}
+
+
+def _more_workers(world: World, *names: str) -> list[int]:
+    with world.db.session() as session:
+        return [create_worker(session, name)[0].id for name in names]
+
+
+def _replica_of(world: World, submission_id: str, attempt: int, coordinator: int) -> None:
+    """Record attempt ``attempt`` as a replica coordinated by ``coordinator`` (as the vote does), and end its lease."""
+    with world.db.session() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission is not None
+        session.add(
+            Replica(
+                submission_id=submission_id,
+                attempt=attempt,
+                pin_id=submission.pin_id,
+                worker_id=coordinator,
+                fingerprint=FP_A,
+                outcome="o",
+                detail={},
+                created_at=utcnow(),
+            )
+        )
+        session.execute(update(Submission).where(Submission.id == submission_id).values(state=State.QUEUED, lease_worker_id=None))
+
+
+def test_a_replicas_jobs_go_to_at_most_its_workers_and_never_to_another_replicas(world: World) -> None:
+    coordinator, helper = world.workers
+    other, late = _more_workers(world, "w3", "w4")
+    submission_id = _planned(world, {"t": 1})  # attempt 1, coordinated by the first worker
+    query = shard_jobs.claim(world.db, helper, FP_A, 60, replica_workers=2)
+    assert query is not None and shard_jobs.complete(world.db, query.job_id, 1, helper, "1" * 64)
+    # The replica has its two workers (coordinator and helper): a third takes nothing of it; its coordinator does.
+    assert not shard_jobs.any_claimable(world.db, other, FP_A, 2) and shard_jobs.claim(world.db, other, FP_A, 60, replica_workers=2) is None
+    assert shard_jobs.any_claimable(world.db, coordinator, FP_A, 2)
+    shard = shard_jobs.claim(world.db, coordinator, FP_A, 60, replica_workers=2)
+    assert shard is not None and shard_jobs.complete(world.db, shard.job_id, 1, coordinator, "2" * 64)
+    _replica_of(world, submission_id, 1, coordinator)
+    # Replica 2, coordinated by ``other``: neither worker of replica 1 computes any of it, whatever the cap.
+    taken = lifecycle.claim(world.db, other, 60)
+    assert taken is not None and taken.attempt == 2
+    with world.db.session() as session:
+        shard_jobs.plan(session, submission_id, 2, {"t": 1}, 3600)
+    for contributor in (coordinator, helper):
+        assert not shard_jobs.any_claimable(world.db, contributor, FP_A, 5)
+        assert shard_jobs.claim(world.db, contributor, FP_A, 60, replica_workers=5) is None
+    fresh = shard_jobs.claim(world.db, late, FP_A, 60, replica_workers=5)
+    assert fresh is not None and (fresh.attempt, fresh.number) == (2, -1)
+    # Without replicas (no cap), any worker may take any job.
+    assert shard_jobs.complete(world.db, fresh.job_id, 1, late, "3" * 64)
+    assert shard_jobs.any_claimable(world.db, helper, FP_A)
+
+
+def test_the_blame_of_a_dissent_goes_to_the_first_job_whose_output_differs_while_its_inputs_agree() -> None:
+    def replica(worker: int, jobs: dict[str, dict[str, tuple[str, int]]]) -> Replica:
+        detail = {"jobs": {task: {n: {"output": out, "worker": who} for n, (out, who) in numbers.items()} for task, numbers in jobs.items()}}
+        return Replica(worker_id=worker, detail=detail)
+
+    agreed = replica(1, {"a": {"-1": ("q", 1), "0": ("s0", 1), "1": ("s1", 2)}, "b": {"-1": ("q", 2), "0": ("s0", 2)}})
+    # Another task's differing shard comes later than this one's differing query vectors (tasks in order, the query job first).
+    poisoned_queries = replica(7, {"a": {"-1": ("Q", 8), "0": ("S0", 7), "1": ("S1", 9)}, "b": {"-1": ("q", 7), "0": ("S", 9)}})
+    assert blamed_worker(poisoned_queries, agreed) == 8
+    poisoned_shard = replica(7, {"a": {"-1": ("q", 7), "0": ("s0", 7), "1": ("S1", 9)}, "b": {"-1": ("q", 7), "0": ("s0", 7)}})
+    assert blamed_worker(poisoned_shard, agreed) == 9
+    # Every job agrees: the coordinator stated something else (a failure, facts); an unsharded replica is its coordinator's.
+    assert blamed_worker(replica(7, {"a": {"-1": ("q", 8), "0": ("s0", 8), "1": ("s1", 8)}}), agreed) == 7
+    assert blamed_worker(replica(7, {}), agreed) == 7

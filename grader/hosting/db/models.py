@@ -264,7 +264,7 @@ class Replica(Base):
     """One worker's grade of a replicated job (``replicas`` > 1): what it returned, kept to be compared with the others'.
 
     ``outcome`` is the sha256 of the canonical outcome (run digests, failure codes: grader.hosting.services.replication);
-    ``verdict`` is set when the replicas are decided: ``majority``, ``dissent`` (the worker is flagged for the host), ``outvoted``
+    ``verdict`` is set when the replicas are decided: ``majority``, ``dissent`` (``blamed_worker_id`` is flagged for the host), ``outvoted``
     (it only ran out of time or memory where the majority did not: not flagged) or ``undecided`` (no majority: the job ended ``error``).
     """
 
@@ -279,6 +279,9 @@ class Replica(Base):
     #: {"failure_code": ..., "runs": {task: sha256}, "task_failures": {task: code}}
     detail: Mapped[dict[str, Any]]
     verdict: Mapped[str | None] = mapped_column(String(16), default=None)
+    #: A ``dissent``'s flagged worker: its coordinator, or the worker of the first of its shard jobs whose output differs from
+    #: the majority's while its inputs agree (grader.hosting.services.replication); None for any other verdict.
+    blamed_worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"), index=True, default=None)
     created_at: Mapped[datetime]
 
 

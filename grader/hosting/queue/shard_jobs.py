@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Select, exists, or_, select, update
+from sqlalchemy import ColumnElement, Select, exists, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
 
 from grader.failures import FailureCode, code_or_infra
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import Database
+from grader.hosting.queue.replica_rows import attempt_closed_to, contributes_elsewhere
 from grader.hosting.states import ShardState, State, require_shard
 
 #: The number of a task's query job (shards are numbered from 0).
@@ -126,8 +127,19 @@ def _before_deadline() -> ColumnElement[bool]:
     return or_(ShardJob.deadline_at.is_(None), ShardJob.deadline_at > utcnow())
 
 
-def _claimable(fingerprint: str) -> Select[ShardJob]:
-    """Queued jobs of running attempts, before their deadline, whose task no other fingerprint pins; a shard once its query vectors are in."""
+def _open_to(worker_id: int, replica_workers: int | None) -> ColumnElement[bool]:
+    """Whether ``worker_id`` may compute the job, as far as replicas go: with replicas (``replica_workers`` set), the
+    job's attempt is one replica of its submission, and its jobs are computed only by workers that contribute to no
+    other replica of it, at most ``replica_workers`` of them (its coordinator included); without, always."""
+    if replica_workers is None:
+        return true()
+    elsewhere = contributes_elsewhere(worker_id, ShardJob.submission_id, ShardJob.attempt)
+    return ~elsewhere & ~attempt_closed_to(worker_id, ShardJob.submission_id, ShardJob.attempt, replica_workers)
+
+
+def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) -> Select[ShardJob]:
+    """Queued jobs of running attempts, before their deadline, whose task no other fingerprint pins, open to ``worker_id``
+    (:func:`_open_to`); a shard once its query vectors are in."""
     query = aliased(ShardJob)
     vectors_in = exists().where(
         query.submission_id == ShardJob.submission_id,
@@ -145,6 +157,7 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
             Submission.attempt == ShardJob.attempt,
             ~_pinned_elsewhere(fingerprint),
             _before_deadline(),
+            _open_to(worker_id, replica_workers),
             or_(ShardJob.number == QUERY_JOB, vectors_in),
             ~_task_failed(),
         )
@@ -153,44 +166,56 @@ def _claimable(fingerprint: str) -> Select[ShardJob]:
     )
 
 
-def any_claimable(db: Database, fingerprint: str) -> bool:
-    """Whether a worker of ``fingerprint`` (a digest) could claim a shard job now (a read: nothing is leased)."""
+def any_claimable(db: Database, worker_id: int, fingerprint: str, replica_workers: int | None = None) -> bool:
+    """Whether ``worker_id``, of ``fingerprint`` (a digest), could claim a shard job now (a read: nothing is leased)."""
     with db.session() as session:
-        return session.scalars(_claimable(fingerprint).limit(1)).first() is not None
+        return session.scalars(_claimable(fingerprint, worker_id, replica_workers).limit(1)).first() is not None
 
 
-def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float) -> ShardClaim | None:
+def claim(db: Database, worker_id: int, fingerprint: str, lease_s: float, replica_workers: int | None = None) -> ShardClaim | None:
     """Lease the first claimable shard job to ``worker_id`` (of ``fingerprint``, a digest); None when there is none.
 
     The running job's fingerprint is its task's pin from then on. Two first claims of one task by workers of
-    different fingerprints must not both win, and each guard reads the task's other rows: so each candidate is
-    taken under its task's lock (:func:`_lock_task`), and the guard is read after it.
+    different fingerprints must not both win, nor two workers be the one too many of a replica's attempt
+    (``replica_workers``: :func:`_open_to`), and each guard reads the attempt's other rows: so each candidate is
+    taken under its attempt's lock (:func:`_lock_attempt`), and the guard is read after it.
     """
     with db.session() as session:
-        candidates = [(job.id, job.submission_id, job.attempt, job.task, job.number, job.tries) for job in session.scalars(_claimable(fingerprint))]
+        candidates = [
+            (job.id, job.submission_id, job.attempt, job.task, job.number, job.tries)
+            for job in session.scalars(_claimable(fingerprint, worker_id, replica_workers))
+        ]
     for job_id, submission_id, attempt, task, number, tries in candidates:
         with db.session() as session:
-            _lock_task(session, submission_id, attempt, task)
+            _lock_attempt(session, submission_id, attempt)
             expires = utcnow() + timedelta(seconds=lease_s)
-            guard = (ShardJob.id == job_id) & (ShardJob.tries == tries) & ~_pinned_elsewhere(fingerprint) & _before_deadline()
+            guard = (
+                (ShardJob.id == job_id)
+                & (ShardJob.tries == tries)
+                & ~_pinned_elsewhere(fingerprint)
+                & _before_deadline()
+                & _open_to(worker_id, replica_workers)
+            )
             taken = {"worker_id": worker_id, "lease_expires_at": expires, "tries": tries + 1, "fingerprint": fingerprint, "used": False}
             if move_shard(session, guard, ShardState.QUEUED, ShardState.RUNNING, **taken) == 1:
                 return ShardClaim(job_id, submission_id, attempt, task, number, tries + 1, expires)
-            # another worker was first, or the task got another fingerprint or its deadline meanwhile: the next candidate
+            # another worker was first, or the task got another fingerprint, the attempt its last worker, or its deadline: the next candidate
     return None
 
 
-def _lock_task(session: Session, submission_id: str, attempt: int, task: str) -> None:
-    """Serialise the claims of one task: SQLite's write lock (``BEGIN IMMEDIATE``, first in the transaction); on PostgreSQL
-    the task's query job row ``FOR UPDATE`` (every task has one), so the guard that follows reads the task as committed."""
+def _lock_attempt(session: Session, submission_id: str, attempt: int) -> None:
+    """Serialise the claims of one attempt: SQLite's write lock (``BEGIN IMMEDIATE``, first in the transaction); on PostgreSQL
+    the query job row of its first task ``FOR UPDATE`` (every task has one), so the guard that follows reads the attempt as committed."""
     if session.get_bind().dialect.name == "sqlite":
         session.connection().exec_driver_sql("BEGIN IMMEDIATE")
         return
-    session.execute(
+    first = (
         select(ShardJob.id)
-        .where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.task == task, ShardJob.number == QUERY_JOB)
-        .with_for_update()
+        .where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.number == QUERY_JOB)
+        .order_by(ShardJob.task)
+        .limit(1)
     )
+    session.execute(select(ShardJob.id).where(ShardJob.id == first.scalar_subquery()).with_for_update())
 
 
 def _holding(job_id: int, tries: int, worker_id: int) -> ColumnElement[bool]:
@@ -291,7 +316,7 @@ def requeue_suspect(db: Database, job_id: int, tries: int, worker_id: int, queri
     if where is None:
         return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries)
     with db.session() as session:
-        _lock_task(session, *where)  # one report at a time per task: two reports of one lie re-run the query job once
+        _lock_attempt(session, where[0], where[1])  # one report at a time per task: two reports of one lie re-run the query job once
         query = session.scalar(
             select(ShardJob).where(
                 ShardJob.submission_id == where[0], ShardJob.attempt == where[1], ShardJob.task == where[2], ShardJob.number == QUERY_JOB

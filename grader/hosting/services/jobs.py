@@ -96,7 +96,8 @@ def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job
         # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
         return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
     sharding = ctx.competition.sharding.shard_documents is not None
-    if digest is not None and sharding and shard_jobs.any_claimable(ctx.db, digest):
+    cap = ctx.competition.sharding.replica_cap(ctx.competition.replicas)
+    if digest is not None and sharding and shard_jobs.any_claimable(ctx.db, worker.id, digest, cap):
         return Empty.END  # a shard job became free (its task's query vectors came in): the worker takes it first
     return Empty.WAIT
 

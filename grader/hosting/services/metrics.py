@@ -43,7 +43,7 @@ class _DatabaseCollector(Collector):
             ).all()
             dissents = session.execute(
                 select(Worker.name, func.count(Replica.id))
-                .join(Replica, Replica.worker_id == Worker.id)
+                .join(Replica, Replica.blamed_worker_id == Worker.id)
                 .where(Replica.verdict == "dissent")
                 .group_by(Worker.name)
             ).all()

@@ -28,17 +28,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from grader import jsonio
 from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Replica, Submission, Worker
+from grader.hosting.db.models import Replica, ShardJob, Submission, Worker
 from grader.hosting.protocol.messages import Verdict, VerdictStatus
 from grader.hosting.queue import lifecycle
-from grader.hosting.queue.replica_rows import open_replicas
+from grader.hosting.queue.replica_rows import CONTRIBUTED, contributors, open_replicas
 from grader.hosting.results.recording import AuthenticResult
 from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
 from grader.hosting.transparency.log_events import log_outcome
@@ -84,7 +84,8 @@ def claim(ctx: ServerContext, worker_id: int, digest: str | None) -> lifecycle.C
         ).all()
         for submission in waiting:
             rows = open_replicas(session, submission) if pairing else []
-            if pairing and (not rows or rows[0].fingerprint != digest or any(row.worker_id == worker_id for row in rows)):
+            # A worker that computed anything of an earlier replica (coordinated it, or ran one of its shard jobs) grades none other.
+            if pairing and (not rows or rows[0].fingerprint != digest or worker_id in contributors(session, rows)):
                 continue
             if (taken := lifecycle.take(session, submission, worker_id, ctx.competition.queue.lease_s)) is not None:
                 return taken
@@ -148,6 +149,40 @@ def _short_of_resources(dissent: Mapping[str, Any], agreed: Mapping[str, Any]) -
         if not same and dissent["task_failures"].get(task) not in RESOURCE_CODES:
             return False
     return True
+
+
+def shard_outputs(session: Session, submission_id: str, attempt: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """What each shard job of a sharded attempt returned and who computed it: ``{task: {number: {"output", "worker"}}}``.
+
+    ``output`` is the sha256 the job returned, or ``failed:CODE``; jobs that ended otherwise (skipped, still open) are left
+    out. Empty for an unsharded attempt. Every replica of a sharded grade has the same plan, so the jobs pair up.
+    """
+    outputs: dict[str, dict[str, dict[str, Any]]] = {}
+    jobs = session.scalars(
+        select(ShardJob).where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.state.in_(CONTRIBUTED))
+    ).all()
+    for job in jobs:
+        if job.worker_id is None or job.state == "running":
+            continue
+        output = job.sha256 if job.state == "done" else f"failed:{job.failure_code}"
+        outputs.setdefault(job.task, {})[str(job.number)] = {"output": output, "worker": job.worker_id}
+    return outputs
+
+
+def blamed_worker(dissent: Replica, agreed: Replica) -> int:
+    """The worker a dissenting replica is charged to: the worker of its first job (by task, the query job, then shards by
+    number) whose output differs from the majority's while its inputs agree; its coordinator when every job agrees.
+
+    A shard's inputs are its task's query vectors (and the upload, the same for all): once a task's query vectors differ,
+    that query job is the first difference, and the shards that searched with them are not blamed. So an honest
+    coordinator, or honest shard workers, of a replica that a liar poisoned are not flagged; the liar is.
+    """
+    mine, theirs = dissent.detail.get("jobs") or {}, agreed.detail.get("jobs") or {}
+    for task in sorted(set(mine) & set(theirs)):
+        for number in sorted(set(mine[task]) & set(theirs[task]), key=int):
+            if mine[task][number]["output"] != theirs[task][number]["output"]:
+                return int(mine[task][number]["worker"])
+    return dissent.worker_id
 
 
 def _mismatch(rows: list[Replica], names: Mapping[int, str]) -> str:
@@ -231,13 +266,15 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         rows.append(row)
         names = {w.id: w.name for w in session.scalars(select(Worker).where(Worker.id.in_({r.worker_id for r in rows}))).all()}
         mismatch = _mismatch(rows, names)
-        row.detail = {**outcome, "mismatch": mismatch}  # the outcome digest is of the outcome alone
+        # The outcome digest is of the outcome alone; the shard jobs' outputs say whom a dissent is charged to.
+        row.detail = {**outcome, "mismatch": mismatch, "jobs": shard_outputs(session, submission_id, attempt)}
         session.add(row)
         best, count = Counter(r.outcome for r in rows).most_common(1)[0]
         if count >= needed:
-            agreed = next(r.detail for r in rows if r.outcome == best)
+            agreed = next(r for r in rows if r.outcome == best)
             for r in rows:
-                r.verdict = "majority" if r.outcome == best else "outvoted" if _short_of_resources(r.detail, agreed) else "dissent"
+                r.verdict = "majority" if r.outcome == best else "outvoted" if _short_of_resources(r.detail, agreed.detail) else "dissent"
+                r.blamed_worker_id = blamed_worker(r, agreed) if r.verdict == "dissent" else None
             return None
         lifecycle.end_attempt(session, submission_id, attempt, "replica")
         if len(rows) >= 2 * needed - 1:
@@ -273,6 +310,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
 
 
 def worker_standing(session: Session, worker_id: int) -> dict[str, int]:
-    """A worker's replica record: replicas it graded, and how many disagreed with the majority (``dissents``: the host's flag)."""
-    verdicts = session.scalars(select(Replica.verdict).where(Replica.worker_id == worker_id)).all()
-    return {"replicas": len(verdicts), "dissents": sum(1 for v in verdicts if v == "dissent")}
+    """A worker's replica record: replicas it coordinated, and the dissents charged to it (``dissents``: the host's flag)."""
+    coordinated = session.scalar(select(func.count()).select_from(Replica).where(Replica.worker_id == worker_id)) or 0
+    charged = session.scalar(select(func.count()).select_from(Replica).where(Replica.verdict == "dissent", Replica.blamed_worker_id == worker_id))
+    return {"replicas": int(coordinated), "dissents": int(charged or 0)}

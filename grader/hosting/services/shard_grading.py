@@ -93,7 +93,8 @@ class ShardWork:
 
 def claim(ctx: ServerContext, worker_id: int, fingerprint: str) -> ShardWork | None:
     """Lease a shard job to ``worker_id`` (:func:`grader.hosting.queue.shard_jobs.claim`), with its upload's and query vectors' digests."""
-    claimed = shard_jobs.claim(ctx.db, worker_id, fingerprint, ctx.competition.queue.lease_s)
+    cap = ctx.competition.sharding.replica_cap(ctx.competition.replicas)
+    claimed = shard_jobs.claim(ctx.db, worker_id, fingerprint, ctx.competition.queue.lease_s, cap)
     if claimed is None:
         return None
     with ctx.db.session() as session:

@@ -292,8 +292,11 @@ def _facts(upload: Path, job: Job, status: ShardGradeStatus, started: datetime) 
     }
 
 
-def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) -> WorkerResult | None:
-    """Run shard jobs until the claimed sharded attempt is done; its result (None when it went stale or was cancelled)."""
+def coordinate(
+    api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool], work: Callable[[ShardApi, str], bool] = work_one
+) -> WorkerResult | None:
+    """Run shard jobs (``work``: claim and run one if one is free) until the claimed sharded attempt is done; its result
+    (None when it went stale or was cancelled)."""
     started = datetime.now(UTC)
     fingerprint = fingerprint_digest()
     while True:
@@ -305,7 +308,7 @@ def coordinate(api: ShardApi, job: Job, upload: Path, lost: Callable[[], bool]) 
         if status.state == "done":
             break
         try:
-            claimed = work_one(api, fingerprint)
+            claimed = work(api, fingerprint)
         except ClaimThrottled as throttled:  # the server asks for a pause: not a fault of this grade
             wait_out(throttled)
             continue
