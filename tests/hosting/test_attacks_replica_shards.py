@@ -13,7 +13,7 @@ the honest workers' own fingerprint (this machine's: a binding of fingerprints p
 the comparison of outputs is what catches it). The orchestration is the test's, step by step, so that the liar is
 where the attack wants it: inside an honest coordinator's replica. The honest workers are deterministic stubs: each
 output is the real worker's computation (:func:`grader.hosting.worker.shard_loop._compute`, the model in the runner
-container over the server's exported copy), computed once per distinct input and put by every honest worker that
+container over the server's exported copy, in a spawned process), computed once per distinct input and put by every honest worker that
 takes that job; the coordinators end their attempts with the real coordinator (:func:`coordinate`), which states the
 facts and names the runs the server merged.
 """
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +56,10 @@ HONEST: dict[tuple[str, str, int, str], bytes] = {}
 def _honest(message: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> bytes:
     key = (message.upload_sha256, message.task, message.number, hashlib.sha256(queries or b"").hexdigest())
     if key not in HONEST:
-        HONEST[key] = _compute(message, upload, queries, copy)
+        # In a spawned process, as a worker computes in a child of its own: the search's OpenMP threads must not start in
+        # this process, whose later tests fork workers' children (GNU OpenMP aborts a child forked after it started).
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            HONEST[key] = pool.submit(_compute, message, upload, queries, copy).result()
     return HONEST[key]
 
 
