@@ -71,7 +71,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0012_shard_deadline"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0013_fingerprint_binding"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -98,7 +98,7 @@ def _rows_of_release_0_2_0(engine: Engine) -> None:
 def test_upgrade_from_0003_keeps_rows_and_references_then_checks(engine: Engine) -> None:
     assert migrate(engine, "0003_workers") == "0003_workers"
     _rows_of_release_0_2_0(engine)
-    assert migrate(engine) == "0012_shard_deadline"  # SQLite: the table is rebuilt while four tables refer to it
+    assert migrate(engine) == "0013_fingerprint_binding"  # SQLite: the table is rebuilt while four tables refer to it
     with engine.connect() as connection:
         assert connection.execute(text("SELECT state, track, version FROM submissions")).one() == ("failed", "sample", 3)
         for table in ("transitions", "attempts", "results", "final_choices"):
@@ -172,7 +172,7 @@ def test_0011_gives_a_reservation_already_there_its_creation_as_arrival_and_down
     _rows_of_release_0_2_0(engine)
     with engine.begin() as connection:
         connection.execute(text(RESERVATION))
-    assert migrate(engine) == "0012_shard_deadline"
+    assert migrate(engine) == "0013_fingerprint_binding"
     with engine.connect() as connection:  # as old as it can be: a retry under its key may take it over at once
         arrived, created = connection.execute(text("SELECT arrived_at, created_at FROM upload_reservations")).one()
         assert arrived == created
@@ -195,7 +195,7 @@ def test_0012_keeps_a_shard_job_already_there_charged_without_a_deadline_and_dow
     _rows_of_release_0_2_0(engine)
     with engine.begin() as connection:
         connection.execute(text(SHARD_JOB))
-    assert migrate(engine) == "0012_shard_deadline"
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
     with engine.connect() as connection:  # its try stays charged (used), and it has no deadline (planned without one)
         assert connection.execute(text("SELECT tries, used, unused, deadline_at FROM shard_jobs")).one() == (2, True, 0, None)
     with pytest.raises(IntegrityError), engine.begin() as connection:  # every new row says whether its try was used
@@ -204,3 +204,25 @@ def test_0012_keeps_a_shard_job_already_there_charged_without_a_deadline_and_dow
     assert not {"used", "unused", "deadline_at"} & {column["name"] for column in inspect(engine).get_columns("shard_jobs")}
     with engine.connect() as connection:
         assert connection.execute(text("SELECT tries FROM shard_jobs")).scalars().all() == [2]
+
+
+def test_0013_clears_a_fingerprint_a_claim_wrote_counts_no_refusal_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
+    _rows_of_release_0_2_0(engine)
+    with engine.begin() as connection:  # before: whatever the worker's last claim stated
+        connection.execute(text("UPDATE workers SET fingerprint = :digest"), {"digest": "a" * 64})
+    assert migrate(engine) == "0013_fingerprint_binding"
+    with engine.connect() as connection:  # stated by a claim, never bound: the worker states it again at its next start
+        row = connection.execute(
+            text("SELECT fingerprint, fingerprint_stated, fingerprint_signature, fingerprint_refusals, fingerprint_refused FROM workers")
+        )
+        assert row.one() == (None, None, None, 0, None)
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # every new row counts its refusals
+        connection.execute(
+            text(
+                "INSERT INTO workers (id, name, token_sha256, local, created_at, fingerprint_refusals) VALUES (2, 'w2', 'x', true, '2026-12-01 00:00:00', NULL)"
+            )
+        )
+    _downgrade(engine, "0012_shard_deadline")
+    columns = {column["name"] for column in inspect(engine).get_columns("workers")}
+    assert "fingerprint" in columns and not {"fingerprint_stated", "fingerprint_signature", "fingerprint_refusals", "fingerprint_refused"} & columns
