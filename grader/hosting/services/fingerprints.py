@@ -43,6 +43,8 @@ class Refusal(Enum):
     UNSIGNED = 403
     #: another fingerprint than the one bound, or (a claim) none bound yet: 409
     CONFLICT = 409
+    #: an empty fingerprint: nothing to pair replicas on, 422
+    EMPTY = 422
 
 
 class FingerprintRefused(HostingError):
@@ -70,7 +72,7 @@ def state(ctx: ServerContext, worker: Principal, statement: FingerprintStatement
     stated: dict[str, Any] = dict(statement.fingerprint)
     digest = fingerprint_digest(stated)
     if digest is None:
-        raise FingerprintRefused("an empty fingerprint cannot be bound", Refusal.CONFLICT)
+        raise FingerprintRefused("an empty fingerprint cannot be bound: state the machine's", Refusal.EMPTY)
     with ctx.db.session() as session:
         row = session.get(Worker, worker.id)
         assert row is not None
