@@ -337,11 +337,23 @@ def revoke_worker(ctx: click.Context, name: str) -> None:
     click.echo(f"revoked worker {name!r}")
 
 
+@admin.command("reset-fingerprint")
+@click.argument("name")
+@click.pass_context
+def reset_fingerprint(ctx: click.Context, name: str) -> None:
+    """Clear the fingerprint bound to worker NAME (a worker moved to another machine): its next statement binds anew."""
+    from grader.hosting.services import admin as service
+
+    was = service.reset_fingerprint(_db(ctx), name)
+    click.echo(f"fingerprint of worker {name!r} reset (was {(was or 'none')[:12]}); its next statement binds anew")
+
+
 @admin.command("workers")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def list_workers(ctx: click.Context, as_json: bool) -> None:
-    """Registered workers: local or remote, key recorded, jobs running now, fingerprint, replicas graded; FLAGGED when replicas disagreed with the majority."""
+    """Registered workers: local or remote, key recorded, jobs running now, bound fingerprint, replicas graded; FLAGGED when replicas
+    disagreed with the majority; REFUSED when claims or statements named another fingerprint than the bound one."""
     from grader.hosting.services import admin as service
 
     rows = service.worker_rows(_db(ctx))
@@ -353,6 +365,11 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
             f"{shown(r.name):<24} {'local' if r.local else 'remote':<6} key={'yes' if r.key else 'no ':<3} running={r.running} {'REVOKED' if r.revoked else 'active'}"
             f" fingerprint={(r.fingerprint or '-')[:12]} replicas={r.replicas}"
             + (f" FLAGGED: {r.dissents} replica(s) disagreed with the majority" if r.dissents else "")
+            + (
+                f" REFUSED: {r.fingerprint_refusals} claim(s) or statement(s) of another fingerprint (last {(r.fingerprint_refused or '-')[:12]})"
+                if r.fingerprint_refusals
+                else ""
+            )
         )
 
 

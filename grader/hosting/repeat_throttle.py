@@ -46,8 +46,9 @@ class RepeatThrottle(logging.Filter):
             return True
 
 
-#: The loggers the server limits: asyncio's accept loop and uvicorn's own errors.
-THROTTLED_LOGGERS = ("asyncio", "uvicorn.error")
+#: The loggers the server limits: asyncio's accept loop and uvicorn's own errors, and the refused fingerprints
+#: (a worker may repeat a refused claim as fast as it likes: grader.hosting.services.fingerprints).
+THROTTLED_LOGGERS = ("asyncio", "uvicorn.error", "grader.hosting.fingerprints")
 
 
 def throttle_repeats(burst: int = 5, window_s: float = 60.0) -> RepeatThrottle:

@@ -19,8 +19,8 @@ from grader.hosting.db.session import open_database
 from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
 from grader.hosting.protocol.messages import Job, WorkerResult
 from grader.hosting.worker.loop import Heartbeat, WorkerApi, worker_client
-from grader.hosting.worker.shard_loop import ShardApi, coordinate
-from tests.hosting.support import Server, admin
+from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest
+from tests.hosting.support import Server, admin, claim_body
 from tests.image_tars import image_tar, layer
 
 
@@ -115,9 +115,9 @@ def post_result(server: Server, token: str, keys: Path, job: Job, result: Worker
 
 def claim_sharded_grade(server: Server, token: str, folder: Path, heartbeat_s: float) -> tuple[Job, Path, Heartbeat]:
     """An honest worker claims the next sharded submission (its jobs are planned), fetches its upload into ``folder``
-    and keeps its lease alive (set the heartbeat's ``done`` to stop it)."""
+    and keeps its lease alive (set the heartbeat's ``done`` to stop it). Its fingerprint, this machine's, is stated already."""
     http = worker_client(server.url, token)
-    job = Job.model_validate(http.post("/api/v1/worker/claim", json={"wait_s": 5}).json())
+    job = Job.model_validate(http.post("/api/v1/worker/claim", json=claim_body(fingerprint_digest(), 5)).json())
     assert job.sharded
     upload = folder / f"{job.submission_id}.tar.gz"
     upload.write_bytes(http.get(f"/api/v1/worker/jobs/{job.submission_id}/upload", params={"attempt": job.attempt}).content)

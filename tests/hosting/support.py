@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.cli.main import cli
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
@@ -24,6 +25,23 @@ REPO = Path(__file__).resolve().parents[2]
 def worker_headers(token: str) -> dict[str, str]:
     """What every request of a worker carries: its bearer token and this grader's worker protocol version."""
     return {"Authorization": f"Bearer {token}", HEADER: str(WORKER_PROTOCOL)}
+
+
+def stated_fingerprint(url: str, token: str, key: Ed25519PrivateKey | None = None) -> str:
+    """State this machine's fingerprint for the worker of ``token`` as ``grader worker`` does at its start (signed with ``key``:
+    a remote worker's); the digest bound, which every claim must name (worker protocol 2)."""
+    from grader.hosting.worker.loop import WorkerApi
+
+    api = WorkerApi(url, token, key)
+    try:
+        return api.state_fingerprint()
+    finally:
+        api.http.close()
+
+
+def claim_body(fingerprint: str, wait_s: float = 0) -> dict[str, Any]:
+    """A claim's body (``/claim`` or ``/shards/claim``) naming the worker's bound fingerprint."""
+    return {"wait_s": wait_s, "fingerprint": fingerprint}
 
 
 #: Short leases and a fast reaper, so fault tests end in seconds.

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
-from tests.hosting.support import Server, admin, worker_headers, write_competition
+from tests.hosting.support import Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
 
@@ -60,8 +60,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     competition = write_competition(root / "c.toml", tables={"upload": {"max_bytes": str(UPLOAD_CAP)}})
     running = ProxiedServer(competition, root / "state", workers=0).start()
     key = root / "remote-1.pub"  # a remote worker with its key recorded: one allowed to claim
-    key.write_bytes(Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    private = Ed25519PrivateKey.generate()
+    key.write_bytes(private.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
     running.worker = admin(running.state, "add-worker", "remote-1", "--public-key", str(key)).strip()  # type: ignore[attr-defined]
+    running.fingerprint = stated_fingerprint(running.url, running.worker, private)  # type: ignore[attr-defined]  # what its claims name
     running.participant = admin(running.state, "add-participant", "alice").strip()  # type: ignore[attr-defined]
     running.metrics = admin(running.state, "metrics-token").strip()  # type: ignore[attr-defined]
     yield running
@@ -152,8 +154,9 @@ def test_a_valid_credential_is_never_refused_by_the_limiter(server: Server) -> N
         # the holder of a valid token, from the same address, is served
         assert http.get("/api/v1/quota", headers={"Authorization": f"Bearer {participant}"}).status_code == 200
         # the worker and the scraper have their own buckets: a bad token is 401 (counted), a good one served
-        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers("gw_wrong")).status_code == 401
-        assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(worker)).status_code == 204
+        claim = claim_body(server.fingerprint)  # type: ignore[attr-defined]
+        assert http.post("/api/v1/worker/claim", json=claim, headers=worker_headers("gw_wrong")).status_code == 401
+        assert http.post("/api/v1/worker/claim", json=claim, headers=worker_headers(worker)).status_code == 204
         assert http.get("/metrics", headers={"Authorization": "Bearer gm_wrong"}).status_code == 401
         assert http.get("/metrics", headers={"Authorization": f"Bearer {metrics}"}).status_code == 200
         # and the web sign-in is the participant's bucket: still limited for a wrong token
@@ -169,7 +172,7 @@ def test_a_worker_is_served_after_participant_failures(server: Server) -> None:
         for i in range(12):
             http.get("/api/v1/submissions", headers={"Authorization": f"Bearer gp_bad{i}"})
         for _ in range(3):
-            assert http.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(worker)).status_code == 204
+            assert http.post("/api/v1/worker/claim", json=claim_body(server.fingerprint), headers=worker_headers(worker)).status_code == 204  # type: ignore[attr-defined]
 
 
 def test_forwarded_for_from_an_untrusted_peer_is_ignored(server: Server) -> None:

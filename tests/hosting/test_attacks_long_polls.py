@@ -30,8 +30,8 @@ from grader.hosting.identity.participants import rekey_local_worker
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.worker.claim_throttle import ClaimThrottled
 from grader.hosting.worker.loop import WorkerApi
-from grader.hosting.worker.shard_loop import ShardApi
-from tests.hosting.support import REPO, Server, admin, wait_for, worker_headers, write_competition
+from grader.hosting.worker.shard_loop import ShardApi, fingerprint_digest
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, wait_for, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # a real server
 
@@ -40,7 +40,8 @@ WAIT_S = 30
 #: How long /healthz and the board may take while the long-polls wait: far above their usual tens of
 #: milliseconds, far below the 30 s a request queued behind the long-polls' threads used to wait.
 ANSWER_S = 1.0
-SHARD_FINGERPRINT = "ab" * 32
+#: The fingerprint every worker here states (local workers on this machine): each claim names it.
+FINGERPRINT = fingerprint_digest()
 
 
 @pytest.fixture(scope="module")
@@ -54,19 +55,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def tokens(server: Server, *names: str) -> list[str]:
+    """Tokens of local workers ``names``, each with its fingerprint stated (bound: every claim names it)."""
     db = open_database(server.state)
     with db.session() as session:
         found = [rekey_local_worker(session, name) for name in names]
     db.dispose()
+    assert all(stated_fingerprint(server.url, token) == FINGERPRINT for token in found)
     return found
 
 
 def long_poll(server: Server, token: str, *, shard: bool = False, wait_s: float = WAIT_S) -> socket.socket:
     """A claim (``/claim`` or ``/shards/claim``) sent whole over a socket of its own; its answer is left unread."""
     path, body = (
-        ("/api/v1/worker/shards/claim", {"fingerprint": SHARD_FINGERPRINT, "wait_s": wait_s})
-        if shard
-        else ("/api/v1/worker/claim", {"wait_s": wait_s})
+        ("/api/v1/worker/shards/claim", claim_body(FINGERPRINT, wait_s)) if shard else ("/api/v1/worker/claim", claim_body(FINGERPRINT, wait_s))
     )
     raw = jsonio.dumps(body).encode()
     headers = {**worker_headers(token), "Host": "grader", "Content-Type": "application/json", "Content-Length": str(len(raw))}
@@ -87,7 +88,7 @@ def answered(sock: socket.socket) -> bytes:
 
 
 def claim_now(server: Server, token: str) -> int:
-    return httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(token), timeout=WAIT_S).status_code
+    return httpx.post(f"{server.url}/api/v1/worker/claim", json=claim_body(FINGERPRINT), headers=worker_headers(token), timeout=WAIT_S).status_code
 
 
 def assert_the_server_answers_others(server: Server) -> None:
@@ -160,7 +161,7 @@ def test_the_workers_client_reads_the_429_as_a_pause_of_retry_after(server: Serv
         with pytest.raises(ClaimThrottled) as whole:
             api.claim(wait_s=0)
         with pytest.raises(ClaimThrottled) as shard:
-            ShardApi(api.http).claim(SHARD_FINGERPRINT)
+            ShardApi(api.http).claim(FINGERPRINT)
         assert 1 <= whole.value.wait_s <= WAIT_S and 1 <= shard.value.wait_s <= WAIT_S, (whole.value, shard.value)
     finally:
         for sock in polls:
@@ -175,6 +176,6 @@ def test_a_long_poll_whose_client_went_away_takes_no_job(server: Server) -> None
     sock.close()
     view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")  # dispatched: wakes every long-poll
     time.sleep(1)
-    job = httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 10}, headers=worker_headers(next_one), timeout=WAIT_S)
+    job = httpx.post(f"{server.url}/api/v1/worker/claim", json=claim_body(FINGERPRINT, 10), headers=worker_headers(next_one), timeout=WAIT_S)
     assert job.status_code == 200 and (job.json()["submission_id"], job.json()["attempt"]) == (view["id"], 1)
     assert "worker next: attempt 1 claimed" in admin(server.state, "history", view["id"])

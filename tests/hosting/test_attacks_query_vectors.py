@@ -30,7 +30,7 @@ from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi, fingerprint_digest
 from grader.retrieval.shard_exchange import pack_vectors
 from tests.hosting.attack_support import Coordinating, claim_sharded_grade, post_result, submission_and_shard_jobs
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, write_competition
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
@@ -58,9 +58,9 @@ def _grade(server: Server, token: str, keys: Path, job: Job, upload: Path) -> Wo
 
 
 def _lie(liar: httpx.Client, fingerprint: str, tries: int, body: bytes | None = None) -> httpx.Response:
-    """The liar claims the task's query job (the honest worker's fingerprint: a claim may state any) and puts ``body``
+    """The liar claims the task's query job (it bound the honest worker's fingerprint: binding proves nothing) and puts ``body``
     (by default, the judged queries' rows of 7-dimension vectors: a correct header, not the model's dimension)."""
-    taken = liar.post("/api/v1/worker/shards/claim", json={"fingerprint": fingerprint})
+    taken = liar.post("/api/v1/worker/shards/claim", json=claim_body(fingerprint))
     assert taken.status_code == 200, taken.text
     job = taken.json()
     assert (job["number"], job["tries"]) == (-1, tries)
@@ -86,6 +86,9 @@ def test_lying_query_vectors_are_refused_or_re_run_and_the_grade_ends_with_the_h
         attacked_id, reference_id = client.submit(EXAMPLE)["id"], client.submit(EXAMPLE)["id"]
         monkeypatch.setenv(WORKER_DATA, str(server.state / "worker-data"))
         fingerprint = fingerprint_digest()
+        # Both state this machine's fingerprint once (worker protocol 2), signed with their keys.
+        assert stated_fingerprint(server.url, honest, ensure_worker_key(keys)) == fingerprint
+        assert stated_fingerprint(server.url, liar_token, ensure_worker_key(liar_keys)) == fingerprint
 
         job, upload, beat = claim_sharded_grade(server, honest, tmp_path, QUEUE["heartbeat_s"])
         assert job.submission_id == attacked_id

@@ -16,7 +16,7 @@ import pytest
 from grader.hosting.db.session import open_database
 from grader.hosting.identity.participants import rekey_local_worker
 from tests.hosting.attack_support import BODY, BROKEN_IMAGES, post, upload_of
-from tests.hosting.support import Server, admin, worker_headers, write_competition
+from tests.hosting.support import Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 from tests.image_tars import image_tar
 
 pytestmark = pytest.mark.slow
@@ -45,11 +45,13 @@ def test_refused_uploads_and_platform_failures_are_limited_per_participant(tmp_p
         # Platform failures: with infra_per_hour = 0 each submission ending `error` counts.
         db = open_database(server.state)
         with db.session() as session:
-            worker = httpx.Client(base_url=server.url, headers=worker_headers(rekey_local_worker(session, "local-test")), timeout=30)
+            worker_token = rekey_local_worker(session, "local-test")
         db.dispose()
+        worker = httpx.Client(base_url=server.url, headers=worker_headers(worker_token), timeout=30)
+        bound = stated_fingerprint(server.url, worker_token)  # a local worker: unsigned
         for _ in range(LIMIT):
             sid = post(server, unlucky, upload_of(image=image_tar([BODY]))).json()["id"]
-            job = worker.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+            job = worker.post("/api/v1/worker/claim", json=claim_body(bound, 5)).json()
             assert job["submission_id"] == sid
             verdict = worker.post(f"/api/v1/worker/jobs/{sid}/result", json={"attempt": 1, "failure_code": "INFRA", "message": "engine gone"}).json()
             assert verdict["state"] == "error"

@@ -38,12 +38,11 @@ from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job
 from grader.hosting.protocol.shard_messages import ShardJobMessage
-from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import WorkerApi, worker_client
 from grader.hosting.worker.shard_loop import ShardApi, _compute, coordinate, fingerprint_digest
 from grader.retrieval.shard_exchange import pack_vectors, unpack_vectors
 from tests.hosting.attack_support import submission_and_shard_jobs
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, write_competition
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
@@ -84,12 +83,14 @@ class Worker:
         ensure_worker_key(keys)
         self.keys = keys
         self.token = admin(self.server.state, "add-worker", self.name, "--public-key", str(worker_public_key_path(keys))).strip()
+        # Each states this machine's fingerprint once, signed (worker protocol 2): the liar too, as binding proves nothing.
+        assert stated_fingerprint(self.server.url, self.token, ensure_worker_key(keys)) == fingerprint_digest()
         self.http = worker_client(self.server.url, self.token)
         self.shards = ShardApi(self.http)
 
     def claim_grade(self) -> Job | None:
-        """A whole-job claim stating this machine's fingerprint; the job (its upload fetched), or None (204)."""
-        answer = self.http.post("/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": worker_fingerprint()})
+        """A whole-job claim naming the bound fingerprint; the job (its upload fetched), or None (204)."""
+        answer = self.http.post("/api/v1/worker/claim", json=claim_body(fingerprint_digest()))
         if answer.status_code == 204:
             return None
         assert answer.status_code == 200, answer.text

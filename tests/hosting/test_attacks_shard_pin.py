@@ -23,19 +23,22 @@ import pytest
 
 from grader.failures import FailureCode
 from grader.hosting.environment import WORKER_DATA
-from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
+from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_fingerprint, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job
+from grader.hosting.services.replication import fingerprint_digest as digest_of
+from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.loop import Heartbeat, worker_client
 from grader.hosting.worker.shard_loop import ShardApi, fingerprint_digest
 from grader.retrieval.shard_exchange import pack_vectors
 from tests.hosting.attack_support import Coordinating, claim_sharded_grade, post_result, submission_and_shard_jobs
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, write_competition
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
-#: A fingerprint no live worker has (the honest worker's is this machine's).
-GONE = "c" * 64
+#: A fingerprint no live worker has (the honest worker's is this machine's): the stub states it (bound to it), then vanishes.
+GONE_FINGERPRINT = {**worker_fingerprint(), "machine": "gone", "cpu_flags_sha256": "c" * 64}
+GONE = str(digest_of(GONE_FINGERPRINT))
 #: A short lease, so that the vanished worker's lapses within the test; the reaper looks twice a second.
 QUEUE = {"lease_s": 4, "heartbeat_s": 1, "reap_every_s": 0.5}
 
@@ -52,6 +55,11 @@ def _served(tmp_path: Path, sharding: dict[str, object]) -> tuple[Server, str, s
     stub_keys = tmp_path / "stub-keys"  # a keyed worker, as any that may claim (its results would count if it posted any)
     ensure_worker_key(stub_keys)
     stub = admin(server.state, "add-worker", "stub", "--public-key", str(worker_public_key_path(stub_keys))).strip()
+    # Each states its fingerprint once (worker protocol 2): the honest one this machine's, the stub one nobody else has.
+    stated_fingerprint(server.url, honest, ensure_worker_key(keys))
+    with worker_client(server.url, stub) as http:
+        signature = sign_fingerprint(ensure_worker_key(stub_keys), worker="stub", competition="test-comp", fingerprint=GONE_FINGERPRINT)
+        assert http.post("/api/v1/worker/fingerprint", json={"fingerprint": GONE_FINGERPRINT, "signature": signature}).status_code == 200
     submission_id = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
     return server, submission_id, honest, stub, keys
 
@@ -70,14 +78,14 @@ def test_a_job_claimed_under_a_vanished_fingerprint_is_claimed_again_and_the_gra
     try:
         job, upload, beat = _claim_the_grade(server, honest, tmp_path)
         stub = worker_client(server.url, stub_token)
-        taken = stub.post("/api/v1/worker/shards/claim", json={"fingerprint": GONE})
+        taken = stub.post("/api/v1/worker/shards/claim", json=claim_body(GONE))
         assert taken.status_code == 200 and (taken.json()["number"], taken.json()["tries"]) == (-1, 1), taken.text
         stub.close()  # it vanishes: never fetches, never renews
 
         # The honest worker's real coordinator, of this machine's fingerprint, on the copy the server exported.
         monkeypatch.setenv(WORKER_DATA, str(server.state / "worker-data"))
         honest_http = worker_client(server.url, honest)
-        assert honest_http.post("/api/v1/worker/shards/claim", json={"fingerprint": fingerprint_digest()}).status_code == 204  # pinned
+        assert honest_http.post("/api/v1/worker/shards/claim", json=claim_body(fingerprint_digest())).status_code == 204  # pinned
         coordinator = Coordinating(ShardApi(honest_http), job, upload)
         coordinator.start()
         coordinator.join(timeout=300)
@@ -107,7 +115,7 @@ def test_a_task_no_live_worker_can_finish_ends_infra_at_the_deadline_uncharged(t
         # The stub does the query job under a fingerprint no live worker has, then vanishes: the task's shards are
         # pinned to it (its query vectors are that fingerprint's), and nobody can run them.
         stub = worker_client(server.url, stub_token)
-        taken = stub.post("/api/v1/worker/shards/claim", json={"fingerprint": GONE}).json()
+        taken = stub.post("/api/v1/worker/shards/claim", json=claim_body(GONE)).json()
         assert taken["number"] == -1
         assert stub.get(f"/api/v1/worker/shards/{taken['job_id']}/upload", params={"tries": 1}).status_code == 200
         vectors = pack_vectors(np.zeros((len(taken["judged"]), 4), dtype=np.float32))  # they hold: the put checks them

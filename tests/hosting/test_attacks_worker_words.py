@@ -40,7 +40,7 @@ from grader.hosting.worker.loop import WorkerApi, worker_client
 from grader.hosting.worker.shard_loop import ShardApi, coordinate
 from grader.sandbox.blinding import BlindingKey
 from tests.hosting.attack_support import submission_and_shard_jobs
-from tests.hosting.support import REPO, Server, admin, wait_for, worker_headers, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, wait_for, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
@@ -70,11 +70,12 @@ def test_a_failure_code_outside_the_enum_is_refused_and_a_stored_one_reads_as_in
         token = admin(server.state, "add-worker", "w", "--public-key", str(worker_public_key_path(tmp_path / "keys"))).strip()
         submission_id = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
         http = worker_client(server.url, token)
-        job = Job.model_validate(http.post("/api/v1/worker/claim", json={"wait_s": 5}).json())
+        bound = stated_fingerprint(server.url, token, key)
+        job = Job.model_validate(http.post("/api/v1/worker/claim", json=claim_body(bound, 5)).json())
         assert (job.submission_id, job.attempt, job.sharded) == (submission_id, 1, True)
         upload = tmp_path / "upload.tar.gz"
         upload.write_bytes(http.get(f"/api/v1/worker/jobs/{submission_id}/upload", params={"attempt": 1}).content)
-        shard = http.post("/api/v1/worker/shards/claim", json={"fingerprint": "a" * 64}).json()
+        shard = http.post("/api/v1/worker/shards/claim", json=claim_body(bound)).json()
         assert (shard["submission_id"], shard["number"], shard["tries"]) == (submission_id, -1, 1)
 
         # A shard failure with a code no FailureCode names: 422, and the job is still held, nothing stored.
@@ -114,7 +115,7 @@ def test_a_failure_code_outside_the_enum_is_refused_and_a_stored_one_reads_as_in
         submission, _ = submission_and_shard_jobs(server.state, submission_id)
         assert (submission.state, submission.failure_code) == ("queued", None)
         assert "running -> queued" in admin(server.state, "history", submission_id)
-        again = http.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        again = http.post("/api/v1/worker/claim", json=claim_body(bound, 5)).json()
         assert (again["submission_id"], again["attempt"]) == (submission_id, 2)
         _, jobs = submission_and_shard_jobs(server.state, submission_id)
         assert {row.state for row in jobs if row.attempt == 2} == {"queued"}
@@ -212,12 +213,17 @@ class _StubHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        if self.path == "/api/v1/worker/fingerprint":  # what the worker signs its statement over
+            self._answer(200, {"worker": "w", "competition": "c", "fingerprint": None})
+            return
         self._answer(200, self.server.upload) if self.path.endswith("/upload?attempt=1") else self._answer(404)
 
     def do_POST(self) -> None:
         sent = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path == "/api/v1/worker/key":
             self._answer(200, {"status": "recorded"})
+        elif self.path == "/api/v1/worker/fingerprint":  # bound (a stub takes any)
+            self._answer(200, {"worker": "w", "competition": "c", "fingerprint": "0" * 64})
         elif self.path == "/api/v1/worker/claim":
             with self.server.lock:
                 self.server.claims += 1

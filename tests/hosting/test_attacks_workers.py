@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
+from grader.hosting.worker.shard_loop import fingerprint_digest
 from tests.hosting.attack_support import BODY, post, upload_of
-from tests.hosting.support import Server, admin, worker_headers, write_competition
+from tests.hosting.support import Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 from tests.image_tars import image_tar
 
 pytestmark = pytest.mark.slow
@@ -37,10 +38,11 @@ def test_a_remote_worker_without_a_recorded_key_cannot_claim_or_download(tmp_pat
         assert submitted.status_code == 201, submitted.text
         sid = submitted.json()["id"]
 
-        refused = clients["unkeyed"].post("/api/v1/worker/claim", json={"wait_s": 1})
+        refused = clients["unkeyed"].post("/api/v1/worker/claim", json=claim_body(fingerprint_digest(), 1))
         assert refused.status_code == 403 and "public key is not registered" in refused.json()["detail"]
         assert "state queued" in admin(server.state, "history", sid).replace("->", "state")  # the claim took nothing
-        job = clients["keyed"].post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        keyed_fingerprint = stated_fingerprint(server.url, keyed, ensure_worker_key(tmp_path / "keyed"))
+        job = clients["keyed"].post("/api/v1/worker/claim", json=claim_body(keyed_fingerprint, 5)).json()
         assert (job["submission_id"], job["attempt"]) == (sid, 1)  # the refused claim cost no attempt
         assert clients["unkeyed"].get(f"/api/v1/worker/jobs/{sid}/upload", params={"attempt": 1}).status_code == 403
         body = clients["keyed"].get(f"/api/v1/worker/jobs/{sid}/upload", params={"attempt": 1}).content
@@ -50,6 +52,7 @@ def test_a_remote_worker_without_a_recorded_key_cannot_claim_or_download(tmp_pat
         ensure_worker_key(tmp_path / "late")
         pem = worker_public_key_path(tmp_path / "late").read_text(encoding="ascii")
         assert clients["unkeyed"].post("/api/v1/worker/key", json={"public_key": pem}).json() == {"status": "recorded"}
-        assert clients["unkeyed"].post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204
+        late = stated_fingerprint(server.url, unkeyed, ensure_worker_key(tmp_path / "late"))  # signed with the key just recorded
+        assert clients["unkeyed"].post("/api/v1/worker/claim", json=claim_body(late)).status_code == 204
     finally:
         server.stop()

@@ -85,7 +85,7 @@ def test_tokens_are_per_role(world: World) -> None:
         return client.request(method, url, headers={"Authorization": f"Bearer {token}", HEADER: str(WORKER_PROTOCOL)}, json={"wait_s": 0}).status_code
 
     assert status("GET", "/api/v1/submissions", participant) == 200
-    assert status("POST", "/api/v1/worker/claim", worker) == 204
+    assert status("GET", "/api/v1/worker/fingerprint", worker) == 200
     assert status("GET", "/metrics", metrics) == 200
     assert status("POST", "/api/v1/worker/claim", participant) == 401
     assert status("GET", "/api/v1/submissions", worker) == 401

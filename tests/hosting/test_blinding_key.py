@@ -23,6 +23,8 @@ from grader.hosting.api.app import create_app
 from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import Job
 from grader.hosting.server import ServeOptions, prepare
+from grader.hosting.worker.fingerprint import worker_fingerprint
+from grader.hosting.worker.shard_loop import fingerprint_digest
 from grader.sandbox.blinding import BlindingKey
 from tests.hosting.leaderboard_world import seed
 from tests.hosting.support import admin, worker_headers
@@ -69,7 +71,11 @@ def test_no_job_carries_the_key_and_a_report_under_another_key_is_not_accepted(w
     assert key is not None
     other = BlindingKey(bytes(32)).report()
     seed(world, "alice", "alice-other-key", 0.5, through=client, blinding=other, expect="requeued")
-    response = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(world.worker_token))
+    headers = worker_headers(world.worker_token)
+    assert (
+        client.post("/api/v1/worker/fingerprint", json={"fingerprint": worker_fingerprint()}, headers=headers).status_code == 200
+    )  # local: unsigned
+    response = client.post("/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": fingerprint_digest()}, headers=headers)
     # The claim answer, as sent: no field names the key, and its bytes are nowhere in it (hex or base64).
     assert response.status_code == 200 and "blinding_key" not in response.json()
     assert key.secret.hex() not in response.text and base64.b64encode(key.secret).decode() not in response.text

@@ -17,7 +17,7 @@ import pytest
 
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
-from tests.hosting.support import Server, admin, worker_headers, write_competition
+from tests.hosting.support import Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ensure_worker_key(root / "key")  # a remote worker without a recorded key may not claim (403)
     public_key = str(worker_public_key_path(root / "key"))
     running.worker = admin(running.state, "add-worker", "remote-1", "--public-key", public_key).strip()  # type: ignore[attr-defined]
+    running.fingerprint = stated_fingerprint(running.url, running.worker, ensure_worker_key(root / "key"))  # type: ignore[attr-defined]
     running.participant = admin(running.state, "add-participant", "alice").strip()  # type: ignore[attr-defined]
     yield running
     running.stop()
@@ -95,7 +96,7 @@ def test_streamed_body_without_length_is_cut_at_the_cap(server: Server) -> None:
     with httpx.Client(base_url=server.url, headers=worker_headers(worker), timeout=30) as client:
         assert client.post("/api/v1/worker/claim", json={"wait_s": 0, "pad": 1}).status_code == 422
         assert client.post("/api/v1/worker/claim", json={"wait_s": 99}).status_code == 422
-        assert client.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204
+        assert client.post("/api/v1/worker/claim", json=claim_body(server.fingerprint)).status_code == 204  # type: ignore[attr-defined]
     assert httpx.get(f"{server.url}/healthz").status_code == 200
 
 

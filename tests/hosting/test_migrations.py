@@ -71,7 +71,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0013_replica_blame"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0014_replica_blame"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -195,7 +195,7 @@ def test_0012_keeps_a_shard_job_already_there_charged_without_a_deadline_and_dow
     _rows_of_release_0_2_0(engine)
     with engine.begin() as connection:
         connection.execute(text(SHARD_JOB))
-    assert migrate(engine) == head_revision()
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
     with engine.connect() as connection:  # its try stays charged (used), and it has no deadline (planned without one)
         assert connection.execute(text("SELECT tries, used, unused, deadline_at FROM shard_jobs")).one() == (2, True, 0, None)
     with pytest.raises(IntegrityError), engine.begin() as connection:  # every new row says whether its try was used
@@ -206,6 +206,28 @@ def test_0012_keeps_a_shard_job_already_there_charged_without_a_deadline_and_dow
         assert connection.execute(text("SELECT tries FROM shard_jobs")).scalars().all() == [2]
 
 
+def test_0013_clears_a_fingerprint_a_claim_wrote_counts_no_refusal_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
+    _rows_of_release_0_2_0(engine)
+    with engine.begin() as connection:  # before: whatever the worker's last claim stated
+        connection.execute(text("UPDATE workers SET fingerprint = :digest"), {"digest": "a" * 64})
+    assert migrate(engine, "0013_fingerprint_binding") == "0013_fingerprint_binding"
+    with engine.connect() as connection:  # stated by a claim, never bound: the worker states it again at its next start
+        row = connection.execute(
+            text("SELECT fingerprint, fingerprint_stated, fingerprint_signature, fingerprint_refusals, fingerprint_refused FROM workers")
+        )
+        assert row.one() == (None, None, None, 0, None)
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # every new row counts its refusals
+        connection.execute(
+            text(
+                "INSERT INTO workers (id, name, token_sha256, local, created_at, fingerprint_refusals) VALUES (2, 'w2', 'x', true, '2026-12-01 00:00:00', NULL)"
+            )
+        )
+    _downgrade(engine, "0012_shard_deadline")
+    columns = {column["name"] for column in inspect(engine).get_columns("workers")}
+    assert "fingerprint" in columns and not {"fingerprint_stated", "fingerprint_signature", "fingerprint_refusals", "fingerprint_refused"} & columns
+
+
 REPLICAS = (
     "INSERT INTO replicas (submission_id, attempt, pin_id, worker_id, fingerprint, outcome, detail, verdict, created_at) VALUES"
     " ('s1', 1, 1, 1, 'f', 'o1', '{}', 'dissent', '2026-12-01 00:00:00'),"
@@ -213,8 +235,8 @@ REPLICAS = (
 )
 
 
-def test_0013_charges_a_dissent_already_there_to_its_coordinator_and_downgrades(engine: Engine) -> None:
-    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
+def test_0014_charges_a_dissent_already_there_to_its_coordinator_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0013_fingerprint_binding") == "0013_fingerprint_binding"
     _rows_of_release_0_2_0(engine)
     with engine.begin() as connection:
         connection.execute(text(REPLICAS))
@@ -222,5 +244,5 @@ def test_0013_charges_a_dissent_already_there_to_its_coordinator_and_downgrades(
     with engine.connect() as connection:  # the one worker recorded then: the dissent was its coordinator's
         rows = connection.execute(text("SELECT verdict, blamed_worker_id FROM replicas ORDER BY attempt")).all()
         assert [tuple(row) for row in rows] == [("dissent", 1), ("majority", None)]
-    _downgrade(engine, "0012_shard_deadline")
+    _downgrade(engine, "0013_fingerprint_binding")
     assert "blamed_worker_id" not in {column["name"] for column in inspect(engine).get_columns("replicas")}

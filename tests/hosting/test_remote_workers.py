@@ -15,7 +15,7 @@ from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job
 from grader.hosting.worker.hygiene import data_mismatch
-from tests.hosting.support import REPO, Server, admin, worker_headers, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 
 
 @pytest.mark.slow
@@ -38,7 +38,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         assert two.post("/api/v1/worker/key", json={"public_key": pem1}).status_code == 409
 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
-        job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        job = one.post("/api/v1/worker/claim", json=claim_body(stated_fingerprint(server.url, t1, key1), 5)).json()
         sid, digest = view["id"], job["upload_sha256"]
         fields = {"submission_id": sid, "attempt": 1, "upload_sha256": digest, "facts": None, "runs": {}, "failure_code": "OOM", "message": "killed"}
         body = {"attempt": 1, "failure_code": "OOM", "message": "killed"}
@@ -59,7 +59,7 @@ def test_signed_results_from_the_lease_holder_only_exactly_once(tmp_path: Path, 
         assert history.count("-> failed") == 1 and "worker w1: attempt 1" in history  # the name reports give it, not its row id
         # a revoked worker can no longer claim
         admin(server.state, "revoke-worker", "w2", database=database_url)
-        assert two.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 401
+        assert two.post("/api/v1/worker/claim", json=claim_body("0" * 64)).status_code == 401
         one.close()
         two.close()
     finally:

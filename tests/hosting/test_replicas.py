@@ -1,7 +1,7 @@
 """A second opinion on an untrusted worker: with replicas = 2, a worker that alters a ranking or fakes a failure is caught.
 
 One server app (real routes, SQLite, the scoring child process) per test. Workers are
-local worker principals that claim through the worker route (stating a fingerprint),
+local worker principals that state a fingerprint (bound to them) and claim through the worker route naming it,
 put compact runs and post results through it. Honest workers put the same ranking (one
 seeded generator: a deterministic grade); the liar permutes two hits of one query before
 it puts them, or posts a failure code the honest workers do not see.
@@ -99,7 +99,11 @@ def _submit(r: Replicas, name: str, kind: str = "onnx") -> str:
 
 
 def _claim(r: Replicas, worker: str, fingerprint: dict[str, Any] = FINGERPRINT) -> dict[str, Any] | None:
-    answer = r.client.post("/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": fingerprint}, headers=worker_headers(r.tokens[worker]))
+    """``worker`` states ``fingerprint`` (bound at the first statement; the same again changes nothing), then claims naming it."""
+    headers = worker_headers(r.tokens[worker])
+    stated = r.client.post("/api/v1/worker/fingerprint", json={"fingerprint": fingerprint}, headers=headers)
+    assert stated.status_code == 200, stated.text
+    answer = r.client.post("/api/v1/worker/claim", json={"wait_s": 0, "fingerprint": fingerprint_digest(fingerprint)}, headers=headers)
     assert answer.status_code in (200, 204), answer.text
     return None if answer.status_code == 204 else answer.json()  # type: ignore[no-any-return]
 
@@ -238,6 +242,18 @@ def test_two_agreeing_workers_suffice_and_a_lost_replica_waits_for_its_fingerpri
     assert _results(r, sid) == 1 and _verdicts(r, sid) == {"w1": "majority", "w3": "majority"}
 
 
+def test_a_result_naming_another_fingerprint_than_the_bound_one_is_not_counted(setup: Replicas) -> None:
+    """The vote pairs on the fingerprint bound to the worker: a result whose facts name another is retried, not counted."""
+    r = setup
+    sid = _submit(r, "other-facts")
+    job = _claim(r, "w1")
+    assert job is not None
+    as_w1 = dataclasses.replace(r.world, worker_token=r.tokens["w1"])
+    facts = {**_facts(r, "onnx"), "fingerprint": OTHER_CPU}
+    post_runs(as_w1, r.client, sid, job["attempt"], facts, random.Random(HONEST), expect="requeued")
+    assert _verdicts(r, sid) == {} and "the result's fingerprint is not the one bound to the worker" in _audit(r, sid)
+
+
 def test_a_job_left_replicating_when_the_setting_is_lowered_to_one_is_graded_by_any_worker(setup: Replicas) -> None:
     r = setup
     sid = _submit(r, "lowered")
@@ -251,8 +267,8 @@ def test_a_job_left_replicating_when_the_setting_is_lowered_to_one_is_graded_by_
 
 
 @pytest.mark.filterwarnings("ignore:You should not use the 'timeout' argument with the TestClient")  # the worker's own timeouts
-def test_the_worker_code_states_its_fingerprint_at_the_claim_and_is_paired_by_it(setup: Replicas, tmp_path: Path) -> None:
-    """The real worker's client (claim with this machine's fingerprint, put the runs, post): two such workers agree."""
+def test_the_worker_code_states_its_fingerprint_once_and_is_paired_by_it(setup: Replicas, tmp_path: Path) -> None:
+    """The real worker's client (state this machine's fingerprint, claim naming it, put the runs, post): two such workers agree."""
     r = setup
     sid = _submit(r, "worker-code")
     facts = {key: value for key, value in _facts(r, "onnx").items() if key != "fingerprint"}  # the worker adds its own

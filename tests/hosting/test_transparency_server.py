@@ -42,7 +42,7 @@ from grader.transparency.merkle import leaf_hash
 from grader.transparency.mirror import read_log_folder
 from grader.transparency.note import NoteVerifier, open_note
 from grader.transparency.proof import TlogProof
-from tests.hosting.support import REPO, Server, admin, grader_cli, worker_headers, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, grader_cli, stated_fingerprint, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # a real server, and `grader` subprocesses
 
@@ -77,7 +77,7 @@ def _post_report(server: Server, worker: str, submission_id: str, competition_fi
     """Claim the job as a local worker, put a ranking of each task as a compact run and post the facts naming them:
     the server scores the runs and signs the report (no container: the worker's part is done here)."""
     client = httpx.Client(base_url=server.url, headers=worker_headers(worker), timeout=30)
-    job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+    job = client.post("/api/v1/worker/claim", json=claim_body(stated_fingerprint(server.url, worker), 5)).json()
     assert job["submission_id"] == submission_id, job
     db = open_database(server.state)
     with db.session() as session:
@@ -257,7 +257,7 @@ def test_a_grade_that_failed_without_a_report_is_logged_as_its_outcome(served: S
     before = len(_entries(served))
     HostingClient(served.server.url, served.token).submit(EXAMPLE, sample=True)  # at least one job waits
     client = httpx.Client(base_url=served.server.url, headers=worker_headers(served.worker), timeout=30)
-    job = client.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+    job = client.post("/api/v1/worker/claim", json=claim_body(stated_fingerprint(served.server.url, served.worker), 5)).json()
     answer = client.post(f"/api/v1/worker/jobs/{job['submission_id']}/result", json={"attempt": job["attempt"], "failure_code": "OOM"})
     client.close()
     assert answer.status_code == 200 and answer.json() == {"status": "accepted", "state": "failed"}, answer.text

@@ -11,7 +11,7 @@ import pytest
 from grader.hosting.db.session import open_database
 from grader.hosting.identity.participants import rekey_local_worker
 from grader.hosting.participant.client import HostingClient
-from tests.hosting.support import REPO, Server, admin, worker_headers, write_competition
+from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, worker_headers, write_competition
 
 pytestmark = pytest.mark.slow  # each test starts a server, a container or a subprocess
 
@@ -33,14 +33,17 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
         assert "/docs-assets/swagger-ui-bundle.js" in page and "cdn" not in page.lower() and "https://" not in page
         assert httpx.get(f"{server.url}/docs-assets/swagger-ui-bundle.js").status_code == 200
         assert "/api/v1/worker/claim" in httpx.get(f"{server.url}/openapi.json").json()["paths"]
-        one = httpx.Client(base_url=server.url, headers=worker_headers(worker_token(server.state, "remote-1")), timeout=30)
-        two = httpx.Client(base_url=server.url, headers=worker_headers(worker_token(server.state, "remote-2")), timeout=30)
+        tokens = {name: worker_token(server.state, name) for name in ("remote-1", "remote-2")}
+        one = httpx.Client(base_url=server.url, headers=worker_headers(tokens["remote-1"]), timeout=30)
+        two = httpx.Client(base_url=server.url, headers=worker_headers(tokens["remote-2"]), timeout=30)
         # a participant token is not a worker token
         assert httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=worker_headers(participant)).status_code == 401
-        assert one.post("/api/v1/worker/claim", json={"wait_s": 0}).status_code == 204
+        # each states its fingerprint (local workers: unsigned), then claims naming it
+        fingerprint = {name: stated_fingerprint(server.url, token) for name, token in tokens.items()}
+        assert one.post("/api/v1/worker/claim", json=claim_body(fingerprint["remote-1"])).status_code == 204
 
         view = HostingClient(server.url, participant).submit(REPO / "submissions_example" / "onnx-lsa")
-        job = one.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        job = one.post("/api/v1/worker/claim", json=claim_body(fingerprint["remote-1"], 5)).json()
         assert (job["submission_id"], job["attempt"], job["split"], job["track"]) == (view["id"], 1, "test", "hidden")
         assert set(job["ranking_digests"]) == set(job["judged"]) == {"text2code", "code2code", "code2text"} and job["limits"]["time_limit_s"] == 60
         # the judged query ids, never the judgements; no pin of the split that would need them
@@ -64,7 +67,7 @@ def test_claim_heartbeat_upload_and_stale_results(tmp_path: Path) -> None:
             ]
             == "requeued"
         )
-        second = two.post("/api/v1/worker/claim", json={"wait_s": 5}).json()
+        second = two.post("/api/v1/worker/claim", json=claim_body(fingerprint["remote-2"], 5)).json()
         assert second["attempt"] == 2
         # worker one's late heartbeat and result for attempt 1 are refused and change nothing
         assert one.post(f"/api/v1/worker/jobs/{view['id']}/heartbeat", json={"attempt": 1}).status_code == 409

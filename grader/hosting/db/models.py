@@ -110,8 +110,17 @@ class Worker(Base):
     local: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
-    #: sha256 of the fingerprint the worker stated at its last claim (grader.hosting.worker.fingerprint); None before 0008 or never stated.
+    #: sha256 of the fingerprint bound to the worker (grader.hosting.worker.fingerprint): stated once, on
+    #: ``POST /api/v1/worker/fingerprint``; every claim must name it. None: none bound yet, or reset by the host.
     fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
+    #: The fingerprint bound, as stated (the canonical dict the digest is of; what a remote worker's signature covers).
+    fingerprint_stated: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    #: A remote worker's signature of the statement (base64 Ed25519, grader.hosting.keyring.worker_signing); None for a local worker.
+    fingerprint_signature: Mapped[str | None] = mapped_column(Text, default=None)
+    #: Claims and statements refused for naming another fingerprint than the bound one (or a statement not signed by the
+    #: worker's key), and the digest the last one named: what ``grader admin workers`` shows the host.
+    fingerprint_refusals: Mapped[int] = mapped_column(Integer, default=0)
+    fingerprint_refused: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class Pin(Base):

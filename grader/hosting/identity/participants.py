@@ -9,6 +9,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Participant, Worker
 from grader.hosting.errors import HostingError
 from grader.hosting.identity.tokens import new_token
+from grader.hosting.identity.worker_fingerprints import unbind
 from grader.text import first_unprintable
 
 MAX_NAME = 100
@@ -48,5 +49,8 @@ def rekey_local_worker(session: Session, name: str) -> str:
     else:
         worker.token_sha256 = digest
         worker.revoked_at = None
+        # The server's own process, on the machine the server runs on now: its fingerprint is stated anew at each start
+        # (a state folder moved to another machine must not stop its local workers on a mismatch).
+        unbind(worker)
     session.flush()
     return token

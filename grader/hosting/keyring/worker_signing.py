@@ -6,12 +6,17 @@ with the submission id, the attempt number and the sha256 of the upload it
 fetched. The server checks the signature with the public key the host
 recorded (``grader admin add-worker``) before anything else: a result copied
 from another attempt, another submission or another worker does not verify.
+
+A remote worker also signs the one statement of its fingerprint (:func:`fingerprint_message`),
+under a payload type of its own: the server binds the fingerprint to the worker only when the
+registered key signed it, for this worker's name and this competition.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +64,34 @@ def sign_result(key: Ed25519PrivateKey, **fields: Any) -> str:
 
 def verify_result(public_key_pem_text: str, signature: str | None, **fields: Any) -> bool:
     """Whether ``signature`` is the registered key's signature of these fields."""
+    return _verifies(public_key_pem_text, signature, lambda: result_message(**fields))
+
+
+#: The tag of a worker's fingerprint statement: never confused with a signed result, nor a result with it.
+FINGERPRINT_PAYLOAD_TYPE = "application/vnd.grader.worker-fingerprint.v1+json"
+
+
+def fingerprint_message(*, worker: str, competition: str, fingerprint: dict[str, Any]) -> bytes:
+    """The exact bytes a remote worker signs to state its fingerprint: bound to its name and the competition's.
+
+    The name and the competition keep a statement from being replayed for another worker sharing the key, or in
+    another competition; the fingerprint itself is signed whole (its digest, what claims name, is the server's).
+    """
+    return rfc8785.dumps({"type": FINGERPRINT_PAYLOAD_TYPE, "worker": worker, "competition": competition, "fingerprint": fingerprint})
+
+
+def sign_fingerprint(key: Ed25519PrivateKey, **fields: Any) -> str:
+    """Base64 signature of :func:`fingerprint_message` over ``fields``."""
+    return base64.b64encode(key.sign(fingerprint_message(**fields))).decode("ascii")
+
+
+def verify_fingerprint(public_key_pem_text: str, signature: str | None, **fields: Any) -> bool:
+    """Whether ``signature`` is the registered key's signature of this fingerprint statement."""
+    return _verifies(public_key_pem_text, signature, lambda: fingerprint_message(**fields))
+
+
+def _verifies(public_key_pem_text: str, signature: str | None, message: Callable[[], bytes]) -> bool:
+    """Whether ``signature`` (base64) is the Ed25519 signature by the PEM key of the bytes ``message`` builds."""
     if not signature or len(signature) > 200:
         return False
     try:
@@ -69,7 +102,7 @@ def verify_result(public_key_pem_text: str, signature: str | None, **fields: Any
     if not isinstance(key, Ed25519PublicKey):
         return False
     try:
-        key.verify(raw, result_message(**fields))
+        key.verify(raw, message())
     except (InvalidSignature, rfc8785.CanonicalizationError):
         return False
     return True

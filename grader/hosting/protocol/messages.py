@@ -40,14 +40,38 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: A worker's machine as it states it (grader.hosting.worker.fingerprint): replicas are paired only between equal ones.
+Fingerprint = dict[Annotated[str, StringConstraints(max_length=40)], str | list[Annotated[str, StringConstraints(max_length=200)]] | None]
+#: The sha256 of a fingerprint's canonical JSON, as a claim names it.
+FingerprintDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+#: Where a worker states its fingerprint (once; signed by a remote worker's key), and reads what it must sign.
+FINGERPRINT_PATH = "/api/v1/worker/fingerprint"
+#: The 409 of a claim by a worker with no fingerprint bound (never stated, or reset by the host): the worker states it, then claims.
+UNBOUND = f"no fingerprint is bound to this worker: state your fingerprint first (POST {FINGERPRINT_PATH})"
+
+
 class ClaimRequest(_Request):
-    """A worker asks for a job."""
+    """A worker asks for a job, naming the digest of the fingerprint bound to it (a claim naming another is refused, 409)."""
 
     wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
-    #: The worker's machine (grader.hosting.worker.fingerprint): replicas are paired only between equal ones.
-    fingerprint: (
-        dict[Annotated[str, StringConstraints(max_length=40)], str | list[Annotated[str, StringConstraints(max_length=200)]] | None] | None
-    ) = Field(default=None, max_length=10, description="the worker's fingerprint: replicas of a job go only to workers of equal fingerprint")
+    fingerprint: FingerprintDigest = Field(description="the digest of the fingerprint bound to this worker (POST /api/v1/worker/fingerprint)")
+
+
+class FingerprintStatement(_Request):
+    """A worker states its fingerprint: bound on the first statement, refused (409) when it is not the one bound."""
+
+    fingerprint: Fingerprint = Field(max_length=10, description="the worker's machine: replicas of a job go only to workers of equal fingerprint")
+    #: base64 Ed25519 signature by a remote worker's registered key over its name, the competition and the fingerprint
+    #: (grader.hosting.keyring.worker_signing.fingerprint_message); None for a local worker (the server's own)
+    signature: str | None = Field(default=None, max_length=200)
+
+
+class FingerprintBinding(BaseModel):
+    """What a worker signs its statement over (its name, the competition), and the digest bound to it (None: none)."""
+
+    worker: str
+    competition: str
+    fingerprint: str | None
 
 
 class Job(BaseModel):

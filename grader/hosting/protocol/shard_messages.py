@@ -13,14 +13,17 @@ from pydantic import BaseModel, Field, model_validator
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
-from grader.hosting.protocol.messages import TryNumber, _Request
+from grader.hosting.protocol.messages import FingerprintDigest, TryNumber, _Request
 from grader.hosting.protocol.version import WORKER_PROTOCOL
 
 
 class ShardClaimRequest(_Request):
-    """A worker asks for a shard job, naming the digest of its fingerprint (a task's jobs run on one fingerprint)."""
+    """A worker asks for a shard job, naming the digest of the fingerprint bound to it (a task's jobs run on one fingerprint).
 
-    fingerprint: str = Field(pattern=r"^[0-9a-f]{64}$")
+    The server leases under the digest it holds bound, never under this one: a claim naming another is refused (409).
+    """
+
+    fingerprint: FingerprintDigest
     wait_s: float = Field(default=0.0, ge=0, le=30)
 
 

@@ -23,7 +23,7 @@ from grader import jsonio
 from grader.hosting.errors import WorkerProtocolMismatch
 
 #: The version of the worker protocol this grader speaks. Bump it with every change to what workers and server exchange.
-WORKER_PROTOCOL = 1
+WORKER_PROTOCOL = 2
 #: The header that carries it, on every worker request and every answer of the server.
 HEADER = "Grader-Worker-Protocol"
 #: What a worker of a grader before 0.3.0, which sends no version, is called in a refusal.

@@ -31,7 +31,7 @@ from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.queue.lifecycle import cancel_submission, rejudge_submission
 from grader.hosting.results import pins
 from grader.hosting.schedule import ENDED_AT_KEY, has_ended
-from grader.hosting.services import replication
+from grader.hosting.services import fingerprints, replication
 from grader.hosting.states import Track
 from grader.hosting.transparency.host_log import HostLog, identifier_key
 from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal, logged_end, refuse_after_reveal
@@ -97,7 +97,11 @@ class WorkerRow:
     revoked: bool
     #: jobs it holds the lease of now
     running: int
+    #: the digest of the fingerprint bound to it (stated once; ``grader admin reset-fingerprint`` clears it)
     fingerprint: str | None
+    #: claims and statements refused for naming another fingerprint (or an unsigned statement), and the digest the last one named
+    fingerprint_refusals: int
+    fingerprint_refused: str | None
     #: replicas it graded, and how many disagreed with their job's majority (the host's flag)
     replicas: int
     dissents: int
@@ -261,8 +265,13 @@ def revoke_worker(db: Database, name: str) -> None:
         workers.mark_worker_revoked(session, name)
 
 
+def reset_fingerprint(db: Database, name: str) -> str | None:
+    """Clear the fingerprint bound to worker ``name`` (its next statement binds anew); the digest that was bound."""
+    return fingerprints.reset(db, name)
+
+
 def worker_rows(db: Database) -> list[WorkerRow]:
-    """Registered workers: local or remote, key recorded, jobs running now, stated fingerprint, replicas and dissents."""
+    """Registered workers: local or remote, key recorded, jobs running now, bound fingerprint and refusals, replicas and dissents."""
     with db.session() as session:
         rows = []
         for w in session.scalars(select(Worker).order_by(Worker.name)).all():
@@ -281,6 +290,8 @@ def worker_rows(db: Database) -> list[WorkerRow]:
                     revoked=w.revoked_at is not None,
                     running=running,
                     fingerprint=w.fingerprint,
+                    fingerprint_refusals=w.fingerprint_refusals,
+                    fingerprint_refused=w.fingerprint_refused,
                     replicas=standing["replicas"],
                     dissents=standing["dissents"],
                 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
@@ -77,16 +76,10 @@ class Empty(Enum):
     END = "end"
 
 
-def note_claimant(ctx: ServerContext, worker: Principal, fingerprint: dict[str, Any] | None) -> str | None:
-    """Record the fingerprint a claim states (once a claim, not once a look); its digest, on which each look pairs replicas."""
-    digest = replication.fingerprint_digest(fingerprint)
-    replication.note_fingerprint(ctx, worker.id, digest)
-    return digest
-
-
 def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job | Empty:
     """One look at the queue: the oldest job ``worker`` may take, leased to it, or why there is none.
 
+    ``digest`` is the fingerprint bound to the worker (:func:`grader.hosting.services.fingerprints.for_claim`).
     A replicating job the worker may grade (its fingerprint, of digest ``digest``, is the replicas', it graded
     none) comes first: a replicated job waits on it. A few short transactions; the long-poll around the looks is
     the claim route's (:mod:`grader.hosting.api.long_poll`), which waits between them holding no thread.

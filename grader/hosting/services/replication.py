@@ -2,8 +2,8 @@
 
 Grades are deterministic on one machine and across threads and file orders, but
 onnxruntime picks kernels by instruction set; so replicas are paired only between
-workers of equal fingerprint (:mod:`grader.hosting.worker.fingerprint`, stated at
-each claim and in each result's facts). Each worker's outcome, the run digests
+workers of equal fingerprint (:mod:`grader.hosting.worker.fingerprint`, bound to the
+worker's row: :mod:`grader.hosting.services.fingerprints`; a result's facts must name it). Each worker's outcome, the run digests
 and the failure codes (the whole grade's, and each failed task's; never a message,
 which may name the machine), is recorded as a :class:`~grader.hosting.db.models.Replica`.
 Until k of them agree the job waits in ``replicating`` (event REPLICATE), where
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
@@ -57,16 +57,6 @@ def fingerprint_digest(fingerprint: Mapping[str, Any] | None) -> str | None:
     if not fingerprint:
         return None
     return hashlib.sha256(jsonio.dumps(dict(fingerprint), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
-
-
-def note_fingerprint(ctx: ServerContext, worker_id: int, digest: str | None) -> None:
-    """Record the fingerprint ``worker_id`` stated at its claim (written only when it changed)."""
-    if digest is None:
-        return
-    with ctx.db.session() as session:
-        # Read first: a claim is a long-poll repeated by every worker, and an UPDATE takes SQLite's write lock even when it changes nothing.
-        if session.scalar(select(Worker.fingerprint).where(Worker.id == worker_id)) != digest:
-            session.execute(update(Worker).where(Worker.id == worker_id).values(fingerprint=digest))
 
 
 def claim(ctx: ServerContext, worker_id: int, digest: str | None) -> lifecycle.Claim | None:
@@ -223,9 +213,9 @@ def record(ctx: ServerContext, authentic: AuthenticResult) -> Verdict | None:
 def _unpairable(rows: list[Replica], worker: Worker, fingerprint: str | None, stated: str | None) -> str | None:
     """Why this result cannot be counted with ``rows`` (the attempt is then retried), or None."""
     if fingerprint is None:
-        return "the worker stated no fingerprint: a replica cannot be paired"
-    if stated is not None and worker.fingerprint is not None and stated != worker.fingerprint:
-        return "the result's fingerprint is not the one the worker stated when it claimed"
+        return "no fingerprint is bound to the worker: a replica cannot be paired"
+    if stated is not None and stated != fingerprint:
+        return "the result's fingerprint is not the one bound to the worker"
     if rows and rows[0].fingerprint != fingerprint:
         return "the worker's fingerprint is not that of the job's replicas"
     if any(row.worker_id == worker.id for row in rows):
@@ -244,7 +234,7 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         assert submission is not None
         who = session.get(Worker, worker_id)
         assert who is not None
-        fingerprint = stated or who.fingerprint
+        fingerprint = who.fingerprint  # the one bound to the worker (services.fingerprints), never the result's word
         rows = open_replicas(session, submission)
         if (why := _unpairable(rows, who, fingerprint, stated)) is not None:
             moved = lifecycle.retry_or_error(session, submission, actor=actor, reason=f"attempt {attempt}: {why}")

@@ -25,6 +25,7 @@ from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.claim_throttle import ClaimThrottled
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
+from grader.hosting.worker.shard_loop import FingerprintUnbound
 
 log = logging.getLogger("grader.worker")
 
@@ -63,7 +64,7 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     key = ensure_worker_key(key_dir)
-    api = WorkerApi(server, token)
+    api = WorkerApi(server, token, key)
     register_key(api, key_dir)
     app = make_celery(broker)
     unfit: list[str] = []
@@ -80,6 +81,9 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
             # A server of another version (upgraded after this worker started) takes nothing from this worker.
             log.error("%s; stopping this worker", error)
             raise WorkerShutdown(1) from None
+        except SystemExit as stop:  # the server refused this worker's fingerprint: claiming again would be refused again
+            log.error("%s; stopping this worker", stop)
+            raise WorkerShutdown(1) from None
 
     def grade_until_empty(submission_id: str) -> int:
         graded = 0
@@ -92,6 +96,9 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 return graded
             try:
                 job = api.claim(wait_s=0)
+            except FingerprintUnbound:  # the host reset it; the next wake-up states it again (api.fingerprint is cleared)
+                log.warning("the server holds no fingerprint bound to this worker (the host reset it): stating it at the next wake-up")
+                return graded
             except (httpx.HTTPError, ClaimThrottled) as error:  # a 429 too: the wake-up comes again, no need to wait here
                 log.warning("cannot claim (%s); the server's reaper re-sends the wake-up", type(error).__name__)
                 return graded

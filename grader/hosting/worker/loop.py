@@ -1,4 +1,9 @@
-"""The worker loop, over HTTP only (no database credentials): claim, fetch, grade with heartbeats, put the runs, post.
+"""The worker loop, over HTTP only (no database credentials): state the fingerprint, claim, fetch, grade with heartbeats, put the runs, post.
+
+A worker states its machine's fingerprint once (:meth:`WorkerApi.state_fingerprint`, signed with its key
+when it has one); the server binds it, and every claim names it. A claim the server refuses because none
+is bound (the host reset it) makes the worker state it again; one refused because another is bound stops
+the worker with the server's line.
 
 A worker returns rankings, never scores: each ranked task's compact run is put apart
 (:meth:`WorkerApi.put_run`), and the result names their digests (the server scores them).
@@ -34,8 +39,18 @@ from pydantic import ValidationError
 from grader.failures import FailureCode
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
-from grader.hosting.keyring.worker_signing import sign_result
-from grader.hosting.protocol.messages import AttemptRef, ClaimRequest, Job, RunStored, Verdict, WorkerResult
+from grader.hosting.keyring.worker_signing import sign_fingerprint, sign_result
+from grader.hosting.protocol.messages import (
+    FINGERPRINT_PATH,
+    AttemptRef,
+    ClaimRequest,
+    FingerprintBinding,
+    FingerprintStatement,
+    Job,
+    RunStored,
+    Verdict,
+    WorkerResult,
+)
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
@@ -43,7 +58,7 @@ from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
-from grader.hosting.worker.shard_loop import ShardApi, coordinate, fingerprint_digest, unexpected, work_one
+from grader.hosting.worker.shard_loop import FingerprintUnbound, ShardApi, check_claim, coordinate, fingerprint_digest, unexpected, work_one
 
 log = logging.getLogger("grader.worker")
 
@@ -70,18 +85,50 @@ def worker_client(server: str, token: str) -> httpx.Client:
 
 
 class WorkerApi:
-    """The worker API of one server."""
+    """The worker API of one server, for a worker signing with ``key`` (a remote worker) or none (a local one)."""
 
-    def __init__(self, server: str, token: str) -> None:
+    def __init__(self, server: str, token: str, key: Ed25519PrivateKey | None = None) -> None:
         self.http = worker_client(server, token)
+        self.key = key
+        #: The digest of the fingerprint the server holds bound to this worker; None until stated (again, after a host's reset).
+        self.fingerprint: str | None = None
+
+    def state_fingerprint(self) -> str:
+        """State this machine's fingerprint (signed with the key, if any) and return its digest, which every claim names.
+
+        The first statement binds it to this worker; later ones find it bound. A refusal stops the worker with the
+        server's line (SystemExit): another fingerprint is bound (a host's reset is the remedy), or the key did not sign it.
+        """
+        answer = self.http.get(FINGERPRINT_PATH)
+        answer.raise_for_status()
+        binding = FingerprintBinding.model_validate_json(answer.content)  # what to sign over: this worker's name, the competition's
+        stated = worker_fingerprint()
+        signature = None
+        if self.key is not None:
+            signature = sign_fingerprint(self.key, worker=binding.worker, competition=binding.competition, fingerprint=stated)
+        response = self.http.post(FINGERPRINT_PATH, json=FingerprintStatement(fingerprint=stated, signature=signature).model_dump())
+        if response.status_code in (403, 409):
+            raise SystemExit(f"the server refused this worker's fingerprint: {response.json().get('detail', '')}"[:600])
+        response.raise_for_status()
+        self.fingerprint = fingerprint_digest()
+        return self.fingerprint
+
+    def bound_fingerprint(self) -> str:
+        """The digest of the fingerprint bound to this worker, stated first when the server holds none for it."""
+        return self.fingerprint or self.state_fingerprint()
 
     def claim(self, wait_s: float) -> Job | None:
-        # The machine is named at the claim: a replica of a job goes only to a worker of equal fingerprint.
-        request = ClaimRequest(wait_s=wait_s, fingerprint=worker_fingerprint())
+        # The claim names the bound fingerprint: a replica of a job goes only to a worker of equal fingerprint.
+        request = ClaimRequest(wait_s=wait_s, fingerprint=self.bound_fingerprint())
         response = self.http.post("/api/v1/worker/claim", json=request.model_dump(), timeout=wait_s + 30)
         if response.status_code == 204:
             return None
         raise_if_throttled(response)
+        try:
+            check_claim(response)
+        except FingerprintUnbound:
+            self.fingerprint = None  # the host reset it: the next claim states it again
+            raise
         response.raise_for_status()
         return Job.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
@@ -333,8 +380,7 @@ def run_worker(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    api = WorkerApi(server, token)
-    fingerprint = fingerprint_digest()
+    api = WorkerApi(server, token, key)
     backoff = 0.2
     while not stopping.is_set():
         if min_free_bytes and free_bytes() < min_free_bytes:
@@ -342,11 +388,16 @@ def run_worker(
             stopping.wait(10)
             continue
         try:
+            # Stated once (again after a host's reset); a refused statement or claim stops the worker (SystemExit).
+            fingerprint = api.bound_fingerprint()
             if work_one(ShardApi(api.http), fingerprint):  # shard jobs of sharded grades first: their submissions are running
                 continue
             job = api.claim(wait_s=5.0)
         except ClaimThrottled as throttled:  # a server that asks for a pause is reachable: wait what it says, no back-off
             wait_out(throttled, stopping.wait)
+        except FingerprintUnbound:
+            log.warning("the server holds no fingerprint bound to this worker (the host reset it): stating it again")
+            api.fingerprint = None
             continue
         except httpx.HTTPError as error:
             log.info("server not reachable (%s); retrying", type(error).__name__)

@@ -38,7 +38,7 @@ from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFa
 from grader.failures import FailureCode, code_or_infra
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
-from grader.hosting.protocol.messages import Job, WorkerResult
+from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
@@ -61,10 +61,31 @@ POLL_S = 0.5
 def fingerprint_digest() -> str:
     """The sha256 of this machine's fingerprint (:func:`grader.hosting.worker.fingerprint.worker_fingerprint`): what a claim names.
 
-    The same canonical JSON as the server's digest of the fingerprint a submission claim states
-    (``services.replication.fingerprint_digest``), so the server can tell a waiting worker that a shard job is free for it.
+    The same canonical JSON as the server's digest of the fingerprint a worker states
+    (``services.replication.fingerprint_digest``): the digest the server binds to the worker, which every claim must name.
     """
     return hashlib.sha256(jsonio.dumps(worker_fingerprint(), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
+
+
+class FingerprintUnbound(Exception):
+    """The server holds no fingerprint bound to this worker (the host reset it): state it again, then claim."""
+
+
+def check_claim(response: httpx.Response) -> None:
+    """Nothing for any answer to a claim but a 409 of the fingerprint, which raises.
+
+    :class:`FingerprintUnbound` when none is bound (the worker states it again); SystemExit with the server's line
+    when another is bound: a worker that claims again under the same fingerprint would only be refused again.
+    """
+    if response.status_code != 409:
+        return
+    try:
+        detail = str(response.json().get("detail", ""))[:500]
+    except ValueError:
+        detail = response.text[:500]
+    if detail == UNBOUND:
+        raise FingerprintUnbound(detail)
+    raise SystemExit(f"the server refused this worker's claim: {detail}")
 
 
 class ShardApi:
@@ -79,6 +100,7 @@ class ShardApi:
         if response.status_code == 204:
             return None
         raise_if_throttled(response)
+        check_claim(response)
         response.raise_for_status()
         return ShardJobMessage.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 

@@ -18,6 +18,7 @@ from grader.hosting.api.body import parse, receive_to_file
 from grader.hosting.api.deps import Ctx
 from grader.hosting.api.long_poll import Gate, long_poll
 from grader.hosting.api.params import ShardJobId, TriesQuery
+from grader.hosting.api.routes.workers import bound_fingerprint
 from grader.hosting.clock import iso
 from grader.hosting.errors import ShardOutputRefused
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
@@ -37,9 +38,10 @@ async def claim(request: Request, ctx: Ctx, who: CurrentWorker, gate: Gate) -> S
     body = await parse(request, ShardClaimRequest)
     if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
         raise HTTPException(403, why)
+    digest = await bound_fingerprint(ctx, who, body.fingerprint)  # the server's bound digest, never the body's
 
     def look() -> ShardJobMessage | jobs.Empty:
-        found = shard_worker_api.claim(ctx, who, body.fingerprint)  # one look: the waiting is long_poll's
+        found = shard_worker_api.claim(ctx, who, digest)  # one look: the waiting is long_poll's
         return jobs.Empty.WAIT if found is None else found
 
     with gate.admit(who.id, body.wait_s):

@@ -1,4 +1,4 @@
-"""The worker API: claim, heartbeat, fetch the upload, put the runs, post the result. Local and remote workers use the same routes.
+"""The worker API: state the fingerprint, claim, heartbeat, fetch the upload, put the runs, post the result. Local and remote workers use the same routes.
 
 Each body is read after the worker's token was checked, bounded, and parsed into its
 model (:mod:`grader.hosting.api.body`); the services decide.
@@ -20,6 +20,8 @@ from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import (
     AttemptRef,
     ClaimRequest,
+    FingerprintBinding,
+    FingerprintStatement,
     Job,
     KeyStatus,
     Lease,
@@ -29,7 +31,7 @@ from grader.hosting.protocol.messages import (
     WorkerKey,
     WorkerResult,
 )
-from grader.hosting.services import jobs
+from grader.hosting.services import fingerprints, jobs
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
 STALE = "stale attempt: the lease expired, was handed on, or the job was cancelled"
@@ -46,10 +48,39 @@ async def claim(request: Request, ctx: Ctx, who: CurrentWorker, gate: Gate) -> J
     body = await parse(request, ClaimRequest)
     if (why := await run_in_threadpool(jobs.refusal, ctx, who)) is not None:
         raise HTTPException(403, why)
+    digest = await bound_fingerprint(ctx, who, body.fingerprint)
     with gate.admit(who.id, body.wait_s):
-        digest = await run_in_threadpool(jobs.note_claimant, ctx, who, body.fingerprint)
         job = await long_poll(request, gate, ctx.dispatcher, body.wait_s, lambda: jobs.claim_once(ctx, who, digest))
     return Response(status_code=204) if job is None else job
+
+
+async def bound_fingerprint(ctx: Ctx, who: CurrentWorker, named: str) -> str:
+    """The fingerprint bound to ``who``, once the claim named it (:func:`grader.hosting.services.fingerprints.for_claim`); 409 otherwise."""
+    try:
+        return await run_in_threadpool(fingerprints.for_claim, ctx, who, named)
+    except fingerprints.FingerprintRefused as refused:
+        raise HTTPException(refused.refusal.value, str(refused)) from None
+
+
+@router.get("/fingerprint", summary="What a fingerprint statement is signed over, and the fingerprint bound")
+def fingerprint_binding(ctx: Ctx, who: CurrentWorker) -> FingerprintBinding:
+    return fingerprints.binding(ctx, who)
+
+
+@router.post(
+    "/fingerprint",
+    summary="State this worker's fingerprint: bound once (a remote worker signs it: 403 otherwise); 409 when another is bound",
+    response_model=FingerprintBinding,
+    responses={403: {"description": "a remote worker's statement not signed by its key"}, 409: {"description": "another fingerprint is bound"}},
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": FingerprintStatement.model_json_schema()}}}},
+)
+async def state_fingerprint(request: Request, ctx: Ctx, who: CurrentWorker) -> FingerprintBinding:
+    body = await parse(request, FingerprintStatement)
+    try:
+        await run_in_threadpool(fingerprints.state, ctx, who, body)
+    except fingerprints.FingerprintRefused as refused:
+        raise HTTPException(refused.refusal.value, str(refused)) from None
+    return await run_in_threadpool(fingerprints.binding, ctx, who)
 
 
 @router.post(

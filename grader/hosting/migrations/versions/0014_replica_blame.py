@@ -1,7 +1,7 @@
 """replica blame: the worker a dissenting replica is charged to (replicas.blamed_worker_id)
 
-Revision ID: 0013_replica_blame
-Revises: 0012_shard_deadline
+Revision ID: 0014_replica_blame
+Revises: 0013_fingerprint_binding
 Create Date: 2026-12-03
 
 A dissenting replica of a sharded grade is not always its coordinator's fault: the worker of the
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_replica_blame"
-down_revision = "0012_shard_deadline"
+revision = "0014_replica_blame"
+down_revision = "0013_fingerprint_binding"
 branch_labels = None
 depends_on = None
 
