@@ -236,8 +236,9 @@ REPLICAS = (
 
 
 def test_0014_charges_a_dissent_already_there_to_its_coordinator_and_downgrades(engine: Engine) -> None:
-    assert migrate(engine, "0013_fingerprint_binding") == "0013_fingerprint_binding"
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
     _rows_of_release_0_2_0(engine)
+    assert migrate(engine, "0013_fingerprint_binding") == "0013_fingerprint_binding"
     with engine.begin() as connection:
         connection.execute(text(REPLICAS))
     assert migrate(engine) == head_revision()
