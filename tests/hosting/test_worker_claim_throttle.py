@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from grader.hosting.errors import WorkerProtocolMismatch
-from grader.hosting.protocol.messages import Job
+from grader.hosting.protocol.messages import FINGERPRINT_PATH, Job
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.worker.claim_throttle import DEFAULT_WAIT_S, MAX_WAIT_S, MIN_WAIT_S, retry_after_s
 from grader.hosting.worker.loop import run_worker, worker_client
@@ -55,13 +55,27 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def do_GET(self) -> None:
+        # The worker asks what to sign its fingerprint over before it states it (worker protocol 2): not scripted.
+        if self.path != FINGERPRINT_PATH:
+            self._send(404, {})
+            return
+        self._send(200, {"Content-Type": "application/json"}, b'{"worker": "w", "competition": "c", "fingerprint": null}')
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == FINGERPRINT_PATH:  # its statement binds: not scripted
+            self._send(200, {"Content-Type": "application/json"}, b"{}")
+            return
         status, headers = self.server.script.answer(self.path)
+        self._send(status, headers)
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
         self.send_response(status)
-        for name, value in {HEADER: str(WORKER_PROTOCOL), "Content-Length": "0", **headers}.items():
+        for name, value in {HEADER: str(WORKER_PROTOCOL), "Content-Length": str(len(body)), **headers}.items():
             self.send_header(name, value)
         self.end_headers()
+        self.wfile.write(body)
 
 
 class _Stub(ThreadingHTTPServer):

@@ -395,6 +395,7 @@ def run_worker(
             job = api.claim(wait_s=5.0)
         except ClaimThrottled as throttled:  # a server that asks for a pause is reachable: wait what it says, no back-off
             wait_out(throttled, stopping.wait)
+            continue
         except FingerprintUnbound:
             log.warning("the server holds no fingerprint bound to this worker (the host reset it): stating it again")
             api.fingerprint = None
