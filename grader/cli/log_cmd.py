@@ -132,9 +132,7 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     show_default=True,
     help="Refuse a log whose entries add up to more bytes (the audit holds them in memory; it writes nothing to disk).",
 )
-def audit(
-    source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool, host: bool, max_entries: int, max_bytes: int
-) -> None:
+def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool, host: bool, max_entries: int, max_bytes: int) -> None:
     """Check a whole log: SOURCE is a folder holding its checkpoint and tiles as the server serves them, or the
     log's URL (http://HOST/log), read file by file; exit 1 on any fault.
 

@@ -98,9 +98,7 @@ def remote_nodes(fetcher: Fetcher, base: str, size: int) -> TileNodes:
     return TileNodes(size, lambda tile: fetch(fetcher, base, tile.path, _TILE_BYTES))
 
 
-def check_consistent(
-    fetcher: Fetcher, base: str, seen_notes: Iterable[bytes], note: bytes, checkpoint: Checkpoint, verifier: NoteVerifier
-) -> None:
+def check_consistent(fetcher: Fetcher, base: str, seen_notes: Iterable[bytes], note: bytes, checkpoint: Checkpoint, verifier: NoteVerifier) -> None:
     """Check that the served ``checkpoint`` extends every checkpoint in ``seen_notes`` (consistency proofs from the tiles);
     :class:`InconsistentCheckpoints` with both notes otherwise."""
     nodes = remote_nodes(fetcher, base, checkpoint.size)

@@ -230,7 +230,7 @@ class HostingClient:
         response = self._request("GET", "/api/v1/quota")
         answer = _shaped(self._check(response), dict, "the quota")
         moment = utcnow()
-        with contextlib.suppress(TypeError, ValueError, IndexError):
+        with contextlib.suppress(KeyError, TypeError, ValueError, IndexError):  # no Date, or not one: this machine's clock
             moment = parsedate_to_datetime(response.headers["date"]).astimezone(UTC)
         return answer, moment
 
