@@ -45,6 +45,18 @@ def escape_control(value: object) -> str:
     return "".join(char if char.isprintable() else _escape_char(char) for char in text)
 
 
+def escape_lines(value: object) -> str:
+    """``value`` for a terminal, several lines: each line escaped as :func:`escape_control` does, newlines kept.
+
+    For text a server or a container wrote (container logs, a signed note): a carriage return, ESC,
+    a C1 control (``\\x9b`` opens a CSI as ``ESC [`` does), BEL (which ends an OSC 52 clipboard write
+    or an OSC 8 link) all show as visible escapes, so nothing moves the cursor, clears the screen,
+    writes the clipboard or adds a link. ``click.unstyle`` is not enough: it strips colours only.
+    """
+    text = value if isinstance(value, str) else str(value)
+    return "\n".join(escape_control(line) for line in text.split("\n"))
+
+
 def truncate(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters plus a note of how many were left out."""
     if len(text) <= limit:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from grader.text import escape_control
+from grader.text import escape_control, escape_lines
 
 GRADER = Path(__file__).resolve().parent.parent / "grader"
 
@@ -27,3 +27,11 @@ def test_no_module_keeps_its_own_copy_of_the_escaping() -> None:
         str(path.relative_to(GRADER)) for path in GRADER.rglob("*.py") if path.name != "text.py" and copy.search(path.read_text(encoding="utf-8"))
     ]
     assert copies == []
+
+
+def test_escape_lines_keeps_each_line_and_escapes_within_it() -> None:
+    text = "one \x1b]52;c;eA==\x07\ntwo \x9b2J\r\n\nthree \x1b]8;;http://x\x1b\\y"
+    shown = escape_lines(text)
+    assert shown.split("\n") == [escape_control(line) for line in text.split("\n")]
+    assert shown == "one \\x1b]52;c;eA==\\x07\ntwo \\x9b2J\\r\n\nthree \\x1b]8;;http://x\\x1b\\y"
+    assert escape_lines(b"bytes") == "b'bytes'"  # anything str() takes, as escape_control

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from grader.errors import UsageError
@@ -15,6 +17,8 @@ from grader.transparency.tiles import (
     check_bundle,
     entry_bundle,
     index_path,
+    iter_bundles,
+    iter_tiles,
     parse_tile_path,
     split_entry_bundle,
     split_tile,
@@ -133,3 +137,12 @@ def test_entry_bundles_round_trip_and_match_level_zero() -> None:
         entry_bundle([b"x" * 65_536])
     assert entry_bundle([b""]) == b"\x00\x00"
     assert HASH_SIZE * 256 == 8192
+
+
+def test_tile_lists_are_lazy_for_a_claimed_size() -> None:
+    # A checkpoint may claim 2**32 entries: its 16 million tiles are produced one at a time, never listed.
+    first = list(itertools.islice(iter_tiles(2**32), 3))
+    assert first == [Tile(0, 0), Tile(0, 1), Tile(0, 2)]
+    assert next(iter_bundles(2**32)) == Tile(ENTRIES, 0)
+    for size in (0, 1, 255, 256, 257, 65_536, 70_000):
+        assert list(iter_bundles(size)) == [Tile(ENTRIES, tile.index, tile.width) for tile in iter_tiles(size) if tile.level == 0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import tempfile
 from pathlib import Path
 
 import click
@@ -11,10 +10,11 @@ import click
 from grader.cli.log_fetch import (
     check_served_board,
     check_served_host,
+    log_fetcher,
     log_verifier,
-    mirror,
     print_evidence,
     read_bounded,
+    remote_reader,
     save_seen,
     seen_notes,
     shown,
@@ -23,12 +23,16 @@ from grader.cli.log_final import FinalBoardsDiffer
 from grader.errors import UsageError
 from grader.transparency.audit import audit_entries
 from grader.transparency.entries import decode_entry
-from grader.transparency.errors import InconsistentCheckpoints
+from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
 from grader.transparency.merkle import HASH_SIZE, leaf_hash
-from grader.transparency.mirror import check_seen, read_log_folder
+from grader.transparency.mirror import MAX_AUDIT_BYTES, MAX_AUDIT_ENTRIES, check_seen, folder_reader, read_log
 from grader.transparency.proof import HEADER as PROOF_HEADER
 from grader.transparency.proof import MAX_PROOF_BYTES, TlogProof
+from grader.transparency.receipt import entry_from_file
 from grader.transparency.tiles import MAX_ENTRY_BYTES
+
+#: A receipt file is the entry as JSON text (escaped: at most six bytes a byte) and a few fields.
+_MAX_ENTRY_FILE = 6 * MAX_ENTRY_BYTES + 4096
 
 
 def _seen_checkpoint(path: str) -> bytes:
@@ -53,7 +57,11 @@ def log() -> None:
 @log.command("verify-proof")
 @click.argument("proof")
 @click.option("--log-key", "log_key", required=True, help="The log's verifier key (name+id+key), or a file holding it.")
-@click.option("--entry", "entry_path", help="The logged entry's bytes (a receipt or report entry); its leaf hash is checked.")
+@click.option(
+    "--entry",
+    "entry_path",
+    help="The logged entry: its bytes (a receipt or report entry), or the receipt file `grader submit --receipt` wrote; its leaf hash is checked.",
+)
 @click.option("--leaf-hash", "leaf_hex", help="The entry's leaf hash in hex, instead of --entry.")
 @click.option("--origin", help="The log's origin; by default the log key's name.")
 def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str | None, origin: str | None) -> None:
@@ -65,11 +73,12 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     if (entry_path is None) == (leaf_hex is None):
         raise UsageError("give exactly one of --entry and --leaf-hash")
     verifier = log_verifier(log_key)
-    kind = None
+    kind = index = None
     if entry_path is not None:
-        entry = read_bounded(entry_path, MAX_ENTRY_BYTES, "log entry")
-        kind = decode_entry(entry)["kind"]
-        leaf = leaf_hash(entry)
+        # the entry's bytes, or the receipt file `grader submit --receipt` wrote (its entry is JSON text inside JSON)
+        logged = entry_from_file(read_bounded(entry_path, _MAX_ENTRY_FILE, "log entry"), entry_path)
+        kind, index = decode_entry(logged.entry)["kind"], logged.index
+        leaf = leaf_hash(logged.entry)
     else:
         try:
             leaf = bytes.fromhex(str(leaf_hex))
@@ -78,6 +87,8 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
         if len(leaf) != HASH_SIZE:
             raise UsageError(f"--leaf-hash is {HASH_SIZE} bytes in hex")
     parsed = TlogProof.parse(read_bounded(proof, MAX_PROOF_BYTES, "proof"))
+    if index is not None and index != parsed.index:
+        raise LogVerificationError(f"{entry_path}: the receipt is of entry {index}, the proof of entry {parsed.index}")
     checkpoint = parsed.verify(leaf, [verifier], origin=origin or verifier.name)
     what = f"{kind} entry" if kind else "entry"
     root = base64.b64encode(checkpoint.root_hash).decode("ascii")
@@ -107,11 +118,28 @@ def verify_proof(proof: str, log_key: str, entry_path: str | None, leaf_hex: str
     help="With a URL (http://HOST/log): also check entry 0 against what the host publishes: the partition commitment and "
     "data digests (HOST/api/v1/partition) and the host key (HOST/host-key.pub).",
 )
-def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool, host: bool) -> None:
+@click.option(
+    "--max-entries",
+    type=click.IntRange(0),
+    default=MAX_AUDIT_ENTRIES,
+    show_default=True,
+    help="Refuse a log whose checkpoint claims more entries, before reading any tile.",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(0),
+    default=MAX_AUDIT_BYTES,
+    show_default=True,
+    help="Refuse a log whose entries add up to more bytes (the audit holds them in memory; it writes nothing to disk).",
+)
+def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], board: bool, host: bool, max_entries: int, max_bytes: int) -> None:
     """Check a whole log: SOURCE is a folder holding its checkpoint and tiles as the server serves them, or the
-    log's URL (http://HOST/log), downloaded first; exit 1 on any fault.
+    log's URL (http://HOST/log), read file by file; exit 1 on any fault.
 
-    The checkpoint must be signed by the log key; every entry bundle must match its tile, every
+    A checkpoint claiming more than --max-entries entries is refused before any tile is read, and
+    entries adding up to more than --max-bytes are refused as they arrive; every fetch is bounded in
+    size and time (GRADER_FETCH_DEADLINE_S, GRADER_FETCH_MIN_RATE, GRADER_COMMAND_DEADLINE_S).
+    The checkpoint must be signed by the log key; every entry bundle must match its tile as it arrives, every
     tile the entries, and the entries the checkpoint's root; the entries must follow the log's
     rules (entry 0 the competition, one end, a reveal that opens entry 0's commitments). Each
     --since checkpoint (and, for a URL, every checkpoint of this log saved by `grader verify --log`
@@ -120,11 +148,16 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     """
     verifier = log_verifier(log_key)
     remote = source.startswith(("http://", "https://"))
-    with tempfile.TemporaryDirectory(prefix="grader-log-") as scratch:
-        folder = scratch if remote else source
-        if remote:
-            mirror(source, Path(scratch), verifier)
-        contents = read_log_folder(folder, [verifier], origin=origin or verifier.name)
+    if (board or host) and not remote:
+        raise UsageError("--board and --host need the log's URL (http://HOST/log)")
+    fetcher = log_fetcher()
+    if remote:  # each bundle checked against its tile as it arrives; nothing written to disk
+        read, where = remote_reader(fetcher, source), source.rstrip("/")
+    else:
+        read, where = folder_reader(Path(source)), source
+        if not Path(source).is_dir():
+            raise LogVerificationError(f"{source}: not a folder")
+    contents = read_log(read, [verifier], where=where, origin=origin or verifier.name, max_entries=max_entries, max_bytes=max_bytes)
     earlier = [(path, _seen_checkpoint(path)) for path in seen]
     if remote:
         earlier += [("saved before", note) for note in seen_notes(contents.checkpoint.origin)]
@@ -135,11 +168,9 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
             print_evidence(error, label, source)
             raise
     summary = audit_entries(contents.entries)
-    if (board or host) and not remote:
-        raise UsageError("--board and --host need the log's URL (http://HOST/log)")
-    host_line = check_served_host(source, contents.entries) if host else None
+    host_line = check_served_host(fetcher, source, contents.entries) if host else None
     try:
-        board_line = check_served_board(source, contents.entries) if board else None
+        board_line = check_served_board(fetcher, source, contents.entries) if board else None
     except FinalBoardsDiffer as error:
         print_differing(error, contents.note)
         raise

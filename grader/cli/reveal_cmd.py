@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from grader.errors import VerificationError
+from grader.text import escape_control
 
 
 @click.command("reveal-check")
@@ -32,7 +33,7 @@ def reveal_check(server: str, key_path: str | None) -> None:
             key = load_public_key(key_path)
         failed = 0
         for line in check(fetcher.get, fetcher.json, key):
-            click.echo(("ok:     " if line.ok else "FAILED: ") + line.text)
+            click.echo(("ok:     " if line.ok else "FAILED: ") + escape_control(line.text))  # lines quote the server's numbers
             failed += not line.ok
     finally:
         fetcher.close()

@@ -22,6 +22,8 @@ from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError
 from grader.hosting.intake.refusals import QuotaStatus
 from grader.hosting.participant.client import TERMINAL, HostingClient, token_from
+from grader.hosting.participant.fetch import FetchLimits
+from grader.text import MAX_STDERR_LINE, escape_control, escape_lines, quote_id
 
 #: Scores a view may carry, with the label printed before each (docs/leaderboard.md: participants see
 #: the public part's score until the end, then also the private part's and the full split's).
@@ -45,12 +47,14 @@ def _scores(view: dict[str, Any]) -> list[str]:
 
 
 def _line(view: dict[str, Any]) -> str:
-    parts = [view["id"], view["state"]]
+    """One submission on one line. Every string in it is the server's, so each is escaped for the terminal
+    (:func:`grader.text.escape_control`; the last log line and the name quoted as :func:`grader.text.quote_id` does)."""
+    parts = [escape_control(view["id"]), escape_control(view["state"])]
     if view.get("failure_code"):
-        parts.append(view["failure_code"])
+        parts.append(escape_control(view["failure_code"]))
     parts.extend(_scores(view))
     if view.get("last_log_line"):
-        parts.append(f"last log line: {click.unstyle(view['last_log_line'])!r}")
+        parts.append(f"last log line: {quote_id(view['last_log_line'], MAX_STDERR_LINE)}")
     return "  ".join(parts)
 
 
@@ -115,18 +119,20 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
     size over the upload cap) is refused here first, with the server's words and exit 4,
     before a byte of the archive is sent. A Docker image is packed with docker save.
     """
-    client = HostingClient(server, token_from(token))
+    # An upload may take hours, and so may --wait: no command deadline, each fetch keeps its own.
+    client = HostingClient(server, token_from(token), limits=FetchLimits.from_environment(follow=True))
     shown = UploadProgress()
     view = client.submit(submission, sample=sample, progress=shown, on_wait=shown.waiting)
-    click.echo(view["id"])
+    click.echo(escape_control(view["id"]))
     receipt = view.get("receipt")
     if receipt_path is not None and isinstance(receipt, dict):  # evidence that the upload was accepted (docs/transparency.md)
         from grader.files import atomic_write_bytes
+        from grader.transparency.receipt import receipt_files
 
-        proof = receipt.get("proof")
-        atomic_write_bytes(receipt_path, jsonio.dumps({k: v for k, v in receipt.items() if k != "proof"}, indent=2).encode("utf-8") + b"\n")
-        if isinstance(proof, str):
-            atomic_write_bytes(f"{receipt_path}.tlog-proof", proof.encode("utf-8"))
+        kept, proof = receipt_files(receipt)  # `grader log verify-proof FILE.tlog-proof --entry FILE` reads them back
+        atomic_write_bytes(receipt_path, kept)
+        if proof is not None:
+            atomic_write_bytes(f"{receipt_path}.tlog-proof", proof)
     if wait:
         _finish(client, view["id"])
 
@@ -147,7 +153,7 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 def status(submission_id: str, server: str, token: str | None, wait: bool, report_path: Path | None, logs: bool, as_json: bool) -> None:
     """Show one of your submissions: state, failure code, and each score the server shows you, labelled
     (public until the end; then also private and full). Exit 6 for an id the server does not know."""
-    client = HostingClient(server, token_from(token))
+    client = HostingClient(server, token_from(token), limits=FetchLimits.from_environment(follow=wait))
     if report_path is not None:
         from grader.files import atomic_write_bytes
 
@@ -157,7 +163,7 @@ def status(submission_id: str, server: str, token: str | None, wait: bool, repor
             atomic_write_bytes(f"{report_path}.tlog-proof", proof)
     if logs:
         for name, text in client.logs(submission_id).items():
-            click.echo(f"--- {name}\n{click.unstyle(text)}")
+            click.echo(f"--- {escape_control(name)}\n{escape_lines(text)}")  # the container's words, line by line
     if wait:
         _finish(client, submission_id)
     view = client.status(submission_id)
@@ -174,7 +180,8 @@ def submissions(server: str, token: str | None, as_json: bool) -> None:
         click.echo(jsonio.dumps(views, indent=2, ensure_ascii=True))
         return
     for view in views:
-        click.echo(f"{_line(view)}  {view['track']}  {view['uploaded_at']}  {click.unstyle(view['name'])!r}")
+        shown = (escape_control(view.get("track")), escape_control(view.get("uploaded_at")), quote_id(view.get("name"), 200))
+        click.echo(f"{_line(view)}  {'  '.join(shown)}")
 
 
 @click.command("quota")
@@ -195,8 +202,8 @@ def quota(server: str, token: str | None, as_json: bool) -> None:
             parts.append(f"{q.get('used_total')} of {q.get('total')} in total")
         parts.append(f"{q.get('in_flight')} of at most {q.get('concurrent')} being graded")
         if q.get("next_possible_at"):
-            parts.append(f"next possible at {click.unstyle(str(q['next_possible_at']))}")
-        click.echo("; ".join(parts))
+            parts.append(f"next possible at {q['next_possible_at']}")
+        click.echo(escape_control("; ".join(parts)))  # every value in it is the server's
     line = _refusals_line(answer.get("hidden") if isinstance(answer, dict) else None)
     if line:
         click.echo(line)
@@ -234,9 +241,10 @@ def finals(submission_ids: tuple[str, ...], server: str, token: str | None, as_j
     if as_json:
         click.echo(jsonio.dumps(answer, indent=2, ensure_ascii=True))
         return
-    chosen = sorted(str(i) for i in answer.get("finals", []))
+    listed = answer.get("finals")
+    chosen = sorted(escape_control(i) for i in (listed if isinstance(listed, list) else []))
     how = "saved: chosen by you" if submission_ids else ("chosen by you" if answer.get("chosen") else "by default: your best public ones")
-    click.echo(f"finals ({how}; at most {answer.get('limit')}): {', '.join(chosen) if chosen else 'none yet'}")
+    click.echo(f"finals ({how}; at most {escape_control(answer.get('limit'))}): {', '.join(chosen) if chosen else 'none yet'}")
 
 
 def register(group: click.Group) -> None:

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 import click
 
-from grader.cli.log_fetch import check_consistent, fetch_checkpoint, log_verifier, print_evidence, read_bounded, save_seen, seen_notes
+from grader.cli.log_fetch import (
+    check_consistent,
+    fetch_checkpoint,
+    log_fetcher,
+    log_verifier,
+    print_evidence,
+    read_bounded,
+    save_seen,
+    seen_notes,
+)
 from grader.errors import UsageError
 from grader.reports.keys import load_public_key
 from grader.reports.model import report_json
@@ -47,10 +56,11 @@ def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None
     checkpoint = proof.verify(leaf_hash(proof.extra), [verifier], origin=verifier.name)
     if log_url is None:
         return Logged(proof.index, checkpoint.origin, checkpoint.size)
-    note, newest = fetch_checkpoint(log_url, verifier)
+    fetcher = log_fetcher()
+    note, newest = fetch_checkpoint(fetcher, log_url, verifier)
     earlier = [proof.checkpoint, *seen_notes(verifier.name)]
     try:
-        check_consistent(log_url, earlier, note, newest, verifier)
+        check_consistent(fetcher, log_url, earlier, note, newest, verifier)
     except InconsistentCheckpoints as error:
         print_evidence(error, "the proof's, or one saved before", log_url)
         raise

@@ -11,6 +11,9 @@ GRADER_WORKER_DATA         a worker's data copy (``admin export-worker-data``)  
 GRADER_BROKER              the Celery broker URL (``redis://...``)               ``grader serve``, ``grader worker``
 GRADER_DATABASE            the database URL (default: SQLite in the state)       ``grader serve``
 GRADER_HOST_KEY_PASSPHRASE encrypts the host's signing key at its first start    ``grader serve``
+GRADER_FETCH_DEADLINE_S    seconds one client fetch may take in all (300)        client commands that fetch
+GRADER_FETCH_MIN_RATE      bytes/s an answer averages after 10 s (2048)          client commands that fetch
+GRADER_COMMAND_DEADLINE_S  seconds all of a command's fetches may take (3600)    client commands that fetch
 ========================== ===================================================== =====================================
 
 A command's option wins over its variable (the CLI passes the variable's name
@@ -32,6 +35,9 @@ WORKER_DATA = "GRADER_WORKER_DATA"
 BROKER = "GRADER_BROKER"
 DATABASE = "GRADER_DATABASE"
 HOST_KEY_PASSPHRASE = "GRADER_HOST_KEY_PASSPHRASE"
+FETCH_DEADLINE = "GRADER_FETCH_DEADLINE_S"
+FETCH_MIN_RATE = "GRADER_FETCH_MIN_RATE"
+COMMAND_DEADLINE = "GRADER_COMMAND_DEADLINE_S"
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,10 @@ class Environment:
     broker: str | None = field(default=None, repr=False)  # a broker URL may carry its password
     database: str | None = field(default=None, repr=False)
     host_key_passphrase: str | None = field(default=None, repr=False)
+    #: the client fetches' bounds (:mod:`grader.hosting.participant.fetch` parses them)
+    fetch_deadline_s: str | None = None
+    fetch_min_rate: str | None = None
+    command_deadline_s: str | None = None
 
 
 def environment(environ: Mapping[str, str] | None = None) -> Environment:
@@ -64,6 +74,9 @@ def environment(environ: Mapping[str, str] | None = None) -> Environment:
         broker=value(BROKER),
         database=value(DATABASE),
         host_key_passphrase=value(HOST_KEY_PASSPHRASE),
+        fetch_deadline_s=value(FETCH_DEADLINE),
+        fetch_min_rate=value(FETCH_MIN_RATE),
+        command_deadline_s=value(COMMAND_DEADLINE),
     )
 
 

@@ -24,3 +24,7 @@ class InconsistentCheckpoints(LogVerificationError):
         super().__init__(message)
         self.seen = seen
         self.new = new
+
+
+class LogTooLarge(LogVerificationError):
+    """A log larger than an audit reads (its claimed entries, or the bytes of its entries): refused before it is read whole."""

@@ -96,24 +96,42 @@ def level_widths(size: int, level: int) -> tuple[int, int]:
     return hashes // TILE_WIDTH, hashes % TILE_WIDTH
 
 
-def tiles_for_size(size: int) -> list[Tile]:
-    """Every hash tile a tree of ``size`` leaves is served as: full tiles, then each level's partial one."""
+def iter_tiles(size: int) -> Iterator[Tile]:
+    """Every hash tile a tree of ``size`` leaves is served as, one at a time: full tiles, then each level's partial one.
+
+    Lazy, so that a checkpoint claiming 2**32 entries costs nothing until its tiles are read
+    (a list of its 16 million level-0 tiles took gigabytes before a byte was fetched)."""
     if size < 0:
         raise UsageError(f"negative tree size {size}")
-    tiles: list[Tile] = []
     level = 0
     while size >> (TILE_HEIGHT * level):
         full, partial = level_widths(size, level)
-        tiles.extend(Tile(level, index) for index in range(full))
+        for index in range(full):
+            yield Tile(level, index)
         if partial:
-            tiles.append(Tile(level, full, partial))
+            yield Tile(level, full, partial)
         level += 1
-    return tiles
+
+
+def iter_bundles(size: int) -> Iterator[Tile]:
+    """Every entry bundle of a tree of ``size`` leaves, one at a time (the same indexes and widths as level 0)."""
+    if size < 0:
+        raise UsageError(f"negative tree size {size}")
+    full, partial = level_widths(size, 0)
+    for index in range(full):
+        yield Tile(ENTRIES, index)
+    if partial:
+        yield Tile(ENTRIES, full, partial)
+
+
+def tiles_for_size(size: int) -> list[Tile]:
+    """:func:`iter_tiles` as a list, for a tree that is here (a writer's); a reader of a claimed size iterates."""
+    return list(iter_tiles(size))
 
 
 def bundles_for_size(size: int) -> list[Tile]:
-    """Every entry bundle of a tree of ``size`` leaves (the same indexes and widths as level 0)."""
-    return [Tile(ENTRIES, tile.index, tile.width) for tile in tiles_for_size(size) if tile.level == 0]
+    """:func:`iter_bundles` as a list, for a tree that is here (a writer's); a reader of a claimed size iterates."""
+    return list(iter_bundles(size))
 
 
 def tile_for(level: int, index: int, size: int) -> Tile:

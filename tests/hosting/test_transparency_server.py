@@ -196,6 +196,9 @@ def test_the_upload_answer_carries_its_receipt_with_proof_and_entry_key(served: 
     (served.root / "receipt.entry").write_text(kept["entry"])
     checked = _cli(served, "log", "verify-proof", f"{saved}.tlog-proof", "--entry", str(served.root / "receipt.entry"), "--log-key", served.vkey)
     assert checked.returncode == 0 and checked.stdout.startswith(f"verified: receipt entry {kept['index']} is in log grader-log/tlog-comp"), checked
+    # and the receipt file itself, as `grader submit --receipt` wrote it
+    checked = _cli(served, "log", "verify-proof", f"{saved}.tlog-proof", "--entry", str(saved), "--log-key", served.vkey)
+    assert checked.returncode == 0 and checked.stdout.startswith(f"verified: receipt entry {kept['index']} is in log grader-log/tlog-comp"), checked
 
 
 def test_verify_checks_the_report_is_logged_offline_and_against_the_served_log(served: Served) -> None:

@@ -27,15 +27,19 @@ from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmiss
 from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
+from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
 from grader.hosting.participant.retry import RetryPolicy, send_while_in_progress, send_with_retry, upload_identity
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
+from grader.transparency.proof import MAX_PROOF_BYTES
 
 TERMINAL = ("scored", "failed", "error", "cancelled")
 #: What the participant routes answer (404) for an id that is not one of yours (grader/hosting/api/routes/participants.py).
 UNKNOWN_DETAIL = "no such submission"
 CHUNK = 1 << 20
+#: A PEM public key is a few hundred bytes.
+MAX_KEY_ANSWER = 64 << 10
 
 
 def _add_folder(tar: tarfile.TarFile, folder: Path) -> None:
@@ -78,23 +82,41 @@ def packed(submission: Path) -> Iterator[Path]:
         yield archive
 
 
-def _error(response: httpx.Response) -> str:
+def _error(response: Answer) -> str:
     try:
         return str(response.json().get("detail"))
     except (ValueError, AttributeError):
         return response.text[:300]
 
 
-class HostingClient:
-    """The participant API of one server."""
+def _shaped(value: Any, kind: type, where: str) -> Any:
+    """``value`` if it is a ``kind`` (a JSON object or list), else one :class:`ClientError` line: never a KeyError later."""
+    if not isinstance(value, kind):
+        raise ClientError(f"{where}: the server's answer is not a JSON {'object' if kind is dict else 'list'}")
+    return value
 
-    def __init__(self, server: str, token: str, *, timeout: float = 60.0, retry: RetryPolicy = RetryPolicy()) -> None:
+
+def _view(value: Any, where: str) -> dict[str, Any]:
+    """A submission's view as the commands read it: an object with an ``id`` and a ``state`` (strings)."""
+    view = _shaped(value, dict, where)
+    if not isinstance(view.get("id"), str) or not isinstance(view.get("state"), str):
+        raise ClientError(f"{where}: the server's answer is not a submission (an id and a state)")
+    return view  # type: ignore[no-any-return]
+
+
+class HostingClient:
+    """The participant API of one server; every answer read under the bounds of :mod:`grader.hosting.participant.fetch`."""
+
+    def __init__(
+        self, server: str, token: str, *, timeout: float = 60.0, retry: RetryPolicy = RetryPolicy(), limits: FetchLimits | None = None
+    ) -> None:
         self.http = httpx.Client(
             base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout, connect=10.0)
         )
+        self.fetcher = Fetcher(ClientError, limits=limits, http=self.http)
         self.retry = retry
 
-    def _check(self, response: httpx.Response) -> Any:
+    def _check(self, response: Answer) -> Any:
         if response.status_code >= 400:
             detail = _error(response)
             if response.status_code in (403, 413, 422, 429):
@@ -103,12 +125,12 @@ class HostingClient:
                     retry = response.json().get("retry_at")
                 raise RefusedSubmission(refusal_line(response.status_code, detail, retry), status=response.status_code)
             raise ClientError(f"server answered {response.status_code}: {detail}")
-        return response.json() if response.content else None
+        return json_answer(response, ClientError) if response.content else None
 
-    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        return self._send(lambda: self.http.request(method, url, **kwargs))
+    def _request(self, method: str, url: str, *, max_bytes: int = MAX_JSON_ANSWER, **kwargs: Any) -> Answer:
+        return self._send(lambda: self.fetcher.fetch(method, url, max_bytes=max_bytes, **kwargs))
 
-    def _send(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+    def _send(self, send: Callable[[], Answer]) -> Answer:
         """``send()``, retried over connection failures (grader.hosting.participant.retry); :class:`ClientError` when it never got through."""
         try:
             return send_with_retry(send, self.retry)
@@ -143,12 +165,20 @@ class HostingClient:
         headers = {"Content-Type": "application/gzip", "Content-Length": str(size), **upload_identity(archive)}
         response = send_while_in_progress(
             lambda: self._send(
-                lambda: self.http.post("/api/v1/submissions", params={"sample": "true" if sample else "false"}, content=chunks(), headers=headers)
+                lambda: self.fetcher.fetch(
+                    "POST",
+                    "/api/v1/submissions",
+                    max_bytes=MAX_JSON_ANSWER,
+                    timed=False,  # sending may take hours; the answer is still bounded
+                    params={"sample": "true" if sample else "false"},
+                    content=chunks(),
+                    headers=headers,
+                )
             ),
             self.retry,
             on_wait=on_wait,
         )
-        return self._check(response)  # type: ignore[no-any-return]
+        return _view(self._check(response), "the upload's answer")
 
     def submit(
         self,
@@ -198,26 +228,26 @@ class HostingClient:
         The window is judged on the server's clock, so a participant's wrong clock does not refuse (or admit) wrongly.
         """
         response = self._request("GET", "/api/v1/quota")
-        answer = self._check(response)
+        answer = _shaped(self._check(response), dict, "the quota")
         moment = utcnow()
-        with contextlib.suppress(TypeError, ValueError, IndexError):
+        with contextlib.suppress(KeyError, TypeError, ValueError, IndexError):  # no Date, or not one: this machine's clock
             moment = parsedate_to_datetime(response.headers["date"]).astimezone(UTC)
         return answer, moment
 
     def finals(self) -> dict[str, Any]:
         """``GET /api/v1/finals``: the submissions chosen for the final standings."""
-        return self._check(self._request("GET", "/api/v1/finals"))  # type: ignore[no-any-return]
+        return _shaped(self._check(self._request("GET", "/api/v1/finals")), dict, "the finals")  # type: ignore[no-any-return]
 
     def choose_finals(self, submission_ids: list[str]) -> dict[str, Any]:
         """``PUT /api/v1/finals``: choose the submissions for the final standings."""
         response = self._request("PUT", "/api/v1/finals", json={"submissions": submission_ids})
         if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
             raise UnknownSubmission(f"server answered 404: {_error(response)}: one of {submission_ids!r}", hint="`grader submissions` lists your ids")
-        return self._check(response)  # type: ignore[no-any-return]
+        return _shaped(self._check(response), dict, "the finals")  # type: ignore[no-any-return]
 
-    def _own(self, submission_id: str, suffix: str = "") -> httpx.Response:
+    def _own(self, submission_id: str, suffix: str = "", *, max_bytes: int = MAX_JSON_ANSWER) -> Answer:
         """A request about one submission; 404 becomes :class:`UnknownSubmission` (its own exit status)."""
-        response = self._request("GET", f"/api/v1/submissions/{submission_id}{suffix}")
+        response = self._request("GET", f"/api/v1/submissions/{submission_id}{suffix}", max_bytes=max_bytes)
         # The routes answer 404 "no such submission" for an id that is unknown or someone else's; the report route
         # also answers 404 for a known submission without a report yet, which is not an unknown id.
         if response.status_code == 404 and _error(response).startswith(UNKNOWN_DETAIL):
@@ -226,30 +256,37 @@ class HostingClient:
 
     def status(self, submission_id: str) -> dict[str, Any]:
         """One of your submissions (UnknownSubmission for an id the server does not know, or not yours)."""
-        return self._check(self._own(submission_id))  # type: ignore[no-any-return]
+        return _view(self._check(self._own(submission_id)), f"submission {submission_id!r}")
 
     def submissions(self) -> list[dict[str, Any]]:
-        return self._check(self._request("GET", "/api/v1/submissions"))  # type: ignore[no-any-return]
+        """Your submissions, newest first."""
+        views = _shaped(self._check(self._request("GET", "/api/v1/submissions")), list, "the submissions")
+        return [_view(view, "the submissions") for view in views]
 
     def report(self, submission_id: str) -> bytes:
-        response = self._own(submission_id, "/report")
+        """The signed report (a DSSE envelope, unchecked: ``grader verify`` checks it)."""
+        response = self._own(submission_id, "/report", max_bytes=MAX_REPORT_ANSWER)
         if response.status_code >= 400:
             raise ClientError(f"server answered {response.status_code}: {_error(response)}")
         return response.content
 
     def report_proof(self, submission_id: str) -> bytes | None:
         """The inclusion proof (C2SP tlog-proof) of the report :meth:`report` answers; None when the server has none."""
-        response = self._own(submission_id, "/report.tlog-proof")
+        response = self._own(submission_id, "/report.tlog-proof", max_bytes=MAX_PROOF_BYTES)
         return response.content if response.status_code == 200 else None
 
     def logs(self, submission_id: str) -> dict[str, str]:
-        return self._check(self._own(submission_id, "/logs"))["logs"]  # type: ignore[no-any-return]
+        """The container logs of a sample-split run, by name (raw text: escape it before showing it)."""
+        logs = _shaped(self._check(self._own(submission_id, "/logs")), dict, "the logs").get("logs")
+        if not isinstance(logs, dict) or not all(isinstance(text, str) for text in logs.values()):
+            raise ClientError("the logs: the server's answer is not an object of texts")
+        return {str(name): text for name, text in logs.items()}
 
     def competition(self) -> dict[str, Any]:
-        return self._check(self._request("GET", "/api/v1/competition"))  # type: ignore[no-any-return]
+        return _shaped(self._check(self._request("GET", "/api/v1/competition")), dict, "the competition")  # type: ignore[no-any-return]
 
     def host_key(self) -> bytes:
-        response = self._request("GET", "/host-key.pub")
+        response = self._request("GET", "/host-key.pub", max_bytes=MAX_KEY_ANSWER)
         if response.status_code != 200:
             raise ClientError(f"server answered {response.status_code} for its public key")
         return response.content

@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from grader import jsonio
 from grader.hosting.config import Competition, load_competition
 from grader.hosting.errors import ClientError
 from grader.sandbox.limits import SandboxLimits
@@ -139,23 +138,23 @@ def is_url(target: str) -> bool:
     return target.startswith(("http://", "https://"))
 
 
-def load_rules(target: str, *, timeout: float = 30.0) -> ParticipantRules:
-    """The rules of ``target``: a server URL (its ``/api/v1/competition``) or a competition file."""
+def load_rules(target: str) -> ParticipantRules:
+    """The rules of ``target``: a server URL (its ``/api/v1/competition``, read under the bounds of
+    :mod:`grader.hosting.participant.fetch` and at most :data:`MAX_ANSWER_BYTES`) or a competition file."""
     if not is_url(target):
         return ParticipantRules.from_competition(load_competition(Path(target)))
     import httpx
 
+    from grader.hosting.participant.fetch import Fetcher, json_answer
+
     url = competition_url(target)
     try:
-        response = httpx.get(url, timeout=timeout)
+        answer = Fetcher(ClientError).fetch("GET", url, max_bytes=MAX_ANSWER_BYTES)
     except httpx.HTTPError as error:
         raise ClientError(f"cannot reach {url}: {type(error).__name__}: {error}") from None
-    if response.status_code != 200:
-        raise ClientError(f"{url} answered {response.status_code}")
-    try:
-        doc = jsonio.loads(response.content, max_bytes=MAX_ANSWER_BYTES)
-    except jsonio.JsonError as error:
-        raise ClientError(f"{url}: not JSON: {error}") from None
+    if answer.status_code != 200:
+        raise ClientError(f"{url} answered {answer.status_code}")
+    doc = json_answer(answer, ClientError)
     if not isinstance(doc, dict):
         raise ClientError(f"{url}: not a competition object")
     return ParticipantRules.from_api(doc, url)

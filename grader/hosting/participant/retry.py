@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -35,6 +36,21 @@ from grader.hosting.errors import ClientError
 RETRY_STATUSES = frozenset({502, 503, 504})
 #: Connection failures where nothing reached the server: their time counts against the budget.
 _NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout)
+
+
+class Answered(Protocol):
+    """What the retries read of an answer: an ``httpx.Response``, or the bounded fetch's ``Answer``."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> httpx.Headers: ...
+
+    def json(self) -> Any: ...
+
+
+R = TypeVar("R", bound=Answered)
 
 
 @dataclass(frozen=True)
@@ -64,12 +80,12 @@ def upload_identity(archive: Path) -> dict[str, str]:
 
 
 def send_with_retry(
-    send: Callable[[], httpx.Response],
+    send: Callable[[], R],
     policy: RetryPolicy,
     *,
     on_retry: Callable[[str, float], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> httpx.Response:
+) -> R:
     """``send()`` until it gets an answer worth keeping; the last failure (raised, or the last 5xx answered) otherwise.
 
     ``send`` must build a fresh request each time (a streamed body is consumed by a try).
@@ -84,7 +100,7 @@ def send_with_retry(
         except httpx.TransportError as error:  # refused, reset, "disconnected without sending a response", timeouts
             if isinstance(error, _NOT_CONNECTED):
                 spent += time.monotonic() - started
-            failure: httpx.TransportError | httpx.Response = error
+            failure: httpx.TransportError | R = error
             what = f"{type(error).__name__}: {error}"
         else:
             if response.status_code not in RETRY_STATUSES:
@@ -92,9 +108,9 @@ def send_with_retry(
             failure, what = response, f"server answered {response.status_code}"
         wait = min(delay, policy.max_delay_s) * random.uniform(0.75, 1.25)
         if attempt == policy.attempts or spent + wait > policy.budget_s:
-            if isinstance(failure, httpx.Response):
-                return failure
-            raise failure
+            if isinstance(failure, httpx.TransportError):
+                raise failure
+            return failure
         if on_retry is not None:
             on_retry(what, wait)
         sleep(wait)
@@ -103,7 +119,7 @@ def send_with_retry(
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises on its last attempt
 
 
-def in_progress_wait(response: httpx.Response) -> float | None:
+def in_progress_wait(response: Answered) -> float | None:
     """The seconds to wait before sending again when ``response`` is 409 "in progress" (its ``Retry-After``, 1 at least); None for any other answer."""
     if response.status_code != 409:
         return None
@@ -120,12 +136,12 @@ def in_progress_wait(response: httpx.Response) -> float | None:
 
 
 def send_while_in_progress(
-    send: Callable[[], httpx.Response],
+    send: Callable[[], R],
     policy: RetryPolicy,
     *,
     on_wait: Callable[[float, float, float], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> httpx.Response:
+) -> R:
     """``send()`` again while the server answers 409 "in progress", waiting its ``Retry-After`` each time, ``policy.in_progress_s`` at most in all.
 
     ``on_wait`` hears the wait, the time waited so far and the bound. Past the bound:

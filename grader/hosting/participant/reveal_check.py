@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from grader import jsonio
-from grader.errors import GraderError, VerificationError
+from grader.errors import VerificationError
 from grader.hosting.errors import ClientError
+from grader.hosting.participant.fetch import Fetcher as BoundedFetcher
 from grader.reports.verify import verify_envelope
 from grader.stats.aggregate import ScoreTable
 from grader.stats.partition import partition
@@ -41,34 +42,29 @@ class Line:
 
 
 class Fetcher:
-    """GETs from one server, bounded in size; any transport failure or error answer is a :class:`ClientError`."""
+    """GETs from one server under the bounds of :mod:`grader.hosting.participant.fetch` (at most :data:`MAX_ANSWER_BYTES`
+    each); any transport failure or error answer is a :class:`ClientError`."""
 
     def __init__(self, server: str, timeout: float = 60.0) -> None:
         self.server = server.rstrip("/")
         self.http = httpx.Client(base_url=self.server, timeout=httpx.Timeout(timeout, connect=10.0), follow_redirects=False)
+        self.bounded = BoundedFetcher(ClientError, http=self.http)
 
     def get(self, path: str) -> bytes:
         """The body of ``GET path`` (status 200 only)."""
         try:
-            with self.http.stream("GET", path) as response:
-                if response.status_code != 200:
-                    raise ClientError(f"{self.server}{path}: HTTP {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_ANSWER_BYTES:
-                        raise ClientError(f"{self.server}{path}: answer larger than {MAX_ANSWER_BYTES} bytes")
-                return bytes(body)
+            answer = self.bounded.fetch("GET", path, max_bytes=MAX_ANSWER_BYTES)
         except httpx.HTTPError as error:
             raise ClientError(f"{self.server}: cannot reach the server ({type(error).__name__})") from None
+        if answer.status_code != 200:
+            raise ClientError(f"{self.server}{path}: HTTP {answer.status_code}")
+        return answer.content
 
     def json(self, path: str) -> Any:
         """``GET path`` as JSON."""
         try:
             return jsonio.loads(self.get(path))
-        except GraderError as error:
-            if isinstance(error, ClientError):
-                raise
+        except jsonio.JsonError as error:
             raise ClientError(f"{self.server}{path}: not JSON ({error})") from None
 
     def close(self) -> None:
