@@ -15,11 +15,10 @@ from grader.cli.log_fetch import (
     print_evidence,
     read_bounded,
     remote_reader,
-    save_seen,
-    seen_notes,
     shown,
 )
 from grader.cli.log_final import FinalBoardsDiffer
+from grader.cli.log_seen import SeenLog, stale_line
 from grader.errors import UsageError
 from grader.transparency.audit import audit_entries
 from grader.transparency.entries import decode_entry
@@ -143,8 +142,9 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     tile the entries, and the entries the checkpoint's root; the entries must follow the log's
     rules (entry 0 the competition, one end, a reveal that opens entry 0's commitments). Each
     --since checkpoint (and, for a URL, every checkpoint of this log saved by `grader verify --log`
-    or an earlier audit) must be one the log extends; if not, both signed checkpoints are printed
-    on stderr: evidence anyone can check with the log key.
+    or an earlier audit, kept per log key) must be one the log extends, or, for a copy older than it,
+    one whose prefix the copy is (a stale mirror: exit 0, said on stdout); if not, both signed
+    checkpoints are printed on stderr: evidence anyone can check with the log key.
     """
     verifier = log_verifier(log_key)
     remote = source.startswith(("http://", "https://"))
@@ -158,12 +158,17 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
         if not Path(source).is_dir():
             raise LogVerificationError(f"{source}: not a folder")
     contents = read_log(read, [verifier], where=where, origin=origin or verifier.name, max_entries=max_entries, max_bytes=max_bytes)
+    store = SeenLog(verifier)
     earlier = [(path, _seen_checkpoint(path)) for path in seen]
     if remote:
-        earlier += [("saved before", note) for note in seen_notes(contents.checkpoint.origin)]
+        earlier += [("saved before", note) for note in store.notes()]
+    stale = None
     for label, note in earlier:
         try:
-            check_seen(contents, note, [verifier])
+            extend, older = store.split_newer([note], contents.note, contents.checkpoint)  # a newer one: the other way round
+            stale = older or stale
+            for checked in extend:
+                check_seen(contents, checked, [verifier])
         except InconsistentCheckpoints as error:
             print_evidence(error, label, source)
             raise
@@ -174,11 +179,14 @@ def audit(source: str, log_key: str, origin: str | None, seen: tuple[str, ...], 
     except FinalBoardsDiffer as error:
         print_differing(error, contents.note)
         raise
-    if remote:
-        save_seen(contents.note, contents.checkpoint)
+    if remote and stale is None:  # a stale copy's checkpoint adds nothing to what was seen
+        store.save(contents.note, contents.checkpoint)
+        store.keep_leaves([leaf_hash(entry) for entry in contents.entries], contents.checkpoint)
     checkpoint = contents.checkpoint
     root = base64.b64encode(checkpoint.root_hash).decode("ascii")
     click.echo(f"verified: log {checkpoint.origin}, {checkpoint.size} entries, root {root}")
+    if stale is not None:
+        click.echo(stale_line(stale))
     click.echo("entries: " + ", ".join(f"{kind} {count}" for kind, count in summary.kinds.items()))
     if summary.retracted:
         click.echo("retracted: " + ", ".join(str(index) for index in summary.retracted))

@@ -4,13 +4,12 @@ Used by ``grader verify --log URL`` and ``grader log audit URL``. ``URL`` is the
 server's ``http://HOST/log``): ``URL/checkpoint`` and ``URL/tile/...`` are fetched under the bounds of
 :mod:`grader.hosting.participant.fetch` (size, deadlines, minimum rate), and trusted no further than
 the checks of :mod:`grader.transparency` allow.
-The checkpoints a user has seen are kept under ``$XDG_STATE_HOME/grader/log-checkpoints/``
-(``~/.local/state/...``), one file per checkpoint, so that every later one is checked against all of them.
+The checkpoints a user has seen are kept per log key (:mod:`grader.cli.log_seen`), so that every later one is
+checked against all of them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import httpx
 
 from grader import files
 from grader.cli.log_final import check_final_scores
+from grader.cli.log_seen import MAX_KEPT_LEAVES, SeenLog
 from grader.errors import KeyFileError
 from grader.files import atomic_write_bytes
 from grader.hosting.participant.fetch import Fetcher
@@ -35,8 +35,6 @@ from grader.transparency.tiles import MAX_ENTRY_BYTES, TILE_WIDTH, TileNodes, it
 
 _TILE_BYTES = TILE_WIDTH * 32
 _BUNDLE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY_BYTES)
-#: Most checkpoints kept per log (the oldest are dropped: each later one was checked against them).
-_KEEP = 64
 _BOARD_BYTES = 16 << 20
 _REPORT_BYTES = 64 << 20
 
@@ -129,32 +127,14 @@ def mirror(base: str, folder: Path, verifier: NoteVerifier) -> None:
     atomic_write_bytes(folder / CHECKPOINT_NAME, note)
 
 
-def seen_folder(origin: str) -> Path:
-    """Where this user keeps the checkpoints of log ``origin`` seen so far."""
-    base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "grader" / "log-checkpoints" / hashlib.sha256(origin.encode("utf-8")).hexdigest()[:32]
-
-
-def seen_notes(origin: str) -> list[bytes]:
-    """Every checkpoint of ``origin`` this user saved (unchecked bytes: the caller opens them)."""
-    folder = seen_folder(origin)
-    if not folder.is_dir():
-        return []
-    notes = []
-    for path in sorted(folder.glob("*.checkpoint")):
-        with open(path, "rb") as handle:
-            notes.append(handle.read(MAX_NOTE_BYTES + 1))
-    return notes
-
-
-def save_seen(note: bytes, checkpoint: Checkpoint) -> Path:
-    """Keep ``note`` (already checked) among the checkpoints seen; the oldest beyond :data:`_KEEP` are dropped."""
-    folder = seen_folder(checkpoint.origin)
-    path = folder / f"{checkpoint.size:020d}-{checkpoint.root_hash.hex()[:16]}.checkpoint"
-    atomic_write_bytes(path, note, mode=0o644)
-    for old in sorted(folder.glob("*.checkpoint"))[:-_KEEP]:
-        old.unlink(missing_ok=True)
-    return path
+def keep_served_leaves(fetcher: Fetcher, base: str, store: SeenLog, checkpoint: Checkpoint) -> None:
+    """Keep the leaf hashes of the served tree of ``checkpoint`` (already checked against everything seen): the kept
+    ones, and the level-0 tiles of the rest. What tells a stale copy of the log from a fork later (:mod:`log_seen`)."""
+    kept = store.leaves()
+    if checkpoint.size > MAX_KEPT_LEAVES or checkpoint.size <= len(kept):
+        return
+    nodes = remote_nodes(fetcher, base, checkpoint.size)
+    store.keep_leaves(kept + [nodes.node(0, index) for index in range(len(kept), checkpoint.size)], checkpoint)
 
 
 def shown(note: bytes) -> str:

@@ -10,13 +10,13 @@ import click
 from grader.cli.log_fetch import (
     check_consistent,
     fetch_checkpoint,
+    keep_served_leaves,
     log_fetcher,
     log_verifier,
     print_evidence,
     read_bounded,
-    save_seen,
-    seen_notes,
 )
+from grader.cli.log_seen import SeenLog, Stale, stale_line
 from grader.errors import UsageError
 from grader.reports.keys import load_public_key
 from grader.reports.model import report_json
@@ -39,6 +39,8 @@ class Logged:
     size: int
     newest: int | None = None
     seen: int = 0
+    #: the served checkpoint is older than one seen before, and a prefix of it (a stale mirror)
+    stale: Stale | None = None
 
 
 def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None) -> Logged:
@@ -58,15 +60,19 @@ def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None
         return Logged(proof.index, checkpoint.origin, checkpoint.size)
     fetcher = log_fetcher()
     note, newest = fetch_checkpoint(fetcher, log_url, verifier)
-    earlier = [proof.checkpoint, *seen_notes(verifier.name)]
+    store = SeenLog(verifier)
+    earlier = [proof.checkpoint, *store.notes()]
     try:
-        check_consistent(fetcher, log_url, earlier, note, newest, verifier)
+        extend, stale = store.split_newer(earlier, note, newest)  # an older copy is checked the other way round
+        check_consistent(fetcher, log_url, extend, note, newest, verifier)
     except InconsistentCheckpoints as error:
         print_evidence(error, "the proof's, or one saved before", log_url)
         raise
-    save_seen(proof.checkpoint, checkpoint)
-    save_seen(note, newest)
-    return Logged(proof.index, checkpoint.origin, checkpoint.size, newest.size, len(earlier) - 1)
+    store.save(proof.checkpoint, checkpoint)
+    if stale is None:  # a stale copy's checkpoint adds nothing to what was seen
+        store.save(note, newest)
+        keep_served_leaves(fetcher, log_url, store, newest)
+    return Logged(proof.index, checkpoint.origin, checkpoint.size, newest.size, len(earlier) - 1, stale)
 
 
 @click.command("verify")
@@ -83,7 +89,8 @@ def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof
 
     With --log-key, the report's tlog-proof must show its entry in the log (offline); with --log,
     the log's newest checkpoint must be consistent with the proof's and with every checkpoint saved
-    before (kept in $XDG_STATE_HOME/grader/log-checkpoints); on a contradiction both signed
+    before (kept per log key in $XDG_STATE_HOME/grader/log-checkpoints); a copy older than one seen
+    before is a stale mirror (exit 0) when it is a prefix of it; on a contradiction both signed
     checkpoints are printed on stderr. Nothing is printed on stdout unless every check passed.
     """
     if log_key is None and (proof_path or log_url):
@@ -97,7 +104,9 @@ def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof
     click.echo(format_summary(verified))
     if logged is not None:
         click.echo(f"logged: report entry {logged.index} in log {logged.origin} (checkpoint of {logged.size} entries)")
-        if logged.newest is not None:
+        if logged.stale is not None:
+            click.echo(f"log: {stale_line(logged.stale)}")
+        elif logged.newest is not None:
             click.echo(f"log: its newest checkpoint ({logged.newest} entries) extends the proof's and {logged.seen} seen before")
 
 

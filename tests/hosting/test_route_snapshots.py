@@ -27,6 +27,7 @@ from grader.hosting.db.models import Participant
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.queue import lifecycle
 from grader.hosting.services import admin as admin_service
+from grader.hosting.services.competition import log_keys
 from grader.hosting.states import State, Track
 from grader.hosting.visibility import Part
 from grader.reports.keys import load_public_key
@@ -47,10 +48,14 @@ def normaliser(world: World, ids: dict[str, str]) -> Callable[[str], str]:
     """
     key = world.ctx.blinding_key
     assert key is not None
+    logged = log_keys(world.ctx)  # entry 0's forms of the randomly generated keys, as /api/v1/competition shows them
     replacements = {
         **{sid: f"<id:{name}>" for sid, name in ids.items()},
         key.key_id: "<blinding-key-id>",
         key.secret.hex(): "<blinding-key>",
+        logged["blinding_commitment"]: "<blinding-commitment>",
+        logged["host_key_id"]: "<host-key-id>",
+        logged["log_key_id"]: "<log-key-id>",
         f'"grader_version":"{__version__}"': '"grader_version":"<grader-version>"',
     }
 

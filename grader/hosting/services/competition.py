@@ -9,6 +9,7 @@ from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
 from grader.hosting.schedule import End, end_of
+from grader.hosting.transparency.log_store import entry_zero_keys
 
 
 def competition_end(ctx: ServerContext) -> End:
@@ -47,4 +48,18 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
         "grader_version": __version__,
         # The key that blinds the ids containers see: its id from day one, the key at the end (GET /api/v1/partition).
         "blinding_key_id": None if ctx.blinding_key is None else ctx.blinding_key.key_id,
+        # Entry 0's commitments and key ids in entry 0's own forms (the key id above is another hash of the blinding
+        # key): anyone compares them with the log's entry 0 before the reveal (docs/transparency.md).
+        "log": None if ctx.log is None else log_keys(ctx),
     }
+
+
+def log_keys(ctx: ServerContext) -> dict[str, Any]:
+    """What entry 0 commits to of the keys this server holds now, computed as entry 0 computes it."""
+    assert ctx.log is not None
+    return entry_zero_keys(
+        ctx.log,
+        partition_commitment=ctx.partition_commitment,
+        blinding_secret=None if ctx.blinding_key is None else ctx.blinding_key.secret,
+        host_public_key=ctx.signing_key.public_key().public_bytes_raw(),
+    )

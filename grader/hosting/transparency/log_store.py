@@ -162,6 +162,19 @@ def _log_file_change(session: Session, host_log: HostLog, now: Mapping[str, Any]
     append_entry(session, host_log, entry)
 
 
+def entry_zero_keys(host_log: HostLog, *, partition_commitment: str, blinding_secret: bytes | None, host_public_key: bytes) -> dict[str, Any]:
+    """Entry 0's commitments and key ids, in entry 0's own digest forms (docs/transparency.md, "What each commitment
+    commits"): ``/api/v1/competition`` publishes these same values, so the two compare before the reveal."""
+    return {
+        "origin": host_log.origin,
+        "partition_commitment": partition_commitment,
+        "identifier_commitment": key_commitment(host_log.identifier_key),
+        "blinding_commitment": None if blinding_secret is None else hashlib.sha256(blinding_secret).hexdigest(),
+        "host_key_id": hashlib.sha256(host_public_key).hexdigest(),
+        "log_key_id": hashlib.sha256(host_log.verifier.public_key.public_bytes_raw()).hexdigest(),
+    }
+
+
 def competition_entry(
     host_log: HostLog,
     *,
@@ -176,17 +189,8 @@ def competition_entry(
         competition_sha256 = hashlib.sha256(competition_file.read_bytes()).hexdigest()
     except OSError:
         competition_sha256 = hashlib.sha256(str(competition_file).encode()).hexdigest()
-    return entries.competition_entry(
-        time=utcnow(),
-        origin=host_log.origin,
-        competition_sha256=competition_sha256,
-        partition_commitment=partition_commitment,
-        identifier_commitment=key_commitment(host_log.identifier_key),
-        blinding_commitment=None if blinding_secret is None else hashlib.sha256(blinding_secret).hexdigest(),
-        data_digests=flat_digests(pin_digests),
-        host_key_id=hashlib.sha256(host_public_key).hexdigest(),
-        log_key_id=hashlib.sha256(host_log.verifier.public_key.public_bytes_raw()).hexdigest(),
-    )
+    keys = entry_zero_keys(host_log, partition_commitment=partition_commitment, blinding_secret=blinding_secret, host_public_key=host_public_key)
+    return entries.competition_entry(time=utcnow(), competition_sha256=competition_sha256, data_digests=flat_digests(pin_digests), **keys)
 
 
 def flat_digests(pin_digests: Mapping[str, Any]) -> dict[str, str]:
