@@ -119,6 +119,8 @@ def test_ladder_rows_are_named_as_not_checked_before_the_end_with_why(tmp_path: 
             assert len(rows) == 2 and all(row["ladder"] and row["report"] is None for row in rows)
             lines = audit_board(url, tmp_path / "mirror").splitlines()
         assert lines[0] == "board: 0 row(s) show the score and task means of their logged report"
-        assert sorted(lines[1:]) == sorted(f"board: not checked: board 'zero-shot', row of submission '{row['submission']}': {LADDER_UNCHECKED}" for row in rows)
+        assert sorted(lines[1:]) == sorted(
+            f"board: not checked: board 'zero-shot', row of submission '{row['submission']}': {LADDER_UNCHECKED}" for row in rows
+        )
     finally:
         world.ctx.db.dispose()
