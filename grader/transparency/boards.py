@@ -109,8 +109,8 @@ def _check_row(row: Mapping[str, Any], envelope: bytes, where: str, logged: set[
     if not isinstance(score, (int, float)) or shown is None or round(float(score), BOARD_DECIMALS) != shown:
         raise LogVerificationError(f"{where}: the board shows {shown}, its logged report says {score}")
     measure = aggregate.get("measure") if isinstance(aggregate, dict) else None
-    tasks = report.get("tasks") if isinstance(report.get("tasks"), dict) else {}
-    reported = {name: _measure(task, measure) for name, task in tasks.items()}
+    tasks = report.get("tasks")
+    reported = {name: _measure(task, measure) for name, task in tasks.items()} if isinstance(tasks, dict) else {}
     if row.get("tasks") != reported:
         raise LogVerificationError(f"{where}: the board shows task means {row.get('tasks')}, its logged report says {reported}")
 

@@ -17,24 +17,16 @@ import pytest
 from sqlalchemy import text
 
 from grader.cli.log_fetch import check_served_board, log_verifier, mirror
-from grader.hosting.leaderboard import values
-from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.boards import LADDER_UNCHECKED
 from grader.transparency.mirror import read_log_folder
 from tests.hosting.browser import http_server
 from tests.hosting.hostile_host import hostile_host
 from tests.hosting.leaderboard_world import make_world, seed, seed_demo
 from tests.hosting.support import grader_cli
+from tests.hosting.transparency_support import restarted
 from tests.hosting.world import World
 
 pytestmark = pytest.mark.slow  # each test serves its competition on a socket
-
-
-def restarted() -> None:
-    """Forget what the server process computed (comparisons, reports read): as a server restarted after the edit."""
-    board_cache.clear()
-    values._cache.clear()
-    values._scored_cache.clear()
 
 
 def shift_stored_scores(world: World, by: float) -> None:
