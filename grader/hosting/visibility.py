@@ -5,7 +5,10 @@
   through ``grader admin leaderboard``, never over HTTP).
 - A participant downloads their own reports: a sample-split run's full report at once; of a hidden-split
   grade, the public-part report (signed by the host) until the end, and only of a scored grade, and never in
-  Ladder mode (its finer numbers would undo the Ladder); the full report from the end on.
+  Ladder mode (its finer numbers would undo the Ladder); the full report from the end on. A failed hidden
+  grade's report waits for the end: its other tasks scored over the whole hidden split, private part included.
+- The inclusion proof of a report's log entry reaches its participant at once, a withheld report's too
+  (the entry holds digests only).
 - Container logs are shown of sample-split runs only, never of hidden grades (they could carry hidden data).
 
 The routes, the pages, the submission view and the board's report links all ask these functions, so they
@@ -57,6 +60,18 @@ def report_download(*, track: Track | str, result_state: State | str | None, end
     if result_state != State.SCORED or ladder:
         return Download.NONE
     return Download.PUBLIC_PART
+
+
+def proof_download(*, track: Track | str, result_state: State | str | None, ended: bool, ladder: bool) -> Download:
+    """Which report's log entry a participant gets the inclusion proof of, at once (docs/transparency.md).
+
+    The report they may download (:func:`report_download`); or, of a hidden grade whose report is withheld until the
+    end (a failed grade: its other tasks' numbers are over the whole hidden split, private part included; any grade
+    in Ladder mode), the full report's entry: it holds only digests, public in the log already, so the host is bound
+    to that report at once and the participant checks the report against it when it is published at the end.
+    """
+    download = report_download(track=track, result_state=result_state, ended=ended, ladder=ladder)
+    return Download.FULL if download is Download.NONE and result_state is not None else download
 
 
 def logs_visible(track: Track | str) -> bool:

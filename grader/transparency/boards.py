@@ -1,11 +1,14 @@
-"""The audit's check of a published board against the log: every row must be the number of a logged, signed report.
+"""The audit's check of a published board against the log: every number a row shows must be its logged, signed report's.
 
-Before the end a board comes from database rows the log does not cover. This check closes that gap from the
-outside: for each row that links its report, the report's envelope must be one the log holds (a ``report``
-entry's ``envelope_sha256``, so the host signed and logged it), and the row's score must be the report's
-aggregate score as the board rounds it (4 decimals). A score changed in the database, a row that names a
-report the log never saw, or a report link that answers another report, each fail with the row named.
-Rows of a Ladder board (whose released score withholds on purpose) are skipped.
+The server derives every number of a row from the row's signed report (grader/hosting/leaderboard/board.py), never
+from the database's copy of it; this check closes the gap from the outside. For each row that links its report,
+the report's envelope must be one the log holds (a ``report`` entry's ``envelope_sha256``, so the host signed and
+logged it), and the row's score and task means must be the report's aggregate score and per-task measures as the
+board rounds them (4 decimals). A number changed on its way to the board, a row that names a report the log never
+saw, or a report link that answers another report, each fail with the row named. Rows it cannot check are said,
+with why: a Ladder row (its released score withholds the finer numbers on purpose, and it links no report before
+the end) is listed as not checked; a row whose report is unavailable (the board says so and shows no number) fails
+the check, naming its report link, once every other row is checked.
 
 After the end the rows link full reports (whose aggregate is the full split's, not the part's), so the row check
 stops there; once the reveal is logged, each final board as served must hash to the digest the reveal names
@@ -18,6 +21,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
@@ -54,28 +58,73 @@ def _payload(envelope: bytes, where: str) -> dict[str, Any]:
     return report
 
 
-def check_board(boards: Mapping[str, Any], read_report: Callable[[str], bytes], logged: set[str]) -> int:
-    """Check every row of ``boards`` (the ``/api/v1/leaderboard`` JSON) that links a report; the number of rows checked.
+@dataclass(frozen=True)
+class RowsChecked:
+    """What :func:`board_rows` did: the rows checked, and each row it could not check with why."""
 
-    ``read_report`` fetches a row's ``report`` link. :class:`LogVerificationError` names the first row at fault.
+    checked: int
+    unchecked: tuple[str, ...]
+
+
+#: Why a Ladder row is not checked before the end.
+LADDER_UNCHECKED = "a Ladder row links no report before the end (its released score withholds the public part's finer numbers on purpose)"
+
+
+def board_rows(boards: Mapping[str, Any], read_report: Callable[[str], bytes], logged: set[str]) -> RowsChecked:
+    """Check every row of ``boards`` (the ``/api/v1/leaderboard`` JSON) that links a report (see the module docstring).
+
+    ``read_report`` fetches a row's ``report`` link. :class:`LogVerificationError` names the first row whose numbers
+    are not its logged report's, or (after every other row is checked) each row whose report is unavailable.
     """
     checked = 0
+    unchecked: list[str] = []
+    unavailable: list[str] = []
     for board in boards.get("boards") or []:
         for row in board.get("entries") or []:
             link = row.get("report")
-            if not isinstance(link, str) or row.get("ladder"):
-                continue
             where = f"board {quote_id(board.get('setting'))}, row of submission {quote_id(row.get('submission'))}"
-            envelope = read_report(link)
-            if hashlib.sha256(envelope).hexdigest() not in logged:
-                raise LogVerificationError(f"{where}: its report is not in the log")
-            aggregate = _payload(envelope, where).get("aggregate")
-            score = aggregate.get("score") if isinstance(aggregate, dict) else None
-            shown = row.get("score")
-            if not isinstance(score, (int, float)) or shown is None or round(float(score), BOARD_DECIMALS) != shown:
-                raise LogVerificationError(f"{where}: the board shows {shown}, its logged report says {score}")
-            checked += 1
-    return checked
+            if row.get("unavailable"):
+                named = f"its report {quote_id(link)}" if isinstance(link, str) else "its report"
+                unavailable.append(f"{where}: {named} is unavailable (the board says {quote_id(row['unavailable'])} and shows no number for it)")
+            elif row.get("ladder") and not isinstance(link, str):
+                unchecked.append(f"{where}: {LADDER_UNCHECKED}")
+            elif not isinstance(link, str):
+                raise LogVerificationError(f"{where}: links no report")
+            else:
+                _check_row(row, read_report(link), where, logged)
+                checked += 1
+    if unavailable:
+        raise LogVerificationError("; ".join(unavailable))
+    return RowsChecked(checked, tuple(unchecked))
+
+
+def _check_row(row: Mapping[str, Any], envelope: bytes, where: str, logged: set[str]) -> None:
+    """One row's numbers against its report: the envelope logged, the score and each task mean the report's, rounded."""
+    if hashlib.sha256(envelope).hexdigest() not in logged:
+        raise LogVerificationError(f"{where}: its report is not in the log")
+    report = _payload(envelope, where)
+    aggregate = report.get("aggregate")
+    score = aggregate.get("score") if isinstance(aggregate, dict) else None
+    shown = row.get("score")
+    if not isinstance(score, (int, float)) or shown is None or round(float(score), BOARD_DECIMALS) != shown:
+        raise LogVerificationError(f"{where}: the board shows {shown}, its logged report says {score}")
+    measure = aggregate.get("measure") if isinstance(aggregate, dict) else None
+    tasks = report.get("tasks")
+    reported = {name: _measure(task, measure) for name, task in tasks.items()} if isinstance(tasks, dict) else {}
+    if row.get("tasks") != reported:
+        raise LogVerificationError(f"{where}: the board shows task means {row.get('tasks')}, its logged report says {reported}")
+
+
+def _measure(task: Any, measure: Any) -> float | None:
+    """A task's primary measure in a report, rounded as the board rounds it (None: the report gives none)."""
+    measures = task.get("measures") if isinstance(task, dict) else None
+    value = measures.get(measure) if isinstance(measures, dict) else None
+    return round(float(value), BOARD_DECIMALS) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def check_board(boards: Mapping[str, Any], read_report: Callable[[str], bytes], logged: set[str]) -> int:
+    """:func:`board_rows`; the number of rows checked."""
+    return board_rows(boards, read_report, logged).checked
 
 
 def _board_json(data: bytes, where: str) -> dict[str, Any]:
@@ -112,5 +161,6 @@ def check_boards_against_log(entries: Sequence[bytes], read: Callable[[str], byt
     if any(entry["kind"] == "end" for entry in decoded):
         return "board: not checked: the competition ended (rows link full reports) and the reveal is not logged yet"
     boards = _board_json(read("api/v1/leaderboard"), "the public board")
-    rows = check_board(boards, lambda link: read(link.lstrip("/")), logged_envelopes(entries))
-    return f"board: {rows} row(s) show the score of their logged report"
+    rows = board_rows(boards, lambda link: read(link.lstrip("/")), logged_envelopes(entries))
+    lines = [f"board: {rows.checked} row(s) show the score and task means of their logged report"]
+    return "\n".join(lines + [f"board: not checked: {why}" for why in rows.unchecked])

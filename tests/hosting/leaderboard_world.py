@@ -135,6 +135,7 @@ def seed(
     stated: dict[str, Any] | None = None,
     receipt: bool = True,
     while_graded: Callable[[], None] | None = None,
+    failed: str | None = None,
 ) -> Seeded:
     """Add a scored hidden-split submission whose per-query values centre on ``level`` (private queries shifted by ``private_shift``).
 
@@ -145,6 +146,7 @@ def seed(
     ``stated``: fields merged into the posted facts (a worker stating what is not its to state).
     ``receipt``: log the upload's receipt as the upload route does (False: a submission the host added by hand);
     ``while_graded``: called once the submission is claimed, before its result is posted (the end logged meanwhile).
+    ``failed``: that task failed OOM in the report (the grade ends ``failed``, its other tasks scored as usual).
     """
     ctx = world.ctx
     rng = random.Random(rng_seed)
@@ -198,6 +200,19 @@ def seed(
     for task in ctx.tasks:
         per_query = values[task]
         mean = math.fsum(per_query.values()) / len(per_query)
+        if task == failed:
+            tasks.append(
+                {
+                    "name": task,
+                    "split": "test",
+                    "data_digest": {"sha256": digests["tasks"][task]["test"]},
+                    "status": "failed",
+                    "failure": {"code": "OOM", "message": "killed at /srv/hidden"},
+                    "measures": {},
+                    "queries": {"judged": QUERIES, "answered": 0, "missing": QUERIES, "extra": 0},
+                }
+            )
+            continue
         tasks.append(
             {
                 "name": task,
@@ -214,7 +229,7 @@ def seed(
         benchmark={"name": "mini", "version": digests["version"], "primary_measure": "NDCG@10"},
         subject={"name": name, "kind": "onnx", "digest": {"sha256": content_digest}},
         tasks=tasks,
-        aggregate=spec.aggregate({t["name"]: t["measures"]["NDCG@10"] for t in tasks}),
+        aggregate=spec.aggregate({t["name"]: t["measures"].get("NDCG@10") for t in tasks}),
         policy="strict",
         started_at=now,
         finished_at=now,

@@ -56,7 +56,7 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
     board = client.get("/api/v1/leaderboard").json()
     rows = sum(len(b["entries"]) for b in board["boards"])
     assert rows >= 3 and check_board(board, lambda link: client.get(link).content, logged) == rows
-    assert check_boards_against_log(entries, reader(client)) == f"board: {rows} row(s) show the score of their logged report"
+    assert check_boards_against_log(entries, reader(client)) == f"board: {rows} row(s) show the score and task means of their logged report"
     # entry 0 is what the host publishes beside the log; a host serving anything else is caught
     assert check_published(entries, reader(client)).startswith("host: serves entry 0's partition commitment and host key")
     partition = client.get("/api/v1/partition").json()

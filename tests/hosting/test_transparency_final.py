@@ -1,11 +1,12 @@
 """After the reveal, `grader log audit URL --board` recomputes every final row from its logged, host-signed full
 report (grader/cli/log_final.py): the reveal's board digests cover the boards as they stood at the
-reveal, so a row changed in the database after the end and before the reveal is caught only by recomputing it."""
+reveal, so a row served differently from its report before the reveal is caught only by recomputing it. (A row's
+numbers edited in the database change nothing served: the server derives them from the signed report.)"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.boards import check_boards_against_log
 from grader.transparency.errors import LogVerificationError
 from tests.hosting.browser import http_server
+from tests.hosting.hostile_host import hostile_host
 from tests.hosting.leaderboard_world import make_world, seed_demo
 from tests.hosting.support import admin, grader_cli
 from tests.hosting.transparency_support import reader, served_entries
@@ -37,6 +39,27 @@ def _reveal(world: World) -> None:
     board_cache.clear()
 
 
+def _served_with_task_means_moved(read: Callable[[str], bytes], submission: str) -> Callable[[str], bytes]:
+    """``read`` of a hostile host: ``submission``'s row of every board it serves shows its task means moved by 0.1."""
+
+    def hostile(path: str) -> bytes:
+        return _moved(path, read(path), submission)
+
+    return hostile
+
+
+def _moved(path: str, body: bytes, submission: str) -> bytes:
+    """``body`` as a hostile host serves ``path``: the task means of ``submission``'s board rows moved by 0.1."""
+    if not path.lstrip("/").startswith("api/v1/leaderboard?") and path.lstrip("/").split("?")[0] != "api/v1/leaderboard":
+        return body
+    boards = json.loads(body)
+    for board in boards["boards"]:
+        for row in board["entries"]:
+            if row["submission"] == submission:
+                row["tasks"] = {task: round(mean + 0.1, 4) for task, mean in row["tasks"].items()}
+    return json.dumps(boards).encode()
+
+
 def _alter_task_means(world: World, submission: str) -> None:
     """In the database: one result's stored per-task part scores (the board's task columns) moved by 0.1."""
     with world.ctx.db.engine.begin() as connection:
@@ -50,20 +73,23 @@ def _alter_task_means(world: World, submission: str) -> None:
     board_cache.clear()  # as a restarted server
 
 
-def test_a_row_changed_after_the_end_and_before_the_reveal_is_caught_by_recomputing_it(tmp_path: Path) -> None:
+def test_a_row_edited_in_the_database_shows_nowhere_and_one_served_otherwise_is_caught_by_recomputing_it(tmp_path: Path) -> None:
     world = make_world(tmp_path, None)
     try:
         seed_demo(world)
         client = TestClient(create_app(world.ctx))
         _ended(world, client)
         target = client.get("/api/v1/leaderboard", params={"part": "private"}).json()["boards"][0]["entries"][0]["submission"]
+        before = client.get("/api/v1/leaderboard", params={"part": "private"}).json()
         _alter_task_means(world, target)
+        assert client.get("/api/v1/leaderboard", params={"part": "private"}).json() == before  # the edit shows nowhere
         _reveal(world)
         entries = served_entries(client, world)
-        # the reveal hashed the boards as they stood: the digest check passes, the recomputation does not
         assert check_boards_against_log(entries, reader(client)).startswith("board: the final public and private boards")
+        assert check_final_scores(entries, reader(client)) is not None
+        # a host serving a row's numbers other than its report's: the recomputation names the row
         with pytest.raises(FinalBoardsDiffer) as caught:
-            check_final_scores(entries, reader(client))
+            check_final_scores(entries, _served_with_task_means_moved(reader(client), target))
         assert {row.submission for row in caught.value.rows} == {target}
         assert all(row.what.startswith("task means") for row in caught.value.rows)
         # a row whose result the database points at another submission's logged, signed report: caught as such
@@ -90,7 +116,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str,
 
 
 @pytest.mark.slow
-def test_log_audit_board_recomputes_the_final_boards_and_names_a_row_changed_in_the_database(site: tuple[World, str, Path]) -> None:
+def test_log_audit_board_recomputes_the_final_boards_and_names_a_row_served_otherwise(site: tuple[World, str, Path]) -> None:
     world, url, root = site
     vkey = TestClient(create_app(world.ctx)).get("/log/key").text.strip()
     env = {"XDG_STATE_HOME": str(root / "user-state")}
@@ -99,8 +125,8 @@ def test_log_audit_board_recomputes_the_final_boards_and_names_a_row_changed_in_
     assert "board: the final public and private boards are the ones the reveal logged" in honest.stdout
     assert "final row(s) recomputed from their logged, signed full reports: scores and order as served" in honest.stdout
     target = TestClient(create_app(world.ctx)).get("/api/v1/leaderboard", params={"part": "public"}).json()["boards"][0]["entries"][-1]["submission"]
-    _alter_task_means(world, target)
-    altered = grader_cli("log", "audit", f"{url}/log", "--log-key", vkey, "--board", env=env, timeout=120)
+    with hostile_host(url, lambda path, body: _moved(path, body, target)) as hostile:  # a host serving numbers not its reports'
+        altered = grader_cli("log", "audit", f"{hostile}/log", "--log-key", vkey, "--board", env=env, timeout=120)
     assert altered.returncode == 1, altered.stdout + altered.stderr
     assert "the log's signed checkpoint the audit checked:" in altered.stderr
     assert "differs: public board" in altered.stderr and target in altered.stderr

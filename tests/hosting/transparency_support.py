@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
+from grader.hosting.leaderboard import values
+from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.checkpoint import open_checkpoint
 from grader.transparency.tiles import Tile, bundles_for_size, split_entry_bundle
 from tests.hosting.world import World
@@ -31,3 +33,10 @@ def served_entries(client: TestClient, world: World) -> list[bytes]:
         entries += split_entry_bundle(client.get(f"/log/{bundle.path}").content, Tile(bundle.level, bundle.index, bundle.width))
     assert len(entries) == checkpoint.size
     return entries
+
+
+def restarted() -> None:
+    """Forget what the server process computed (comparisons, reports read and scored): as a server restarted since."""
+    board_cache.clear()
+    values._cache.clear()
+    values._scored_cache.clear()

@@ -9,6 +9,12 @@
   the board's part: bootstrap interval, rank interval, significance group (not
   separable from the leader), and each entry's paired tests against the entry
   ranked just above it, Holm-corrected over all pairs of the board.
+* Every number a row shows (score, task means, intervals, comparisons) is computed from the
+  per-query values of its signed report, never read from the database's copy of them: a
+  database edit cannot change what is shown (docs/transparency.md). Which submission is a
+  participant's row is chosen with the part scores stored at acceptance.
+* A row whose report cannot be read shows no number and says so (``unavailable``); the rest of
+  the board is built as usual.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from sqlalchemy.orm import Session
 from grader.hosting.config import Competition
 from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
 from grader.hosting.leaderboard.parts import scored_hidden
-from grader.hosting.leaderboard.values import PerQuery, part_values, partitions, signed_values
+from grader.hosting.leaderboard.values import UNAVAILABLE, PerQuery, part_values, partitions, readable_values
 from grader.hosting.visibility import Part
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import Comparison, compare
@@ -50,7 +56,8 @@ class Entry:
     setting: str
     labels: dict[str, Any]
     uploaded_at: datetime
-    score: float
+    #: None only for a row whose report is unavailable
+    score: float | None
     tasks: dict[str, float]
     final: bool = False
     rank: int | None = None
@@ -62,6 +69,10 @@ class Entry:
     vs_above: dict[str, Any] | None = None
     #: Ladder mode: the public score the Ladder released (shown instead of the raw public score)
     released: float | None = None
+    #: why the row shows no number (its signed report cannot be read); None for every other row
+    unavailable: str | None = None
+    #: a row of a Ladder board (the released score stands for ``released`` being set, except on an unavailable row)
+    ladder: bool = False
 
 
 @dataclass
@@ -174,8 +185,39 @@ def _comparison(key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: i
 
 def _values(row: Scored, inputs: BoardInputs, part: str) -> tuple[str, dict[str, list[str]], PerQuery]:
     assert row.result.envelope_path is not None
-    signed = signed_values(row.result.envelope_path, inputs.public_key)
+    signed = readable_values(row.result.envelope_path, inputs.public_key)
+    assert signed is not None, "rows are split by readable() first"
     return signed.measure, signed.groups, part_values(signed.values, partitions(inputs.secret, signed.values, inputs.fraction), part)
+
+
+def readable(rows: list[Scored], inputs: BoardInputs) -> tuple[list[Scored], list[Scored]]:
+    """``rows`` split into those whose signed report reads and verifies, and those whose report is unavailable."""
+    ok: list[Scored] = []
+    lost: list[Scored] = []
+    for row in rows:
+        path = row.result.envelope_path
+        (ok if path is not None and readable_values(path, inputs.public_key) is not None else lost).append(row)
+    return ok, lost
+
+
+def unavailable_entry(row: Scored, setting: str, finals: dict[int, set[str]], *, ladder: bool) -> Entry:
+    """The row of a submission whose signed report is unavailable: who and what, but no number (none can be derived)."""
+    return Entry(
+        row.submission.id,
+        row.participant.name,
+        row.participant.team,
+        row.participant.is_baseline,
+        row.submission.name,
+        row.submission.kind,
+        setting,
+        dict(row.submission.labels or {}),
+        row.submission.uploaded_at,
+        None,
+        {},
+        final=row.submission.id in finals.get(row.participant.id, set()),
+        unavailable=UNAVAILABLE,
+        ladder=ladder,
+    )
 
 
 #: What the tie key hashes before the submission id (a purpose of its own under the partition secret).
@@ -231,17 +273,21 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
     for setting in SETTINGS:
         in_setting = [r for r in rows if setting_of(r.submission.labels) == setting]
         released: dict[str, float] = {}
-        if inputs.ladder and part == Part.PUBLIC and in_setting:
-            released = ladder_replay(in_setting, inputs)[1]
-            chosen = [r for r in in_setting if r.submission.id in released]
+        ladder = inputs.ladder and part == Part.PUBLIC
+        if ladder and in_setting:
+            chosen, lost = _ladder_rows(in_setting, inputs)
+            released = ladder_replay(chosen, inputs)[1] if chosen else {}
+            chosen = [r for r in chosen if r.submission.id in released]
         else:
-            chosen = select_entries(in_setting, part, finals)
-        if not chosen:
+            chosen, lost = readable(select_entries(in_setting, part, finals), inputs)
+        if not chosen and not lost:
             continue
         board = Board(part, setting)
         for ranked in (False, True):
             members = [r for r in chosen if r.participant.is_baseline != ranked]
+            missing = [unavailable_entry(r, setting, finals, ladder=ladder) for r in lost if r.participant.is_baseline != ranked]
             if not members:
+                board.entries = (missing + board.entries) if ranked else (board.entries + missing)
                 continue
             loaded = [_values(r, inputs, part) for r in members]
             table = ScoreTable.from_values([r.submission.id for r in members], loaded[0][0], [v for _, _, v in loaded], loaded[0][1])
@@ -261,12 +307,13 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
                 "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board",
             }
             by_id = {r.submission.id: r for r in members}
+            index_of = {r.submission.id: index for index, r in enumerate(members)}
             pairs = {(p.first, p.second): p for p in result.pairs}
             above: str | None = None
             rows_out = []
             for stat in result.entries:
                 row = by_id[stat.name]
-                tasks = row.parts.tasks[part]
+                tasks = table.leaf_means(index_of[stat.name])  # from the signed report, as the score: never the database's copy
                 entry = Entry(
                     row.submission.id,
                     row.participant.name,
@@ -302,6 +349,20 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
                 rows_out = released_order(rows_out, inputs.secret)
                 for e in rows_out:
                     e.rank = 1 + sum(1 for other in rows_out if (other.released or 0.0) > (e.released or 0.0))
+            rows_out += missing  # unranked, after the rows whose numbers could be derived
             board.entries = (rows_out + board.entries) if ranked else (board.entries + rows_out)
         boards.append(board)
     return boards
+
+
+def _ladder_rows(rows: list[Scored], inputs: BoardInputs) -> tuple[list[Scored], list[Scored]]:
+    """Ladder mode: the rows to replay, and one unavailable row per participant with any report unavailable.
+
+    The replay runs through each of a participant's submissions in order, so one lost report makes every
+    later released score of theirs unknown: their row says so rather than showing a score that skips it.
+    """
+    ok, lost = readable(rows, inputs)
+    lost_by_participant: dict[int, Scored] = {}
+    for row in sorted(lost, key=lambda r: (r.submission.uploaded_at, r.submission.id)):
+        lost_by_participant.setdefault(row.participant.id, row)
+    return [r for r in ok if r.participant.id not in lost_by_participant], list(lost_by_participant.values())

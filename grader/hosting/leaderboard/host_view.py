@@ -77,7 +77,7 @@ def board_text(data: dict[str, Any]) -> str:
                     "base" if e["baseline"] else ("-" if e["rank"] is None else str(e["rank"])),
                     "" if e["rank_interval"] is None else f"{e['rank_interval'][0]}-{e['rank_interval'][1]}",
                     "" if e["group"] is None else str(e["group"]),
-                    _number(e["score"]),
+                    e.get("unavailable") or _number(e["score"]),
                     "" if low is None else f"{_number(low)}-{_number(high)}",
                     escape_control(e["participant"]),
                     e["submission"],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -19,15 +21,17 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
 from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.identity.principal import Principal
-from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, finals_of, ladder_replay, scored_rows, setting_of
+from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, finals_of, ladder_replay, readable, scored_rows, setting_of
 from grader.hosting.leaderboard.parts import stored_parts
+from grader.hosting.leaderboard.values import UNAVAILABLE, readable_values, signed_part_scores
 from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
 from grader.hosting.schedule import has_ended
 from grader.hosting.states import State, Track
-from grader.hosting.visibility import Download, Part, board_visible, report_download
+from grader.hosting.visibility import Download, Part, board_visible, proof_download, report_download
 from grader.reports.signing import ENVELOPE_NAME
 
 DECIMALS = 4
+log = logging.getLogger("grader.hosting")
 
 
 def rounded(value: float | None) -> float | None:
@@ -74,6 +78,26 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
         "model": facts,
         "final": entry.final,
     }
+    if entry.unavailable is not None:
+        # its signed report cannot be read: no number can be derived, and none is shown; the link stays, so that
+        # `grader log audit --board` names the report it could not check (the route answers 404 for it)
+        return BoardEntry(
+            **{
+                "rank": None,
+                "rank_interval": None,
+                "group": None,
+                **identity,
+                "score": None,
+                "ladder": entry.ladder,
+                "interval": [None, None],
+                "tasks": {},
+                "vs_above": None,
+                "date": iso(entry.uploaded_at),
+                # the link follows grader.hosting.visibility.report_download, as on any row
+                "report": None if entry.ladder and not ended else f"/api/v1/leaderboard/reports/{entry.submission_id}",
+                "unavailable": entry.unavailable,
+            }
+        )
     if entry.released is not None:
         # Ladder mode: only the released score and the rank; finer numbers of the public part would undo the Ladder
         return BoardEntry(
@@ -237,29 +261,46 @@ def blinding_info(ctx: ServerContext, *, ended: bool) -> dict[str, Any] | None:
 
 
 def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
-    """A participant's own scores of a submission: the public part (rounded) until the end; then also private and full."""
-    if submission.track != Track.HIDDEN:
-        # a sample run is graded on the public sample split: its whole score is public
-        return {"score": rounded(submission.public_score)}
-    if submission.result_id is None or submission.state != State.SCORED:
+    """A participant's own scores of a submission: the public part (rounded) until the end; then also private and full.
+
+    Every number is computed from the result's signed report (cached by its path), never read from the database's copy
+    of it, so that what a participant is shown is what their signed, logged report says; a report that cannot be read
+    shows no score (``report unavailable``).
+    """
+    if submission.result_id is None:
         return {"score": None}
     with ctx.db.session() as session:
-        parts = stored_parts(session, submission.result_id)
-        if parts is None:
-            return {"score": None}
-        view: dict[str, Any] = {"score": rounded(parts.public_score), "part": Part.PUBLIC.value}
-        if ctx.competition.leaderboard.ladder and not ended:
+        result = session.get(Result, submission.result_id)
+        parts = stored_parts(session, submission.result_id) if submission.track == Track.HIDDEN else None
+    if result is None or result.envelope_path is None:
+        return {"score": None}
+    if submission.track != Track.HIDDEN:
+        # a sample run is graded on the public sample split: its whole score is public, the report's own aggregate
+        signed = readable_values(result.envelope_path, ctx.signing_key.public_key())
+        score = None if signed is None else signed.report["aggregate"].get("score")
+        return {"score": rounded(score) if isinstance(score, (int, float)) else None}
+    if parts is None or submission.state != State.SCORED:  # no part scores: not a scored grade, or a report without per-query values
+        return {"score": None}
+    scored = signed_part_scores(result.envelope_path, ctx.signing_key.public_key(), ctx.partition_secret, ctx.competition.leaderboard.public_fraction)
+    if scored is None:
+        return {"score": None, "part": UNAVAILABLE}
+    view: dict[str, Any] = {"score": rounded(scored[Part.PUBLIC]["score"]), "part": Part.PUBLIC.value}
+    if ctx.competition.leaderboard.ladder and not ended:
+        with ctx.db.session() as session:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
-        if ended:
-            view.update(private_score=rounded(parts.private_score), full_score=rounded(parts.full_score))
-        return view
+    if ended:
+        view.update(private_score=rounded(scored[Part.PRIVATE]["score"]), full_score=rounded(scored["full"]["score"]))
+    return view
 
 
 def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> float | None:
-    """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting)."""
+    """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting);
+    None when a report of the replay is unavailable (every later released score depends on it)."""
     setting = setting_of(submission.labels)
     rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
-    return ladder_replay(rows, _board_inputs(ctx))[0].get(submission.id)
+    inputs = _board_inputs(ctx)
+    ok, lost = readable(rows, inputs)
+    return None if lost else ladder_replay(ok, inputs)[0].get(submission.id)
 
 
 def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:
@@ -295,31 +336,69 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
 
 def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool | None = None) -> bytes | None:
     """The signed report a participant may download (the rule: :func:`grader.hosting.visibility.report_download`):
-    the full report, or the public-part report signed at acceptance; None when there is none to download. Reads only;
-    ``ended`` None: read here."""
+    the full report, or the public-part report signed at acceptance; None when there is none to download, or when its
+    file cannot be read (logged with its path: the operator restores it). Reads only; ``ended`` None: read here."""
+    found = _result_of(ctx, submission)
+    if found is None:
+        return None
+    if ended is None:
+        ended = has_ended(ctx.db, ctx.competition)
+    download = report_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    return _read_envelope(ctx, found, download)
+
+
+def proved_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
+    """The signed report whose log entry a participant gets the inclusion proof of (the rule:
+    :func:`grader.hosting.visibility.proof_download`): the one they may download, or a hidden grade's withheld full
+    report, whose bytes never leave the server here (only its entry's digests, public in the log anyway)."""
+    found = _result_of(ctx, submission)
+    if found is None:
+        return None
+    ended = has_ended(ctx.db, ctx.competition)
+    download = proof_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    return _read_envelope(ctx, found, download)
+
+
+def _result_of(ctx: ServerContext, submission: Submission) -> Result | None:
+    """The submission's current result if it has a signed report."""
     if submission.result_id is None:
         return None
     with ctx.db.session() as session:
         result = session.get(Result, submission.result_id)
-    if result is None or result.envelope_path is None:
-        return None
-    if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
-    download = report_download(track=submission.track, result_state=result.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    return None if result is None or result.envelope_path is None else result
+
+
+def _read_envelope(ctx: ServerContext, result: Result, download: Download) -> bytes | None:
+    """The bytes of ``download`` of ``result``; None for none, or a file that cannot be read (logged with its path)."""
     if download is Download.NONE:
         return None
-    if download is Download.FULL:
-        with open(result.envelope_path, "rb") as handle:
-            return handle.read()
-    signed_path = ctx.state.public_part_of(result.envelope_path) / ENVELOPE_NAME  # beside the result's own report (a re-scoring's too)
-    # absent for a report whose parts could not be scored (no per-query values): there is no public part to give
-    return signed_path.read_bytes() if signed_path.is_file() else None
+    assert result.envelope_path is not None
+    # the public part is beside the result's own report (a re-scoring's too); absent for a report whose parts could not be
+    # scored (no per-query values): there is no public part to give
+    path = Path(result.envelope_path) if download is Download.FULL else ctx.state.public_part_of(result.envelope_path) / ENVELOPE_NAME
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        if download is Download.FULL:
+            log.error("report unavailable: %s is missing", path)
+        return None
+    except OSError as error:
+        log.error("report unavailable: %s: %s", path, error)
+        return None
 
 
 def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
-    """The signed report of a board entry (public board; the private one too after the end); None if not an entry or none to show."""
+    """The signed report of a board entry (public board; the private one too after the end); None if not an entry, none
+    to show, or its report unavailable (the row says so)."""
     ended = has_ended(ctx.db, ctx.competition)
-    entries = {e.submission_id for part in Part if board_visible(part, ended=ended) for b in boards(ctx, part, ended=ended) for e in b.entries}
+    entries = {
+        e.submission_id
+        for part in Part
+        if board_visible(part, ended=ended)
+        for b in boards(ctx, part, ended=ended)
+        for e in b.entries
+        if e.unavailable is None
+    }
     if submission_id not in entries:
         return None
     with ctx.db.session() as session:

@@ -8,6 +8,7 @@ benchmark's own aggregation (task means, then groups).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +17,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from grader.errors import GraderError
 from grader.hosting.visibility import Part
 from grader.reports.model import Report
 from grader.reports.verify import verify_envelope
@@ -25,6 +27,10 @@ from grader.stats.partition import Partition, partition
 #: The whole split's queries, then each part of them: the keys of a result's part scores.
 PARTS: tuple[str, ...] = ("full", *Part)
 PerQuery = dict[str, dict[str, float]]
+#: What a board row or a participant's view says of a result whose signed report cannot be read.
+UNAVAILABLE = "report unavailable"
+
+log = logging.getLogger("grader.hosting")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,49 @@ def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> Si
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()
         _cache[key] = found
+    return found
+
+
+def readable_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> SignedValues | None:
+    """:func:`signed_values`, or None when the report is missing, unreadable or no longer verifies.
+
+    Every number a board or a participant's view shows is derived from the signed report, so a result whose
+    report is lost shows none: its row says :data:`UNAVAILABLE` rather than the board failing for everyone.
+    The server's log names the file, for the operator to restore it from a backup.
+    """
+    try:
+        return signed_values(envelope_path, public_key)
+    except (OSError, GraderError) as error:
+        log.error("report unavailable: %s: %s", envelope_path, error)
+        return None
+
+
+_scored_cache: dict[tuple[str, bytes, float], dict[str, dict[str, Any]]] = {}
+
+
+def signed_part_scores(envelope_path: str | Path, public_key: Ed25519PublicKey, secret: bytes, fraction: float) -> dict[str, dict[str, Any]] | None:
+    """:func:`score_parts` of the signed report at ``envelope_path`` (None: unavailable, see :func:`readable_values`); cached.
+
+    What a participant's own view shows: computed from the report, never read from the database's copy of it.
+    Cached by path like :func:`signed_values` (a result's folder is written once).
+    """
+    key = (str(envelope_path), secret, fraction)
+    with _cache_lock:
+        found = _scored_cache.get(key)
+    if found is not None:
+        return found
+    signed = readable_values(envelope_path, public_key)
+    if signed is None:
+        return None
+    try:
+        found = score_parts(signed, secret, fraction)
+    except GraderError as error:  # acceptance scored it; a report that no longer scores shows nothing
+        log.error("report unavailable: %s: %s", envelope_path, error)
+        return None
+    with _cache_lock:
+        if len(_scored_cache) >= _CACHE_MAX:
+            _scored_cache.clear()
+        _scored_cache[key] = found
     return found
 
 

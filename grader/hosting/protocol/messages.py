@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
@@ -273,6 +273,16 @@ class BoardEntry(BaseModel):
     vs_above: Comparison | None
     date: str | None
     report: str | None
+    #: "report unavailable": the row's signed report cannot be read, so it shows no number (absent from every other row)
+    unavailable: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unavailable(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A row as published: ``unavailable`` only on a row it concerns (every other row as before it existed)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("unavailable") is None:
+            data.pop("unavailable", None)
+        return data
 
 
 class BoardView(BaseModel):

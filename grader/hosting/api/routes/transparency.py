@@ -13,7 +13,7 @@ from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.deps import Ctx
 from grader.hosting.context import ServerContext
 from grader.hosting.intake import submissions as submission_service
-from grader.hosting.leaderboard.service import report_envelope
+from grader.hosting.leaderboard.service import proved_envelope
 from grader.hosting.transparency import log_reads as service
 from grader.hosting.transparency.host_log import HostLog
 
@@ -50,13 +50,14 @@ def log_tile(path: str, ctx: Ctx) -> Response:
 
 @router.get(
     "/api/v1/submissions/{submission_id}/report.tlog-proof",
-    summary="The inclusion proof (C2SP tlog-proof) of the report this submission's /report answers, the entry in its extra line",
+    summary="The inclusion proof (C2SP tlog-proof) of the report this submission's /report answers (of a hidden grade whose report"
+    " is withheld until the end, a failed one's or in Ladder mode: of its full report, at once), the entry in its extra line",
 )
 def report_proof(submission_id: str, ctx: Ctx, who: CurrentParticipant) -> Response:
     submission = submission_service.own_submission(ctx, who, submission_id)
     if submission is None:
         raise HTTPException(404, "no such submission")
-    envelope = report_envelope(ctx, submission)
+    envelope = proved_envelope(ctx, submission)
     proof = None if envelope is None else service.report_proof(ctx.db, _log(ctx), submission.id, envelope)
     if proof is None:
         raise HTTPException(404, "no logged report for this submission")
