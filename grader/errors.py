@@ -100,6 +100,11 @@ class SandboxUnavailable(GraderError):
     """The container engine cannot be reached or refused an operation: an infrastructure fault."""
 
 
+class EngineLost(SandboxUnavailable):
+    """The container engine went away mid-task and no longer answers: every task after would fail the same way, so a
+    local run stops here (exit 4, the tasks already graded kept for a rerun) instead of recording this one as failed."""
+
+
 class TaskFailure(GraderError):
     """A task of a submission failed with one of the report's failure codes.
 

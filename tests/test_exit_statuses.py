@@ -16,6 +16,7 @@ import pytest
 from grader.cli.exits import EXIT_STATUSES, exit_status
 from grader.errors import (
     DataError,
+    EngineLost,
     GraderError,
     InputError,
     KeyFileError,
@@ -130,6 +131,7 @@ def test_4_the_infrastructures_fault(tmp_path: Path) -> None:
         (SubmissionError("no manifest", path="sub"), 3),
         (TaskFailure(FailureCode.TIMEOUT, "killed"), 3),
         (SandboxUnavailable("no engine"), 4),
+        (EngineLost("the engine went away"), 4),
         (ReportError("cannot write"), 4),
         (RefusedSubmission("refused (429): daily quota used"), 4),
         (ClientError("cannot reach the server"), 5),
@@ -164,3 +166,33 @@ def test_only_the_cli_entry_point_exits() -> None:
         if "sys.exit(" in path.read_text(encoding="utf-8") or "click.UsageError(" in path.read_text(encoding="utf-8")
     )
     assert callers == ["grader/cli/main.py", "grader/sandbox/onnx_entry.py"]
+
+
+@pytest.mark.slow
+def test_4_when_the_engine_goes_away_mid_task_one_line(tmp_path: Path) -> None:
+    """The engine's loss while a container runs (a proxy to its socket, cut): one error line and exit 4, as the README
+    says, not a traceback. The machine's engine keeps running; the container is removed here."""
+    from tests.engine_proxy import EngineProxy
+    from tests.sandbox_support import RUNNER_IMAGE, require_docker
+
+    engine = require_docker([RUNNER_IMAGE])
+    proxy = EngineProxy(tmp_path / "engine.sock")
+    args = [str(GRADER), "run", str(BROKEN / "onnx-valid"), "--benchmark", "mini", "--tasks", "text2code", "--sandbox", "docker"]
+    env = {**os.environ, "DOCKER_HOST": proxy.docker_host}
+    run = subprocess.Popen([*args, "--out", str(tmp_path / "out"), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proxy.started.wait(120), "no container was started"
+        proxy.cut()
+        _stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+        for container in proxy.containers:
+            try:
+                engine.containers.get(container).remove(force=True)
+            except Exception:  # already gone (its watchdog, or the run, removed it)
+                pass
+    assert run.returncode == 4, stderr
+    lines = stderr.strip().splitlines()
+    assert "Traceback" not in stderr and 1 <= len(lines) <= 2, stderr
+    assert lines[0].startswith("error: the Docker engine went away while a container ran and does not answer"), stderr
+    assert not (tmp_path / "out" / "report.json").exists()  # no report of tasks the engine never ran

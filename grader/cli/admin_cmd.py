@@ -258,6 +258,9 @@ def end(ctx: click.Context, yes: bool) -> None:
             raise UsageError("not ended")
     now = service.end_now(db, host_log=_log(ctx))
     click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
+    # The reveal entry is the server's (its periodic pass, every few seconds), not this command's: it waits for the
+    # grades received before the end, which only a running server finishes.
+    click.echo("the server logs the reveal once no submission received before the end is in flight (if it cannot: `grader admin log-reveal`)")
 
 
 @admin.command("repin")
@@ -401,8 +404,9 @@ def log_retract(ctx: click.Context, index: int, admin_name: str, reason: str) ->
 @competition_file_option()
 @click.pass_context
 def log_reveal(ctx: click.Context, competition_file: Path | None) -> None:
-    """After the end, once the last grades are in: log the reveal (the partition secret, the identifier and blinding
-    keys entry 0 committed to, and the digests of the final public and private boards). Once."""
+    """Log the reveal now, when the server's own reveal failed (the server logs it by itself after the end, once no
+    submission received before the end is in flight): the partition secret, the identifier and blinding keys entry 0
+    committed to, and the digests of the final public and private boards. Once."""
     from grader.hosting.services import admin as service
 
     index = service.reveal(_db(ctx), _log(ctx), ctx.obj["state"], _competition(competition_file, ctx))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from grader import jsonio
-from grader.errors import TASK_FAULT_TYPES, TaskFailure, UsageError, failure_code
+from grader.errors import TASK_FAULT_TYPES, EngineLost, TaskFailure, UsageError, failure_code
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.backends import prepare_task_grader
@@ -58,6 +58,8 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
     progress.task_started(task.name, documents=len(inputs.documents), queries=len(inputs.queries))
     try:
         ranked = grader.rank(inputs, options, progress)
+    except EngineLost:
+        raise  # no engine for any task: the run stops (exit 4); the tasks already stored resume
     except TASK_FAULT_TYPES as error:
         # One rule (grader.errors.failure_code) decides the code; an engine fault is INFRA and the other tasks still run.
         message, stderr = fault_texts(error, options)

@@ -9,12 +9,14 @@ before it takes a job, and scores through
 processes stay warm (a fresh interpreter per job would cost more than scoring a small
 task) and are replaced after :data:`JOBS_PER_PROCESS` jobs. A refused run, a process
 out of memory or time: :class:`TaskFailure` (``INFRA``); a pool with a dead or
-overrunning process is discarded and the next job starts a new one.
+overrunning process is discarded and the next job starts a new one. Each process ends with the process that
+started it, a SIGKILL of the server included (it watches its parent).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import resource
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -25,6 +27,7 @@ from typing import Any
 
 from grader.errors import GraderError, TaskFailure
 from grader.failures import FailureCode
+from grader.grading.orphans import exit_with_parent
 
 #: The scoring processes' address-space bound: numpy, pyarrow and a 0.4 GB run fit well within it.
 ADDRESS_SPACE_BYTES = 8 << 30
@@ -39,10 +42,12 @@ _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _bound(address_space: int) -> None:
-    """In each scoring process, before its first job: the memory bound, and no core dumps."""
+def _bound(address_space: int, parent: int | None = None) -> None:
+    """In each scoring process, before its first job: the memory bound, no core dumps, and the watch of its parent."""
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if parent is not None:
+        exit_with_parent(parent)  # a killed server runs no clean-up: its scoring processes must not outlive it
 
 
 def _current_pool() -> ProcessPoolExecutor:
@@ -53,7 +58,7 @@ def _current_pool() -> ProcessPoolExecutor:
                 max_workers=PROCESSES,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_bound,
-                initargs=(ADDRESS_SPACE_BYTES,),
+                initargs=(ADDRESS_SPACE_BYTES, os.getpid()),
                 max_tasks_per_child=JOBS_PER_PROCESS,
             )
         return _pool

@@ -28,6 +28,7 @@ from grader.hosting.queue.lifecycle import reap
 from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
+from grader.hosting.services.admin import reveal_when_due
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
 from grader.hosting.services.worker_copy import worker_copy
@@ -153,16 +154,20 @@ def start_line(options: ServeOptions, url: str, state: Path) -> str:
 
 #: Seconds between two prunings of the runs after the end (each walks state/runs/ and reads the boards' rows).
 PRUNE_EVERY_S = 60.0
+#: Seconds before a reveal that failed (not one that is merely not due) is tried again: each try reads both final boards.
+REVEAL_RETRY_S = 60.0
 
 
 class Reaper(threading.Thread):
-    """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``."""
+    """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``; logs the end at the
+    file's ``end`` and then the reveal, once no submission received before the end is in flight."""
 
     def __init__(self, ctx: ServerContext) -> None:
         super().__init__(name="grader-reaper", daemon=True)
         self.ctx = ctx
         self.stopping = threading.Event()
         self.next_prune = 0.0
+        self.next_reveal = 0.0
 
     def run(self) -> None:
         queue = self.ctx.competition.queue
@@ -173,6 +178,7 @@ class Reaper(threading.Thread):
                     log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
+                self._reveal()
                 self._prune_runs()
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),
@@ -184,6 +190,23 @@ class Reaper(threading.Thread):
                 log_waiting(done.redispatched, done.running)
             except Exception:  # the reaper must outlive a database hiccup
                 log.exception("reaper pass failed; retrying")
+
+    def _reveal(self) -> None:
+        """After the end, once nothing received before it is in flight: log the reveal (docs/hosting.md#the-end-the-final-standings-the-reveal).
+
+        A failure is logged and tried again after :data:`REVEAL_RETRY_S` (``grader admin log-reveal`` is the host's way
+        meanwhile); the pass itself goes on.
+        """
+        if time.monotonic() < self.next_reveal:
+            return
+        try:
+            index = reveal_when_due(self.ctx.db, self.ctx.log, self.ctx.state.root, self.ctx.competition)
+        except Exception:
+            self.next_reveal = time.monotonic() + REVEAL_RETRY_S
+            log.exception("the reveal could not be logged; tried again in %g s (or run `grader admin log-reveal`)", REVEAL_RETRY_S)
+            return
+        if index is not None:
+            log.info("transparency log: the reveal logged as entry %d", index)
 
     def _prune_runs(self) -> None:
         """After the end, every :data:`PRUNE_EVERY_S`: remove the runs the retention policy does not keep (docs/hosting.md#retention)."""

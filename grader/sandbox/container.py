@@ -22,7 +22,7 @@ from typing import Any
 from grader.errors import SandboxUnavailable
 from grader.files import atomic_write_bytes
 from grader.sandbox import watchdog
-from grader.sandbox.engine import docker_client
+from grader.sandbox.engine import docker_client, engine_lost
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import Owner
 
@@ -75,9 +75,37 @@ def run_container(
     ``tmp_path`` is a capped disk-backed folder for ``/tmp``; without it ``/tmp``
     is a tmpfs, whose cap is added to the memory limit (a tmpfs is charged to
     memory). ``scratch_folders`` are owned folders the watchdog removes if the
-    grader dies.
+    grader dies. The engine's loss mid-run is :class:`SandboxUnavailable`, as its refusals are.
     """
+    with engine_lost("while a container ran"):
+        return _run_container(
+            image_id,
+            mounts=mounts,
+            limits=limits,
+            log_path=log_path,
+            environment=environment,
+            command=command,
+            user=user,
+            tmp_path=tmp_path,
+            scratch_folders=scratch_folders,
+        )
+
+
+def _run_container(
+    image_id: str,
+    *,
+    mounts: list[Mount],
+    limits: SandboxLimits,
+    log_path: Path | None = None,
+    environment: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    user: str | None = None,
+    tmp_path: Path | None = None,
+    scratch_folders: list[Path] | None = None,
+) -> ContainerOutcome:
+    """:func:`run_container`, without the translation of the engine's loss."""
     import docker.errors
+    import requests.exceptions
     from docker.types import LogConfig, Ulimit
     from docker.types import Mount as DockerMount
 
@@ -126,8 +154,8 @@ def run_container(
     finally:
         try:
             container.remove(force=True)
-        except docker.errors.APIError:
-            pass
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            pass  # gone already, or the engine with it: its watchdog removes it (and must not hide why the run ended)
         if guard is not None:
             watchdog.stop(guard)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
-from grader.errors import SandboxUnavailable
+from grader.errors import EngineLost, SandboxUnavailable
 
 
 @cache
@@ -33,3 +35,32 @@ def engine_available() -> bool:
         docker_client.cache_clear()
         return False
     return True
+
+
+def _answers() -> bool:
+    """Whether the engine answers a ping now (a fresh connection of the cached client)."""
+    try:
+        docker_client().ping()
+    except Exception:  # the SDK's and requests' errors alike: no answer
+        return False
+    return True
+
+
+@contextmanager
+def engine_lost(doing: str) -> Iterator[None]:
+    """Translate an error of the docker SDK or of its connection met while ``doing`` into one line: :class:`EngineLost`
+    when the engine no longer answers (it stopped or went away mid-task: a local run stops, exit 4), else
+    :class:`SandboxUnavailable` (a dropped connection: this task is INFRA, the others still run). The call sites
+    that can tell an engine's refusal from the submission's fault catch those first."""
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        if _answers():
+            raise SandboxUnavailable(f"the Docker engine dropped the connection {doing}: {type(exc).__name__}") from None
+        raise EngineLost(
+            f"the Docker engine went away {doing} and does not answer: {type(exc).__name__}",
+            hint="check the engine (`docker info`); run the same command again to grade the tasks not done yet",
+        ) from None

@@ -44,7 +44,7 @@ class Nginx:
         self.root = root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        (root / "tmp").mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)  # the prefix, empty: what docs/nginx.conf's head says to create, and only that
         config = render(
             {
                 "LISTEN": f"127.0.0.1:{self.port}",

@@ -14,11 +14,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
 from grader.hosting.api.app import create_app
 from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
-from grader.hosting.identity.auth import new_metrics_token
-from grader.hosting.identity.ratelimit import FailureLimiter
+from grader.hosting.db.models import Participant, WebSession
+from grader.hosting.db.session import Database
+from grader.hosting.identity.auth import SESSIONS_PER_PARTICIPANT, by_session, new_metrics_token, start_session
+from grader.hosting.identity.ratelimit import FailureLimiter, client_bucket
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.services.admin import add_worker, revoke_participant
 from tests.hosting.world import World
@@ -120,3 +123,45 @@ def test_revoking_a_token_ends_api_access_and_the_web_session(world: World) -> N
     me = client.get("/me", follow_redirects=False)
     assert me.status_code == 303 and me.headers["location"] == "/signin"
     assert client.get("/api/v1/submissions", headers=alice).status_code == 401
+
+
+def _sessions(db: Database, participant_id: int) -> int:
+    """How many web session rows ``participant_id`` has."""
+    with db.session() as session:
+        return session.scalar(select(func.count()).select_from(WebSession).where(WebSession.participant_id == participant_id)) or 0
+
+
+def test_a_participant_keeps_the_newest_few_web_sessions(world: World) -> None:
+    """Each sign-in stores a session row living 8 h: beyond the newest few per participant the oldest are ended (deleted)."""
+    db = world.ctx.db
+    with db.session() as session:
+        alice, other = session.scalars(select(Participant).order_by(Participant.id).limit(2)).all()
+        alice_id, other_id, fingerprint = alice.id, other.id, alice.token_sha256[:32]
+    start_session(db, other_id)
+    opened = [start_session(db, alice_id) for _ in range(SESSIONS_PER_PARTICIPANT + 3)]
+    assert _sessions(db, alice_id) == SESSIONS_PER_PARTICIPANT
+    assert all(by_session(db, alice_id, fingerprint, sid) is None for sid in opened[:3])  # the oldest: ended
+    assert all(by_session(db, alice_id, fingerprint, sid) is not None for sid in opened[3:])
+    assert _sessions(db, other_id) == 1  # another participant's session is not theirs to end
+
+
+def test_an_ipv6_client_is_limited_by_its_64_whichever_of_its_addresses_it_uses(world: World) -> None:
+    """40 addresses of one /64 (what one host may use at will) share one bucket; another /64 and IPv4 have their own."""
+    app = create_app(world.ctx)
+    wrong = {"Authorization": "Bearer gp_wrong"}
+    codes = [TestClient(app, client=(f"2001:db8:1:2::{n:x}", 50000)).get("/api/v1/submissions", headers=wrong).status_code for n in range(1, 41)]
+    assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}
+    assert TestClient(app, client=("2001:db8:1:3::1", 50000)).get("/api/v1/submissions", headers=wrong).status_code == 401
+    assert TestClient(app, client=("192.0.2.7", 50000)).get("/api/v1/submissions", headers=wrong).status_code == 401
+    assert client_bucket("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64"
+    assert client_bucket("::ffff:192.0.2.7") == client_bucket("192.0.2.7") == "192.0.2.7"
+    assert client_bucket("fe80::1%eth0") == "fe80::/64" and client_bucket("testclient") == "testclient"
+
+
+def test_the_limiters_table_is_bounded_and_keeps_the_latest_buckets() -> None:
+    limiter = FailureLimiter(max_failures=2, window_s=60, max_buckets=100)
+    for n in range(5000):  # a spray of addresses, each failing once
+        limiter.failed(f"participant 10.0.{n // 256}.{n % 256}")
+    assert len(limiter) <= 100
+    limiter.failed("participant 10.0.19.135")  # the latest buckets are kept: a second failure blocks
+    assert limiter.blocked_for("participant 10.0.19.135") > 0

@@ -9,7 +9,8 @@ The three paths and where each is walked:
   example competition, starts one real ``grader serve`` (one local worker grading in the Docker sandbox) and
   adds a participant; the participant checks ``submissions_example/onnx-lsa`` against the server's
   competition, submits it (hidden and sample), follows it, lists submissions, quota and final choices and
-  saves the public part's report; the host reads the history, ends the competition, reads the private board;
+  saves the public part's report; the host reads the history, ends the competition (the server logs the reveal by
+  itself: anyone's `grader log audit` finds it), reads the private board;
   anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
   ``grader verify`` checks it. Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
@@ -112,6 +113,8 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
         # what docs/hosting.md's untested block exports, with a free port
         "PORT": str(port),
         "GRADER_SERVER": f"http://127.0.0.1:{port}",
+        # `grader log audit` saves the checkpoints it saw here, not in the home of whoever runs the tests
+        "XDG_STATE_HOME": str(home / "xdg-state"),
     }
     session = Session(env=env, cwd=home, log=home / "walk.log")
     typed: list[tuple[Command, str]] = []
@@ -151,6 +154,9 @@ def test_the_host_path(walk: Walk) -> None:
     # after the end, / leads with the final standings and says how to check the reveal
     page = httpx.get(walk.server + "/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
+    # the end led to the reveal by itself: the log holds it, and no `grader admin log-reveal` was typed
+    assert "reveal: checked against entry 0" in walk.output("grader log audit")
+    assert not any("log-reveal" in cmd.text for cmd, _ in walk.typed)
     history = walk.output("grader admin --state state/ history")
     assert "worker local-1: attempt 1 claimed" in history and "running -> scored" in history
 

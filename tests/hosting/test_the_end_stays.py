@@ -28,6 +28,7 @@ from grader.hosting.db.models import LogEntry
 from grader.hosting.errors import HostingError
 from grader.hosting.identity.participants import create_participant
 from grader.hosting.intake import submissions
+from grader.hosting.participant.client import HostingClient
 from grader.hosting.schedule import ends_at, has_ended
 from grader.hosting.server import ServeOptions, prepare
 from grader.hosting.services import admin as service
@@ -214,12 +215,20 @@ def _copy(source: Path, target: Path) -> None:
 
 @pytest.mark.slow
 def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_the_audit(tmp_path: Path) -> None:
-    file = write_competition(tmp_path / "c.toml", name="ended-comp", end="2020-01-02T00:00:00Z")
+    file = write_competition(tmp_path / "c.toml", name="ended-comp")
     server = Server(file, tmp_path / "state", workers=0).start()
     try:
+        # An upload before the end, never graded (no worker): it holds the reveal, which follows the end by itself.
+        token = admin(server.state, "add-participant", "kim").strip()
+        held = HostingClient(server.url, token).submit(REPO / "submissions_example" / "onnx-lsa")["id"]
+        server.stop()
+        end = (utcnow() + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")  # after the upload's receipt
+        _end_line(file, end)
+        server.start()
         wait_for(lambda: "end" in [entries.decode_entry(entry)["kind"] for entry in _served(server)], what="the file's end logged by the reaper")
         vkey = httpx.get(f"{server.url}/log/key").text.strip()
         server.stop()
+        assert "reveal" not in [entries.decode_entry(entry)["kind"] for entry in _served(server)]  # the upload is in flight
         # A receipt forged after the end (no reveal yet): the audit names it.
         database, checkpoint = server.state / "grader.sqlite3", server.state / "log" / "checkpoint"
         _copy(database, tmp_path / "honest.sqlite3")
@@ -234,17 +243,18 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         _copy(tmp_path / "honest.sqlite3", database)  # back to the honest log, for the reveal
         checkpoint.write_bytes(honest_checkpoint)
         server.start()
-        admin(server.state, "log-reveal", "--competition", str(file))
+        admin(server.state, "cancel", held)  # nothing in flight now: the server logs the reveal by itself
+        wait_for(lambda: "reveal" in [entries.decode_entry(entry)["kind"] for entry in _served(server)], what="the reveal logged by the server")
         server.stop()
         # The attack: the file's end moved later, the server restarted.
         _end_line(file, "2099-01-01T00:00:00Z")
         refused = server.start(expect_ok=False)
         assert refused.process is not None and refused.process.wait(120) != 0
         said = server.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1]
-        assert said.startswith("error: the log holds the competition's end at 2020-01-02T00:00:00Z (entry "), said
+        assert said.startswith(f"error: the log holds the competition's end at {end} (entry "), said
         assert "but the competition file now says it ends at 2099-01-01T00:00:00Z" in said, said
         # A rejudge forged after the reveal: the audit names it.
-        _end_line(file, "2020-01-02T00:00:00Z")
+        _end_line(file, end)
         rejudge = entries.rejudge_entry(
             EntryCommitter.fresh(b"k" * 32), time=utcnow(), participant="mallory", submission="s", attempt=2, reason="more"
         )

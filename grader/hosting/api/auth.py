@@ -6,7 +6,7 @@ refuses an address after repeated failures (429) or records one more failure (40
 A valid credential is never refused by the limiter (an attacker's failures from a
 shared address must not lock out a participant or the local worker), and each role
 has its own bucket per address: participants (API and sign-in page), workers and the
-metrics scraper. The address is the peer's, or the one a proxy named in
+metrics scraper. The address is the peer's (an IPv6 one's /64), or the one a proxy named in
 ``X-Forwarded-For`` when the peer is a proxy the host trusts
 (``grader serve --trusted-proxy``; none by default). The API and ``/metrics``
 read the token from ``Authorization: Bearer``; the sign-in page reads it from its
@@ -29,6 +29,7 @@ from fastapi.concurrency import run_in_threadpool
 from grader.hosting.api.deps import context
 from grader.hosting.identity.auth import by_session, by_token, end_session, start_session
 from grader.hosting.identity.principal import Principal, Role
+from grader.hosting.identity.ratelimit import client_bucket
 
 REFUSED = {
     Role.PARTICIPANT: "missing, unknown or revoked token",
@@ -38,7 +39,8 @@ REFUSED = {
 
 
 def _address(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+    """The limiter's key of the caller: its address, an IPv6 one's /64 (:func:`client_bucket`)."""
+    return client_bucket(request.client.host) if request.client else "unknown"
 
 
 def bearer(request: Request) -> str:

@@ -30,6 +30,10 @@ MAX_TOKEN = 200
 FINGERPRINT = 32
 #: How long a web session lasts (the cookie's max-age too).
 SESSION_S = 8 * 3600
+#: Live web sessions kept per participant: a new sign-in ends the oldest beyond these (a browser or two, a phone).
+#: Each sign-in stores a row that lives :data:`SESSION_S`; without a cap a script signing in with a valid token
+#: grows the table by a row a request.
+SESSIONS_PER_PARTICIPANT = 5
 
 
 def _participant(row: Participant) -> Principal:
@@ -72,11 +76,21 @@ def by_token(db: Database, role: Role, token: str) -> Principal | None:
 
 
 def start_session(db: Database, participant_id: int) -> str:
-    """Store a new web session of ``participant_id`` (ended ones past their time are pruned); return its id for the cookie."""
+    """Store a new web session of ``participant_id``; return its id for the cookie.
+
+    Sessions past their time are pruned, and so are this participant's beyond the newest
+    :data:`SESSIONS_PER_PARTICIPANT` - 1: a deleted row ends its session as signing out does (:func:`by_session`
+    refuses a cookie whose row is gone).
+    """
     session_id = secrets.token_urlsafe(32)
     now = utcnow()
     with db.session() as session:
         session.execute(delete(WebSession).where(WebSession.expires_at < now))
+        older = select(WebSession.id_sha256).where(WebSession.participant_id == participant_id)
+        older = older.order_by(WebSession.started_at.desc(), WebSession.id_sha256).offset(SESSIONS_PER_PARTICIPANT - 1)
+        stale = list(session.scalars(older).all())
+        if stale:
+            session.execute(delete(WebSession).where(WebSession.id_sha256.in_(stale)))
         session.add(
             WebSession(
                 id_sha256=token_digest(session_id),

@@ -34,7 +34,17 @@ from grader.hosting.schedule import ENDED_AT_KEY, has_ended
 from grader.hosting.services import fingerprints, replication
 from grader.hosting.states import Track
 from grader.hosting.transparency.host_log import HostLog, identifier_key
-from grader.hosting.transparency.log_events import log_end, log_retraction, log_reveal, logged_end, refuse_after_reveal
+from grader.hosting.transparency.log_events import (
+    AlreadyRevealed,
+    RevealNotDue,
+    head_index,
+    log_end,
+    log_retraction,
+    log_reveal,
+    logged_end,
+    refuse_after_reveal,
+    reveal_due,
+)
 from grader.hosting.transparency.log_store import append_entry, flat_digests
 from grader.hosting.transparency.log_store import rewind as log_rewind
 from grader.hosting.visibility import Part
@@ -333,6 +343,7 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
 
     keys = key_files(state_dir).folder
     secret = load_partition_secret(keys)
+    head = head_index(db)  # before the boards are read: log_reveal refuses them if a grade was logged meanwhile
     entry = entries.reveal_entry(
         time=utcnow(),
         partition_secret=secret,
@@ -341,7 +352,22 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         public_board_sha256=board_sha256(state_dir, db, competition, Part.PUBLIC),
         private_board_sha256=board_sha256(state_dir, db, competition, Part.PRIVATE),
     )
-    return log_reveal(db, host_log, entry)
+    return log_reveal(db, host_log, entry, head=head)
+
+
+def reveal_when_due(db: Database, host_log: HostLog | None, state_dir: Path, competition: Competition) -> int | None:
+    """The server's periodic pass: log the reveal once the end is logged and no submission received before it is in
+    flight; the reveal's index, or None when it is not due (or another server process, or the host, logged it first).
+
+    Safe with several server processes on one database: :func:`log_reveal` checks under the log's head lock, so
+    exactly one reveal is appended; a pass that lost the race computed its boards for nothing.
+    """
+    if host_log is None or not reveal_due(db):
+        return None
+    try:
+        return reveal(db, host_log, state_dir, competition)
+    except (AlreadyRevealed, RevealNotDue):
+        return None  # lost the race, or a rejudge began meanwhile: the next pass asks again
 
 
 def _board_inputs(state_dir: Path, competition: Competition) -> BoardInputs | None:

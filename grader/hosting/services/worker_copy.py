@@ -10,6 +10,7 @@ holding anything else (the benchmark's own data included) refuses the job.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
+from grader.grading.orphans import exit_with_parent
 from grader.hosting.config import Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
@@ -47,7 +49,9 @@ def _in_child(function: Callable[..., Path], *args: object) -> Path:
     """``function(*args)`` in a fresh (spawned) process: an export holds the whole corpus and its sort (O(N)), and memory
     a long-lived server frees is not given back to the system, so the server's resident memory would keep that peak
     (measured: +526 MiB at 300k documents). Spawned, not forked: the server has threads. Its errors come back as raised."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    context = multiprocessing.get_context("spawn")
+    # The export ends with the server, a SIGKILL included (grader.grading.orphans): it may take minutes on a large corpus.
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
         return pool.submit(function, *args).result()
 
 

@@ -204,27 +204,57 @@ def log_retraction(db: Database, host_log: HostLog, *, index: int, admin: str, r
 _NAMED = 5
 
 
-def log_reveal(db: Database, host_log: HostLog, entry: bytes) -> int:
+class AlreadyRevealed(HostingError):
+    """The log already holds the reveal (another server process's pass, or the host's command, logged it)."""
+
+
+class RevealNotDue(HostingError):
+    """The reveal cannot be logged yet: no end entry, a submission still in flight, or the log moved since its boards were read."""
+
+
+def head_index(db: Database) -> int:
+    """The index of the log's last entry (-1 for an empty log): read before a reveal's boards, checked again at its append."""
+    with db.session() as session:
+        last = session.scalar(select(func.max(LogEntry.index)))
+    return -1 if last is None else int(last)
+
+
+def reveal_due(db: Database) -> bool:
+    """Whether the reveal is due: the log holds the end and no reveal, and no submission is in flight. A plain read (no
+    lock): the server's periodic pass asks it every few seconds; :func:`log_reveal` checks again under the lock."""
+    with db.session() as session:
+        kinds = set(session.scalars(select(LogEntry.kind).where(LogEntry.kind.in_(("end", "reveal")))).all())
+        if kinds != {"end"}:
+            return False
+        in_flight = session.scalar(select(func.count()).select_from(Submission).where(Submission.state.in_([state.value for state in IN_FLIGHT])))
+    return not in_flight
+
+
+def log_reveal(db: Database, host_log: HostLog, entry: bytes, *, head: int | None = None) -> int:
     """Append the reveal entry in its own transaction: once, after the end entry, and only when no submission is in
     flight (every upload received before the end has its grade; the log takes nothing but retractions after the reveal).
 
     The check runs under the log's head lock, which every grade, rejudge and receipt takes to log itself, so none
-    slips in between the check and the reveal.
+    slips in between the check and the reveal. ``head``: the last index when the entry's board digests were read; if
+    the log moved since (a grade, a rejudge or a re-scoring logged meanwhile), the digests may be stale and the reveal is
+    refused (:class:`RevealNotDue`): the caller reads the boards again.
     """
     with db.session() as session:
         lock_head(session)
         kinds = set(session.scalars(select(LogEntry.kind).where(LogEntry.kind.in_(("end", "reveal")))).all())
         if "reveal" in kinds:
-            raise HostingError("the log already holds the reveal")
+            raise AlreadyRevealed("the log already holds the reveal")
         if "end" not in kinds:
-            raise HostingError("the reveal comes after the end entry (`grader admin end`)")
+            raise RevealNotDue("the reveal comes after the end entry (`grader admin end`)")
         waiting = session.scalars(
             select(Submission.id).where(Submission.state.in_([state.value for state in IN_FLIGHT])).order_by(Submission.uploaded_at)
         ).all()
         if waiting:
             named = ", ".join(waiting[:_NAMED]) + (f" and {len(waiting) - _NAMED} more" if len(waiting) > _NAMED else "")
-            raise HostingError(
+            raise RevealNotDue(
                 f"the reveal waits until every submission received before the end is graded: {len(waiting)} still in flight ({named}); "
                 "run it again once they have finished (or cancel them)"
             )
+        if head is not None and (session.scalar(select(func.max(LogEntry.index))) or 0) != head:
+            raise RevealNotDue("the log moved while the final boards were read (a grade or a rejudge was logged meanwhile); run it again")
         return append_entry(session, host_log, entry)
