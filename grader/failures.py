@@ -52,6 +52,10 @@ class FailureCode(enum.StrEnum):
     MODEL_ERROR = "MODEL_ERROR"
     #: no longer emitted; kept so that reports written by older graders stay readable
     INPUT_INVALID = "INPUT_INVALID"
+    #: hosted replicas only: a worker outvoted by the others gave, on a re-run of its job, the majority's output or a
+    #: third one (two outputs for one input); the model may not be deterministic, or the worker lied once: the grader
+    #: cannot tell which, so the grade ends ``error`` with this code, charged to no one, and no worker is flagged
+    NONDETERMINISTIC = "NONDETERMINISTIC"
 
     @property
     def fault(self) -> Fault:
@@ -82,6 +86,8 @@ _FAULTS: dict[FailureCode, Fault] = {
     FailureCode.INFRA: Fault.PLATFORM,
     # Never emitted any more: a grader that emitted it now would be ours to fix.
     FailureCode.INPUT_INVALID: Fault.PLATFORM,
+    # A lying worker can cause it as well as the model (a lie once, the truth on the re-run): never charged.
+    FailureCode.NONDETERMINISTIC: Fault.PLATFORM,
 }
 
 

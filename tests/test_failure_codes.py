@@ -32,8 +32,10 @@ def test_the_enum_keeps_every_code_an_old_report_may_carry() -> None:
         "INFRA",
         "MODEL_ERROR",
         "INPUT_INVALID",
+        "NONDETERMINISTIC",
     }
     assert EMITTED == ALL - {"INPUT_INVALID"}
+    assert not FailureCode.NONDETERMINISTIC.charged  # a worker that lied once causes it as well as the model
     assert FailureCode.OOM == "OOM" and json.dumps({"code": FailureCode.OOM}) == '{"code": "OOM"}'  # compares and serialises as its spelling
 
 

@@ -227,6 +227,7 @@ FAILURE_HINTS: dict[FailureCode, str] = {
     FailureCode.INFRA: "not the submission's fault: ask the host to check the container engine",
     FailureCode.MODEL_ERROR: "run the model on a few texts locally; check input names and output shape",
     FailureCode.INPUT_INVALID: "see docs/protocol.md",
+    FailureCode.NONDETERMINISTIC: "grade the model twice locally (`grader run`) and compare the runs; nothing was charged",
 }
 
 

@@ -368,6 +368,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
             f"{shown(r.name):<24} {'local' if r.local else 'remote':<6} key={'yes' if r.key else 'no ':<3} running={r.running} {'REVOKED' if r.revoked else 'active'}"
             f" fingerprint={(r.fingerprint or '-')[:12]} replicas={r.replicas}"
             + (f" FLAGGED: {r.dissents} replica(s) disagreed with the majority" if r.dissents else "")
+            + (f" re-runs with two outputs for one input: {r.nondeterministic}" if r.nondeterministic else "")
             + (
                 f" REFUSED: {r.fingerprint_refusals} claim(s) or statement(s) of another fingerprint (last {(r.fingerprint_refused or '-')[:12]})"
                 if r.fingerprint_refusals

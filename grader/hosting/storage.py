@@ -125,6 +125,10 @@ class StateDir:
         """Where the compact runs a worker put for an attempt wait to be scored (and are kept for re-scoring)."""
         return self.root / "runs" / submission_id / str(attempt)
 
+    def parked_result(self, submission_id: str, attempt: int) -> Path:
+        """Where a replicated job's majority result waits while a dissenter re-runs its grade (its sha256 is in the database)."""
+        return self.root / "parked" / submission_id / f"{attempt}.json"
+
     def runs_held(self) -> tuple[int, int, int]:
         """(submissions, compact runs, bytes) of the workers' runs kept in ``runs/`` (bounded by ``[retention]``: grader.hosting.services.retention)."""
         folder = self.root / "runs"

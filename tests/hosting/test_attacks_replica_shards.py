@@ -174,11 +174,12 @@ def _worker_ids(state: Path) -> dict[str, int]:
         db.dispose()
 
 
-@pytest.mark.parametrize("lie", ["forged shard run", "forged query vectors"])
+@pytest.mark.parametrize("lie", ["forged shard run", "forged query vectors", "a forged shard run once"])
 def test_a_liar_inside_an_honest_replica_is_outvoted_and_flagged_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lie: str) -> None:
     competition = write_competition(tmp_path / "c.toml", replicas=2, tables=TABLES, tasks=["text2code"])
     server = Server(competition, tmp_path / "state", workers=0).start()
     monkeypatch.setenv(WORKER_DATA, str(server.state / "worker-data"))  # the coordinators state their facts from the copy
+    in_queries = lie == "forged query vectors"
     try:
         c1, liar, c2, h2, c3 = (Worker(server, name, tmp_path) for name in ("c1", "liar", "c2", "h2", "c3"))
         client = HostingClient(server.url, admin(server.state, "add-participant", "pat").strip())
@@ -187,12 +188,12 @@ def test_a_liar_inside_an_honest_replica_is_outvoted_and_flagged_alone(tmp_path:
         # Replica 1: c1 coordinates; the liar computes one of its two jobs and lies in it.
         first = c1.claim_grade()
         assert first is not None and first.attempt == 1
-        if lie == "forged shard run":
-            c1.run_shard(_take(c1, -1))
-            liar.run_shard(_take(liar, 0), lie=True)
-        else:
+        if in_queries:
             liar.run_shard(_take(liar, -1), lie=True)
             c1.run_shard(_take(c1, 0))
+        else:
+            c1.run_shard(_take(c1, -1))
+            liar.run_shard(_take(liar, 0), lie=True)
         assert c1.finish(first) == "replicated"
 
         # Replica 2: neither c1 nor the liar computes anything of it; two workers at most (c2 and h2), so c3 takes nothing.
@@ -211,36 +212,50 @@ def test_a_liar_inside_an_honest_replica_is_outvoted_and_flagged_alone(tmp_path:
         assert third is not None and third.attempt == 3
         c3.run_shard(_take(c3, -1))
         c3.run_shard(_take(c3, 0))
-        assert c3.finish(third) == "accepted"
+        assert c3.finish(third) == "replicated"  # two agree; the worker charged with the dissent grades it again first
 
-        # The same upload again, graded by honest workers only (fresh for this submission): the honest score.
-        reference = client.submit(EXAMPLE)["id"]
-        for coordinator in (c1, c2):
-            job = coordinator.claim_grade()
-            assert job is not None and job.submission_id == reference
-            coordinator.run_shard(_take(coordinator, -1))
-            coordinator.run_shard(_take(coordinator, 0))
-            assert coordinator.finish(job) == ("replicated" if coordinator is c1 else "accepted")
+        # The re-run: the liar's alone (it coordinates and computes every job); it lies again, or tells the truth this time.
+        assert all(worker.claim_grade() is None for worker in (c1, c2, h2, c3))
+        rerun = liar.claim_grade()
+        assert rerun is not None and rerun.attempt == 4
+        liar.run_shard(_take(liar, -1), lie=in_queries)
+        assert c1.take_shard() is None and c3.take_shard() is None  # a re-run is its worker's alone
+        liar.run_shard(_take(liar, 0), lie=lie == "forged shard run")
+        ended = liar.finish(rerun)
+
+        if lie != "a forged shard run once":
+            # The same upload again, graded by honest workers only (fresh for this submission): the honest score.
+            reference = client.submit(EXAMPLE)["id"]
+            for coordinator in (c1, c2):
+                job = coordinator.claim_grade()
+                assert job is not None and job.submission_id == reference
+                coordinator.run_shard(_take(coordinator, -1))
+                coordinator.run_shard(_take(coordinator, 0))
+                assert coordinator.finish(job) == ("replicated" if coordinator is c1 else "accepted")
+            scores = (_public_score(server.state, attacked), _public_score(server.state, reference))
 
         submission, jobs = submission_and_shard_jobs(server.state, attacked)
-        honest_submission, _ = submission_and_shard_jobs(server.state, reference)
         ids = _worker_ids(server.state)
-        dissents = {entry["name"]: entry["dissents"] for entry in json.loads(admin(server.state, "workers", "--json"))}
+        standing = {entry["name"]: (entry["dissents"], entry["nondeterministic"]) for entry in json.loads(admin(server.state, "workers", "--json"))}
         replicas = _replica_rows(server.state, attacked)
-        scores = (_public_score(server.state, attacked), _public_score(server.state, reference))
     finally:
         server.stop()
-    # Scored, charged once (the replicas are no lost attempts), at the honest score.
-    assert (submission.state, submission.failure_code) == ("scored", None)
-    assert honest_submission.state == "scored"
-    assert scores[0] == scores[1]
-    # Every job of one replica was computed by that replica's workers only.
+    # Every job of one replica was computed by that replica's workers only; the re-run's by the liar alone.
     by_attempt: dict[int, set[int]] = {}
     for shard_job in jobs:
         assert shard_job.worker_id is not None
         by_attempt.setdefault(shard_job.attempt, set()).add(shard_job.worker_id)
-    assert all(not (by_attempt[a] & by_attempt[b]) for a in by_attempt for b in by_attempt if a < b), by_attempt
-    assert by_attempt == {1: {ids["c1"], ids["liar"]}, 2: {ids["c2"], ids["h2"]}, 3: {ids["c3"]}}
-    # The liar alone is flagged: replica 1 is the dissent, charged to the liar, not to its honest coordinator c1.
-    assert replicas == [(1, "dissent", ids["liar"]), (2, "majority", None), (3, "majority", None)]
-    assert dissents == {"c1": 0, "liar": 1, "c2": 0, "h2": 0, "c3": 0}
+    assert by_attempt == {1: {ids["c1"], ids["liar"]}, 2: {ids["c2"], ids["h2"]}, 3: {ids["c3"]}, 4: {ids["liar"]}}
+    if lie == "a forged shard run once":
+        # Two outputs for one input: the liar cannot be told from a model that is not deterministic. No one is flagged,
+        # nothing is charged, the grade ends error NONDETERMINISTIC; the host sees whose re-run gave two outputs.
+        assert (ended, submission.state, submission.failure_code) == ("error", "error", "NONDETERMINISTIC")
+        assert replicas == [(1, "nondeterministic", ids["liar"]), (2, "majority", None), (3, "majority", None), (4, "rerun", None)]
+        assert standing == {"c1": (0, 0), "liar": (0, 1), "c2": (0, 0), "h2": (0, 0), "c3": (0, 0)}
+        return
+    # The same lie twice: the dissent stands. Scored, charged once (replicas and the re-run are no lost attempts), at the
+    # honest score; the liar alone is flagged (replica 1 is charged to it, not to its honest coordinator c1).
+    assert (ended, submission.state, submission.failure_code) == ("accepted", "scored", None)
+    assert scores[0] == scores[1]
+    assert replicas == [(1, "dissent", ids["liar"]), (2, "majority", None), (3, "majority", None), (4, "rerun", None)]
+    assert standing == {"c1": (0, 0), "liar": (1, 0), "c2": (0, 0), "h2": (0, 0), "c3": (0, 0)}

@@ -147,7 +147,14 @@ def _verdicts(r: Replicas, submission_id: str) -> dict[str, str | None]:
     with r.world.ctx.db.session() as session:
         rows = session.scalars(select(Replica).where(Replica.submission_id == submission_id).order_by(Replica.attempt)).all()
         by_id = {w.id: w.name for w in session.scalars(select(Worker)).all()}
-        return {by_id[row.worker_id]: row.verdict for row in rows}
+        return {by_id[row.worker_id]: row.verdict for row in rows if row.verdict != "rerun"}  # the replicas' votes
+
+
+def _reruns(r: Replicas, submission_id: str) -> list[str]:
+    """What each dissenter's re-run decided, in words (its row of the replicas table)."""
+    with r.world.ctx.db.session() as session:
+        rows = session.scalars(select(Replica).where(Replica.submission_id == submission_id, Replica.verdict == "rerun").order_by(Replica.id))
+        return [str(row.detail["mismatch"]) for row in rows]
 
 
 def _results(r: Replicas, submission_id: str) -> int:
@@ -172,7 +179,13 @@ def test_a_worker_that_alters_one_ranking_is_caught_and_the_honest_majority_acce
     assert _state(r, sid).state is State.REPLICATING and _results(r, sid) == 0
     task = sorted(r.world.ctx.tasks)[0]
     assert f"worker w2 (attempt 2) and worker w1 (attempt 1) disagree on task {task}" in _audit(r, sid)
-    _grade(r, "w3", sid, "accepted")
+    _grade(r, "w3", sid, "replicated")  # two agree; before anything is accepted, the dissenter grades it again
+    assert _state(r, sid).state is State.REPLICATING and _results(r, sid) == 0
+    assert _verdicts(r, sid) == {"w1": "majority", "w2": "recheck", "w3": "majority"}
+    assert "worker w2 grades it again" in _audit(r, sid)
+    assert _claim(r, "w1") is None and _claim(r, "w3") is None  # the re-run is the dissenter's alone
+    _grade(r, "w2", sid, "accepted", tamper=_swap_two_hits)  # the same runs again: the dissent stands
+    assert _reruns(r, sid) == ["the re-run gave the outcome as the first run did: the dissent stands"]
     row = _state(r, sid)
     assert row.state is State.SCORED and _results(r, sid) == 1  # scored once, on the agreed runs
     assert _verdicts(r, sid) == {"w1": "majority", "w2": "dissent", "w3": "majority"}
@@ -194,7 +207,15 @@ def test_a_worker_that_fakes_a_failure_is_caught_and_nothing_is_charged_for_it(s
     assert liar.json()["status"] == "replicated" and _state(r, sid).state is State.REPLICATING
     _grade(r, "w2", sid, "replicated")  # one against one: no majority yet
     assert "worker w2 (attempt 2) and worker w1 (attempt 1) disagree on failure code none / MODEL_ERROR" in _audit(r, sid)
-    _grade(r, "w3", sid, "accepted")
+    _grade(r, "w3", sid, "replicated")  # the dissenter, w1, grades it again first
+    again = _claim(r, "w1")
+    assert again is not None and again["submission_id"] == sid
+    faked = r.client.post(
+        f"/api/v1/worker/jobs/{sid}/result",
+        json={"attempt": again["attempt"], "failure_code": "MODEL_ERROR", "message": "pretend"},
+        headers=worker_headers(r.tokens["w1"]),
+    )
+    assert faked.json()["status"] == "accepted"  # the same failure again: the dissent stands, the majority's grade is scored
     assert _state(r, sid).state is State.SCORED and _state(r, sid).failure_code is None
     assert _verdicts(r, sid) == {"w1": "dissent", "w2": "majority", "w3": "majority"}
     flagged = [line for line in admin(r.world.state.root, "workers").splitlines() if "FLAGGED" in line]
@@ -319,3 +340,31 @@ def test_replicas_that_never_agree_end_error_and_the_outcome_is_logged(setup: Re
     with r.world.ctx.db.session() as session:
         logged = [decode_entry(bytes(e)) for e in session.scalars(select(LogEntry.entry).where(LogEntry.submission_id == submission_id)).all()]
     assert [(e["kind"], e["status"], e["failure_code"]) for e in logged] == [("outcome", "error", "INFRA")]
+
+
+@pytest.mark.parametrize("second", ["the majority's runs", "a third ranking"])
+def test_a_dissenter_whose_re_run_differs_from_its_first_ends_nondeterministic_flags_no_one_charges_nothing(setup: Replicas, second: str) -> None:
+    """A model that is not deterministic (or a worker that lied once): two outputs for one input, so no one is flagged."""
+    r = setup
+    sid = _submit(r, "two-outputs")
+    _grade(r, "w1", sid, "replicated")
+    _grade(r, "w2", sid, "replicated", tamper=_swap_two_hits)
+    _grade(r, "w3", sid, "replicated")
+    _grade(r, "w2", sid, "error", tamper=None if second == "the majority's runs" else _swap_last_two_hits)
+    row = _state(r, sid)
+    assert (row.state, row.failure_code, _results(r, sid)) == (State.ERROR, "NONDETERMINISTIC", 0)  # error: never charged
+    said = "the majority's" if second == "the majority's runs" else "a third"
+    assert _reruns(r, sid) == [f"the re-run gave {said} the outcome where the first run did not: two outputs for one input"]
+    assert _verdicts(r, sid) == {"w1": "majority", "w2": "nondeterministic", "w3": "majority"}
+    listed = {w.name: w for w in admin_service.worker_rows(r.world.ctx.db)}
+    assert [listed[name].dissents for name in ("w1", "w2", "w3")] == [0, 0, 0]  # no one flagged
+    assert listed["w2"].nondeterministic == 1  # but the host sees whose re-run gave two outputs
+    with r.world.ctx.db.session() as session:  # the end of the grade is in the log, with its code
+        logged = [decode_entry(bytes(e)) for e in session.scalars(select(LogEntry.entry).where(LogEntry.submission_id == sid)).all()]
+    assert [(e["kind"], e["status"], e["failure_code"]) for e in logged] == [("outcome", "error", "NONDETERMINISTIC")]
+    assert sum(1 for reason in _audit(r, sid).splitlines() if "two outputs for one input" in reason) == 1
+
+
+def _swap_last_two_hits(_task: str, data: bytes) -> bytes:
+    """Another lie: the last query's last two hits change places."""
+    return data[:-8] + data[-4:] + data[-8:-4]

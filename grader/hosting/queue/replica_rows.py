@@ -13,6 +13,8 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 from grader.hosting.db.models import Replica, ShardJob, Submission, Transition
 from grader.hosting.states import ShardState, State
 
+#: A dissent whose worker is to grade the job again, alone (grader.hosting.services.replica_recheck).
+RECHECK_VERDICT = "recheck"
 #: The shard job states whose worker's output (or failure) is part of its attempt's outcome: a contributor's.
 CONTRIBUTED = (ShardState.RUNNING.value, ShardState.DONE.value, ShardState.FAILED.value)
 
@@ -105,3 +107,29 @@ def attempt_closed_to(
     )
     already = or_(coordinator == worker_id, exists().where(of_attempt, job.c.worker_id == worker_id).correlate_except(job))
     return and_(~already, helpers + 1 >= cap)
+
+
+def coordinates(
+    worker_id: int, submission_id: ColumnElement[str] | InstrumentedAttribute[str], attempt: ColumnElement[int] | InstrumentedAttribute[int]
+) -> ColumnElement[bool]:
+    """SQL: ``worker_id`` holds the lease of ``attempt`` of ``submission_id`` (it coordinates that replica)."""
+    submission = aliased(Submission)
+    return (
+        exists()
+        .where(
+            submission.id == submission_id,
+            submission.attempt == attempt,
+            submission.lease_worker_id == worker_id,
+            submission.state == State.RUNNING.value,
+        )
+        .correlate_except(submission)
+    )
+
+
+def rechecking(submission_id: ColumnElement[str] | InstrumentedAttribute[str]) -> ColumnElement[bool]:
+    """SQL: a dissent of ``submission_id``'s current round waits for its worker's re-run (which that worker computes alone)."""
+    return (
+        exists()
+        .where(Replica.submission_id == submission_id, Replica.verdict == RECHECK_VERDICT, Replica.attempt > round_start(submission_id))
+        .correlate_except(Replica)
+    )

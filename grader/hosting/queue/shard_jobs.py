@@ -27,7 +27,7 @@ from grader.failures import FailureCode, code_or_infra
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import Database
-from grader.hosting.queue.replica_rows import attempt_closed_to, contributes_elsewhere
+from grader.hosting.queue.replica_rows import attempt_closed_to, contributes_elsewhere, coordinates, rechecking
 from grader.hosting.states import ShardState, State, require_shard
 
 #: The number of a task's query job (shards are numbered from 0).
@@ -130,11 +130,15 @@ def _before_deadline() -> ColumnElement[bool]:
 def _open_to(worker_id: int, replica_workers: int | None) -> ColumnElement[bool]:
     """Whether ``worker_id`` may compute the job, as far as replicas go: with replicas (``replica_workers`` set), the
     job's attempt is one replica of its submission, and its jobs are computed only by workers that contribute to no
-    other replica of it, at most ``replica_workers`` of them (its coordinator included); without, always."""
+    other replica of it, at most ``replica_workers`` of them (its coordinator included; a dissenter's re-run: its
+    coordinator alone); without, always."""
     if replica_workers is None:
         return true()
+    coordinator = coordinates(worker_id, ShardJob.submission_id, ShardJob.attempt)
     elsewhere = contributes_elsewhere(worker_id, ShardJob.submission_id, ShardJob.attempt)
-    return ~elsewhere & ~attempt_closed_to(worker_id, ShardJob.submission_id, ShardJob.attempt, replica_workers)
+    closed = attempt_closed_to(worker_id, ShardJob.submission_id, ShardJob.attempt, replica_workers)
+    # A dissenter's re-run is its own alone (its coordinator, who computed a replica already): it is compared with its first run.
+    return coordinator | (~rechecking(ShardJob.submission_id) & ~elsewhere & ~closed)
 
 
 def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) -> Select[ShardJob]:

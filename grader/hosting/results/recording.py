@@ -279,7 +279,13 @@ def sign(
 
 
 def record_signed_result(
-    session: Session, submission: Submission, outcome: SignedResult, *, host_log: HostLog | None = None, rescore_of: Result | None = None
+    session: Session,
+    submission: Submission,
+    outcome: SignedResult,
+    *,
+    host_log: HostLog | None = None,
+    rescore_of: Result | None = None,
+    lease_attempt: int | None = None,
 ) -> Result:
     """Store ``outcome`` as ``submission``'s current result, move it through the lifecycle, and log it, in ``session``.
 
@@ -287,7 +293,8 @@ def record_signed_result(
     version it was read in: the caller read it holding the lease). A re-scoring of ``rescore_of``'s runs replaces the
     current result and leaves the state as it is (:func:`grader.hosting.queue.lifecycle.replace_result`); the log
     gets a ``rejudge`` entry first. Raises :class:`LostRace` (the caller's transaction rolls back) when another writer
-    moved the submission since it was read.
+    moved the submission since it was read. ``lease_attempt``: the attempt that holds the lease, when not the result's
+    own (a parked majority result accepted under a dissenter's re-run).
     """
     grading, signed = outcome.grading, outcome.signed
     aggregate = None if signed is None else signed.aggregate
@@ -312,7 +319,7 @@ def record_signed_result(
     if signed is not None and signed.part_columns is not None:
         session.add(ResultPart(result_id=result.id, **signed.part_columns))
     if rescore_of is None:
-        end_attempt(session, grading.submission_id, grading.attempt, "result")
+        end_attempt(session, grading.submission_id, grading.attempt if lease_attempt is None else lease_attempt, "result")
         moved = finish(
             session,
             submission,
@@ -368,8 +375,12 @@ def accept_result(
     parts: PartScorer | None = None,
     blinding_key_id: str | None = None,
     host_log: HostLog | None = None,
+    lease: tuple[int, int] | None = None,
 ) -> Verdict:
     """Judge a scored result, sign its report, and record it if its attempt still holds the lease (see the module docstring).
+
+    ``lease``: (attempt, worker id) whose lease guards the recording, when it is not the result's own: a replicated
+    job's majority result, parked while a dissenter re-ran the job, is recorded under the re-run's lease.
 
     ``parts`` scores a scored hidden-split report's public and private parts: the scores are stored in the
     transaction that records the scored state (no board ever sees one without the other) and the
@@ -379,6 +390,7 @@ def accept_result(
     one (a participant failure without a report; ``error`` at the attempt limit), in the accepting transaction.
     """
     grading, posted = scored.authentic.grading, scored.authentic.posted
+    held = lease or (grading.attempt, grading.worker_id)
     judgement = judge(scored, blinding_key_id=blinding_key_id)
     folder = state.result_dir(grading.submission_id, grading.attempt)
     try:
@@ -386,7 +398,7 @@ def accept_result(
     except FileExistsError:
         # Left by a crash, or by an earlier post of this attempt: cleared only while the attempt holds the lease, so a
         # duplicate post arriving after the first was recorded never removes the accepted result's files.
-        if not _lease_held(db, grading):
+        if not _lease_held(db, grading.submission_id, held):
             return Verdict(status=VerdictStatus.STALE)
         shutil.rmtree(folder)
         folder.mkdir()
@@ -397,7 +409,7 @@ def accept_result(
             signed = sign(key, folder, signed_report(scored.report, grading), grading, judgement.final, parts=parts)
         with db.session() as session:
             submission = session.get(Submission, grading.submission_id)
-            if submission is None or not holds_lease(submission, grading.attempt, grading.worker_id):  # the lease passed on while it was scored
+            if submission is None or not holds_lease(submission, *held):  # the lease passed on while it was scored
                 shutil.rmtree(folder, ignore_errors=True)
                 return Verdict(status=VerdictStatus.STALE)
             if judgement.final is None:
@@ -411,13 +423,13 @@ def accept_result(
                 None if logs_path is None else str(logs_path),
                 posted.signature if grading.remote else None,
             )
-            record_signed_result(session, submission, outcome, host_log=host_log)
+            record_signed_result(session, submission, outcome, host_log=host_log, lease_attempt=held[0])
             return Verdict(status=VerdictStatus.ACCEPTED, state=judgement.final.value)
 
 
-def _lease_held(db: Database, grading: Grading) -> bool:
+def _lease_held(db: Database, submission_id: str, lease: tuple[int, int]) -> bool:
     with db.session() as session:
-        return holds_lease(session.get(Submission, grading.submission_id), grading.attempt, grading.worker_id)
+        return holds_lease(session.get(Submission, submission_id), *lease)
 
 
 def _retry(session: Session, submission: Submission, grading: Grading, judgement: Judgement, host_log: HostLog | None) -> Verdict:

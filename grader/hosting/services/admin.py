@@ -115,6 +115,8 @@ class WorkerRow:
     #: replicas it graded, and how many disagreed with their job's majority (the host's flag)
     replicas: int
     dissents: int
+    #: its re-runs of an outvoted replica that gave two outputs for one input (not a flag: the grade ended NONDETERMINISTIC)
+    nondeterministic: int
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,7 @@ def worker_rows(db: Database) -> list[WorkerRow]:
                     fingerprint_refused=w.fingerprint_refused,
                     replicas=standing["replicas"],
                     dissents=standing["dissents"],
+                    nondeterministic=standing["nondeterministic"],
                 )
             )
         return rows

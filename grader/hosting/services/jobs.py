@@ -130,14 +130,18 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
     authentic = recording.verify(ctx.db, worker.id, submission_id, result)
     if isinstance(authentic, Verdict):
         return authentic
-    if (held := replication.record(ctx, authentic)) is not None:
-        return held
+    decided = replication.record(ctx, authentic)
+    if isinstance(decided, Verdict):
+        return decided
+    # A dissenter's re-run that confirmed its dissent: the majority's parked result is scored, under the re-run's lease.
+    accepted, lease = (authentic, None) if decided is None else (decided.authentic, decided.lease)
     return recording.accept_result(
         ctx.db,
         ctx.state,
         ctx.signing_key,
-        run_scoring.score(ctx, authentic),
+        run_scoring.score(ctx, accepted),
         parts=acceptance_scorer(ctx),
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
         host_log=ctx.log,
+        lease=lease,
     )

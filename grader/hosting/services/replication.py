@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,13 @@ from grader import jsonio
 from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Replica, ShardJob, Submission, Worker
+from grader.hosting.db.models import Pin, Replica, ShardJob, Submission, Worker
 from grader.hosting.protocol.messages import Verdict, VerdictStatus
 from grader.hosting.queue import lifecycle
 from grader.hosting.queue.replica_rows import CONTRIBUTED, contributors, open_replicas
-from grader.hosting.results.recording import AuthenticResult
+from grader.hosting.results.recording import AuthenticResult, Grading
+from grader.hosting.services import replica_recheck
+from grader.hosting.services.replica_recheck import NONDETERMINISTIC, RECHECK, RERUN
 from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
 from grader.hosting.transparency.log_events import log_outcome
 
@@ -74,12 +77,25 @@ def claim(ctx: ServerContext, worker_id: int, digest: str | None) -> lifecycle.C
         ).all()
         for submission in waiting:
             rows = open_replicas(session, submission) if pairing else []
-            # A worker that computed anything of an earlier replica (coordinated it, or ran one of its shard jobs) grades none other.
-            if pairing and (not rows or rows[0].fingerprint != digest or worker_id in contributors(session, rows)):
+            if pairing and not _may_grade(session, rows, worker_id, digest):
                 continue
             if (taken := lifecycle.take(session, submission, worker_id, ctx.competition.queue.lease_s)) is not None:
                 return taken
     return None
+
+
+def _may_grade(session: Session, rows: list[Replica], worker_id: int, digest: str | None) -> bool:
+    """Whether ``worker_id`` (of fingerprint ``digest``) may grade the next replica of a job with replicas ``rows``.
+
+    A pending re-run (a dissent's worker grading the job again) is its worker's alone. Otherwise a worker that computed
+    anything of an earlier replica (coordinated it, or ran one of its shard jobs) grades none other.
+    """
+    if not rows or rows[0].fingerprint != digest:
+        return False
+    pending = [row for row in rows if row.verdict == RECHECK]
+    if pending:
+        return pending[0].blamed_worker_id == worker_id
+    return worker_id not in contributors(session, rows)
 
 
 def outcome_of(payload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -160,19 +176,17 @@ def shard_outputs(session: Session, submission_id: str, attempt: int) -> dict[st
 
 
 def blamed_worker(dissent: Replica, agreed: Replica) -> int:
-    """The worker a dissenting replica is charged to: the worker of its first job (by task, the query job, then shards by
-    number) whose output differs from the majority's while its inputs agree; its coordinator when every job agrees.
+    """The worker a dissenting replica is charged to: the worker of its first job whose output differs from the majority's
+    while its inputs agree (:func:`grader.hosting.services.replica_recheck.first_difference`); its coordinator when every
+    job agrees (or the grade is not sharded).
 
-    A shard's inputs are its task's query vectors (and the upload, the same for all): once a task's query vectors differ,
-    that query job is the first difference, and the shards that searched with them are not blamed. So an honest
-    coordinator, or honest shard workers, of a replica that a liar poisoned are not flagged; the liar is.
+    So an honest coordinator, or honest shard workers, of a replica that a liar poisoned are not flagged; the liar is.
     """
-    mine, theirs = dissent.detail.get("jobs") or {}, agreed.detail.get("jobs") or {}
-    for task in sorted(set(mine) & set(theirs)):
-        for number in sorted(set(mine[task]) & set(theirs[task]), key=int):
-            if mine[task][number]["output"] != theirs[task][number]["output"]:
-                return int(mine[task][number]["worker"])
-    return dissent.worker_id
+    where = replica_recheck.first_difference(dissent.detail, agreed.detail)
+    if where is None:
+        return dissent.worker_id
+    task, number = where
+    return int(dissent.detail["jobs"][task][number]["worker"])
 
 
 def _mismatch(rows: list[Replica], names: Mapping[int, str]) -> str:
@@ -187,14 +201,33 @@ def _mismatch(rows: list[Replica], names: Mapping[int, str]) -> str:
     return "; ".join(parts)
 
 
-def record(ctx: ServerContext, authentic: AuthenticResult) -> Verdict | None:
+@dataclass(frozen=True)
+class ParkedAcceptance:
+    """The majority's parked result, confirmed by a dissenter's re-run: to be scored and accepted under the re-run's lease."""
+
+    authentic: AuthenticResult
+    #: (attempt, worker id) of the re-run, which holds the lease the acceptance is guarded by
+    lease: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Unpark:
+    """What the vote decided: accept the result parked for ``attempt`` of ``worker_id`` (its sha256 proves it ours)."""
+
+    attempt: int
+    worker_id: int
+    sha256: str
+
+
+def record(ctx: ServerContext, authentic: AuthenticResult) -> Verdict | ParkedAcceptance | None:
     """Record a verified result as a replica and decide; None when the ordinary path goes on (outside the transaction of the vote).
 
     None: the job is not replicated (``replicas`` = 1, a Docker submission), the result cannot be a replica
-    (a platform failure, runs not stored as named: the ordinary path says so), or the replicas now agree
-    (the ordinary path scores this one, which is of the majority). A Verdict otherwise:
-    ``replicated`` (another worker grades it), ``requeued`` (not pairable), ``error`` (no majority), ``stale``
-    (the lease passed on since the result was verified).
+    (a platform failure, runs not stored as named: the ordinary path says so), or the replicas now agree with
+    no dissent (the ordinary path scores this one, which is of the majority). A :class:`ParkedAcceptance`: a
+    dissenter's re-run confirmed its dissent, so the majority's parked result is accepted. A Verdict otherwise:
+    ``replicated`` (another worker grades it, or the dissenter re-runs it), ``requeued`` (not pairable),
+    ``error`` (no majority, or two outputs for one input), ``stale`` (the lease passed on since the result was verified).
     """
     grading, posted = authentic.grading, authentic.posted
     if ctx.competition.replicas <= 1 or grading.kind not in REPLICATED_KINDS:
@@ -204,10 +237,25 @@ def record(ctx: ServerContext, authentic: AuthenticResult) -> Verdict | None:
         return None
     facts = posted.facts
     stated = fingerprint_digest(facts.get("fingerprint")) if isinstance(facts, dict) and isinstance(facts.get("fingerprint"), dict) else None
-    verdict = _vote(ctx, grading.worker_id, grading.submission_id, grading.attempt, outcome, stated)
-    if verdict is not None and verdict.state == State.REPLICATING.value:
+    decided = _vote(ctx, authentic, outcome, stated)
+    if isinstance(decided, Verdict) and decided.state == State.REPLICATING.value:
         ctx.dispatcher.dispatch(grading.submission_id)  # after the commit: a waiting worker of the fingerprint may take it
-    return verdict
+    if isinstance(decided, _Unpark):
+        return _parked(ctx, grading, decided)
+    return decided
+
+
+def _parked(ctx: ServerContext, lease: Grading, parked: _Unpark) -> ParkedAcceptance:
+    """The parked result as it was verified when posted, graded by its own worker and attempt, guarded by ``lease``."""
+    posted = replica_recheck.unpark(ctx.state, lease.submission_id, parked.attempt, parked.sha256)
+    with ctx.db.session() as session:
+        submission = session.get(Submission, lease.submission_id)
+        worker = session.get(Worker, parked.worker_id)
+        assert submission is not None and worker is not None
+        pin = session.get(Pin, submission.pin_id)
+        assert pin is not None
+        grading = Grading.of(submission, parked.attempt, worker, pin)
+    return ParkedAcceptance(AuthenticResult(grading, posted), (lease.attempt, lease.worker_id))
 
 
 def _unpairable(rows: list[Replica], worker: Worker, fingerprint: str | None, stated: str | None) -> str | None:
@@ -223,8 +271,11 @@ def _unpairable(rows: list[Replica], worker: Worker, fingerprint: str | None, st
     return None
 
 
-def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, outcome: dict[str, Any], stated: str | None) -> Verdict | None:
-    """In one transaction: record the replica, then accept (None), wait for another (``replicated``), or end ``error``."""
+def _vote(ctx: ServerContext, authentic: AuthenticResult, outcome: dict[str, Any], stated: str | None) -> Verdict | _Unpark | None:
+    """In one transaction: record the replica, then accept (None), wait for another or a dissenter's re-run
+    (``replicated``), or end ``error``; a re-run's result settles its dissent (:func:`_settle`)."""
+    grading = authentic.grading
+    worker_id, submission_id, attempt = grading.worker_id, grading.submission_id, grading.attempt
     needed = ctx.competition.replicas
     actor = f"worker:{worker_id}"
     with ctx.db.session() as session:
@@ -236,13 +287,19 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
         assert who is not None
         fingerprint = who.fingerprint  # the one bound to the worker (services.fingerprints), never the result's word
         rows = open_replicas(session, submission)
-        if (why := _unpairable(rows, who, fingerprint, stated)) is not None:
+        pending = [r for r in rows if r.verdict == RECHECK]
+        votes = [r for r in rows if r.verdict != RERUN]
+        why = _unpairable(votes, who, fingerprint, stated) if not pending else _not_the_rerun(pending[0], who, fingerprint, stated)
+        if why is not None:
             moved = lifecycle.retry_or_error(session, submission, actor=actor, reason=f"attempt {attempt}: {why}")
             if moved is State.ERROR and ctx.log is not None:  # the attempt limit: logged as the grade's outcome (every end of a grade is in the log)
                 log_outcome(session, ctx.log, submission, attempt=attempt, status=moved.value, failure_code=lifecycle.INFRA)
             status = VerdictStatus.REQUEUED if moved in (State.QUEUED, State.REPLICATING) else VerdictStatus.ERROR
             return Verdict(status=status, state=moved.value if moved else None)
         assert fingerprint is not None
+        jobs = shard_outputs(session, submission_id, attempt)
+        if pending:
+            return _settle(ctx, session, submission, votes, pending[0], attempt, outcome, jobs, actor)
         row = Replica(
             submission_id=submission_id,
             attempt=attempt,
@@ -253,54 +310,135 @@ def _vote(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int, 
             detail=outcome,
             created_at=utcnow(),
         )
-        rows.append(row)
-        names = {w.id: w.name for w in session.scalars(select(Worker).where(Worker.id.in_({r.worker_id for r in rows}))).all()}
-        mismatch = _mismatch(rows, names)
+        votes.append(row)
+        names = {w.id: w.name for w in session.scalars(select(Worker).where(Worker.id.in_({r.worker_id for r in votes}))).all()}
+        mismatch = _mismatch(votes, names)
         # The outcome digest is of the outcome alone; the shard jobs' outputs say whom a dissent is charged to.
-        row.detail = {**outcome, "mismatch": mismatch, "jobs": shard_outputs(session, submission_id, attempt)}
+        row.detail = {**outcome, "mismatch": mismatch, "jobs": jobs}
         session.add(row)
-        best, count = Counter(r.outcome for r in rows).most_common(1)[0]
+        best, count = Counter(r.outcome for r in votes).most_common(1)[0]
         if count >= needed:
-            agreed = next(r for r in rows if r.outcome == best)
-            for r in rows:
-                r.verdict = "majority" if r.outcome == best else "outvoted" if _short_of_resources(r.detail, agreed.detail) else "dissent"
-                r.blamed_worker_id = blamed_worker(r, agreed) if r.verdict == "dissent" else None
-            return None
+            agreed = next(r for r in votes if r.outcome == best)
+            for r in votes:
+                r.verdict = "majority" if r.outcome == best else "outvoted" if _short_of_resources(r.detail, agreed.detail) else RECHECK
+                r.blamed_worker_id = blamed_worker(r, agreed) if r.verdict == RECHECK else None
+            rechecks = [r for r in votes if r.verdict == RECHECK]
+            if not rechecks:
+                return None
+            # Before anything is accepted, the dissenter grades the job again: a liar, or a model that is not deterministic?
+            row.detail = {**row.detail, "parked": replica_recheck.park(ctx.state, authentic.posted, submission_id, attempt)}
+            lifecycle.end_attempt(session, submission_id, attempt, "replica")
+            reason = f"attempt {attempt}: {count} of {needed} replicas agree; {_rerun_of(rechecks[0], names)}"
+            return _replicating(session, submission, actor, reason)
         lifecycle.end_attempt(session, submission_id, attempt, "replica")
-        if len(rows) >= 2 * needed - 1:
-            for r in rows:
+        if len(votes) >= 2 * needed - 1:
+            for r in votes:
                 r.verdict = "undecided"
-            errored = lifecycle.move(
-                session,
-                submission,
-                State.ERROR,
-                event=REQUEUE_OR_ERROR,
-                actor=actor,
-                reason=f"attempt {attempt}: no {needed} of {len(rows)} replicas agree; {mismatch}"[:2000],
-                failure_code=lifecycle.INFRA,
-                lease_worker_id=None,
-                lease_expires_at=None,
-            )
-            if errored and ctx.log is not None:  # no report signed: logged as the grade's outcome all the same
-                log_outcome(session, ctx.log, submission, attempt=attempt, status=State.ERROR.value, failure_code=lifecycle.INFRA)
-            return Verdict(status=VerdictStatus.ERROR, state=State.ERROR.value)
-        lifecycle.move(
-            session,
-            submission,
-            State.REPLICATING,
-            event=REPLICATE,
-            actor=actor,
-            reason=(f"attempt {attempt}: replica {len(rows)} recorded, {count} of {needed} agree" + (f"; {mismatch}" if mismatch else ""))[:2000],
-            attempt_limit=submission.attempt_limit + 1,  # a replica is no lost attempt: the retry budget stays whole
-            dispatched_at=utcnow(),
-            lease_worker_id=None,
-            lease_expires_at=None,
+            reason = f"attempt {attempt}: no {needed} of {len(votes)} replicas agree; {mismatch}"
+            return _errored(ctx, session, submission, actor, reason, lifecycle.INFRA)
+        reason = f"attempt {attempt}: replica {len(votes)} recorded, {count} of {needed} agree" + (f"; {mismatch}" if mismatch else "")
+        return _replicating(session, submission, actor, reason)
+
+
+def _not_the_rerun(pending: Replica, worker: Worker, fingerprint: str | None, stated: str | None) -> str | None:
+    """Why this result is not the re-run a pending dissent waits for (the attempt is then retried), or None."""
+    if fingerprint is None or (stated is not None and stated != fingerprint) or fingerprint != pending.fingerprint:
+        return "the re-run's fingerprint is not that of the job's replicas"
+    if worker.id != pending.blamed_worker_id:
+        return "the job waits for a re-run by the worker its dissent is charged to"
+    return None
+
+
+def _rerun_of(pending: Replica, names: Mapping[int, str]) -> str:
+    """The audit line of a dissent sent back to its worker."""
+    blamed = pending.blamed_worker_id
+    who = names.get(blamed, blamed) if blamed is not None else "?"
+    return f"worker {who} grades it again (the replica of attempt {pending.attempt} differs from the majority's)"
+
+
+def _settle(
+    ctx: ServerContext,
+    session: Session,
+    submission: Submission,
+    votes: list[Replica],
+    pending: Replica,
+    attempt: int,
+    outcome: dict[str, Any],
+    jobs: dict[str, Any],
+    actor: str,
+) -> Verdict | _Unpark:
+    """A dissenter's re-run came in: its dissent stands or is ``nondeterministic``; then the next re-run, the end
+    ``error`` ``NONDETERMINISTIC`` (no one flagged, nothing charged), or the majority's parked result accepted."""
+    agreed = next(r for r in votes if r.verdict == "majority")
+    verdict, why = replica_recheck.settle(pending, agreed, _digest(outcome), jobs)
+    session.add(
+        Replica(
+            submission_id=submission.id,
+            attempt=attempt,
+            pin_id=submission.pin_id,
+            worker_id=pending.blamed_worker_id,
+            fingerprint=pending.fingerprint,
+            outcome=_digest(outcome),
+            detail={**outcome, "jobs": jobs, "mismatch": why, "rerun_of": pending.attempt},
+            verdict=RERUN,
+            created_at=utcnow(),
         )
-        return Verdict(status=VerdictStatus.REPLICATED, state=State.REPLICATING.value)
+    )
+    pending.verdict = verdict  # its worker stays named: not flagged, but a host sees whose re-runs gave two outputs
+    reason = f"attempt {attempt}: re-run of the replica of attempt {pending.attempt}: {why}"
+    if rest := [r for r in votes if r.verdict == RECHECK]:
+        lifecycle.end_attempt(session, submission.id, attempt, "rerun")
+        return _replicating(session, submission, actor, f"{reason}; {_rerun_of(rest[0], {})}")
+    if any(r.verdict == NONDETERMINISTIC for r in votes):
+        lifecycle.end_attempt(session, submission.id, attempt, "rerun")
+        return _errored(ctx, session, submission, actor, reason, FailureCode.NONDETERMINISTIC.value)
+    parked = next(r for r in votes if r.detail.get("parked"))
+    return _Unpark(parked.attempt, parked.worker_id, str(parked.detail["parked"]))
+
+
+def _replicating(session: Session, submission: Submission, actor: str, reason: str) -> Verdict:
+    """Back to ``replicating``: another worker grades the job, or a dissenter grades it again."""
+    lifecycle.move(
+        session,
+        submission,
+        State.REPLICATING,
+        event=REPLICATE,
+        actor=actor,
+        reason=reason[:2000],
+        attempt_limit=submission.attempt_limit + 1,  # a replica is no lost attempt: the retry budget stays whole
+        dispatched_at=utcnow(),
+        lease_worker_id=None,
+        lease_expires_at=None,
+    )
+    return Verdict(status=VerdictStatus.REPLICATED, state=State.REPLICATING.value)
+
+
+def _errored(ctx: ServerContext, session: Session, submission: Submission, actor: str, reason: str, code: str) -> Verdict:
+    """End the job ``error`` with ``code`` (never charged), logged as the grade's outcome (no report is signed)."""
+    errored = lifecycle.move(
+        session,
+        submission,
+        State.ERROR,
+        event=REQUEUE_OR_ERROR,
+        actor=actor,
+        reason=reason[:2000],
+        failure_code=code,
+        lease_worker_id=None,
+        lease_expires_at=None,
+    )
+    if errored and ctx.log is not None:
+        log_outcome(session, ctx.log, submission, attempt=submission.attempt, status=State.ERROR.value, failure_code=code)
+    return Verdict(status=VerdictStatus.ERROR, state=State.ERROR.value)
 
 
 def worker_standing(session: Session, worker_id: int) -> dict[str, int]:
-    """A worker's replica record: replicas it coordinated, and the dissents charged to it (``dissents``: the host's flag)."""
+    """A worker's replica record: replicas it coordinated, the dissents charged to it (``dissents``: the host's flag), and
+    its re-runs that gave two outputs for one input (``nondeterministic``: no flag)."""
     coordinated = session.scalar(select(func.count()).select_from(Replica).where(Replica.worker_id == worker_id)) or 0
     charged = session.scalar(select(func.count()).select_from(Replica).where(Replica.verdict == "dissent", Replica.blamed_worker_id == worker_id))
-    return {"replicas": int(coordinated), "dissents": int(charged or 0)}
+    # Not a flag: a model that is not deterministic does it to honest workers too; but a worker that lies once and
+    # tells the truth on its re-run does it as well, so the host sees how often each worker's re-runs did.
+    twice = session.scalar(
+        select(func.count()).select_from(Replica).where(Replica.verdict == NONDETERMINISTIC, Replica.blamed_worker_id == worker_id)
+    )
+    return {"replicas": int(coordinated), "dissents": int(charged or 0), "nondeterministic": int(twice or 0)}
