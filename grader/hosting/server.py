@@ -26,7 +26,7 @@ from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
 from grader.hosting.queue.lifecycle import reap
 from grader.hosting.repeat_throttle import throttle_repeats
-from grader.hosting.results.pins import grading_splits
+from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
 from grader.hosting.services.retention import prune
@@ -102,8 +102,8 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         partition_secret=secret,
         partition_commitment=opened.commitment,
         blinding_key=blinding_key,
-        result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
-        run_body_bytes=run_caps(benchmark, tasks, (split, sample)),
+        result_body_bytes=job_result_cap(benchmark, tasks, served_splits(split, sample)),
+        run_body_bytes=run_caps(benchmark, tasks, served_splits(split, sample)),
         log=host_log,
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part

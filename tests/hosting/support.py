@@ -112,7 +112,7 @@ def toml_value(value: Any) -> str:
 
 
 def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = None, **top: Any) -> Path:
-    """A competition file on mini (overridable), with fast queue timings and small limits."""
+    """A competition file on mini (overridable; a key given as None is left out), with fast queue timings and small limits."""
     values: dict[str, Any] = {
         "name": "test-comp",
         "benchmark": "mini",
@@ -132,6 +132,8 @@ def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = 
         sections.setdefault(name, {}).update(table)
     lines = []
     for key, value in values.items():
+        if value is None:
+            continue
         lines.append(f"{key} = {value}" if key in ("start", "end") else f"{key} = {toml_value(value)}")
     for name, table in sections.items():
         lines.append(f"[{name}]")
