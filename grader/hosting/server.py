@@ -173,8 +173,8 @@ class Reaper(threading.Thread):
         queue = self.ctx.competition.queue
         while not self.stopping.wait(queue.reap_every_s):
             try:
-                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log)
-                if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts):
+                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log, retry=queue)
+                if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts, retry=queue):
                     log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
