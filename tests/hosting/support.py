@@ -44,8 +44,10 @@ def claim_body(fingerprint: str, wait_s: float = 0) -> dict[str, Any]:
     return {"wait_s": wait_s, "fingerprint": fingerprint}
 
 
-#: Short leases and a fast reaper, so fault tests end in seconds.
-FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5}
+#: Short leases and a fast reaper, so fault tests end in seconds; a platform failure re-queued at once and bounded by
+#: ``max_attempts`` alone (no backoff, no retry time), so a test that posts INFRA ends ``error`` in seconds. The tests of
+#: the backoff set their own (tests/hosting/test_infra_backoff.py, tests/hosting/test_engine_outage_served.py).
+FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5, "infra_backoff_s": 0, "infra_retry_s": 0}
 
 
 def free_port() -> int:
