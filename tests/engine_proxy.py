@@ -14,7 +14,8 @@ _START = re.compile(rb"POST /v[0-9.]+/containers/([0-9a-f]{64})/start ")
 
 class EngineProxy:
     """Forwards the unix socket ``path`` to the engine's socket ``engine``; :meth:`cut` drops every connection and
-    refuses new ones. Records the ids of the containers it saw started, and sets :attr:`started` at the first."""
+    refuses new ones, :meth:`restore` answers again (an engine restarted). Records the ids of the containers it saw
+    started, and sets :attr:`started` at the first."""
 
     def __init__(self, path: Path, engine: Path = Path("/var/run/docker.sock")) -> None:
         self.path, self.engine = path, engine
@@ -23,10 +24,22 @@ class EngineProxy:
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._cut = False
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(path))
-        self._listener.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._listener = self._listen()
+
+    def _listen(self) -> socket.socket:
+        """Bind ``path`` (anew: a cut left the file behind) and accept connections on it from now on."""
+        self.path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.path))
+        listener.listen(64)
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return listener
+
+    def restore(self) -> None:
+        """The engine is back: new connections are forwarded again (those the cut dropped stay dropped)."""
+        with self._lock:
+            self._cut = False
+            self._listener = self._listen()
 
     @property
     def docker_host(self) -> str:
@@ -45,10 +58,10 @@ class EngineProxy:
                 sock.close()
             self._open.clear()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -69,14 +69,31 @@ class UploadLimits:
     stall_s: float = 10.0
 
 
+#: The longest wait between two tries of a platform failure: the backoff doubles up to it.
+INFRA_BACKOFF_CAP_S = 60.0
+
+
 @dataclass(frozen=True)
 class QueueTiming:
-    """Lease length, heartbeat period, how long a job may wait unclaimed before it is re-dispatched, reaper period."""
+    """Lease length, heartbeat period, how long a job may wait unclaimed before it is re-dispatched, reaper period;
+    and how platform failures are retried (docs/hosting.md, "Platform failures"): the first wait after one, and how
+    long a grade's platform failures are retried before it ends ``error``."""
 
     lease_s: float = 60.0
     heartbeat_s: float = 10.0
     redispatch_s: float = 30.0
     reap_every_s: float = 2.0
+    #: The wait after a platform failure before the job (or the attempt) may be claimed again; it doubles with each
+    #: further failure, up to :data:`INFRA_BACKOFF_CAP_S` (or this, when larger).
+    infra_backoff_s: float = 5.0
+    #: How long, from its first, the platform failures of one shard job or of one submission's grade are retried
+    #: (beyond ``max_attempts`` tries): an engine restarted within it leaves the grade to complete, uncharged.
+    infra_retry_s: float = 600.0
+
+    def backoff_s(self, failures: int) -> float:
+        """The wait after the ``failures``-th platform failure (1, 2, ...): ``infra_backoff_s`` doubling, capped."""
+        cap = max(INFRA_BACKOFF_CAP_S, self.infra_backoff_s)
+        return float(min(cap, self.infra_backoff_s * 2 ** min(max(failures, 1) - 1, 16)))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ class ServerContext:
     benchmark_target: str
     tasks: list[str]
     split: str
-    sample_split: str
+    #: The public split of ``--sample`` runs; None: the competition has none, and its sample track is off.
+    sample_split: str | None
     #: The partition secret (keys/partition.secret) and its published commitment; never served before the end.
     partition_secret: bytes = b""
     partition_commitment: str = ""

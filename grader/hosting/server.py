@@ -26,7 +26,7 @@ from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
 from grader.hosting.queue.lifecycle import reap
 from grader.hosting.repeat_throttle import throttle_repeats
-from grader.hosting.results.pins import grading_splits
+from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
 from grader.hosting.services.retention import prune
@@ -102,8 +102,8 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
         partition_secret=secret,
         partition_commitment=opened.commitment,
         blinding_key=blinding_key,
-        result_body_bytes=job_result_cap(benchmark, tasks, (split, sample)),
-        run_body_bytes=run_caps(benchmark, tasks, (split, sample)),
+        result_body_bytes=job_result_cap(benchmark, tasks, served_splits(split, sample)),
+        run_body_bytes=run_caps(benchmark, tasks, served_splits(split, sample)),
         log=host_log,
     )
     # Repair, once: what a 0.2.0 database lacks (public-part reports signed on first view, rows without part
@@ -173,8 +173,8 @@ class Reaper(threading.Thread):
         queue = self.ctx.competition.queue
         while not self.stopping.wait(queue.reap_every_s):
             try:
-                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log)
-                if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts):
+                done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log, retry=queue)
+                if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts, retry=queue):
                     log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")

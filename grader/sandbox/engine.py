@@ -37,6 +37,23 @@ def engine_available() -> bool:
     return True
 
 
+def engine_answers(timeout_s: float = 5.0) -> bool:
+    """Whether a Docker engine (``DOCKER_HOST`` respected) answers a ping now, on a connection of its own: not the cached
+    client's, so that a worker that asks before each claim leaves its forked grading processes no connection to share."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout_s)
+    except Exception:  # no SDK, no socket, a malformed DOCKER_HOST: no engine
+        return False
+    try:
+        return bool(client.ping())
+    except Exception:  # the SDK's and requests' errors alike: no answer
+        return False
+    finally:
+        client.close()
+
+
 def _answers() -> bool:
     """Whether the engine answers a ping now (a fresh connection of the cached client)."""
     try:

@@ -44,8 +44,10 @@ def claim_body(fingerprint: str, wait_s: float = 0) -> dict[str, Any]:
     return {"wait_s": wait_s, "fingerprint": fingerprint}
 
 
-#: Short leases and a fast reaper, so fault tests end in seconds.
-FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5}
+#: Short leases and a fast reaper, so fault tests end in seconds; a platform failure re-queued at once and bounded by
+#: ``max_attempts`` alone (no backoff, no retry time), so a test that posts INFRA ends ``error`` in seconds. The tests of
+#: the backoff set their own (tests/hosting/test_infra_backoff.py, tests/hosting/test_engine_outage_served.py).
+FAST_QUEUE = {"lease_s": 4, "heartbeat_s": 1, "redispatch_s": 3, "reap_every_s": 0.5, "infra_backoff_s": 0, "infra_retry_s": 0}
 
 
 def free_port() -> int:
@@ -112,7 +114,7 @@ def toml_value(value: Any) -> str:
 
 
 def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = None, **top: Any) -> Path:
-    """A competition file on mini (overridable), with fast queue timings and small limits."""
+    """A competition file on mini (overridable; a key given as None is left out), with fast queue timings and small limits."""
     values: dict[str, Any] = {
         "name": "test-comp",
         "benchmark": "mini",
@@ -132,6 +134,8 @@ def write_competition(path: Path, *, tables: dict[str, dict[str, Any]] | None = 
         sections.setdefault(name, {}).update(table)
     lines = []
     for key, value in values.items():
+        if value is None:
+            continue
         lines.append(f"{key} = {value}" if key in ("start", "end") else f"{key} = {toml_value(value)}")
     for name, table in sections.items():
         lines.append(f"[{name}]")

@@ -71,7 +71,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0014_replica_blame"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0015_infra_backoff"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:
@@ -247,3 +247,16 @@ def test_0014_charges_a_dissent_already_there_to_its_coordinator_and_downgrades(
         assert [tuple(row) for row in rows] == [("dissent", 1), ("majority", None)]
     _downgrade(engine, "0013_fingerprint_binding")
     assert "blamed_worker_id" not in {column["name"] for column in inspect(engine).get_columns("replicas")}
+
+
+def test_0015_leaves_rows_claimable_at_once_and_downgrades(engine: Engine) -> None:
+    assert migrate(engine, "0012_shard_deadline") == "0012_shard_deadline"
+    _rows_of_release_0_2_0(engine)
+    assert migrate(engine, "0014_replica_blame") == "0014_replica_blame"
+    assert migrate(engine) == head_revision()
+    with engine.connect() as connection:  # no backoff, no platform failure recorded: claimed at once, tries counted as before
+        rows = connection.execute(text("SELECT retry_at, infra_since FROM submissions")).all()
+        assert rows and all(tuple(row) == (None, None) for row in rows)
+    _downgrade(engine, "0014_replica_blame")
+    for table in ("submissions", "shard_jobs"):
+        assert {"retry_at", "infra_since"}.isdisjoint(column["name"] for column in inspect(engine).get_columns(table))

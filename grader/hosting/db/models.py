@@ -168,6 +168,11 @@ class Submission(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     #: The last attempt number allowed before the job ends ``error`` (INFRA); a rejudge raises it.
     attempt_limit: Mapped[int] = mapped_column(Integer)
+    #: After an attempt's platform failure: not claimed before this (the backoff); None: at once.
+    retry_at: Mapped[datetime | None] = mapped_column(default=None)
+    #: When the grade's first reported platform failure was: attempts are retried for ``[queue] infra_retry_s`` from it
+    #: (beyond ``attempt_limit``); cleared when the grade is queued afresh (a rejudge).
+    infra_since: Mapped[datetime | None] = mapped_column(default=None)
     lease_worker_id: Mapped[int | None] = mapped_column(ForeignKey("workers.id"))
     lease_expires_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column(Integer, default=0)
@@ -370,3 +375,7 @@ class ShardJob(Base):
     deadline_at: Mapped[datetime | None]
     used: Mapped[bool] = mapped_column(Boolean, default=False)
     unused: Mapped[int] = mapped_column(Integer, default=0)
+    #: After a platform failure: not claimed before this (the backoff); None: at once.
+    retry_at: Mapped[datetime | None] = mapped_column(default=None)
+    #: When the job's first reported platform failure was: they are retried for ``[queue] infra_retry_s`` from it.
+    infra_since: Mapped[datetime | None] = mapped_column(default=None)

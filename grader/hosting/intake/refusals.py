@@ -17,6 +17,7 @@ from typing import Any
 from grader.errors import GraderError
 from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError, RefusedSubmission
+from grader.hosting.states import Track
 
 
 def plain(message: str, *roots: Path) -> str:
@@ -131,6 +132,18 @@ def invalid(error: GraderError, *roots: Path) -> RefusedSubmission:
     """422: the archive, manifest or model breaks a check or a competition rule (kind, training labels);
     ``roots``: the folders cut from the message (see :func:`plain`)."""
     return RefusedSubmission(f"invalid submission: {plain(str(error), *roots)}", status=422)
+
+
+def no_sample_track() -> RefusedSubmission:
+    """403: a ``--sample`` run of a competition without a sample split (its sample track is off)."""
+    return RefusedSubmission(
+        "this competition has no sample split: --sample runs are off (submit without --sample for a hidden-split grade)", status=403
+    )
+
+
+def track_refusal(track: str, sample_split: str | None) -> RefusedSubmission | None:
+    """:func:`no_sample_track` for a sample run when the competition has no sample split (``sample_split`` None), else None."""
+    return no_sample_track() if track == Track.SAMPLE and sample_split is None else None
 
 
 def window_refusal(start: datetime, ends_at: datetime, now: datetime) -> RefusedSubmission | None:

@@ -25,7 +25,7 @@ from grader.hosting.db.models import Result, Submission, UploadReservation
 from grader.hosting.errors import UploadTakenOver
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
-from grader.hosting.intake.refusals import closed, invalid
+from grader.hosting.intake.refusals import closed, invalid, track_refusal
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.protocol.messages import Quota, QuotaView, SubmissionView
@@ -59,6 +59,8 @@ def create_submission(
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
     competition = ctx.competition
     try:
+        if (refusal := track_refusal(track, ctx.sample_split)) is not None:
+            raise refusal  # admitted on its headers already (uploads.admit): here for any other caller
         limits = unpack_limits(upload.size, ratio=competition.unpack.max_unpack_ratio, cap=competition.unpack.max_unpacked_bytes)
         try:
             checked = check_submission(
@@ -100,7 +102,7 @@ def create_submission(
                 name=checked.name,
                 kind=checked.kind,
                 track=track,
-                split=ctx.split if track == Track.HIDDEN else ctx.sample_split,
+                split=ctx.split if track == Track.HIDDEN else str(ctx.sample_split),
                 upload_path=final_path.name,
                 upload_sha256=upload.sha256,
                 upload_bytes=upload.size,

@@ -56,7 +56,7 @@ from grader.hosting.db.models import Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission, UploadInProgress, UploadTakenOver
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission
-from grader.hosting.intake.refusals import too_large
+from grader.hosting.intake.refusals import too_large, track_refusal
 from grader.hosting.intake.submissions import create_submission
 from grader.hosting.schedule import ends_at
 from grader.hosting.storage import StoredUpload
@@ -130,9 +130,11 @@ def admit(ctx: ServerContext, participant: Principal, track: str, head: UploadHe
     """Admit an upload before its body is read: answer its key's submission, take a stalled copy's reservation over, or reserve.
 
     Raises :class:`RefusedSubmission` (409 for a key reused with another body; the
-    window's 403 and the quotas' 429, counting the other uploads in progress) and
+    window's 403, a sample run's 403 without a sample split, and the quotas' 429, counting the other uploads in progress) and
     :class:`UploadInProgress` (409) while another copy under the key is arriving.
     """
+    if (refusal := track_refusal(track, ctx.sample_split)) is not None:
+        raise refusal
     now = utcnow()
     end = ends_at(ctx.db, ctx.competition)
     holder = secrets.token_hex(8)

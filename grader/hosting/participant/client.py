@@ -24,7 +24,7 @@ from grader.errors import GraderError, SubmissionError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.environment import environment
 from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
-from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, quota_refusal, refusal_line, too_large, window_refusal
+from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, no_sample_track, quota_refusal, refusal_line, too_large, window_refusal
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
@@ -197,6 +197,8 @@ class HostingClient:
         """
         rules = ParticipantRules.from_api(self.competition(), f"{self.http.base_url}{COMPETITION_PATH}")
         track = Track.SAMPLE if sample else Track.HIDDEN
+        if sample and not rules.sample_track:
+            raise _local(no_sample_track())
         quota, server_now = self.quota_with_time()
         status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
         refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)

@@ -39,6 +39,8 @@ class ParticipantRules:
     limits: SandboxLimits
     start: datetime
     end: datetime
+    #: Whether ``--sample`` runs are on: the server names a sample split (an older server always did).
+    sample_track: bool = True
 
     @classmethod
     def from_competition(cls, competition: Competition) -> ParticipantRules:
@@ -71,6 +73,7 @@ class ParticipantRules:
                 limits=_limits(doc.get("limits")),
                 start=_moment(doc, "start"),
                 end=_moment(doc, "end"),
+                sample_track=doc.get("sample_split", "") is not None,
             )
         except (ClientError, ValueError, TypeError, AttributeError) as error:  # ValueError: a date-time that does not parse
             raise ClientError(f"{source}: not a competition this grader can read: {error}") from None

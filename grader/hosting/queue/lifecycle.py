@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from grader.errors import InternalError
 from grader.failures import FailureCode
 from grader.hosting.clock import utcnow
+from grader.hosting.config import QueueTiming
 from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
 from grader.hosting.queue.dispatch import Dispatcher
@@ -138,6 +139,8 @@ def _to_queue(
         if submission is None or not event.applies(submission.state):
             return False
         values: dict[str, Any] = {} if more_attempts is None else {"attempt_limit": submission.attempt + more_attempts}
+        if event is REJUDGE:  # a new grade: its platform failures are retried afresh
+            values.update(retry_at=None, infra_since=None)
         moved = move(
             session,
             submission,
@@ -203,7 +206,9 @@ def claim(db: Database, worker_id: int, lease_s: float) -> Claim | None:
 
 
 def _oldest_queued() -> Select[Submission]:
-    return select(Submission).where(Submission.state == State.QUEUED).order_by(Submission.uploaded_at, Submission.id)
+    """Queued submissions, oldest upload first; one waiting out a platform failure's backoff (``retry_at``) is not yet claimable."""
+    due = or_(Submission.retry_at.is_(None), Submission.retry_at <= utcnow())
+    return select(Submission).where(Submission.state == State.QUEUED, due).order_by(Submission.uploaded_at, Submission.id)
 
 
 def _lock_queue(session: Session) -> None:
@@ -281,17 +286,26 @@ def heartbeat(db: Database, submission_id: str, attempt: int, worker_id: int, le
         return expires
 
 
-def end_attempt(session: Session, submission_id: str, attempt: int, outcome: str) -> None:
-    """Record how an attempt ended (audit only)."""
+def end_attempt(session: Session, submission_id: str, attempt: int, outcome: str, at: datetime | None = None) -> None:
+    """Record how an attempt ended (audit, and the count of a grade's platform failures), ``at`` (default: now)."""
     session.execute(
         update(Attempt)
         .where(Attempt.submission_id == submission_id, Attempt.number == attempt, Attempt.ended_at.is_(None))
-        .values(ended_at=utcnow(), outcome=outcome)
+        .values(ended_at=at or utcnow(), outcome=outcome)
     )
 
 
-def retry_or_error(session: Session, submission: Submission, *, actor: str, reason: str) -> State | None:
-    """Event REQUEUE_OR_ERROR: a platform failure of the current attempt: back to the queue, or ``error``/INFRA at the attempt limit.
+def retry_or_error(
+    session: Session, submission: Submission, *, actor: str, reason: str, retry: QueueTiming | None = None, reported: bool = True
+) -> State | None:
+    """Event REQUEUE_OR_ERROR: a platform failure of the current attempt: back to the queue, or ``error``/INFRA once
+    its retries are spent (:func:`_retries_left`).
+
+    With ``retry`` (the competition's queue timing), a failure a worker ``reported`` (its engine went away, say)
+    starts the grade's retry clock (``infra_since``) and the attempt waits out a backoff (``retry_at``) before it
+    may be claimed again, so a short outage does not burn the attempts back to back; a lost lease (``reported``
+    False: the worker is gone, others may take the job now) is re-queued at once, within the same bounds.
+    Without ``retry``: at once, bounded by the attempt limit alone.
 
     A job with replicas recorded (``replicas`` > 1) goes back to ``replicating`` instead (event REPLICATE).
 
@@ -299,8 +313,11 @@ def retry_or_error(session: Session, submission: Submission, *, actor: str, reas
     """
     if not REQUEUE_OR_ERROR.applies(submission.state):
         return None
-    end_attempt(session, submission.id, submission.attempt, "infra")
-    if submission.attempt < submission.attempt_limit and open_replicas(session, submission):
+    now = utcnow()
+    end_attempt(session, submission.id, submission.attempt, "infra", now)
+    since = submission.infra_since if retry is None or not reported else (submission.infra_since or now)
+    left = _retries_left(submission, since, retry, now)
+    if left and open_replicas(session, submission):
         # A replica's attempt lost: only a worker of the replicas' fingerprint that graded none of them may take it.
         done = move(
             session,
@@ -314,31 +331,55 @@ def retry_or_error(session: Session, submission: Submission, *, actor: str, reas
             lease_expires_at=None,
         )
         return State.REPLICATING if done else None
-    if submission.attempt >= submission.attempt_limit:
+    if not left:
+        spent = (
+            "attempt limit reached"
+            if since is None
+            else f"attempt limit reached and platform failures retried for {(now - since).total_seconds():.0f} s"
+        )
         done = move(
             session,
             submission,
             State.ERROR,
             event=REQUEUE_OR_ERROR,
             actor=actor,
-            reason=f"{reason}; attempt limit reached",
+            reason=f"{reason}; {spent}",
             failure_code=INFRA,
             lease_worker_id=None,
             lease_expires_at=None,
         )
         return State.ERROR if done else None
+    wait = retry.backoff_s(_platform_failures(session, submission.id, since)) if retry is not None and reported else 0.0
     done = move(
         session,
         submission,
         State.QUEUED,
         event=REQUEUE_OR_ERROR,
         actor=actor,
-        reason=reason,
-        dispatched_at=utcnow(),
+        reason=reason if wait == 0 else f"{reason}; claimable again in {wait:g} s",
+        dispatched_at=now,
         lease_worker_id=None,
         lease_expires_at=None,
+        retry_at=now + timedelta(seconds=wait) if wait else None,
+        infra_since=since,
     )
     return State.QUEUED if done else None
+
+
+def _retries_left(submission: Submission, since: datetime | None, retry: QueueTiming | None, now: datetime) -> bool:
+    """Whether a platform failure of the current attempt is retried: while attempts are left (``attempt_limit``), and
+    beyond them while the grade's platform failures, from the first (``since``), have lasted less than ``infra_retry_s``."""
+    if submission.attempt < submission.attempt_limit:
+        return True
+    return retry is not None and since is not None and (now - since).total_seconds() < retry.infra_retry_s
+
+
+def _platform_failures(session: Session, submission_id: str, since: datetime | None) -> int:
+    """The attempts of the submission that ended ``infra`` since ``since`` (the backoff doubles with each)."""
+    ended = select(func.count()).where(Attempt.submission_id == submission_id, Attempt.outcome == "infra")
+    if since is not None:
+        ended = ended.where(Attempt.ended_at >= since)
+    return int(session.scalar(ended) or 1)
 
 
 def finish(session: Session, submission: Submission, final: State, *, actor: str, reason: str, **values: Any) -> bool:
@@ -387,15 +428,24 @@ class ReapReport:
     running: int = 0
 
 
-def reap(db: Database, dispatcher: Dispatcher, *, redispatch_s: float, host_log: HostLog | None = None) -> ReapReport:
-    """Return expired leases to the queue (or end them ``error``), queue stale ``received`` jobs, re-dispatch stale ``queued`` ones.
-    An ``error`` is logged (``host_log``) in the same transaction."""
+def reap(
+    db: Database, dispatcher: Dispatcher, *, redispatch_s: float, host_log: HostLog | None = None, retry: QueueTiming | None = None
+) -> ReapReport:
+    """Return expired leases to the queue (or end them ``error``; ``retry``: :func:`retry_or_error`), queue stale ``received``
+    jobs, re-dispatch stale ``queued`` ones. An ``error`` is logged (``host_log``) in the same transaction."""
     report = ReapReport([], [], [], [])
     now = utcnow()
     stale = now - timedelta(seconds=redispatch_s)
     with db.session() as session:
         for submission in session.scalars(select(Submission).where(Submission.state == State.RUNNING, Submission.lease_expires_at < now)).all():
-            outcome = retry_or_error(session, submission, actor="reaper", reason=f"lease of attempt {submission.attempt} expired (worker lost)")
+            outcome = retry_or_error(
+                session,
+                submission,
+                actor="reaper",
+                reason=f"lease of attempt {submission.attempt} expired (worker lost)",
+                retry=retry,
+                reported=False,
+            )
             if outcome is State.QUEUED:
                 report.requeued.append(submission.id)
             elif outcome is State.ERROR:

@@ -10,7 +10,9 @@ scores must be comparable to be merged: a task's running and done jobs pin it, a
 the last lease (no job of the task running or done: any fingerprint may claim), so a task claimed
 by a worker that vanished is not left to a fingerprint no live worker has. An attempt has a
 deadline (:func:`expire`): after it, its open jobs fail their tasks ``INFRA``. A lease that lapses
-unused (its holder never fetched the upload nor renewed it) costs no try. Each move is one guarded
+unused (its holder never fetched the upload nor renewed it) costs no try. A job's reported platform
+failure (``INFRA``: its worker's engine went away, say) is retried after a backoff (``retry_at``), beyond
+its tries for ``[queue] infra_retry_s`` from the first (:func:`fail`), so a short outage ends no grade. Each move is one guarded
 UPDATE (``WHERE id = ? AND state = ? AND tries = ?``), so two workers never both win a job.
 """
 
@@ -20,11 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Select, exists, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, exists, false, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
 
 from grader.failures import FailureCode, code_or_infra
 from grader.hosting.clock import utcnow
+from grader.hosting.config import QueueTiming
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.db.session import Database
 from grader.hosting.queue.replica_rows import attempt_closed_to, contributes_elsewhere, coordinates, rechecking
@@ -141,9 +144,14 @@ def _open_to(worker_id: int, replica_workers: int | None) -> ColumnElement[bool]
     return coordinator | (~rechecking(ShardJob.submission_id) & ~elsewhere & ~closed)
 
 
+def _due() -> ColumnElement[bool]:
+    """The job is not waiting out a platform failure's backoff."""
+    return or_(ShardJob.retry_at.is_(None), ShardJob.retry_at <= utcnow())
+
+
 def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) -> Select[ShardJob]:
-    """Queued jobs of running attempts, before their deadline, whose task no other fingerprint pins, open to ``worker_id``
-    (:func:`_open_to`); a shard once its query vectors are in."""
+    """Queued jobs of running attempts, due (:func:`_due`) and before their deadline, whose task no other fingerprint
+    pins, open to ``worker_id`` (:func:`_open_to`); a shard once its query vectors are in."""
     query = aliased(ShardJob)
     vectors_in = exists().where(
         query.submission_id == ShardJob.submission_id,
@@ -160,6 +168,7 @@ def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) ->
             Submission.state == State.RUNNING,
             Submission.attempt == ShardJob.attempt,
             ~_pinned_elsewhere(fingerprint),
+            _due(),
             _before_deadline(),
             _open_to(worker_id, replica_workers),
             or_(ShardJob.number == QUERY_JOB, vectors_in),
@@ -268,19 +277,28 @@ def complete(db: Database, job_id: int, tries: int, worker_id: int, sha256: str)
         return move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, ShardState.DONE, sha256=sha256, lease_expires_at=None) == 1
 
 
-def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCode, message: str, *, max_tries: int) -> bool:
+def fail(
+    db: Database, job_id: int, tries: int, worker_id: int, code: FailureCode, message: str, *, max_tries: int, retry: QueueTiming | None = None
+) -> bool:
     """A held job failed with ``code``: a participant's code fails the task; INFRA sends the job back to the queue alone.
 
-    At ``max_tries`` an INFRA failure fails the task INFRA too (as a lost lease does in :func:`reap`): a platform fault
-    that repeats on every try must end the grade, not loop (the attempt is then the submission's INFRA failure).
+    Once its retries are spent (:func:`_retried`) an INFRA failure fails the task INFRA too (as a lost lease does in
+    :func:`reap`): a platform fault that repeats on every try must end the grade, not loop (the attempt is then the
+    submission's INFRA failure). With ``retry`` (the competition's queue timing) the job waits out a backoff before it
+    may be claimed again, and its platform failures are retried for ``infra_retry_s`` from the first beyond
+    ``max_tries``: an engine that restarts within that loses the grade nothing but the try it broke.
     """
     values: dict[str, object] = {"lease_expires_at": None, "failure_code": code.value, "message": message[:2000]}
     infra = code is FailureCode.INFRA
+    now = utcnow()
     with db.session() as session:
         held = session.get(ShardJob, job_id)
-        requeue = infra and held is not None and held.tries - held.unused < max_tries
+        requeue = infra and held is not None and _retried(held, max_tries, retry, now)
         if requeue:
-            values["worker_id"] = None
+            assert held is not None
+            values.update(worker_id=None, **_backoff(held, retry, now))
+        elif infra and held is not None and retry is not None:
+            values["message"] = f"{message[:1800]} (the try limit reached and platform failures retried for {_lasted(held, now):.0f} s)"
         target = ShardState.QUEUED if requeue else ShardState.FAILED
         if move_shard(session, _holding(job_id, tries, worker_id), ShardState.RUNNING, target, **values) != 1:
             return False
@@ -289,6 +307,28 @@ def fail(db: Database, job_id: int, tries: int, worker_id: int, code: FailureCod
             assert job is not None
             _skip_the_rest(session, job, code)
         return True
+
+
+def _retried(job: ShardJob, max_tries: int, retry: QueueTiming | None, now: datetime) -> bool:
+    """Whether a platform failure of ``job``'s current try is retried: while its charged tries are under ``max_tries``,
+    and beyond them while its platform failures, from the first, have lasted less than ``retry.infra_retry_s``."""
+    if job.tries - job.unused < max_tries:
+        return True
+    return retry is not None and job.infra_since is not None and _lasted(job, now) < retry.infra_retry_s
+
+
+def _lasted(job: ShardJob, now: datetime) -> float:
+    """Seconds since the job's first reported platform failure (0 for the first)."""
+    return 0.0 if job.infra_since is None else (now - job.infra_since).total_seconds()
+
+
+def _backoff(job: ShardJob, retry: QueueTiming | None, now: datetime) -> dict[str, object]:
+    """The columns of a re-queue after a reported platform failure: not claimable before the backoff of its charged
+    tries (:meth:`QueueTiming.backoff_s`), and the retry clock started at the first; none without ``retry``."""
+    if retry is None:
+        return {}
+    wait = retry.backoff_s(job.tries - job.unused)
+    return {"retry_at": now + timedelta(seconds=wait), "infra_since": job.infra_since or now}
 
 
 def _same_task(job: ShardJob) -> ColumnElement[bool]:
@@ -303,7 +343,9 @@ def _skip_the_rest(session: Session, job: ShardJob, code: FailureCode) -> None:
     )
 
 
-def requeue_suspect(db: Database, job_id: int, tries: int, worker_id: int, queries_sha256: str, message: str, *, max_tries: int) -> bool:
+def requeue_suspect(
+    db: Database, job_id: int, tries: int, worker_id: int, queries_sha256: str, message: str, *, max_tries: int, retry: QueueTiming | None = None
+) -> bool:
     """A held shard job's query vectors (``queries_sha256``) do not fit its documents, and its worker's own do: the
     vectors are suspect, so the task's query job runs again and every shard job of the task, done or running with those
     vectors, is re-queued with it (their tries uncharged: their inputs were at fault, not they). False when not held.
@@ -311,14 +353,14 @@ def requeue_suspect(db: Database, job_id: int, tries: int, worker_id: int, queri
     The query job's suspect try stays charged, so a worker that lies about query vectors (or about suspecting them)
     cannot loop the task for ever: once the query job has had ``max_tries`` tries, the report fails the task ``INFRA``
     (uncharged; the attempt is then re-run as the platform's failure). A report naming other vectors than the task's
-    current ones (re-run already, or never these) is an ordinary ``INFRA`` failure of the job (:func:`fail`).
+    current ones (re-run already, or never these) is an ordinary ``INFRA`` failure of the job (:func:`fail`, with ``retry``).
     """
     with db.session() as session:
         job = session.get(ShardJob, job_id)
         # The query job made the vectors: it cannot suspect them (an ordinary INFRA failure, as is an unknown job).
         where = None if job is None or job.number == QUERY_JOB else (job.submission_id, job.attempt, job.task)
     if where is None:
-        return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries)
+        return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries, retry=retry)
     with db.session() as session:
         _lock_attempt(session, where[0], where[1])  # one report at a time per task: two reports of one lie re-run the query job once
         query = session.scalar(
@@ -330,7 +372,7 @@ def requeue_suspect(db: Database, job_id: int, tries: int, worker_id: int, queri
         if current:
             assert query is not None
             return _rerun_queries(session, query, job_id, tries, worker_id, message, max_tries=max_tries)
-    return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries)
+    return fail(db, job_id, tries, worker_id, FailureCode.INFRA, message, max_tries=max_tries, retry=retry)
 
 
 def _rerun_queries(session: Session, query: ShardJob, job_id: int, tries: int, worker_id: int, message: str, *, max_tries: int) -> bool:
@@ -361,11 +403,17 @@ def _rerun_queries(session: Session, query: ShardJob, job_id: int, tries: int, w
     return True
 
 
-def reap(db: Database, *, max_tries: int) -> int:
-    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), or failed INFRA after
-    ``max_tries`` charged tries (a lease that lapsed unused is not charged); then the attempts past their deadline (:func:`expire`)."""
+def reap(db: Database, *, max_tries: int, retry: QueueTiming | None = None) -> int:
+    """Expired leases: each such job back to the queue alone (the task's other jobs keep their results), at once (its worker
+    is gone, another may take it), or failed INFRA after ``max_tries`` charged tries (a lease that lapsed unused is not
+    charged) once no retry of its reported platform failures is running (``retry``: :func:`fail`); then the attempts past
+    their deadline (:func:`expire`)."""
+    now = utcnow()
     with db.session() as session:
-        expired = ShardJob.lease_expires_at <= utcnow()
+        expired = ShardJob.lease_expires_at <= now
+        retrying: ColumnElement[bool] = false()  # NULL-safe: a job with no reported platform failure is bounded by its tries alone
+        if retry is not None:
+            retrying = ShardJob.infra_since.is_not(None) & (ShardJob.infra_since > now - timedelta(seconds=retry.infra_retry_s))
         # Nobody used it (a claim whose answer never reached a worker, a worker gone before its first fetch): no try charged.
         idle = move_shard(
             session,
@@ -382,7 +430,7 @@ def reap(db: Database, *, max_tries: int) -> int:
         )
         given_up = move_shard(
             session,
-            expired & (_charged() >= max_tries),
+            expired & (_charged() >= max_tries) & ~retrying,
             ShardState.RUNNING,
             ShardState.FAILED,
             lease_expires_at=None,

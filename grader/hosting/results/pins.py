@@ -19,22 +19,34 @@ from grader.hosting.db.models import Pin
 from grader.hosting.errors import PinMismatch
 
 
-def grading_splits(competition: Competition) -> tuple[Any, list[str], str, str]:
-    """The benchmark, its tasks, the hidden split and the sample split of ``competition``."""
+def grading_splits(competition: Competition) -> tuple[Any, list[str], str, str | None]:
+    """The benchmark, its tasks, the hidden split and the sample split of ``competition`` (None: no sample track).
+
+    The competition's ``sample_split`` when it names one (every task must have it: the pin's digests then say
+    which does not); else the benchmark's (``dev`` unless its ``benchmark.json`` says otherwise) when every task
+    has it; else none, and ``--sample`` runs are off: a folder benchmark of ``test`` judgements alone is served.
+    """
     benchmark = resolve_benchmark(competition.benchmark_target())
     tasks = benchmark.select(list(competition.tasks) if competition.tasks else None)
     split = competition.split or benchmark.spec.default_split
-    sample = competition.sample_split or benchmark.spec.sample_split
+    sample = competition.sample_split
+    if sample is None and all(benchmark.spec.sample_split in benchmark.task(name).splits() for name in tasks):
+        sample = benchmark.spec.sample_split
     return benchmark, tasks, split, sample
 
 
+def served_splits(split: str, sample: str | None) -> tuple[str, ...]:
+    """The splits a competition grades on: the hidden one, and the sample one when it has one (once if they are the same)."""
+    return tuple(dict.fromkeys(name for name in (split, sample) if name is not None))
+
+
 def current_digests(competition: Competition) -> dict[str, Any]:
-    """Digests of every task's hidden and sample split as the data is now."""
+    """Digests of every task's hidden and sample split (when there is one) as the data is now."""
     benchmark, tasks, split, sample = grading_splits(competition)
     digests: dict[str, Any] = {"benchmark": benchmark.name, "version": benchmark.spec.version, "split": split, "sample_split": sample, "tasks": {}}
     for name in tasks:
         task = benchmark.task(name)
-        digests["tasks"][name] = {split: task.split_digest(split), sample: task.split_digest(sample)}
+        digests["tasks"][name] = {each: task.split_digest(each) for each in served_splits(split, sample)}
     return digests
 
 

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from grader.errors import InternalError, ReportError
 from grader.files import atomic_write_text
 from grader.hosting.clock import utcnow
+from grader.hosting.config import QueueTiming
 from grader.hosting.db.models import Pin, Result, ResultPart, State, Submission, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import LostRace
@@ -376,6 +377,7 @@ def accept_result(
     blinding_key_id: str | None = None,
     host_log: HostLog | None = None,
     lease: tuple[int, int] | None = None,
+    retry: QueueTiming | None = None,
 ) -> Verdict:
     """Judge a scored result, sign its report, and record it if its attempt still holds the lease (see the module docstring).
 
@@ -388,6 +390,7 @@ def accept_result(
     ``blinding_key_id``: the competition's; a report staged under another key is a platform failure.
     ``host_log``: the transparency log, which gets an entry for each report signed, or for a grade that ended without
     one (a participant failure without a report; ``error`` at the attempt limit), in the accepting transaction.
+    ``retry``: how a platform failure of the attempt is retried (:func:`grader.hosting.queue.lifecycle.retry_or_error`).
     """
     grading, posted = scored.authentic.grading, scored.authentic.posted
     held = lease or (grading.attempt, grading.worker_id)
@@ -413,7 +416,7 @@ def accept_result(
                 shutil.rmtree(folder, ignore_errors=True)
                 return Verdict(status=VerdictStatus.STALE)
             if judgement.final is None:
-                return _retry(session, submission, grading, judgement, host_log)
+                return _retry(session, submission, grading, judgement, host_log, retry)
             outcome = SignedResult(
                 grading,
                 judgement.final,
@@ -432,10 +435,13 @@ def _lease_held(db: Database, submission_id: str, lease: tuple[int, int]) -> boo
         return holds_lease(session.get(Submission, submission_id), *lease)
 
 
-def _retry(session: Session, submission: Submission, grading: Grading, judgement: Judgement, host_log: HostLog | None) -> Verdict:
-    """A platform failure of the attempt: back to the queue (or ``replicating``), or ``error`` at the attempt limit, logged then."""
+def _retry(
+    session: Session, submission: Submission, grading: Grading, judgement: Judgement, host_log: HostLog | None, retry: QueueTiming | None
+) -> Verdict:
+    """A platform failure of the attempt: back to the queue (or ``replicating``) after a backoff, or ``error`` once its
+    retries are spent (``retry``: :func:`grader.hosting.queue.lifecycle.retry_or_error`), logged then."""
     reason = f"attempt {grading.attempt}: {judgement.failure_code}: {judgement.reason}"[:2000]
-    outcome = retry_or_error(session, submission, actor=f"worker:{grading.worker_id}", reason=reason)
+    outcome = retry_or_error(session, submission, actor=f"worker:{grading.worker_id}", reason=reason, retry=retry)
     if outcome is State.ERROR and host_log is not None:  # the attempt limit: a terminal outcome with no report
         log_outcome(session, host_log, submission, attempt=grading.attempt, status=outcome.value, failure_code=INFRA)
     status = VerdictStatus.REQUEUED if outcome in (State.QUEUED, State.REPLICATING) else VerdictStatus.ERROR

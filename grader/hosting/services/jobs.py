@@ -144,4 +144,5 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         blinding_key_id=None if ctx.blinding_key is None else ctx.blinding_key.key_id,
         host_log=ctx.log,
         lease=lease,
+        retry=ctx.competition.queue,
     )

@@ -225,13 +225,13 @@ def _split_of(ctx: ServerContext, submission_id: str) -> str:
 def failed(
     ctx: ServerContext, worker_id: int, job_id: int, tries: int, code: FailureCode, message: str, *, suspect_queries: str | None = None
 ) -> bool:
-    """A held job failed: INFRA re-queues it alone, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`);
+    """A held job failed: INFRA re-queues it alone after a backoff, a participant's code fails its task (:func:`grader.hosting.queue.shard_jobs.fail`);
     INFRA with ``suspect_queries`` (the sha256 of the task's query vectors) re-runs the task's query job and its shards
     (:func:`grader.hosting.queue.shard_jobs.requeue_suspect`)."""
-    limit = ctx.competition.max_attempts
+    limit, retry = ctx.competition.max_attempts, ctx.competition.queue
     if suspect_queries is not None and code is FailureCode.INFRA:
-        return shard_jobs.requeue_suspect(ctx.db, job_id, tries, worker_id, suspect_queries, message, max_tries=limit)
-    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=limit)
+        return shard_jobs.requeue_suspect(ctx.db, job_id, tries, worker_id, suspect_queries, message, max_tries=limit, retry=retry)
+    return shard_jobs.fail(ctx.db, job_id, tries, worker_id, code, message, max_tries=limit, retry=retry)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from grader.hosting.errors import HostingError
 from grader.hosting.keyring.blinding_key import load_competition_blinding_key
 from grader.hosting.keyring.files import key_files
 from grader.hosting.protocol.worker_data import ExportedTask, ensure_worker_data, export_worker_data, pseudonymous_judged
-from grader.hosting.results.pins import grading_splits
+from grader.hosting.results.pins import grading_splits, served_splits
 
 _lock = threading.Lock()
 _ready: dict[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], Path] = {}
@@ -37,7 +37,7 @@ def worker_copy(ctx: ServerContext) -> Path:
     key = ctx.blinding_key
     if key is None:
         raise HostingError("the competition has no blinding key: workers cannot be given a pseudonymous copy")
-    splits = tuple(dict.fromkeys((ctx.split, ctx.sample_split)))
+    splits = served_splits(ctx.split, ctx.sample_split)
     ident = (str(ctx.state.root), key.key_id, ctx.benchmark_target, tuple(ctx.tasks), splits)
     with _lock:
         if ident not in _ready:
@@ -59,7 +59,7 @@ def export_copy(state_dir: Path, competition: Competition, out: Path) -> dict[st
     """``grader admin export-worker-data``: the competition's worker copy written to ``out`` (new or empty), under the state's key."""
     benchmark, tasks, split, sample = grading_splits(competition)
     key = load_competition_blinding_key(key_files(state_dir).folder)
-    return export_worker_data(benchmark, tasks, tuple(dict.fromkeys((split, sample))), key, out)
+    return export_worker_data(benchmark, tasks, served_splits(split, sample), key, out)
 
 
 def ranking_data(ctx: ServerContext, split: str) -> tuple[dict[str, list[str]], dict[str, str]]:

@@ -23,6 +23,7 @@ from grader.hosting.errors import HostingError, WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.claim_throttle import ClaimThrottled
+from grader.hosting.worker.engine_gate import engine_up
 from grader.hosting.worker.hygiene import free_bytes
 from grader.hosting.worker.loop import WorkerApi, grade_job
 from grader.hosting.worker.shard_loop import FingerprintUnbound
@@ -93,6 +94,8 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
                 log.warning(
                     "only %d MB free for staging (floor %d MB): claiming nothing; the job waits for another worker", free >> 20, min_free_bytes >> 20
                 )
+                return graded
+            if not engine_up():  # a job claimed now would only fail INFRA; the reaper re-sends the wake-up
                 return graded
             try:
                 job = api.claim(wait_s=0)

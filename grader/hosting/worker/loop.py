@@ -56,6 +56,7 @@ from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
+from grader.hosting.worker.engine_gate import DOWN_WAIT_S, engine_up
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker.shard_loop import FingerprintUnbound, ShardApi, check_claim, coordinate, fingerprint_digest, unexpected, work_one
@@ -386,6 +387,9 @@ def run_worker(
         if min_free_bytes and free_bytes() < min_free_bytes:
             log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
             stopping.wait(10)
+            continue
+        if not engine_up():  # every job needs the engine: claimed now, it would only fail INFRA (grader.hosting.worker.engine_gate)
+            stopping.wait(DOWN_WAIT_S)
             continue
         try:
             # Stated once (again after a host's reset); a refused statement or claim stops the worker (SystemExit).

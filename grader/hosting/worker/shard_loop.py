@@ -45,6 +45,7 @@ from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
 from grader.hosting.worker.child import run_in_child
 from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
+from grader.hosting.worker.engine_gate import engine_up
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
@@ -270,7 +271,9 @@ def _report_infra(api: ShardApi, job: ShardJobMessage, message: str) -> None:
 
 
 def work_one(api: ShardApi, fingerprint: str, wait_s: float = 0.0) -> bool:
-    """Claim and run one shard job if one is free; whether there was one."""
+    """Claim and run one shard job if one is free and this machine's engine answers (:func:`engine_up`); whether there was one."""
+    if not engine_up():
+        return False  # a job claimed now would only fail INFRA: the coordinator keeps polling, the worker loop waits
     job = api.claim(fingerprint, wait_s)
     if job is None:
         return False
