@@ -19,13 +19,16 @@ ideal ranking is unchanged, so NDCG stays within [0, 1]; with no clusters the va
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from grader.errors import UsageError
+from grader import jsonio
+from grader.errors import InputError, UsageError
 from grader.metrics.measures import Measure
 from grader.metrics.per_query import select_rankings
 from grader.metrics.policy import Evaluation, evaluate
 from grader.metrics.policy_name import Policy
 from grader.runs.run import Run
+from grader.schemas import first_error, json_pointer
 
 #: Prefix of the fresh ids standing for a relevant document met again after it was credited.
 FRESH_PREFIX = "dedup-aware:credited-already:"
@@ -101,3 +104,12 @@ def clusters_of_task(report: Mapping[str, object], task: str | None) -> tuple[st
         if entry["task"] == task:
             return task, [list(members) for members in entry["clusters"]]
     raise UsageError(f"the lint report has no task {task!r} (tasks: {', '.join(names)})")
+
+
+def load_clusters(path: Path, task: str | None) -> tuple[str, list[list[str]]]:
+    """``(task name, clusters)`` from a lint report file (plain JSON, as ``grader lint --out`` writes it)."""
+    report = jsonio.load_file_as(path, InputError)
+    error = first_error("lint", report)
+    if error is not None:
+        raise InputError(f"not a lint report: {error.message} at {json_pointer(error)}", path=path)
+    return clusters_of_task(report, task)
