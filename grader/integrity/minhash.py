@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.errors import InternalError, UsageError
+
 #: Tokens per shingle.
 SHINGLE_SIZE = 5
 #: Most MinHash permutations (``b * r`` never exceeds it).
@@ -53,7 +55,7 @@ def shingle_hashes(token_codes: Sequence[Sequence[int]], size: int = SHINGLE_SIZ
     """
     counts = np.fromiter((len(codes) for codes in token_codes), dtype=np.int64, count=len(token_codes))
     if len(counts) and counts.min() < 1:
-        raise ValueError("a text without tokens has no shingles")
+        raise InternalError("a text without tokens has no shingles")
     pad = size - 1
     flat = np.zeros(int(counts.sum()) + pad * len(counts), dtype=np.uint64)
     starts = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -121,7 +123,7 @@ def lsh_parameters(threshold: float, max_permutations: int = MAX_PERMUTATIONS, m
     least ``min_recall``, and the least false-candidate area ``integral_0^threshold P(s) ds`` (midpoint rule, 1000 steps).
     """
     if not 0.0 < threshold <= 1.0:
-        raise ValueError("threshold must be in (0, 1]")
+        raise UsageError(f"the near-duplicate threshold must be in (0, 1], got {threshold}")
     grid = (np.arange(1000) + 0.5) / 1000 * threshold
     best: tuple[float, int, int] | None = None
     for rows in range(1, max_permutations + 1):
