@@ -95,7 +95,7 @@ def test_score_cli_prints_dedup_aware_beside_unchanged_official_numbers(tmp_path
     }
     settings = {
         "threshold": 0.8,
-        "shingle_size": 5,
+        "shingle_size": {"code": 10, "text": 5},
         "permutations": 96,
         "bands": 16,
         "rows": 6,

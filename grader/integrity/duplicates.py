@@ -18,7 +18,16 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from grader.integrity.minhash import MAX_PERMUTATIONS, SHINGLE_SIZE, Permutations, candidate_pairs, lsh_parameters, shingle_hashes, signatures
+from grader.integrity.minhash import (
+    CODE_SHINGLE_SIZE,
+    MAX_PERMUTATIONS,
+    TEXT_SHINGLE_SIZE,
+    Permutations,
+    candidate_pairs,
+    lsh_parameters,
+    shingle_hashes,
+    signatures,
+)
 from grader.integrity.normalise import TokenCoder, is_code_like, normalised_text, tokens
 
 #: Texts whose signatures are computed together.
@@ -62,22 +71,30 @@ def _groups(labels: np.ndarray) -> list[np.ndarray]:
 class DuplicateFinder:
     """Feed texts with :meth:`add`, then call :meth:`finish` with the same texts again, in the same order."""
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLD, *, shingle_size: int = SHINGLE_SIZE, max_permutations: int = MAX_PERMUTATIONS) -> None:
+    def __init__(
+        self,
+        threshold: float = DEFAULT_THRESHOLD,
+        *,
+        code_shingle_size: int = CODE_SHINGLE_SIZE,
+        text_shingle_size: int = TEXT_SHINGLE_SIZE,
+        max_permutations: int = MAX_PERMUTATIONS,
+    ) -> None:
         self.threshold = threshold
-        self.shingle_size = shingle_size
+        self.shingle_size = {True: code_shingle_size, False: text_shingle_size}
         self.bands, self.rows = lsh_parameters(threshold, max_permutations)
         self.permutations = Permutations.make(self.bands * self.rows)
         self._coder = TokenCoder()
         self._digests: dict[bytes, int] = {}
         self._first_equal: list[int] = []
-        self._pending: list[list[int]] = []
-        self._pending_index: list[int] = []
+        self._pending: dict[bool, list[list[int]]] = {True: [], False: []}
+        self._pending_index: dict[bool, list[int]] = {True: [], False: []}
         self._signatures: list[np.ndarray] = []
         self._signed: list[np.ndarray] = []
 
-    def _codes(self, normalised: str) -> list[int]:
+    def _codes(self, normalised: str) -> tuple[list[int], bool]:
         token_list = tokens(normalised)
-        return self._coder.encode(token_list, is_code_like(token_list))
+        code_like = is_code_like(token_list)
+        return self._coder.encode(token_list, code_like), code_like
 
     def add(self, text: str) -> str:
         """Take the next text; returns its normalised text."""
@@ -90,24 +107,25 @@ class DuplicateFinder:
         first = self._digests.setdefault(digest, index)
         self._first_equal.append(first)
         if first == index:
-            codes = self._codes(normalised)
+            codes, view = self._codes(normalised)
             if codes:  # a text of spaces only is empty; one of only, e.g., control characters has no tokens
-                self._pending.append(codes)
-                self._pending_index.append(index)
-                if len(self._pending) >= BATCH:
-                    self._flush()
+                self._pending[view].append(codes)
+                self._pending_index[view].append(index)
+                if len(self._pending[view]) >= BATCH:
+                    self._flush(view)
         return normalised
 
-    def _flush(self) -> None:
-        if self._pending:
-            hashes, offsets = shingle_hashes(self._pending, self.shingle_size)
+    def _flush(self, view: bool) -> None:
+        if self._pending[view]:
+            hashes, offsets = shingle_hashes(self._pending[view], self.shingle_size[view])
             self._signatures.append(signatures(hashes, offsets, self.permutations))
-            self._signed.append(np.asarray(self._pending_index, dtype=np.int64))
-            self._pending, self._pending_index = [], []
+            self._signed.append(np.asarray(self._pending_index[view], dtype=np.int64))
+            self._pending[view], self._pending_index[view] = [], []
 
     def finish(self, texts_again: Iterable[str]) -> Duplicates:
         """Verify the candidate pairs on ``texts_again`` (the texts of pass 1, in order) and return what was found."""
-        self._flush()
+        self._flush(True)
+        self._flush(False)
         self._digests.clear()
         count = len(self._first_equal)
         first_equal = np.asarray(self._first_equal, dtype=np.int64)
@@ -136,24 +154,26 @@ class DuplicateFinder:
         needed = np.zeros(count, dtype=bool)
         needed[pairs.ravel()] = True
         sets: dict[int, np.ndarray] = {}
-        batch: list[list[int]] = []
-        batch_index: list[int] = []
+        batch: dict[bool, list[list[int]]] = {True: [], False: []}
+        batch_index: dict[bool, list[int]] = {True: [], False: []}
 
-        def flush() -> None:
-            hashes, offsets = shingle_hashes(batch, self.shingle_size)
-            for position, index in enumerate(batch_index):
-                sets[index] = np.unique(hashes[offsets[position] : offsets[position + 1]])
-            batch.clear()
-            batch_index.clear()
+        def flush(view: bool) -> None:
+            if batch[view]:
+                hashes, offsets = shingle_hashes(batch[view], self.shingle_size[view])
+                for position, index in enumerate(batch_index[view]):
+                    sets[index] = np.unique(hashes[offsets[position] : offsets[position + 1]])
+                batch[view].clear()
+                batch_index[view].clear()
 
         for index, text in enumerate(texts_again):
             if index < count and needed[index]:
-                batch.append(self._codes(normalised_text(text)))
-                batch_index.append(index)
-                if len(batch) >= BATCH:
-                    flush()
-        if batch:
-            flush()
+                codes, view = self._codes(normalised_text(text))
+                batch[view].append(codes)
+                batch_index[view].append(index)
+                if len(batch[view]) >= BATCH:
+                    flush(view)
+        flush(True)
+        flush(False)
         similarity = np.empty(len(pairs), dtype=np.float64)
         for position, (left, right) in enumerate(pairs.tolist()):
             a, b = sets[left], sets[right]

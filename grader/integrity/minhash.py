@@ -1,6 +1,6 @@
 """Shingles, MinHash signatures and LSH banding, vectorised with numpy over batches of documents.
 
-* **Shingles**: every run of :data:`SHINGLE_SIZE` consecutive token integers of a text
+* **Shingles**: every run of :data:`CODE_SHINGLE_SIZE` (code view) or :data:`TEXT_SHINGLE_SIZE` (text view) consecutive token integers of a text
   (:mod:`grader.integrity.normalise`), hashed to 64 bits (polynomial over the tokens, then murmur3's
   64-bit finaliser); a text of fewer tokens has one shingle, all of its tokens. A text's shingle set is
   the set of these hashes.
@@ -22,8 +22,11 @@ import numpy as np
 
 from grader.errors import InternalError, UsageError
 
-#: Tokens per shingle.
-SHINGLE_SIZE = 5
+#: Tokens per shingle of a code-like text (code view: identifiers are one placeholder, so longer runs are needed
+#: before two unrelated functions of common shapes stop sharing most shingles).
+CODE_SHINGLE_SIZE = 10
+#: Tokens per shingle of any other text (text view).
+TEXT_SHINGLE_SIZE = 5
 #: Most MinHash permutations (``b * r`` never exceeds it).
 MAX_PERMUTATIONS = 128
 #: Least probability that a pair at exactly the threshold becomes a candidate (:func:`lsh_parameters`).
@@ -48,7 +51,7 @@ def _fmix64(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def shingle_hashes(token_codes: Sequence[Sequence[int]], size: int = SHINGLE_SIZE) -> tuple[np.ndarray, np.ndarray]:
+def shingle_hashes(token_codes: Sequence[Sequence[int]], size: int) -> tuple[np.ndarray, np.ndarray]:
     """The shingle hashes of each text (uint64, concatenated) and each text's start in them (``len + 1`` offsets).
 
     Every text must have at least one token. Duplicates within a text are kept (they change no minimum).

@@ -12,7 +12,7 @@ from grader.errors import ReportError
 from grader.files import listing_digest
 from grader.integrity.duplicates import DuplicateFinder
 from grader.integrity.lint import TOUCHES, LintSettings, TaskLint, lint_task
-from grader.integrity.minhash import SHINGLE_SIZE
+from grader.integrity.minhash import CODE_SHINGLE_SIZE, TEXT_SHINGLE_SIZE
 from grader.integrity.normalise import CODE_SYMBOL_SHARE
 from grader.schemas import first_error, json_pointer
 
@@ -58,7 +58,7 @@ def build_report(
         "split": settings.split,
         "settings": {
             "threshold": settings.threshold,
-            "shingle_size": SHINGLE_SIZE,
+            "shingle_size": {"code": CODE_SHINGLE_SIZE, "text": TEXT_SHINGLE_SIZE},
             "permutations": probe.bands * probe.rows,
             "bands": probe.bands,
             "rows": probe.rows,
@@ -91,7 +91,8 @@ def format_table(report: dict[str, Any]) -> str:
     ]
     settings = report["settings"]
     lines.append(
-        f"near duplicates: Jaccard >= {settings['threshold']} on {settings['shingle_size']}-token shingles; "
+        f"near duplicates: Jaccard >= {settings['threshold']} on shingles of {settings['shingle_size']['code']} (code) "
+        f"or {settings['shingle_size']['text']} (text) tokens; "
         f"MinHash {settings['permutations']} permutations, LSH {settings['bands']} bands x {settings['rows']} rows; "
         f"oversized: > {settings['max_chars']} characters; split: {report['split']}"
     )
