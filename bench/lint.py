@@ -24,9 +24,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic_corpus import generate  # noqa: E402
+from synthetic_corpus import generate
 
 PLANT_SHARE = 0.005
+KEPT = {"def", "if", "is", "not", "None", "return", "for", "in", "raise", "with", "as", "yield"}
+
+
+def rename(text: str) -> str:
+    """``text`` with every identifier but the templates' keywords renamed, consistently."""
+    names: dict[str, str] = {}
+    return re.sub(r"[A-Za-z_]\w*", lambda m: names.setdefault(m.group(0), m.group(0) if m.group(0) in KEPT else f"r{len(names)}_x"), text)
 
 
 def make(folder: Path, size: int) -> Path:
@@ -42,9 +49,7 @@ def make(folder: Path, size: int) -> Path:
         source = records[index]
         extra.append({"_id": f"exact_{source['_id']}", "title": "", "text": "  " + source["text"].replace("\n", "\n ") + "\n"})
         other = records[index + step // 2]
-        names = {}
-        text = re.sub(r"[A-Za-z_]\w*", lambda m: names.setdefault(m.group(0), m.group(0) if m.group(0) in {"def", "if", "is", "not", "None", "return", "for", "in", "raise", "with", "as", "yield"} else f"r{len(names)}_x"), other["text"])
-        extra.append({"_id": f"renamed_{other['_id']}", "title": "", "text": text})
+        extra.append({"_id": f"renamed_{other['_id']}", "title": "", "text": rename(other["text"])})
     with gzip.open(corpus, "wt", encoding="utf-8") as handle:
         for record in records + extra:
             handle.write(json.dumps(record) + "\n")
