@@ -79,6 +79,7 @@ def test_score_cli_prints_dedup_aware_beside_unchanged_official_numbers(tmp_path
         "queries": 3,
         "test_queries": 3,
         "candidate_pairs": 0,
+        "checked_pairs": 0,
         "findings": {
             name: {"count": 0, "test_queries": 0, "share": 0.0, "examples": []}
             for name in (

@@ -63,3 +63,13 @@ def test_renamed_identifiers_share_the_code_view_and_prose_keeps_its_words():
     assert not is_code_like(prose_a)
     assert coder.encode(prose_a, False) != coder.encode(prose_b, False)
     assert coder.encode(tokens("RETURN The Area"), False) == coder.encode(tokens("return the area"), False)
+
+
+def test_prefilter_drops_a_pair_at_the_threshold_with_probability_at_most_one_in_a_million():
+    from grader.integrity.duplicates import least_agreement
+
+    def below(k, n=96, p=0.8):  # P(Binomial(n, p) < k), summed exactly with integers
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k))
+
+    k = least_agreement(0.8, 96)
+    assert below(k) <= 1e-6 < below(k + 1)

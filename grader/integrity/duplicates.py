@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
+from scipy.stats import binom
 
 from grader.integrity.minhash import (
     CODE_SHINGLE_SIZE,
@@ -48,8 +49,9 @@ class Duplicates:
     near_similarity: np.ndarray
     #: per text: its cluster's label (the least index in it), or -1 when it is in no cluster of two or more
     cluster: np.ndarray
-    #: LSH candidate pairs checked in pass 2
+    #: LSH candidate pairs, and those of them whose signatures agree enough to be checked in pass 2
     candidates: int
+    checked: int
 
     def exact_groups(self) -> list[np.ndarray]:
         """Groups (two or more texts) of equal normalised text, each ascending, ordered by first member."""
@@ -66,6 +68,28 @@ def _groups(labels: np.ndarray) -> list[np.ndarray]:
     sorted_labels = labels[order]
     cuts = np.flatnonzero(np.diff(sorted_labels)) + 1
     return [group for group in np.split(order, cuts) if len(group) > 1]
+
+
+#: A candidate pair whose signatures agree on fewer components than a pair at exactly the threshold does with this
+#: probability (binomial lower tail) is dropped before its exact check.
+PREFILTER_MISS = 1e-6
+
+
+def least_agreement(threshold: float, permutations: int) -> int:
+    """The least number of agreeing signature components a checked pair needs: the largest ``k`` with
+    ``P(Binomial(permutations, threshold) < k) <= PREFILTER_MISS``, so a pair at the threshold or above is dropped
+    with probability at most :data:`PREFILTER_MISS`."""
+    tail = binom.cdf(np.arange(permutations + 1) - 1, permutations, threshold)  # tail[k] = P(X < k)
+    return int(np.flatnonzero(tail <= PREFILTER_MISS)[-1])
+
+
+def agreements(rows: np.ndarray, pairs: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """For each pair of rows, on how many signature components the two agree."""
+    out = np.empty(len(pairs), dtype=np.int64)
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start : start + chunk]
+        out[start : start + chunk] = np.count_nonzero(rows[part[:, 0]] == rows[part[:, 1]], axis=1)
+    return out
 
 
 class DuplicateFinder:
@@ -132,8 +156,11 @@ class DuplicateFinder:
         signed = np.concatenate(self._signed) if self._signed else np.empty(0, np.int64)
         rows = np.concatenate(self._signatures) if self._signatures else np.empty((0, len(self.permutations)), np.uint32)
         self._signatures = []
-        pairs = signed[candidate_pairs(rows, self.bands, self.rows)] if len(rows) > 1 else np.empty((0, 2), np.int64)
-        del rows
+        row_pairs = candidate_pairs(rows, self.bands, self.rows) if len(rows) > 1 else np.empty((0, 2), np.int64)
+        candidates = len(row_pairs)
+        row_pairs = row_pairs[agreements(rows, row_pairs) >= least_agreement(self.threshold, len(self.permutations))]
+        pairs = signed[row_pairs]
+        del rows, row_pairs
         near_pairs, similarity = self._verify(pairs, texts_again, count)
         edges_from = np.concatenate((np.flatnonzero(first_equal >= 0), near_pairs[:, 0]))
         edges_to = np.concatenate((first_equal[first_equal >= 0], near_pairs[:, 1]))
@@ -144,7 +171,7 @@ class DuplicateFinder:
         least = np.full(len(sizes), count, dtype=np.int64)
         np.minimum.at(least, labels, np.arange(count))
         cluster = np.where((sizes[labels] > 1) & (first_equal >= 0), least[labels], -1) if count else np.empty(0, np.int64)
-        return Duplicates(count, first_equal, near_pairs, similarity, cluster, len(pairs))
+        return Duplicates(count, first_equal, near_pairs, similarity, cluster, candidates, len(pairs))
 
     def _verify(self, pairs: np.ndarray, texts_again: Iterable[str], count: int) -> tuple[np.ndarray, np.ndarray]:
         if not len(pairs):

@@ -81,6 +81,7 @@ class TaskLint:
     findings: dict[str, Finding]
     clusters: list[list[str]]
     candidate_pairs: int
+    checked_pairs: int
 
 
 def _corpus_texts(task: Task) -> Iterator[tuple[str, str]]:
@@ -137,6 +138,7 @@ def lint_task(task: Task, settings: LintSettings) -> TaskLint:
         findings=findings,
         clusters=clusters,
         candidate_pairs=duplicates.candidates,
+        checked_pairs=duplicates.checked,
     )
 
 

@@ -38,6 +38,7 @@ def task_entry(result: TaskLint, data_digest: str) -> dict[str, Any]:
         "queries": result.queries,
         "test_queries": result.test_queries,
         "candidate_pairs": result.candidate_pairs,
+        "checked_pairs": result.checked_pairs,
         "findings": findings,
         "clusters": result.clusters,
     }
