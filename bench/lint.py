@@ -121,7 +121,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("bench/out/lint"))
     parser.add_argument("--datasketch", default=None, metavar="DIR")
     args = parser.parse_args()
-    print("| documents (with planted) | wall s | peak RSS MiB | planted exact found | planted renamed found | near pairs | LSH candidates | checked exactly |")
+    print(
+        "| documents (with planted) | wall s | peak RSS MiB | planted exact found | planted renamed found | near pairs | LSH candidates | checked exactly |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in (int(part) for part in args.sizes.split(",")):
         folder = make(args.workdir / str(size), size)
