@@ -84,6 +84,18 @@ from grader.runs.readers import RunFormat, read_run
     is_flag=True,
     help="Also score the run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
 )
+@click.option(
+    "--dedup-aware",
+    "dedup_report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="LINT.json",
+    help="Also print, beside the official numbers, the dedup-aware ones: a retrieved duplicate of a relevant document "
+    "(by the clusters of this `grader lint` report) counts as that document (docs/lint.md). The report file (--out) is unchanged.",
+)
+@click.option(
+    "--dedup-task", default=None, metavar="TASK", help="The lint report's task whose clusters --dedup-aware uses (needed when it has several)."
+)
 def score_command(
     qrels_path: Path,
     run_path: Path,
@@ -96,10 +108,16 @@ def score_command(
     report_path: Path | None,
     key_path: Path | None,
     cross_check: bool,
+    dedup_report_path: Path | None,
+    dedup_task: str | None,
 ) -> None:
     """Score a run file against judgements with trec_eval's semantics."""
     if key_path is not None and report_path is None:
         raise UsageError("--sign needs --out REPORT")
+    if dedup_report_path is not None and (output_format == "coir" or relevance_level != RELEVANCE_LEVEL):
+        raise UsageError("--dedup-aware needs --format table or json and relevance level 1")
+    if dedup_task is not None and dedup_report_path is None:
+        raise UsageError("--dedup-task needs --dedup-aware LINT.json")
     if relevance_level != RELEVANCE_LEVEL and (report_path is not None or policy != Policy.STRICT.value):
         # A report and coir-eval's numbers are at level 1; a report saying nothing of another level would mislead.
         raise UsageError(
@@ -131,12 +149,24 @@ def score_command(
             report_path=report_path,
             key_path=key_path,
         )
+    dedup = None
+    if dedup_report_path is not None:
+        from grader.integrity.dedup_measures import evaluate_dedup_aware, load_clusters
+
+        task_name, clusters = load_clusters(dedup_report_path, dedup_task)
+        dedup = evaluate_dedup_aware(qrels, run, parsed_measures, Policy(policy), clusters)
     if output_format == "json":
-        click.echo(dumps(as_json(evaluation)), nl=False)
+        data = as_json(evaluation)
+        if dedup is not None:
+            data["dedup_aware"] = {"task": task_name, "clusters": len(clusters), "measures": dedup.means()}
+        click.echo(dumps(data), nl=False)
     elif output_format == "coir":
         click.echo(dumps(as_coir(evaluation)), nl=False)
     else:
         click.echo(as_table(evaluation), nl=False)
+        if dedup is not None:
+            click.echo(f"\ndedup-aware (docs/lint.md; {len(clusters)} duplicate clusters of task {task_name!r}; not the official numbers):")
+            click.echo(as_table(dedup).split("\npolicy ", 1)[0])
 
 
 def register(group: click.Group) -> None:
