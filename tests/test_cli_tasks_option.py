@@ -29,7 +29,7 @@ def test_every_command_with_tasks_uses_the_shared_option() -> None:
         for parameter in command.params
         if "--tasks" in getattr(parameter, "opts", [])
     }
-    assert set(using) == {"run", "check", "effect", "export-mteb", "data import-coir", "data import-cat"}, sorted(using)
+    assert set(using) == {"run", "check", "effect", "export-mteb", "data import-coir", "data import-cat", "lint"}, sorted(using)
     reference = click.command()(tasks_option()(lambda tasks: None)).params[0]
     for name, (command, parameter) in using.items():
         assert parameter.name == "tasks" and parameter.metavar == "A,B", name

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from grader.cli.log_fetch import check_served_board, log_verifier, mirror
+from grader.cli.log_fetch import check_served_board, log_fetcher, log_verifier, mirror
 from grader.transparency.boards import LADDER_UNCHECKED
 from grader.transparency.mirror import read_log_folder
 from tests.hosting.browser import http_server
@@ -63,7 +63,7 @@ def audit_board(url: str, scratch: Path) -> str:
     """`grader log audit URL/log --board`, in this process: the log mirrored and checked, then the board against it."""
     verifier = log_verifier(httpx.get(f"{url}/log/key").text.strip())
     mirror(f"{url}/log", scratch, verifier)
-    return check_served_board(f"{url}/log", read_log_folder(scratch, [verifier], origin=verifier.name).entries)
+    return check_served_board(log_fetcher(), f"{url}/log", read_log_folder(scratch, [verifier], origin=verifier.name).entries)
 
 
 def test_scores_edited_in_the_database_change_nothing_shown_and_a_board_showing_them_fails_the_audit(tmp_path: Path) -> None:
