@@ -9,6 +9,7 @@ time, nor as a bound that depends on the machine). ``grader serve`` applies the 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.hosting.allocator import DEFAULT, return_large_buffers
+from grader.hosting.environment import ALLOCATOR, GLIBC_MMAP_THRESHOLD
 from tests.hosting.support import REPO, Server, write_competition
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's (elsewhere it is a no-op)")
@@ -25,8 +27,10 @@ glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the s
 def _held(mode: str) -> tuple[int, int, str]:
     """What a fresh process in ``mode`` (tests/hosting/merge_memory_child.py) holds after its rounds beyond what it held
     before them, one round's bytes of shard runs, and its figures (for the message), all in bytes."""
+    # glibc's defaults, whatever this machine sets: its MALLOC_*_ variables and tunables would change both processes.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MALLOC_") and name != "GLIBC_TUNABLES"}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.hosting.merge_memory_child", mode], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "tests.hosting.merge_memory_child", mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
@@ -52,7 +56,9 @@ def test_an_operators_choice_is_left_alone() -> None:
 
 @pytest.mark.slow
 @glibc_only
-def test_grader_serve_sets_the_allocator_when_it_starts(tmp_path: Path) -> None:
+def test_grader_serve_sets_the_allocator_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in (ALLOCATOR, GLIBC_MMAP_THRESHOLD):  # the machine's own choice would be kept (the test above)
+        monkeypatch.delenv(variable, raising=False)
     server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
     try:
         log = server.log.read_text(encoding="utf-8", errors="replace")
