@@ -14,6 +14,8 @@ GRADER_HOST_KEY_PASSPHRASE encrypts the host's signing key at its first start   
 GRADER_FETCH_DEADLINE_S    seconds one client fetch may take in all (300)        client commands that fetch
 GRADER_FETCH_MIN_RATE      bytes/s an answer averages after 10 s (2048)          client commands that fetch
 GRADER_COMMAND_DEADLINE_S  seconds all of a command's fetches may take (3600)    client commands that fetch
+GRADER_ALLOCATOR           ``default``: keep glibc's own malloc settings         ``grader serve``
+MALLOC_MMAP_THRESHOLD_     glibc's; when set, the server keeps it (not ours)     ``grader serve``
 ========================== ===================================================== =====================================
 
 A command's option wins over its variable (the CLI passes the variable's name
@@ -38,6 +40,9 @@ HOST_KEY_PASSPHRASE = "GRADER_HOST_KEY_PASSPHRASE"
 FETCH_DEADLINE = "GRADER_FETCH_DEADLINE_S"
 FETCH_MIN_RATE = "GRADER_FETCH_MIN_RATE"
 COMMAND_DEADLINE = "GRADER_COMMAND_DEADLINE_S"
+ALLOCATOR = "GRADER_ALLOCATOR"
+#: glibc's own variable (read by glibc at start): an operator's choice the server leaves alone
+GLIBC_MMAP_THRESHOLD = "MALLOC_MMAP_THRESHOLD_"
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class Environment:
     fetch_deadline_s: str | None = None
     fetch_min_rate: str | None = None
     command_deadline_s: str | None = None
+    #: ``default``: the server leaves the C allocator's settings alone (:mod:`grader.hosting.allocator`)
+    allocator: str | None = None
+    mmap_threshold: str | None = None
 
 
 def environment(environ: Mapping[str, str] | None = None) -> Environment:
@@ -77,6 +85,8 @@ def environment(environ: Mapping[str, str] | None = None) -> Environment:
         fetch_deadline_s=value(FETCH_DEADLINE),
         fetch_min_rate=value(FETCH_MIN_RATE),
         command_deadline_s=value(COMMAND_DEADLINE),
+        allocator=value(ALLOCATOR),
+        mmap_threshold=value(GLIBC_MMAP_THRESHOLD),
     )
 
 

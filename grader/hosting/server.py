@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from grader.hosting.allocator import return_large_buffers
 from grader.hosting.api.app import create_app
 from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.session import Database, open_database
-from grader.hosting.environment import WORKER_DATA, with_worker_token
+from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
@@ -303,6 +304,10 @@ def serve(options: ServeOptions) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Before any thread starts: a grade's large buffers then go back to the system when freed, not kept in the
+    # threads' heaps grade after grade (grader/hosting/allocator.py).
+    variables = environment()
+    log.info("%s", return_large_buffers(variables.allocator, variables.mmap_threshold))
     host_umask = os.umask(PRIVATE_UMASK)  # what the server creates in the state folder is the host's alone
     ctx, _db = prepare(options)
     reaper = Reaper(ctx)

@@ -30,6 +30,7 @@ from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.shard_input import corpus_size, shard_total
+from grader.hosting.allocator import release_free_memory
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.errors import ShardOutputRefused
@@ -265,6 +266,7 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
                 result.runs[name] = _merged(ctx, submission_id, attempt, name, split, entry, runs / f"{name}.run")
             except TaskFailure as error:  # a shard run refused by the merge: the platform's failure, the attempt is re-run
                 result.failures[name] = (FailureCode.INFRA.value, error.detail)
+    release_free_memory()  # the merges' many freed blocks: their pages go back now, not at the next grade's peak
     return result
 
 

@@ -1,0 +1,68 @@
+"""A long-running server gives memory back (grader/hosting/allocator.py, docs/scale.md "A long-running server").
+
+With glibc's defaults, a process that checks and merges shard runs in threads keeps the large buffers of every
+round in its heaps; with the server's setting (and its trim after a merge) what it holds after five rounds stays
+within one round's bytes. Both are measured in one run, in fresh processes, as bytes held after the work (not as
+time, nor as a bound that depends on the machine). ``grader serve`` applies the setting when it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.hosting.allocator import DEFAULT, return_large_buffers
+from grader.hosting.environment import ALLOCATOR, GLIBC_MMAP_THRESHOLD
+from tests.hosting.support import REPO, Server, write_competition
+
+glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's (elsewhere it is a no-op)")
+
+
+def _held(mode: str) -> tuple[int, int, str]:
+    """What a fresh process in ``mode`` (tests/hosting/merge_memory_child.py) holds after its rounds beyond what it held
+    before them, one round's bytes of shard runs, and its figures (for the message), all in bytes."""
+    # glibc's defaults, whatever this machine sets: its MALLOC_*_ variables and tunables would change both processes.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MALLOC_") and name != "GLIBC_TUNABLES"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.hosting.merge_memory_child", mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    return int(figures["after"][-1]) - int(figures["before"]), int(figures["round_bytes"]), done.stdout.strip()
+
+
+@pytest.mark.slow
+@glibc_only
+def test_merging_shard_runs_round_after_round_keeps_no_more_than_a_round_with_the_setting_and_grows_without_it() -> None:
+    held, bound, figures = _held("returning")
+    assert held < bound, f"with the setting, {held >> 20} MiB held after the rounds (one round's runs: {bound >> 20} MiB): {figures}"
+    # The same work without it keeps more than that bound: what the test would catch if the setting were lost.
+    kept, _, figures = _held("default")
+    assert kept > bound, f"glibc's defaults kept {kept >> 20} MiB only: the check no longer tells them apart: {figures}"
+
+
+def test_an_operators_choice_is_left_alone() -> None:
+    """``GRADER_ALLOCATOR=default`` and glibc's own ``MALLOC_MMAP_THRESHOLD_`` each leave the allocator as it is (no call made)."""
+    assert return_large_buffers(DEFAULT, None) == "allocator: the C library's own settings (GRADER_ALLOCATOR=default)"
+    assert return_large_buffers(DEFAULT, "65536").endswith("(GRADER_ALLOCATOR=default)")
+    assert return_large_buffers(None, "2097152") == "allocator: MALLOC_MMAP_THRESHOLD_=2097152 from the environment"
+
+
+@pytest.mark.slow
+@glibc_only
+def test_grader_serve_sets_the_allocator_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in (ALLOCATOR, GLIBC_MMAP_THRESHOLD):  # the machine's own choice would be kept (the test above)
+        monkeypatch.delenv(variable, raising=False)
+    server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
+    try:
+        log = server.log.read_text(encoding="utf-8", errors="replace")
+    finally:
+        server.stop()
+    # Logged only once glibc's mallopt accepted the threshold (it answers 1).
+    assert "allocator: blocks of 1 MiB or more go back to the system when freed (glibc M_MMAP_THRESHOLD)" in log, log[-3000:]
