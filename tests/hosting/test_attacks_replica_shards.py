@@ -34,14 +34,14 @@ from grader.hosting.db.models import Replica, Result, ResultPart
 from grader.hosting.db.models import Worker as WorkerRow
 from grader.hosting.db.session import open_database
 from grader.hosting.environment import WORKER_DATA
-from grader.hosting.keyring.worker_signing import ensure_worker_key, sign_result, worker_public_key_path
+from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Job
 from grader.hosting.protocol.shard_messages import ShardJobMessage
-from grader.hosting.worker.loop import WorkerApi, worker_client
+from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi, _compute, coordinate, fingerprint_digest
 from grader.retrieval.shard_exchange import pack_vectors, unpack_vectors
-from tests.hosting.attack_support import submission_and_shard_jobs
+from tests.hosting.attack_support import post_result, submission_and_shard_jobs
 from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, write_competition
 
 pytestmark = pytest.mark.slow
@@ -124,17 +124,7 @@ class Worker:
         """End the coordinated attempt with the real coordinator (no shard job of its own: all are in), sign, post; the verdict."""
         result = coordinate(self.shards, job, self.uploads[f"{job.submission_id}/{job.attempt}"], lambda: False, work=lambda *_: False)
         assert result is not None and result.failure_code is None, result
-        result.signature = sign_result(
-            ensure_worker_key(self.keys),
-            submission_id=job.submission_id,
-            attempt=job.attempt,
-            upload_sha256=job.upload_sha256,
-            facts=result.facts,
-            runs=result.runs,
-            failure_code=result.failure_code,
-            message=result.message,
-        )
-        return WorkerApi(self.server.url, self.token).post_result(job.submission_id, result)
+        return post_result(self.server, self.token, self.keys, job, result)
 
 
 def _take(worker: Worker, number: int) -> ShardJobMessage:
