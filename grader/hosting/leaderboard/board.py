@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -200,8 +201,8 @@ def readable(rows: list[Scored], inputs: BoardInputs) -> tuple[list[Scored], lis
     return ok, lost
 
 
-def unavailable_entry(row: Scored, setting: str, finals: dict[int, set[str]], *, ladder: bool) -> Entry:
-    """The row of a submission whose signed report is unavailable: who and what, but no number (none can be derived)."""
+def _entry(row: Scored, setting: str, finals: dict[int, set[str]], score: float | None, tasks: Mapping[str, float], **extra: Any) -> Entry:
+    """A board row of ``row``: who and what it is, its score and task means, and whether it is a final; ``extra``: the rest."""
     return Entry(
         row.submission.id,
         row.participant.name,
@@ -212,12 +213,16 @@ def unavailable_entry(row: Scored, setting: str, finals: dict[int, set[str]], *,
         setting,
         dict(row.submission.labels or {}),
         row.submission.uploaded_at,
-        None,
-        {},
+        score,
+        dict(tasks),
         final=row.submission.id in finals.get(row.participant.id, set()),
-        unavailable=UNAVAILABLE,
-        ladder=ladder,
+        **extra,
     )
+
+
+def unavailable_entry(row: Scored, setting: str, finals: dict[int, set[str]], *, ladder: bool) -> Entry:
+    """The row of a submission whose signed report is unavailable: who and what, but no number (none can be derived)."""
+    return _entry(row, setting, finals, None, {}, unavailable=UNAVAILABLE, ladder=ladder)
 
 
 #: What the tie key hashes before the submission id (a purpose of its own under the partition secret).
@@ -314,22 +319,8 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
             for stat in result.entries:
                 row = by_id[stat.name]
                 tasks = table.leaf_means(index_of[stat.name])  # from the signed report, as the score: never the database's copy
-                entry = Entry(
-                    row.submission.id,
-                    row.participant.name,
-                    row.participant.team,
-                    row.participant.is_baseline,
-                    row.submission.name,
-                    row.submission.kind,
-                    setting,
-                    dict(row.submission.labels or {}),
-                    row.submission.uploaded_at,
-                    stat.score,
-                    dict(tasks),
-                    final=row.submission.id in finals.get(row.participant.id, set()),
-                    ci_low=stat.ci_low,
-                    ci_high=stat.ci_high,
-                    released=released.get(row.submission.id),
+                entry = _entry(
+                    row, setting, finals, stat.score, tasks, ci_low=stat.ci_low, ci_high=stat.ci_high, released=released.get(row.submission.id)
                 )
                 if ranked:
                     entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group
