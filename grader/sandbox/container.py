@@ -58,6 +58,7 @@ def _last_line(text: str) -> str:
     return ""
 
 
+@engine_lost("while a container ran")
 def run_container(
     image_id: str,
     *,
@@ -77,33 +78,6 @@ def run_container(
     memory). ``scratch_folders`` are owned folders the watchdog removes if the
     grader dies. The engine's loss mid-run is :class:`SandboxUnavailable`, as its refusals are.
     """
-    with engine_lost("while a container ran"):
-        return _run_container(
-            image_id,
-            mounts=mounts,
-            limits=limits,
-            log_path=log_path,
-            environment=environment,
-            command=command,
-            user=user,
-            tmp_path=tmp_path,
-            scratch_folders=scratch_folders,
-        )
-
-
-def _run_container(
-    image_id: str,
-    *,
-    mounts: list[Mount],
-    limits: SandboxLimits,
-    log_path: Path | None = None,
-    environment: dict[str, str] | None = None,
-    command: list[str] | None = None,
-    user: str | None = None,
-    tmp_path: Path | None = None,
-    scratch_folders: list[Path] | None = None,
-) -> ContainerOutcome:
-    """:func:`run_container`, without the translation of the engine's loss."""
     import docker.errors
     import requests.exceptions
     from docker.types import LogConfig, Ulimit
