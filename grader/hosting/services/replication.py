@@ -39,11 +39,11 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin, Replica, ShardJob, Submission, Worker
 from grader.hosting.protocol.messages import Verdict, VerdictStatus
 from grader.hosting.queue import lifecycle
-from grader.hosting.queue.replica_rows import CONTRIBUTED, contributors, open_replicas
+from grader.hosting.queue.replica_rows import contributors, open_replicas
 from grader.hosting.results.recording import AuthenticResult, Grading
 from grader.hosting.services import replica_recheck
 from grader.hosting.services.replica_recheck import NONDETERMINISTIC, RECHECK, RERUN
-from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, State
+from grader.hosting.states import REPLICATE, REQUEUE_OR_ERROR, ShardState, State
 from grader.hosting.transparency.log_events import log_outcome
 
 #: How many replicating jobs one claim looks at (oldest first).
@@ -164,13 +164,14 @@ def shard_outputs(session: Session, submission_id: str, attempt: int) -> dict[st
     out. Empty for an unsharded attempt. Every replica of a sharded grade has the same plan, so the jobs pair up.
     """
     outputs: dict[str, dict[str, dict[str, Any]]] = {}
+    ended = (ShardState.DONE.value, ShardState.FAILED.value)
     jobs = session.scalars(
-        select(ShardJob).where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.state.in_(CONTRIBUTED))
+        select(ShardJob).where(
+            ShardJob.submission_id == submission_id, ShardJob.attempt == attempt, ShardJob.state.in_(ended), ShardJob.worker_id.is_not(None)
+        )
     ).all()
     for job in jobs:
-        if job.worker_id is None or job.state == "running":
-            continue
-        output = job.sha256 if job.state == "done" else f"failed:{job.failure_code}"
+        output = job.sha256 if job.state == ShardState.DONE.value else f"failed:{job.failure_code}"
         outputs.setdefault(job.task, {})[str(job.number)] = {"output": output, "worker": job.worker_id}
     return outputs
 
