@@ -40,13 +40,38 @@ def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
     return open_host_log(ctx.obj["state"])
 
 
+#: Commands of the server itself, run against its state folder (not one competition's).
+SERVER_COMMANDS = frozenset({"upgrade-state", "competition"})
+
+
 @click.group("admin")
 @click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), envvar="GRADER_STATE", help="The server's state folder.")
 @click.option("--database", default=None, envvar="GRADER_DATABASE", help="Database URL, if the server uses one.")
+@click.option(
+    "--in",
+    "competition_name",
+    default=None,
+    envvar="GRADER_IN",
+    metavar="NAME",
+    help="The competition, on a server of many (default: its only one).",
+)
 @click.pass_context
-def admin(ctx: click.Context, state_dir: Path, database: str | None) -> None:
+def admin(ctx: click.Context, state_dir: Path, database: str | None, competition_name: str | None) -> None:
     """Manage a hosted competition: participants, submissions, the clock, pins."""
-    ctx.obj = {"state": state_dir, "database": database}
+    ctx.obj = {"server_state": state_dir, "server_database": database, "state": state_dir, "database": database}
+    if ctx.invoked_subcommand in SERVER_COMMANDS:
+        return
+    from grader.hosting.directory.layout import ServerLayout, is_server_layout
+    from grader.hosting.errors import HostingError
+
+    if is_server_layout(state_dir):
+        from grader.hosting.directory.databases import competition_database
+
+        layout = ServerLayout(state_dir).load()
+        entry = layout.pick(competition_name)
+        ctx.obj.update(state=layout.folder(entry.name), database=competition_database(entry, database))
+    elif competition_name is not None:
+        raise HostingError(f"{state_dir}: the state folder of a one-competition server; --in names a competition of a server of many")
 
 
 @admin.command("add-participant")
@@ -438,3 +463,62 @@ def log_rewind(ctx: click.Context, checkpoint_file: str, admin_name: str, reason
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
     group.add_command(admin)
+
+
+@admin.command("upgrade-state")
+@click.pass_context
+def upgrade_state(ctx: click.Context) -> None:
+    """Upgrade a one-competition state folder into a server holding that competition (stop the server first)."""
+    from grader.hosting.directory.upgrade import is_legacy, upgrade
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_legacy(state):
+        raise HostingError(f"{state}: not the state folder of a one-competition server (nothing to upgrade)")
+    layout = upgrade(state, ctx.obj["server_database"])
+    (entry,) = layout.active()
+    click.echo(
+        f"upgraded: competition {entry.name!r} now in {layout.folder(entry.name)}; serve with `grader serve --state {state} --competitions DIR`"
+    )
+
+
+@admin.group("competition")
+def competition_group() -> None:
+    """The competitions of a server of many: add, retire, list."""
+
+
+@competition_group.command("add")
+@click.argument("competition_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.pass_context
+def competition_add(ctx: click.Context, competition_file: Path) -> None:
+    """Add the competition of COMPETITION_FILE (its start checks run now); a running server serves it within seconds."""
+    from grader.hosting.serve_many import add_competition
+
+    entry = add_competition(ctx.obj["server_state"], competition_file, ctx.obj["server_database"])
+    click.echo(f"added competition {entry.name!r}: pages under /c/{entry.name}/, API under /api/v1/competitions/{entry.name}/")
+
+
+@competition_group.command("retire")
+@click.argument("name")
+@click.pass_context
+def competition_retire(ctx: click.Context, name: str) -> None:
+    """Stop serving competition NAME (its folder and rows stay)."""
+    from grader.hosting.serve_many import retire_competition
+
+    retire_competition(ctx.obj["server_state"], name)
+    click.echo(f"retired competition {name!r}: a running server stops serving it within seconds")
+
+
+@competition_group.command("list")
+@click.pass_context
+def competition_list(ctx: click.Context) -> None:
+    """The server's competitions: name, state, folder."""
+    from grader.hosting.directory.layout import ServerLayout, is_server_layout
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_server_layout(state):
+        raise HostingError(f"{state}: not the state folder of a server of many competitions")
+    layout = ServerLayout(state).load()
+    for entry in sorted(layout.entries.values(), key=lambda e: e.name):
+        click.echo(f"{entry.name:<24} {'retired ' + (entry.retired_at or '') if entry.retired else 'served':<30} {layout.folder(entry.name)}")

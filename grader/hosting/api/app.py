@@ -33,7 +33,7 @@ DOCS_CSP = (
 # FastAPI's get_swagger_ui_html starts Swagger UI from an inline script, which the policy above refuses: the same
 # start-up, as a file.
 _DOCS_INIT_JS = """window.ui = SwaggerUIBundle({
-  url: "/openapi.json",
+  url: "openapi.json",
   dom_id: "#swagger-ui",
   layout: "BaseLayout",
   deepLinking: true,
@@ -45,18 +45,19 @@ _DOCS_INIT_JS = """window.ui = SwaggerUIBundle({
 
 
 def _docs_page(title: str) -> str:
+    # Relative links: the same page serves a competition alone (/docs) and under /c/<name>/docs.
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>{html.escape(title)}</title>
-<link rel="stylesheet" href="{DOCS_ASSETS}/swagger-ui.css">
-<link rel="icon" href="{DOCS_ASSETS}/favicon-32x32.png">
+<link rel="stylesheet" href="{DOCS_ASSETS[1:]}/swagger-ui.css">
+<link rel="icon" href="{DOCS_ASSETS[1:]}/favicon-32x32.png">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{DOCS_ASSETS}/swagger-ui-bundle.js"></script>
-<script src="{DOCS_INIT}"></script>
+<script src="{DOCS_ASSETS[1:]}/swagger-ui-bundle.js"></script>
+<script src="{DOCS_INIT[1:]}"></script>
 </body>
 </html>
 """
@@ -75,10 +76,13 @@ def create_app(
     on_stop: Callable[[], None] | None = None,
     min_body_rate: float = 0,
     body_grace_s: float = 0,
+    cookie_path: str = "/",
 ) -> FastAPI:
     """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers).
 
     A request body slower than ``min_body_rate`` bytes/s after ``body_grace_s`` is cut (408; 0: no minimum).
+    ``cookie_path``: where the session cookie goes (``/c/<name>`` on a server of many competitions: one competition's
+    session never reaches another's pages).
     """
 
     @asynccontextmanager
@@ -109,7 +113,12 @@ def create_app(
     # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
     # ends its stored session (grader.hosting.identity.auth).
     app.add_middleware(
-        SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
+        SessionMiddleware,
+        secret_key=ensure_session_secret(ctx.state.keys),
+        session_cookie="grader_session",
+        max_age=SESSION_S,
+        same_site="strict",
+        path=cookie_path,
     )
     # Each added one wraps the ones before: a worker of another protocol is refused first, then a body too large
     # or too slow, all before any route or session code runs; every answer, those refusals included, carries the

@@ -1,0 +1,106 @@
+"""Upgrade in place: a one-competition state folder (layout 1, made by grader 0.3) becomes a server holding that one
+competition (layout 2, :mod:`grader.hosting.directory.layout`).
+
+The steps, each safe to repeat after a crash:
+
+1. every entry of the old folder moves (``rename``: same file system, nothing copied) into
+   ``competitions/<name>.upgrading/``;
+2. the database's absolute paths (uploads, reports, logs) are rewritten from the old folder to the new one, in one
+   transaction (on PostgreSQL the tables stay where they are: the competition's schema is ``public``);
+3. ``competitions/<name>.upgrading`` is renamed ``competitions/<name>``;
+4. ``server.json`` is written: only now is the folder a layout-2 server.
+
+A start that finds step 1, 2 or 3 done and ``server.json`` missing goes on from there.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import text
+
+from grader.hosting.db.session import DB_FILE, Database, database_url
+from grader.hosting.directory.layout import COMPETITIONS_DIR, SERVER_FILE, ServerLayout, is_server_layout
+from grader.hosting.errors import HostingError
+from grader.hosting.keyring.files import KEYS_FOLDER
+from grader.hosting.storage import recorded_competition_file
+
+log = logging.getLogger("grader.hosting")
+
+#: The columns that hold absolute paths into the state folder.
+PATH_COLUMNS = (("submissions", "upload_path"), ("results", "envelope_path"), ("results", "report_path"), ("results", "logs_path"))
+UPGRADING = ".upgrading"
+#: The schema a one-competition PostgreSQL database kept its tables in.
+LEGACY_SCHEMA = "public"
+
+
+def is_legacy(root: Path) -> bool:
+    """Whether ``root`` is a one-competition state folder (it has keys but no server directory), or one whose upgrade
+    stopped half-way."""
+    if is_server_layout(root):
+        return False
+    # A server's directory is written before its first competition's folder: a competitions/ folder without one is
+    # an upgrade that stopped before its last step.
+    return (root / KEYS_FOLDER).is_dir() or (root / COMPETITIONS_DIR).is_dir()
+
+
+def legacy_name(root: Path) -> tuple[str, Path]:
+    """The name and file of the competition a one-competition state folder holds: the file its last ``grader serve``
+    noted there."""
+    from grader.hosting.config import load_competition
+
+    started = sorted(p for p in (root / COMPETITIONS_DIR).glob("*") if p.is_dir()) if (root / COMPETITIONS_DIR).is_dir() else []
+    if len(started) > 1:
+        raise HostingError(f"{root / COMPETITIONS_DIR}: {len(started)} folders but no server.json; not an upgrade this grader started")
+    note_dir = started[0] if started else root
+    competition_file = recorded_competition_file(note_dir)
+    if competition_file is None:
+        raise HostingError(
+            f"{root}: a one-competition state folder without a note of its competition file; start grader 0.3's `grader serve` on it once"
+        )
+    return load_competition(competition_file).name, competition_file
+
+
+def upgrade(root: Path, database: str | None) -> ServerLayout:
+    """Upgrade the one-competition state folder ``root`` into a server holding its competition; return the layout."""
+    root = root.resolve()
+    name, competition_file = legacy_name(root)
+    competitions = root / COMPETITIONS_DIR
+    staging = competitions / f"{name}{UPGRADING}"
+    final = competitions / name
+    if not final.exists():
+        staging.mkdir(parents=True, exist_ok=True)
+        moved = 0
+        for entry in sorted(root.iterdir()):
+            if entry.name in (COMPETITIONS_DIR, SERVER_FILE):
+                continue
+            entry.rename(staging / entry.name)
+            moved += 1
+        _rewrite_paths(staging, database, old=root, new=final)
+        staging.rename(final)
+        log.info("upgrade: the state folder's %d entries moved into %s", moved, final)
+    else:  # a crash after step 3: the paths were rewritten before the rename
+        _rewrite_paths(final, database, old=root, new=final)
+    layout = ServerLayout(root)
+    layout.add(name, competition_file, postgres=database is not None, folder=f"{COMPETITIONS_DIR}/{name}", schema=LEGACY_SCHEMA)
+    layout.save()
+    log.info("upgrade: %s is now a server holding competition %r (its pages under /c/%s/)", root, name, name)
+    return layout
+
+
+def _rewrite_paths(folder: Path, database: str | None, *, old: Path, new: Path) -> None:
+    """Rewrite the absolute paths under ``old`` to ``new`` in the competition's database (idempotent)."""
+    if database is None and not (folder / DB_FILE).is_file():
+        return  # never started: nothing stored
+    db = Database(database_url(folder, database))
+    try:
+        prefix = f"{old}/"
+        with db.session() as session:
+            for table, column in PATH_COLUMNS:
+                session.execute(
+                    text(f"UPDATE {table} SET {column} = :new || substr({column}, :cut) WHERE substr({column}, 1, :n) = :old"),
+                    {"new": f"{new}/", "cut": len(prefix) + 1, "n": len(prefix), "old": prefix},
+                )
+    finally:
+        db.dispose()
