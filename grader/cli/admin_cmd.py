@@ -41,7 +41,7 @@ def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
 
 
 #: Commands of the server itself, run against its state folder (not one competition's).
-SERVER_COMMANDS = frozenset({"upgrade-state", "competition"})
+SERVER_COMMANDS = frozenset({"upgrade-state", "competition", "person"})
 
 
 @click.group("admin")
@@ -69,7 +69,7 @@ def admin(ctx: click.Context, state_dir: Path, database: str | None, competition
 
         layout = ServerLayout(state_dir).load()
         entry = layout.pick(competition_name)
-        ctx.obj.update(state=layout.folder(entry.name), database=competition_database(entry, database))
+        ctx.obj.update(state=layout.folder(entry.name), database=competition_database(entry, database), competition_name=entry.name)
     elif competition_name is not None:
         raise HostingError(f"{state_dir}: the state folder of a one-competition server; --in names a competition of a server of many")
 
@@ -80,9 +80,29 @@ def admin(ctx: click.Context, state_dir: Path, database: str | None, competition
 @click.option("--baseline", is_flag=True, help="A host baseline (shown with a badge, never ranked).")
 @click.pass_context
 def add_participant(ctx: click.Context, name: str, team: str | None, baseline: bool) -> None:
-    """Create participant NAME and print its token (shown once; only its hash is stored)."""
+    """Create participant NAME and print its token (shown once; only its hash is stored).
+
+    On a server of many competitions, NAME is a person of the server registered in this competition: a person new to
+    the server gets a token (printed), one already known keeps theirs (nothing printed on stdout).
+    """
     from grader.hosting.services import admin as service
 
+    if "competition_name" in ctx.obj:
+        from grader.hosting.directory.people import People, open_people
+        from grader.hosting.services.people import register
+
+        people = People(open_people(ctx.obj["server_state"], ctx.obj["server_database"]))
+        registered = register(people, _db(ctx), name, team, baseline=baseline)
+        if registered is None:
+            click.echo(f"person {name!r} registered in {ctx.obj['competition_name']!r}; their token is the one they already hold", err=True)
+            return
+        click.echo(registered)
+        click.echo(
+            f"person {name!r} added to the server and registered in {ctx.obj['competition_name']!r}; give them the token printed on stdout "
+            "(it opens every competition they are registered in; it is not stored and cannot be shown again)",
+            err=True,
+        )
+        return
     token = service.add_participant(_db(ctx), name, team, baseline=baseline)
     click.echo(token)
     click.echo(f"participant {name!r} added; give them the token printed on stdout (it is not stored and cannot be shown again)", err=True)
@@ -522,3 +542,57 @@ def competition_list(ctx: click.Context) -> None:
     layout = ServerLayout(state).load()
     for entry in sorted(layout.entries.values(), key=lambda e: e.name):
         click.echo(f"{entry.name:<24} {'retired ' + (entry.retired_at or '') if entry.retired else 'served':<30} {layout.folder(entry.name)}")
+
+
+@admin.group("person")
+def person_group() -> None:
+    """The people of a server of many competitions: one token each, registered per competition."""
+
+
+def _people(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from grader.hosting.directory.layout import is_server_layout
+    from grader.hosting.directory.people import People, open_people
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_server_layout(state):
+        raise HostingError(f"{state}: not the state folder of a server of many competitions (people are its identities)")
+    return People(open_people(state, ctx.obj["server_database"]))
+
+
+@person_group.command("add")
+@click.argument("name")
+@click.pass_context
+def person_add(ctx: click.Context, name: str) -> None:
+    """Add person NAME to the server (registered in no competition yet) and print their token."""
+    _person, token = _people(ctx).add(name)
+    click.echo(token)
+    click.echo(f"person {name!r} added; register them with `grader admin --in COMPETITION add-participant {name}`", err=True)
+
+
+@person_group.command("list")
+@click.pass_context
+def person_list(ctx: click.Context) -> None:
+    """The server's people."""
+    for person in _people(ctx).all():
+        click.echo(f"{shown(person.name):<24} {'REVOKED' if person.revoked_at else 'active'}")
+
+
+@person_group.command("revoke")
+@click.argument("name")
+@click.pass_context
+def person_revoke(ctx: click.Context, name: str) -> None:
+    """Revoke person NAME's token on the server and in every competition."""
+    from grader.hosting.db.session import open_database
+    from grader.hosting.directory.databases import competition_database
+    from grader.hosting.directory.layout import ServerLayout
+    from grader.hosting.services.people import revoke_everywhere
+
+    people = _people(ctx)
+    layout = ServerLayout(ctx.obj["server_state"]).load()
+    competitions = [
+        (e.name, open_database(layout.folder(e.name), competition_database(e, ctx.obj["server_database"])))
+        for e in sorted(layout.entries.values(), key=lambda e: e.name)
+    ]
+    done = revoke_everywhere(people, name, competitions)
+    click.echo(f"revoked person {name!r} on the server and in: {', '.join(done) or 'no competition'}")

@@ -22,6 +22,7 @@ from grader.hosting.config import load_competition
 from grader.hosting.context import ServerContext
 from grader.hosting.directory.databases import competition_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
+from grader.hosting.directory.people import People, open_people
 from grader.hosting.directory.upgrade import is_legacy
 from grader.hosting.environment import environment
 from grader.hosting.errors import HostingError
@@ -79,8 +80,9 @@ class ManyOptions:
     body_grace_s: float = 20.0
 
 
-def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions) -> ServerContext:
-    """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database."""
+def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, people: People | None = None) -> ServerContext:
+    """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database;
+    ``people``: the server's, who get 404 (not 401) from a competition they are not registered in."""
     competition_file = Path(entry.file)
     one = ServeOptions(
         load_competition(competition_file),
@@ -90,6 +92,7 @@ def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions) -> S
         competition_file=competition_file,
     )
     ctx, _db = prepare(one)
+    ctx.people = people
     return ctx
 
 
@@ -108,6 +111,7 @@ class ManyServer:
     def __init__(self, layout: ServerLayout, options: ManyOptions, url: str, umask: int) -> None:
         self.layout, self.options, self.url, self.umask = layout, options, url, umask
         self.competitions = Competitions()
+        self.people = People(open_people(layout.root, options.database))
         self.running: dict[str, Running] = {}
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -119,7 +123,7 @@ class ManyServer:
             self._serve(entry, start=False)
 
     def _serve(self, entry: Entry, *, start: bool) -> None:
-        ctx = prepare_entry(self.layout, entry, self.options)
+        ctx = prepare_entry(self.layout, entry, self.options, self.people)
         app = create_app(
             ctx,
             min_body_rate=self.options.min_body_rate,
@@ -154,6 +158,7 @@ class ManyServer:
         self.stopping.set()
         for name in list(self.running):
             self._retire(name)
+        self.people.db.dispose()
 
     def _retire(self, name: str) -> None:
         with self.lock:

@@ -93,9 +93,10 @@ def test_a_grade_in_one_competition_is_its_own(two: ManyServer, docker_engine, t
     alpha_size = int(httpx.get(f"{two.base('alpha')}/log/checkpoint", timeout=30).text.splitlines()[1])
     beta_size = int(httpx.get(f"{two.base('beta')}/log/checkpoint", timeout=30).text.splitlines()[1])
     assert alpha_size > beta_size
-    # alice is not a participant of beta: her token opens nothing of it, her submission is not there
+    # alice is a person of the server but not a participant of beta: 404 for everything of it, her submission is not there
     for path in ("/api/v1/submissions", f"/api/v1/submissions/{scored_id}", "/api/v1/quota"):
-        assert httpx.get(f"{two.base('beta')}{path}", headers=bearer(two.tokens["alice"]), timeout=30).status_code in (401, 404)  # type: ignore[attr-defined]
+        answer = httpx.get(f"{two.base('beta')}{path}", headers=bearer(two.tokens["alice"]), timeout=30)  # type: ignore[attr-defined]
+        assert answer.status_code == 404 and "not registered in this competition" in answer.json()["detail"], path
     assert httpx.get(f"{two.base('beta')}/api/v1/submissions/{scored_id}", headers=bearer(two.tokens["bob"]), timeout=30).status_code == 404  # type: ignore[attr-defined]
     on_board = httpx.get(f"{two.base('alpha')}/api/v1/leaderboard", timeout=30).json()
     assert on_board["competition"] == "alpha" and [e["participant"] for b in on_board["boards"] for e in b["entries"]] == ["alice"]
@@ -159,3 +160,34 @@ def test_a_competition_added_and_retired_while_serving(two: ManyServer) -> None:
     again = CliRunner().invoke(cli, ["admin", "--state", str(two.state), "competition", "add", str(gamma)])
     assert again.exit_code != 0 and "already on this server (retired)" in again.output
     json.loads((two.state / "server.json").read_text())  # still whole
+
+
+def test_a_person_holds_one_token_registered_per_competition(two: ManyServer) -> None:
+    carol = admin(two.state, "person", "add", "carol").strip()
+    assert carol.startswith("gp_")
+
+    def quota(name: str, token: str = carol) -> int:
+        return httpx.get(f"{two.base(name)}/api/v1/quota", headers=bearer(token), timeout=30).status_code
+
+    assert quota("alpha") == 404 and quota("beta") == 404  # a person of the server, registered nowhere yet
+    assert admin(two.state, "--in", "alpha", "add-participant", "carol") == ""  # known: no new token
+    assert quota("alpha") == 200 and quota("beta") == 404
+    admin(two.state, "--in", "beta", "add-participant", "carol")
+    assert quota("alpha") == 200 and quota("beta") == 200  # one token, both competitions
+    assert quota("alpha", "gp_" + "x" * 43) == 401  # a token nobody holds: 401, as before
+    # one sign-in page per competition, the same token for both
+    with httpx.Client(base_url=two.url, timeout=30) as browser:
+        page = browser.get("/c/beta/signin").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf is not None
+        assert browser.post("/c/beta/signin", data={"csrf": csrf.group(1), "token": carol}).status_code == 303
+    said = admin(two.state, "person", "revoke", "carol")
+    assert "in: alpha, beta" in said
+    assert quota("alpha") == 401 and quota("beta") == 401
+    assert re.search(r"carol\s+REVOKED", admin(two.state, "person", "list"))
+    from click.testing import CliRunner
+
+    from grader.cli.main import cli
+
+    again = CliRunner().invoke(cli, ["admin", "--state", str(two.state), "--in", "alpha", "add-participant", "carol"])
+    assert again.exit_code != 0 and "already exists" in again.output

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from grader.hosting.db.session import database_url
-from grader.hosting.directory.layout import Entry
-from grader.hosting.directory.upgrade import LEGACY_SCHEMA
+from grader.hosting.directory.layout import LEGACY_SCHEMA, Entry
 from grader.hosting.errors import HostingError
 
 
@@ -28,20 +28,17 @@ def competition_database(entry: Entry, database: str | None) -> str | None:
         return None
     if entry.schema == LEGACY_SCHEMA:
         return database
-    url = database_url_of(database)
-    engine = create_engine(url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{entry.schema}"'))
-    except SQLAlchemyError as error:
-        raise HostingError(f"database: cannot create schema {entry.schema} for competition {entry.name!r}: {str(error).splitlines()[0]}") from None
-    finally:
-        engine.dispose()
+    ensure_schema(database, entry.schema, what=f"competition {entry.name!r}")
     return with_schema(database, entry.schema)
 
 
-def database_url_of(database: str) -> str:
-    """``database`` normalised as the engine takes it (psycopg 3 for ``postgresql://``)."""
-    from pathlib import Path
-
-    return database_url(Path("."), database)
+def ensure_schema(database: str, schema: str, *, what: str) -> None:
+    """Create PostgreSQL schema ``schema`` in ``database`` if it is missing (``what`` it holds, for the error line)."""
+    engine = create_engine(database_url(Path(), database))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+    except SQLAlchemyError as error:
+        raise HostingError(f"database: cannot create schema {schema} for {what}: {str(error).splitlines()[0]}") from None
+    finally:
+        engine.dispose()

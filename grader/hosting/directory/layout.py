@@ -31,6 +31,8 @@ COMPETITIONS_DIR = "competitions"
 LAYOUT = 2
 #: server.json is ours, but it is read before anything else: bounded all the same.
 MAX_SERVER_FILE = 1 << 20
+#: The schema a one-competition PostgreSQL database kept its tables in (an upgraded competition keeps them there).
+LEGACY_SCHEMA = "public"
 #: A competition's address in URLs (/c/<name>/) and its folder's name: the competition schema's pattern for names.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from grader.hosting.db.session import DB_FILE, Database, database_url
-from grader.hosting.directory.layout import COMPETITIONS_DIR, SERVER_FILE, ServerLayout, is_server_layout
+from grader.hosting.directory.layout import COMPETITIONS_DIR, LEGACY_SCHEMA, SERVER_FILE, ServerLayout, is_server_layout
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.storage import recorded_competition_file
@@ -31,8 +31,6 @@ log = logging.getLogger("grader.hosting")
 #: The columns that hold absolute paths into the state folder.
 PATH_COLUMNS = (("submissions", "upload_path"), ("results", "envelope_path"), ("results", "report_path"), ("results", "logs_path"))
 UPGRADING = ".upgrading"
-#: The schema a one-competition PostgreSQL database kept its tables in.
-LEGACY_SCHEMA = "public"
 
 
 def is_legacy(root: Path) -> bool:
@@ -82,11 +80,38 @@ def upgrade(root: Path, database: str | None) -> ServerLayout:
         log.info("upgrade: the state folder's %d entries moved into %s", moved, final)
     else:  # a crash after step 3: the paths were rewritten before the rename
         _rewrite_paths(final, database, old=root, new=final)
+    _people_of(final, database, root)
     layout = ServerLayout(root)
     layout.add(name, competition_file, postgres=database is not None, folder=f"{COMPETITIONS_DIR}/{name}", schema=LEGACY_SCHEMA)
     layout.save()
     log.info("upgrade: %s is now a server holding competition %r (its pages under /c/%s/)", root, name, name)
     return layout
+
+
+def _people_of(folder: Path, database: str | None, root: Path) -> None:
+    """The competition's participants become the server's people with the same names and tokens (idempotent): the
+    tokens they hold keep working, and now name them server-wide."""
+    from sqlalchemy import select
+
+    from grader.hosting.db.models import Participant
+    from grader.hosting.directory.models import Person
+    from grader.hosting.directory.people import open_people
+
+    if database is None and not (folder / DB_FILE).is_file():
+        return
+    competition = Database(database_url(folder, database))
+    people = open_people(root, database)
+    try:
+        with competition.session() as session:
+            found = [(p.name, p.token_sha256, p.created_at, p.revoked_at) for p in session.scalars(select(Participant)).all()]
+        with people.session() as session:
+            known = set(session.scalars(select(Person.name)).all())
+            for name, digest, created_at, revoked_at in found:
+                if name not in known:
+                    session.add(Person(name=name, token_sha256=digest, created_at=created_at, revoked_at=revoked_at))
+    finally:
+        competition.dispose()
+        people.dispose()
 
 
 def _rewrite_paths(folder: Path, database: str | None, *, old: Path, new: Path) -> None:

@@ -118,7 +118,10 @@ async def signin(request: Request) -> Response:
     try:
         await run_in_threadpool(sign_in, request, token)
     except HTTPException as refused:
-        error = "too many failed sign-ins from this address; try again in a minute" if refused.status_code == 429 else "unknown or revoked token"
+        error = {
+            429: "too many failed sign-ins from this address; try again in a minute",
+            404: "this token is not registered in this competition",
+        }.get(refused.status_code, "unknown or revoked token")
         return _page("signin.html", request, status=refused.status_code, error=error)
     return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
 
