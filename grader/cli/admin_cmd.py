@@ -486,8 +486,15 @@ def register(group: click.Group) -> None:
 
 
 @admin.command("upgrade-state")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The competition file (default: the one the last `grader serve` noted in the state folder).",
+)
 @click.pass_context
-def upgrade_state(ctx: click.Context) -> None:
+def upgrade_state(ctx: click.Context, competition_file: Path | None) -> None:
     """Upgrade a one-competition state folder into a server holding that competition (stop the server first)."""
     from grader.hosting.directory.upgrade import is_legacy, upgrade
     from grader.hosting.errors import HostingError
@@ -495,7 +502,7 @@ def upgrade_state(ctx: click.Context) -> None:
     state: Path = ctx.obj["server_state"]
     if not is_legacy(state):
         raise HostingError(f"{state}: not the state folder of a one-competition server (nothing to upgrade)")
-    layout = upgrade(state, ctx.obj["server_database"])
+    layout = upgrade(state, ctx.obj["server_database"], competition_file)
     (entry,) = layout.active()
     click.echo(
         f"upgraded: competition {entry.name!r} now in {layout.folder(entry.name)}; serve with `grader serve --state {state} --competitions DIR`"

@@ -16,12 +16,17 @@ A start that finds step 1, 2 or 3 done and ``server.json`` missing goes on from 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 
+from grader.hosting.config import load_competition
+from grader.hosting.db.models import Participant
 from grader.hosting.db.session import DB_FILE, Database, database_url
 from grader.hosting.directory.layout import COMPETITIONS_DIR, LEGACY_SCHEMA, SERVER_FILE, ServerLayout, is_server_layout
+from grader.hosting.directory.models import Person
+from grader.hosting.directory.people import open_people
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.storage import recorded_competition_file
@@ -43,27 +48,27 @@ def is_legacy(root: Path) -> bool:
     return (root / KEYS_FOLDER).is_dir() or (root / COMPETITIONS_DIR).is_dir()
 
 
-def legacy_name(root: Path) -> tuple[str, Path]:
-    """The name and file of the competition a one-competition state folder holds: the file its last ``grader serve``
-    noted there."""
-    from grader.hosting.config import load_competition
-
+def legacy_name(root: Path, competition_file: Path | None = None) -> tuple[str, Path]:
+    """The name and file of the competition a one-competition state folder holds: ``competition_file`` when given,
+    else the file its last ``grader serve`` noted there."""
     started = sorted(p for p in (root / COMPETITIONS_DIR).glob("*") if p.is_dir()) if (root / COMPETITIONS_DIR).is_dir() else []
     if len(started) > 1:
         raise HostingError(f"{root / COMPETITIONS_DIR}: {len(started)} folders but no server.json; not an upgrade this grader started")
     note_dir = started[0] if started else root
-    competition_file = recorded_competition_file(note_dir)
+    competition_file = competition_file or recorded_competition_file(note_dir)
     if competition_file is None:
         raise HostingError(
-            f"{root}: a one-competition state folder without a note of its competition file; start grader 0.3's `grader serve` on it once"
+            f"{root}: a one-competition state folder without a note of its competition file", hint="name it: upgrade-state --competition FILE"
         )
+    if not competition_file.is_file():
+        raise HostingError(f"{root}: its competition file {competition_file} is gone", hint="name it: upgrade-state --competition FILE")
     return load_competition(competition_file).name, competition_file
 
 
-def upgrade(root: Path, database: str | None) -> ServerLayout:
+def upgrade(root: Path, database: str | None, competition_file: Path | None = None) -> ServerLayout:
     """Upgrade the one-competition state folder ``root`` into a server holding its competition; return the layout."""
     root = root.resolve()
-    name, competition_file = legacy_name(root)
+    name, competition_file = legacy_name(root, competition_file)
     competitions = root / COMPETITIONS_DIR
     staging = competitions / f"{name}{UPGRADING}"
     final = competitions / name
@@ -75,11 +80,11 @@ def upgrade(root: Path, database: str | None) -> ServerLayout:
                 continue
             entry.rename(staging / entry.name)
             moved += 1
-        _rewrite_paths(staging, database, old=root, new=final)
+        _rewrite_paths(staging, database, new=final)
         staging.rename(final)
         log.info("upgrade: the state folder's %d entries moved into %s", moved, final)
     else:  # a crash after step 3: the paths were rewritten before the rename
-        _rewrite_paths(final, database, old=root, new=final)
+        _rewrite_paths(final, database, new=final)
     _people_of(final, database, root)
     layout = ServerLayout(root)
     layout.add(name, competition_file, postgres=database is not None, folder=f"{COMPETITIONS_DIR}/{name}", schema=LEGACY_SCHEMA)
@@ -91,12 +96,6 @@ def upgrade(root: Path, database: str | None) -> ServerLayout:
 def _people_of(folder: Path, database: str | None, root: Path) -> None:
     """The competition's participants become the server's people with the same names and tokens (idempotent): the
     tokens they hold keep working, and now name them server-wide."""
-    from sqlalchemy import select
-
-    from grader.hosting.db.models import Participant
-    from grader.hosting.directory.models import Person
-    from grader.hosting.directory.people import open_people
-
     if database is None and not (folder / DB_FILE).is_file():
         return
     competition = Database(database_url(folder, database))
@@ -114,18 +113,29 @@ def _people_of(folder: Path, database: str | None, root: Path) -> None:
         people.dispose()
 
 
-def _rewrite_paths(folder: Path, database: str | None, *, old: Path, new: Path) -> None:
-    """Rewrite the absolute paths under ``old`` to ``new`` in the competition's database (idempotent)."""
+#: The folders of a state folder that stored paths point into: what precedes one of them is the old folder.
+_STORED_UNDER = re.compile(r"^(.*?)/(uploads|results|runs|shards)/")
+
+
+def _rewrite_paths(folder: Path, database: str | None, *, new: Path) -> None:
+    """Point the database's stored paths into ``new`` (idempotent).
+
+    A stored path is ``<old folder>/uploads/…`` or ``<old folder>/results/…``; the old folder is read from each path
+    (not assumed to be where the folder is now): a state folder restored or copied from another machine upgrades too.
+    """
     if database is None and not (folder / DB_FILE).is_file():
         return  # never started: nothing stored
     db = Database(database_url(folder, database))
+    prefix = str(new)
     try:
-        prefix = f"{old}/"
         with db.session() as session:
             for table, column in PATH_COLUMNS:
-                session.execute(
-                    text(f"UPDATE {table} SET {column} = :new || substr({column}, :cut) WHERE substr({column}, 1, :n) = :old"),
-                    {"new": f"{new}/", "cut": len(prefix) + 1, "n": len(prefix), "old": prefix},
-                )
+                rows = session.execute(text(f"SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL")).all()
+                for row_id, stored in rows:
+                    found = _STORED_UNDER.match(stored)
+                    if found is None or found.group(1) == prefix:
+                        continue
+                    moved = prefix + stored[len(found.group(1)) :]
+                    session.execute(text(f"UPDATE {table} SET {column} = :moved WHERE id = :id"), {"moved": moved, "id": row_id})
     finally:
         db.dispose()
