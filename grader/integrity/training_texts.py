@@ -1,0 +1,93 @@
+"""A participant's training texts, read for ``grader sketch-training``: files, folders and JSONL corpora.
+
+* A file ending ``.jsonl``: one JSON object per line with a string ``text`` and an optional string ``title``
+  (a BEIR corpus line); the text sketched is ``title + " " + text``, stripped, as an encoder sees a document.
+* Any other file: its whole content is one text (UTF-8; a file that is not UTF-8 is skipped and counted).
+* A folder: every regular file under it, in byte order of the path (symbolic links are not followed, so a link
+  loop cannot trap the walk and the order is stable).
+
+Files are read in the order given, then folder contents in path order, so the same inputs always give the same
+texts. A plain file is read whole up to :data:`MAX_FILE_BYTES`; a larger one is refused (one line).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import jsonio
+from grader.data.task import document_text
+from grader.errors import InputError
+from grader.files import read_bounded
+
+#: Largest plain training file read whole, in bytes.
+MAX_FILE_BYTES = 64 << 20
+
+
+class TrainingDataError(InputError):
+    """A training file given to ``grader sketch-training`` is unreadable or malformed (exit 2)."""
+
+
+@dataclass
+class ReadCounts:
+    """What the walk saw: files read, files skipped (not UTF-8) and texts yielded."""
+
+    files: int = 0
+    skipped: list[str] = field(default_factory=list)
+    texts: int = 0
+
+
+def training_files(paths: Sequence[Path]) -> list[Path]:
+    """Every file to read, in the documented order; a path that does not exist is refused."""
+    files: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise TrainingDataError("no such file or folder", path=path)
+        if path.is_dir():
+            found: list[Path] = []
+            for root, _dirs, names in os.walk(path, followlinks=False):
+                candidates = (Path(root) / name for name in names)
+                found.extend(item for item in candidates if not item.is_symlink() and item.is_file())
+            files.extend(sorted(found, key=lambda item: os.fsencode(item)))
+        else:
+            files.append(path)
+    return files
+
+
+def _jsonl_texts(path: Path) -> Iterator[str]:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line, record in jsonio.iter_objects(handle, path=path, error=TrainingDataError):
+                text = record.get("text")
+                title = record.get("title", "")
+                if not isinstance(text, str):
+                    raise TrainingDataError("expected a string", path=path, line=line, field="text")
+                if not isinstance(title, str):
+                    raise TrainingDataError("expected a string", path=path, line=line, field="title")
+                yield document_text(title, text)
+    except OSError as error:
+        raise TrainingDataError(f"cannot read the file: {error.strerror or error}", path=path) from None
+
+
+def _file_texts(path: Path, counts: ReadCounts) -> Iterator[str]:
+    if path.suffix == ".jsonl":
+        yield from _jsonl_texts(path)
+        return
+    data = read_bounded(path, MAX_FILE_BYTES, lambda reason: TrainingDataError(reason, path=path), what="training file")
+    try:
+        yield data.decode("utf-8")
+    except UnicodeDecodeError:
+        counts.skipped.append(str(path))
+
+
+def iter_training_texts(files: Sequence[Path], counts: ReadCounts, *, on_file: Callable[[int], None] | None = None) -> Iterator[str]:
+    """The texts of ``files`` in order, counting what was read into ``counts``; ``on_file(1)`` after each file."""
+    for path in files:
+        counts.files += 1
+        for text in _file_texts(path, counts):
+            counts.texts += 1
+            yield text
+        if on_file is not None:
+            on_file(1)
