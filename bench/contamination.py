@@ -10,7 +10,8 @@
 2. mini: the texts of each task's train split (its judged queries and their relevant documents) sketched, then
    compared with the test split of every task: what a participant who trained on mini's train split is told
    (mini's splits are cut by function group, so a touched test query is a near copy across groups).
-3. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
+3. Items copied inside a long training file (windows of 256 tokens): found by length.
+4. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
    splits against that sketch.
 """
 
@@ -95,6 +96,21 @@ def mini() -> None:
         print(f"  {name} test: {overlap} ({time.perf_counter() - started:.1f} s)")
 
 
+def inside_long_files(trials: int = 40) -> None:
+    """Items of a given number of statements copied (in disguise) into the middle of a file of 12 other functions."""
+    print("| statements of the item | found inside a long file |")
+    print("|---:|---:|")
+    for statements in (6, 12, 18, 24, 30):
+        hits = 0
+        for seed in range(trials):
+            rng = random.Random(seed)
+            item = snippet(rng, statements)
+            around = [snippet(rng, 10).render() for _ in range(12)]
+            long_file = "\n".join([*around[:6], disguised_copy(item, rng), *around[6:]])
+            hits += int(find_copies(build_sketch([long_file]), [item.render()]).found[0])
+        print(f"| {statements} | {hits} of {trials} |")
+
+
 def speed(scale: int) -> None:
     rng = random.Random(7)
     texts = [snippet(rng, rng.randint(3, 30)).render() for _ in range(scale)]
@@ -117,6 +133,7 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=100_000)
     args = parser.parse_args()
     quality(args.seeds)
+    inside_long_files()
     mini()
     speed(args.scale)
 
