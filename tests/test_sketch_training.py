@@ -62,9 +62,10 @@ def test_output_is_deterministic_and_independent_of_how_the_inputs_are_laid_out(
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes() == (tmp_path / "c").read_bytes()
 
 
-def test_progress_counts_files_on_stderr(tmp_path: Path, training: Path) -> None:
+def test_progress_counts_the_bytes_read_on_stderr(tmp_path: Path, training: Path) -> None:
+    total = sum(path.stat().st_size for path in training.rglob("*") if path.is_file())
     result = invoke("sketch-training", training, "--out", tmp_path / "s")
-    assert "files sketched: 6/6 (100%" in result.stderr
+    assert f"bytes of training data read: {total}/{total} (100%" in result.stderr
 
 
 def test_a_bad_jsonl_line_names_file_line_and_field(tmp_path: Path) -> None:
@@ -150,3 +151,15 @@ def test_write_refuses_a_sketch_over_the_cap(tmp_path: Path) -> None:
     sketch = TrainingSketch(SketchParameters(), np.zeros((2, 128), dtype=np.uint16))
     with pytest.raises(UsageError, match="over the 100-byte cap"):
         write_sketch(tmp_path / "s", sketch, max_bytes=100)
+
+
+def test_texts_too_short_to_audit_give_an_empty_sketch_that_finds_nothing(tmp_path: Path) -> None:
+    from grader.integrity.contamination import find_copies
+
+    short = tmp_path / "short.py"
+    short.write_text("def f(x):\n    return x + 1\n", encoding="utf-8")
+    invoke("sketch-training", short, "--out", tmp_path / "s", "--quiet")
+    sketch = read_sketch(tmp_path / "s")
+    assert sketch.count == 0 and (tmp_path / "s").stat().st_size == encoded_size(0, 128) == 72
+    matches = find_copies(sketch, [short.read_text(encoding="utf-8"), _functions(3, 1)[0]])
+    assert matches.audited.tolist() == [False, True] and not matches.found.any()

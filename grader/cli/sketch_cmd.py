@@ -28,15 +28,16 @@ def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: 
     from grader.cli.progress import StderrProgress
     from grader.integrity.sketch_build import build_sketch
     from grader.integrity.sketch_file import write_sketch
-    from grader.integrity.training_texts import ReadCounts, iter_training_texts, training_files
+    from grader.integrity.training_texts import ReadCounts, iter_training_texts, total_bytes, training_files
 
     files = training_files(list(paths))
     counts = ReadCounts()
     progress = StderrProgress(quiet=quiet)
-    progress.note(f"sketching the texts of {len(files)} file(s)")
-    # Files are the unit of progress: their number is known before the first is read (a JSONL's lines are not).
-    advance = progress.progress("files sketched", len(files))
-    sketch = build_sketch(iter_training_texts(files, counts, on_file=advance), max_bytes=max_bytes)
+    progress.note(f"sketching the texts of {len(files)} file(s), {total_bytes(files)} bytes")
+    # Bytes are the unit of progress: their total is known before the first file is read, and a large JSONL
+    # corpus moves it line by line (its number of texts is not known until its end).
+    advance = progress.progress("bytes of training data read", total_bytes(files))
+    sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), max_bytes=max_bytes)
     size = write_sketch(out_path, sketch, max_bytes=max_bytes)
     skipped = f"; {len(counts.skipped)} file(s) not UTF-8, skipped (first: {counts.skipped[0]})" if counts.skipped else ""
     click.echo(f"{out_path}: {sketch.count} distinct windows of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}")

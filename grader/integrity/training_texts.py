@@ -13,7 +13,7 @@ texts. A plain file is read whole up to :data:`MAX_FILE_BYTES`; a larger one is 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,10 +56,17 @@ def training_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def _jsonl_texts(path: Path) -> Iterator[str]:
+def _decoded(handle: Iterable[bytes], on_bytes: Callable[[int], None]) -> Iterator[str]:
+    """The lines of a binary handle as text, each line's bytes counted as it is read (progress within a large JSONL)."""
+    for raw in handle:
+        on_bytes(len(raw))
+        yield raw.decode("utf-8")
+
+
+def _jsonl_texts(path: Path, on_bytes: Callable[[int], None]) -> Iterator[str]:
     try:
-        with path.open(encoding="utf-8") as handle:
-            for line, record in jsonio.iter_objects(handle, path=path, error=TrainingDataError):
+        with path.open("rb") as handle:
+            for line, record in jsonio.iter_objects(_decoded(handle, on_bytes), path=path, error=TrainingDataError):
                 text = record.get("text")
                 title = record.get("title", "")
                 if not isinstance(text, str):
@@ -71,23 +78,34 @@ def _jsonl_texts(path: Path) -> Iterator[str]:
         raise TrainingDataError(f"cannot read the file: {error.strerror or error}", path=path) from None
 
 
-def _file_texts(path: Path, counts: ReadCounts) -> Iterator[str]:
+def _file_texts(path: Path, counts: ReadCounts, on_bytes: Callable[[int], None]) -> Iterator[str]:
     if path.suffix == ".jsonl":
-        yield from _jsonl_texts(path)
+        yield from _jsonl_texts(path, on_bytes)
         return
     data = read_bounded(path, MAX_FILE_BYTES, lambda reason: TrainingDataError(reason, path=path), what="training file")
+    on_bytes(len(data))
     try:
-        yield data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         counts.skipped.append(str(path))
+        return
+    yield text
 
 
-def iter_training_texts(files: Sequence[Path], counts: ReadCounts, *, on_file: Callable[[int], None] | None = None) -> Iterator[str]:
-    """The texts of ``files`` in order, counting what was read into ``counts``; ``on_file(1)`` after each file."""
+def total_bytes(files: Sequence[Path]) -> int:
+    """The files' sizes added up: the total that progress counts towards."""
+    return sum(path.stat().st_size for path in files)
+
+
+def _ignore(_count: int) -> None:
+    return None
+
+
+def iter_training_texts(files: Sequence[Path], counts: ReadCounts, *, on_bytes: Callable[[int], None] = _ignore) -> Iterator[str]:
+    """The texts of ``files`` in order, counting what was read into ``counts``; ``on_bytes(n)`` as ``n`` more bytes
+    are read (line by line in a JSONL file, so progress moves within a large corpus)."""
     for path in files:
         counts.files += 1
-        for text in _file_texts(path, counts):
+        for text in _file_texts(path, counts, on_bytes):
             counts.texts += 1
             yield text
-        if on_file is not None:
-            on_file(1)
