@@ -17,7 +17,9 @@ _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _OPS = ["+", "-", "*", "//", "%", "<<", "^", "|", "&"]
 _COMPARE = ["<", ">", "<=", ">=", "==", "!="]
-_IDENT = re.compile(r"\b[a-z]{4,}[0-9]?\b")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+#: The words of the generated Python that are not identifiers (kept by the renaming).
+KEYWORDS = frozenset({"return", "range", "while", "for", "if", "in", "def"})
 
 
 def word(rng: random.Random, syllables: int = 3) -> str:
@@ -90,13 +92,18 @@ def _rename_all(text: str, rng: random.Random) -> str:
 
     def fresh(match: re.Match[str]) -> str:
         name = match.group(0)
-        if name in {"return", "range", "while", "for", "if", "in", "def"}:
+        if name in KEYWORDS:
             return name
         if name not in mapping:
             mapping[name] = word(rng, 4) + rng.choice(["", "_x", "Q"])
         return mapping[name]
 
     return _IDENT.sub(fresh, text)
+
+
+def identifiers(text: str) -> set[str]:
+    """The identifiers of a generated text (comments included), keywords left out."""
+    return {name for name in _IDENT.findall(text) if name not in KEYWORDS}
 
 
 def disguised_copy(original: Snippet, rng: random.Random) -> str:

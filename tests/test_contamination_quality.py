@@ -17,11 +17,12 @@ import numpy as np
 from grader.integrity.contamination import find_copies
 from grader.integrity.sketch_build import build_sketch
 from grader.integrity.sketch_text import MIN_CODE_TOKENS
-from tests.contamination_support import disguised_copy, snippet
+from tests.contamination_support import disguised_copy, identifiers, snippet
 
 #: (lowest, highest) tokens of each bucket; the first is below the audited minimum.
 BUCKETS = {"below minimum": (0, MIN_CODE_TOKENS), "short": (MIN_CODE_TOKENS, 80), "medium": (80, 160), "long": (160, 10**6)}
 _COMMENT = re.compile(r"#[^\n]*")
+_IDENT_ANY = re.compile(r"\b(?!(?:return|range|while|for|if|in|def)\b)[A-Za-z_]\w*")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|[^\w\s]")
 
 
@@ -60,6 +61,23 @@ def test_disguised_copies_are_found_per_length_bucket_and_unrelated_code_is_not(
     below = lengths < MIN_CODE_TOKENS
     assert not matches.audited[below].any() and not matches.found[below].any()
     assert matches.audited[~below].all()
+
+
+def test_the_disguise_renames_every_identifier_rewrites_comments_and_swaps_two_statements() -> None:
+    rng = random.Random(4)
+    for _ in range(200):
+        item = snippet(rng, rng.randint(2, 20))
+        copy = disguised_copy(item, rng)
+        assert identifiers(copy).isdisjoint(identifiers(item.render()))
+        assert set(_COMMENT.findall(copy)).isdisjoint(_COMMENT.findall(item.render()))
+        # Statement lines, identifiers blanked: the copy's order differs from the original's (two were swapped),
+        # unless the two swapped statements have the same shape.
+        shapes = [
+            re.sub(r"\s+", "", _IDENT_ANY.sub("v", line)) for line in item.render().splitlines() if line.strip() and not line.strip().startswith("#")
+        ]
+        copied = [re.sub(r"\s+", "", _IDENT_ANY.sub("v", line)) for line in copy.splitlines() if line.strip() and not line.strip().startswith("#")]
+        assert sorted(shapes) == sorted(copied)
+        assert shapes != copied or len(set(shapes[1:-1])) < len(shapes[1:-1])
 
 
 def test_a_copy_without_its_disguise_and_the_disguise_alone_are_each_found() -> None:
