@@ -10,8 +10,9 @@
 2. mini: the texts of each task's train split (its judged queries and their relevant documents) sketched, then
    compared with the test split of every task: what a participant who trained on mini's train split is told
    (mini's splits are cut by function group, so a touched test query is a near copy across groups).
-3. Items copied inside a long training file (windows of 256 tokens): found by length.
-4. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
+3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits.
+4. Items copied inside a long training file (windows of 256 tokens): found by length.
+5. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
    splits against that sketch.
 """
 
@@ -77,6 +78,23 @@ def quality(seeds: int) -> None:
             print(f"| {label} | {name} | {copies} | {hits / max(copies, 1):.3f} | {others} | {false} ({false / max(others, 1):.2%}) |")
 
 
+def real_unrelated() -> None:
+    """The grader's own functions (real Python, unrelated to the standard library) as training data, against mini."""
+    import ast
+
+    functions = []
+    for path in sorted((ROOT / "grader").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions.append(ast.get_source_segment(source, node) or "")
+    sketch = build_sketch(functions)
+    print(f"the grader's own {len(functions)} functions, {sketch.count} windows, against mini's test splits:")
+    benchmark = resolve_benchmark("mini")
+    for name in benchmark.spec.tasks:
+        print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
+
+
 def mini() -> None:
     benchmark = resolve_benchmark("mini")
     train_texts: list[str] = []
@@ -134,6 +152,7 @@ def main() -> None:
     args = parser.parse_args()
     quality(args.seeds)
     inside_long_files()
+    real_unrelated()
     mini()
     speed(args.scale)
 

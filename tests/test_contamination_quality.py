@@ -101,3 +101,24 @@ def test_an_item_copied_inside_a_long_training_file_is_found_through_its_window(
     assert _tokens(long_file) > 4 * 256
     matches = find_copies(build_sketch([long_file]), [item.render()])
     assert matches.found.tolist() == [True]
+
+
+def test_real_unrelated_code_touches_at_most_one_percent_of_minis_test_queries() -> None:
+    # The grader's own functions are real Python unrelated to the standard library that mini is made of: sketched
+    # as training data, they must leave (nearly) every test query of mini's text2code untouched.
+    import ast
+    from pathlib import Path
+
+    from grader.data.registry import resolve_benchmark
+    from grader.integrity.audit import audit_task
+
+    functions = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "grader").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions.append(ast.get_source_segment(source, node) or "")
+    assert len(functions) > 1000
+    overlap = audit_task(resolve_benchmark("mini").task("text2code"), "test", build_sketch(functions))
+    assert overlap.test_queries == 881 and overlap.audited_queries > 800
+    assert overlap.touched <= 0.01 * overlap.test_queries, overlap
