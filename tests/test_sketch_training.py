@@ -62,6 +62,23 @@ def test_output_is_deterministic_and_independent_of_how_the_inputs_are_laid_out(
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes() == (tmp_path / "c").read_bytes()
 
 
+def test_a_gzipped_corpus_gives_the_bytes_of_the_plain_one_and_a_broken_one_is_one_line(tmp_path: Path) -> None:
+    import gzip
+
+    lines = "".join(json.dumps({"text": text}) + "\n" for text in _functions(4, 5))
+    (tmp_path / "c.jsonl").write_text(lines, encoding="utf-8")
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress(lines.encode("utf-8")))
+    invoke("sketch-training", tmp_path / "c.jsonl", "--out", tmp_path / "plain", "--quiet")
+    result = invoke("sketch-training", tmp_path / "c.jsonl.gz", "--out", tmp_path / "gz")
+    assert (tmp_path / "plain").read_bytes() == (tmp_path / "gz").read_bytes()
+    size = (tmp_path / "c.jsonl.gz").stat().st_size
+    assert f"bytes of training data read: {size}/{size} (100%" in result.stderr
+    (tmp_path / "broken.jsonl.gz").write_bytes(gzip.compress(lines.encode("utf-8"))[:-20])
+    result = invoke("sketch-training", tmp_path / "broken.jsonl.gz", "--out", tmp_path / "b", expect=2)
+    assert f"error: {tmp_path / 'broken.jsonl.gz'}: cannot read the file: Compressed file ended" in result.stderr
+    assert not (tmp_path / "b").exists()
+
+
 def test_progress_counts_the_bytes_read_on_stderr(tmp_path: Path, training: Path) -> None:
     total = sum(path.stat().st_size for path in training.rglob("*") if path.is_file())
     result = invoke("sketch-training", training, "--out", tmp_path / "s")

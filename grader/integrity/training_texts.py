@@ -1,7 +1,7 @@
 """A participant's training texts, read for ``grader sketch-training``: files, folders and JSONL corpora.
 
-* A file ending ``.jsonl``: one JSON object per line with a string ``text`` and an optional string ``title``
-  (a BEIR corpus line); the text sketched is ``title + " " + text``, stripped, as an encoder sees a document.
+* A file ending ``.jsonl`` (or ``.jsonl.gz``, gzip-compressed): one JSON object per line with a string
+  ``text`` and an optional string ``title`` (a BEIR corpus line); the text sketched is ``title + " " + text``, stripped, as an encoder sees a document.
 * Any other file: its whole content is one text (UTF-8; a file that is not UTF-8 is skipped and counted).
 * A folder: every regular file under it, in byte order of the path (symbolic links are not followed, so a link
   loop cannot trap the walk and the order is stable).
@@ -12,6 +12,7 @@ texts. A plain file is read whole up to :data:`MAX_FILE_BYTES`; a larger one is 
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -56,17 +57,23 @@ def training_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def _decoded(handle: Iterable[bytes], on_bytes: Callable[[int], None]) -> Iterator[str]:
-    """The lines of a binary handle as text, each line's bytes counted as it is read (progress within a large JSONL)."""
+def _decoded(handle: Iterable[bytes], on_bytes: Callable[[int], None], position: Callable[[], int]) -> Iterator[str]:
+    """The lines of a binary handle as text; ``on_bytes`` told how far ``position()`` (bytes of the file on disk) moved."""
+    last = 0
     for raw in handle:
-        on_bytes(len(raw))
+        now = position()
+        on_bytes(now - last)
+        last = now
         yield raw.decode("utf-8")
+    on_bytes(position() - last)  # what the last read took beyond the last line (a gzip stream's trailer)
 
 
 def _jsonl_texts(path: Path, on_bytes: Callable[[int], None]) -> Iterator[str]:
     try:
-        with path.open("rb") as handle:
-            for line, record in jsonio.iter_objects(_decoded(handle, on_bytes), path=path, error=TrainingDataError):
+        with path.open("rb") as disk:
+            # A .jsonl.gz corpus is read through gzip; progress follows the compressed bytes read from disk.
+            lines: Iterable[bytes] = gzip.GzipFile(fileobj=disk, mode="rb") if path.name.endswith(".gz") else disk
+            for line, record in jsonio.iter_objects(_decoded(lines, on_bytes, disk.tell), path=path, error=TrainingDataError):
                 text = record.get("text")
                 title = record.get("title", "")
                 if not isinstance(text, str):
@@ -74,12 +81,12 @@ def _jsonl_texts(path: Path, on_bytes: Callable[[int], None]) -> Iterator[str]:
                 if not isinstance(title, str):
                     raise TrainingDataError("expected a string", path=path, line=line, field="title")
                 yield document_text(title, text)
-    except OSError as error:
-        raise TrainingDataError(f"cannot read the file: {error.strerror or error}", path=path) from None
+    except (OSError, EOFError) as error:  # gzip raises BadGzipFile (an OSError) or EOFError on a broken stream
+        raise TrainingDataError(f"cannot read the file: {getattr(error, 'strerror', None) or error}", path=path) from None
 
 
 def _file_texts(path: Path, counts: ReadCounts, on_bytes: Callable[[int], None]) -> Iterator[str]:
-    if path.suffix == ".jsonl":
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
         yield from _jsonl_texts(path, on_bytes)
         return
     data = read_bounded(path, MAX_FILE_BYTES, lambda reason: TrainingDataError(reason, path=path), what="training file")
