@@ -48,6 +48,7 @@ class ReleasedOverlap:
         return self.touched / self.test_queries
 
     def as_dict(self) -> dict[str, object]:
+        """The figure as JSON-ready values (``touched`` and ``share`` ``None`` when withheld)."""
         share = self.share
         return {
             "task": self.task,
@@ -59,6 +60,7 @@ class ReleasedOverlap:
         }
 
     def line(self) -> str:
+        """The figure as one line for a person."""
         if self.touched is None:
             return f"{self.task} ({self.split}): fewer than {self.step} of {self.test_queries} test queries touched (withheld below {self.step})"
         return f"{self.task} ({self.split}): at least {self.touched} of {self.test_queries} test queries touched ({self.share:.1%}; counts in steps of {self.step})"

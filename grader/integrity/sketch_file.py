@@ -60,6 +60,7 @@ class TrainingSketch:
 
     @property
     def count(self) -> int:
+        """Signature rows (distinct windows) in the sketch."""
         return int(self.rows.shape[0])
 
 
