@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from grader.errors import GraderError
 from grader.grading.interfaces import RunOptions
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
+
+if TYPE_CHECKING:
+    from grader.integrity.contamination import SplitOverlap
 
 
 def _rules_check(rules: Any) -> RulesCheck:
@@ -125,7 +128,7 @@ def check_command(
         images_from_submission_only=images_from_submission_only,
     )
     report = run_check(submission, options, rules=_rules_check(rules) if rules else None, limits_source=source)
-    overlaps = []
+    overlaps: list[SplitOverlap] = []
     if sketch is not None:
         from grader.integrity.audit import audit_tasks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +20,10 @@ from grader.reports.table import format_report_table
 from grader.retrieval.pca import parse_dimensions
 from grader.sandbox.blinding_key import load_blinding_key
 from grader.sandbox.limits import limits_from_options
+
+if TYPE_CHECKING:
+    from grader.data.benchmark import Benchmark
+    from grader.integrity.sketch_file import TrainingSketch
 
 
 @click.command("run")
@@ -156,7 +160,7 @@ def run_command(
             click.echo(f"note: {STRICT_NOTE}", err=True)
 
 
-def _print_released_overlap(benchmark: Any, options: RunOptions, sketch: Any) -> None:
+def _print_released_overlap(benchmark: Benchmark, options: RunOptions, sketch: TrainingSketch) -> None:
     """The audit's released figures (docs/contamination.md), printed after the report and never written into it."""
     from grader.integrity.audit import audit_tasks
     from grader.integrity.release import release
