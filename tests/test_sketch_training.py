@@ -209,3 +209,16 @@ def test_mutated_sketches_are_read_or_refused_with_one_line_never_a_crash(tmp_pa
             assert sketch.rows.shape == (sketch.count, 128)
             outcomes["read"] += 1
     assert outcomes["refused"] > 100 and outcomes["read"] > 0, outcomes
+
+
+@pytest.mark.slow  # starts worker processes
+def test_workers_give_the_same_bytes_as_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.integrity import sketch_build
+
+    monkeypatch.setattr(sketch_build, "WORKER_BATCH", 7)  # many small batches, finishing in any order
+    corpus = tmp_path / "many.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in _functions(6, 60)), encoding="utf-8")
+    invoke("sketch-training", corpus, "--out", tmp_path / "one", "--quiet")
+    invoke("sketch-training", corpus, "--out", tmp_path / "three", "--workers", 3, "--quiet")
+    assert read_sketch(tmp_path / "one").count == 60
+    assert (tmp_path / "one").read_bytes() == (tmp_path / "three").read_bytes()

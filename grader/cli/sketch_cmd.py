@@ -20,8 +20,15 @@ from grader.integrity.sketch_file import DEFAULT_MAX_BYTES
     show_default=True,
     help="Largest sketch file; on a hosted competition it counts against the upload cap together with the submission.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Processes that sketch at once (the file's bytes are the same whatever the number).",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
-def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: int, quiet: bool) -> None:
+def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: int, workers: int, quiet: bool) -> None:
     """Sketch the training texts in PATHS (files, folders, .jsonl corpora) into --out; the texts never leave this machine.
 
     The audit covers only what is sketched: the training data you declare."""
@@ -37,7 +44,7 @@ def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: 
     # Bytes are the unit of progress: their total is known before the first file is read, and a large JSONL
     # corpus moves it line by line (its number of texts is not known until its end).
     advance = progress.progress("bytes of training data read", total_bytes(files))
-    sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), max_bytes=max_bytes)
+    sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), max_bytes=max_bytes, workers=workers)
     size = write_sketch(out_path, sketch, max_bytes=max_bytes)
     skipped = f"; {len(counts.skipped)} file(s) not UTF-8, skipped (first: {counts.skipped[0]})" if counts.skipped else ""
     click.echo(f"{out_path}: {sketch.count} distinct windows of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}")
