@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,10 @@ from grader.reports.table import format_report_table
 from grader.retrieval.pca import parse_dimensions
 from grader.sandbox.blinding_key import load_blinding_key
 from grader.sandbox.limits import limits_from_options
+
+if TYPE_CHECKING:
+    from grader.data.benchmark import Benchmark
+    from grader.integrity.sketch_file import TrainingSketch
 
 
 @click.command("run")
@@ -78,6 +83,14 @@ from grader.sandbox.limits import limits_from_options
     is_flag=True,
     help="Also score each task's run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
 )
+@click.option(
+    "--training-sketch",
+    "training_sketch",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A sketch of the training data (`grader sketch-training`): print its overlap with the graded split, as the release rule "
+    "allows, beside the report (not in it: the report's schema has no field for it yet).",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,
@@ -100,6 +113,7 @@ def run_command(
     keep_embeddings: bool,
     images_from_submission_only: bool,
     cross_check: bool,
+    training_sketch: Path | None,
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
@@ -111,6 +125,11 @@ def run_command(
         if swept and not quiet:
             click.echo(f"swept what dead graders left: {swept.containers} container(s), {swept.folders} scratch folder(s)", err=True)
         benchmark = resolve_benchmark(benchmark_name)
+        sketch = None
+        if training_sketch is not None:  # read (and refused, if bad) before any grading starts
+            from grader.integrity.sketch_file import read_sketch
+
+            sketch = read_sketch(training_sketch)
         options = RunOptions(
             benchmark=benchmark,
             tasks=benchmark.select(tasks),
@@ -133,10 +152,23 @@ def run_command(
         report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
         click.echo(format_report_table(report), nl=False)
         click.echo(f"report: {path}")
+        if sketch is not None:
+            _print_released_overlap(benchmark, options, sketch)
         if cross_check:
             from grader.metrics.cross_check import STRICT_NOTE
 
             click.echo(f"note: {STRICT_NOTE}", err=True)
+
+
+def _print_released_overlap(benchmark: Benchmark, options: RunOptions, sketch: TrainingSketch) -> None:
+    """The audit's released figures (docs/contamination.md), printed after the report and never written into it."""
+    from grader.integrity.audit import audit_tasks
+    from grader.integrity.release import release
+
+    overlaps = audit_tasks([benchmark.task(name) for name in options.tasks], options.split, sketch)
+    click.echo("contamination audit of the declared training data (released figures; not part of the report):")
+    for overlap in overlaps:
+        click.echo(f"  {release(overlap).line()}")
 
 
 def register(group: click.Group) -> None:
