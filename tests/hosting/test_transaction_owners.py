@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 OWNERS = (
     "grader/hosting/services/",
     "grader/hosting/identity/",
+    "grader/hosting/directory/",
     "grader/hosting/intake/",
     "grader/hosting/queue/",
     "grader/hosting/results/",
