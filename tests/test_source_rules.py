@@ -41,6 +41,11 @@ RAISE_ALLOWED: dict[tuple[str, str, str], str] = {
     ("grader/data/writers.py", "TaskWriter.commit", "RuntimeError"): "programming error: commit before both files were written",
     ("grader/hosting/db/models.py", "UTCDateTime.process_bind_param", "ValueError"): "SQLAlchemy type hook: a naive datetime is a programming error",
     ("grader/hosting/migrations/env.py", "<module>", "RuntimeError"): "Alembic's env.py run directly instead of through migrate()",
+    (
+        "grader/hosting/directory/migrations/env.py",
+        "<module>",
+        "RuntimeError",
+    ): "the server database's env.py run directly instead of through open_people()",
     ("grader/hosting/leaderboard/service.py", "set_finals", "LookupError"): "mapped to a 404 by the route (a submission the participant may not see)",
     ("grader/hosting/protocol/shard_messages.py", "ShardFailure._suspect_is_infra", "ValueError"): (
         "Pydantic validator: a ValueError is how a model refuses a body (the route answers 422)"

@@ -22,9 +22,19 @@ from grader.sandbox.blinding import BlindingKey
 
 
 class TokenHolders(Protocol):
-    """The server's people (a server of many competitions): whether a token is a person's of this server."""
+    """The server's people (a server of many competitions): their tokens and their one web session."""
 
-    def holds(self, token: str) -> bool: ...
+    def holds(self, token: str) -> bool:
+        """Whether ``token`` is an active person's."""
+
+    def start_session(self, token: str) -> tuple[str, str] | None:
+        """A web session of the person holding ``token``: its id and the token's fingerprint."""
+
+    def end_session(self, session_id: str) -> None:
+        """Sign-out, in every competition."""
+
+    def signed_in(self, session_id: str, fingerprint: str) -> tuple[str, str] | None:
+        """The name and token digest of the person a live session names."""
 
 
 @dataclass

@@ -26,6 +26,7 @@ from grader.hosting.directory.people import People, open_people
 from grader.hosting.directory.upgrade import is_legacy
 from grader.hosting.environment import environment
 from grader.hosting.errors import HostingError
+from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.server import LocalWorkers, Reaper, ServeOptions, export_quietly, masked, prepare, shutdown
 from grader.hosting.storage import PRIVATE_UMASK
@@ -128,7 +129,7 @@ class ManyServer:
             ctx,
             min_body_rate=self.options.min_body_rate,
             body_grace_s=self.options.body_grace_s,
-            cookie_path=f"{COMPETITION_PAGES}{entry.name}",
+            shared_session=True,
         )
         workers = (
             LocalWorkers(ctx, self.options.workers, f"{self.url}{COMPETITION_PAGES}{entry.name}", umask=self.umask)
@@ -196,7 +197,7 @@ def serve_many(options: ManyOptions) -> None:
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
     server = ManyServer(layout, options, url, host_umask)
     server.prepare_all()
-    app = create_server_app(server.competitions, on_start=server.start, on_stop=server.stop)
+    app = create_server_app(server.competitions, session_keys=layout.root / KEYS_FOLDER, on_start=server.start, on_stop=server.stop)
     names = ", ".join(e.name for e in layout.active()) or "none yet"
     database = masked(options.database) if options.database else "SQLite in each competition's folder"
     print(

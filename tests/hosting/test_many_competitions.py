@@ -125,10 +125,10 @@ def test_pages_links_and_sign_in_stay_under_the_competition(two: ManyServer) -> 
         assert csrf is not None
         signed = browser.post("/c/alpha/signin", data={"csrf": csrf.group(1), "token": two.tokens["alice"]})  # type: ignore[attr-defined]
         assert signed.status_code == 303 and signed.headers["location"] == "/c/alpha/me"
-        cookie = signed.headers["set-cookie"]
-        assert "path=/c/alpha" in cookie.lower()  # alpha's session never goes to beta's pages
         me = browser.get("/c/alpha/me")
         assert me.status_code == 200 and "alice" in me.text
+        # the session is alice's, the person's: in beta, where she is not registered, it names nobody
+        assert browser.get("/c/beta/me").headers["location"] == "/c/beta/signin"
 
 
 def test_admin_names_its_competition(two: ManyServer) -> None:
@@ -175,12 +175,20 @@ def test_a_person_holds_one_token_registered_per_competition(two: ManyServer) ->
     admin(two.state, "--in", "beta", "add-participant", "carol")
     assert quota("alpha") == 200 and quota("beta") == 200  # one token, both competitions
     assert quota("alpha", "gp_" + "x" * 43) == 401  # a token nobody holds: 401, as before
-    # one sign-in page per competition, the same token for both
+    # one sign-in, every competition she is registered in; one sign-out, all of them
     with httpx.Client(base_url=two.url, timeout=30) as browser:
         page = browser.get("/c/beta/signin").text
         csrf = re.search(r'name="csrf" value="([^"]+)"', page)
         assert csrf is not None
         assert browser.post("/c/beta/signin", data={"csrf": csrf.group(1), "token": carol}).status_code == 303
+        for name in ("alpha", "beta"):
+            me = browser.get(f"/c/{name}/me")
+            assert me.status_code == 200 and "carol" in me.text, name
+        own = browser.get("/c/alpha/me").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', own)
+        assert csrf is not None
+        assert browser.post("/c/alpha/signout", data={"csrf": csrf.group(1)}).status_code == 303
+        assert browser.get("/c/beta/me").headers["location"] == "/c/beta/signin"
     said = admin(two.state, "person", "revoke", "carol")
     assert "in: alpha, beta" in said
     assert quota("alpha") == 401 and quota("beta") == 401

@@ -6,10 +6,12 @@ import html
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from grader import __version__
 from grader.hosting.api.body_caps import BodyCaps, route_caps
@@ -70,6 +72,23 @@ def _swagger_assets() -> Path:
     return Path(swagger_ui_path)
 
 
+def add_sessions(app: ASGIApp | FastAPI, keys: Path) -> ASGIApp:
+    """The web pages' session cookie: signed (itsdangerous) with ``keys``/session.secret, HttpOnly, SameSite=strict,
+    8 hours or until sign-out ends its stored session. Added to ``app`` when it is a FastAPI app, else wrapped around it."""
+    from starlette.middleware.sessions import SessionMiddleware
+
+    options: dict[str, Any] = {
+        "secret_key": ensure_session_secret(keys),
+        "session_cookie": "grader_session",
+        "max_age": SESSION_S,
+        "same_site": "strict",
+    }
+    if isinstance(app, FastAPI):
+        app.add_middleware(SessionMiddleware, **options)
+        return app
+    return SessionMiddleware(app, **options)
+
+
 def create_app(
     ctx: ServerContext,
     *,
@@ -77,13 +96,13 @@ def create_app(
     on_stop: Callable[[], None] | None = None,
     min_body_rate: float = 0,
     body_grace_s: float = 0,
-    cookie_path: str = "/",
+    shared_session: bool = False,
 ) -> FastAPI:
     """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers).
 
     A request body slower than ``min_body_rate`` bytes/s after ``body_grace_s`` is cut (408; 0: no minimum).
-    ``cookie_path``: where the session cookie goes (``/c/<name>`` on a server of many competitions: one competition's
-    session never reaches another's pages).
+    ``shared_session``: the session cookie is the server's (a server of many competitions: one sign-in for every
+    competition; :func:`grader.hosting.api.server_app.create_server_app` adds it), not this competition's own.
     """
 
     @asynccontextmanager
@@ -109,18 +128,10 @@ def create_app(
     app.openapi_version = "3.0.3"
     app.state.context = ctx
     app.state.claim_gate = ClaimGate()  # the claim long-polls' own threads and each worker's claims in progress
-    from starlette.middleware.sessions import SessionMiddleware
-
-    # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
-    # ends its stored session (grader.hosting.identity.auth).
-    app.add_middleware(
-        SessionMiddleware,
-        secret_key=ensure_session_secret(ctx.state.keys),
-        session_cookie="grader_session",
-        max_age=SESSION_S,
-        same_site="strict",
-        path=cookie_path,
-    )
+    if not shared_session:
+        # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
+        # ends its stored session (grader.hosting.identity.auth).
+        add_sessions(app, ctx.state.keys)
     # Each added one wraps the ones before: a worker of another protocol is refused first, then a body too large
     # or too slow, all before any route or session code runs; every answer, those refusals included, carries the
     # security headers and names this server's worker protocol.

@@ -27,7 +27,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
 from grader.hosting.api.deps import context
-from grader.hosting.identity.auth import by_session, by_token, end_session, start_session
+from grader.hosting.identity.auth import by_session, by_token, end_session, participant_of_person, start_session
 from grader.hosting.identity.principal import Principal, Role
 from grader.hosting.identity.ratelimit import client_bucket
 
@@ -83,7 +83,18 @@ def _bearer_of(role: Role) -> Callable[[Request], Awaitable[Principal]]:
 
 
 def signed_in(request: Request) -> Principal | None:
-    """The participant of the web session, while their token is still the one signed in with; None otherwise."""
+    """The participant of the web session, while their token is still the one signed in with; None otherwise.
+
+    On a server of many competitions the session is the person's (one sign-in, the server's cookie): the participant
+    is the one the person is in this competition.
+    """
+    people = context(request).people
+    if people is not None:
+        person_sid, person_fingerprint = request.session.get("person_sid"), request.session.get("fingerprint")
+        if not isinstance(person_sid, str) or not isinstance(person_fingerprint, str):
+            return None
+        person = people.signed_in(person_sid, person_fingerprint)
+        return None if person is None else participant_of_person(context(request).db, *person)
     pid, fingerprint, session_id = request.session.get("participant"), request.session.get("fingerprint"), request.session.get("sid")
     if not isinstance(pid, int) or not isinstance(fingerprint, str) or not isinstance(session_id, str):
         return None
@@ -102,6 +113,14 @@ def sign_in(request: Request, token: str) -> Principal:
     """Check a token typed into the sign-in page (as :func:`verify`) and start a fresh web session for its participant."""
     who = verify(request, Role.PARTICIPANT, token)
     request.session.clear()  # a fresh session (and CSRF token) at sign-in
+    people = context(request).people
+    if people is not None:  # a server of many competitions: the person signs in, in every competition of theirs
+        started = people.start_session(token)
+        if started is None:  # a participant who is no person of the server (registered before people existed)
+            raise HTTPException(401, REFUSED[Role.PARTICIPANT], headers={"WWW-Authenticate": "Bearer"})
+        person_sid, person_fingerprint = started
+        request.session.update(person_sid=person_sid, fingerprint=person_fingerprint, csrf=secrets.token_urlsafe(32))
+        return who
     session_id = start_session(context(request).db, who.id)
     request.session.update(participant=who.id, fingerprint=who.fingerprint, sid=session_id, csrf=secrets.token_urlsafe(32))
     return who
@@ -109,6 +128,10 @@ def sign_in(request: Request, token: str) -> Principal:
 
 def sign_out(request: Request) -> None:
     """End the web session on the server (a replayed cookie is refused) and clear the cookie."""
+    people = context(request).people
+    person_sid = request.session.get("person_sid")
+    if people is not None and isinstance(person_sid, str):
+        people.end_session(person_sid)
     session_id = request.session.get("sid")
     if isinstance(session_id, str):
         end_session(context(request).db, session_id)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +30,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader import __version__, jsonio
+from grader.hosting.api.app import add_sessions
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.routes.web import STYLESHEET, TEMPLATES
 from grader.hosting.context import ServerContext
@@ -173,7 +175,16 @@ def _location(path: str, scope: Scope) -> bytes:
 
 
 def create_server_app(
-    competitions: Competitions, *, on_start: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None
+    competitions: Competitions,
+    *,
+    session_keys: Path,
+    on_start: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> ASGIApp:
-    """The server's app: the listing, and each of ``competitions`` under its name (they may change while it runs)."""
-    return SecurityHeaders(CompetitionRouter(competitions, _index_app(competitions, on_start, on_stop)))
+    """The server's app: the listing, and each of ``competitions`` under its name (they may change while it runs).
+
+    One session cookie for the whole server, signed with ``session_keys``/session.secret: a person signs in once, in
+    every competition they are registered in (each competition's pages find their participant from it).
+    """
+    router = CompetitionRouter(competitions, _index_app(competitions, on_start, on_stop))
+    return SecurityHeaders(add_sessions(router, session_keys))

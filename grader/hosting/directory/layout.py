@@ -15,12 +15,12 @@ cannot reach another's rows: isolation by construction, not by a ``WHERE`` claus
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import jsonio
 from grader.files import atomic_write_text
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.errors import HostingError
@@ -92,18 +92,20 @@ class ServerLayout:
         if len(raw) > MAX_SERVER_FILE:
             raise HostingError(f"{self.file}: larger than {MAX_SERVER_FILE} bytes; not a directory this grader wrote")
         try:
-            document = json.loads(raw)
-            if document.get("layout") != LAYOUT:
-                raise ValueError(f"layout {document.get('layout')!r}, expected {LAYOUT}")
-            self.entries = {e["name"]: Entry(**e) for e in document["competitions"]}
+            document = jsonio.loads(raw, max_bytes=MAX_SERVER_FILE)
+            layout = document.get("layout")
+            entries = {e["name"]: Entry(**e) for e in document["competitions"]}
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise HostingError(f"{self.file}: not a server directory this grader can read: {error}") from None
+        if layout != LAYOUT:
+            raise HostingError(f"{self.file}: layout {layout!r}, this grader reads layout {LAYOUT}")
+        self.entries = entries
         return self
 
     def save(self) -> None:
         """Write server.json atomically (0600: it names files and schemas of the host's)."""
         document: dict[str, Any] = {"layout": LAYOUT, "competitions": [asdict(e) for e in sorted(self.entries.values(), key=lambda e: e.name)]}
-        atomic_write_text(self.file, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
+        atomic_write_text(self.file, jsonio.dumps(document, indent=2, sort_keys=True) + "\n", mode=0o600)
 
     def add(self, name: str, competition_file: Path, *, postgres: bool, folder: str | None = None, schema: str | None = None) -> Entry:
         """Record competition ``name`` (refused when the name is taken, by another case too, or not an address)."""

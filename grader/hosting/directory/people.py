@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import hmac
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.hosting.clock import utcnow
 from grader.hosting.db.session import Database, database_url, migrate
 from grader.hosting.directory.databases import ensure_schema, with_schema
-from grader.hosting.directory.models import Person
+from grader.hosting.directory.models import Person, PersonSession
 from grader.hosting.errors import HostingError
-from grader.hosting.identity.auth import MAX_TOKEN
+from grader.hosting.identity.auth import FINGERPRINT, MAX_TOKEN, SESSION_S, SESSIONS_PER_PARTICIPANT
 from grader.hosting.identity.tokens import new_token, same_digest, token_digest
 
 SERVER_DB_FILE = "server.sqlite3"
@@ -76,3 +79,70 @@ class People:
             if person.revoked_at is None:
                 person.revoked_at = utcnow()
             return person
+
+    def _active(self, token: str) -> Person | None:
+        if not token or len(token) > MAX_TOKEN:
+            return None
+        digest = token_digest(token)
+        with self.db.session() as session:
+            person = session.scalar(select(Person).where(Person.token_sha256 == digest))
+        if person is None or person.revoked_at is not None or not same_digest(person.token_sha256, digest):
+            return None
+        return person
+
+    def start_session(self, token: str) -> tuple[str, str] | None:
+        """A new web session of the person holding ``token``: its id (for the cookie) and the fingerprint of the
+        person's token digest (a re-issued or revoked token ends it); None when no active person holds it.
+
+        Expired sessions are pruned, and the person's beyond the newest few (as a participant's are).
+        """
+        person = self._active(token)
+        if person is None:
+            return None
+        session_id = secrets.token_urlsafe(32)
+        now = utcnow()
+        with self.db.session() as session:
+            session.execute(delete(PersonSession).where(PersonSession.expires_at < now))
+            older = select(PersonSession.id_sha256).where(PersonSession.person_id == person.id)
+            older = older.order_by(PersonSession.started_at.desc(), PersonSession.id_sha256).offset(SESSIONS_PER_PARTICIPANT - 1)
+            stale = list(session.scalars(older).all())
+            if stale:
+                session.execute(delete(PersonSession).where(PersonSession.id_sha256.in_(stale)))
+            session.add(
+                PersonSession(
+                    id_sha256=token_digest(session_id),
+                    person_id=person.id,
+                    started_at=now,
+                    expires_at=now + timedelta(seconds=SESSION_S),
+                    ended_at=None,
+                )
+            )
+        return session_id, person.token_sha256[:FINGERPRINT]
+
+    def end_session(self, session_id: str) -> None:
+        """Sign-out: the session ``session_id`` is refused from now on, in every competition."""
+        if not session_id or len(session_id) > MAX_TOKEN:
+            return
+        with self.db.session() as session:
+            session.execute(
+                update(PersonSession)
+                .where(PersonSession.id_sha256 == token_digest(session_id), PersonSession.ended_at.is_(None))
+                .values(ended_at=utcnow())
+            )
+
+    def signed_in(self, session_id: str, fingerprint: str) -> tuple[str, str] | None:
+        """The name and token digest of the person a live session names, while their token is still the one signed in
+        with (a competition finds its participant by both)."""
+        if not session_id or len(session_id) > MAX_TOKEN:
+            return None
+        with self.db.session() as session:
+            live = session.get(PersonSession, token_digest(session_id))
+            if live is None or live.ended_at is not None or live.expires_at <= utcnow():
+                return None
+            person = session.get(Person, live.person_id)
+        if person is None or person.revoked_at is not None:
+            return None
+        # The cookie's fingerprint is the caller's text: compared as bytes, in constant time.
+        if not hmac.compare_digest(person.token_sha256[:FINGERPRINT].encode(), fingerprint.encode("utf-8", "replace")):
+            return None
+        return person.name, person.token_sha256

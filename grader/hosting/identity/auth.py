@@ -140,3 +140,13 @@ def new_metrics_token(db: Database) -> str:
         else:
             setting.value = digest
     return token
+
+
+def participant_of_person(db: Database, name: str, digest: str) -> Principal | None:
+    """The participant a signed-in person is in this competition: the active participant of their name holding their
+    token (a server of many competitions); None when the person is not registered here."""
+    with db.session() as session:
+        found = session.scalar(select(Participant).where(Participant.name == name))
+        if found is None or found.revoked_at is not None or not same_digest(found.token_sha256, digest):
+            return None
+        return _participant(found)
