@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,8 @@ log = logging.getLogger("grader.hosting")
 
 #: Seconds between two reads of server.json for competitions added or retired while the server runs.
 WATCH_S = 2.0
+#: Seconds before a competition that could not start is tried again.
+RETRY_START_S = 60.0
 
 
 def open_layout(state_dir: Path, competitions_dir: Path | None, *, postgres: bool) -> ServerLayout:
@@ -117,6 +120,8 @@ class ManyServer:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.watcher = threading.Thread(target=self._watch, name="grader-directory", daemon=True)
+        #: competitions that could not start, and when the watcher tries each again
+        self.retry_at: dict[str, float] = {}
 
     def prepare_all(self) -> None:
         """Prepare every active competition (before serving: a competition that cannot start stops the server)."""
@@ -139,7 +144,7 @@ class ManyServer:
         running = Running(ctx, Reaper(ctx), workers)
         with self.lock:
             self.running[entry.name] = running
-            self.competitions.served[entry.name] = (ctx, app)
+            self.competitions.add(entry.name, ctx, app)
         if start:
             self._start(running)
 
@@ -163,7 +168,7 @@ class ManyServer:
 
     def _retire(self, name: str) -> None:
         with self.lock:
-            self.competitions.served.pop(name, None)
+            self.competitions.remove(name)
             running = self.running.pop(name, None)
         if running is not None:
             shutdown(running.ctx, running.reaper, running.workers)
@@ -178,9 +183,17 @@ class ManyServer:
                     log.info("competition %r retired: no longer served", name)
                     self._retire(name)
                 for name in sorted(set(active) - set(self.running)):
+                    if time.monotonic() < self.retry_at.get(name, 0.0):
+                        continue
+                    try:
+                        self._serve(active[name], start=True)
+                    except Exception:  # one competition that cannot start must not stop the others, nor flood the log
+                        self.retry_at[name] = time.monotonic() + RETRY_START_S
+                        log.exception("competition %r cannot start; tried again in %g s", name, RETRY_START_S)
+                        continue
+                    self.retry_at.pop(name, None)
                     log.info("competition %r added: served under %s%s/", name, COMPETITION_PAGES, name)
-                    self._serve(active[name], start=True)
-            except Exception:  # the watcher must outlive a half-written file or a competition that cannot start
+            except Exception:  # the watcher must outlive a half-written file
                 log.exception("server directory: re-reading %s failed; trying again", self.layout.file)
 
 

@@ -45,17 +45,28 @@ SERVER_PATHS = ("/", "/api/v1/competitions", "/healthz", "/assets/board.css")
 
 
 class Competitions:
-    """The competitions served now: name → (context, app). The server adds and removes while it runs."""
+    """The competitions served now: name → (context, app). The server adds and removes while it runs.
+
+    Copy on write: each change binds a new dict, so a request (on the event loop) that reads ``served`` sees one
+    whole snapshot while the server's watcher (another thread) adds or retires a competition.
+    """
 
     def __init__(self) -> None:
         self.served: dict[str, tuple[ServerContext, ASGIApp]] = {}
+
+    def add(self, name: str, ctx: ServerContext, app: ASGIApp) -> None:
+        self.served = {**self.served, name: (ctx, app)}
+
+    def remove(self, name: str) -> None:
+        self.served = {n: v for n, v in self.served.items() if n != name}
 
     def contexts(self) -> list[ServerContext]:
         return [ctx for ctx, _app in self.served.values()]
 
     def only(self) -> str | None:
         """The one competition's name while there is exactly one."""
-        return next(iter(self.served)) if len(self.served) == 1 else None
+        served = self.served
+        return next(iter(served)) if len(served) == 1 else None
 
 
 def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, on_stop: Callable[[], None] | None) -> FastAPI:
@@ -153,8 +164,11 @@ class CompetitionRouter:
             )
             return
         if any(path == p.rstrip("/") or path.startswith(p) for p in ALIASED):
-            _ctx, app = self.competitions.served[only]
-            await app(scope, receive, send)
+            served = self.competitions.served.get(only)
+            if served is None:  # retired between the two reads
+                await _answer(send, 404, f"no competition {only!r} on this server")
+                return
+            await served[1](scope, receive, send)
             return
         # A page of the one competition, at its one-competition address: moved for good (308 keeps a POST a POST).
         await _answer(send, 308, "moved", [(b"location", _location(f"{root}{COMPETITION_PAGES}{only}{path}", scope))])
