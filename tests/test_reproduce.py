@@ -144,3 +144,19 @@ def test_a_submission_that_ranks_one_query_otherwise_names_the_task_and_the_quer
     rank = 1 + sum(float(unit["w31"] @ unit[w]) > float(unit["w31"] @ unit["w11"]) for w in ("w20", "w31", "w40"))
     assert rank > 1
     assert result.stderr.rstrip().endswith(f"NDCG@10 1 in the report, {float(1 / np.log2(rank + 1))!r} re-graded")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda r: [r.update(schema_version="1"), *(t.pop("run_digest") for t in r["tasks"].values())], "task code2code carries no run digest"),
+        (lambda r: r["labels"].update(part={"name": "public"}), "the report scores part of the queries (labels.part"),
+        (lambda r: r.update(sandbox=None), "the report graded a run file (grader score)"),
+    ],
+)
+def test_reports_that_cannot_be_reproduced_are_refused_before_anything_runs(signed: Path, keys: Path, tmp_path: Path, change, words: str) -> None:
+    changed = _resigned(signed, keys, tmp_path, change)
+    result = invoke("reproduce", changed, EXAMPLE, "--key", keys / "grader.pub", "--out", tmp_path / "out", expect=2)
+    assert result.stderr.startswith(f"error: {changed}: cannot reproduce: {words}")
+    assert not (tmp_path / "out").exists()

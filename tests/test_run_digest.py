@@ -12,7 +12,9 @@ import random
 from pathlib import Path
 
 from grader.data.benchmark import load_benchmark_folder
-from grader.grading.scoring import real_run
+from grader.grading.scoring import real_run, report_from_runs
+from grader.metrics.measures import parse_measures
+from grader.metrics.policy import Policy
 from grader.runs.compact import canonical_order, encode_run, has_ties
 from grader.runs.digest import run_digest
 from grader.runs.readers import read_run
@@ -78,6 +80,23 @@ def test_the_server_computes_it_under_the_real_ids_from_a_pseudonymous_compact_r
     data = encode_run(blinded, corpus=documents.staged, queries=judged.staged, depth=10, scores=has_ties(blinded))
     served = real_run(task, data, [q["_id"] for q in queries], depth=10, key=key)
     assert run_digest(served) == run_digest(direct)
+    # The report the server builds from the worker's facts and compact run carries that digest.
+    moment = "2026-01-01T00:00:00Z"
+    facts = {"subject": {"kind": "onnx", "name": "m", "digest": {"sha256": "0" * 64}}, "sandbox": None, "labels": {}}
+    facts |= {"started_at": moment, "finished_at": moment, "tasks": {"t": {"failure": None}}}
+    benchmark = load_benchmark_folder(tmp_path / "bench")
+    report = report_from_runs(
+        benchmark,
+        split="test",
+        tasks=["t"],
+        facts=facts,
+        runs={"t": data},
+        measures=parse_measures(["NDCG@10"]),
+        policy=Policy.STRICT,
+        top_k=10,
+        key=key,
+    )
+    assert report["tasks"]["t"]["run_digest"] == {"scheme": "grader-run/v1", "sha256": run_digest(direct)}
     # Without blinding (the real ids' canonical order), and without scores where no tie needs them: the same digest.
     plain = encode_run(direct, corpus=canonical_order([d["_id"] for d in corpus]), queries=canonical_order(list(rankings)), depth=10, scores=True)
     assert run_digest(real_run(task, plain, [q["_id"] for q in queries], depth=10, key=None)) == run_digest(direct)

@@ -16,8 +16,8 @@ from grader.grading.runner import grade_submission
 from grader.grading.signals import stop_on_signals
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
-from grader.reproduce.compare import Difference, data_difference, grade_difference, scored_tasks_without_digest, version_difference
-from grader.reproduce.regrade import regrade_options
+from grader.reproduce.compare import Difference, data_difference, grade_difference, version_difference
+from grader.reproduce.regrade import refusal, regrade_options
 from grader.sandbox.blinding_key import load_blinding_key
 
 
@@ -73,13 +73,9 @@ def reproduce_command(
     """
     verified = verify_report_file(report, load_public_key(key_path))
     original = verified.report
-    lacking = scored_tasks_without_digest(original)
-    if lacking:
-        raise InputError(
-            f"cannot reproduce: task {lacking[0]} carries no run digest (schema version {original['schema_version']}; "
-            "reports carry one from schema version 2)",
-            path=report,
-        )
+    refused = refusal(original)
+    if refused is not None:
+        raise InputError(f"cannot reproduce: {refused}", path=report)
     if out_dir is not None and out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise UsageError(f"--out {out_dir}: not a new or empty folder (a re-grade never reuses stored results)")
     with stop_on_signals():

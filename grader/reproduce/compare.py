@@ -34,11 +34,6 @@ def _said(value: Any) -> str:
     return bounded(repr(value), MAX_ERROR_LINE // 4)
 
 
-def scored_tasks_without_digest(report: Mapping[str, Any]) -> list[str]:
-    """The scored tasks of ``report`` that carry no ``run_digest`` (every one of a schema-version-1 report)."""
-    return sorted(name for name, task in report["tasks"].items() if task["status"] == "scored" and "run_digest" not in task)
-
-
 def data_difference(report: Mapping[str, Any], benchmark: Benchmark) -> Difference | None:
     """The first task (by name) whose data digest in ``report`` is not the digest of ``benchmark``'s copy of it."""
     for name, task in sorted(report["tasks"].items()):

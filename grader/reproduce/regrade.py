@@ -50,14 +50,28 @@ def _limits(path: Path, stated: Any) -> SandboxLimits:
     return SandboxLimits(**values)
 
 
-def regrade_options(path: Path, report: Mapping[str, Any], benchmark: Benchmark, *, out_dir: Path, blinding_key: BlindingKey | None) -> RunOptions:
-    """``RunOptions`` that grade again what ``report`` (read from ``path``) graded; :class:`InputError` if it cannot say."""
+def refusal(report: Mapping[str, Any]) -> str | None:
+    """Why ``report`` cannot be reproduced at all (before its data or version are looked at), or None."""
+    lacking = sorted(name for name, task in report["tasks"].items() if task["status"] == "scored" and "run_digest" not in task)
+    if lacking:
+        return f"task {lacking[0]} carries no run digest (schema version {report['schema_version']}; reports carry one from schema version 2)"
+    if report["labels"].get("part") is not None:
+        return "the report scores part of the queries (labels.part, a host's public-part report): reproduce the full report"
     sandbox = report.get("sandbox")
     if not isinstance(sandbox, Mapping) or sandbox.get("kind") not in ("none", "docker"):
-        raise _refuse(path, "the report graded a run file (grader score), not a submission: there is nothing to run again")
+        return "the report graded a run file (grader score), not a submission: there is nothing to run again"
     ranking = report.get("ranking")
     if not isinstance(ranking, Mapping) or "top_k" not in ranking:
-        raise _refuse(path, "the report does not record its ranking depth (ranking.top_k)")
+        return "the report does not record its ranking depth (ranking.top_k)"
+    return None
+
+
+def regrade_options(path: Path, report: Mapping[str, Any], benchmark: Benchmark, *, out_dir: Path, blinding_key: BlindingKey | None) -> RunOptions:
+    """``RunOptions`` that grade again what ``report`` (read from ``path``) graded; :class:`InputError` if it cannot say."""
+    refused = refusal(report)
+    if refused is not None:
+        raise _refuse(path, refused)
+    sandbox, ranking = report["sandbox"], report["ranking"]
     tasks = report["tasks"]
     splits = sorted({task["split"] for task in tasks.values()})
     if len(splits) != 1:
