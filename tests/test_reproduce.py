@@ -20,7 +20,7 @@ import grader
 from grader.reports.keys import load_public_key
 from grader.reports.signing import write_signed_report
 from grader.reports.verify import verify_report_file
-from grader.reproduce.compare import grade_difference
+from grader.reproduce.compare import OTHER_KEY, grade_difference
 from tests.cli_support import invoke
 from tests.conftest import write_task
 from tests.onnx_models import WORDS, embedding_table, onnx_submission
@@ -113,6 +113,12 @@ def test_the_image_and_the_fingerprint_are_compared_before_the_tasks(signed: Pat
     assert grade_difference(labelled, copy.deepcopy(report), stated) is None
     third = grade_difference(report, regraded, None)
     assert third is not None and third.kind == "task" and third.detail.startswith("text2code: run digest")
+    assert third.detail.endswith("re-graded (no query's per-query value differs)")
+    # Staged under another blinding key: the difference says why a run can differ with no query's value.
+    keyed = {**docker, "blinding": {"scheme": "hmac-sha256-96/v1", "key_id": "c" * 64}}
+    other = {**keyed, "blinding": {"scheme": "hmac-sha256-96/v1", "key_id": "d" * 64}}
+    fourth = grade_difference({**report, "sandbox": keyed}, {**regraded, "sandbox": other}, None)
+    assert fourth is not None and fourth.detail.endswith(f"(no query's per-query value differs{OTHER_KEY})")
 
 
 def _tiny(root: Path) -> Path:

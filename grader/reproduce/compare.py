@@ -4,7 +4,8 @@ The order (docs/reports.md, "Reproducing a report") is the order in which one di
 the data, the grader's version, the sandbox image, the machine's CPU fingerprint, then task by task (its
 status and failure, its run digest, its measures) and, inside a task whose run differs, the first query
 whose value differs. Fields that vary between re-grades by design (the timestamps, the reserved ``cost``
-block, the blinding key's id, labels a host adds) are never compared.
+block, the blinding key's id, labels a host adds) are never compared; a differing blinding key is named only
+to explain a run digest that differs where no query's value does (a tie group a container cut at the depth).
 """
 
 from __future__ import annotations
@@ -62,7 +63,18 @@ def _image(report: Mapping[str, Any]) -> tuple[Any, Any]:
     return sandbox.get("kind"), sandbox.get("image")
 
 
-def _task_difference(name: str, original: Mapping[str, Any], regraded: Mapping[str, Any] | None) -> Difference | None:
+#: Said of a run digest that differs with no per-query value when the re-grade staged under another blinding key.
+OTHER_KEY = (
+    "; the re-grade's blinding key is not the report's, and a container that cuts a tie group at the depth keeps the "
+    "tied documents its pseudonyms order first: grade under the report's key (--blinding-key) to compare those"
+)
+
+
+def _blinding(report: Mapping[str, Any]) -> Any:
+    return ((report.get("sandbox") or {}).get("blinding") or {}).get("key_id")
+
+
+def _task_difference(name: str, original: Mapping[str, Any], regraded: Mapping[str, Any] | None, other_key: bool) -> Difference | None:
     if regraded is None:
         return Difference("task", f"{name}: in the report, not re-graded")
     if original["status"] != regraded["status"] or (original["failure"] or {}).get("code") != (regraded["failure"] or {}).get("code"):
@@ -80,7 +92,9 @@ def _task_difference(name: str, original: Mapping[str, Any], regraded: Mapping[s
             return query
         return Difference(
             "task",
-            f"{name}: run digest sha256:{before} in the report, sha256:{after} re-graded (no query's per-query value differs)",
+            f"{name}: run digest sha256:{before} in the report, sha256:{after} re-graded (no query's per-query value differs"
+            + (OTHER_KEY if other_key else "")
+            + ")",
         )
     for measure in sorted(set(original["measures"]) | set(regraded["measures"])):
         if original["measures"].get(measure) != regraded["measures"].get(measure):
@@ -121,11 +135,12 @@ def grade_difference(original: Mapping[str, Any], regraded: Mapping[str, Any], f
     if stated is not None and fingerprint is not None and dict(stated) != dict(fingerprint):
         differing = sorted(key for key in set(stated) | set(fingerprint) if stated.get(key) != fingerprint.get(key))
         return Difference("CPU fingerprint", f"the report's worker and this machine differ in {', '.join(differing)}")
+    other_key = _blinding(original) is not None and _blinding(original) != _blinding(regraded)
     for name in sorted(set(original["tasks"]) | set(regraded["tasks"])):
         task = original["tasks"].get(name)
         if task is None:
             return Difference("task", f"{name}: re-graded, not in the report")
-        found = _task_difference(name, task, regraded["tasks"].get(name))
+        found = _task_difference(name, task, regraded["tasks"].get(name), other_key)
         if found is not None:
             return found
     before, after = original["aggregate"]["score"], regraded["aggregate"]["score"]
