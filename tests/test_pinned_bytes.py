@@ -13,6 +13,8 @@ What is normalised, and why (nothing else is): ``started_at`` and ``finished_at`
 clock of the run. Each is replaced by :data:`FIXED_TIME` in the bytes, and the report handed to the host is
 the normalised one, so everything downstream (signatures included: Ed25519 is deterministic) is fixed.
 The grade records no host name, duration or path; if one appeared, the first test would fail, as it should.
+Schema version 2 reserves a ``cost`` block for what varies between re-grades (seconds, memory, energy): no
+grader writes it yet; the one that does drops it here by name, as the timestamps are normalised.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None
 @click.option("--proof", "proof_path", help=f"The report's inclusion proof (default: REPORT{SUFFIX}, as `grader submit` saves it).")
 @click.option("--log", "log_url", help="The log's URL (http://HOST/log): also check its newest checkpoint extends every one seen.")
 def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof_path: str | None, log_url: str | None) -> None:
-    """Verify the signed report REPORT (a DSSE envelope); exit 1 if any check fails.
+    """Verify the signed report REPORT (a DSSE envelope: a grading report, or a lint report); exit 1 if any check fails.
 
     With --log-key, the report's tlog-proof must show its entry in the log (offline); with --log,
     the log's newest checkpoint must be consistent with the proof's and with every checkpoint saved
