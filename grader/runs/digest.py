@@ -14,6 +14,7 @@ rank; a strict-policy measure reads only the order). Ids never hold a tab or new
 from __future__ import annotations
 
 import hashlib
+from operator import itemgetter
 
 from grader.runs.run import Run
 
@@ -24,14 +25,19 @@ SCHEME = "grader-run/v1"
 def run_digest(run: Run) -> str:
     """The hex sha256 of ``run``'s canonical text (the module's definition)."""
     digest = hashlib.sha256()
-    vocab = run.doc_vocab
+    update = digest.update
+    # Each document id is encoded once with its leading tab; a ranking is then one join of bytes (5M hits: about 1 s).
+    # surrogatepass: an id read from a JSON escape may hold a lone surrogate; it is hashed as written, never refused here.
+    vocab = [("\t" + doc_id).encode("utf-8", "surrogatepass") for doc_id in run.doc_vocab]
     offsets = run.offsets.tolist()
-    codes = run.doc_codes
+    codes = run.doc_codes.tolist()
     # Code-point order of str is the byte order of their UTF-8 (grader.runs.ordering.byte_order_ranks says why).
-    order = sorted(range(len(run.query_ids)), key=run.query_ids.__getitem__)
-    for index in order:
+    for index in sorted(range(len(run.query_ids)), key=run.query_ids.__getitem__):
+        update(run.query_ids[index].encode("utf-8", "surrogatepass"))
         start, end = offsets[index], offsets[index + 1]
-        parts = [run.query_ids[index], *(vocab[code] for code in codes[start:end].tolist())]
-        # surrogatepass: an id read from a JSON escape may hold a lone surrogate; it is hashed as written, never refused here.
-        digest.update(("\t".join(parts) + "\n").encode("utf-8", "surrogatepass"))
+        if end - start == 1:
+            update(vocab[codes[start]])
+        elif end > start:
+            update(b"".join(itemgetter(*codes[start:end])(vocab)))
+        update(b"\n")
     return digest.hexdigest()
