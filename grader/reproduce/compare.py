@@ -65,8 +65,8 @@ def _image(report: Mapping[str, Any]) -> tuple[Any, Any]:
 
 #: Said of a run digest that differs with no per-query value when the re-grade staged under another blinding key.
 OTHER_KEY = (
-    "; the re-grade's blinding key is not the report's, and a container that cuts a tie group at the depth keeps the "
-    "tied documents its pseudonyms order first: grade under the report's key (--blinding-key) to compare those"
+    "; the re-grade's blinding key is not the report's, and a container that cuts a tie group at the depth may keep "
+    "other tied documents under other pseudonyms: grade under the report's key (--blinding-key) to rule that out"
 )
 
 
