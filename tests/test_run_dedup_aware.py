@@ -61,3 +61,14 @@ def test_a_lint_report_of_other_data_is_refused(tmp_path: Path) -> None:
     result = invoke(*args, "--dedup-aware", tmp_path / "lint.json", expect=2)
     assert result.stderr.startswith(f"error: {tmp_path / 'lint.json'}: tasks: task 't': the lint report is of other data (data_digest ")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_lint_report_is_read_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.errors import InputError
+    from grader.integrity import dedup_measures
+
+    monkeypatch.setattr(dedup_measures, "MAX_LINT_REPORT_BYTES", 100)
+    big = tmp_path / "lint.json"
+    big.write_text(json.dumps({"tasks": [], "pad": "x" * 200}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"lint\.json: larger than 100 bytes"):
+        dedup_measures.load_lint_report(big)

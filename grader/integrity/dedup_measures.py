@@ -109,9 +109,13 @@ def clusters_of_task(report: Mapping[str, object], task: str | None) -> tuple[st
     raise UsageError(f"the lint report has no task {task!r} (tasks: {', '.join(names)})")
 
 
+#: Largest lint report read: its clusters list every duplicated document (a few tens of bytes each), so millions fit.
+MAX_LINT_REPORT_BYTES = 256 << 20
+
+
 def load_lint_report(path: Path) -> dict[str, Any]:
-    """A lint report file (plain JSON, as ``grader lint --out`` writes it), checked against its schema."""
-    report: dict[str, Any] = jsonio.load_file_as(path, InputError)
+    """A lint report file (plain JSON, as ``grader lint --out`` writes it), bounded in size and checked against its schema."""
+    report: dict[str, Any] = jsonio.load_file_as(path, InputError, max_bytes=MAX_LINT_REPORT_BYTES)
     error = first_error("lint", report)
     if error is not None:
         raise InputError(f"not a lint report: {error.message} at {json_pointer(error)}", path=path)
