@@ -40,13 +40,38 @@ def _log(ctx: click.Context):  # type: ignore[no-untyped-def]
     return open_host_log(ctx.obj["state"])
 
 
+#: Commands of the server itself, run against its state folder (not one competition's).
+SERVER_COMMANDS = frozenset({"upgrade-state", "competition", "person"})
+
+
 @click.group("admin")
 @click.option("--state", "state_dir", required=True, type=click.Path(path_type=Path), envvar="GRADER_STATE", help="The server's state folder.")
 @click.option("--database", default=None, envvar="GRADER_DATABASE", help="Database URL, if the server uses one.")
+@click.option(
+    "--in",
+    "competition_name",
+    default=None,
+    envvar="GRADER_IN",
+    metavar="NAME",
+    help="The competition, on a server of many (default: its only one).",
+)
 @click.pass_context
-def admin(ctx: click.Context, state_dir: Path, database: str | None) -> None:
+def admin(ctx: click.Context, state_dir: Path, database: str | None, competition_name: str | None) -> None:
     """Manage a hosted competition: participants, submissions, the clock, pins."""
-    ctx.obj = {"state": state_dir, "database": database}
+    ctx.obj = {"server_state": state_dir, "server_database": database, "state": state_dir, "database": database}
+    if ctx.invoked_subcommand in SERVER_COMMANDS:
+        return
+    from grader.hosting.directory.layout import ServerLayout, is_server_layout
+    from grader.hosting.errors import HostingError
+
+    if is_server_layout(state_dir):
+        from grader.hosting.directory.databases import competition_database
+
+        layout = ServerLayout(state_dir).load()
+        entry = layout.pick(competition_name)
+        ctx.obj.update(state=layout.folder(entry.name), database=competition_database(entry, database), competition_name=entry.name)
+    elif competition_name is not None:
+        raise HostingError(f"{state_dir}: the state folder of a one-competition server; --in names a competition of a server of many")
 
 
 @admin.command("add-participant")
@@ -55,9 +80,29 @@ def admin(ctx: click.Context, state_dir: Path, database: str | None) -> None:
 @click.option("--baseline", is_flag=True, help="A host baseline (shown with a badge, never ranked).")
 @click.pass_context
 def add_participant(ctx: click.Context, name: str, team: str | None, baseline: bool) -> None:
-    """Create participant NAME and print its token (shown once; only its hash is stored)."""
+    """Create participant NAME and print its token (shown once; only its hash is stored).
+
+    On a server of many competitions, NAME is a person of the server registered in this competition: a person new to
+    the server gets a token (printed), one already known keeps theirs (nothing printed on stdout).
+    """
     from grader.hosting.services import admin as service
 
+    if "competition_name" in ctx.obj:
+        from grader.hosting.directory.people import People, open_people
+        from grader.hosting.services.people import register
+
+        people = People(open_people(ctx.obj["server_state"], ctx.obj["server_database"]))
+        registered = register(people, _db(ctx), name, team, baseline=baseline)
+        if registered is None:
+            click.echo(f"person {name!r} registered in {ctx.obj['competition_name']!r}; their token is the one they already hold", err=True)
+            return
+        click.echo(registered)
+        click.echo(
+            f"person {name!r} added to the server and registered in {ctx.obj['competition_name']!r}; give them the token printed on stdout "
+            "(it opens every competition they are registered in; it is not stored and cannot be shown again)",
+            err=True,
+        )
+        return
     token = service.add_participant(_db(ctx), name, team, baseline=baseline)
     click.echo(token)
     click.echo(f"participant {name!r} added; give them the token printed on stdout (it is not stored and cannot be shown again)", err=True)
@@ -438,3 +483,123 @@ def log_rewind(ctx: click.Context, checkpoint_file: str, admin_name: str, reason
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
     group.add_command(admin)
+
+
+@admin.command("upgrade-state")
+@click.option(
+    "--competition",
+    "competition_file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The competition file (default: the one the last `grader serve` noted in the state folder).",
+)
+@click.pass_context
+def upgrade_state(ctx: click.Context, competition_file: Path | None) -> None:
+    """Upgrade a one-competition state folder into a server holding that competition (stop the server first)."""
+    from grader.hosting.directory.upgrade import is_legacy, upgrade
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_legacy(state):
+        raise HostingError(f"{state}: not the state folder of a one-competition server (nothing to upgrade)")
+    layout = upgrade(state, ctx.obj["server_database"], competition_file)
+    (entry,) = layout.active()
+    click.echo(
+        f"upgraded: competition {entry.name!r} now in {layout.folder(entry.name)}; serve with `grader serve --state {state} --competitions DIR`"
+    )
+
+
+@admin.group("competition")
+def competition_group() -> None:
+    """The competitions of a server of many: add, retire, list."""
+
+
+@competition_group.command("add")
+@click.argument("competition_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.pass_context
+def competition_add(ctx: click.Context, competition_file: Path) -> None:
+    """Add the competition of COMPETITION_FILE (its start checks run now); a running server serves it within seconds."""
+    from grader.hosting.serve_many import add_competition
+
+    entry = add_competition(ctx.obj["server_state"], competition_file, ctx.obj["server_database"])
+    click.echo(f"added competition {entry.name!r}: pages under /c/{entry.name}/, API under /api/v1/competitions/{entry.name}/")
+
+
+@competition_group.command("retire")
+@click.argument("name")
+@click.pass_context
+def competition_retire(ctx: click.Context, name: str) -> None:
+    """Stop serving competition NAME (its folder and rows stay)."""
+    from grader.hosting.serve_many import retire_competition
+
+    retire_competition(ctx.obj["server_state"], name)
+    click.echo(f"retired competition {name!r}: a running server stops serving it within seconds")
+
+
+@competition_group.command("list")
+@click.pass_context
+def competition_list(ctx: click.Context) -> None:
+    """The server's competitions: name, state, folder."""
+    from grader.hosting.directory.layout import ServerLayout, is_server_layout
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_server_layout(state):
+        raise HostingError(f"{state}: not the state folder of a server of many competitions")
+    layout = ServerLayout(state).load()
+    for entry in sorted(layout.entries.values(), key=lambda e: e.name):
+        click.echo(f"{entry.name:<24} {'retired ' + (entry.retired_at or '') if entry.retired else 'served':<30} {layout.folder(entry.name)}")
+
+
+@admin.group("person")
+def person_group() -> None:
+    """The people of a server of many competitions: one token each, registered per competition."""
+
+
+def _people(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from grader.hosting.directory.layout import is_server_layout
+    from grader.hosting.directory.people import People, open_people
+    from grader.hosting.errors import HostingError
+
+    state: Path = ctx.obj["server_state"]
+    if not is_server_layout(state):
+        raise HostingError(f"{state}: not the state folder of a server of many competitions (people are its identities)")
+    return People(open_people(state, ctx.obj["server_database"]))
+
+
+@person_group.command("add")
+@click.argument("name")
+@click.pass_context
+def person_add(ctx: click.Context, name: str) -> None:
+    """Add person NAME to the server (registered in no competition yet) and print their token."""
+    _person, token = _people(ctx).add(name)
+    click.echo(token)
+    click.echo(f"person {name!r} added; register them with `grader admin --in COMPETITION add-participant {name}`", err=True)
+
+
+@person_group.command("list")
+@click.pass_context
+def person_list(ctx: click.Context) -> None:
+    """The server's people."""
+    for person in _people(ctx).all():
+        click.echo(f"{shown(person.name):<24} {'REVOKED' if person.revoked_at else 'active'}")
+
+
+@person_group.command("revoke")
+@click.argument("name")
+@click.pass_context
+def person_revoke(ctx: click.Context, name: str) -> None:
+    """Revoke person NAME's token on the server and in every competition."""
+    from grader.hosting.db.session import open_database
+    from grader.hosting.directory.databases import competition_database
+    from grader.hosting.directory.layout import ServerLayout
+    from grader.hosting.services.people import revoke_everywhere
+
+    people = _people(ctx)
+    layout = ServerLayout(ctx.obj["server_state"]).load()
+    competitions = [
+        (e.name, open_database(layout.folder(e.name), competition_database(e, ctx.obj["server_database"])))
+        for e in sorted(layout.entries.values(), key=lambda e: e.name)
+    ]
+    done = revoke_everywhere(people, name, competitions)
+    click.echo(f"revoked person {name!r} on the server and in: {', '.join(done) or 'no competition'}")

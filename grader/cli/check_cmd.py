@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +18,9 @@ from grader.errors import GraderError
 from grader.grading.interfaces import RunOptions
 from grader.metrics.policy import Policy
 from grader.sandbox.limits import limits_from_options
+
+if TYPE_CHECKING:
+    from grader.integrity.contamination import SplitOverlap
 
 
 def _rules_check(rules: Any) -> RulesCheck:
@@ -66,6 +70,13 @@ def _rules_check(rules: Any) -> RulesCheck:
     is_flag=True,
     help="Accept only an image in the submission's own docker save .tar, never one already on the host (the default a hosting service should use).",
 )
+@click.option(
+    "--training-sketch",
+    "training_sketch",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A sketch of the training data (`grader sketch-training`): also show its overlap with the public sample split, in full.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with the same steps.")
 def check_command(
     submission: Path,
@@ -78,6 +89,7 @@ def check_command(
     cpus: float | None,
     threads: int | None,
     images_from_submission_only: bool,
+    training_sketch: Path | None,
     as_json: bool,
 ) -> None:
     """Run SUBMISSION through intake, a sample run, validation, scoring and an estimate, on public data only.
@@ -85,6 +97,11 @@ def check_command(
     Without --competition the limits are grader check's own defaults (3600 s, 8g, 2 CPUs), which may not be
     the competition's: step 3 says which limits it used and where from. Exit 0 only when every step passes.
     """
+    sketch = None
+    if training_sketch is not None:  # a bad sketch is refused before the check starts
+        from grader.integrity.sketch_file import read_sketch
+
+        sketch = read_sketch(training_sketch)
     rules = None
     if competition_target is not None:
         from grader.hosting.participant.competition_rules import load_rules
@@ -111,10 +128,25 @@ def check_command(
         images_from_submission_only=images_from_submission_only,
     )
     report = run_check(submission, options, rules=_rules_check(rules) if rules else None, limits_source=source)
+    overlaps: list[SplitOverlap] = []
+    if sketch is not None:
+        from grader.integrity.audit import audit_tasks
+
+        # A public split hides nothing, so its figures are shown in full (no release rule: docs/contamination.md).
+        overlaps = audit_tasks([benchmark.task(name) for name in selected], options.split, sketch)
     if as_json:
-        click.echo(jsonio.dumps(report.as_dict(), indent=2, ensure_ascii=True))
+        result = report.as_dict()
+        if sketch is not None:
+            result["contamination"] = [dataclasses.asdict(overlap) for overlap in overlaps]
+        click.echo(jsonio.dumps(result, indent=2, ensure_ascii=True))
     else:
         click.echo(report.as_text(), nl=False)
+        if sketch is not None:
+            from grader.integrity.contamination import describe
+
+            click.echo("contamination audit of the declared training data, public split (all figures):")
+            for line in describe(overlaps):
+                click.echo(f"  {line}")
     if not report.passed:
         click.get_current_context().exit(EXIT_NOT_PASSED)
 

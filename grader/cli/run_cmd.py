@@ -23,7 +23,9 @@ from grader.sandbox.blinding_key import load_blinding_key
 from grader.sandbox.limits import limits_from_options
 
 if TYPE_CHECKING:
+    from grader.data.benchmark import Benchmark
     from grader.integrity.dedup_measures import DedupAwareRuns
+    from grader.integrity.sketch_file import TrainingSketch
 
 
 @click.command("run")
@@ -92,6 +94,14 @@ if TYPE_CHECKING:
     help="Also print, beside the official numbers, the dedup-aware ones of each task (the clusters of this `grader lint` report "
     "of the same data; docs/lint.md). The report is unchanged; stored results are not reused.",
 )
+@click.option(
+    "--training-sketch",
+    "training_sketch",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A sketch of the training data (`grader sketch-training`): print its overlap with the graded split, as the release rule "
+    "allows, beside the report (not in it: the report's schema has no field for it yet).",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
     submission: Path,
@@ -115,6 +125,7 @@ def run_command(
     images_from_submission_only: bool,
     cross_check: bool,
     dedup_report_path: Path | None,
+    training_sketch: Path | None,
     quiet: bool,
 ) -> None:
     """Grade SUBMISSION (folder, .tar.gz or .zip with submission.json) on a benchmark."""
@@ -126,6 +137,11 @@ def run_command(
         if swept and not quiet:
             click.echo(f"swept what dead graders left: {swept.containers} container(s), {swept.folders} scratch folder(s)", err=True)
         benchmark = resolve_benchmark(benchmark_name)
+        sketch = None
+        if training_sketch is not None:  # read (and refused, if bad) before any grading starts
+            from grader.integrity.sketch_file import read_sketch
+
+            sketch = read_sketch(training_sketch)
         options = RunOptions(
             benchmark=benchmark,
             tasks=benchmark.select(tasks),
@@ -157,6 +173,8 @@ def run_command(
         click.echo(f"report: {path}")
         if dedup is not None:
             click.echo(format_dedup_aware(dedup), nl=False)
+        if sketch is not None:
+            _print_released_overlap(benchmark, options, sketch)
         if cross_check:
             from grader.metrics.cross_check import STRICT_NOTE
 
@@ -173,6 +191,17 @@ def format_dedup_aware(dedup: DedupAwareRuns) -> str:
         lines.append(f"\ndedup-aware, task {task} (docs/lint.md; {clusters} duplicate clusters; not the official numbers):")
         lines.append(as_table(evaluation).split("\npolicy ", 1)[0])
     return "\n".join(lines) + "\n"
+
+
+def _print_released_overlap(benchmark: Benchmark, options: RunOptions, sketch: TrainingSketch) -> None:
+    """The audit's released figures (docs/contamination.md), printed after the report and never written into it."""
+    from grader.integrity.audit import audit_tasks
+    from grader.integrity.release import release
+
+    overlaps = audit_tasks([benchmark.task(name) for name in options.tasks], options.split, sketch)
+    click.echo("contamination audit of the declared training data (released figures; not part of the report):")
+    for overlap in overlaps:
+        click.echo(f"  {release(overlap).line()}")
 
 
 def register(group: click.Group) -> None:

@@ -24,10 +24,18 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
 @click.option(
     "--competition",
     "competition_file",
-    required=True,
+    default=None,
     type=click.Path(path_type=Path),
     envvar="GRADER_COMPETITION",
-    help="The competition file (TOML; see competitions_example/mini.toml).",
+    help="One competition file (TOML; see competitions_example/mini.toml): a one-competition server, its state folder as before.",
+)
+@click.option(
+    "--competitions",
+    "competitions_dir",
+    default=None,
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="GRADER_COMPETITIONS",
+    help="A folder of competition files: a server of many competitions, each under /c/<name>/ (docs/hosting.md).",
 )
 @click.option(
     "--state",
@@ -39,7 +47,9 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes (0: remote workers only).")
+@click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes, per competition (0: remote workers only)."
+)
 @click.option(
     "--database",
     default=None,
@@ -79,7 +89,8 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
     help="Seconds a request body may take before --min-body-rate applies.",
 )
 def serve(
-    competition_file: Path,
+    competition_file: Path | None,
+    competitions_dir: Path | None,
     state_dir: Path,
     host: str,
     port: int,
@@ -92,6 +103,35 @@ def serve(
 ) -> None:
     """Run the competition server: HTTP API, database, stored uploads and reports, and local workers."""
     from grader.hosting.config import load_competition
+    from grader.hosting.directory.layout import is_server_layout
+    from grader.hosting.errors import HostingError
+
+    if competitions_dir is not None or (competition_file is None and is_server_layout(state_dir)):
+        if competition_file is not None:
+            raise click.UsageError("give --competition FILE (one competition) or --competitions DIR (many), not both")
+        from grader.hosting.serve_many import ManyOptions, serve_many
+
+        serve_many(
+            ManyOptions(
+                state_dir,
+                competitions_dir,
+                host=host,
+                port=port,
+                workers=workers,
+                database=database,
+                broker=broker,
+                trusted_proxies=trusted_proxies,
+                min_body_rate=min_body_rate,
+                body_grace_s=body_grace_s,
+            )
+        )
+        return
+    if competition_file is None:
+        raise click.UsageError("which competition? give --competition FILE, or --competitions DIR for a server of many")
+    if is_server_layout(state_dir):
+        raise HostingError(
+            f"{state_dir}: the state folder of a server of many competitions", hint="serve it with --competitions DIR (or with no competition option)"
+        )
     from grader.hosting.server import ServeOptions
     from grader.hosting.server import serve as run
 

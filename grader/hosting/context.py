@@ -8,6 +8,7 @@ services do). The dispatcher is seen through the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -18,6 +19,12 @@ from grader.hosting.queue.dispatch import Dispatcher
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.sandbox.blinding import BlindingKey
+
+
+class TokenHolders(Protocol):
+    """The server's people (a server of many competitions): whether a token is a person's of this server."""
+
+    def holds(self, token: str) -> bool: ...
 
 
 @dataclass
@@ -47,3 +54,6 @@ class ServerContext:
     run_body_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The transparency log (grader.hosting.transparency.host_log); None only in tests that build a context without one.
     log: HostLog | None = None
+    #: On a server of many competitions, its people: a token of theirs not registered in this competition gets 404
+    #: for everything of it (as another participant's submission does), not 401. None: a one-competition server.
+    people: TokenHolders | None = None

@@ -115,7 +115,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     return ctx, db
 
 
-def _export_quietly(ctx: ServerContext) -> None:
+def export_quietly(ctx: ServerContext) -> None:
     """:func:`worker_copy` off the request path; a failure is logged (the first claim then tries again, and says why)."""
     try:
         worker_copy(ctx)
@@ -318,7 +318,7 @@ def serve(options: ServeOptions) -> None:
         reaper.start()
         # The workers' data copy, exported (or found current) in the background now rather than by the first
         # claim, which would hold a long-poll (and the lease it grants) for as long as a large corpus takes.
-        threading.Thread(target=_export_quietly, args=(ctx,), name="grader-worker-copy", daemon=True).start()
+        threading.Thread(target=export_quietly, args=(ctx,), name="grader-worker-copy", daemon=True).start()
         if workers is not None:
             workers.start()
 

@@ -270,3 +270,33 @@ def wait_for(predicate, timeout: float = 120, interval: float = 0.2, what: str =
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class ManyServer(Server):
+    """`grader serve --competitions DIR` (a server of many competitions) in a subprocess on a free loopback port."""
+
+    def __init__(self, competitions: Path, state: Path, *, workers: int = 1, database: str | None = None) -> None:
+        super().__init__(competitions, state, workers=workers, database=database)
+
+    def serve_args(self) -> list[str]:
+        args = [
+            "serve",
+            "--competitions",
+            str(self.competition),
+            "--state",
+            str(self.state),
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+        ]
+        if self.database:
+            args += ["--database", self.database]
+        return args
+
+    def base(self, name: str) -> str:
+        """Competition ``name``'s address: its pages, log and (for the CLI's --server) API."""
+        return f"{self.url}/c/{name}"
+
+    def worker_pids(self) -> list[int]:
+        return [int(p.read_text()) for p in sorted(self.state.glob("competitions/*/run/local-*.pid"))]

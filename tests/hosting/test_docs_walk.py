@@ -98,6 +98,10 @@ class Walk:
         """What the last command whose text starts so printed."""
         return next(out for cmd, out in reversed(self.typed) if cmd.text.startswith(starts))
 
+    def output_of(self, text: str) -> str:
+        """What the last command typed exactly so printed."""
+        return next(out for cmd, out in reversed(self.typed) if cmd.text == text)
+
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
@@ -151,9 +155,14 @@ def test_the_host_path(walk: Walk) -> None:
         "local workers: 1 (their logs: " + f"{walk.home / 'state' / 'run' / 'local-N.log'})"
     )
     assert (walk.home / "alice.token").read_text(encoding="ascii").startswith("gp_")
-    # after the end, / leads with the final standings and says how to check the reveal
-    page = httpx.get(walk.server + "/", timeout=30).text
+    # after the end, the competition's page leads with the final standings and says how to check the reveal; after the
+    # upgrade, it is at /c/mini-demo/, / lists both competitions, and the old page address moved there for good
+    page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
+    listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
+    assert listed == {"mini-cup": "open", "mini-demo": "ended"}
+    assert httpx.get(walk.server + "/me", timeout=30).status_code == 404
+    assert not (walk.home / "state" / "grader.sqlite3").exists() and (walk.home / "state" / "competitions" / "mini-demo" / "grader.sqlite3").is_file()
     # the end led to the reveal by itself: the log holds it, and no `grader admin log-reveal` was typed
     assert "reveal: checked against entry 0" in walk.output("grader log audit")
     assert not any("log-reveal" in cmd.text for cmd, _ in walk.typed)
@@ -174,4 +183,7 @@ def test_the_participant_path_scores_agree_everywhere(walk: Walk) -> None:
     # the full score is the signed full report's aggregate, which grader verify read
     verified = re.search(r"score: NDCG@10 = (\S+)", walk.output("grader verify r.json"))
     assert verified and f"{float(verified.group(1)):.4f}" == after["full"]
-    assert "1 of 5 in the last 24 h; 1 of 50 in total" in walk.output("grader quota")  # one hidden upload, charged once
+    assert "1 of 5 in the last 24 h; 1 of 50 in total" in walk.output_of("grader quota")  # one hidden upload, charged once
+    # after the upgrade, the same submission at its competition's address, the same scores
+    moved = _scores(walk.output("grader status sdb1696df80d569c1 --server").splitlines()[-1])
+    assert moved == after

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -16,6 +16,7 @@ from grader.hosting.api.body_caps import BodyCaps, route_caps
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.long_poll import ClaimGate
+from grader.hosting.api.paths import base_path
 from grader.hosting.api.routes import leaderboard, meta, participants, shards, transparency, web, workers
 from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
@@ -33,7 +34,7 @@ DOCS_CSP = (
 # FastAPI's get_swagger_ui_html starts Swagger UI from an inline script, which the policy above refuses: the same
 # start-up, as a file.
 _DOCS_INIT_JS = """window.ui = SwaggerUIBundle({
-  url: "/openapi.json",
+  url: "%(base)s/openapi.json",
   dom_id: "#swagger-ui",
   layout: "BaseLayout",
   deepLinking: true,
@@ -44,19 +45,20 @@ _DOCS_INIT_JS = """window.ui = SwaggerUIBundle({
 """
 
 
-def _docs_page(title: str) -> str:
+def _docs_page(title: str, base: str) -> str:
+    # ``base``: "" for a competition served alone, /c/<name> on a server of many.
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>{html.escape(title)}</title>
-<link rel="stylesheet" href="{DOCS_ASSETS}/swagger-ui.css">
-<link rel="icon" href="{DOCS_ASSETS}/favicon-32x32.png">
+<link rel="stylesheet" href="{base}{DOCS_ASSETS}/swagger-ui.css">
+<link rel="icon" href="{base}{DOCS_ASSETS}/favicon-32x32.png">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{DOCS_ASSETS}/swagger-ui-bundle.js"></script>
-<script src="{DOCS_INIT}"></script>
+<script src="{base}{DOCS_ASSETS}/swagger-ui-bundle.js"></script>
+<script src="{base}{DOCS_INIT}"></script>
 </body>
 </html>
 """
@@ -75,10 +77,13 @@ def create_app(
     on_stop: Callable[[], None] | None = None,
     min_body_rate: float = 0,
     body_grace_s: float = 0,
+    cookie_path: str = "/",
 ) -> FastAPI:
     """The app for ``ctx``; ``on_start``/``on_stop`` run in its lifespan (the reaper and local workers).
 
     A request body slower than ``min_body_rate`` bytes/s after ``body_grace_s`` is cut (408; 0: no minimum).
+    ``cookie_path``: where the session cookie goes (``/c/<name>`` on a server of many competitions: one competition's
+    session never reaches another's pages).
     """
 
     @asynccontextmanager
@@ -109,7 +114,12 @@ def create_app(
     # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
     # ends its stored session (grader.hosting.identity.auth).
     app.add_middleware(
-        SessionMiddleware, secret_key=ensure_session_secret(ctx.state.keys), session_cookie="grader_session", max_age=SESSION_S, same_site="strict"
+        SessionMiddleware,
+        secret_key=ensure_session_secret(ctx.state.keys),
+        session_cookie="grader_session",
+        max_age=SESSION_S,
+        same_site="strict",
+        path=cookie_path,
     )
     # Each added one wraps the ones before: a worker of another protocol is refused first, then a body too large
     # or too slow, all before any route or session code runs; every answer, those refusals included, carries the
@@ -120,15 +130,14 @@ def create_app(
     app.add_middleware(SecurityHeaders)
     app.mount(DOCS_ASSETS, StaticFiles(directory=_swagger_assets()), name="docs-assets")
 
-    docs_page = _docs_page(f"{app.title} API")
-
     @app.get("/docs", include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return HTMLResponse(docs_page, headers={"Content-Security-Policy": DOCS_CSP})
+    def docs(request: Request) -> HTMLResponse:
+        return HTMLResponse(_docs_page(f"{app.title} API", base_path(request.scope)), headers={"Content-Security-Policy": DOCS_CSP})
 
     @app.get(DOCS_INIT, include_in_schema=False)
-    def docs_init() -> Response:
-        return Response(_DOCS_INIT_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
+    def docs_init(request: Request) -> Response:
+        script = _DOCS_INIT_JS % {"base": base_path(request.scope)}
+        return Response(script, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
     app.include_router(meta.router)
     app.include_router(participants.router)

@@ -38,6 +38,10 @@ REFUSED = {
 }
 
 
+#: The answer to a person of the server who is not a participant of this competition.
+NOT_REGISTERED = "not found: this token is not registered in this competition"
+
+
 def _address(request: Request) -> str:
     """The limiter's key of the caller: its address, an IPv6 one's /64 (:func:`client_bucket`)."""
     return client_bucket(request.client.host) if request.client else "unknown"
@@ -55,6 +59,10 @@ def verify(request: Request, role: Role, token: str) -> Principal:
     found = by_token(ctx.db, role, token) if token else None
     if found is not None:
         return found
+    if role is Role.PARTICIPANT and ctx.people is not None and ctx.people.holds(token):
+        # A person of this server, not registered in this competition: nothing of it is theirs. Not a failure either
+        # (a valid credential is never counted towards a lock-out).
+        raise HTTPException(404, NOT_REGISTERED)
     bucket = f"{role.value} {_address(request)}"
     wait = ctx.limiter.blocked_for(bucket)
     if wait > 0:

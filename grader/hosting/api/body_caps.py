@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from grader import jsonio
 from grader.hosting.api.body import FORM_BYTES, JSON_BYTES
+from grader.hosting.api.paths import route_path
 from grader.hosting.context import ServerContext
 from grader.hosting.intake.refusals import too_large
 from grader.hosting.services.shard_grading import largest_body
@@ -106,7 +107,7 @@ class BodyCaps:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        cap, wording = self.caps.match(scope["method"], scope["path"])
+        cap, wording = self.caps.match(scope["method"], route_path(scope))
         declared = [value for name, value in scope["headers"] if name == b"content-length"]
         if declared:
             if len(declared) > 1 or not declared[0].isdigit():

@@ -14,6 +14,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from grader import jsonio
+from grader.hosting.api.paths import route_path
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, server_refusal
 
 #: The prefix of the worker routes (grader.hosting.api.routes.workers and .shards).
@@ -40,7 +41,7 @@ class WorkerProtocol:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith(WORKER_ROUTES):
+        if route_path(scope).startswith(WORKER_ROUTES):
             why = server_refusal(_sent(scope))
             if why is not None:
                 body = jsonio.dumps({"detail": why}).encode("utf-8")

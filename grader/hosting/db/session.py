@@ -52,13 +52,17 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **_JSON_CODEC)
 
 
-def _alembic_config() -> Config:
+#: The competition database's migrations.
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def _alembic_config(scripts: Path = MIGRATIONS) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(Path(__file__).resolve().parent.parent / "migrations"))
+    config.set_main_option("script_location", str(scripts))
     return config
 
 
-def migrate(engine: Engine, revision: str = "head") -> str:
+def migrate(engine: Engine, revision: str = "head", *, scripts: Path = MIGRATIONS) -> str:
     """Bring the schema to ``revision`` (the newest by default; Alembic, programmatically); return the revision reached.
 
     On SQLite, foreign-key enforcement is off while the migrations run: a batch
@@ -66,7 +70,7 @@ def migrate(engine: Engine, revision: str = "head") -> str:
     rows refer to would otherwise fail. Every reference is checked before the
     commit instead (``PRAGMA foreign_key_check``).
     """
-    config = _alembic_config()
+    config = _alembic_config(scripts)
     sqlite = engine.dialect.name == "sqlite"
     try:
         with engine.connect() as connection:

@@ -17,17 +17,32 @@ MAX_NAME = 100
 
 def create_participant(session: Session, name: str, team: str | None = None, *, baseline: bool = False) -> tuple[Participant, str]:
     """Create a participant; return it and its token (never stored, only its hash)."""
+    token, digest = new_token("gp")
+    return register_participant(session, name, digest, team, baseline=baseline), token
+
+
+def check_participant_name(session: Session, name: str, team: str | None = None) -> None:
+    """Refuse a name (or team) that is not printable and bounded, or already a participant's here."""
     if not name.strip() or len(name) > MAX_NAME or first_unprintable(name):
         raise HostingError(f"participant name must be 1-{MAX_NAME} printable characters (no control, bidi or zero-width character)")
     if team is not None and (len(team) > MAX_NAME or first_unprintable(team)):
         raise HostingError(f"team name must be at most {MAX_NAME} printable characters (no control, bidi or zero-width character)")
     if session.scalar(select(Participant).where(Participant.name == name)) is not None:
         raise HostingError(f"participant {name!r} already exists")
-    token, digest = new_token("gp")
+
+
+def register_participant(session: Session, name: str, digest: str, team: str | None = None, *, baseline: bool = False) -> Participant:
+    """Create participant ``name`` holding the token whose SHA-256 is ``digest`` (a person's of the server, or a new one)."""
+    check_participant_name(session, name, team)
     participant = Participant(name=name, team=team, token_sha256=digest, is_baseline=baseline, created_at=utcnow(), revoked_at=None)
     session.add(participant)
     session.flush()
-    return participant, token
+    return participant
+
+
+def is_participant(session: Session, name: str) -> bool:
+    """Whether ``name`` is a participant here."""
+    return session.scalar(select(Participant.id).where(Participant.name == name)) is not None
 
 
 def mark_participant_revoked(session: Session, name: str) -> Participant:

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, sign_out, signed_in
 from grader.hosting.api.body import FORM_BYTES, read_bounded
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.paths import base_path
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
 from grader.hosting.errors import HostingError
@@ -45,7 +46,13 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
     ctx: ServerContext = request.app.state.context
     end = end or competition_end(ctx)
     html = TEMPLATES.get_template(name).render(
-        competition=ctx.competition, csrf=_csrf(request), signed_in=signed_in(request), ended=end.ended, ends_at=iso(end.at), **values
+        competition=ctx.competition,
+        base=base_path(request.scope),
+        csrf=_csrf(request),
+        signed_in=signed_in(request),
+        ended=end.ended,
+        ends_at=iso(end.at),
+        **values,
     )
     return HTMLResponse(
         html,
@@ -77,12 +84,12 @@ async def _form(request: Request) -> dict[str, list[str]]:
     return form
 
 
-_CSS = (Path(__file__).resolve().parents[2] / "leaderboard" / "templates" / "board.css").read_text(encoding="utf-8")
+STYLESHEET = (Path(__file__).resolve().parents[2] / "leaderboard" / "templates" / "board.css").read_text(encoding="utf-8")
 
 
 @router.get("/assets/board.css")
 def stylesheet() -> Response:
-    return Response(_CSS, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+    return Response(STYLESHEET, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -111,22 +118,25 @@ async def signin(request: Request) -> Response:
     try:
         await run_in_threadpool(sign_in, request, token)
     except HTTPException as refused:
-        error = "too many failed sign-ins from this address; try again in a minute" if refused.status_code == 429 else "unknown or revoked token"
+        error = {
+            429: "too many failed sign-ins from this address; try again in a minute",
+            404: "this token is not registered in this competition",
+        }.get(refused.status_code, "unknown or revoked token")
         return _page("signin.html", request, status=refused.status_code, error=error)
-    return RedirectResponse("/me", status_code=303)
+    return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
 
 
 @router.post("/signout")
 async def signout(request: Request) -> Response:
     await _form(request)
     await run_in_threadpool(sign_out, request)
-    return RedirectResponse("/", status_code=303)
+    return RedirectResponse(base_path(request.scope) + "/", status_code=303)
 
 
 @router.get("/me", response_class=HTMLResponse)
 def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
-        return RedirectResponse("/signin", status_code=303)
+        return RedirectResponse(base_path(request.scope) + "/signin", status_code=303)
     end = competition_end(ctx)
     rows = [view.model_dump(exclude_unset=True) for view in submissions_service.own_views(ctx, who, ended=end.ended)]
     finals, chosen = service.own_finals(ctx, who)
@@ -154,14 +164,14 @@ async def choose_finals(request: Request, ctx: Ctx) -> Response:
         raise HTTPException(404, "no such submission") from None
     except HostingError as error:
         request.session["flash"] = f"error: {error}"
-        return RedirectResponse("/me", status_code=303)
+        return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
     # Say what was stored, not only that something was: the ids are the participant's own.
     request.session["flash"] = (
         f"final choices saved: {', '.join(saved)} count for the private board"
         if saved
         else "final choices saved: none chosen, so your best public submissions count"
     )
-    return RedirectResponse("/me", status_code=303)
+    return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
 
 
 @router.get("/me/submissions/{submission_id}/report")

@@ -1,0 +1,44 @@
+"""Each competition's database: SQLite in its folder, or its own schema of the server's PostgreSQL database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from grader.hosting.db.session import database_url
+from grader.hosting.directory.layout import LEGACY_SCHEMA, Entry
+from grader.hosting.errors import HostingError
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` (PostgreSQL) whose connections use ``schema`` (libpq's ``options=-csearch_path=...``): every table of
+    the competition, Alembic's version table included, lives there, and raw SQL needs no schema in its names."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "options"]
+    query.append(("options", f"-csearch_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def competition_database(entry: Entry, database: str | None) -> str | None:
+    """The database URL of ``entry``'s competition, its schema created if missing; None: SQLite in its folder."""
+    if database is None or entry.schema is None:
+        return None
+    if entry.schema == LEGACY_SCHEMA:
+        return database
+    ensure_schema(database, entry.schema, what=f"competition {entry.name!r}")
+    return with_schema(database, entry.schema)
+
+
+def ensure_schema(database: str, schema: str, *, what: str) -> None:
+    """Create PostgreSQL schema ``schema`` in ``database`` if it is missing (``what`` it holds, for the error line)."""
+    engine = create_engine(database_url(Path(), database))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+    except SQLAlchemyError as error:
+        raise HostingError(f"database: cannot create schema {schema} for {what}: {str(error).splitlines()[0]}") from None
+    finally:
+        engine.dispose()

@@ -1,0 +1,254 @@
+"""``grader serve --competitions DIR``: one server, many competitions (docs/hosting.md, "Many competitions on one server").
+
+Each competition is prepared exactly as a one-competition server prepares its own (:func:`grader.hosting.server.prepare`:
+database migrated, pins checked, keys, log entry 0, the end held), in its own folder and database, and gets its own
+reaper and local workers. A watcher re-reads ``server.json`` every :data:`WATCH_S` seconds: a competition added by
+``grader admin competition add`` is served from then on, a retired one is no longer served.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.hosting.allocator import return_large_buffers
+from grader.hosting.api.app import create_app
+from grader.hosting.api.server_app import COMPETITION_PAGES, Competitions, create_server_app
+from grader.hosting.config import load_competition
+from grader.hosting.context import ServerContext
+from grader.hosting.directory.databases import competition_database
+from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
+from grader.hosting.directory.people import People, open_people
+from grader.hosting.directory.upgrade import is_legacy
+from grader.hosting.environment import environment
+from grader.hosting.errors import HostingError
+from grader.hosting.repeat_throttle import throttle_repeats
+from grader.hosting.server import LocalWorkers, Reaper, ServeOptions, export_quietly, masked, prepare, shutdown
+from grader.hosting.storage import PRIVATE_UMASK
+
+log = logging.getLogger("grader.hosting")
+
+#: Seconds between two reads of server.json for competitions added or retired while the server runs.
+WATCH_S = 2.0
+
+
+def open_layout(state_dir: Path, competitions_dir: Path | None, *, postgres: bool) -> ServerLayout:
+    """The server's directory, made or read; every competition file in ``competitions_dir`` not in it yet is added.
+
+    A one-competition state folder is refused with the command that upgrades it (the upgrade moves files: the host
+    runs it, knowingly, once).
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if is_legacy(state_dir):
+        raise HostingError(
+            f"{state_dir}: the state folder of a one-competition server",
+            hint=f"upgrade it first: grader admin --state {state_dir} upgrade-state (or serve it as before with --competition FILE)",
+        )
+    layout = ServerLayout(state_dir).load() if is_server_layout(state_dir) else ServerLayout(state_dir)
+    changed = not is_server_layout(state_dir)
+    for path in sorted(competitions_dir.glob("*.toml")) if competitions_dir is not None else []:
+        competition = load_competition(path)
+        known = layout.entries.get(competition.name)
+        if known is None:
+            layout.add(competition.name, path, postgres=postgres)
+            changed = True
+        elif Path(known.file) != path.resolve() and not known.retired:
+            log.warning("competition %r: served from %s (recorded); %s names it too and is ignored", competition.name, known.file, path)
+    if changed:
+        layout.save()  # before any competition's folder is made: a folder without its entry would be an orphan
+    return layout
+
+
+@dataclass(frozen=True)
+class ManyOptions:
+    """What ``grader serve --competitions`` was asked to do."""
+
+    state_dir: Path
+    competitions_dir: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Local worker processes per competition.
+    workers: int = 1
+    database: str | None = None
+    broker: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
+    min_body_rate: float = 16 << 10
+    body_grace_s: float = 20.0
+
+
+def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, people: People | None = None) -> ServerContext:
+    """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database;
+    ``people``: the server's, who get 404 (not 401) from a competition they are not registered in."""
+    competition_file = Path(entry.file)
+    one = ServeOptions(
+        load_competition(competition_file),
+        layout.folder(entry.name),
+        database=competition_database(entry, options.database),
+        broker=options.broker,
+        competition_file=competition_file,
+    )
+    ctx, _db = prepare(one)
+    ctx.people = people
+    return ctx
+
+
+@dataclass
+class Running:
+    """What the server started for one competition."""
+
+    ctx: ServerContext
+    reaper: Reaper
+    workers: LocalWorkers | None
+
+
+class ManyServer:
+    """The competitions served, and what runs for each."""
+
+    def __init__(self, layout: ServerLayout, options: ManyOptions, url: str, umask: int) -> None:
+        self.layout, self.options, self.url, self.umask = layout, options, url, umask
+        self.competitions = Competitions()
+        self.people = People(open_people(layout.root, options.database))
+        self.running: dict[str, Running] = {}
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.watcher = threading.Thread(target=self._watch, name="grader-directory", daemon=True)
+
+    def prepare_all(self) -> None:
+        """Prepare every active competition (before serving: a competition that cannot start stops the server)."""
+        for entry in self.layout.active():
+            self._serve(entry, start=False)
+
+    def _serve(self, entry: Entry, *, start: bool) -> None:
+        ctx = prepare_entry(self.layout, entry, self.options, self.people)
+        app = create_app(
+            ctx,
+            min_body_rate=self.options.min_body_rate,
+            body_grace_s=self.options.body_grace_s,
+            cookie_path=f"{COMPETITION_PAGES}{entry.name}",
+        )
+        workers = (
+            LocalWorkers(ctx, self.options.workers, f"{self.url}{COMPETITION_PAGES}{entry.name}", umask=self.umask)
+            if self.options.workers > 0
+            else None
+        )
+        running = Running(ctx, Reaper(ctx), workers)
+        with self.lock:
+            self.running[entry.name] = running
+            self.competitions.served[entry.name] = (ctx, app)
+        if start:
+            self._start(running)
+
+    @staticmethod
+    def _start(running: Running) -> None:
+        running.reaper.start()
+        threading.Thread(target=export_quietly, args=(running.ctx,), name="grader-worker-copy", daemon=True).start()
+        if running.workers is not None:
+            running.workers.start()
+
+    def start(self) -> None:
+        for running in list(self.running.values()):
+            self._start(running)
+        self.watcher.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for name in list(self.running):
+            self._retire(name)
+        self.people.db.dispose()
+
+    def _retire(self, name: str) -> None:
+        with self.lock:
+            self.competitions.served.pop(name, None)
+            running = self.running.pop(name, None)
+        if running is not None:
+            shutdown(running.ctx, running.reaper, running.workers)
+
+    def _watch(self) -> None:
+        """Serve the competitions added to server.json, stop serving the retired ones."""
+        while not self.stopping.wait(WATCH_S):
+            try:
+                self.layout.load()
+                active = {e.name: e for e in self.layout.active()}
+                for name in sorted(set(self.running) - set(active)):
+                    log.info("competition %r retired: no longer served", name)
+                    self._retire(name)
+                for name in sorted(set(active) - set(self.running)):
+                    log.info("competition %r added: served under %s%s/", name, COMPETITION_PAGES, name)
+                    self._serve(active[name], start=True)
+            except Exception:  # the watcher must outlive a half-written file or a competition that cannot start
+                log.exception("server directory: re-reading %s failed; trying again", self.layout.file)
+
+
+def serve_many(options: ManyOptions) -> None:
+    """Run a server of many competitions until interrupted."""
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    variables = environment()
+    log.info("%s", return_large_buffers(variables.allocator, variables.mmap_threshold))
+    host_umask = os.umask(PRIVATE_UMASK)
+    layout = open_layout(options.state_dir, options.competitions_dir, postgres=options.database is not None)
+    url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
+    server = ManyServer(layout, options, url, host_umask)
+    server.prepare_all()
+    app = create_server_app(server.competitions, on_start=server.start, on_stop=server.stop)
+    names = ", ".join(e.name for e in layout.active()) or "none yet"
+    database = masked(options.database) if options.database else "SQLite in each competition's folder"
+    print(
+        f"serving {len(layout.active())} competition(s) ({names}) on {url} (listing: {url}/; each under {url}/c/<name>/); "
+        f"state in {layout.root}; database: {database}; local workers per competition: {options.workers}",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(options.trusted_proxies),
+        forwarded_allow_ips=list(options.trusted_proxies),
+    )
+    throttle_repeats()
+    uvicorn.Server(config).run()
+
+
+__all__ = ["ManyOptions", "ManyServer", "open_layout", "prepare_entry", "serve_many"]
+
+
+def add_competition(state_dir: Path, competition_file: Path, database: str | None) -> Entry:
+    """``grader admin competition add``: record the competition and apply its start checks now (database, pins, keys,
+    log entry 0, the end held): a competition that could not start is not added. A running server serves it within
+    :data:`WATCH_S` seconds."""
+    if is_legacy(state_dir):
+        raise HostingError(
+            f"{state_dir}: the state folder of a one-competition server", hint=f"upgrade it first: grader admin --state {state_dir} upgrade-state"
+        )
+    layout = ServerLayout(state_dir).load() if is_server_layout(state_dir) else ServerLayout(state_dir)
+    competition = load_competition(competition_file)
+    if competition.name in layout.entries:
+        state = "retired" if layout.entries[competition.name].retired else "served"
+        raise HostingError(f"competition {competition.name!r} is already on this server ({state}); a name is never reused")
+    entry = layout.add(competition.name, competition_file, postgres=database is not None)
+    # The checks first, on a copy of the directory that names the new competition: a failure leaves server.json as it was.
+    # (The folder made meanwhile holds nothing served; adding the same file again reuses it.)
+    ctx = prepare_entry(layout, entry, ManyOptions(state_dir, database=database))
+    ctx.dispatcher.close()
+    ctx.db.dispose()
+    layout.save()
+    return entry
+
+
+def retire_competition(state_dir: Path, name: str) -> Entry:
+    """``grader admin competition retire``: a running server stops serving ``name``; its folder and rows stay."""
+    if not is_server_layout(state_dir):
+        raise HostingError(f"{state_dir}: not the state folder of a server of many competitions")
+    layout = ServerLayout(state_dir).load()
+    entry = layout.retire(name)
+    layout.save()
+    return entry

@@ -1,0 +1,152 @@
+"""The training-sketch file (``grader sketch-training --out FILE``): a compact binary format and its strict reader.
+
+Layout, every integer big-endian (docs/contamination.md, "The sketch file", says the same)::
+
+    offset  size  field
+         0     8  magic  b"GRSKETCH"
+         8     2  format version (1)
+        10     2  normalisation version
+        12     2  num_perm
+        14     1  code_shingle
+        15     1  text_shingle
+        16     2  window_tokens
+        18     2  window_stride
+        20     2  min_code_tokens
+        22     2  min_text_tokens
+        24     8  seed
+        32     8  count: signatures that follow
+        40  count * num_perm * 2   signatures, uint16 each, rows distinct and in ascending lexicographic order
+       end    32  SHA-256 of every byte before it
+
+Rows are sorted and distinct so that the same texts always give the same bytes (and repeats add nothing). The
+reader reads no more than its cap, then refuses anything but exactly this: another magic or version,
+parameters other than the ones this grader compares with (:class:`SketchParameters` defaults), a length that
+does not match ``count``, rows out of order or repeated, or a wrong digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from grader.errors import InputError, UsageError
+from grader.files import atomic_write_bytes, read_bounded
+from grader.integrity.sketch_text import SketchParameters
+
+MAGIC = b"GRSKETCH"
+FORMAT_VERSION = 1
+#: Default cap of a sketch file, in bytes (about 524,000 windows at 128 permutations). On a hosted competition
+#: the sketch's bytes count against the upload cap (``upload.max_bytes``) together with the submission's.
+DEFAULT_MAX_BYTES = 128 << 20
+_HEADER = struct.Struct(">8sHHHBBHHHHQQ")
+_DIGEST_BYTES = 32
+
+
+class SketchFileError(InputError):
+    """A training-sketch file is unreadable, too large or not in the format (exit 2: an input error)."""
+
+
+@dataclass(frozen=True)
+class TrainingSketch:
+    """A sketch: its parameters and its signature rows (uint16, shape ``(count, num_perm)``, sorted, distinct)."""
+
+    parameters: SketchParameters
+    rows: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """Signature rows (distinct windows) in the sketch."""
+        return int(self.rows.shape[0])
+
+
+def encoded_size(count: int, num_perm: int) -> int:
+    """Bytes of a sketch file of ``count`` rows."""
+    return _HEADER.size + count * num_perm * 2 + _DIGEST_BYTES
+
+
+def distinct_sorted(rows: np.ndarray) -> np.ndarray:
+    """``rows`` made distinct and sorted lexicographically (the file's order)."""
+    if len(rows) == 0:
+        return rows.reshape(0, rows.shape[1]).astype(np.uint16)
+    return np.unique(rows.astype(np.uint16), axis=0)
+
+
+def encode(sketch: TrainingSketch) -> bytes:
+    """The file's bytes (``sketch.rows`` must already be distinct and sorted: :func:`distinct_sorted`)."""
+    p = sketch.parameters
+    header = _HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        p.normalisation,
+        p.num_perm,
+        p.code_shingle,
+        p.text_shingle,
+        p.window_tokens,
+        p.window_stride,
+        p.min_code_tokens,
+        p.min_text_tokens,
+        p.seed,
+        sketch.count,
+    )
+    body = header + sketch.rows.astype(">u2").tobytes()
+    return body + hashlib.sha256(body).digest()
+
+
+def write_sketch(path: str | PathLike[str], sketch: TrainingSketch, *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
+    """Write ``sketch`` atomically; refuse (before writing) one over ``max_bytes``. Returns its size in bytes."""
+    size = encoded_size(sketch.count, sketch.parameters.num_perm)
+    if size > max_bytes:
+        raise UsageError(
+            f"{path}: the sketch would be {size} bytes ({sketch.count} windows), over the {max_bytes}-byte cap",
+            hint="sketch fewer texts, or raise --max-bytes up to the competition's upload cap",
+        )
+    atomic_write_bytes(path, encode(sketch))
+    return size
+
+
+def _refuse(path: Path, field: str, what: str) -> SketchFileError:
+    return SketchFileError(what, path=path, field=field)
+
+
+def decode(data: bytes, *, path: Path) -> TrainingSketch:
+    """Parse a sketch file's bytes strictly (see the module's doc)."""
+    if len(data) < _HEADER.size + _DIGEST_BYTES:
+        raise _refuse(path, "header", f"{len(data)} bytes, too short for a training sketch")
+    fields = _HEADER.unpack_from(data)
+    magic, version, normalisation, num_perm, code_shingle, text_shingle, window_tokens, window_stride, min_code, min_text, seed, count = fields
+    if magic != MAGIC:
+        raise _refuse(path, "magic", "not a training sketch (made by `grader sketch-training`)")
+    if version != FORMAT_VERSION:
+        raise _refuse(path, "format_version", f"format version {version}; this grader reads version {FORMAT_VERSION}")
+    found = SketchParameters(num_perm, code_shingle, text_shingle, seed, normalisation, window_tokens, window_stride, min_code, min_text)
+    expected = SketchParameters()
+    for name in expected.__dataclass_fields__:
+        if getattr(found, name) != getattr(expected, name):
+            raise _refuse(path, name, f"{getattr(found, name)}; this grader compares sketches made with {getattr(expected, name)}")
+    if len(data) != encoded_size(count, num_perm):
+        raise _refuse(path, "count", f"says {count} signatures, but the file holds {len(data)} bytes, not {encoded_size(count, num_perm)}")
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if hashlib.sha256(body).digest() != digest:
+        raise _refuse(path, "sha256", "the digest does not match the file's contents (truncated or altered)")
+    rows = np.frombuffer(body, dtype=">u2", offset=_HEADER.size).astype(np.uint16).reshape(count, num_perm)
+    if count > 1:
+        differ = rows[1:] != rows[:-1]
+        first = np.argmax(differ, axis=1)  # first differing component of each consecutive pair
+        has = differ.any(axis=1)
+        ascending = rows[1:][np.arange(count - 1), first] > rows[:-1][np.arange(count - 1), first]
+        bad = np.flatnonzero(~(has & ascending))
+        if len(bad):
+            raise _refuse(path, "signatures", f"row {int(bad[0]) + 1} is not after row {int(bad[0])} (rows must be distinct and sorted)")
+    return TrainingSketch(found, rows)
+
+
+def read_sketch(path: str | PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> TrainingSketch:
+    """Read and check a sketch file, never more than ``max_bytes`` (+1) bytes of it."""
+    where = Path(path)
+    data = read_bounded(where, max_bytes, lambda reason: SketchFileError(reason, path=where), what="training sketch", follow_links=False)
+    return decode(data, path=where)
