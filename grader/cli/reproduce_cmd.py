@@ -97,7 +97,8 @@ def reproduce_command(
         raise NotReproduced(f"{report}: not reproduced: {found}")
     measure = original["aggregate"]["measure"]
     click.echo(f"reproduced: {report}: {len(original['tasks'])} task(s), every run digest, status and measure equal")
-    click.echo(f"score: {measure} = {original['aggregate']['score']!r}")
+    score = original["aggregate"]["score"]
+    click.echo(f"score: {measure} = {'n/a (a task failed)' if score is None else repr(score)}")
 
 
 def register(group: click.Group) -> None:
