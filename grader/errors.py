@@ -84,6 +84,10 @@ class CrossCheckError(VerificationError):
     """``--cross-check``: the grader's metrics differ from pytrec_eval's on the same run. Exit status 1: a check that did not pass."""
 
 
+class NotReproduced(VerificationError):
+    """``grader reproduce``: a re-grade differs from its signed report (the message names what differs first)."""
+
+
 class ComparisonError(GraderError):
     """Reports cannot be compared: different benchmarks, tasks or queries, or no per-query values."""
 

@@ -10,6 +10,7 @@ reason when it is missing, unless ``GRADER_REQUIRE_MTEB=1``.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -137,6 +138,11 @@ def test_exported_files_load_in_mteb_and_equal_its_evaluator(graded, tmp_path):
     digest = json.loads((run_dir / "report.json").read_text())["subject"]["digest"]["sha256"]
     folder = out / "results" / "org__tiny-model" / digest
     assert sorted(p.name for p in folder.iterdir()) == ["COIRCodeSearchNetRetrieval.json", "CosQA.json", "model_meta.json"]
+    # The published result points back to its grade: the report file by name and by the sha256 of its bytes.
+    meta = json.loads((folder / "model_meta.json").read_text())
+    report_sha256 = hashlib.sha256((run_dir / "report.json").read_bytes()).hexdigest()
+    assert meta["grader_reports"] == [str(run_dir / "report.json")]
+    assert meta["grader_report_sha256"] == {str(run_dir / "report.json"): report_sha256}
     assert "export-mteb: cosqa -> CosQA (default): 39 scores" in result.stderr
     assert "export-mteb: not exported: nauc_* (MTEB's abstention scores need the retrieval scores of each query's ranking" in result.stderr
     assert "hit_rate_at_k beyond @1 and the per-query measure's cut-off" in result.stderr

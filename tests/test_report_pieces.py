@@ -70,7 +70,8 @@ def test_a_report_of_pieces_is_schema_valid_and_mixes_with_dict_entries() -> Non
     from grader.runs.run import Run
 
     evaluation = evaluate(Qrels({"q1": {"d1": 1}}), Run.from_mapping({"q1": {"d1": 1.0}}), parse_measures(["NDCG@10"]), Policy.STRICT)
-    scored = scored_task("alpha", split="test", data_digest=DIGEST, evaluation=evaluation)
+    run = Run.from_mapping({"q1": {"d1": 1.0}})
+    scored = scored_task("alpha", split="test", data_digest=DIGEST, evaluation=evaluation, run=run)
     report = build_report(
         benchmark={"name": "b", "version": "1", "primary_measure": "NDCG@10"},
         subject={"kind": "run-file", "name": "run", "digest": {"sha256": DIGEST}},

@@ -62,7 +62,7 @@ def _reverse_dicts(value):
 def test_builds_the_documented_structure():
     inputs = _inputs()
     report = build_report(**inputs)
-    assert report["schema_version"] == "1"
+    assert report["schema_version"] == "2"
     assert report["grader"] == {"name": "grader", "version": grader.__version__}
     # Only the three benchmark fields the report defines are kept.
     assert report["benchmark"] == {"name": "bench", "version": "2", "primary_measure": "NDCG@10"}
@@ -249,5 +249,5 @@ def test_duplicate_task_names_are_refused():
 def test_schema_is_versioned_draft_2020_12():
     schema = load_schema("report")
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"].endswith("/v1.json")
+    assert schema["$id"].endswith("/v2.json")
     validator("report")  # checks the schema against its metaschema

@@ -2,7 +2,7 @@
 
 ====  ==========================================================================================
 0     success
-1     a verification or check that did not pass (``grader verify``, ``grader check``, ``--cross-check``)
+1     a verification or check that did not pass (``grader verify``, ``grader reproduce``, ``grader check``, ``--cross-check``)
 2     usage or input error: a bad option, a missing or malformed file, an unknown benchmark or measure
 3     the submission's fault: its archive, manifest, model or image is unusable, or it failed while graded
 4     the infrastructure's fault: the container engine is unavailable, a report could not be built or written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from grader.sandbox.limits import limits_from_options
 
 if TYPE_CHECKING:
     from grader.data.benchmark import Benchmark
+    from grader.integrity.dedup_measures import DedupAwareRuns
     from grader.integrity.sketch_file import TrainingSketch
 
 
@@ -84,6 +86,15 @@ if TYPE_CHECKING:
     help="Also score each task's run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
 )
 @click.option(
+    "--dedup-aware",
+    "dedup_report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="LINT.json",
+    help="Also print, beside the official numbers, the dedup-aware ones of each task (the clusters of this `grader lint` report "
+    "of the same data; docs/lint.md). The report is unchanged; stored results are not reused.",
+)
+@click.option(
     "--training-sketch",
     "training_sketch",
     type=click.Path(path_type=Path),
@@ -113,6 +124,7 @@ def run_command(
     keep_embeddings: bool,
     images_from_submission_only: bool,
     cross_check: bool,
+    dedup_report_path: Path | None,
     training_sketch: Path | None,
     quiet: bool,
 ) -> None:
@@ -149,15 +161,36 @@ def run_command(
             cross_check=cross_check,
             blinding_key=None if blinding_key_path is None else load_blinding_key(blinding_key_path),
         )
+        dedup = None
+        if dedup_report_path is not None:
+            from grader.integrity.dedup_measures import DedupAwareRuns
+
+            chosen = {name: benchmark.task(name) for name in options.tasks}
+            dedup = DedupAwareRuns(dedup_report_path, chosen, options.effective_measures(), options.policy)
+            options = replace(options, run_observer=dedup)
         report, path = grade_submission(submission, options, StderrProgress(quiet=quiet, primary=str(options.effective_measures()[0])))
         click.echo(format_report_table(report), nl=False)
         click.echo(f"report: {path}")
+        if dedup is not None:
+            click.echo(format_dedup_aware(dedup), nl=False)
         if sketch is not None:
             _print_released_overlap(benchmark, options, sketch)
         if cross_check:
             from grader.metrics.cross_check import STRICT_NOTE
 
             click.echo(f"note: {STRICT_NOTE}", err=True)
+
+
+def format_dedup_aware(dedup: DedupAwareRuns) -> str:
+    """The dedup-aware values of each ranked task, after the official table and labelled as not official."""
+    from grader.metrics.output import as_table
+
+    lines = []
+    for task, evaluation in dedup.evaluations.items():
+        clusters = len(dedup.clusters[task])
+        lines.append(f"\ndedup-aware, task {task} (docs/lint.md; {clusters} duplicate clusters; not the official numbers):")
+        lines.append(as_table(evaluation).split("\npolicy ", 1)[0])
+    return "\n".join(lines) + "\n"
 
 
 def _print_released_overlap(benchmark: Benchmark, options: RunOptions, sketch: TrainingSketch) -> None:

@@ -142,6 +142,7 @@ def score_command(
 
         write_score_report(
             evaluation,
+            run=run,
             qrels_path=qrels_path,
             run_digest=sha256_file(run_path),
             run_name=run_path.name,

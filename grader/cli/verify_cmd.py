@@ -6,7 +6,9 @@ import hashlib
 from dataclasses import dataclass
 
 import click
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from grader import jsonio
 from grader.cli.log_fetch import (
     check_consistent,
     fetch_checkpoint,
@@ -17,11 +19,12 @@ from grader.cli.log_fetch import (
     read_bounded,
 )
 from grader.cli.log_seen import SeenLog, Stale, stale_line
-from grader.errors import UsageError
-from grader.reports.keys import load_public_key
+from grader.errors import UsageError, VerificationError
+from grader.reports.keys import keyid, load_public_key
 from grader.reports.model import report_json
 from grader.reports.summary import format_summary
-from grader.reports.verify import verify_report_file
+from grader.reports.verify import read_envelope_file, signed_predicate_type, verify_envelope
+from grader.text import MAX_ERROR_LINE, bounded
 from grader.transparency.entries import decode_entry
 from grader.transparency.errors import InconsistentCheckpoints, LogVerificationError
 from grader.transparency.merkle import leaf_hash
@@ -85,7 +88,7 @@ def check_logged(report: str, proof_path: str, log_key: str, log_url: str | None
 @click.option("--proof", "proof_path", help=f"The report's inclusion proof (default: REPORT{SUFFIX}, as `grader submit` saves it).")
 @click.option("--log", "log_url", help="The log's URL (http://HOST/log): also check its newest checkpoint extends every one seen.")
 def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof_path: str | None, log_url: str | None) -> None:
-    """Verify the signed report REPORT (a DSSE envelope); exit 1 if any check fails.
+    """Verify the signed report REPORT (a DSSE envelope: a grading report, or a lint report); exit 1 if any check fails.
 
     With --log-key, the report's tlog-proof must show its entry in the log (offline); with --log,
     the log's newest checkpoint must be consistent with the proof's and with every checkpoint saved
@@ -96,7 +99,13 @@ def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof
     if log_key is None and (proof_path or log_url):
         raise UsageError("--proof and --log need --log-key")
     public_key = load_public_key(key_path)
-    verified = verify_report_file(report, public_key)
+    envelope = read_envelope_file(report)
+    from grader.integrity.signing import PREDICATE_TYPE as LINT_PREDICATE_TYPE
+
+    if signed_predicate_type(envelope, public_key, source=report) == LINT_PREDICATE_TYPE:
+        _verify_lint(report, envelope, public_key, as_json=as_json, log_key=log_key)
+        return
+    verified = verify_envelope(envelope, public_key, source=report)
     logged = None if log_key is None else check_logged(report, proof_path or report + SUFFIX, log_key, log_url)
     if as_json:
         click.echo(report_json(verified.report).decode("utf-8"), nl=False)
@@ -108,6 +117,28 @@ def verify(report: str, key_path: str, as_json: bool, log_key: str | None, proof
             click.echo(f"log: {stale_line(logged.stale)}")
         elif logged.newest is not None:
             click.echo(f"log: its newest checkpoint ({logged.newest} entries) extends the proof's and {logged.seen} seen before")
+
+
+def _verify_lint(report: str, envelope: bytes, public_key: Ed25519PublicKey, *, as_json: bool, log_key: str | None) -> None:
+    """A signed lint report (``grader lint --out --key``): checked whole, then shown as what it is, never as a grade."""
+    from grader.integrity.report import format_table
+    from grader.integrity.signing import PREDICATE_TYPE as LINT_PREDICATE_TYPE
+    from grader.integrity.signing import verify_lint_envelope
+
+    if log_key is not None:
+        raise UsageError(f"{report}: a lint report is in no transparency log; verify it without --log-key")
+    try:
+        lint = verify_lint_envelope(envelope, public_key)
+    except VerificationError as error:
+        raise VerificationError(f"{report}: {error}") from None
+    if as_json:
+        click.echo(jsonio.dumps(lint, sort_keys=True, indent=2, ensure_ascii=True))
+        return
+    subject = lint["subject"]
+    click.echo(f"verified: signed by key {keyid(public_key)}")
+    click.echo(f"kind: a lint report ({LINT_PREDICATE_TYPE}): findings about the data, not a grade")
+    click.echo(f"subject: {bounded(str(subject['name']), MAX_ERROR_LINE)} (linted data) sha256:{subject['digest']['sha256']}")
+    click.echo(format_table(lint), nl=False)
 
 
 def register(group: click.Group) -> None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -52,6 +53,7 @@ from typing import Any
 
 from grader import jsonio
 from grader.errors import InputError, UsageError
+from grader.files import read_bounded
 from grader.metrics.measures import Family, Measure, printed_measure
 
 MTEB_VERSION = "2.26.24"
@@ -187,14 +189,25 @@ def _refusal(task: str, entry: Mapping[str, Any], policy: Any, mteb: MtebTask) -
     return None
 
 
-def _read_report(path: Path) -> dict[str, Any]:
-    report = jsonio.load_object(path, InputError, expected="expected a report object")
+#: Largest report file read (a grader's own report.json is a few megabytes at most: per-query values of its tasks).
+MAX_REPORT_BYTES = 64 << 20
+
+
+def _read_report(path: Path) -> tuple[dict[str, Any], str]:
+    """The report at ``path`` and the sha256 of its bytes (the one read: what ``model_meta.json`` names)."""
+    raw = read_bounded(path, MAX_REPORT_BYTES, lambda reason: InputError(reason, path=path), what="report")
+    try:
+        report = jsonio.loads(raw)
+    except jsonio.JsonError as failure:
+        failure.raise_as(InputError, path=path)
+    if type(report) is not dict:
+        raise InputError("expected a report object", path=path)
     if isinstance(report.get("payloadType"), str) and "payload" in report:
         raise InputError("is a signed envelope: verify it with `grader verify` and export the report.json it holds", path=path)
     for field in ("tasks", "subject", "benchmark"):
         if not isinstance(report.get(field), dict):
             raise InputError("missing or not an object", path=path, field=field)
-    return report
+    return report, hashlib.sha256(raw).hexdigest()
 
 
 def _safe_name(text: str) -> str:
@@ -220,7 +233,7 @@ def export_mteb(
     Every selected task must pass the checks in the module docstring, or nothing is written.
     """
     report_path = Path(report_path)
-    report = _read_report(report_path)
+    report, report_sha256 = _read_report(report_path)
     subject = report["subject"]
     model_name = model_name or subject.get("name")
     digest = subject.get("digest", {}).get("sha256") if isinstance(subject.get("digest"), dict) else None
@@ -260,7 +273,7 @@ def export_mteb(
         say(f"{name} -> {mteb.name} ({mteb.hf_subset}): {len(scores)} scores" + (f"; not in MTEB's set: {', '.join(skipped)}" if skipped else ""))
         by_task.setdefault(mteb.name, {})[mteb.hf_subset] = {**scores, "hf_subset": mteb.hf_subset, "languages": list(mteb.languages)}
     say(f"not exported: {NOT_EXPORTED}")
-    return _write(Path(out), model_name, revision, by_task, report_path, digest, say)
+    return _write(Path(out), model_name, revision, by_task, (report_path, report_sha256), digest, say)
 
 
 def _depth_refusal(report: Mapping[str, Any]) -> str | None:
@@ -304,7 +317,7 @@ def _write(
     model_name: str,
     revision: str,
     by_task: Mapping[str, Mapping[str, dict[str, Any]]],
-    report_path: Path,
+    report: tuple[Path, str],
     digest: str | None,
     say: Say,
 ) -> list[Path]:
@@ -317,7 +330,7 @@ def _write(
     folder = out / "results" / _safe_name(model_name) / _safe_name(revision)
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder):
-        meta = _merged_meta(folder, model_name, revision, report_path, digest)
+        meta = _merged_meta(folder, model_name, revision, report, digest)
         files: dict[str, str] = {"model_meta.json": jsonio.dumps(meta, indent=2, ensure_ascii=True) + "\n"}
         for task, subsets in sorted(by_task.items()):
             kept = {s: v for s, v in _existing_subsets(folder / f"{task}.json", task).items() if s not in subsets}
@@ -386,14 +399,19 @@ def _read_small_json(path: Path) -> Any:
         raise InputError("not valid JSON", path=path, hint=_ELSEWHERE) from None
 
 
-def _merged_meta(folder: Path, model_name: str, revision: str, report_path: Path, digest: str | None) -> dict[str, Any]:
-    """``model_meta.json``: the model's name and revision, the subject's digest and every report exported into the folder.
+def _merged_meta(folder: Path, model_name: str, revision: str, report: tuple[Path, str], digest: str | None) -> dict[str, Any]:
+    """``model_meta.json``: the model's name and revision, the subject's digest, every report exported into the folder and its sha256.
 
-    Refuses a folder whose results are another submission's (same --model-name and --revision, other digest).
+    ``grader_report_sha256`` names each report file by the sha256 of its bytes, so a published result points
+    back to one grade: a ``report.json`` equals ``grader verify --json`` of its signed envelope byte for byte,
+    and ``grader reproduce`` grades it again (docs/reports.md). Refuses a folder whose results are another
+    submission's (same --model-name and --revision, other digest).
     """
+    report_path, report_sha256 = report
     path = folder / "model_meta.json"
     existing = _read_small_json(path)
     reports = [str(report_path)]
+    digests = {str(report_path): report_sha256}
     if existing is not None:
         if not isinstance(existing, dict) or existing.get("grader_subject_digest") != digest:
             held = existing.get("grader_subject_digest") if isinstance(existing, dict) else None
@@ -406,7 +424,16 @@ def _merged_meta(folder: Path, model_name: str, revision: str, report_path: Path
         previous = existing.get("grader_reports")
         if isinstance(previous, list):
             reports = [r for r in previous if isinstance(r, str) and r != str(report_path)] + reports
-    return {"name": model_name, "revision": revision, "grader_reports": reports, "grader_subject_digest": digest}
+        known = existing.get("grader_report_sha256")
+        if isinstance(known, dict):  # absent in folders written before it was recorded
+            digests = {r: d for r, d in known.items() if r in reports and isinstance(d, str)} | digests
+    return {
+        "name": model_name,
+        "revision": revision,
+        "grader_reports": reports,
+        "grader_report_sha256": dict(sorted(digests.items())),
+        "grader_subject_digest": digest,
+    }
 
 
 def _existing_subsets(path: Path, task: str) -> dict[str, dict[str, Any]]:

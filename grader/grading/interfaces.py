@@ -93,6 +93,9 @@ class RunOptions:
     #: A hosted worker's folder for each task's ranking as a compact run (``<task>.run``, :mod:`grader.runs.compact`),
     #: written by :func:`grader.grading.ranking.rank_submission` (the server scores them); ``grader run`` writes none.
     runs_dir: Path | None = None
+    #: ``grader run --dedup-aware``: called with each task's name, judgements and run (under the real ids) as it is
+    #: scored; a stored result is then never reused (its run is not kept), every task is ranked again.
+    run_observer: Callable[[str, Qrels, Run], None] | None = None
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

@@ -73,6 +73,8 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
             judged=len(inputs.qrels),
         )
     measures = options.effective_measures()
+    if options.run_observer is not None:
+        options.run_observer(task.name, inputs.qrels, ranked.run)
     if options.cross_check:  # a disagreement stops the grade (CrossCheckError, exit 1)
         progress.note(cross_check(inputs.qrels, ranked.run, measures).summary(task.name))
     extra = dict(ranked.extra)
@@ -186,7 +188,8 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
                 pca_dims=list(options.pca_dims),
                 keep_embeddings=options.keep_embeddings,
             )
-            found = store.lookup(name, key)
+            # A run observer (--dedup-aware) needs every task's run, which the store does not keep: rank each again.
+            found = store.lookup(name, key) if options.run_observer is None else Loaded(None)
             entry = found.entry
             if entry is not None and options.keep_embeddings and entry.get("status") == "scored" and not _embeddings_kept(options.out_dir, name):
                 entry, found = None, Loaded(None, "its embeddings are missing from OUT/embeddings")

@@ -49,7 +49,7 @@ def score_task(
 ) -> dict[str, Any]:
     """The report entry of a task whose ranking ``run`` is scored against ``qrels``."""
     evaluation = evaluate(qrels, run, measures, policy)
-    return scored_task(name, split=split, data_digest=data_digest, evaluation=evaluation, extra=extra)
+    return scored_task(name, split=split, data_digest=data_digest, evaluation=evaluation, run=run, extra=extra)
 
 
 def assemble_report(

@@ -3,7 +3,7 @@
 Each finished task is one JSON file under ``OUT/tasks/``, written atomically and
 keyed by everything its result depends on: submission digest, task data digest,
 split, policy, measures, depth, sandbox and limits, PCA dimensions, whether
-embeddings are kept, and the grader version. A crash loses at most the task in
+embeddings are kept, the grader version and the report's schema version. A crash loses at most the task in
 progress; a changed input never reuses a stale result.
 
 What is read back is not trusted: a stored entry is reused only if it is
@@ -26,6 +26,7 @@ import jsonschema
 
 from grader import __version__, jsonio
 from grader.grading.store_auth import ALGORITHM, StoreAuthenticator
+from grader.reports.model import SCHEMA_VERSION
 from grader.schemas import load_schema
 
 #: A stored entry is a few kB; anything far larger is not one the grader wrote.
@@ -86,8 +87,12 @@ class TaskStore:
 
     @staticmethod
     def key(**parts: Any) -> dict[str, Any]:
-        """The identity of a task result (plus the grader version)."""
-        return {"grader": __version__, **parts}
+        """The identity of a task result (plus the grader version and the report schema's).
+
+        The schema version is part of it so that an entry stored before a field was added
+        (version 2's ``run_digest``) is graded again rather than reused without it.
+        """
+        return {"grader": __version__, "report_schema": SCHEMA_VERSION, **parts}
 
     def _path(self, task: str, key: dict[str, Any]) -> Path:
         digest = hashlib.sha256(jsonio.dumps(key, sort_keys=True, ensure_ascii=True).encode("utf-8")).hexdigest()[:24]

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from grader import jsonio
+from grader.data.task import Task
 from grader.errors import InputError, UsageError
+from grader.integrity.report import lint_data_digest
 from grader.metrics.measures import Measure
 from grader.metrics.per_query import select_rankings
 from grader.metrics.policy import Evaluation, evaluate
@@ -106,10 +109,47 @@ def clusters_of_task(report: Mapping[str, object], task: str | None) -> tuple[st
     raise UsageError(f"the lint report has no task {task!r} (tasks: {', '.join(names)})")
 
 
-def load_clusters(path: Path, task: str | None) -> tuple[str, list[list[str]]]:
-    """``(task name, clusters)`` from a lint report file (plain JSON, as ``grader lint --out`` writes it)."""
-    report = jsonio.load_file_as(path, InputError)
+#: Largest lint report read: its clusters list every duplicated document (a few tens of bytes each), so millions fit.
+MAX_LINT_REPORT_BYTES = 256 << 20
+
+
+def load_lint_report(path: Path) -> dict[str, Any]:
+    """A lint report file (plain JSON, as ``grader lint --out`` writes it), bounded in size and checked against its schema."""
+    report: dict[str, Any] = jsonio.load_file_as(path, InputError, max_bytes=MAX_LINT_REPORT_BYTES)
     error = first_error("lint", report)
     if error is not None:
         raise InputError(f"not a lint report: {error.message} at {json_pointer(error)}", path=path)
-    return clusters_of_task(report, task)
+    return report
+
+
+def load_clusters(path: Path, task: str | None) -> tuple[str, list[list[str]]]:
+    """``(task name, clusters)`` from a lint report file (plain JSON, as ``grader lint --out`` writes it)."""
+    return clusters_of_task(load_lint_report(path), task)
+
+
+class DedupAwareRuns:
+    """``grader run --dedup-aware``: the dedup-aware evaluation of each task's run as it is scored, kept beside the report.
+
+    Built from a lint report whose data digest of every graded task must be the data's own (clusters of
+    other data would name other documents). Called with each task's run under the real ids as
+    :attr:`grader.grading.interfaces.RunOptions.run_observer`; the report itself never holds these values.
+    """
+
+    def __init__(self, path: Path, tasks: Mapping[str, Task], measures: Sequence[Measure], policy: Policy) -> None:
+        report = load_lint_report(path)
+        linted = {entry["task"]: entry for entry in report["tasks"]}
+        self.clusters: dict[str, list[list[str]]] = {}
+        for name, task in tasks.items():
+            entry = linted.get(name)
+            if entry is None:
+                raise InputError(f"the lint report has no task {name!r} (tasks: {', '.join(linted)})", path=path, field="tasks")
+            if entry["data_digest"] != lint_data_digest(task):
+                raise InputError(f"task {name!r}: the lint report is of other data (data_digest {entry['data_digest']})", path=path, field="tasks")
+            self.clusters[name] = [list(members) for members in entry["clusters"]]
+        self.measures = tuple(measures)
+        self.policy = policy
+        self.evaluations: dict[str, Evaluation] = {}
+
+    def __call__(self, task: str, qrels: Mapping[str, Mapping[str, int]], run: Run) -> None:
+        """Evaluate ``task``'s run (the one the official measures score) the dedup-aware way."""
+        self.evaluations[task] = evaluate_dedup_aware(qrels, run, self.measures, self.policy, self.clusters[task])

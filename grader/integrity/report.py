@@ -8,6 +8,7 @@ from typing import Any
 
 from grader import __version__
 from grader.data.benchmark import Benchmark
+from grader.data.task import Task
 from grader.errors import ReportError
 from grader.files import listing_digest
 from grader.integrity.duplicates import DuplicateFinder
@@ -100,6 +101,11 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def lint_data_digest(task: Task) -> str:
+    """The digest a lint report names a task's data by: the listing of every file of the task (not one split's)."""
+    return listing_digest(sorted(task.file_digests.items()))
+
+
 def lint_benchmark(
     benchmark: Benchmark, tasks: Sequence[str] | None, settings: LintSettings, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
@@ -109,5 +115,5 @@ def lint_benchmark(
         if progress is not None:
             progress(name)
         task = benchmark.task(name)
-        entries.append(task_entry(lint_task(task, settings), listing_digest(sorted(task.file_digests.items()))))
+        entries.append(task_entry(lint_task(task, settings), lint_data_digest(task)))
     return build_report(benchmark.name, benchmark.spec.version, settings, entries)

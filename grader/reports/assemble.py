@@ -13,6 +13,8 @@ from grader.metrics.policy import Evaluation
 from grader.reports.model import report_json
 from grader.reports.pieces import Digest, Failure, QueryCoverage, TaskEntry
 from grader.reports.signing import write_signed_report
+from grader.runs.digest import SCHEME, run_digest
+from grader.runs.run import Run
 
 
 def per_query_values(evaluation: Evaluation) -> dict[str, Any]:
@@ -36,15 +38,24 @@ def without_per_query(report: dict[str, Any]) -> dict[str, Any]:
     return {**report, "tasks": tasks}
 
 
-def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON), with the per-query values of its primary measure."""
+def run_digest_entry(run: Run) -> dict[str, str]:
+    """The ``run_digest`` of a scored task: the canonical digest of ``run`` (under the real ids) and its scheme."""
+    return {"scheme": SCHEME, "sha256": run_digest(run)}
+
+
+def scored_task(name: str, *, split: str, data_digest: str, evaluation: Evaluation, run: Run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report entry of a task that was scored (a :class:`TaskEntry`, as JSON).
+
+    It carries the per-query values of its primary measure and the digest of ``run``, the rankings
+    ``evaluation`` scored (:mod:`grader.runs.digest`), so a re-grade can be compared with it.
+    """
     return TaskEntry(
         name=name,
         split=split,
         data_digest=Digest(data_digest),
         queries=QueryCoverage(**evaluation.counts.as_dict()),
         measures=evaluation.means(),
-        extra={"per_query": per_query_values(evaluation), **(extra or {})},
+        extra={"per_query": per_query_values(evaluation), "run_digest": run_digest_entry(run), **(extra or {})},
     ).as_json()
 
 

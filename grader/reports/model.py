@@ -25,7 +25,7 @@ from grader.reports.pieces import TaskEntry
 from grader.schemas import first_error, json_pointer
 
 SCHEMA_NAME = "report"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 #: Longest schema message quoted in an error; jsonschema can quote whole objects.
 _MESSAGE_LIMIT = 200
 

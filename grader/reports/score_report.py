@@ -9,11 +9,13 @@ from grader.files import sha256_file
 from grader.metrics.policy import Evaluation
 from grader.reports.assemble import scored_task, write_report
 from grader.reports.model import build_report
+from grader.runs.run import Run
 
 
 def write_score_report(
     evaluation: Evaluation,
     *,
+    run: Run,
     qrels_path: Path,
     run_digest: str,
     run_name: str,
@@ -29,7 +31,7 @@ def write_score_report(
     """
     primary = str(evaluation.measures[0])
     task_name = qrels_path.name
-    task = scored_task(task_name, split="qrels", data_digest=sha256_file(qrels_path), evaluation=evaluation)
+    task = scored_task(task_name, split="qrels", data_digest=sha256_file(qrels_path), evaluation=evaluation, run=run)
     report = build_report(
         benchmark={"name": "qrels-file", "version": "1", "primary_measure": primary},
         subject={"kind": "run-file", "name": run_name, "digest": {"sha256": run_digest}},

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from grader.errors import VerificationError
 from grader.files import read_bounded
-from grader.reports.dsse import b64decode, pae, parse_envelope, quote_untrusted
+from grader.reports.dsse import b64decode, pae, parse_envelope, parse_json, quote_untrusted
 from grader.reports.keys import keyid
 from grader.reports.model import schema_violation
 from grader.reports.statement import PAYLOAD_TYPE, parse_statement, statement_subject
@@ -64,13 +64,36 @@ def verify_envelope(envelope_bytes: bytes, public_key: Ed25519PublicKey, *, sour
         raise VerificationError(f"{source}: {error}") from None
 
 
-def _verify(envelope_bytes: bytes, public_key: Ed25519PublicKey) -> VerifiedReport:
+def _signed_payload(envelope_bytes: bytes, public_key: Ed25519PublicKey) -> tuple[bytes, str]:
+    """The payload of an in-toto envelope whose signature by ``public_key`` checked out, and the signer's keyid."""
     fields = parse_envelope(envelope_bytes)
     if fields.payload_type != PAYLOAD_TYPE:
         raise VerificationError(f"wrong payload type {quote_untrusted(fields.payload_type)}; expected {PAYLOAD_TYPE}")
     payload = b64decode(fields.payload_b64, what="payload")
     signatures = [(kid, b64decode(sig, what="signature")) for kid, sig in fields.signatures]
-    signer = _check_signature(fields.payload_type, payload, signatures, public_key)
+    return payload, _check_signature(fields.payload_type, payload, signatures, public_key)
+
+
+def signed_predicate_type(envelope_bytes: bytes, public_key: Ed25519PublicKey, *, source: str | None = None) -> str | None:
+    """The predicate type of a signed statement, read only once its signature by ``public_key`` checked out.
+
+    ``grader verify`` dispatches on it (a grading report or a lint report); nothing else of the
+    payload is trusted here, and the verifier of that kind checks everything again. Errors are the
+    same, in the same order, as :func:`verify_envelope`'s, prefixed by ``source`` when given.
+    """
+    try:
+        payload, _ = _signed_payload(envelope_bytes, public_key)
+        statement = parse_json(payload, what="payload")
+    except VerificationError as error:
+        if source is None:
+            raise
+        raise VerificationError(f"{source}: {error}") from None
+    kind = statement.get("predicateType") if isinstance(statement, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _verify(envelope_bytes: bytes, public_key: Ed25519PublicKey) -> VerifiedReport:
+    payload, signer = _signed_payload(envelope_bytes, public_key)
     # Only from here on is the payload authentic; before, nothing of it was interpreted.
     statement = parse_statement(payload)
     report = statement["predicate"]
