@@ -279,7 +279,17 @@ class ManyServer(Server):
         super().__init__(competitions, state, workers=workers, database=database)
 
     def serve_args(self) -> list[str]:
-        args = ["serve", "--competitions", str(self.competition), "--state", str(self.state), "--port", str(self.port), "--workers", str(self.workers)]
+        args = [
+            "serve",
+            "--competitions",
+            str(self.competition),
+            "--state",
+            str(self.state),
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+        ]
         if self.database:
             args += ["--database", self.database]
         return args
@@ -289,4 +299,5 @@ class ManyServer(Server):
         return f"{self.url}/c/{name}"
 
     def worker_pids(self) -> list[int]:
-        return [int(p.read_text()) for p in sorted(self.state.glob("competitions/*/run/local-*.pid"))]
+        """The local workers' pids: one pool for every competition, in the server's run folder."""
+        return [int(p.read_text()) for p in sorted(self.state.glob("run/local-*.pid"))]

@@ -5,7 +5,8 @@ Addresses (docs/hosting.md, "Many competitions on one server"):
 - ``/c/<name>/…``: competition ``name``'s pages, its log (``/c/<name>/log/…``) and, for clients given
   ``--server URL/c/<name>``, its API (``/c/<name>/api/v1/…``);
 - ``/api/v1/competitions/<name>/…``: its API, the same routes as ``/c/<name>/api/v1/…``;
-- ``/`` and ``GET /api/v1/competitions``: the listing.
+- ``/`` and ``GET /api/v1/competitions``: the listing;
+- ``POST /api/v1/worker/claim``: the claim of a worker of many competitions (:mod:`grader.hosting.api.routes.server_claim`).
 
 Each competition's app is exactly a one-competition server's (:func:`grader.hosting.api.app.create_app`) over that
 competition's own context: its database (or schema), keys, log and limits. The router hands it the request with
@@ -30,16 +31,22 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader import __version__, jsonio
 from grader.hosting.api.headers import SecurityHeaders
+from grader.hosting.api.long_poll import ClaimGate
+from grader.hosting.api.routes import server_claim
 from grader.hosting.api.routes.web import STYLESHEET, TEMPLATES
+from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
+from grader.hosting.protocol.messages import SERVER_CLAIM_PATH
+from grader.hosting.services.fair_claim import RoundRobin
 from grader.hosting.services.listing import competition_entry, listing
 
 COMPETITION_PAGES = "/c/"
 COMPETITION_API = "/api/v1/competitions/"
 #: Paths a one-competition server's clients call: still served, as aliases, while the server holds one competition.
 ALIASED = ("/api/", "/log/", "/host-key.pub", "/metrics", "/openapi.json", "/docs", "/docs-assets/", "/docs-init.js")
-#: The server's own paths (not a competition's).
-SERVER_PATHS = ("/", "/api/v1/competitions", "/healthz", "/assets/board.css")
+#: The server's own paths (not a competition's). The claim of a worker of many competitions is the server's, also
+#: while it holds one competition (whose own claim is at /c/<name>/api/v1/worker/claim).
+SERVER_PATHS = ("/", "/api/v1/competitions", "/healthz", "/assets/board.css", SERVER_CLAIM_PATH)
 
 
 class Competitions:
@@ -68,6 +75,10 @@ def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, 
                 on_stop()
 
     app = FastAPI(title="grader: competitions", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.competitions = competitions
+    app.state.claim_gate = ClaimGate()  # the long-polls of claims naming many competitions: looks in threads of their own
+    app.state.turn = RoundRobin()
+    app.include_router(server_claim.router)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -176,4 +187,5 @@ def create_server_app(
     competitions: Competitions, *, on_start: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None
 ) -> ASGIApp:
     """The server's app: the listing, and each of ``competitions`` under its name (they may change while it runs)."""
-    return SecurityHeaders(CompetitionRouter(competitions, _index_app(competitions, on_start, on_stop)))
+    # The server's own worker route checks the worker protocol as each competition's app checks its own.
+    return SecurityHeaders(CompetitionRouter(competitions, WorkerProtocol(_index_app(competitions, on_start, on_stop))))
