@@ -10,6 +10,7 @@ grade by a worker of many competitions, the server's local pool: tests/hosting/t
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,16 @@ def claim(server: ManyServer, token: str, fingerprint: str, competitions: list[s
     return httpx.post(f"{server.url}/api/v1/worker/claim", json=body, headers=worker_headers(token), timeout=wait_s + 60)
 
 
+def claim_until_a_job(server: ManyServer, token: str, fingerprint: str, competitions: list[str]) -> dict[str, Any]:
+    """Long-poll (30 s at a time, 10 times at most) until a job comes: the job."""
+    for _ in range(10):
+        answer = claim(server, token, fingerprint, competitions, wait_s=30)
+        if answer.status_code != 204:
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+    raise AssertionError("no job within 10 long-polls")
+
+
 def submit(server: ManyServer, competition: str, token: str) -> str:
     return str(HostingClient(server.base(competition), token).submit(EXAMPLE)["id"])
 
@@ -100,8 +111,14 @@ def test_a_job_goes_only_to_a_worker_that_names_its_competition(server: ManyServ
     fingerprint = stated_fingerprint(server.base("alpha"), token, key)
     stated_fingerprint(server.base("beta"), token, key)
     cy = admin(server.state, "--in", "beta", "add-participant", "cy").strip()
-    queued = submit(server, "beta", cy)
+    # A claim waiting on both competitions gets a job queued to beta while it waits.
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(claim_until_a_job, server, token, fingerprint, ["alpha", "beta"])
+        first = submit(server, "beta", cy)
+        woken = waiting.result()
+    assert (woken["competition"], woken["submission_id"]) == ("beta", first)
 
+    queued = submit(server, "beta", cy)
     assert claim(server, token, fingerprint, ["alpha"], wait_s=1).status_code == 204  # beta's job is there: not for this claim
     got = claim(server, token, fingerprint, ["beta"])
     assert got.status_code == 200 and (got.json()["competition"], got.json()["submission_id"]) == ("beta", queued)
