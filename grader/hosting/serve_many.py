@@ -250,7 +250,9 @@ def serve_many(options: ManyOptions) -> None:
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
     server = ManyServer(layout, options, url, host_umask)
     server.prepare_all()
-    app = create_server_app(server.competitions, on_start=server.start, on_stop=server.stop)
+    app = create_server_app(
+        server.competitions, on_start=server.start, on_stop=server.stop, min_body_rate=options.min_body_rate, body_grace_s=options.body_grace_s
+    )
     names = ", ".join(e.name for e in layout.active()) or "none yet"
     database = masked(options.database) if options.database else "SQLite in each competition's folder"
     print(

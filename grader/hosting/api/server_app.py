@@ -30,6 +30,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader import __version__, jsonio
+from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.long_poll import ClaimGate
 from grader.hosting.api.routes import server_claim
@@ -184,8 +185,15 @@ def _location(path: str, scope: Scope) -> bytes:
 
 
 def create_server_app(
-    competitions: Competitions, *, on_start: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None
+    competitions: Competitions,
+    *,
+    on_start: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    min_body_rate: float = 16 << 10,
+    body_grace_s: float = 20.0,
 ) -> ASGIApp:
     """The server's app: the listing, and each of ``competitions`` under its name (they may change while it runs)."""
-    # The server's own worker route checks the worker protocol as each competition's app checks its own.
-    return SecurityHeaders(CompetitionRouter(competitions, WorkerProtocol(_index_app(competitions, on_start, on_stop))))
+    # The server's own worker route (the claim of many competitions) checks the worker protocol first, and its body
+    # (read bounded by the route) must arrive at the rate each competition's routes ask for.
+    index = WorkerProtocol(MinimumBodyRate(_index_app(competitions, on_start, on_stop), bytes_per_s=min_body_rate, grace_s=body_grace_s))
+    return SecurityHeaders(CompetitionRouter(competitions, index))
