@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from grader.cli.main import cli
 from grader.hosting.keyring.worker_signing import ensure_worker_key
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.version import HEADER
@@ -128,6 +130,12 @@ def test_a_job_goes_only_to_a_worker_that_names_its_competition(server: ManyServ
     stated_fingerprint(server.base("alpha"), solo, ensure_worker_key(tmp_path / "solo-keys"))
     refused = claim(server, solo, fingerprint, ["alpha", "beta"], wait_s=0)
     assert refused.status_code == 401 and "competition beta" in refused.json()["detail"]
+    # --same-token takes a worker's token only, and never one registered in the competition already.
+    for held, words in (("not-a-token", "does not hold a worker token"), (token, "registered in this competition already")):
+        again = CliRunner().invoke(
+            cli, ["admin", "--state", str(server.state), "--in", "beta", "add-worker", "w9", "--same-token"], env={"GRADER_WORKER_TOKEN": held}
+        )
+        assert again.exit_code != 0 and words in again.output, again.output
     unknown = claim(server, token, fingerprint, ["alpha", "gamma"], wait_s=0)
     assert unknown.status_code == 404 and "gamma" in unknown.json()["detail"]
     # A worker of the previous protocol is refused before its body is read, with both versions named.
