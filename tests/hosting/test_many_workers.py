@@ -153,6 +153,11 @@ def test_a_worker_serves_only_the_competitions_whose_copy_it_holds(server: ManyS
     assert refused.returncode != 0 and "no data copy of competition 'beta'" in refused.stderr
 
     admin(server.state, "--in", "beta", "export-worker-data", "--out", str(data / "beta"))
+    # With the copy, but registered in alpha alone: a worker naming beta stops at its start, with the line.
+    alone = worker_of(server, "alone", ["alpha"], tmp_path / "alone-keys")
+    args_alone = [*args[:5], "--key-dir", str(tmp_path / "alone-keys"), *args[7:]]
+    unknown = grader_cli(*args_alone, env={"GRADER_WORKER_TOKEN": alone}, timeout=120)
+    assert unknown.returncode != 0 and "does not know this worker token" in unknown.stderr, unknown.stderr[-2000:]
     # Without --competition: every competition listed whose copy is here, beta alone; its routes are beta's.
     many = ManyWorker(server.url, token, data, names=None, key=None)
     try:

@@ -143,7 +143,15 @@ class ManyWorker:
             if name not in self.served and name not in self.unfit:
                 api = WorkerApi(f"{self.server}/c/{name}", self.token, self.key)
                 if self.on_new is not None:
-                    self.on_new(api)
+                    try:
+                        self.on_new(api)
+                    except HostingError as error:
+                        if self.names is not None:
+                            raise  # a competition named must be served: the worker stops with the line
+                        # one listed competition this worker is not registered in must not keep it from the others
+                        log.warning("competition %s: not served: %s", name, str(error)[:300])
+                        api.http.close()
+                        continue
                 self.served[name] = Served(name, api, self.data / name)
                 log.info("serving competition %s (data %s)", name, self.data / name)
         for name in set(self.served) - set(wanted):
@@ -219,6 +227,8 @@ def run_many_worker(
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     worker = ManyWorker(server, token, data, names=names, key=key, on_new=on_new)
+    if names is not None:
+        worker.refresh()  # each competition named is served from the start: a refusal (no registration there) stops the worker now
     backoff = 0.2
     while not stopping.is_set():
         try:
