@@ -354,8 +354,14 @@ def leaderboard(ctx: click.Context, private: bool, competition_file: Path | None
     default=None,
     help="The worker's Ed25519 public key (PEM, grader.pub in its --key-dir); without it the worker's key is recorded at its first start.",
 )
+@click.option(
+    "--same-token",
+    is_flag=True,
+    help="Register it under the token in GRADER_WORKER_TOKEN (printed when it was added to another competition of this server): "
+    "one worker serving several competitions. Nothing is printed.",
+)
 @click.pass_context
-def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
+def add_worker(ctx: click.Context, name: str, public_key: Path | None, same_token: bool) -> None:
     """Register remote worker NAME and print its token (shown once; only its hash is stored)."""
     from grader.hosting.errors import HostingError
     from grader.hosting.services import admin as service
@@ -366,6 +372,14 @@ def add_worker(ctx: click.Context, name: str, public_key: Path | None) -> None:
             pem = public_key.read_text(encoding="ascii")[:4000]
         except (OSError, UnicodeDecodeError) as error:
             raise HostingError(f"{public_key}: cannot read: {error}") from None
+    if same_token:
+        import os
+
+        from grader.hosting.services.shared_workers import add_with_token
+
+        add_with_token(_db(ctx), name, pem, os.environ.get("GRADER_WORKER_TOKEN", ""))
+        click.echo(f"worker {name!r} added under the token it holds: it serves this competition too (grader worker --competition)", err=True)
+        return
     token = service.add_worker(_db(ctx), name, pem)
     click.echo(token)
     click.echo(

@@ -48,7 +48,11 @@ def _addresses(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option(
-    "--workers", default=1, show_default=True, type=click.IntRange(0, 64), help="Local worker processes, per competition (0: remote workers only)."
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Local worker processes (0: remote workers only); with --competitions, in all: each serves every competition.",
 )
 @click.option(
     "--database",

@@ -2,6 +2,11 @@
 
 The one worker entry point: remote workers run it, and ``grader serve`` starts its
 local workers as ``python -m grader worker --local-of SERVER_PID`` (token in GRADER_WORKER_TOKEN).
+
+``--server`` names one competition (a one-competition server, or ``URL/c/<name>``), or a server of many
+competitions: then the worker serves the competitions named with ``--competition`` (default: every one the
+server lists whose copy is in ``--data``), one data copy per competition in ``DATA/<name>/``
+(:mod:`grader.hosting.worker.many_loop`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,13 @@ from grader.hosting import environment
     envvar=environment.WORKER_DATA,
     help="The data copy the server exported (`grader admin export-worker-data --out DIR`): pseudonymous ids, no judgements.",
 )
+@click.option(
+    "--competition",
+    "competitions",
+    multiple=True,
+    metavar="NAME",
+    help="On a server of many competitions: one this worker serves (repeatable; its copy in DATA/NAME). Default: every one listed with a copy here.",
+)
 @click.option("--min-free-disk", default="2g", show_default=True, help="Claim nothing while less than this is free for staging.")
 @click.option(
     "--init-key", is_flag=True, help="Only create the key pair (if missing) and print the public key, for `grader admin add-worker --public-key`."
@@ -71,6 +83,7 @@ def worker(
     server_pid: int | None,
     once: bool,
     data_dir: Path | None,
+    competitions: tuple[str, ...],
 ) -> None:
     """Run a grading worker: claim a job (a lease), grade it in the Docker sandbox, post the result signed with this worker's key."""
     from grader.errors import UsageError
@@ -91,6 +104,13 @@ def worker(
     label = name or os.uname().nodename
     if data_dir is not None:  # read where each job is graded (grader.hosting.environment.environment)
         os.environ[environment.WORKER_DATA] = str(data_dir.resolve())
+    from grader.hosting.worker.many_loop import is_server_of_many
+
+    if is_server_of_many(server):
+        _serve_many(server, token, label, competitions, key_dir, min_free_disk, server_pid, once, broker)
+        return
+    if competitions:
+        raise UsageError(f"--competition names a competition of a server of many; {server} serves one competition")
     from grader.hosting.worker.loop import run_worker
 
     if server_pid is not None:  # the server re-keys its local workers at every start; their results are signed by the host alone
@@ -110,6 +130,53 @@ def worker(
     key = ensure_worker_key(folder)
     register_key(WorkerApi(server, token), folder)
     run_worker(server, token, name=label, key=key, min_free_bytes=floor, once=once)
+
+
+def _serve_many(
+    server: str,
+    token: str,
+    label: str,
+    competitions: tuple[str, ...],
+    key_dir: Path | None,
+    min_free_disk: str,
+    server_pid: int | None,
+    once: bool,
+    broker: str | None,
+) -> None:
+    """Serve several competitions of a server of many (:func:`grader.hosting.worker.many_loop.run_many_worker`)."""
+    from grader.errors import UsageError
+    from grader.hosting.environment import environment as variables
+    from grader.hosting.worker.many_loop import check_named, run_many_worker
+    from grader.sandbox.limits import parse_size
+
+    if broker:
+        raise UsageError("--broker: a worker of a server of many competitions long-polls the server's claim (no Celery broker)")
+    folder = variables().worker_data
+    if not folder:
+        raise UsageError("--data is required on a server of many competitions: the folder holding one copy per competition (DATA/<name>/)")
+    data = Path(folder)
+    names = sorted(set(competitions)) or None
+    if server_pid is not None:  # a local worker of the pool: every competition listed, results signed by the host alone
+        run_many_worker(server, token, data, names=names, name=label, once=once, parent=server_pid)
+        return
+    from grader.hosting.keyring.worker_signing import ensure_worker_key
+    from grader.hosting.worker.celery_worker import register_key
+
+    if names is not None:
+        check_named(data, names)  # before a key is recorded anywhere
+    home = key_dir or Path(os.path.expanduser("~/.config/grader-worker"))
+    key = ensure_worker_key(home)
+    run_many_worker(
+        server,
+        token,
+        data,
+        names=names,
+        name=label,
+        once=once,
+        key=key,
+        on_new=lambda api: register_key(api, home),
+        min_free_bytes=parse_size(min_free_disk),
+    )
 
 
 def register(group: click.Group) -> None:

@@ -2,7 +2,9 @@
 
 Each competition is prepared exactly as a one-competition server prepares its own (:func:`grader.hosting.server.prepare`:
 database migrated, pins checked, keys, log entry 0, the end held), in its own folder and database, and gets its own
-reaper and local workers. A watcher re-reads ``server.json`` every :data:`WATCH_S` seconds: a competition added by
+reaper. The local workers are one pool that serves every competition (:class:`LocalPool`): each of them is registered
+in every competition with the same token, and holds every competition's data copy (``STATE/worker-data/<name>``, a
+link to the copy in the competition's folder). A watcher re-reads ``server.json`` every :data:`WATCH_S` seconds: a competition added by
 ``grader admin competition add`` is served from then on, a retired one is no longer served.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -25,11 +28,13 @@ from grader.hosting.directory.databases import competition_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.people import People, open_people
 from grader.hosting.directory.upgrade import is_legacy
-from grader.hosting.environment import environment
+from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.server import LocalWorkers, Reaper, ServeOptions, export_quietly, masked, prepare, shutdown
+from grader.hosting.services import shared_workers
+from grader.hosting.services.worker_copy import worker_copy
 from grader.hosting.storage import PRIVATE_UMASK
 
 log = logging.getLogger("grader.hosting")
@@ -75,7 +80,7 @@ class ManyOptions:
     competitions_dir: Path | None = None
     host: str = "127.0.0.1"
     port: int = 8000
-    #: Local worker processes per competition.
+    #: Local worker processes, in all: each serves every competition.
     workers: int = 1
     database: str | None = None
     broker: str | None = None
@@ -106,7 +111,57 @@ class Running:
 
     ctx: ServerContext
     reaper: Reaper
-    workers: LocalWorkers | None
+
+
+class LocalPool(LocalWorkers):
+    """``count`` local worker processes that serve every competition of the server (``grader worker --local-of``).
+
+    Each claims at the server's claim of many competitions, for every competition it finds listed whose copy is
+    in ``STATE/worker-data/`` (:meth:`link`): a competition added while the server runs is served once its copy
+    is exported. Logs and pid files in ``STATE/run/``.
+    """
+
+    def __init__(self, root: Path, count: int, url: str, *, umask: int) -> None:
+        threading.Thread.__init__(self, name="grader-local-workers", daemon=True)
+        self.umask, self.count, self.url = umask, count, url
+        self.stopping = threading.Event()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.tokens = shared_workers.pool_tokens(count)
+        self.data = root / "worker-data"
+        self.logs = root / "run"
+        #: the competitions whose copies are exported before the workers start (those served at the start)
+        self.ready: list[ServerContext] = []
+
+    def link(self, name: str, ctx: ServerContext) -> None:
+        """Enroll the pool's workers in competition ``name`` and link its copy where they look for it."""
+        shared_workers.enroll(ctx.db, self.tokens)
+        self.data.mkdir(exist_ok=True)
+        link = self.data / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(ctx.state.worker_data, target_is_directory=True)
+
+    def _start(self, name: str) -> None:
+        self.logs.mkdir(exist_ok=True)
+        log_file = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        process = subprocess.Popen(
+            [sys.executable, "-m", "grader", "worker", "--local-of", str(os.getpid()), "--server", self.url, "--name", name],
+            env={**with_worker_token(self.tokens[name]), WORKER_DATA: str(self.data)},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            umask=self.umask,
+        )
+        log_file.close()
+        self.processes[name] = process
+        (self.logs / f"{name}.pid").write_text(f"{process.pid}\n")
+
+    def run(self) -> None:
+        for ctx in self.ready:  # exported (or found current) before the workers that grade on them start
+            try:
+                worker_copy(ctx)
+            except Exception:  # one competition's copy must not keep the others' grades from starting
+                log.exception("competition %r: its workers' data copy could not be exported", ctx.competition.name)
+        super().run_loop()
 
 
 class ManyServer:
@@ -117,6 +172,7 @@ class ManyServer:
         self.competitions = Competitions()
         self.people = People(open_people(layout.root, options.database))
         self.running: dict[str, Running] = {}
+        self.pool = LocalPool(layout.root, options.workers, url, umask=umask) if options.workers > 0 else None
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.watcher = threading.Thread(target=self._watch, name="grader-directory", daemon=True)
@@ -136,12 +192,11 @@ class ManyServer:
             body_grace_s=self.options.body_grace_s,
             shared_session=True,
         )
-        workers = (
-            LocalWorkers(ctx, self.options.workers, f"{self.url}{COMPETITION_PAGES}{entry.name}", umask=self.umask)
-            if self.options.workers > 0
-            else None
-        )
-        running = Running(ctx, Reaper(ctx), workers)
+        if self.pool is not None:
+            self.pool.link(entry.name, ctx)
+            if not start:
+                self.pool.ready.append(ctx)
+        running = Running(ctx, Reaper(ctx))
         with self.lock:
             self.running[entry.name] = running
             self.competitions.add(entry.name, ctx, app)
@@ -152,16 +207,18 @@ class ManyServer:
     def _start(running: Running) -> None:
         running.reaper.start()
         threading.Thread(target=export_quietly, args=(running.ctx,), name="grader-worker-copy", daemon=True).start()
-        if running.workers is not None:
-            running.workers.start()
 
     def start(self) -> None:
         for running in list(self.running.values()):
             self._start(running)
+        if self.pool is not None:
+            self.pool.start()
         self.watcher.start()
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.pool is not None:
+            self.pool.stop()
         for name in list(self.running):
             self._retire(name)
         self.people.db.dispose()
@@ -170,8 +227,10 @@ class ManyServer:
         with self.lock:
             self.competitions.remove(name)
             running = self.running.pop(name, None)
+        if self.pool is not None:
+            (self.pool.data / name).unlink(missing_ok=True)  # the pool's workers stop claiming its jobs at their next look
         if running is not None:
-            shutdown(running.ctx, running.reaper, running.workers)
+            shutdown(running.ctx, running.reaper, None)
 
     def _watch(self) -> None:
         """Serve the competitions added to server.json, stop serving the retired ones."""
@@ -210,12 +269,19 @@ def serve_many(options: ManyOptions) -> None:
     url = f"http://{'127.0.0.1' if options.host in ('0.0.0.0', '::') else options.host}:{options.port}"
     server = ManyServer(layout, options, url, host_umask)
     server.prepare_all()
-    app = create_server_app(server.competitions, session_keys=layout.root / KEYS_FOLDER, on_start=server.start, on_stop=server.stop)
+    app = create_server_app(
+        server.competitions,
+        session_keys=layout.root / KEYS_FOLDER,
+        on_start=server.start,
+        on_stop=server.stop,
+        min_body_rate=options.min_body_rate,
+        body_grace_s=options.body_grace_s,
+    )
     names = ", ".join(e.name for e in layout.active()) or "none yet"
     database = masked(options.database) if options.database else "SQLite in each competition's folder"
     print(
         f"serving {len(layout.active())} competition(s) ({names}) on {url} (listing: {url}/; each under {url}/c/<name>/); "
-        f"state in {layout.root}; database: {database}; local workers per competition: {options.workers}",
+        f"state in {layout.root}; database: {database}; local workers (serving every competition): {options.workers}",
         file=sys.stderr,
         flush=True,
     )

@@ -268,6 +268,10 @@ class LocalWorkers(threading.Thread):
 
     def run(self) -> None:
         worker_copy(self.ctx)  # exported (or found current) before the workers that grade on it start
+        self.run_loop()
+
+    def run_loop(self) -> None:
+        """Start the workers, and restart any that exits until :meth:`stop`."""
         for name in self.tokens:
             self._start(name)
         while not self.stopping.wait(0.5):

@@ -299,4 +299,5 @@ class ManyServer(Server):
         return f"{self.url}/c/{name}"
 
     def worker_pids(self) -> list[int]:
-        return [int(p.read_text()) for p in sorted(self.state.glob("competitions/*/run/local-*.pid"))]
+        """The local workers' pids: one pool for every competition, in the server's run folder."""
+        return [int(p.read_text()) for p in sorted(self.state.glob("run/local-*.pid"))]

@@ -254,6 +254,7 @@ def test_a_worker_whose_grade_raises_posts_infra_and_claims_the_next_job(tmp_pat
     upload = b"never opened: the grade fails before it unpacks anything"
     job = {
         "protocol": WORKER_PROTOCOL,
+        "competition": "c",
         "submission_id": "s1",
         "attempt": 1,
         "lease_expires_at": None,

@@ -51,7 +51,7 @@ def test_kill9_served_equals_direct_and_one_competitions_end_and_reveal(tmp_path
         third = bob.submit(EXAMPLE)["id"]
         wait_for(lambda: alice.status(first)["state"] == "running", timeout=180, interval=0.05, what="alpha's first grade running")
         workers = server.worker_pids()
-        assert len(workers) == 2  # one local worker per competition
+        assert len(workers) == 1  # one local pool serving both competitions
         server.kill9()
         wait_for(lambda: all(_exited(pid) for pid in workers), timeout=120, what="the orphaned workers to exit")
         server.start()

@@ -91,6 +91,7 @@ def test_data_digest_check_before_grading(tmp_path: Path) -> None:
     export_worker_data(benchmark, ["text2code"], ["test"], key, copy)
     judged = pseudonymous_judged(key, "text2code", task.qrels("test"))
     job = Job(
+        competition="c",
         submission_id="s",
         attempt=1,
         lease_expires_at=None,

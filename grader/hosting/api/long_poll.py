@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, TypeVar
+from typing import Annotated, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -48,15 +48,16 @@ class ClaimGate:
     def __init__(self, look_threads: int = LOOK_THREADS, per_worker: int = CLAIMS_PER_WORKER) -> None:
         self.looks = anyio.CapacityLimiter(look_threads)
         self.per_worker = per_worker
-        #: worker id -> the deadlines of its claims in progress (an entry only while it has one: bounded by the workers)
-        self._claims: dict[int, list[float]] = {}
+        #: worker (its row id; on the server's claim of many competitions, its token's digest) -> the deadlines of its
+        #: claims in progress (an entry only while it has one: bounded by the workers)
+        self._claims: dict[Hashable, list[float]] = {}
 
-    def in_progress(self, worker_id: int) -> int:
+    def in_progress(self, worker_id: Hashable) -> int:
         """How many claims of ``worker_id`` are in progress on this server process."""
         return len(self._claims.get(worker_id, ()))
 
     @contextmanager
-    def admit(self, worker_id: int, wait_s: float) -> Iterator[None]:
+    def admit(self, worker_id: Hashable, wait_s: float) -> Iterator[None]:
         """Hold one of ``worker_id``'s claim places while its long-poll runs; 429 with ``Retry-After`` when all are held."""
         now = time.monotonic()
         held = self._claims.get(worker_id, [])
@@ -78,7 +79,46 @@ class ClaimGate:
                 del self._claims[worker_id]
 
 
-async def long_poll(request: Request, gate: ClaimGate, dispatcher: Dispatcher, wait_s: float, look: Callable[[], Found | Empty]) -> Found | None:
+class Wakes(Protocol):
+    """What a long-poll waits on between looks: a :class:`Dispatcher`, or :class:`AnyOf` several."""
+
+    def generation(self) -> int:
+        """A counter that changes on every dispatch (read before a look)."""
+
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        """Wait, holding no thread, until a dispatch newer than ``seen`` or ``timeout`` seconds."""
+
+
+class AnyOf:
+    """The dispatchers of several competitions as one long-poll waits on them: a dispatch of any wakes it.
+
+    Their waits are tasks on the event loop, never threads: a claim naming twenty competitions holds no thread
+    while it waits, as a claim of one does.
+    """
+
+    def __init__(self, dispatchers: Iterable[Dispatcher]) -> None:
+        self.dispatchers = list(dispatchers)
+
+    def generation(self) -> int:
+        """The sum of the dispatchers' counters: each only grows, so the sum changes on a dispatch of any."""
+        return sum(d.generation() for d in self.dispatchers)
+
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        """Wait until a dispatch of any dispatcher newer than ``seen`` (a :meth:`generation`), or ``timeout`` seconds."""
+        each = [d.generation() for d in self.dispatchers]
+        if sum(each) != seen:
+            return
+        async with anyio.create_task_group() as group:
+
+            async def one(dispatcher: Dispatcher, generation: int) -> None:
+                await dispatcher.wait_async(generation, timeout)
+                group.cancel_scope.cancel()  # the first to wake (or time out) ends the others' waits
+
+            for dispatcher, generation in zip(self.dispatchers, each, strict=True):
+                group.start_soon(one, dispatcher, generation)
+
+
+async def long_poll(request: Request, gate: ClaimGate, dispatcher: Wakes, wait_s: float, look: Callable[[], Found | Empty]) -> Found | None:
     """Look with ``look`` until it leases something or says to stop, for up to ``wait_s`` in all; None when nothing came.
 
     Each look runs in one of the gate's threads; between looks the long-poll holds no thread, and ends as soon

@@ -5,7 +5,8 @@ Addresses (docs/hosting.md, "Many competitions on one server"):
 - ``/c/<name>/…``: competition ``name``'s pages, its log (``/c/<name>/log/…``) and, for clients given
   ``--server URL/c/<name>``, its API (``/c/<name>/api/v1/…``);
 - ``/api/v1/competitions/<name>/…``: its API, the same routes as ``/c/<name>/api/v1/…``;
-- ``/`` and ``GET /api/v1/competitions``: the listing.
+- ``/`` and ``GET /api/v1/competitions``: the listing;
+- ``POST /api/v1/worker/claim``: the claim of a worker of many competitions (:mod:`grader.hosting.api.routes.server_claim`).
 
 Each competition's app is exactly a one-competition server's (:func:`grader.hosting.api.app.create_app`) over that
 competition's own context: its database (or schema), keys, log and limits. The router hands it the request with
@@ -31,17 +32,24 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader import __version__, jsonio
 from grader.hosting.api.app import add_sessions
+from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
+from grader.hosting.api.long_poll import ClaimGate
+from grader.hosting.api.routes import server_claim
 from grader.hosting.api.routes.web import STYLESHEET, TEMPLATES
+from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
+from grader.hosting.protocol.messages import SERVER_CLAIM_PATH
+from grader.hosting.services.fair_claim import RoundRobin
 from grader.hosting.services.listing import competition_entry, listing
 
 COMPETITION_PAGES = "/c/"
 COMPETITION_API = "/api/v1/competitions/"
 #: Paths a one-competition server's clients call: still served, as aliases, while the server holds one competition.
 ALIASED = ("/api/", "/log/", "/host-key.pub", "/metrics", "/openapi.json", "/docs", "/docs-assets/", "/docs-init.js")
-#: The server's own paths (not a competition's).
-SERVER_PATHS = ("/", "/api/v1/competitions", "/healthz", "/assets/board.css")
+#: The server's own paths (not a competition's). The claim of a worker of many competitions is the server's, also
+#: while it holds one competition (whose own claim is at /c/<name>/api/v1/worker/claim).
+SERVER_PATHS = ("/", "/api/v1/competitions", "/healthz", "/assets/board.css", SERVER_CLAIM_PATH)
 
 
 class Competitions:
@@ -81,6 +89,10 @@ def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, 
                 on_stop()
 
     app = FastAPI(title="grader: competitions", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.competitions = competitions
+    app.state.claim_gate = ClaimGate()  # the long-polls of claims naming many competitions: looks in threads of their own
+    app.state.turn = RoundRobin()
+    app.include_router(server_claim.router)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -194,11 +206,15 @@ def create_server_app(
     session_keys: Path,
     on_start: Callable[[], None] | None = None,
     on_stop: Callable[[], None] | None = None,
+    min_body_rate: float = 16 << 10,
+    body_grace_s: float = 20.0,
 ) -> ASGIApp:
     """The server's app: the listing, and each of ``competitions`` under its name (they may change while it runs).
 
     One session cookie for the whole server, signed with ``session_keys``/session.secret: a person signs in once, in
     every competition they are registered in (each competition's pages find their participant from it).
     """
-    router = CompetitionRouter(competitions, _index_app(competitions, on_start, on_stop))
-    return SecurityHeaders(add_sessions(router, session_keys))
+    # The server's own worker route (the claim of many competitions) checks the worker protocol first, and its body
+    # (read bounded by the route) must arrive at the rate each competition's routes ask for.
+    index = WorkerProtocol(MinimumBodyRate(_index_app(competitions, on_start, on_stop), bytes_per_s=min_body_rate, grace_s=body_grace_s))
+    return SecurityHeaders(add_sessions(CompetitionRouter(competitions, index), session_keys))

@@ -57,6 +57,24 @@ class ClaimRequest(_Request):
     fingerprint: FingerprintDigest = Field(description="the digest of the fingerprint bound to this worker (POST /api/v1/worker/fingerprint)")
 
 
+#: A competition's name as a worker names it (the pattern of grader.hosting.directory.layout.NAME).
+CompetitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+#: The most competitions one claim may name: a server's directory, not a list without end.
+MAX_CLAIM_COMPETITIONS = 64
+#: Where a worker of many competitions claims, on the server (not under a competition's /c/<name>/).
+SERVER_CLAIM_PATH = "/api/v1/worker/claim"
+
+
+class ServerClaimRequest(_Request):
+    """A worker of a server of many competitions asks for a job of any of ``competitions`` (those it holds a copy of)."""
+
+    wait_s: float = Field(default=10.0, ge=0, le=30, description="long-poll: wait up to this long for a job")
+    fingerprint: FingerprintDigest = Field(description="the digest of the fingerprint bound to this worker in each competition named")
+    competitions: list[CompetitionName] = Field(
+        min_length=1, max_length=MAX_CLAIM_COMPETITIONS, description="the competitions this worker serves: it holds each one's data copy"
+    )
+
+
 class FingerprintStatement(_Request):
     """A worker states its fingerprint: bound on the first statement, refused (409) when it is not the one bound."""
 
@@ -79,6 +97,8 @@ class Job(BaseModel):
 
     #: the worker protocol the server handed it out under (grader.hosting.protocol.version): a worker reads it first
     protocol: int = WORKER_PROTOCOL
+    #: the competition the job is of: every later call about it goes to that competition's routes (/c/<name>/api/v1/worker/...)
+    competition: CompetitionName
     submission_id: str
     attempt: int = Field(ge=1)
     lease_expires_at: str | None

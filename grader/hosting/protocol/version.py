@@ -13,6 +13,10 @@ server names its own in every answer and refuses a worker request of another ver
 none (a worker before 0.3.0), with one line naming both (:func:`server_refusal`). A job the
 server hands out carries the version too (``Job.protocol``, ``ShardJobMessage.protocol``), and
 the worker reads it before anything else in the job (:func:`job_refusal`).
+
+History: 3 (issue 33): jobs name their competition (``Job.competition``), and a server of many
+competitions takes claims at ``POST /api/v1/worker/claim`` naming the competitions a worker serves. A worker of
+protocol 2 is refused (426) at its first request, with the line naming both versions.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from grader import jsonio
 from grader.hosting.errors import WorkerProtocolMismatch
 
 #: The version of the worker protocol this grader speaks. Bump it with every change to what workers and server exchange.
-WORKER_PROTOCOL = 2
+WORKER_PROTOCOL = 3
 #: The header that carries it, on every worker request and every answer of the server.
 HEADER = "Grader-Worker-Protocol"
 #: What a worker of a grader before 0.3.0, which sends no version, is called in a refusal.

@@ -40,6 +40,7 @@ def _job(ctx: ServerContext, claim: lifecycle.Claim, *, sharded: bool = False) -
         submission = session.get(Submission, claim.submission_id)
         assert submission is not None
         return Job(
+            competition=ctx.competition.name,
             submission_id=submission.id,
             attempt=claim.attempt,
             lease_expires_at=iso(claim.lease_expires_at),

@@ -84,7 +84,7 @@ def check_claim(response: httpx.Response) -> None:
         detail = str(response.json().get("detail", ""))[:500]
     except ValueError:
         detail = response.text[:500]
-    if detail == UNBOUND:
+    if detail == UNBOUND or detail.endswith(f": {UNBOUND}"):  # the server's claim of many competitions names the competition first
         raise FingerprintUnbound(detail)
     raise SystemExit(f"the server refused this worker's claim: {detail}")
 
