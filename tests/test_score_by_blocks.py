@@ -93,6 +93,9 @@ def test_blocks_equal_the_whole_run_and_pytrec_eval(tmp_path: Path, seed: int) -
         got = evaluate_trec_file(qrels, path, MEASURES, policy, block_bytes=block)
         assert got is not None, "the block path must take a well-formed run"
         _assert_identical(got, evaluate(qrels, read_run(path), MEASURES, policy))
+    level_2 = evaluate_trec_file(qrels, path, MEASURES, Policy.STRICT, relevance_level=2, block_bytes=block)
+    assert level_2 is not None
+    _assert_identical(level_2, evaluate(qrels, read_run(path), MEASURES, Policy.STRICT, relevance_level=2))
     # And pytrec_eval's numbers (its float32 ranking is lossless on these scores), per query; absent queries score 0.
     strict = evaluate_trec_file(qrels, path, MEASURES, Policy.STRICT, block_bytes=block)
     assert strict is not None

@@ -248,7 +248,9 @@ def same_bytes(data: np.ndarray, a: int, b: int, length: int) -> bool:  # pragma
 
 @numba.njit(cache=CACHE, nogil=True)
 def last_query_cut(data: np.ndarray, size: int, classes: np.ndarray) -> int:  # pragma: no cover - compiled
-    """Where the last query's lines begin in ``data[:size]`` (whole lines): the end of the last line of another query; -1 if none.
+    """Where the last query's lines begin in ``data[:size]`` (whole lines): the end of the last line of another query.
+
+    -1 when every run line is the last query's; ``size`` when there is no run line.
 
     Walks back line by line from the end; blank and comment lines belong to no query.
     """
@@ -275,7 +277,8 @@ def last_query_cut(data: np.ndarray, size: int, classes: np.ndarray) -> int:  # 
             last_start, last_length = k, end - k
         elif end - k != last_length or not same_bytes(data, k, last_start, last_length):
             return stop
-    return -1
+    # One query's lines (the block must grow), or no run line at all (nothing to carry).
+    return -1 if last_start >= 0 else size
 
 
 @dataclass
