@@ -12,6 +12,7 @@ theirs: one line naming file, line and field.
 from __future__ import annotations
 
 import copy
+import gzip
 import random
 from pathlib import Path
 
@@ -232,3 +233,22 @@ def test_a_bad_line_deep_in_a_large_file_is_named(tmp_path: Path, monkeypatch: p
         result.stderr.strip()
         == f"error: {path}:{bad}: expected 6 whitespace-separated fields (qid Q0 docid rank score tag; any after the tag are ignored), got 5"
     )
+
+
+def test_gzip_and_comments_longer_than_a_block(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    run_map = {f"q{q}": {f"d{d}": rng.choice([0.5, 1.0, 0.75]) for d in rng.sample(range(60), 25)} for q in range(8)}
+    qrels = {f"q{q}": {f"d{d}": rng.choice([0, 1, 2]) for d in rng.sample(range(60), 12)} for q in range(9)}
+    text = "# " + "x" * 3000 + "\n" + "#\n" * 5000 + _trec_text(run_map, rng) + "# trailing\n" * 300
+    plain = tmp_path / "run.trec"
+    plain.write_text(text, encoding="utf-8")
+    packed = tmp_path / "run.trec.gz"
+    packed.write_bytes(gzip.compress(text.encode(), mtime=0))
+    want = evaluate(qrels, read_run(plain), MEASURES)
+    for path in (plain, packed):
+        got = evaluate_trec_file(qrels, path, MEASURES, block_bytes=256)
+        assert got is not None
+        _assert_identical(got, want)
+    # The 3,000-byte line and queries of ~1 KB widen buffers to a few KiB; the 10 KB of comment lines widen none
+    # (they belong to no query: a buffer holding only comments is cut whole).
+    assert max(len(raw.data) for raw in trec_scan.iter_raw_blocks(plain, block_bytes=256)) <= 8192
