@@ -14,7 +14,6 @@ from grader.metrics.measures import parse_measures
 from grader.metrics.output import as_coir, as_json, as_table, dumps, per_query_tsv
 from grader.metrics.per_query import RELEVANCE_LEVEL
 from grader.metrics.policy import Policy, evaluate
-from grader.metrics.streamed import score_run_file
 from grader.runs.readers import RunFormat, read_run
 
 
@@ -133,6 +132,8 @@ def score_command(
         run = read_run(run_path, fmt)
         evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
     else:
+        from grader.metrics.streamed import score_run_file
+
         evaluation = score_run_file(qrels, run_path, fmt, parsed_measures, Policy(policy), relevance_level=relevance_level)
     if cross_check:
         # Before anything is written: a disagreement exits 1 having written nothing.

@@ -23,16 +23,19 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.metrics.judged_ranks import OK, Judged, UnencodableId, judged_tables, rank_block
 from grader.metrics.measures import Measure
 from grader.metrics.per_query import RELEVANCE_LEVEL, least_looked_up, measures_of_judged_entries
 from grader.metrics.policy import Evaluation, QueryCounts, evaluate
 from grader.metrics.policy_name import Policy
 from grader.runs.readers import RunFormat, detect_format, read_run
-from grader.runs.trec_scan import NotScannable, RawBlock, iter_raw_blocks
+
+if TYPE_CHECKING:
+    from grader.metrics.judged_ranks import Judged
+    from grader.runs.trec_scan import RawBlock
 
 
 def score_run_file(
@@ -70,6 +73,9 @@ class _Ranked:
 
 def _rank(raw: RawBlock, tables: Judged, coir: bool) -> _Ranked:
     """Scan one block and rank its judged documents; raise :class:`NotScannable` for anything to read whole."""
+    from grader.metrics.judged_ranks import OK, rank_block
+    from grader.runs.trec_scan import NotScannable
+
     block = raw.scan()
     count = block.count
     run_first = np.empty(count + 1, dtype=np.int64)
@@ -128,6 +134,10 @@ def evaluate_trec_file(
     block_bytes: int | None = None,
 ) -> Evaluation | None:
     """Score the TREC run at ``path`` as :func:`grader.metrics.policy.evaluate` would; ``None`` when it must be read whole."""
+    # Here, not at the top: importing numba takes a good part of a second, which no other run format needs.
+    from grader.metrics.judged_ranks import UnencodableId, judged_tables
+    from grader.runs.trec_scan import NotScannable, iter_raw_blocks
+
     judged = [q for q, docs in qrels.items() if docs]
     if not judged:
         return None  # the whole-run path reads (and may refuse) the run before it refuses the judgements
