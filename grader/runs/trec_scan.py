@@ -8,7 +8,7 @@ id and the doc id lie in the block, a 64-bit hash of the doc id and the score.
 
 It never decides a refusal: whatever it cannot take (a short line, a NUL in an
 id, a score that is not a number or not finite, bytes that are not UTF-8) makes
-:func:`iter_blocks` raise :class:`NotScannable`, and the caller reads the file
+:meth:`RawBlock.scan` raise :class:`NotScannable`, and the caller reads the file
 again with the line reader, which names the file, line and field as it always
 has. So every refusal message is the line reader's own.
 
@@ -72,7 +72,7 @@ def fnv1a(data: np.ndarray, start: int, length: int) -> np.uint64:  # pragma: no
     return h
 
 
-@numba.njit(cache=CACHE, nogil=True)
+@numba.njit(cache=CACHE, nogil=True, inline="always")
 def _fast_score(data: np.ndarray, start: int, end: int, powers: np.ndarray) -> tuple[bool, float]:  # pragma: no cover - compiled
     """``(True, value)`` for a plain decimal on Clinger's fast path, else ``(False, 0.0)``."""
     j = start
