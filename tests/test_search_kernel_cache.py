@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.retrieval import kernel_cache
+from grader import kernel_cache
 from grader.retrieval.search import exact_top_k
 
 REPO = Path(__file__).resolve().parents[1]

@@ -126,8 +126,15 @@ def score_command(
     started_at = datetime.now(UTC)
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
-    run = read_run(run_path, RunFormat(run_format) if run_format else None)
-    evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
+    fmt = RunFormat(run_format) if run_format else None
+    if cross_check or dedup_report_path is not None:
+        # Both look at the whole run again: read it whole.
+        run = read_run(run_path, fmt)
+        evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
+    else:
+        from grader.metrics.streamed import score_run_file
+
+        evaluation = score_run_file(qrels, run_path, fmt, parsed_measures, Policy(policy), relevance_level=relevance_level)
     if cross_check:
         # Before anything is written: a disagreement exits 1 having written nothing.
         from grader.metrics.cross_check import STRICT_NOTE

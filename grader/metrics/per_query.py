@@ -117,7 +117,7 @@ def _codes_of(run: Run, ids: Iterable[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class _Judgements:
-    """What the qrels say about ``query_ids``, in the run's document codes."""
+    """What the qrels say about ``query_ids``, whatever the run."""
 
     #: relevant (judgement >= level) and judged non-relevant (0 <= judgement < level) documents per query
     n_relevant: np.ndarray
@@ -128,25 +128,24 @@ class _Judgements:
     #: 0-based rank of each ideal gain within its query, and its log2(rank + 2) discount
     ideal_position: np.ndarray
     ideal_discount: np.ndarray
-    #: sorted ``query index * n_vocab + document code`` of the judgements looked up in the run, and their judgements
+
+
+@dataclass(frozen=True)
+class _LookupKeys:
+    """The judgements looked up in the run: sorted ``query index * n_vocab + document code``, and their judgements."""
+
     keys: np.ndarray
     rels: np.ndarray
     n_vocab: np.int64
 
 
-def _judgements(
-    qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str], run: Run, relevance_level: int, least_looked_up: int
-) -> _Judgements:
-    """Count of relevant and of judged non-relevant per query, ideal gains, and keys of the judged documents to look up."""
+def _judgements(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str], relevance_level: int) -> _Judgements:
+    """Count of relevant and of judged non-relevant per query, and the ideal gains."""
     n_queries = len(query_ids)
-    vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
-    n_vocab = np.int64(max(len(run.doc_vocab), 1))
     n_relevant = np.zeros(n_queries, dtype=np.int64)
     n_nonrelevant = np.zeros(n_queries, dtype=np.int64)
     ideal_query: list[int] = []
     ideal_gain: list[int] = []
-    judged_keys: list[int] = []
-    judged_rels: list[int] = []
     for qi, query_id in enumerate(query_ids):
         docs = qrels.get(query_id)
         if not docs:
@@ -157,13 +156,6 @@ def _judgements(
         n_nonrelevant[qi] = sum(1 for rel in docs.values() if 0 <= rel < relevance_level)
         ideal_query.extend([qi] * len(positive))
         ideal_gain.extend(positive)
-        for doc_id, rel in docs.items():
-            code = vocabulary.get(doc_id)
-            if code is not None and rel >= least_looked_up:
-                judged_keys.append(qi * int(n_vocab) + code)
-                judged_rels.append(rel)
-    keys = np.asarray(judged_keys, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
     ideal_q = np.asarray(ideal_query, dtype=np.int64)
     ideal_pos = np.arange(len(ideal_q), dtype=np.int64) - np.searchsorted(ideal_q, ideal_q, side="left")
     return _Judgements(
@@ -173,13 +165,27 @@ def _judgements(
         np.asarray(ideal_gain, dtype=np.float64),
         ideal_pos,
         np.log2(ideal_pos.astype(np.float64) + 2.0),
-        keys[order],
-        np.asarray(judged_rels, dtype=np.int64)[order],
-        n_vocab,
     )
 
 
-def _judged_entries(judged: _Judgements, rankings: Rankings) -> tuple[np.ndarray, np.ndarray]:
+def _lookup_keys(qrels: Mapping[str, Mapping[str, int]], query_ids: Sequence[str], run: Run, least_looked_up: int) -> _LookupKeys:
+    """Keys of the judged documents to look up in the run's codes (judgements >= ``least_looked_up``)."""
+    vocabulary = _codes_of(run, (doc_id for query_id in query_ids for doc_id in qrels.get(query_id, ())))
+    n_vocab = np.int64(max(len(run.doc_vocab), 1))
+    judged_keys: list[int] = []
+    judged_rels: list[int] = []
+    for qi, query_id in enumerate(query_ids):
+        for doc_id, rel in qrels.get(query_id, {}).items():
+            code = vocabulary.get(doc_id)
+            if code is not None and rel >= least_looked_up:
+                judged_keys.append(qi * int(n_vocab) + code)
+                judged_rels.append(rel)
+    keys = np.asarray(judged_keys, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    return _LookupKeys(keys[order], np.asarray(judged_rels, dtype=np.int64)[order], n_vocab)
+
+
+def _judged_entries(judged: _LookupKeys, rankings: Rankings) -> tuple[np.ndarray, np.ndarray]:
     """The retrieved entries (indexes into ``rankings.doc_codes``, in query and rank order) that have a judgement looked up, and it."""
     offsets, doc_codes = rankings.offsets, rankings.doc_codes
     keys, rels, n_vocab = judged.keys, judged.rels, judged.n_vocab
@@ -193,6 +199,18 @@ def _judged_entries(judged: _Judgements, rankings: Rankings) -> tuple[np.ndarray
     slot = np.minimum(np.searchsorted(keys, candidate_keys), len(keys) - 1)
     hit = keys[slot] == candidate_keys
     return candidates[hit], rels[slot[hit]]
+
+
+def least_looked_up(measures: Sequence[Measure]) -> int:
+    """The least judgement whose documents must be found in the rankings: 0 with bpref (it needs the judged non-relevant ones), else 1."""
+    return 0 if any(measure.family is Family.BPREF for measure in measures) else 1
+
+
+def _check_level(relevance_level: int) -> None:
+    if relevance_level < 1:
+        raise UsageError(
+            f"relevance level must be at least 1, got {relevance_level}", hint="a level <= 0 would make judged non-relevant documents relevant"
+        )
 
 
 def per_query_measures(
@@ -211,15 +229,35 @@ def per_query_measures(
     (trec_eval's ``ndcg`` and ``ndcg_cut`` ignore ``-l`` too). A query without relevant
     judgements scores 0 everywhere (NDCG: without positive judgements).
     """
-    if relevance_level < 1:
-        raise UsageError(
-            f"relevance level must be at least 1, got {relevance_level}", hint="a level <= 0 would make judged non-relevant documents relevant"
-        )
-    # bpref alone needs the judged non-relevant documents (0 <= judgement < level) the run retrieves.
-    least_looked_up = 0 if any(measure.family is Family.BPREF for measure in measures) else 1
-    judged = _judgements(qrels, query_ids, run, relevance_level, least_looked_up)
-    judged_entries, judged_entry_rels = _judged_entries(judged, rankings)
-    offsets = rankings.offsets
+    _check_level(relevance_level)
+    lookup = _lookup_keys(qrels, query_ids, run, least_looked_up(measures))
+    judged_entries, judged_entry_rels = _judged_entries(lookup, rankings)
+    return measures_of_judged_entries(
+        qrels, query_ids, rankings.offsets, judged_entries, judged_entry_rels, measures, relevance_level=relevance_level
+    )
+
+
+def measures_of_judged_entries(
+    qrels: Mapping[str, Mapping[str, int]],
+    query_ids: Sequence[str],
+    offsets: np.ndarray,
+    judged_entries: np.ndarray,
+    judged_entry_rels: np.ndarray,
+    measures: Sequence[Measure],
+    *,
+    relevance_level: int = RELEVANCE_LEVEL,
+) -> PerQuery:
+    """``measures`` of each of ``query_ids`` from where its judged documents are ranked.
+
+    The rankings are CSR ``offsets`` (query ``i`` ranks ``offsets[i+1] - offsets[i]``
+    documents); ``judged_entries`` are ascending entry indexes ``offsets[i] + rank``
+    (0-based rank in trec order) of the retrieved documents judged at least
+    :func:`least_looked_up`, ``judged_entry_rels`` their judgements. Nothing else
+    of a ranking matters to any measure, so a reader that finds these ranks
+    without ordering whole rankings gets the same values, bit for bit.
+    """
+    _check_level(relevance_level)
+    judged = _judgements(qrels, query_ids, relevance_level)
     relevant = _RankedSubset(offsets, judged_entries[judged_entry_rels >= relevance_level])
     # Gains: the judgement of every positively judged entry (the relevant ones when the level is 1).
     gained_mask = judged_entry_rels >= 1

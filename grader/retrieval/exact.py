@@ -13,7 +13,7 @@ rounding is exact anyway. So the score is a function of the two vectors alone,
 bit for bit, on any IEEE-754 CPU and at any thread count.
 
 Numba compiles these on first use (seconds) and caches the machine code on disk
-(:mod:`grader.retrieval.kernel_cache`: the user's cache folder unless
+(:mod:`grader.kernel_cache`: the user's cache folder unless
 ``NUMBA_CACHE_DIR`` says otherwise), so later processes load it. A cached entry is
 keyed by this file's contents, the numba version and the CPU, and it was compiled
 with the same flags (no ``fastmath``): the same code as a fresh compilation.
@@ -21,7 +21,7 @@ with the same flags (no ``fastmath``): the same code as a fresh compilation.
 
 from __future__ import annotations
 
-from grader.retrieval.kernel_cache import configure_numba_cache
+from grader.kernel_cache import configure_numba_cache
 
 #: Whether the kernels are cached on disk; decided before numba reads its configuration.
 CACHE = configure_numba_cache()

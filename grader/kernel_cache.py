@@ -1,4 +1,4 @@
-"""Where numba keeps the exact search's compiled kernels between processes (``docs/search.md``).
+"""Where numba keeps the grader's compiled kernels between processes (exact search, ``docs/search.md``; TREC run scanning).
 
 Compiling the kernels of :mod:`grader.retrieval.exact` takes seconds in every new
 process. numba can cache the machine code on disk (``cache=True``), but by default
