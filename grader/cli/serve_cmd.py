@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -110,25 +111,23 @@ def serve(
     from grader.hosting.directory.layout import is_server_layout
     from grader.hosting.errors import HostingError
 
+    # What both kinds of server take alike: where to listen, the workers, database and broker, the body limits.
+    listening: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "database": database,
+        "broker": broker,
+        "trusted_proxies": trusted_proxies,
+        "min_body_rate": min_body_rate,
+        "body_grace_s": body_grace_s,
+    }
     if competitions_dir is not None or (competition_file is None and is_server_layout(state_dir)):
         if competition_file is not None:
             raise click.UsageError("give --competition FILE (one competition) or --competitions DIR (many), not both")
         from grader.hosting.serve_many import ManyOptions, serve_many
 
-        serve_many(
-            ManyOptions(
-                state_dir,
-                competitions_dir,
-                host=host,
-                port=port,
-                workers=workers,
-                database=database,
-                broker=broker,
-                trusted_proxies=trusted_proxies,
-                min_body_rate=min_body_rate,
-                body_grace_s=body_grace_s,
-            )
-        )
+        serve_many(ManyOptions(state_dir, competitions_dir, **listening))
         return
     if competition_file is None:
         raise click.UsageError("which competition? give --competition FILE, or --competitions DIR for a server of many")
@@ -139,21 +138,7 @@ def serve(
     from grader.hosting.server import ServeOptions
     from grader.hosting.server import serve as run
 
-    run(
-        ServeOptions(
-            load_competition(competition_file),
-            state_dir,
-            host=host,
-            port=port,
-            workers=workers,
-            database=database,
-            broker=broker,
-            trusted_proxies=trusted_proxies,
-            min_body_rate=min_body_rate,
-            body_grace_s=body_grace_s,
-            competition_file=competition_file,
-        )
-    )
+    run(ServeOptions(load_competition(competition_file), state_dir, competition_file=competition_file, **listening))
 
 
 def register(group: click.Group) -> None:

@@ -72,6 +72,22 @@ def _swagger_assets() -> Path:
     return Path(swagger_ui_path)
 
 
+def lifespan_of(on_start: Callable[[], None] | None, on_stop: Callable[[], None] | None) -> Callable[[FastAPI], Any]:
+    """An app's lifespan that runs ``on_start`` before serving and ``on_stop`` after (the reaper, the local workers)."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if on_start is not None:
+            on_start()
+        try:
+            yield
+        finally:
+            if on_stop is not None:
+                on_stop()
+
+    return lifespan
+
+
 def add_sessions(app: ASGIApp | FastAPI, keys: Path) -> ASGIApp:
     """The web pages' session cookie: signed (itsdangerous) with ``keys``/session.secret, HttpOnly, SameSite=strict,
     8 hours or until sign-out ends its stored session. Added to ``app`` when it is a FastAPI app, else wrapped around it."""
@@ -105,22 +121,12 @@ def create_app(
     competition; :func:`grader.hosting.api.server_app.create_server_app` adds it), not this competition's own.
     """
 
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if on_start is not None:
-            on_start()
-        try:
-            yield
-        finally:
-            if on_stop is not None:
-                on_stop()
-
     app = FastAPI(
         title=f"grader: {ctx.competition.name}",
         version=__version__,
         docs_url=None,
         redoc_url=None,
-        lifespan=lifespan,
+        lifespan=lifespan_of(on_start, on_stop),
         description="Competition hosting API of `grader serve`. Participants authenticate with `Authorization: Bearer <token>`.",
     )
     # The bundled Swagger UI (swagger-ui-bundle's newest release, 4.15.5) renders OpenAPI 3.0 only; for 3.1,

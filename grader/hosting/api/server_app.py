@@ -20,8 +20,7 @@ answers 404 naming the competitions.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +30,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grader import __version__, jsonio
-from grader.hosting.api.app import add_sessions
+from grader.hosting.api.app import add_sessions, lifespan_of
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.long_poll import ClaimGate
@@ -78,17 +77,9 @@ class Competitions:
 
 
 def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, on_stop: Callable[[], None] | None) -> FastAPI:
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if on_start is not None:
-            on_start()
-        try:
-            yield
-        finally:
-            if on_stop is not None:
-                on_stop()
-
-    app = FastAPI(title="grader: competitions", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="grader: competitions", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan_of(on_start, on_stop)
+    )
     app.state.competitions = competitions
     app.state.claim_gate = ClaimGate()  # the long-polls of claims naming many competitions: looks in threads of their own
     app.state.turn = RoundRobin()

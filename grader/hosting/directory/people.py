@@ -8,7 +8,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.hosting.clock import utcnow
@@ -16,7 +16,7 @@ from grader.hosting.db.session import Database, database_url, migrate
 from grader.hosting.directory.databases import ensure_schema, with_schema
 from grader.hosting.directory.models import Person, PersonSession
 from grader.hosting.errors import HostingError
-from grader.hosting.identity.auth import FINGERPRINT, MAX_TOKEN, SESSION_S, SESSIONS_PER_PARTICIPANT
+from grader.hosting.identity.auth import FINGERPRINT, MAX_TOKEN, SESSION_S, prune_sessions
 from grader.hosting.identity.tokens import new_token, same_digest, token_digest
 
 SERVER_DB_FILE = "server.sqlite3"
@@ -102,12 +102,7 @@ class People:
         session_id = secrets.token_urlsafe(32)
         now = utcnow()
         with self.db.session() as session:
-            session.execute(delete(PersonSession).where(PersonSession.expires_at < now))
-            older = select(PersonSession.id_sha256).where(PersonSession.person_id == person.id)
-            older = older.order_by(PersonSession.started_at.desc(), PersonSession.id_sha256).offset(SESSIONS_PER_PARTICIPANT - 1)
-            stale = list(session.scalars(older).all())
-            if stale:
-                session.execute(delete(PersonSession).where(PersonSession.id_sha256.in_(stale)))
+            prune_sessions(session, PersonSession, PersonSession.person_id, person.id, now)
             session.add(
                 PersonSession(
                     id_sha256=token_digest(session_id),

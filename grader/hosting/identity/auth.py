@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -75,6 +76,18 @@ def by_token(db: Database, role: Role, token: str) -> Principal | None:
     return Principal(Role.METRICS, 0, "metrics")
 
 
+def prune_sessions(session: Session, model: Any, owner: Any, owner_id: int, now: datetime) -> None:
+    """Delete the web sessions of ``model`` (a table of sessions: ``id_sha256``, ``started_at``, ``expires_at``) past
+    their time, and ``owner_id``'s (``owner``: the column naming whose they are) beyond the newest
+    :data:`SESSIONS_PER_PARTICIPANT` - 1, before a new one is stored."""
+    session.execute(delete(model).where(model.expires_at < now))
+    older = select(model.id_sha256).where(owner == owner_id)
+    older = older.order_by(model.started_at.desc(), model.id_sha256).offset(SESSIONS_PER_PARTICIPANT - 1)
+    stale = list(session.scalars(older).all())
+    if stale:
+        session.execute(delete(model).where(model.id_sha256.in_(stale)))
+
+
 def start_session(db: Database, participant_id: int) -> str:
     """Store a new web session of ``participant_id``; return its id for the cookie.
 
@@ -85,12 +98,7 @@ def start_session(db: Database, participant_id: int) -> str:
     session_id = secrets.token_urlsafe(32)
     now = utcnow()
     with db.session() as session:
-        session.execute(delete(WebSession).where(WebSession.expires_at < now))
-        older = select(WebSession.id_sha256).where(WebSession.participant_id == participant_id)
-        older = older.order_by(WebSession.started_at.desc(), WebSession.id_sha256).offset(SESSIONS_PER_PARTICIPANT - 1)
-        stale = list(session.scalars(older).all())
-        if stale:
-            session.execute(delete(WebSession).where(WebSession.id_sha256.in_(stale)))
+        prune_sessions(session, WebSession, WebSession.participant_id, participant_id, now)
         session.add(
             WebSession(
                 id_sha256=token_digest(session_id),
