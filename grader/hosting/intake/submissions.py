@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from grader.errors import GraderError
+from grader.files import atomic_write_bytes
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, Submission, UploadReservation
@@ -35,6 +36,7 @@ from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 from grader.hosting.transparency.log_events import end_logged_first, log_receipt
 from grader.hosting.visibility import Download, logs_visible, report_download
+from grader.integrity.sketch_file import encode
 from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
 
@@ -95,6 +97,9 @@ def create_submission(
             if ctx.log is not None and (logged := end_logged_first(session)) is not None:
                 raise closed(logged)  # the end was logged while this upload was checked: its receipt would follow the end
             os.replace(upload.path, final_path)
+            if checked.training_sketch is not None and track == Track.HIDDEN:
+                # kept apart, checked, for the server's audit at scoring (the upload itself is only ever read by workers)
+                atomic_write_bytes(ctx.state.sketch_path(submission_id), encode(checked.training_sketch))
             submission = received_submission(
                 submission_id=submission_id,
                 participant_id=participant.id,
