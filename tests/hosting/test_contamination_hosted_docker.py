@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from grader.data.registry import resolve_benchmark
+from grader.hosting.participant.client import HostingClient
 from grader.integrity.sketch_build import build_sketch
 from grader.integrity.sketch_file import SUBMISSION_SKETCH, encode
 from tests.hosting.attack_support import post, stored_uploads, submissions_of, upload_of
@@ -36,11 +37,29 @@ NON_MEMBER = "a ledger of lighthouse keepers who logged the weather every night 
 def served(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     require_docker([RUNNER_IMAGE])
     root = tmp_path_factory.mktemp("hosted-audit")
-    server = Server(write_competition(root / "c.toml", tables={"quotas": {"concurrent": 3}}), root / "state", workers=1).start()
+    # three workers: the three sketched submissions grade side by side (the lane's time budget)
+    server = Server(write_competition(root / "c.toml", tables={"quotas": {"concurrent": 3}}), root / "state", workers=3).start()
     server.tokens = {name: admin(server.state, "add-participant", name).strip() for name in ("planted", "member", "outsider", "broken")}  # type: ignore[attr-defined]
     server.root = root  # type: ignore[attr-defined]
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def graded(served: Server) -> dict[str, str]:
+    """The three sketched submissions, uploaded together and graded: participant name to submission id.
+
+    ``planted``: 25 long text2code test queries; ``member``: the next one alone (a probe of one candidate hidden
+    text); ``outsider``: one text that is in no split.
+    """
+    root: Path = served.root  # type: ignore[attr-defined]
+    texts = long_test_queries()
+    sketched = {"planted": texts[:PLANTED], "member": [texts[PLANTED]], "outsider": [NON_MEMBER]}
+    ids = {who: submit(served, with_sketch(root, who, sketch), who) for who, sketch in sketched.items()}
+    for who, sid in ids.items():
+        view = HostingClient(served.url, served.tokens[who]).wait(sid, timeout_s=300)  # type: ignore[attr-defined]
+        assert view["state"] == "scored", view
+    return ids
 
 
 def long_test_queries() -> list[str]:
@@ -74,7 +93,7 @@ def signed_report(server: Server, submission_id: str, token: str, out: Path) -> 
 
 
 def submit(server: Server, folder: Path, who: str) -> str:
-    done = grader_cli("submit", str(folder), "--server", server.url, "--wait", env={"GRADER_TOKEN": server.tokens[who]})  # type: ignore[attr-defined]
+    done = grader_cli("submit", str(folder), "--server", server.url, env={"GRADER_TOKEN": server.tokens[who]})  # type: ignore[attr-defined]
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.split()[0]
 
@@ -96,39 +115,30 @@ def test_a_malformed_sketch_is_refused_422_with_one_line_and_nothing_is_stored(s
     assert stored_uploads(served) == before and submissions_of(served, "broken") == []
 
 
-def test_planted_copies_get_the_released_figure_in_the_signed_report_and_on_the_board(served: Server, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_planted_copies_get_the_released_figure_in_the_signed_report_and_on_the_board(served: Server, graded: dict[str, str], tmp_path: Path) -> None:
     root: Path = served.root  # type: ignore[attr-defined]
-    planted = long_test_queries()[:PLANTED]
-    assert len(planted) == PLANTED
-    sid = submit(served, with_sketch(root, "planted", planted), "planted")
-    report = signed_report(served, sid, served.tokens["planted"], tmp_path / "planted.dsse.json")  # type: ignore[attr-defined]
+    report = signed_report(served, graded["planted"], served.tokens["planted"], tmp_path / "planted.dsse.json")  # type: ignore[attr-defined]
     block = report["contamination"]
     figures = {entry["task"]: entry for entry in block["tasks"]}
     assert sorted(figures) == sorted(resolve_benchmark("mini").spec.tasks)  # every task, each over its whole split
     assert figures["text2code"] == {"task": "text2code", "split": "test", "test_queries": 881, "step": 10, "touched": 20, "share": round(20 / 881, 4)}
     assert block["sketch_sha256"] == hashlib.sha256((root / "planted" / SUBMISSION_SKETCH).read_bytes()).hexdigest()
-    # nothing finer than the release: no query ids, no raw counts beside the rounded one
-    assert set(figures["text2code"]) == {"task", "split", "test_queries", "step", "touched", "share"}
     row = board_rows(served)["planted"]
     assert "text2code (test): at least 20 of 881 test queries touched" in row["contamination"]
     page = httpx.get(f"{served.url}/", timeout=30).text
     assert "Contamination" in page and "at least 20 of 881 test queries touched" in page
     # the sketch was kept on the server, apart from the upload the worker reads
-    assert (served.state / "uploads" / f"{sid}.sketch").read_bytes() == (root / "planted" / SUBMISSION_SKETCH).read_bytes()
+    assert (served.state / "uploads" / f"{graded['planted']}.sketch").read_bytes() == (root / "planted" / SUBMISSION_SKETCH).read_bytes()
 
 
-def test_probing_one_hidden_text_gets_the_same_withheld_figure_as_a_non_member(served: Server, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    root: Path = served.root  # type: ignore[attr-defined]
-    candidate = long_test_queries()[PLANTED]  # a hidden test query's text: the member the attacker wants confirmed
-    member = submit(served, with_sketch(root, "member", [candidate]), "member")
-    outsider = submit(served, with_sketch(root, "outsider", [NON_MEMBER]), "outsider")
+def test_probing_one_hidden_text_gets_the_same_withheld_figure_as_a_non_member(served: Server, graded: dict[str, str], tmp_path: Path) -> None:
     got = {
-        who: signed_report(served, sid, served.tokens[who], tmp_path / f"{who}.dsse.json")["contamination"]  # type: ignore[attr-defined]
-        for who, sid in (("member", member), ("outsider", outsider))
+        who: signed_report(served, graded[who], served.tokens[who], tmp_path / f"{who}.dsse.json")["contamination"]  # type: ignore[attr-defined]
+        for who in ("member", "outsider")
     }
     assert got["member"]["sketch_sha256"] != got["outsider"]["sketch_sha256"]  # two different sketches ...
     assert got["member"]["tasks"] == got["outsider"]["tasks"]  # ... one released figure: membership is not told
     assert all(entry["touched"] is None and entry["share"] is None for entry in got["member"]["tasks"])  # withheld below the step
     rows = board_rows(served)
     assert rows["member"]["contamination"] == rows["outsider"]["contamination"]
-    assert "fewer than 10 of 881 test queries touched (withheld below 10)" in rows["member"]["contamination"]
+    assert "text2code (test): fewer than 10 of 881 test queries touched (withheld below 10)" in rows["member"]["contamination"]
