@@ -129,6 +129,14 @@ def test_planted_copies_get_the_released_figure_in_the_signed_report_and_on_the_
     assert "Contamination" in page and "at least 20 of 881 test queries touched" in page
     # the sketch was kept on the server, apart from the upload the worker reads
     assert (served.state / "uploads" / f"{graded['planted']}.sketch").read_bytes() == (root / "planted" / SUBMISSION_SKETCH).read_bytes()
+    # a re-scoring of the stored runs audits the kept sketch again: the same released figures, in the new signed report
+    out = admin(served.state, "rejudge", "--rescore", graded["planted"], "--competition", str(root / "c.toml"))
+    assert "re-scored 1 submission(s)" in out, out
+    admin(served.state, "report", graded["planted"], "--out", str(tmp_path / "rescored.dsse.json"))
+    verified = grader_cli("verify", str(tmp_path / "rescored.dsse.json"), "--key", str(tmp_path / "host.pub"), "--json")
+    assert verified.returncode == 0, verified.stderr
+    rescored = json.loads(verified.stdout)
+    assert "rescored" in rescored["labels"] and rescored["contamination"] == block
 
 
 def test_probing_one_hidden_text_gets_the_same_withheld_figure_as_a_non_member(served: Server, graded: dict[str, str], tmp_path: Path) -> None:
