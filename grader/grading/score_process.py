@@ -131,11 +131,11 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
     )
     sketch_file = job.get("training_sketch")
     if sketch_file is not None:
-        report["contamination"] = _contamination(benchmark, options.tasks, options.split, Path(sketch_file))
+        report["contamination"] = _contamination(benchmark, options.tasks, options.split, Path(sketch_file), str(job["training_sketch_sha256"]))
     return report
 
 
-def _contamination(benchmark: Any, tasks: list[str], split: str, sketch_file: Path) -> dict[str, Any]:
+def _contamination(benchmark: Any, tasks: list[str], split: str, sketch_file: Path, sha256: str) -> dict[str, Any]:
     """The released audit of the sketch the submission carried, against every task's whole split.
 
     Here, on the server, because the audit reads the split's judgements (which queries are test queries, which
@@ -145,5 +145,8 @@ def _contamination(benchmark: Any, tasks: list[str], split: str, sketch_file: Pa
     from grader.integrity.audit import released_block
     from grader.integrity.sketch_file import read_sketch
 
-    sketch = read_sketch(sketch_file)  # checked at intake; read again strictly (a file altered since fails the grade as INFRA)
-    return released_block([benchmark.task(name) for name in tasks], split, sketch)
+    sketch = read_sketch(sketch_file)  # checked at intake; read again strictly
+    block = released_block([benchmark.task(name) for name in tasks], split, sketch)
+    if block["sketch_sha256"] != sha256:  # not the file intake wrote: nothing of it is signed (the grade is retried, INFRA)
+        raise ValueError(f"the kept training sketch {sketch_file.name} is not the one the upload carried")
+    return block

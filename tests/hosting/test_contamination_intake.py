@@ -4,6 +4,7 @@ tests/hosting/test_contamination_hosted_docker.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -101,3 +102,18 @@ def test_the_board_line_says_only_the_released_figure_and_a_row_without_a_sketch
     }
     assert "contamination" not in BoardEntry(**row).model_dump()
     assert BoardEntry(**row, contamination=line).model_dump()["contamination"] == line
+
+
+def test_the_scoring_process_audits_only_the_sketch_whose_digest_intake_recorded(tmp_path: Path) -> None:
+    from grader.data.registry import resolve_benchmark
+    from grader.grading.score_process import _contamination
+
+    kept = tmp_path / "s.sketch"
+    data = encode(build_sketch([TEXT]))
+    kept.write_bytes(data)
+    recorded = hashlib.sha256(data).hexdigest()
+    block = _contamination(resolve_benchmark("mini"), ["text2code"], "test", kept, recorded)
+    assert block["sketch_sha256"] == recorded and [t["touched"] for t in block["tasks"]] == [None]  # type: ignore[index]
+    kept.write_bytes(encode(build_sketch([TEXT + " and a few more words written after intake"])))  # replaced on disk since
+    with pytest.raises(ValueError, match="is not the one the upload carried"):
+        _contamination(resolve_benchmark("mini"), ["text2code"], "test", kept, recorded)

@@ -11,6 +11,7 @@ steps leaves either nothing (the start-up clean-up removes the file) or a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -97,9 +98,13 @@ def create_submission(
             if ctx.log is not None and (logged := end_logged_first(session)) is not None:
                 raise closed(logged)  # the end was logged while this upload was checked: its receipt would follow the end
             os.replace(upload.path, final_path)
+            sketch_sha256 = None
             if checked.training_sketch is not None and track == Track.HIDDEN:
-                # kept apart, checked, for the server's audit at scoring (the upload itself is only ever read by workers)
-                atomic_write_bytes(ctx.state.sketch_path(submission_id), encode(checked.training_sketch))
+                # kept apart, checked, for the server's audit at scoring (the upload itself is only ever read by workers);
+                # its digest goes into the row, so that the audit reads only the file the server wrote
+                sketch_bytes = encode(checked.training_sketch)
+                atomic_write_bytes(ctx.state.sketch_path(submission_id), sketch_bytes)
+                sketch_sha256 = hashlib.sha256(sketch_bytes).hexdigest()
             submission = received_submission(
                 submission_id=submission_id,
                 participant_id=participant.id,
@@ -116,6 +121,7 @@ def create_submission(
                 attempt_limit=competition.max_attempts,
                 labels=manifest_labels(checked.manifest),
                 idempotency_key=idempotency_key,
+                sketch_sha256=sketch_sha256,
             )
             record_received(session, submission)
             if ctx.log is not None:

@@ -31,7 +31,6 @@ from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.queue.lifecycle import holds_lease
 from grader.hosting.results import ranking_record
 from grader.hosting.results.recording import AuthenticResult, Grading, ScoredResult
-from grader.hosting.states import Track
 from grader.hosting.storage import StateDir
 from grader.metrics.policy_name import Policy
 
@@ -72,15 +71,17 @@ def scoring_job(
     runs: dict[str, str],
     *,
     blinding_key_file: Path | None,
-    training_sketch: Path | None = None,
+    training_sketch: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike.
 
     ``blinding_key_file``: the competition's key, whose pseudonyms the runs index (the key itself never travels in a job).
-    ``training_sketch``: the sketch a hidden-track submission carried; its released audit joins the report.
+    ``training_sketch``: the sketch a hidden-track submission carried and the SHA-256 intake recorded of it; its
+    released audit joins the report (a file with another digest fails the scoring: ``INFRA``).
     """
     return {
-        "training_sketch": None if training_sketch is None else str(training_sketch),
+        "training_sketch": None if training_sketch is None else str(training_sketch[0]),
+        "training_sketch_sha256": None if training_sketch is None else training_sketch[1],
         "benchmark": benchmark_target,
         "split": split,
         "tasks": list(tasks),
@@ -92,13 +93,14 @@ def scoring_job(
     }
 
 
-def training_sketch(state: StateDir, grading: Grading) -> Path | None:
-    """The sketch a hidden-track grade's submission carried (kept at intake), or None.
+def training_sketch(state: StateDir, grading: Grading) -> tuple[Path, str] | None:
+    """The sketch a hidden-track grade's submission carried (kept at intake) and the digest intake recorded, or None.
 
-    Only a hidden grade is audited: the figures are about the hidden split, the one a participant cannot read.
+    Only a hidden grade has one: the figures are about the hidden split, the one a participant cannot read.
     """
-    path = state.sketch_path(grading.submission_id)
-    return path if grading.track is Track.HIDDEN and path.is_file() else None
+    if grading.sketch_sha256 is None:
+        return None
+    return state.sketch_path(grading.submission_id), grading.sketch_sha256
 
 
 def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
