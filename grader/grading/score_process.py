@@ -104,7 +104,8 @@ def _score_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _score(job: dict[str, Any]) -> dict[str, Any]:
-    """Score the runs ``job`` names: ``benchmark`` (a target), ``split``, ``tasks``, ``facts``, ``runs`` (task: path), ``top_k``, ``policy``."""
+    """Score the runs ``job`` names: ``benchmark`` (a target), ``split``, ``tasks``, ``facts``, ``runs`` (task: path), ``top_k``, ``policy``;
+    with ``training_sketch`` (a path), the report also carries the released contamination audit of that sketch."""
     from grader.data.registry import resolve_benchmark
     from grader.grading.interfaces import RunOptions
     from grader.grading.scoring import report_from_runs
@@ -117,7 +118,7 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
     # The competition's blinding key, read here from its 0600 file: the key itself never travels in a job.
     key_file = job.get("blinding_key_file")
     key = None if key_file is None else load_blinding_key(Path(key_file))
-    return report_from_runs(
+    report = report_from_runs(
         benchmark,
         split=options.split,
         tasks=options.tasks,
@@ -128,3 +129,24 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
         top_k=int(job["top_k"]),
         key=key,
     )
+    sketch_file = job.get("training_sketch")
+    if sketch_file is not None:
+        report["contamination"] = _contamination(benchmark, options.tasks, options.split, Path(sketch_file), str(job["training_sketch_sha256"]))
+    return report
+
+
+def _contamination(benchmark: Any, tasks: list[str], split: str, sketch_file: Path, sha256: str) -> dict[str, Any]:
+    """The released audit of the sketch the submission carried, against every task's whole split.
+
+    Here, on the server, because the audit reads the split's judgements (which queries are test queries, which
+    documents are relevant): they never enter a worker's sandbox. Only :func:`grader.integrity.release.release`'s
+    coarse figure of it leaves this process.
+    """
+    from grader.integrity.audit import released_block
+    from grader.integrity.sketch_file import read_sketch
+
+    sketch = read_sketch(sketch_file)  # checked at intake; read again strictly
+    block = released_block([benchmark.task(name) for name in tasks], split, sketch)
+    if block["sketch_sha256"] != sha256:  # not the file intake wrote: nothing of it is signed (the grade is retried, INFRA)
+        raise ValueError(f"the kept training sketch {sketch_file.name} is not the one the upload carried")
+    return block

@@ -113,6 +113,10 @@ class StateDir:
     def upload_path(self, submission_id: str) -> Path:
         return self.uploads / f"{submission_id}.tar.gz"
 
+    def sketch_path(self, submission_id: str) -> Path:
+        """Where the training sketch a hidden-track upload carried is kept, checked, for the server's contamination audit."""
+        return self.uploads / f"{submission_id}.sketch"
+
     def result_dir(self, submission_id: str, attempt: int) -> Path:
         return self.results / submission_id / str(attempt)
 

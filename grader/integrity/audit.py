@@ -1,12 +1,14 @@
-"""The contamination audit of a benchmark's tasks: read each task's split, then compare (:mod:`.contamination`)."""
+"""The contamination audit of a benchmark's tasks: read each task's split, then compare (:mod:`.contamination`), then release (:mod:`.release`)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from grader.data.task import Task, document_text
 from grader.integrity.contamination import DEFAULT_THRESHOLD, SplitOverlap, needed_texts, split_overlap
-from grader.integrity.sketch_file import TrainingSketch
+from grader.integrity.release import release
+from grader.integrity.sketch_file import TrainingSketch, encode
 
 
 def audit_task(task: Task, split: str, sketch: TrainingSketch, threshold: float = DEFAULT_THRESHOLD) -> SplitOverlap:
@@ -23,3 +25,16 @@ def audit_task(task: Task, split: str, sketch: TrainingSketch, threshold: float 
 def audit_tasks(tasks: Sequence[Task], split: str, sketch: TrainingSketch) -> list[SplitOverlap]:
     """:func:`audit_task` of each task, in order."""
     return [audit_task(task, split, sketch) for task in tasks]
+
+
+def released_block(tasks: Sequence[Task], split: str, sketch: TrainingSketch) -> dict[str, object]:
+    """A hosted report's ``contamination`` block: each task's whole ``split`` audited, only as :func:`release` lets it show.
+
+    The sketch is named by the SHA-256 of its canonical bytes (the file a participant made: the reader takes
+    only the canonical form), so anyone holding the file can tell which sketch a signed figure is about.
+    """
+    return {
+        "sketch_sha256": hashlib.sha256(encode(sketch)).hexdigest(),
+        "windows": sketch.count,
+        "tasks": [release(overlap).as_dict() for overlap in audit_tasks(tasks, split, sketch)],
+    }

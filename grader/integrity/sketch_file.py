@@ -43,6 +43,8 @@ FORMAT_VERSION = 1
 #: Default cap of a sketch file, in bytes (about 524,000 windows at 128 permutations). On a hosted competition
 #: the sketch's bytes count against the upload cap (``upload.max_bytes``) together with the submission's.
 DEFAULT_MAX_BYTES = 128 << 20
+#: Where a submission carries its training sketch, beside submission.json (docs/hosting.md, "Contamination audit").
+SUBMISSION_SKETCH = "training.sketch"
 _HEADER = struct.Struct(">8sHHHBBHHHHQQ")
 _DIGEST_BYTES = 32
 

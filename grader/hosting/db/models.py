@@ -160,6 +160,9 @@ class Submission(Base):
     upload_sha256: Mapped[str] = mapped_column(String(64))
     upload_bytes: Mapped[int] = mapped_column(Integer)
     content_digest: Mapped[str] = mapped_column(String(64))
+    #: SHA-256 of the training sketch a hidden-track upload carried, kept at ``uploads/<id>.sketch`` (None: none):
+    #: the scoring process audits that file only if it still has this digest (the server proves it wrote it)
+    sketch_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
     #: When the upload completed: the deadline and the rolling quota are judged on it.
     uploaded_at: Mapped[datetime]
     updated_at: Mapped[datetime]

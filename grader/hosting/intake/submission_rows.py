@@ -32,6 +32,7 @@ def received_submission(
     attempt_limit: int,
     labels: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
+    sketch_sha256: str | None = None,
 ) -> Submission:
     """A new, not yet inserted submission row in ``received``: the upload's facts, and every job column at its start."""
     return Submission(
@@ -60,4 +61,5 @@ def received_submission(
         result_id=None,
         labels=labels,
         idempotency_key=idempotency_key,
+        sketch_sha256=sketch_sha256,
     )

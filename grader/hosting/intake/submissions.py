@@ -11,6 +11,7 @@ steps leaves either nothing (the start-up clean-up removes the file) or a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from grader.errors import GraderError
+from grader.files import atomic_write_bytes
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, Submission, UploadReservation
@@ -35,6 +37,7 @@ from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 from grader.hosting.transparency.log_events import end_logged_first, log_receipt
 from grader.hosting.visibility import Download, logs_visible, report_download
+from grader.integrity.sketch_file import encode
 from grader.submissions.archive import unpack_limits
 from grader.submissions.manifest import Manifest, OnnxManifest
 
@@ -95,6 +98,13 @@ def create_submission(
             if ctx.log is not None and (logged := end_logged_first(session)) is not None:
                 raise closed(logged)  # the end was logged while this upload was checked: its receipt would follow the end
             os.replace(upload.path, final_path)
+            sketch_sha256 = None
+            if checked.training_sketch is not None and track == Track.HIDDEN:
+                # kept apart, checked, for the server's audit at scoring (the upload itself is only ever read by workers);
+                # its digest goes into the row, so that the audit reads only the file the server wrote
+                sketch_bytes = encode(checked.training_sketch)
+                atomic_write_bytes(ctx.state.sketch_path(submission_id), sketch_bytes)
+                sketch_sha256 = hashlib.sha256(sketch_bytes).hexdigest()
             submission = received_submission(
                 submission_id=submission_id,
                 participant_id=participant.id,
@@ -111,6 +121,7 @@ def create_submission(
                 attempt_limit=competition.max_attempts,
                 labels=manifest_labels(checked.manifest),
                 idempotency_key=idempotency_key,
+                sketch_sha256=sketch_sha256,
             )
             record_received(session, submission)
             if ctx.log is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from grader.errors import SubmissionError
+from grader.integrity.sketch_file import DEFAULT_MAX_BYTES, SUBMISSION_SKETCH, SketchFileError, TrainingSketch, read_sketch
 from grader.submissions.archive import ArchiveLimits, open_submission
 from grader.submissions.digest import submission_digest
 from grader.submissions.image_archive import check_image_archive
@@ -28,10 +29,11 @@ MAX_MANIFEST_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class CheckedSubmission:
-    """What the checks learnt: the manifest and the content digest."""
+    """What the checks learnt: the manifest, the content digest, and the training sketch the upload carried (or None)."""
 
     manifest: Manifest
     digest: str
+    training_sketch: TrainingSketch | None = None
 
     @property
     def name(self) -> str:
@@ -101,6 +103,7 @@ def check_submission(
 ) -> CheckedSubmission:
     """Check an upload (folder or archive): archive, manifest, competition rules, static intake.
 
+    An optional ``training.sketch`` (``grader sketch-training``) is read and returned for the hosted contamination audit.
     Raises :class:`SubmissionError` (one line naming the file and field) on the first problem.
     """
     with open_submission(upload, limits) as folder:
@@ -109,9 +112,25 @@ def check_submission(
             raise SubmissionError(f"larger than {MAX_MANIFEST_BYTES} bytes", path="submission.json")
         manifest = load_manifest(folder)
         check_manifest_rules(manifest, path=Path("submission.json"), kinds=kinds, require_training_labels=require_training_labels)
+        sketch = _training_sketch(folder, limits)  # before the model's and image's heavier checks
         digest = submission_digest(folder)
         if isinstance(manifest, OnnxManifest):
             inspect_onnx_model(folder, manifest)
         elif isinstance(manifest, DockerManifest) and image_as_tar:
             _check_image_tar(folder, manifest, Path("submission.json"), max_unpacked_bytes=limits.max_total_bytes)
-    return CheckedSubmission(manifest, digest)
+    return CheckedSubmission(manifest, digest, sketch)
+
+
+def _training_sketch(folder: Path, limits: ArchiveLimits) -> TrainingSketch | None:
+    """The training sketch at ``training.sketch`` beside submission.json, read strictly; None when there is none.
+
+    Its bytes are part of the upload, so ``upload.max_bytes`` (and the unpacked bound) bound it already; the reader
+    also stops at the sketch format's own cap. A malformed sketch refuses the upload with one line naming the field.
+    """
+    path = folder / SUBMISSION_SKETCH
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return read_sketch(path, max_bytes=min(DEFAULT_MAX_BYTES, limits.max_total_bytes))
+    except SketchFileError as error:
+        raise SubmissionError(error.what, path=SUBMISSION_SKETCH, field=error.field) from None

@@ -36,6 +36,7 @@ from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPar
 from grader.hosting.leaderboard.parts import scored_hidden
 from grader.hosting.leaderboard.values import UNAVAILABLE, PerQuery, part_values, partitions, readable_values
 from grader.hosting.visibility import Part
+from grader.integrity.release import ReleasedOverlap
 from grader.stats.aggregate import ScoreTable
 from grader.stats.compare import Comparison, compare
 from grader.stats.ladder import ladder_step as ladder_step_of
@@ -74,6 +75,8 @@ class Entry:
     unavailable: str | None = None
     #: a row of a Ladder board (the released score stands for ``released`` being set, except on an unavailable row)
     ladder: bool = False
+    #: the released contamination figure of its signed report (:func:`contamination_of`); None when it carried no sketch
+    contamination: str | None = None
 
 
 @dataclass
@@ -189,6 +192,24 @@ def _values(row: Scored, inputs: BoardInputs, part: str) -> tuple[str, dict[str,
     signed = readable_values(row.result.envelope_path, inputs.public_key)
     assert signed is not None, "rows are split by readable() first"
     return signed.measure, signed.groups, part_values(signed.values, partitions(inputs.secret, signed.values, inputs.fraction), part)
+
+
+def contamination_of(report: Mapping[str, Any]) -> str | None:
+    """The released contamination figures a signed report carries, one line per task (the release rule's own words); None without.
+
+    Only what :mod:`grader.integrity.release` released is in the report: the board adds nothing to it.
+    """
+    block = report.get("contamination")
+    if not isinstance(block, dict):
+        return None
+    lines = [ReleasedOverlap(t["task"], t["split"], t["test_queries"], t["step"], t["touched"]).line() for t in block["tasks"]]
+    return "; ".join(lines)
+
+
+def _contamination(row: Scored, inputs: BoardInputs) -> str | None:
+    assert row.result.envelope_path is not None
+    signed = readable_values(row.result.envelope_path, inputs.public_key)
+    return None if signed is None else contamination_of(signed.report)
 
 
 def readable(rows: list[Scored], inputs: BoardInputs) -> tuple[list[Scored], list[Scored]]:
@@ -320,7 +341,15 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
                 row = by_id[stat.name]
                 tasks = table.leaf_means(index_of[stat.name])  # from the signed report, as the score: never the database's copy
                 entry = _entry(
-                    row, setting, finals, stat.score, tasks, ci_low=stat.ci_low, ci_high=stat.ci_high, released=released.get(row.submission.id)
+                    row,
+                    setting,
+                    finals,
+                    stat.score,
+                    tasks,
+                    ci_low=stat.ci_low,
+                    ci_high=stat.ci_high,
+                    released=released.get(row.submission.id),
+                    contamination=_contamination(row, inputs),
                 )
                 if ranked:
                     entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group

@@ -77,6 +77,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
         "training_data": training.get("datasets"),
         "model": facts,
         "final": entry.final,
+        # the released contamination figure of the row's signed report (None, and so absent, when it carried no sketch)
+        "contamination": entry.contamination,
     }
     if entry.unavailable is not None:
         # its signed report cannot be read: no number can be derived, and none is shown; the link stays, so that

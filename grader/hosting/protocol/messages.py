@@ -295,13 +295,16 @@ class BoardEntry(BaseModel):
     report: str | None
     #: "report unavailable": the row's signed report cannot be read, so it shows no number (absent from every other row)
     unavailable: str | None = None
+    #: the released contamination figure of the row's signed report, one line per task (absent when it carried no sketch)
+    contamination: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unavailable(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A row as published: ``unavailable`` only on a row it concerns (every other row as before it existed)."""
+        """A row as published: ``unavailable`` and ``contamination`` only on a row they concern (every other row as before they existed)."""
         data: dict[str, Any] = handler(self)
-        if data.get("unavailable") is None:
-            data.pop("unavailable", None)
+        for optional in ("unavailable", "contamination"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
 

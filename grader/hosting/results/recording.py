@@ -73,6 +73,8 @@ class Grading:
     pin_id: int
     #: the pin's per-task, per-split data digests a report must name (``Pin.digests["tasks"]``)
     pinned: Mapping[str, Any]
+    #: SHA-256 of the training sketch kept at intake (a hidden-track upload's), None without one
+    sketch_sha256: str | None = None
 
     @classmethod
     def of(cls, submission: Submission, attempt: int, worker: Worker, pin: Pin) -> Grading:
@@ -89,6 +91,7 @@ class Grading:
             content_digest=submission.content_digest,
             pin_id=pin.id,
             pinned=dict(pin.digests.get("tasks", {})),
+            sketch_sha256=submission.sketch_sha256,
         )
 
 

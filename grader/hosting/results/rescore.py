@@ -44,7 +44,7 @@ from grader.hosting.results.recording import (
     sign,
     signed_report,
 )
-from grader.hosting.results.run_scoring import scoring_job
+from grader.hosting.results.run_scoring import scoring_job, training_sketch
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
 from grader.reports.model import Report
@@ -148,7 +148,15 @@ def _scored_report(rescorer: Rescorer, source: _Source) -> Report:
         )
     try:
         key_file = KeyFiles(rescorer.state.keys).blinding_secret  # the runs index the workers' pseudonymous copy
-        job = scoring_job(target, source.grading.split, tasks, facts, runs, blinding_key_file=key_file if key_file.is_file() else None)
+        job = scoring_job(
+            target,
+            source.grading.split,
+            tasks,
+            facts,
+            runs,
+            blinding_key_file=key_file if key_file.is_file() else None,
+            training_sketch=training_sketch(rescorer.state, source.grading),
+        )
         return Report.from_json(score_in_child(job))
     except (TaskFailure, ReportError) as error:
         why = error.detail if isinstance(error, TaskFailure) else str(error)

@@ -30,7 +30,8 @@ from grader.hosting.db.models import Submission
 from grader.hosting.keyring.files import KeyFiles
 from grader.hosting.queue.lifecycle import holds_lease
 from grader.hosting.results import ranking_record
-from grader.hosting.results.recording import AuthenticResult, ScoredResult
+from grader.hosting.results.recording import AuthenticResult, Grading, ScoredResult
+from grader.hosting.storage import StateDir
 from grader.metrics.policy_name import Policy
 
 #: The policy hosted grades are scored under (``grader run``'s default): it reads only the order of a run.
@@ -63,13 +64,24 @@ def _sha256(path: Path) -> str:
 
 
 def scoring_job(
-    benchmark_target: str, split: str, tasks: list[str], facts: dict[str, Any], runs: dict[str, str], *, blinding_key_file: Path | None
+    benchmark_target: str,
+    split: str,
+    tasks: list[str],
+    facts: dict[str, Any],
+    runs: dict[str, str],
+    *,
+    blinding_key_file: Path | None,
+    training_sketch: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike.
 
     ``blinding_key_file``: the competition's key, whose pseudonyms the runs index (the key itself never travels in a job).
+    ``training_sketch``: the sketch a hidden-track submission carried and the SHA-256 intake recorded of it; its
+    released audit joins the report (a file with another digest fails the scoring: ``INFRA``).
     """
     return {
+        "training_sketch": None if training_sketch is None else str(training_sketch[0]),
+        "training_sketch_sha256": None if training_sketch is None else training_sketch[1],
         "benchmark": benchmark_target,
         "split": split,
         "tasks": list(tasks),
@@ -79,6 +91,16 @@ def scoring_job(
         "policy": HOSTED_POLICY.value,
         "blinding_key_file": None if blinding_key_file is None else str(blinding_key_file),
     }
+
+
+def training_sketch(state: StateDir, grading: Grading) -> tuple[Path, str] | None:
+    """The sketch a hidden-track grade's submission carried (kept at intake) and the digest intake recorded, or None.
+
+    Only a hidden grade has one: the figures are about the hidden split, the one a participant cannot read.
+    """
+    if grading.sketch_sha256 is None:
+        return None
+    return state.sketch_path(grading.submission_id), grading.sketch_sha256
 
 
 def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
@@ -101,7 +123,15 @@ def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
     ranking_record.record(folder, ctx.benchmark_target, ctx.tasks, grading.split)  # what the runs index: a re-scoring checks it
     # The runs index the workers' pseudonymous copy: the child maps them back with the key (read from its file).
     key_file = None if ctx.blinding_key is None else KeyFiles(ctx.state.keys).blinding_secret
-    job = scoring_job(ctx.benchmark_target, grading.split, ctx.tasks, posted.facts, runs, blinding_key_file=key_file)
+    job = scoring_job(
+        ctx.benchmark_target,
+        grading.split,
+        ctx.tasks,
+        posted.facts,
+        runs,
+        blinding_key_file=key_file,
+        training_sketch=training_sketch(ctx.state, grading),
+    )
     try:
         report = score_in_child(job)
     except (TaskFailure, ReportError) as error:
