@@ -1,0 +1,158 @@
+"""`grader submit`'s resumable uploads: the same bytes under the same key, from the last byte the server holds.
+
+A resumed upload must send exactly the bytes it started with, and packing is not
+reproducible (gzip and tar record times; a Docker image is saved anew). So the
+archive is kept, with its key, until the upload completes: in a pending folder
+per server, track and submission (``$GRADER_UPLOADS``, by default
+``$XDG_CACHE_HOME/grader/uploads`` or ``~/.cache/grader/uploads``; 0700). A re-run
+of ``grader submit`` for the same submission finds it and resumes when the
+submission's files are unchanged (their digest is kept beside the archive; a
+Docker image named by reference is not in that digest: re-tagging it between the
+runs resumes the archive packed first), and packs anew otherwise. Completed or
+refused, the pending folder is removed.
+
+The protocol is tus 1.0 (grader/hosting/api/routes/resumable.py): create (POST
+with ``Upload-Length``, the key as ``Idempotency-Key`` and the archive's SHA-256 in
+``Upload-Metadata``; creating again under the key answers the same upload), ask the
+offset (HEAD), send the rest (PATCH at ``Upload-Offset``), again after a broken
+connection or a 409 (another PATCH of the upload still held by the server).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from grader.hosting.errors import ClientError
+
+#: Where pending uploads wait (one folder each), unless the default is wanted.
+UPLOADS_ENV = "GRADER_UPLOADS"
+TUS_VERSION = "1.0.0"
+RECORD = "upload.json"
+ARCHIVE = "submission.tar.gz"
+
+
+def uploads_home() -> Path:
+    """The folder of pending uploads: ``$GRADER_UPLOADS``, else the user's cache folder."""
+    if chosen := os.environ.get(UPLOADS_ENV):
+        return Path(chosen)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "grader" / "uploads"
+
+
+def files_digest(submission: Path) -> str:
+    """A digest of the submission as given: its files' relative paths, modes and bytes (a file: its bytes)."""
+    digest = hashlib.sha256()
+    paths = [submission] if submission.is_file() else sorted(p for p in submission.rglob("*") if p.is_file() or p.is_symlink())
+    for path in paths:
+        digest.update(f"{path.relative_to(submission) if path != submission else ''}\0{path.lstat().st_mode:o}\0".encode())
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    digest.update(block)
+        digest.update(b"\1")
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An upload to finish: its kept archive, key, length and SHA-256."""
+
+    folder: Path
+    key: str
+    length: int
+    sha256: str
+
+    @property
+    def archive(self) -> Path:
+        return self.folder / ARCHIVE
+
+    def discard(self) -> None:
+        """Forget it (completed or refused): the next run packs anew."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def pending_upload(server: str, sample: bool, submission: Path, pack: Callable[[Path], None]) -> tuple[Pending, bool]:
+    """The pending upload of ``submission`` to ``server`` (resumed: True), or a new one packed by ``pack(target)`` (False)."""
+    name = hashlib.sha256(f"{server.rstrip('/')}\n{sample}\n{submission.resolve()}".encode()).hexdigest()[:32]
+    folder = uploads_home() / name
+    files = files_digest(submission)
+    record = folder / RECORD
+    try:
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        pending = Pending(folder, str(kept["key"]), int(kept["length"]), str(kept["sha256"]))
+        if kept.get("files") == files and pending.archive.stat().st_size == pending.length:
+            return pending, True
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, mode=0o700)
+    pack(folder / ARCHIVE)
+    archive = folder / ARCHIVE
+    pending = Pending(folder, secrets.token_hex(16), archive.stat().st_size, _sha256(archive))
+    fields = {"key": pending.key, "length": pending.length, "sha256": pending.sha256, "files": files, "server": server, "sample": sample}
+    partial = folder / f"{RECORD}.tmp"
+    partial.write_text(json.dumps(fields), encoding="utf-8")
+    partial.replace(record)  # the record last: a folder without one is packed anew
+    return pending, False
+
+
+def creation_headers(pending: Pending) -> dict[str, str]:
+    """The tus creation headers of ``pending``: its length, key and SHA-256 (checked by the server at completion)."""
+    sha = base64.b64encode(pending.sha256.encode("ascii")).decode("ascii")
+    return {"Tus-Resumable": TUS_VERSION, "Upload-Length": str(pending.length), "Idempotency-Key": pending.key, "Upload-Metadata": f"sha256 {sha}"}
+
+
+def chunks_from(path: Path, offset: int, progress: Callable[[int, int], None] | None, total: int, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of ``path`` from ``offset``, telling ``progress`` (bytes the server will hold, total) as they go."""
+    sent = offset
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while block := handle.read(chunk):
+            sent += len(block)
+            if progress is not None:
+                progress(sent, total)
+            yield block
+
+
+@dataclass
+class Backoff:
+    """Tries without progress, bounded: reset whenever the server holds more bytes than before."""
+
+    attempts: int = 8
+    first_delay_s: float = 0.5
+    max_delay_s: float = 5.0
+    failures: int = 0
+    best: int = -1
+
+    def progressed(self, offset: int) -> None:
+        if offset > self.best:
+            self.best, self.failures = offset, 0
+
+    def failed(self, what: str) -> None:
+        """Wait before the next try; :class:`ClientError` after ``attempts`` tries in a row without progress."""
+        self.failures += 1
+        if self.failures > self.attempts:
+            raise ClientError(f"the upload made no progress after {self.attempts} tries ({what}); run the same `grader submit` again to resume it")
+        time.sleep(min(self.max_delay_s, self.first_delay_s * 2 ** (self.failures - 1)))
+
+
+TRANSPORT_ERRORS = (httpx.TransportError,)

@@ -1,0 +1,250 @@
+"""Resumable uploads (tus 1.0) against one real `grader serve` over real sockets.
+
+The protocol's bounds at the server (raw HTTP): creation is the admission (a
+reservation, counted in flight, before any byte; ``Upload-Length`` past
+``upload.max_bytes`` is 413), one PATCH at a time (409), offsets checked (409),
+termination frees the slot, and a complete upload is one submission however often
+its last PATCH is sent. Then `grader submit`'s client: a 100 MB upload whose server
+is killed mid-PATCH and restarted resumes from the bytes the server held and ends
+with one submission of the same SHA-256; the `grader submit` command through a
+proxy that cuts its connection midway sends the rest, not the whole again.
+No worker runs (``--workers 0``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from grader.hosting.participant.client import HostingClient
+from tests.hosting.faulty_proxy import CUT_REQUEST, Fault, FaultyProxy
+from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
+TUS = {"Tus-Resumable": "1.0.0"}
+BIG = 100 << 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("resumable")
+    competition = write_competition(
+        root / "c.toml",
+        tables={
+            "quotas": {"per_day": 20, "total": 50, "concurrent": 2, "sample_per_day": 5},
+            "upload": {"max_bytes": "160m", "max_unpack_ratio": 20, "reservation_s": 30, "stall_s": 3},
+        },
+    )
+    running = Server(competition, root / "state", workers=0).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def big_submission(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example with 100 MB of random bytes beside it: an archive of about 100 MB that gzip cannot shrink."""
+    folder = tmp_path_factory.mktemp("big") / "submission"
+    shutil.copytree(EXAMPLE, folder)
+    with open(folder / "padding.bin", "wb") as out:
+        for _ in range(BIG >> 20):
+            out.write(os.urandom(1 << 20))
+    return folder
+
+
+def participant(server: Server, name: str) -> str:
+    return admin(server.state, "add-participant", name).strip()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", **TUS}
+
+
+def api(server: Server, token: str, path: str) -> Any:
+    return httpx.get(f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+
+
+def create(server: Server, token: str, length: int, key: str | None = None, sha256: str | None = None) -> httpx.Response:
+    headers = {**bearer(token), "Upload-Length": str(length)}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    if sha256 is not None:
+        headers["Upload-Metadata"] = f"sha256 {base64.b64encode(sha256.encode()).decode()}"
+    return httpx.post(f"{server.url}/api/v1/uploads", headers=headers, timeout=30)
+
+
+def patch(server: Server, token: str, location: str, offset: int, body: bytes) -> httpx.Response:
+    headers = {**bearer(token), "Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"}
+    return httpx.patch(f"{server.url}{location}", content=body, headers=headers, timeout=120)
+
+
+def offset_of(server: Server, token: str, location: str) -> int:
+    answer = httpx.head(f"{server.url}{location}", headers=bearer(token), timeout=30)
+    assert answer.status_code == 200, answer.status_code
+    return int(answer.headers["Upload-Offset"])
+
+
+def example_archive(tmp_path: Path) -> bytes:
+    from grader.hosting.participant.client import packed
+
+    with packed(EXAMPLE) as path:
+        return path.read_bytes()
+
+
+def test_creation_reserves_before_any_byte_and_one_patch_at_a_time(server: Server, tmp_path: Path) -> None:
+    token = participant(server, "ada")
+    archive = example_archive(tmp_path)
+    options = httpx.options(f"{server.url}/api/v1/uploads", timeout=30)
+    assert options.status_code == 204 and options.headers["Tus-Version"] == "1.0.0" and int(options.headers["Tus-Max-Size"]) == 160 << 20
+    assert create(server, token, 161 << 20).status_code == 413  # past upload.max_bytes: refused on its declared length
+    no_version = httpx.post(f"{server.url}/api/v1/uploads", headers={"Authorization": f"Bearer {token}", "Upload-Length": "10"}, timeout=30)
+    assert no_version.status_code == 412
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0
+
+    made = create(server, token, len(archive), sha256=hashlib.sha256(archive).hexdigest())
+    assert made.status_code == 201, made.text
+    location = made.headers["Location"]
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 1  # reserved before a byte was sent
+    assert offset_of(server, token, location) == 0
+
+    # A PATCH held open (its head and a first kilobyte sent, the rest held back) holds the upload: another is 409.
+    held = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    head = [
+        f"PATCH {location} HTTP/1.1",
+        "Host: 127.0.0.1",
+        f"Authorization: Bearer {token}",
+        "Tus-Resumable: 1.0.0",
+        "Upload-Offset: 0",
+        "Content-Type: application/offset+octet-stream",
+        f"Content-Length: {len(archive)}",
+    ]
+    held.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + archive[:1024])
+    try:
+        wait_for(lambda: offset_of(server, token, location) == 1024, timeout=30, what="the first kilobyte")
+        assert patch(server, token, location, 1024, archive[1024:]).status_code == 409  # the held PATCH still holds it
+    finally:
+        held.close()  # the client goes away: what arrived is kept
+    answers: list[httpx.Response] = []
+    # The held PATCH ends once the server sees its client gone (409 until then); the rest is then sent from 1024.
+    wait_for(
+        lambda: answers.append(patch(server, token, location, 1024, archive[1024:])) or answers[-1].status_code != 409, timeout=30, what="the rest"
+    )
+    rest = answers[-1]
+    assert rest.status_code == 204, rest.text
+    submission = rest.headers["Grader-Submission"]
+    again = patch(server, token, location, len(archive), b"")  # the last PATCH's answer lost: sent again
+    assert again.status_code == 204 and again.headers["Grader-Submission"] == submission
+    assert create(server, token, len(archive), key=location.rsplit("/", 1)[1]).status_code == 201  # the same upload, created again
+    view = httpx.get(f"{server.url}{location}", headers=bearer(token), timeout=30).json()
+    assert view["id"] == submission
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [submission]
+    quota = api(server, token, "/api/v1/quota")["hidden"]
+    assert quota["used_24h"] == 1 and quota["in_flight"] == 1  # charged once; the reservation became the submission
+
+
+def test_termination_frees_the_slot_and_the_bytes(server: Server) -> None:
+    token = participant(server, "bob")
+    location = create(server, token, 4096).headers["Location"]
+    assert patch(server, token, location, 0, b"\0" * 1000).status_code == 204
+    assert patch(server, token, location, 0, b"\0").status_code == 409  # not its offset (1000)
+    assert offset_of(server, token, location) == 1000
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 1
+    assert httpx.delete(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 204
+    assert httpx.head(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 404
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0
+    assert not list((server.state / "uploads" / "partial").glob("*.tar.gz"))
+
+
+def test_a_patch_past_the_declared_length_and_another_participants_upload_are_refused(server: Server) -> None:
+    token, other = participant(server, "cy"), participant(server, "dee")
+    location = create(server, token, 100).headers["Location"]
+    assert patch(server, token, location, 0, b"\0" * 101).status_code == 413
+    assert httpx.head(f"{server.url}{location}", headers=bearer(other), timeout=30).status_code == 404  # not theirs
+    assert patch(server, other, location, 0, b"\0").status_code == 404
+    assert httpx.delete(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 204
+
+
+def test_a_100_mb_upload_resumes_after_its_server_is_killed_and_restarted(
+    server: Server, big_submission: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = participant(server, "eve")
+    monkeypatch.setenv("GRADER_UPLOADS", str(tmp_path / "pending"))
+    killed: list[int] = []
+
+    def progress(sent: int, total: int) -> None:
+        """Kill the server when 40 MB are on their way, and start it again (the client's next write fails)."""
+        if not killed and sent >= 40 << 20:
+            killed.append(sent)
+            server.kill9()
+            server.start()
+
+    client = HostingClient(server.url, token)
+    kept: list[dict[str, Any]] = []
+    original_resume = client.resume
+
+    def resume(pending: Any, **kwargs: Any) -> dict[str, Any]:
+        kept.append(json.loads((pending.folder / "upload.json").read_text()))
+        return original_resume(pending, **kwargs)
+
+    monkeypatch.setattr(client, "resume", resume)
+    view = client.submit(big_submission, progress=progress)
+    assert killed, "the server was never killed"
+    stored = api(server, token, f"/api/v1/submissions/{view['id']}")
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [view["id"]]
+    assert api(server, token, "/api/v1/quota")["hidden"]["used_24h"] == 1
+    upload = next((server.state / "uploads").glob(f"{view['id']}.tar.gz"))
+    sha256 = hashlib.sha256(upload.read_bytes()).hexdigest()
+    assert sha256 == kept[0]["sha256"] and upload.stat().st_size == kept[0]["length"] > BIG  # the bytes packed, whole
+    assert stored["state"] in ("received", "queued")
+    assert not (tmp_path / "pending").exists() or not any((tmp_path / "pending").iterdir())  # forgotten once complete
+
+
+def test_grader_submit_sends_the_rest_after_its_connection_is_cut(server: Server, big_submission: Path, tmp_path: Path) -> None:
+    token = participant(server, "fay")
+    proxy = FaultyProxy(server.port)
+    try:
+        proxy.plan(Fault(CUT_REQUEST, after=60 << 20))  # 60 MB in: the connection is cut mid-PATCH
+        env = {"GRADER_TOKEN": token, "GRADER_UPLOADS": str(tmp_path / "pending")}
+        result = grader_cli("submit", str(big_submission), "--server", proxy.url, env=env, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        submission = result.stdout.strip().splitlines()[-1]
+        assert proxy.connections >= 2  # cut once, resumed on a new connection
+        assert proxy.forwarded < BIG * 3 // 2  # the rest was sent, not the whole again
+    finally:
+        proxy.close()
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [submission]
+    assert api(server, token, "/api/v1/quota")["hidden"]["used_24h"] == 1
+
+
+def test_the_real_tuspy_client_uploads_in_chunks_and_resumes_after_a_cut(server: Server, tmp_path: Path) -> None:
+    from tusclient.client import TusClient
+
+    token = participant(server, "gus")
+    archive = tmp_path / "submission.tar.gz"
+    archive.write_bytes(example_archive(tmp_path))
+    proxy = FaultyProxy(server.port)
+    try:
+        proxy.plan(Fault(CUT_REQUEST, after=(1 << 20) + 4096))  # cut inside the fifth 256 KiB PATCH
+        client = TusClient(f"{proxy.url}/api/v1/uploads", headers={"Authorization": f"Bearer {token}"})
+        uploader = client.uploader(str(archive), chunk_size=256 << 10, retries=5, retry_delay=1)
+        uploader.upload()
+        assert proxy.connections >= 2
+        assert proxy.forwarded < archive.stat().st_size * 3 // 2  # resumed, not sent again from the start
+        location = str(uploader.url).removeprefix(proxy.url)
+    finally:
+        proxy.close()
+    view = httpx.get(f"{server.url}{location}", headers=bearer(token), timeout=30).json()
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [view["id"]]
+    stored = server.state / "uploads" / f"{view['id']}.tar.gz"
+    assert hashlib.sha256(stored.read_bytes()).digest() == hashlib.sha256(archive.read_bytes()).digest()
