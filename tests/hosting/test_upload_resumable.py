@@ -43,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     competition = write_competition(
         root / "c.toml",
         tables={
-            "quotas": {"per_day": 20, "total": 50, "concurrent": 2, "sample_per_day": 5},
+            "quotas": {"per_day": 20, "total": 50, "concurrent": 2, "sample_per_day": 5, "stored_bytes": "150m"},
             "upload": {"max_bytes": "160m", "max_unpack_ratio": 20, "reservation_s": 30, "stall_s": 3},
         },
     )
@@ -173,6 +173,46 @@ def test_a_patch_past_the_declared_length_and_another_participants_upload_are_re
     assert httpx.head(f"{server.url}{location}", headers=bearer(other), timeout=30).status_code == 404  # not theirs
     assert patch(server, other, location, 0, b"\0").status_code == 404
     assert httpx.delete(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 204
+
+
+def test_quotas_and_stored_bytes_count_held_uploads_at_their_declared_length(server: Server) -> None:
+    token = participant(server, "hal")
+    big = create(server, token, 100 << 20)  # held, not a byte sent: it counts at 100 MB
+    assert big.status_code == 201
+    over = create(server, token, 60 << 20)  # 160 MB would be stored: past the 150 MB bound, refused on its declared length
+    assert over.status_code == 429 and "stored uploads" in over.json()["detail"], over.text
+    small = create(server, token, 1024)
+    assert small.status_code == 201
+    third = create(server, token, 1024)  # concurrent = 2: refused on its headers
+    assert third.status_code == 429, third.text
+    for made in (big, small):
+        assert httpx.delete(f"{server.url}{made.headers['Location']}", headers=bearer(token), timeout=30).status_code == 204
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0
+
+
+def test_a_gzip_bomb_is_refused_at_the_unpack_ratio_and_its_slot_freed(server: Server) -> None:
+    from tests.hosting.test_upload_retries import gzip_bomb
+
+    token = participant(server, "ivy")
+    bomb = gzip_bomb()
+    location = create(server, token, len(bomb)).headers["Location"]
+    refused = patch(server, token, location, 0, bomb)
+    assert refused.status_code == 422 and "unpacks to more than" in refused.json()["detail"], refused.text
+    assert httpx.head(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 404
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0
+    assert api(server, token, "/api/v1/submissions") == []
+
+
+def test_a_partial_upload_expires_and_its_bytes_go(server: Server) -> None:
+    token = participant(server, "jo")
+    location = create(server, token, 4096).headers["Location"]
+    assert patch(server, token, location, 0, b"\0" * 1000).status_code == 204
+    assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 1  # counted while held
+    wait_for(lambda: api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0, timeout=120, what="the upload to expire")
+    assert httpx.head(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 404
+    key = location.rsplit("/", 1)[1]
+    assert not list((server.state / "uploads" / "partial").glob(f"*-{key}.tar.gz"))
+    assert patch(server, token, location, 1000, b"\0").status_code == 404  # nothing to resume: a client creates it anew
 
 
 def test_a_100_mb_upload_resumes_after_its_server_is_killed_and_restarted(
