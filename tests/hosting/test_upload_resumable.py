@@ -210,9 +210,9 @@ def test_a_partial_upload_expires_and_its_bytes_go(server: Server) -> None:
     assert api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 1  # counted while held
     wait_for(lambda: api(server, token, "/api/v1/quota")["hidden"]["in_flight"] == 0, timeout=120, what="the upload to expire")
     assert httpx.head(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 404
+    assert patch(server, token, location, 1000, b"\0").status_code == 404  # nothing to resume: a client creates it anew
     key = location.rsplit("/", 1)[1]
     assert not list((server.state / "uploads" / "partial").glob(f"*-{key}.tar.gz"))
-    assert patch(server, token, location, 1000, b"\0").status_code == 404  # nothing to resume: a client creates it anew
 
 
 def test_a_100_mb_upload_resumes_after_its_server_is_killed_and_restarted(

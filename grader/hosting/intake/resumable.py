@@ -10,7 +10,7 @@ PATCH at a time; the reservation lives ``upload.reservation_s`` past the last
 progress (each PATCH renews it once a second while bytes arrive), so a partial
 upload counts, in flight and in stored bytes, while it is held and no longer: an
 expired one is swept at the participant's next admission, and its file removed
-when it is next asked for or at the next creation.
+at its next PATCH or the participant's next creation.
 
 One PATCH at a time: a PATCH holds an exclusive ``flock`` on the partial file
 while it reads; another one meanwhile is answered 409 before its body is read.
@@ -129,9 +129,7 @@ def declared_sha256(metadata: dict[str, str]) -> str | None:
 
 def partial_path(ctx: ServerContext, participant_id: int, key: str) -> Path:
     """Where the bytes of ``key``'s upload wait (in the private state folder; not swept at start, unlike ``uploads/tmp``)."""
-    folder = ctx.state.uploads / "partial"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / f"{participant_id}-{key}.tar.gz"  # the suffix the archive check reads
+    return ctx.state.uploads / "partial" / f"{participant_id}-{key}.tar.gz"  # the suffix the archive check reads
 
 
 def _held(ctx: ServerContext, participant_id: int, key: str) -> UploadReservation | None:
@@ -185,6 +183,7 @@ def create(ctx: ServerContext, participant: Principal, track: str, length: int, 
     # Keyed, with the declared digest or none: admit's checks of a repeated key were answered above.
     admit(ctx, participant, track, UploadHead(length, key, sha256, keyed=True))
     path = partial_path(ctx, participant.id, key)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
     path.unlink(missing_ok=True)  # a leftover of an earlier, expired upload under this key
     path.touch(mode=0o600)
     return key
@@ -199,8 +198,7 @@ def progress(ctx: ServerContext, participant: Principal, key: str) -> Progress:
     done = _submission(ctx, participant.id, key)
     if done is not None:
         return Progress(done.upload_bytes, done.upload_bytes, done)
-    path.unlink(missing_ok=True)
-    raise UploadGone
+    raise UploadGone  # its bytes, if any are left, go at the next PATCH or creation (a read writes nothing)
 
 
 def terminate(ctx: ServerContext, participant: Principal, key: str) -> None:
@@ -248,6 +246,8 @@ async def append(ctx: ServerContext, participant: Principal, key: str, offset: i
         done = await anyio.to_thread.run_sync(_submission, ctx, participant.id, key)
         if done is not None and offset == done.upload_bytes:  # the last PATCH's answer was lost: it committed
             return Progress(done.upload_bytes, done.upload_bytes, done)
+        if done is None:  # expired, refused or terminated: what was held of it goes
+            partial_path(ctx, participant.id, key).unlink(missing_ok=True)
         raise UploadGone
     path = partial_path(ctx, participant.id, key)
     admission = Admission(UploadHead(held.declared_bytes, key, held.body_sha256 or None, keyed=True), participant.id, held.holder)
