@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -33,6 +32,8 @@ from pathlib import Path
 
 import httpx
 
+from grader import jsonio
+from grader.errors import GraderError
 from grader.hosting.errors import ClientError
 
 #: Where pending uploads wait (one folder each), unless the default is wanted.
@@ -97,21 +98,19 @@ def pending_upload(server: str, sample: bool, submission: Path, pack: Callable[[
     files = files_digest(submission)
     record = folder / RECORD
     try:
-        kept = json.loads(record.read_text(encoding="utf-8"))
+        kept = jsonio.load_file(record, max_bytes=64 << 10)
         pending = Pending(folder, str(kept["key"]), int(kept["length"]), str(kept["sha256"]))
         if kept.get("files") == files and pending.archive.stat().st_size == pending.length:
             return pending, True
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    except (OSError, GraderError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no record, or one this version cannot read: packed anew
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
     pack(folder / ARCHIVE)
     archive = folder / ARCHIVE
     pending = Pending(folder, secrets.token_hex(16), archive.stat().st_size, _sha256(archive))
     fields = {"key": pending.key, "length": pending.length, "sha256": pending.sha256, "files": files, "server": server, "sample": sample}
-    partial = folder / f"{RECORD}.tmp"
-    partial.write_text(json.dumps(fields), encoding="utf-8")
-    partial.replace(record)  # the record last: a folder without one is packed anew
+    jsonio.write_json(record, fields, mode=0o600)  # atomically, and last: a folder without it is packed anew
     return pending, False
 
 
