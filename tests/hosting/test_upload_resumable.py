@@ -19,6 +19,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,3 +290,41 @@ def test_the_real_tuspy_client_uploads_in_chunks_and_resumes_after_a_cut(server:
     assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [view["id"]]
     stored = server.state / "uploads" / f"{view['id']}.tar.gz"
     assert hashlib.sha256(stored.read_bytes()).digest() == hashlib.sha256(archive.read_bytes()).digest()
+
+
+def test_a_killed_grader_submit_run_again_resumes_with_the_same_bytes(server: Server, big_submission: Path, tmp_path: Path) -> None:
+    """The first run is killed with 40 MB on the server; the same command again sends the rest of the kept archive."""
+    token = participant(server, "kim")
+    pending = tmp_path / "pending"
+    env = {"GRADER_TOKEN": token, "GRADER_UPLOADS": str(pending)}
+    proxy = FaultyProxy(server.port)  # the same server address for both runs: the kept upload is the server's
+    try:
+        proxy.hold_after(40 << 20)
+        first = subprocess.Popen(
+            [sys.executable, "-c", "from grader.cli.main import main; main()", "submit", str(big_submission), "--server", proxy.url],
+            env={**os.environ, **env},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert proxy.holding.wait(300), "the first run never sent 40 MB"
+        finally:
+            first.kill()
+            first.wait(30)
+        proxy.released.set()  # the server sees the connection end, and keeps what came
+        (record,) = pending.glob("*/upload.json")
+        kept = json.loads(record.read_text())
+        location = f"/api/v1/uploads/{kept['key']}"
+        wait_for(lambda: offset_of(server, token, location) > 30 << 20, timeout=60, what="the server to hold about 40 MB")
+        proxy.plan()  # count the second run's bytes alone
+        result = grader_cli("submit", str(big_submission), "--server", proxy.url, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert proxy.forwarded < kept["length"] - (30 << 20)  # the rest only: the kept archive resumed, not packed and sent anew
+    finally:
+        proxy.close()
+    submission = result.stdout.strip().splitlines()[-1]
+    assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [submission]
+    stored = server.state / "uploads" / f"{submission}.tar.gz"
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == kept["sha256"]
+    assert not record.exists()  # forgotten once complete

@@ -259,9 +259,12 @@ async def append(ctx: ServerContext, participant: Principal, key: str, offset: i
         room = held.declared_bytes - size
         if declared is not None and declared > room:
             raise RefusedSubmission(f"this PATCH sends {declared} bytes past the upload's declared Upload-Length ({room} left)", status=413)
-        size = await _receive(ctx, admission, fd, size, held.declared_bytes, body)
-        if size < held.declared_bytes:
-            return Progress(size, held.declared_bytes)
+        received = await _receive(ctx, admission, fd, size, held.declared_bytes, body)
+        if received < held.declared_bytes:
+            # The upload's last progress: it expires reservation_s from now (a fast PATCH may have renewed nothing yet).
+            if received > size and not await anyio.to_thread.run_sync(partial(refresh, ctx, admission, progressed=True)):
+                raise UploadGone
+            return Progress(received, held.declared_bytes)
         return await _complete(ctx, participant, held, admission, path)
     finally:
         os.close(fd)  # releases the lock

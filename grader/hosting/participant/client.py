@@ -28,7 +28,7 @@ from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, n
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
-from grader.hosting.participant.resume import TUS_VERSION, Backoff, Pending, chunks_from, creation_headers, pending_upload
+from grader.hosting.participant.resume import TUS_VERSION, Backoff, Pending, chunks_from, creation_headers, kept_upload, new_upload
 from grader.hosting.participant.retry import RetryPolicy, send_while_in_progress, send_with_retry, upload_identity
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
@@ -221,7 +221,17 @@ class HostingClient:
             raise _local(no_sample_track())
         quota, server_now = self.quota_with_time()
         status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
-        refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)
+        refusal = window_refusal(rules.start, rules.end, server_now)
+        if refusal is not None:
+            raise _local(refusal)
+        resumable = self.offers_resumable()
+        base = str(self.http.base_url)
+        kept = kept_upload(base, sample, Path(submission)) if resumable else None
+        if kept is not None:
+            # An upload an earlier run started, of these very files: the server admitted it then (its reservation is in
+            # the quota just read, so the local quota checks would count it twice). If it expired, the server decides anew.
+            return self._send_pending(kept, sample, progress)
+        refusal = quota_refusal(status)
         if refusal is not None:
             raise _local(refusal)
         try:
@@ -231,17 +241,24 @@ class HostingClient:
             raise _local(
                 invalid(error, folder.resolve(), folder.absolute(), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()))
             ) from None
-        if self.offers_resumable():
-            pending, _resumed = pending_upload(str(self.http.base_url), sample, Path(submission), lambda target: _pack_to(submission, target))
+        if resumable:
+            pending = new_upload(base, sample, Path(submission), lambda target: _pack_to(submission, target))
             try:
                 self._refuse_size(pending.length, rules, status)
-                return self.resume(pending, sample=sample, progress=progress)
             except RefusedSubmission:
-                pending.discard()  # refused: a new run packs anew (and is admitted anew)
+                pending.discard()
                 raise
+            return self._send_pending(pending, sample, progress)
         with packed(submission) as archive:  # a server without resumable uploads (older than this client)
             self._refuse_size(archive.stat().st_size, rules, status)
             return self.upload(archive, sample=sample, progress=progress, on_wait=on_wait)
+
+    def _send_pending(self, pending: Pending, sample: bool, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+        try:
+            return self.resume(pending, sample=sample, progress=progress)
+        except RefusedSubmission:
+            pending.discard()  # refused: a new run packs anew (and is admitted anew)
+            raise
 
     @staticmethod
     def _refuse_size(size: int, rules: ParticipantRules, status: QuotaStatus) -> None:

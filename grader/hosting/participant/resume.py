@@ -91,27 +91,45 @@ class Pending:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def pending_upload(server: str, sample: bool, submission: Path, pack: Callable[[Path], None]) -> tuple[Pending, bool]:
-    """The pending upload of ``submission`` to ``server`` (resumed: True), or a new one packed by ``pack(target)`` (False)."""
+def _folder(server: str, sample: bool, submission: Path) -> Path:
     name = hashlib.sha256(f"{server.rstrip('/')}\n{sample}\n{submission.resolve()}".encode()).hexdigest()[:32]
-    folder = uploads_home() / name
-    files = files_digest(submission)
+    return uploads_home() / name
+
+
+def kept_upload(server: str, sample: bool, submission: Path) -> Pending | None:
+    """The upload of ``submission`` to ``server`` an earlier run started and did not finish, if its files are unchanged."""
+    folder = _folder(server, sample, submission)
     record = folder / RECORD
+    if not record.is_file():
+        return None
     try:
         kept = jsonio.load_file(record, max_bytes=64 << 10)
         pending = Pending(folder, str(kept["key"]), int(kept["length"]), str(kept["sha256"]))
-        if kept.get("files") == files and pending.archive.stat().st_size == pending.length:
-            return pending, True
+        if kept.get("files") == files_digest(submission) and pending.archive.stat().st_size == pending.length:
+            return pending
     except (OSError, GraderError, ValueError, KeyError, TypeError, AttributeError):
-        pass  # no record, or one this version cannot read: packed anew
+        pass  # a record this version cannot read: packed anew
+    return None
+
+
+def new_upload(server: str, sample: bool, submission: Path, pack: Callable[[Path], None]) -> Pending:
+    """A new upload of ``submission`` to ``server``: packed by ``pack(target)`` into its folder, with a fresh key, kept until it completes."""
+    folder = _folder(server, sample, submission)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
-    pack(folder / ARCHIVE)
     archive = folder / ARCHIVE
+    pack(archive)
     pending = Pending(folder, secrets.token_hex(16), archive.stat().st_size, _sha256(archive))
-    fields = {"key": pending.key, "length": pending.length, "sha256": pending.sha256, "files": files, "server": server, "sample": sample}
-    jsonio.write_json(record, fields, mode=0o600)  # atomically, and last: a folder without it is packed anew
-    return pending, False
+    fields = {
+        "key": pending.key,
+        "length": pending.length,
+        "sha256": pending.sha256,
+        "files": files_digest(submission),
+        "server": server,
+        "sample": sample,
+    }
+    jsonio.write_json(folder / RECORD, fields, mode=0o600)  # atomically, and last: a folder without it is packed anew
+    return pending
 
 
 def creation_headers(pending: Pending) -> dict[str, str]:
