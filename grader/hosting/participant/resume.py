@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import secrets
 import shutil
 import time
@@ -34,10 +33,9 @@ import httpx
 
 from grader import jsonio
 from grader.errors import GraderError
+from grader.hosting.environment import environment
 from grader.hosting.errors import ClientError
 
-#: Where pending uploads wait (one folder each), unless the default is wanted.
-UPLOADS_ENV = "GRADER_UPLOADS"
 TUS_VERSION = "1.0.0"
 RECORD = "upload.json"
 ARCHIVE = "submission.tar.gz"
@@ -45,10 +43,10 @@ ARCHIVE = "submission.tar.gz"
 
 def uploads_home() -> Path:
     """The folder of pending uploads: ``$GRADER_UPLOADS``, else the user's cache folder."""
-    if chosen := os.environ.get(UPLOADS_ENV):
-        return Path(chosen)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "grader" / "uploads"
+    env = environment()
+    if env.uploads:
+        return Path(env.uploads)
+    return Path(env.cache_home or Path.home() / ".cache") / "grader" / "uploads"
 
 
 def files_digest(submission: Path) -> str:
