@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -328,3 +329,35 @@ def test_a_killed_grader_submit_run_again_resumes_with_the_same_bytes(server: Se
     stored = server.state / "uploads" / f"{submission}.tar.gz"
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == kept["sha256"]
     assert not record.exists()  # forgotten once complete
+
+
+def test_the_web_session_needs_its_csrf_token_in_a_header_and_the_cap_is_known_before_the_body(server: Server) -> None:
+    token = participant(server, "lee")
+    with httpx.Client(base_url=server.url, timeout=30) as web:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', web.get("/signin").text)
+        assert csrf is not None
+        assert web.post("/signin", data={"token": token, "csrf": csrf.group(1)}).status_code in (200, 303)
+        page = re.search(r'data-csrf="([^"]+)"', web.get("/me").text)
+        assert page is not None
+        headers = {**TUS, "Upload-Length": "1024"}
+        assert web.post("/api/v1/uploads", headers=headers).status_code == 403  # the cookie alone: refused
+        assert web.post("/api/v1/uploads", headers={**headers, "X-CSRF-Token": "x" * 43}).status_code == 403
+        made = web.post("/api/v1/uploads", headers={**headers, "X-CSRF-Token": page.group(1)})
+        assert made.status_code == 201, made.text
+        assert web.delete(made.headers["Location"], headers={**TUS, "X-CSRF-Token": page.group(1)}).status_code == 204
+    # A PATCH declaring more than upload.max_bytes is answered 413 by the body-cap middleware on its headers alone.
+    location = create(server, token, 1024).headers["Location"]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        head = [
+            f"PATCH {location} HTTP/1.1",
+            "Host: 127.0.0.1",
+            f"Authorization: Bearer {token}",
+            "Tus-Resumable: 1.0.0",
+            "Upload-Offset: 0",
+            "Content-Type: application/offset+octet-stream",
+            f"Content-Length: {161 << 20}",
+        ]
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")  # no byte of the body was sent
+    assert offset_of(server, token, location) == 0
+    assert httpx.delete(f"{server.url}{location}", headers=bearer(token), timeout=30).status_code == 204
