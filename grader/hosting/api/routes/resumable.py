@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from grader.hosting.api.auth import bearer, require_signed_in, verify
+from grader.hosting.api.auth import bearer, signed_in, verify
 from grader.hosting.api.deps import Ctx
 from grader.hosting.api.paths import base_path
 from grader.hosting.api.routes.participants import refused
@@ -37,7 +37,9 @@ def _participant(request: Request) -> Principal:
     """The bearer token's participant; without one, the web session's, when the request carries its CSRF token (403 otherwise)."""
     if request.headers.get("authorization"):
         return verify(request, Role.PARTICIPANT, bearer(request))
-    who = require_signed_in(request)
+    who = signed_in(request)
+    if who is None:  # neither: the API's 401, naming the bearer scheme
+        raise HTTPException(401, "a participant token (Authorization: Bearer) or a signed-in page is needed", headers={"WWW-Authenticate": "Bearer"})
     sent, expected = request.headers.get("x-csrf-token", ""), request.session.get("csrf")
     if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
         raise HTTPException(403, "missing or wrong X-CSRF-Token; reload the page and try again")
