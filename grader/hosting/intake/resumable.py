@@ -39,7 +39,6 @@ import re
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -326,14 +325,3 @@ async def _complete(ctx: ServerContext, participant: Principal, held: UploadRese
             await anyio.to_thread.run_sync(release, ctx, admission)
         raise
     return Progress(submission.upload_bytes, submission.upload_bytes, submission)
-
-
-def expires_at(ctx: ServerContext, participant: Principal, key: str) -> datetime | None:
-    """When ``key``'s upload expires unless bytes arrive (``Upload-Expires``)."""
-    held = _held(ctx, participant.id, key)
-    return None if held is None else held.expires_at
-
-
-#: How long an upload waits without progress before it expires, for the docs and OPTIONS.
-def reservation_window(ctx: ServerContext) -> timedelta:
-    return timedelta(seconds=ctx.competition.unpack.reservation_s)
