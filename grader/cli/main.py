@@ -95,6 +95,7 @@ COMMAND_HOMES = {
     "serve": "serve_cmd",
     "sketch-training": "sketch_cmd",
     "submit": "submit_cmd",
+    "archive": "submit_cmd",
     "status": "submit_cmd",
     "submissions": "submit_cmd",
     "quota": "submit_cmd",

@@ -247,7 +247,23 @@ def finals(submission_ids: tuple[str, ...], server: str, token: str | None, as_j
     click.echo(f"finals ({how}; at most {escape_control(answer.get('limit'))}): {', '.join(chosen) if chosen else 'none yet'}")
 
 
+@click.command("archive")
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.argument("target", type=click.Path(path_type=Path))
+def archive(submission: Path, target: Path) -> None:
+    """Check SUBMISSION (kinds and manifest, as `grader check` does) and write the .tar.gz `grader submit` would upload to TARGET.
+
+    For the participant page's upload form: the archive to choose there. A Docker image is packed with docker save.
+    """
+    from grader.hosting.participant.client import write_archive
+
+    if target.exists():
+        raise click.UsageError(f"{target} already exists; choose a new file")
+    size = write_archive(submission, target)
+    click.echo(f"{escape_control(str(target))}: {size} bytes")
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
-    for command in (submit, status, submissions, quota, finals):
+    for command in (submit, status, submissions, quota, finals, archive):
         group.add_command(command)

@@ -15,6 +15,8 @@ GRADER_FETCH_DEADLINE_S    seconds one client fetch may take in all (300)       
 GRADER_FETCH_MIN_RATE      bytes/s an answer averages after 10 s (2048)          client commands that fetch
 GRADER_COMMAND_DEADLINE_S  seconds all of a command's fetches may take (3600)    client commands that fetch
 GRADER_ALLOCATOR           ``default``: keep glibc's own malloc settings         ``grader serve``
+GRADER_UPLOADS             where unfinished uploads keep archive and key         ``grader submit``
+XDG_CACHE_HOME             the user's cache folder (GRADER_UPLOADS's default)    ``grader submit``
 MALLOC_MMAP_THRESHOLD_     glibc's; when set, the server keeps it (not ours)     ``grader serve``
 ========================== ===================================================== =====================================
 
@@ -41,6 +43,9 @@ FETCH_DEADLINE = "GRADER_FETCH_DEADLINE_S"
 FETCH_MIN_RATE = "GRADER_FETCH_MIN_RATE"
 COMMAND_DEADLINE = "GRADER_COMMAND_DEADLINE_S"
 ALLOCATOR = "GRADER_ALLOCATOR"
+UPLOADS = "GRADER_UPLOADS"
+#: The XDG base directory of the user's caches: where ``grader submit`` keeps unfinished uploads by default
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
 #: glibc's own variable (read by glibc at start): an operator's choice the server leaves alone
 GLIBC_MMAP_THRESHOLD = "MALLOC_MMAP_THRESHOLD_"
 
@@ -64,6 +69,9 @@ class Environment:
     #: ``default``: the server leaves the C allocator's settings alone (:mod:`grader.hosting.allocator`)
     allocator: str | None = None
     mmap_threshold: str | None = None
+    #: where ``grader submit`` keeps an unfinished upload's archive and key (:mod:`grader.hosting.participant.resume`)
+    uploads: str | None = None
+    cache_home: str | None = None
 
 
 def environment(environ: Mapping[str, str] | None = None) -> Environment:
@@ -87,6 +95,8 @@ def environment(environ: Mapping[str, str] | None = None) -> Environment:
         command_deadline_s=value(COMMAND_DEADLINE),
         allocator=value(ALLOCATOR),
         mmap_threshold=value(GLIBC_MMAP_THRESHOLD),
+        uploads=value(UPLOADS),
+        cache_home=value(XDG_CACHE_HOME),
     )
 
 

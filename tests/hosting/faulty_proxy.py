@@ -40,6 +40,12 @@ class FaultyProxy:
         self.connections = 0
         #: the first status line the server sent on each connection (even one the client never got)
         self.answers: list[str] = []
+        #: request bytes forwarded to the server, over every connection since the last plan
+        self.forwarded = 0
+        #: with :meth:`hold_after`: request bytes past this total (over all connections) wait for :attr:`released`, then the connection is cut
+        self.hold_at: int | None = None
+        self.holding = threading.Event()
+        self.released = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -51,6 +57,17 @@ class FaultyProxy:
             self._plan = list(faults)
             self.connections = 0
             self.answers = []
+            self.forwarded = 0
+
+    def hold_after(self, total: int) -> None:
+        """Forward ``total`` request bytes (over every connection), then hold the rest until :attr:`released` is set, and cut.
+
+        A deterministic "midway": the test sees :attr:`holding`, does what it wants (kill the server), then releases.
+        """
+        with self._lock:
+            self.hold_at, self.forwarded = total, 0
+            self.holding.clear()
+            self.released.clear()
 
     def close(self) -> None:
         self._listener.close()
@@ -82,15 +99,31 @@ class FaultyProxy:
                 pass
             sock.close()
 
+    def _count(self, size: int) -> None:
+        with self._lock:
+            self.forwarded += size
+
     def _requests(self, client: socket.socket, upstream: socket.socket, fault: Fault | None) -> None:
         sent = 0
         try:
             while data := client.recv(65536):
+                if self.hold_at is not None and self.forwarded + len(data) >= self.hold_at:
+                    with self._lock:
+                        first = max(0, self.hold_at - self.forwarded)
+                        self.hold_at = None
+                        self.forwarded += first
+                    upstream.sendall(data[:first])
+                    self.holding.set()
+                    self.released.wait()
+                    self._cut(client, upstream)
+                    return
                 if fault is not None and fault.kind == CUT_REQUEST and sent + len(data) >= fault.after:
                     upstream.sendall(data[: max(0, fault.after - sent)])
+                    self._count(max(0, fault.after - sent))
                     self._cut(client, upstream)
                     return
                 upstream.sendall(data)
+                self._count(len(data))
                 sent += len(data)
         except OSError:
             pass

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from grader.hosting.api.app import create_app
-from grader.hosting.api.routes import leaderboard, meta, participants, web, workers
+from grader.hosting.api.routes import leaderboard, meta, participants, resumable, web, workers
 from grader.hosting.db.models import Participant, WebSession
 from grader.hosting.db.session import Database
 from grader.hosting.identity.auth import SESSIONS_PER_PARTICIPANT, by_session, new_metrics_token, start_session
@@ -31,6 +31,9 @@ PUBLIC = {
     ("GET", "/"),
     ("GET", "/signin"),
     ("GET", "/assets/board.css"),
+    ("GET", "/assets/upload.js"),
+    ("GET", "/assets/tus.min.js"),
+    ("OPTIONS", "/api/v1/uploads"),  # tus 1.0: what the server offers (versions, extensions, largest upload)
     ("GET", "/docs"),
     ("GET", "/host-key.pub"),
     ("GET", "/healthz"),
@@ -56,7 +59,7 @@ def _csrf(client: TestClient) -> str:
 def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     checked = 0
-    for route in (r for module in (meta, participants, workers, leaderboard, web) for r in module.router.routes):
+    for route in (r for module in (meta, participants, resumable, workers, leaderboard, web) for r in module.router.routes):
         assert isinstance(route, APIRoute)
         for method in route.methods:
             if (method, route.path) in PUBLIC:

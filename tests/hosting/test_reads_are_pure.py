@@ -78,7 +78,19 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
         assert response.status_code < 500, (path or template, response.status_code, response.text[:200])
         requested.add(template)
 
-    for path in ("/", "/signin", "/me", "/assets/board.css", "/docs", "/docs-init.js", "/openapi.json", "/healthz", "/host-key.pub"):
+    for path in (
+        "/",
+        "/signin",
+        "/me",
+        "/assets/board.css",
+        "/assets/upload.js",
+        "/assets/tus.min.js",
+        "/docs",
+        "/docs-init.js",
+        "/openapi.json",
+        "/healthz",
+        "/host-key.pub",
+    ):
         get(path)
     for template in ("/api/v1/competition", "/api/v1/partition"):
         get(template)
@@ -98,6 +110,7 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
         bearer = {"Authorization": f"Bearer {token}"}
         for template in ("/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"):
             get(template, headers=bearer)
+        get("/api/v1/uploads/{key}", f"/api/v1/uploads/{'0' * 32}", headers=bearer)  # no such upload: 404, nothing written
         for i in ids:
             for tail in ("", "/report", "/logs"):
                 get(f"/api/v1/submissions/{{submission_id}}{tail}", f"/api/v1/submissions/{i}{tail}", headers=bearer)

@@ -28,6 +28,7 @@ from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, n
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
+from grader.hosting.participant.resume import TUS_VERSION, Backoff, Pending, chunks_from, creation_headers, kept_upload, new_upload
 from grader.hosting.participant.retry import RetryPolicy, send_while_in_progress, send_with_retry, upload_identity
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
@@ -40,6 +41,9 @@ UNKNOWN_DETAIL = "no such submission"
 CHUNK = 1 << 20
 #: A PEM public key is a few hundred bytes.
 MAX_KEY_ANSWER = 64 << 10
+#: The resumable uploads (tus 1.0) of grader/hosting/api/routes/resumable.py, and the header naming the submission one became.
+UPLOADS = "/api/v1/uploads"
+SUBMISSION_HEADER = "Grader-Submission"
 
 
 def _add_folder(tar: tarfile.TarFile, folder: Path) -> None:
@@ -80,6 +84,22 @@ def packed(submission: Path) -> Iterator[Path]:
             with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
                 _add_folder(tar, source)
         yield archive
+
+
+def write_archive(submission: Path, target: Path) -> int:
+    """Check ``submission`` locally (any kind, training labels not required) and write its upload archive to ``target``; its size."""
+    try:
+        check_submission(submission, image_as_tar=False)
+    except GraderError as error:
+        folder = Path(submission)
+        raise invalid(error, folder.resolve(), folder.absolute(), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir())) from None
+    _pack_to(submission, target)
+    return target.stat().st_size
+
+
+def _pack_to(submission: Path, target: Path) -> None:
+    with packed(submission) as archive:
+        shutil.move(archive, target)
 
 
 def _error(response: Answer) -> str:
@@ -201,7 +221,17 @@ class HostingClient:
             raise _local(no_sample_track())
         quota, server_now = self.quota_with_time()
         status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
-        refusal = window_refusal(rules.start, rules.end, server_now) or quota_refusal(status)
+        refusal = window_refusal(rules.start, rules.end, server_now)
+        if refusal is not None:
+            raise _local(refusal)
+        resumable = self.offers_resumable()
+        base = str(self.http.base_url)
+        kept = kept_upload(base, sample, Path(submission)) if resumable else None
+        if kept is not None:
+            # An upload an earlier run started, of these very files: the server admitted it then (its reservation is in
+            # the quota just read, so the local quota checks would count it twice). If it expired, the server decides anew.
+            return self._send_pending(kept, sample, progress)
+        refusal = quota_refusal(status)
         if refusal is not None:
             raise _local(refusal)
         try:
@@ -211,14 +241,94 @@ class HostingClient:
             raise _local(
                 invalid(error, folder.resolve(), folder.absolute(), Path(tempfile.gettempdir()).resolve(), Path(tempfile.gettempdir()))
             ) from None
-        with packed(submission) as archive:
-            size = archive.stat().st_size
-            if size > rules.upload_max_bytes:
-                raise _local(too_large(size, rules.upload_max_bytes))
-            stored = load_refusal(status, incoming_bytes=size)  # the stored-uploads bound, now that the size is known
-            if stored is not None:
-                raise _local(stored)
+        if resumable:
+            pending = new_upload(base, sample, Path(submission), lambda target: _pack_to(submission, target))
+            try:
+                self._refuse_size(pending.length, rules, status)
+            except RefusedSubmission:
+                pending.discard()
+                raise
+            return self._send_pending(pending, sample, progress)
+        with packed(submission) as archive:  # a server without resumable uploads (older than this client)
+            self._refuse_size(archive.stat().st_size, rules, status)
             return self.upload(archive, sample=sample, progress=progress, on_wait=on_wait)
+
+    def _send_pending(self, pending: Pending, sample: bool, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+        try:
+            return self.resume(pending, sample=sample, progress=progress)
+        except RefusedSubmission:
+            pending.discard()  # refused: a new run packs anew (and is admitted anew)
+            raise
+
+    @staticmethod
+    def _refuse_size(size: int, rules: ParticipantRules, status: QuotaStatus) -> None:
+        if size > rules.upload_max_bytes:
+            raise _local(too_large(size, rules.upload_max_bytes))
+        stored = load_refusal(status, incoming_bytes=size)  # the stored-uploads bound, now that the size is known
+        if stored is not None:
+            raise _local(stored)
+
+    def offers_resumable(self) -> bool:
+        """Whether the server offers tus 1.0 resumable uploads (OPTIONS /api/v1/uploads; an older server does not)."""
+        answer = self._request("OPTIONS", UPLOADS)
+        return answer.status_code == 204 and answer.headers.get("tus-resumable") == TUS_VERSION
+
+    def _tus(self, method: str, url: str, **kwargs: Any) -> Answer:
+        return self.fetcher.fetch(method, url, max_bytes=MAX_JSON_ANSWER, **kwargs)
+
+    def resume(self, pending: Pending, *, sample: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Send ``pending``'s archive from the last byte the server holds, again after each broken connection; its submission.
+
+        Created under its key (again if it expired: the server then holds nothing of it and admits it anew);
+        a 409 (another PATCH of it still held by the server, or an offset moved meanwhile) asks the offset again.
+        """
+        backoff = Backoff()
+        location = f"{UPLOADS}/{pending.key}"
+        params = {"sample": "true" if sample else "false"}
+        created = False
+        while True:
+            try:
+                if not created:
+                    answer = self._tus("POST", UPLOADS, params=params, headers=creation_headers(pending))
+                    if answer.status_code != 201:
+                        self._check(answer)
+                        raise ClientError(f"server answered {answer.status_code} to the upload's creation")
+                    created = True
+                head = self._tus("HEAD", location, headers={"Tus-Resumable": TUS_VERSION})
+                if head.status_code == 404:
+                    created = False  # expired (or refused): create it again
+                    backoff.failed("the upload expired")
+                    continue
+                offset = int(head.headers.get("upload-offset", "-1"))
+                if head.status_code != 200 or not 0 <= offset <= pending.length:
+                    raise ClientError(f"server answered {head.status_code} with offset {offset} to the upload's HEAD")
+                backoff.progressed(offset)
+                if offset < pending.length:
+                    answer = self._tus(
+                        "PATCH",
+                        location,
+                        timed=False,  # sending may take hours; the answer is still bounded
+                        content=chunks_from(pending.archive, offset, progress, pending.length),
+                        headers={
+                            "Tus-Resumable": TUS_VERSION,
+                            "Upload-Offset": str(offset),
+                            "Content-Type": "application/offset+octet-stream",
+                            "Content-Length": str(pending.length - offset),
+                        },
+                    )
+                    if answer.status_code in (409, 404):
+                        backoff.failed(f"server answered {answer.status_code}")
+                        continue
+                    if answer.status_code != 204:
+                        self._check(answer)
+                        raise ClientError(f"server answered {answer.status_code} to the upload's PATCH")
+                    if not answer.headers.get(SUBMISSION_HEADER):
+                        continue  # the server ended this PATCH early (it stalled): ask the offset again
+                view = self._check(self._request("GET", location))
+                pending.discard()
+                return _view(view, "the upload's answer")
+            except httpx.TransportError as error:
+                backoff.failed(f"{type(error).__name__}: {error}")
 
     def quota(self) -> dict[str, Any]:
         """``GET /api/v1/quota``: per track, used and allowed submissions and when the next is possible."""

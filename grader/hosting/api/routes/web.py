@@ -41,8 +41,11 @@ TEMPLATES = Environment(
 TEMPLATES.filters.update(FILTERS)
 
 
-def _page(name: str, request: Request, status: int = 200, *, end: End | None = None, **values: Any) -> HTMLResponse:
-    """Page ``name``; ``end``: the competition's end as the request already read it (None: read here)."""
+def _page(name: str, request: Request, status: int = 200, *, end: End | None = None, scripts: bool = False, **values: Any) -> HTMLResponse:
+    """Page ``name``; ``end``: the competition's end as the request already read it (None: read here).
+
+    ``scripts``: the page runs the server's own script files (``script-src 'self'``: never inline, never another origin).
+    """
     ctx: ServerContext = request.app.state.context
     end = end or competition_end(ctx)
     html = TEMPLATES.get_template(name).render(
@@ -58,7 +61,9 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
         html,
         status_code=status,
         headers={
-            "Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+            "Content-Security-Policy": (
+                f"default-src 'self'; script-src {SCRIPTS if scripts else NO_SCRIPTS}; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+            ),
             "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "same-origin",
         },
@@ -84,12 +89,27 @@ async def _form(request: Request) -> dict[str, list[str]]:
     return form
 
 
-STYLESHEET = (Path(__file__).resolve().parents[2] / "leaderboard" / "templates" / "board.css").read_text(encoding="utf-8")
+ASSETS = Path(__file__).resolve().parents[2] / "leaderboard" / "templates"
+STYLESHEET = (ASSETS / "board.css").read_text(encoding="utf-8")
+#: The participant page's upload script, and the tus-js-client bundle it runs on (vendored: its README says from where).
+UPLOAD_SCRIPT = (ASSETS / "upload.js").read_text(encoding="utf-8")
+TUS_CLIENT = ASSETS / "vendor" / "tus-js-client" / "tus.min.js"
+NO_SCRIPTS, SCRIPTS = "'none'", "'self'"
 
 
 @router.get("/assets/board.css")
 def stylesheet() -> Response:
     return Response(STYLESHEET, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/assets/upload.js")
+def upload_script() -> Response:
+    return Response(UPLOAD_SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/assets/tus.min.js")
+def tus_client() -> Response:
+    return Response(TUS_CLIENT.read_bytes(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -145,6 +165,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         "me.html",
         request,
         end=end,
+        scripts=not end.ended,  # the upload form's script, until the end
         who=who,
         rows=rows,
         finals=finals,
