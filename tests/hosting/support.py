@@ -279,7 +279,17 @@ class ManyServer(Server):
         super().__init__(competitions, state, workers=workers, database=database)
 
     def serve_args(self) -> list[str]:
-        args = ["serve", "--competitions", str(self.competition), "--state", str(self.state), "--port", str(self.port), "--workers", str(self.workers)]
+        args = [
+            "serve",
+            "--competitions",
+            str(self.competition),
+            "--state",
+            str(self.state),
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+        ]
         if self.database:
             args += ["--database", self.database]
         return args
