@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from grader.errors import GraderError, ReportError
 from grader.hosting.clock import utcnow
@@ -135,12 +135,18 @@ def stored_parts(session: Session, result_id: int) -> ResultPart | None:
 
 
 def scored_hidden(session: Session) -> list[tuple[Submission, Result, ResultPart]]:
-    """Every hidden-split submission in state ``scored`` with its current result and that result's part scores."""
+    """Every hidden-split submission in state ``scored`` with its current result and that result's part scores.
+
+    Without the two JSON columns no caller of it reads (the result's aggregate, the part scores' task means: a board
+    computes every number from the signed report), which would otherwise be parsed for every graded submission on
+    every board request; reading either raises rather than querying again.
+    """
     rows = session.execute(
         select(Submission, Result, ResultPart)
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
         .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED)
         .order_by(Submission.uploaded_at, Submission.id)
+        .options(defer(Result.aggregate, raiseload=True), defer(ResultPart.tasks, raiseload=True))
     ).all()
     return [(s, r, p) for s, r, p in rows]
