@@ -31,9 +31,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.hosting.config import Competition
-from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
+from grader.hosting.db.models import FinalChoice, Participant
 from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
-from grader.hosting.leaderboard.parts import scored_hidden
+from grader.hosting.leaderboard.parts import CurrentResult, GradedSubmission, StoredParts, scored_hidden
 from grader.hosting.leaderboard.values import UNAVAILABLE, PerQuery, part_values, partitions, readable_values
 from grader.hosting.visibility import Part
 from grader.stats.aggregate import ScoreTable
@@ -119,9 +119,9 @@ class BoardInputs:
 
 @dataclass(frozen=True)
 class Scored:
-    submission: Submission
-    result: Result
-    parts: ResultPart
+    submission: GradedSubmission
+    result: CurrentResult
+    parts: StoredParts
     participant: Participant
 
 
