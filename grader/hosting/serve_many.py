@@ -24,6 +24,7 @@ from grader.hosting.api.app import create_app
 from grader.hosting.api.server_app import COMPETITION_PAGES, Competitions, create_server_app
 from grader.hosting.config import load_competition
 from grader.hosting.context import ServerContext
+from grader.hosting.db.session import PoolSize
 from grader.hosting.directory.databases import competition_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.people import People, open_people
@@ -43,6 +44,29 @@ log = logging.getLogger("grader.hosting")
 WATCH_S = 2.0
 #: Seconds before a competition that could not start is tried again.
 RETRY_START_S = 60.0
+
+#: The PostgreSQL connections the server's competitions hold together, at most (up to :data:`SHARED_UP_TO` of them):
+#: PostgreSQL's default ``max_connections`` is 100, and the rest is left to admin commands, psql and its superusers.
+SERVER_CONNECTIONS = 80
+#: Below this share a competition still gets two connections: one for a long board computation, one for the rest.
+MIN_CONNECTIONS = 2
+SHARED_UP_TO = SERVER_CONNECTIONS // MIN_CONNECTIONS
+
+
+def competition_pool(count: int) -> PoolSize:
+    """The connection pool of each of ``count`` competitions: an equal share of :data:`SERVER_CONNECTIONS`, a quarter of it
+    kept open once used, the rest opened while busy; never more than a one-competition server's default.
+
+    Each competition has its own engine (its own schema, through its URL), so the pools cannot be one; their sum is what
+    PostgreSQL sees: at most :data:`SERVER_CONNECTIONS` for up to :data:`SHARED_UP_TO` competitions, two per competition
+    beyond (docs/hosting.md says when to raise ``max_connections``).
+    """
+    share = max(MIN_CONNECTIONS, SERVER_CONNECTIONS // max(count, 1))
+    default = PoolSize()
+    if share >= default.most:
+        return default
+    size = max(1, share // 4)
+    return PoolSize(size, share - size)
 
 
 def open_layout(state_dir: Path, competitions_dir: Path | None, *, postgres: bool) -> ServerLayout:
@@ -90,7 +114,8 @@ class ManyOptions:
 
 
 def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, people: People | None = None) -> ServerContext:
-    """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database;
+    """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database (its
+    connection pool sized for as many competitions as the directory serves now: :func:`competition_pool`);
     ``people``: the server's, who get 404 (not 401) from a competition they are not registered in."""
     competition_file = Path(entry.file)
     one = ServeOptions(
@@ -99,6 +124,7 @@ def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, peop
         database=competition_database(entry, options.database),
         broker=options.broker,
         competition_file=competition_file,
+        pool=competition_pool(len(layout.active())),
     )
     ctx, _db = prepare(one)
     ctx.people = people
@@ -298,7 +324,7 @@ def serve_many(options: ManyOptions) -> None:
     uvicorn.Server(config).run()
 
 
-__all__ = ["ManyOptions", "ManyServer", "open_layout", "prepare_entry", "serve_many"]
+__all__ = ["ManyOptions", "ManyServer", "competition_pool", "open_layout", "prepare_entry", "serve_many"]
 
 
 def add_competition(state_dir: Path, competition_file: Path, database: str | None) -> Entry:

@@ -16,7 +16,7 @@ from grader.hosting.allocator import return_large_buffers
 from grader.hosting.api.app import create_app
 from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext
-from grader.hosting.db.session import Database, open_database
+from grader.hosting.db.session import Database, PoolSize, open_database
 from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
@@ -60,6 +60,8 @@ class ServeOptions:
     body_grace_s: float = 20.0
     #: The file ``competition`` was read from: noted in the state folder for the admin commands.
     competition_file: Path | None = None
+    #: The PostgreSQL connection pool (None: the default; a server of many competitions gives each its share).
+    pool: PoolSize | None = None
 
 
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
@@ -68,7 +70,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     signing_key = state.ensure_host_key()
     secret = ensure_partition_secret(state.keys)
     blinding_key = ensure_competition_blinding_key(state.keys)
-    db = open_database(state.root, options.database)
+    db = open_database(state.root, options.database, pool=options.pool)
     competition = options.competition
     opened = open_competition(db, competition, secret, blinding_key)
     hold_the_end(db, competition)  # before the log is opened: a moved file would otherwise be logged as a repin first

@@ -40,7 +40,7 @@ from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
 from grader.hosting.protocol.messages import SERVER_CLAIM_PATH
 from grader.hosting.services.fair_claim import RoundRobin
-from grader.hosting.services.listing import competition_entry, listing
+from grader.hosting.services.listing import ListedEnds, competition_entry, listing
 
 COMPETITION_PAGES = "/c/"
 COMPETITION_API = "/api/v1/competitions/"
@@ -84,6 +84,8 @@ def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, 
     app.state.claim_gate = ClaimGate()  # the long-polls of claims naming many competitions: looks in threads of their own
     app.state.turn = RoundRobin()
     app.include_router(server_claim.router)
+    # The listing's reads of each competition's end, kept for a moment (services/listing.py: END_TTL_S)
+    ends = ListedEnds()
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -91,14 +93,14 @@ def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, 
 
     @app.get("/api/v1/competitions")
     def competitions_json(request: Request) -> list[dict[str, Any]]:
-        return listing(competitions.contexts(), base=str(request.scope.get("root_path", "")))
+        return listing(competitions.contexts(), base=str(request.scope.get("root_path", "")), ends=ends)
 
     @app.get("/api/v1/competitions/{name}")
     def competition_json(name: str, request: Request) -> dict[str, Any]:
         served = competitions.served.get(name)
         if served is None:
             raise HTTPException(404, f"no competition {name!r} on this server")
-        return competition_entry(served[0], base=str(request.scope.get("root_path", "")))
+        return competition_entry(served[0], base=str(request.scope.get("root_path", "")), ends=ends)
 
     @app.get("/assets/board.css")
     def stylesheet() -> Response:
@@ -107,7 +109,7 @@ def _index_app(competitions: Competitions, on_start: Callable[[], None] | None, 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request) -> HTMLResponse:
         base = str(request.scope.get("root_path", ""))
-        page = TEMPLATES.get_template("index.html").render(base=base, competitions=listing(competitions.contexts(), base=base))
+        page = TEMPLATES.get_template("index.html").render(base=base, competitions=listing(competitions.contexts(), base=base, ends=ends))
         return HTMLResponse(
             page,
             headers={"Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,32 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` (already normalised by :func:`database_url`)."""
+@dataclass(frozen=True)
+class PoolSize:
+    """How many PostgreSQL connections one engine holds: ``size`` kept open once used, up to ``overflow`` more while busy.
+
+    A one-competition server keeps the default (10 + 20); a server of many competitions gives each a share of one
+    server-wide budget (:func:`grader.hosting.serve_many.competition_pool`), so that twenty competitions do not ask
+    PostgreSQL for 600 connections (its default ``max_connections`` is 100).
+    """
+
+    size: int = 10
+    overflow: int = 20
+
+    @property
+    def most(self) -> int:
+        """The most connections the engine opens at once."""
+        return self.size + self.overflow
+
+
+def make_engine(url: str, pool: PoolSize | None = None) -> Engine:
+    """An engine for ``url`` (already normalised by :func:`database_url`); ``pool``: PostgreSQL's pool (None: the default)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True, **_JSON_CODEC)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **_JSON_CODEC)
+    pool = pool or PoolSize()
+    return create_engine(url, pool_pre_ping=True, pool_size=pool.size, max_overflow=pool.overflow, **_JSON_CODEC)
 
 
 #: The competition database's migrations.
@@ -102,9 +122,9 @@ def head_revision() -> str:
 class Database:
     """An engine with its session factory."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool: PoolSize | None = None) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, pool)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -122,10 +142,10 @@ class Database:
         self.engine.dispose()
 
 
-def open_database(state_dir: Path, url: str | None = None, *, upgrade: bool = True) -> Database:
-    """Open (and migrate) the competition's database."""
+def open_database(state_dir: Path, url: str | None = None, *, upgrade: bool = True, pool: PoolSize | None = None) -> Database:
+    """Open (and migrate) the competition's database (``pool``: its PostgreSQL connection pool; None: the default)."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    database = Database(database_url(state_dir, url))
+    database = Database(database_url(state_dir, url), pool)
     if upgrade:
         migrate(database.engine)
     return database

@@ -23,7 +23,7 @@ from grader.errors import GraderError
 from grader.files import atomic_write_bytes
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import Result, Submission, UploadReservation
+from grader.hosting.db.models import Result, ResultPart, Submission, UploadReservation
 from grader.hosting.errors import UploadTakenOver
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
@@ -140,11 +140,14 @@ def manifest_labels(manifest: Manifest) -> dict[str, Any]:
     return {**manifest.training.as_labels(), "model": facts}
 
 
-def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> SubmissionView:
+def public_view(
+    ctx: ServerContext, submission: Submission, *, ended: bool, loaded: tuple[Result | None, ResultPart | None] | None = None
+) -> SubmissionView:
     """What the submitting participant may see: state and failure code always; the public-part aggregate
     (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
-    runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule."""
-    result = result_of(ctx, submission)
+    runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule.
+    ``loaded``: its current result and part scores, read with it (:func:`own_views`); None: read here."""
+    result = result_of(ctx, submission) if loaded is None else loaded[0]
     view: dict[str, Any] = {
         "id": submission.id,
         "name": submission.name,
@@ -167,7 +170,7 @@ def public_view(ctx: ServerContext, submission: Submission, *, ended: bool) -> S
     # Of a hidden grade: the public part's score until the end (grader.hosting.leaderboard), never the full split's.
     from grader.hosting.leaderboard.service import submission_scores
 
-    view.update(submission_scores(ctx, submission, ended=ended))
+    view.update(submission_scores(ctx, submission, ended=ended, loaded=loaded))
     if submission.track == Track.SAMPLE:
         view["last_log_line"] = last_log_line(ctx, submission)
     return SubmissionView(**view)
@@ -220,18 +223,19 @@ def own_view(ctx: ServerContext, participant: Principal, submission_id: str) -> 
 
 def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None = None) -> list[SubmissionView]:
     """What ``participant`` may see of each of their submissions, newest first (the end read once for all of them,
-    unless the caller read it: ``ended``)."""
+    unless the caller read it: ``ended``). Each submission's result and part scores are read with it, in one query: a
+    list of dozens of grades would otherwise open two transactions per grade."""
     if ended is None:
         ended = has_ended(ctx.db, ctx.competition)
-    return [public_view(ctx, s, ended=ended) for s in own_submissions(ctx, participant)]
-
-
-def own_submissions(ctx: ServerContext, participant: Principal) -> list[Submission]:
-    """All of ``participant``'s submissions, newest first."""
     with ctx.db.session() as session:
-        return list(
-            session.scalars(select(Submission).where(Submission.participant_id == participant.id).order_by(Submission.uploaded_at.desc())).all()
-        )
+        rows = session.execute(
+            select(Submission, Result, ResultPart)
+            .outerjoin(Result, Result.id == Submission.result_id)
+            .outerjoin(ResultPart, ResultPart.result_id == Submission.result_id)
+            .where(Submission.participant_id == participant.id)
+            .order_by(Submission.uploaded_at.desc())
+        ).all()
+    return [public_view(ctx, s, ended=ended, loaded=(result, parts)) for s, result, parts in rows]
 
 
 def quota(ctx: ServerContext, participant: Principal) -> Quota:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,8 +31,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.hosting.config import Competition
-from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
-from grader.hosting.leaderboard.parts import scored_hidden
+from grader.hosting.db.models import FinalChoice, Participant
+from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
+from grader.hosting.leaderboard.parts import CurrentResult, GradedSubmission, StoredParts, scored_hidden
 from grader.hosting.leaderboard.values import UNAVAILABLE, PerQuery, part_values, partitions, readable_values
 from grader.hosting.visibility import Part
 from grader.integrity.release import ReleasedOverlap
@@ -122,9 +122,9 @@ class BoardInputs:
 
 @dataclass(frozen=True)
 class Scored:
-    submission: Submission
-    result: Result
-    parts: ResultPart
+    submission: GradedSubmission
+    result: CurrentResult
+    parts: StoredParts
     participant: Participant
 
 
@@ -171,19 +171,16 @@ def select_entries(rows: list[Scored], part: Part, finals: dict[int, set[str]]) 
     return [_best(own, part) for own in by_participant.values()]
 
 
-_cache: dict[tuple[Any, ...], Comparison] = {}
-_cache_lock = threading.Lock()
+#: A board's statistics (seconds of resampling each), per competition: one per part, training setting and ranked or
+#: baseline rows, for the entries it was computed over (a new result makes a new key; the old one ages out).
+_cache: CompetitionCache[tuple[Any, ...], Comparison] = CompetitionCache(per_competition=64, overall=1024)
 
 
-def _comparison(key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: int) -> Comparison:
-    with _cache_lock:
-        found = _cache.get(key)
+def _comparison(competition: bytes, key: tuple[Any, ...], table: ScoreTable, resamples: int, seed: int) -> Comparison:
+    found = _cache.get(competition, key)
     if found is None:
         found = compare(table, resamples=resamples, seed=seed)
-        with _cache_lock:
-            if len(_cache) > 64:
-                _cache.clear()
-            _cache[key] = found
+        _cache.put(competition, key, found)
     return found
 
 
@@ -327,7 +324,7 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
                 inputs.seed,
                 inputs.secret,
             )
-            result = _comparison(key, table, inputs.resamples, inputs.seed)
+            result = _comparison(competition_of(inputs.public_key), key, table, inputs.resamples, inputs.seed)
             board.method = result.as_json()["method"] | {
                 "measure": result.measure,
                 "pairs": "each entry against the one ranked just above it; Holm over all pairs of the board",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -134,13 +135,60 @@ def stored_parts(session: Session, result_id: int) -> ResultPart | None:
     return session.get(ResultPart, result_id)
 
 
-def scored_hidden(session: Session) -> list[tuple[Submission, Result, ResultPart]]:
-    """Every hidden-split submission in state ``scored`` with its current result and that result's part scores."""
+@dataclass(frozen=True)
+class GradedSubmission:
+    """What a board reads of a scored submission's row."""
+
+    id: str
+    participant_id: int
+    name: str
+    kind: str
+    labels: dict[str, Any] | None
+    uploaded_at: datetime
+
+
+@dataclass(frozen=True)
+class CurrentResult:
+    """What a board reads of a scored submission's current result: which it is, and where its signed report is."""
+
+    id: int
+    envelope_path: str | None
+
+
+@dataclass(frozen=True)
+class StoredParts:
+    """The part scores stored at acceptance that choose a participant's row (every number shown comes from the report)."""
+
+    public_score: float
+    private_score: float
+
+
+def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResult, StoredParts]]:
+    """Every hidden-split submission in state ``scored`` with its current result and that result's part scores.
+
+    Only the columns a board, the finals and the retention read, as plain values: every board request reads every
+    graded submission of the competition, and building three ORM objects of each (their JSON columns parsed) took most
+    of a board's time with a few thousand of them (bench/many_competitions.py).
+    """
     rows = session.execute(
-        select(Submission, Result, ResultPart)
+        select(
+            Submission.id,
+            Submission.participant_id,
+            Submission.name,
+            Submission.kind,
+            Submission.labels,
+            Submission.uploaded_at,
+            Result.id,
+            Result.envelope_path,
+            ResultPart.public_score,
+            ResultPart.private_score,
+        )
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
         .where(Submission.track == Track.HIDDEN, Submission.state == State.SCORED)
         .order_by(Submission.uploaded_at, Submission.id)
     ).all()
-    return [(s, r, p) for s, r, p in rows]
+    return [
+        (GradedSubmission(sid, pid, name, kind, labels, uploaded_at), CurrentResult(rid, envelope), StoredParts(public, private))
+        for sid, pid, name, kind, labels, uploaded_at, rid, envelope, public, private in rows
+    ]

@@ -18,7 +18,7 @@ from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import FinalChoice, Pin, Result, Submission
+from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.identity.principal import Principal
 from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, finals_of, ladder_replay, readable, scored_rows, setting_of
@@ -262,18 +262,27 @@ def blinding_info(ctx: ServerContext, *, ended: bool) -> dict[str, Any] | None:
     }
 
 
-def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool) -> dict[str, Any]:
+#: A submission's result and its part scores, as one query read them for a whole list (:func:`submission_scores`).
+Loaded = tuple[Result | None, ResultPart | None]
+
+
+def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool, loaded: Loaded | None = None) -> dict[str, Any]:
     """A participant's own scores of a submission: the public part (rounded) until the end; then also private and full.
 
     Every number is computed from the result's signed report (cached by its path), never read from the database's copy
     of it, so that what a participant is shown is what their signed, logged report says; a report that cannot be read
-    shows no score (``report unavailable``).
+    shows no score (``report unavailable``). ``loaded``: the submission's current result and part scores, read by the
+    caller with the submission (a list of forty then costs one query, not eighty); None: read here.
     """
     if submission.result_id is None:
         return {"score": None}
-    with ctx.db.session() as session:
-        result = session.get(Result, submission.result_id)
-        parts = stored_parts(session, submission.result_id) if submission.track == Track.HIDDEN else None
+    if loaded is None:
+        with ctx.db.session() as session:
+            result = session.get(Result, submission.result_id)
+            parts = stored_parts(session, submission.result_id) if submission.track == Track.HIDDEN else None
+    else:
+        result, parts = loaded
+        parts = parts if submission.track == Track.HIDDEN else None
     if result is None or result.envelope_path is None:
         return {"score": None}
     if submission.track != Track.HIDDEN:

@@ -9,7 +9,6 @@ benchmark's own aggregation (task means, then groups).
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from grader.errors import GraderError
+from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
 from grader.hosting.visibility import Part
 from grader.reports.model import Report
 from grader.reports.verify import verify_envelope
@@ -50,24 +50,21 @@ def values_of(report: Report) -> SignedValues:
     return SignedValues(dict(report.data), report.aggregate.measure, groups, values)
 
 
-_cache: dict[str, SignedValues] = {}
-_cache_lock = threading.Lock()
-_CACHE_MAX = 512
+#: Verified reports, per competition: a board reads one per row, a participant's list one per scored submission. A
+#: report with per-query values weighs up to a few MiB (CoIR's largest tasks), hence the overall bound.
+_cache: CompetitionCache[str, SignedValues] = CompetitionCache(per_competition=512, overall=4096)
 
 
 def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> SignedValues:
-    """The verified report at ``envelope_path`` (the server's own signature checked) and its per-query values; cached."""
-    key = str(envelope_path)
-    with _cache_lock:
-        found = _cache.get(key)
+    """The verified report at ``envelope_path`` (the server's own signature checked) and its per-query values; cached
+    per competition (the host key's)."""
+    key, competition = str(envelope_path), competition_of(public_key)
+    found = _cache.get(competition, key)
     if found is not None:
         return found
     verified = verify_envelope(Path(envelope_path).read_bytes(), public_key, source=Path(envelope_path).name)
     found = values_of(Report.from_json(verified.report))
-    with _cache_lock:
-        if len(_cache) >= _CACHE_MAX:
-            _cache.clear()
-        _cache[key] = found
+    _cache.put(competition, key, found)
     return found
 
 
@@ -85,7 +82,8 @@ def readable_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> 
         return None
 
 
-_scored_cache: dict[tuple[str, bytes, float], dict[str, dict[str, Any]]] = {}
+#: A result's part scores (a few numbers each), per competition: every scored submission of a participant's list.
+_scored_cache: CompetitionCache[tuple[str, bytes, float], dict[str, dict[str, Any]]] = CompetitionCache(per_competition=8192, overall=65536)
 
 
 def signed_part_scores(envelope_path: str | Path, public_key: Ed25519PublicKey, secret: bytes, fraction: float) -> dict[str, dict[str, Any]] | None:
@@ -94,9 +92,8 @@ def signed_part_scores(envelope_path: str | Path, public_key: Ed25519PublicKey, 
     What a participant's own view shows: computed from the report, never read from the database's copy of it.
     Cached by path like :func:`signed_values` (a result's folder is written once).
     """
-    key = (str(envelope_path), secret, fraction)
-    with _cache_lock:
-        found = _scored_cache.get(key)
+    key, competition = (str(envelope_path), secret, fraction), competition_of(public_key)
+    found = _scored_cache.get(competition, key)
     if found is not None:
         return found
     signed = readable_values(envelope_path, public_key)
@@ -107,10 +104,7 @@ def signed_part_scores(envelope_path: str | Path, public_key: Ed25519PublicKey, 
     except GraderError as error:  # acceptance scored it; a report that no longer scores shows nothing
         log.error("report unavailable: %s: %s", envelope_path, error)
         return None
-    with _cache_lock:
-        if len(_scored_cache) >= _CACHE_MAX:
-            _scored_cache.clear()
-        _scored_cache[key] = found
+    _scored_cache.put(competition, key, found)
     return found
 
 
