@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from grader.errors import GraderError, TaskFailure
+from grader.errors import GraderError, InternalError, TaskFailure
 from grader.failures import FailureCode
 from grader.grading.orphans import exit_with_parent
 
@@ -148,5 +148,5 @@ def _contamination(benchmark: Any, tasks: list[str], split: str, sketch_file: Pa
     sketch = read_sketch(sketch_file)  # checked at intake; read again strictly
     block = released_block([benchmark.task(name) for name in tasks], split, sketch)
     if block["sketch_sha256"] != sha256:  # not the file intake wrote: nothing of it is signed (the grade is retried, INFRA)
-        raise ValueError(f"the kept training sketch {sketch_file.name} is not the one the upload carried")
+        raise InternalError(f"the kept training sketch {sketch_file.name} is not the one the upload carried")
     return block

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.errors import SubmissionError
+from grader.errors import InternalError, SubmissionError
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.leaderboard.board import contamination_of
 from grader.hosting.protocol.messages import BoardEntry
@@ -115,5 +115,5 @@ def test_the_scoring_process_audits_only_the_sketch_whose_digest_intake_recorded
     block = _contamination(resolve_benchmark("mini"), ["text2code"], "test", kept, recorded)
     assert block["sketch_sha256"] == recorded and [t["touched"] for t in block["tasks"]] == [None]  # type: ignore[index]
     kept.write_bytes(encode(build_sketch([TEXT + " and a few more words written after intake"])))  # replaced on disk since
-    with pytest.raises(ValueError, match="is not the one the upload carried"):
+    with pytest.raises(InternalError, match="is not the one the upload carried"):
         _contamination(resolve_benchmark("mini"), ["text2code"], "test", kept, recorded)
