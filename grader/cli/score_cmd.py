@@ -127,8 +127,8 @@ def score_command(
     parsed_measures = parse_measures(list(measures))
     qrels = read_qrels(qrels_path)
     fmt = RunFormat(run_format) if run_format else None
-    if cross_check or dedup_report_path is not None:
-        # Both look at the whole run again: read it whole.
+    if cross_check or dedup_report_path is not None or report_path is not None:
+        # Each looks at the whole run again (a report carries each task's run digest): read it whole.
         run = read_run(run_path, fmt)
         evaluation = evaluate(qrels, run, parsed_measures, Policy(policy), relevance_level=relevance_level)
     else:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from grader.errors import UsageError
 from grader.hosting import environment
 
 
@@ -124,13 +125,13 @@ def serve(
     }
     if competitions_dir is not None or (competition_file is None and is_server_layout(state_dir)):
         if competition_file is not None:
-            raise click.UsageError("give --competition FILE (one competition) or --competitions DIR (many), not both")
+            raise UsageError("give --competition FILE (one competition) or --competitions DIR (many), not both")
         from grader.hosting.serve_many import ManyOptions, serve_many
 
         serve_many(ManyOptions(state_dir, competitions_dir, **listening))
         return
     if competition_file is None:
-        raise click.UsageError("which competition? give --competition FILE, or --competitions DIR for a server of many")
+        raise UsageError("which competition? give --competition FILE, or --competitions DIR for a server of many")
     if is_server_layout(state_dir):
         raise HostingError(
             f"{state_dir}: the state folder of a server of many competitions", hint="serve it with --competitions DIR (or with no competition option)"

@@ -17,6 +17,7 @@ import click
 
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
+from grader.errors import UsageError
 from grader.hosting import environment
 from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError
@@ -258,7 +259,7 @@ def archive(submission: Path, target: Path) -> None:
     from grader.hosting.participant.client import write_archive
 
     if target.exists():
-        raise click.UsageError(f"{target} already exists; choose a new file")
+        raise UsageError(f"{target} already exists; choose a new file")
     size = write_archive(submission, target)
     click.echo(f"{escape_control(str(target))}: {size} bytes")
 

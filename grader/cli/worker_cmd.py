@@ -104,6 +104,12 @@ def worker(
     label = name or os.uname().nodename
     if data_dir is not None:  # read where each job is graded (grader.hosting.environment.environment)
         os.environ[environment.WORKER_DATA] = str(data_dir.resolve())
+    if server_pid is not None:
+        from grader.hosting.worker.loop import ParentWatch
+
+        # Before the first request: a server killed while this local worker starts up (asking what kind of server it
+        # is, retrying a refused connection) ends it too, as it would once it grades.
+        ParentWatch(server_pid).start()
     from grader.hosting.worker.many_loop import is_server_of_many
 
     if is_server_of_many(server):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -301,3 +304,19 @@ class ManyServer(Server):
     def worker_pids(self) -> list[int]:
         """The local workers' pids: one pool for every competition, in the server's run folder."""
         return [int(p.read_text()) for p in sorted(self.state.glob("run/local-*.pid"))]
+
+
+def gzip_bomb(unpacked: int = 64 << 20) -> bytes:
+    """A valid .tar.gz of one file of ``unpacked`` zero bytes: about a thousand times its size once unpacked."""
+    header = tarfile.TarInfo("weights.bin")
+    header.size = unpacked
+    head = header.tobuf(format=tarfile.PAX_FORMAT)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+    out = io.BytesIO()
+    out.write(packer.compress(head))
+    zeros = b"\0" * (1 << 20)
+    for _ in range(unpacked >> 20):
+        out.write(packer.compress(zeros))
+    out.write(packer.compress(b"\0" * 1024))  # the end-of-archive blocks
+    out.write(packer.flush())
+    return out.getvalue()

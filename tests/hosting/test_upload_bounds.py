@@ -73,6 +73,7 @@ def test_worker_unpacks_again_within_the_ratio(tmp_path: Path) -> None:
 def test_a_job_from_an_older_server_gets_the_default_bounds() -> None:
     fields = {
         "submission_id": "s1",
+        "competition": "c",  # worker protocol 3 names it; the bounds below are what an older server left out
         "attempt": 1,
         "lease_expires_at": None,
         "lease_s": 60,

@@ -194,7 +194,7 @@ def test_quotas_and_stored_bytes_count_held_uploads_at_their_declared_length(ser
 
 
 def test_a_gzip_bomb_is_refused_at_the_unpack_ratio_and_its_slot_freed(server: Server) -> None:
-    from tests.hosting.test_upload_retries import gzip_bomb
+    from tests.hosting.support import gzip_bomb
 
     token = participant(server, "ivy")
     bomb = gzip_bomb()

@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import socket
-import tarfile
 import threading
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,7 +34,7 @@ import pytest
 from grader.hosting.participant import client as client_module
 from grader.hosting.participant.client import HostingClient, packed
 from tests.hosting.faulty_proxy import CUT_REQUEST, DROP_RESPONSE, Fault, FaultyProxy
-from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.support import REPO, Server, admin, grader_cli, gzip_bomb, wait_for, write_competition
 from tests.hosting.upload_meter import MeteredServer
 
 pytestmark = pytest.mark.slow
@@ -134,22 +131,6 @@ def test_key_names_one_body_and_length_is_required(server: Server, archive: byte
     chunked = httpx.post(url, content=iter([archive]), headers=bearer, timeout=60)  # a generator: chunked, no Content-Length
     assert chunked.status_code == 411 and "Content-Length" in chunked.json()["detail"]
     assert [s["id"] for s in api(server, token, "/api/v1/submissions")] == [first.json()["id"]]
-
-
-def gzip_bomb(unpacked: int = 64 << 20) -> bytes:
-    """A valid .tar.gz of one file of ``unpacked`` zero bytes: about a thousand times its size once unpacked."""
-    header = tarfile.TarInfo("weights.bin")
-    header.size = unpacked
-    head = header.tobuf(format=tarfile.PAX_FORMAT)
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
-    out = io.BytesIO()
-    out.write(packer.compress(head))
-    zeros = b"\0" * (1 << 20)
-    for _ in range(unpacked >> 20):
-        out.write(packer.compress(zeros))
-    out.write(packer.compress(b"\0" * 1024))  # the end-of-archive blocks
-    out.write(packer.flush())
-    return out.getvalue()
 
 
 def upload_head(token: str, body: bytes, key: str, *extra: str) -> bytes:
