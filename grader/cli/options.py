@@ -35,3 +35,8 @@ def competition_file_option(what: str = "The competition file") -> Callable[[F],
         envvar="GRADER_COMPETITION",
         help=f"{what} (default: the one `grader serve` last ran with on this --state).",
     )
+
+
+def dedup_aware_option(help_text: str) -> Callable[[F], F]:
+    """``--dedup-aware LINT.json``: the command receives ``dedup_report_path`` (None: official numbers only)."""
+    return click.option("--dedup-aware", "dedup_report_path", type=click.Path(path_type=Path), default=None, metavar="LINT.json", help=help_text)

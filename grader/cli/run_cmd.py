@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from grader.cli.options import tasks_option
+from grader.cli.options import dedup_aware_option, tasks_option
 from grader.cli.progress import StderrProgress
 from grader.data.registry import resolve_benchmark
 from grader.grading.interfaces import RunOptions
@@ -85,14 +85,9 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Also score each task's run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
 )
-@click.option(
-    "--dedup-aware",
-    "dedup_report_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="LINT.json",
-    help="Also print, beside the official numbers, the dedup-aware ones of each task (the clusters of this `grader lint` report "
-    "of the same data; docs/lint.md). The report is unchanged; stored results are not reused.",
+@dedup_aware_option(
+    "Also print, beside the official numbers, the dedup-aware ones of each task (the clusters of this `grader lint` report "
+    "of the same data; docs/lint.md). The report is unchanged; stored results are not reused."
 )
 @click.option(
     "--training-sketch",

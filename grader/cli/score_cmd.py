@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from grader.cli.options import dedup_aware_option
 from grader.data.qrels import read_qrels
 from grader.errors import UsageError
 from grader.files import atomic_write_text, sha256_file
@@ -84,14 +85,9 @@ from grader.runs.readers import RunFormat, read_run
     is_flag=True,
     help="Also score the run with pytrec_eval and the coir policy, on the measures pytrec_eval has; exit 1 if any value differs by more than 1e-12.",
 )
-@click.option(
-    "--dedup-aware",
-    "dedup_report_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="LINT.json",
-    help="Also print, beside the official numbers, the dedup-aware ones: a retrieved duplicate of a relevant document "
-    "(by the clusters of this `grader lint` report) counts as that document (docs/lint.md). The report file (--out) is unchanged.",
+@dedup_aware_option(
+    "Also print, beside the official numbers, the dedup-aware ones: a retrieved duplicate of a relevant document "
+    "(by the clusters of this `grader lint` report) counts as that document (docs/lint.md). The report file (--out) is unchanged."
 )
 @click.option(
     "--dedup-task", default=None, metavar="TASK", help="The lint report's task whose clusters --dedup-aware uses (needed when it has several)."
