@@ -347,6 +347,63 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
         beat.done.set()
 
 
+class Backoff:
+    """The pause after an unreachable server or an unreadable answer: 0.2 s, doubling, at most 5 s; reset by an answer."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.2
+
+    def wait(self) -> None:
+        time.sleep(self.seconds)
+        self.seconds = min(self.seconds * 2, 5.0)
+
+    def reset(self) -> None:
+        self.seconds = 0.2
+
+
+def ready_to_claim(stopping: threading.Event, min_free_bytes: int) -> bool:
+    """Whether this machine can take a job now; otherwise waits a while and says no.
+
+    Claiming nothing without staging space, nor while the engine is down: every job needs it, and claimed now it would
+    only fail INFRA (grader.hosting.worker.engine_gate).
+    """
+    if min_free_bytes and free_bytes() < min_free_bytes:
+        log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
+        stopping.wait(10)
+        return False
+    if not engine_up():
+        stopping.wait(DOWN_WAIT_S)
+        return False
+    return True
+
+
+def claimed(claim: Callable[[], Job | None], forget_fingerprint: Callable[[], None], stopping: threading.Event, backoff: Backoff) -> Job | None:
+    """``claim()``'s job, or None after handling what the server answered instead (both loops: one competition, many).
+
+    A server that asks for a pause is reachable: wait what it says, no back-off. A fingerprint the host reset is
+    stated again. An unreachable server or an unreadable job (its lease lapses and the server re-queues it): back off.
+    """
+    try:
+        job = claim()
+    except ClaimThrottled as throttled:
+        wait_out(throttled, stopping.wait)
+        return None
+    except FingerprintUnbound:
+        log.warning("no fingerprint is bound to this worker (the host reset it): stating it again")
+        forget_fingerprint()
+        return None
+    except httpx.HTTPError as error:
+        log.info("server not reachable (%s); retrying", type(error).__name__)
+        backoff.wait()
+        return None
+    except ValidationError as error:
+        log.error("unreadable job from the server (%d error(s)); retrying", error.error_count())
+        backoff.wait()
+        return None
+    backoff.reset()
+    return job
+
+
 class ParentWatch(threading.Thread):
     """Ends a local worker whose server (process ``parent``) died (kill -9 leaves no one to stop it); its lease then expires.
 
@@ -382,39 +439,22 @@ def run_worker(
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     api = WorkerApi(server, token, key)
-    backoff = 0.2
+    backoff = Backoff()
+
+    def claim() -> Job | None:
+        # Stated once (again after a host's reset); a refused statement or claim stops the worker (SystemExit).
+        fingerprint = api.bound_fingerprint()
+        if work_one(ShardApi(api.http), fingerprint):  # shard jobs of sharded grades first: their submissions are running
+            return None
+        return api.claim(wait_s=5.0)
+
+    def forget() -> None:
+        api.fingerprint = None
+
     while not stopping.is_set():
-        if min_free_bytes and free_bytes() < min_free_bytes:
-            log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
-            stopping.wait(10)
+        if not ready_to_claim(stopping, min_free_bytes):
             continue
-        if not engine_up():  # every job needs the engine: claimed now, it would only fail INFRA (grader.hosting.worker.engine_gate)
-            stopping.wait(DOWN_WAIT_S)
-            continue
-        try:
-            # Stated once (again after a host's reset); a refused statement or claim stops the worker (SystemExit).
-            fingerprint = api.bound_fingerprint()
-            if work_one(ShardApi(api.http), fingerprint):  # shard jobs of sharded grades first: their submissions are running
-                continue
-            job = api.claim(wait_s=5.0)
-        except ClaimThrottled as throttled:  # a server that asks for a pause is reachable: wait what it says, no back-off
-            wait_out(throttled, stopping.wait)
-            continue
-        except FingerprintUnbound:
-            log.warning("the server holds no fingerprint bound to this worker (the host reset it): stating it again")
-            api.fingerprint = None
-            continue
-        except httpx.HTTPError as error:
-            log.info("server not reachable (%s); retrying", type(error).__name__)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-            continue
-        except ValidationError as error:  # a job this worker cannot read: its lease lapses and the server re-queues it
-            log.error("unreadable job from the server (%d error(s)); retrying", error.error_count())
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-            continue
-        backoff = 0.2
+        job = claimed(claim, forget, stopping, backoff)
         if job is None:
             continue
         log.info("claimed %s attempt %s", job.submission_id, job.attempt)

@@ -35,11 +35,9 @@ from grader.hosting.errors import HostingError, WorkerProtocolMismatch
 from grader.hosting.protocol.messages import SERVER_CLAIM_PATH, CompetitionName, Job, ServerClaimRequest
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import MANIFEST
-from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
-from grader.hosting.worker.engine_gate import DOWN_WAIT_S, engine_up
-from grader.hosting.worker.hygiene import free_bytes
-from grader.hosting.worker.loop import ParentWatch, WorkerApi, grade_job, worker_client
-from grader.hosting.worker.shard_loop import FingerprintUnbound, ShardApi, check_claim, fingerprint_digest, work_one
+from grader.hosting.worker.claim_throttle import raise_if_throttled
+from grader.hosting.worker.loop import Backoff, ParentWatch, WorkerApi, claimed, grade_job, ready_to_claim, worker_client
+from grader.hosting.worker.shard_loop import ShardApi, check_claim, fingerprint_digest, work_one
 
 log = logging.getLogger("grader.worker")
 
@@ -229,7 +227,14 @@ def run_many_worker(
     worker = ManyWorker(server, token, data, names=names, key=key, on_new=on_new)
     if names is not None:
         worker.refresh()  # each competition named is served from the start: a refusal (no registration there) stops the worker now
-    backoff = 0.2
+    backoff = Backoff()
+
+    def claim() -> Job | None:
+        fingerprint = worker.fingerprint()
+        if _shard_job(worker, fingerprint):  # shard jobs of sharded grades first: their submissions are running
+            return None
+        return worker.claim(fingerprint, wait_s=5.0)
+
     while not stopping.is_set():
         try:
             worker.refresh()
@@ -238,36 +243,9 @@ def run_many_worker(
         if not worker.served:
             stopping.wait(1.0 if worker.names is None else REFRESH_S)
             continue
-        if min_free_bytes and free_bytes() < min_free_bytes:
-            log.warning("less than %d MB free for staging: claiming nothing for now", min_free_bytes >> 20)
-            stopping.wait(10)
+        if not ready_to_claim(stopping, min_free_bytes):
             continue
-        if not engine_up():
-            stopping.wait(DOWN_WAIT_S)
-            continue
-        try:
-            fingerprint = worker.fingerprint()
-            if _shard_job(worker, fingerprint):  # shard jobs of sharded grades first: their submissions are running
-                continue
-            job = worker.claim(fingerprint, wait_s=5.0)
-        except ClaimThrottled as throttled:
-            wait_out(throttled, stopping.wait)
-            continue
-        except FingerprintUnbound:
-            log.warning("a competition holds no fingerprint bound to this worker (the host reset it): stating it again")
-            worker.forget_fingerprints()
-            continue
-        except httpx.HTTPError as error:
-            log.info("server not reachable (%s); retrying", type(error).__name__)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-            continue
-        except ValidationError as error:  # a job this worker cannot read: its lease lapses and the server re-queues it
-            log.error("unreadable job from the server (%d error(s)); retrying", error.error_count())
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-            continue
-        backoff = 0.2
+        job = claimed(claim, worker.forget_fingerprints, stopping, backoff)
         if job is None:
             continue
         _grade(worker, job)
