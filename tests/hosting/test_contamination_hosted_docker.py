@@ -8,7 +8,9 @@ candidate hidden text must get the very figure a sketch of a text that is not in
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -127,6 +129,10 @@ def test_planted_copies_get_the_released_figure_in_the_signed_report_and_on_the_
     assert "text2code (test): at least 20 of 881 test queries touched" in row["contamination"]
     page = httpx.get(f"{served.url}/", timeout=30).text
     assert "Contamination" in page and "at least 20 of 881 test queries touched" in page
+    # the CSV export carries the same figure, in its last column
+    exported = list(csv.DictReader(io.StringIO(httpx.get(f"{served.url}/leaderboard.csv", timeout=30).text)))
+    assert list(exported[0])[-1] == "contamination"
+    assert {r["participant"]: r["contamination"] for r in exported}["planted"] == row["contamination"]
     # the sketch was kept on the server, apart from the upload the worker reads
     assert (served.state / "uploads" / f"{graded['planted']}.sketch").read_bytes() == (root / "planted" / SUBMISSION_SKETCH).read_bytes()
     # a re-scoring of the stored runs audits the kept sketch again: the same released figures, in the new signed report

@@ -202,6 +202,8 @@ def board_csv(ctx: ServerContext, part: Part | str) -> str:
             "ci_high",
             *tasks,
             "date",
+            # last, so that the columns before it keep their places for readers of older exports
+            "contamination",
         ]
     )
     for board in data.boards:
@@ -223,6 +225,7 @@ def board_csv(ctx: ServerContext, part: Part | str) -> str:
                 *e.interval,
                 *[e.tasks.get(t) for t in tasks],
                 e.date,
+                e.contamination,
             ]
             writer.writerow([csv_cell(v) for v in row])
     return out.getvalue()
