@@ -232,6 +232,9 @@ def test_refusals_each_one_line_and_nothing_written(tmp_path: Path) -> None:
     link = tarfile.TarInfo("files/keys/evil")
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     assert "files/keys/evil: not a plain file" in refused_import(_rewrite(bundle, tmp_path / "link.bundle", {}, extra=link))
+    bomb = tarfile.TarInfo("files/keys/bomb")  # a PAX header tarfile would read whole into memory
+    bomb.pax_headers = {"comment": "x" * (1 << 20)}
+    assert "extended tar header of" in refused_import(_rewrite(bundle, tmp_path / "bomb.bundle", {}, extra=bomb))
     climb = _rewrite(bundle, tmp_path / "climb.bundle", {"files/keys/../../../escape": b"x"})
     assert "not a relative path this grader writes" in refused_import(climb)
     other = _rewrite(bundle, tmp_path / "other.bundle", {"rows/pins.jsonl": rows.replace(NAME.encode(), b"someone-else")})

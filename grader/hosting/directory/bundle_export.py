@@ -25,6 +25,7 @@ from grader.files import read_bounded
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.db.session import Database, open_database
 from grader.hosting.directory.bundle_format import (
+    CARRIED,
     COMPETITION_FILE,
     FILES,
     FORMAT,
@@ -73,7 +74,9 @@ def export_competition(state_dir: Path, name: str, out: Path, database: str | No
     finally:
         db.dispose()
     files = _files(folder)
-    competition_bytes = read_bounded(Path(entry.file), MAX_COMPETITION_FILE_BYTES, HostingError, what="competition file")
+    competition_bytes = read_bounded(
+        Path(entry.file), MAX_COMPETITION_FILE_BYTES, lambda reason: HostingError(f"{entry.file}: {reason}"), what="competition file"
+    )
     members: list[dict[str, Any]] = [_member(COMPETITION_FILE, competition_bytes)]
     members += [_member(f"{ROWS}/{table}.jsonl", data) for table, data in rows.items()]
     members += [{"name": f"{FILES}/{relative.as_posix()}", "bytes": size, "sha256": digest} for relative, size, digest in files]
@@ -119,6 +122,8 @@ def _files(folder: Path) -> list[tuple[PurePosixPath, int, str]]:
     found: list[tuple[PurePosixPath, int, str]] = []
     for top, folders, names in os.walk(folder):
         here = Path(top)
+        if here == folder:  # only the carried folders are walked: the rest is the server's to make again
+            folders[:] = [name for name in folders if name in CARRIED]
         for name in sorted(folders):
             if (here / name).is_symlink():
                 raise BundleError(f"{here / name}: a link in the competition's folder; a bundle carries no links")

@@ -65,17 +65,40 @@ class Bundle:
         return sum(size for size, _digest in self.files.values())
 
 
+#: A PAX extended header or a GNU long name is read whole into memory by tarfile: bounded before it is read.
+MAX_HEADER_BYTES = 64 << 10
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A tar header whose extended headers (PAX, GNU long names) are refused above :data:`MAX_HEADER_BYTES`:
+    tarfile would read one of any size into memory, and a few compressed bytes can declare gigabytes."""
+
+    def _proc_pax(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+        _bounded_header(self)
+        return super()._proc_pax(tarfile)  # type: ignore[misc,no-any-return]
+
+    def _proc_gnulong(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+        _bounded_header(self)
+        return super()._proc_gnulong(tarfile)  # type: ignore[misc,no-any-return]
+
+
+def _bounded_header(info: tarfile.TarInfo) -> None:
+    if info.size > MAX_HEADER_BYTES:
+        raise BundleError(f"a bundle's extended tar header of {info.size} bytes (at most {MAX_HEADER_BYTES}): not a bundle this grader wrote")
+
+
 @contextmanager
 def _members(path: Path) -> Iterator[Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]]:
     """The bundle's members in order, as a stream (no seeking: a member is read once, as it comes)."""
     try:
-        with tarfile.open(path, mode="r|gz") as tar:
+        with tarfile.open(path, mode="r|gz", tarinfo=_BoundedTarInfo) as tar:
 
             def walk() -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
                 for count, info in enumerate(tar, start=1):
                     if count > MAX_MEMBERS + 1:
                         raise BundleError(f"{path}: more than {MAX_MEMBERS} members")
-                    yield info, tar.extractfile(info) if info.isreg() else None
+                    plain = info.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and info.sparse is None
+                    yield info, tar.extractfile(info) if plain else None
 
             yield walk()
     except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as error:
@@ -93,8 +116,8 @@ def _read_exact(handle: IO[bytes] | None, size: int, name: str) -> bytes:
 def _check_member(info: tarfile.TarInfo, declared: dict[str, tuple[int, str]], seen: set[str]) -> tuple[int, str]:
     """The member ``info`` as the manifest declares it, or one line saying why it is refused."""
     member_path(info.name)
-    if not info.isreg():
-        raise BundleError(f"bundle member {info.name}: not a plain file (a bundle holds no links, devices or folders)")
+    if info.type not in (tarfile.REGTYPE, tarfile.AREGTYPE) or info.sparse is not None:
+        raise BundleError(f"bundle member {info.name}: not a plain file (a bundle holds no links, devices, folders or sparse files)")
     if info.name not in declared:
         raise BundleError(f"bundle member {info.name}: not listed in the manifest")
     if info.name in seen:
@@ -184,7 +207,7 @@ def read_bundle(path: Path) -> Bundle:
     kept: dict[str, bytes] = {}
     with _members(path) as members:
         first = next(members, None)
-        if first is None or first[0].name != MANIFEST or not first[0].isreg() or first[0].size > MAX_MANIFEST_BYTES:
+        if first is None or first[0].name != MANIFEST or first[1] is None or first[0].size > MAX_MANIFEST_BYTES:
             raise BundleError(f"{path}: not a competition bundle (its first member is not {MANIFEST})")
         manifest = _manifest(_read_exact(first[1], first[0].size, MANIFEST), path)
         declared = _declared(manifest, path)
@@ -219,7 +242,7 @@ def extract_files(bundle: Bundle, folder: Path) -> None:
                 continue
             relative = PurePosixPath(*member_path(info.name).parts[1:])
             declared = bundle.files.get(relative)
-            if declared is None or not info.isreg() or info.size != declared[0] or relative in written or handle is None:
+            if declared is None or handle is None or info.size != declared[0] or relative in written:
                 raise BundleError(f"{bundle.path}: changed since it was read (member {info.name})")
             target = folder.joinpath(*relative.parts)
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
