@@ -28,7 +28,7 @@ from grader.cli.main import cli
 from grader.hosting.directory.layout import ServerLayout, competition_schema
 from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
-from tests.hosting.support import REPO, ManyServer, admin, grader_cli, write_competition
+from tests.hosting.support import REPO, ManyServer, admin, grader_cli, wait_for, write_competition
 
 DATA = REPO / "tests" / "data" / "legacy_state_v0_3"
 NAME = "legacy-v0-3"
@@ -120,40 +120,26 @@ def test_a_competition_moves_from_sqlite_to_postgresql_and_back(tmp_path: Path, 
     target_files.mkdir()
     admin(target, "competition", "add", str(write_competition(target_files / "other.toml", name="other")), database=url)
     admin(target, "--in", "other", "add-worker", "gpu-01", database=url)
-    shutil.copy(DATA / "competition.toml", target_files / "legacy.toml")
-    result = CliRunner().invoke(
-        cli,
-        [
-            "admin",
-            "--state",
-            str(target),
-            "--database",
-            url,
-            "competition",
-            "import",
-            str(bundle),
-            "--competition",
-            str(target_files / "legacy.toml"),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert (
-        result.stdout.startswith(f"imported competition '{NAME}': ")
-        and "log: 12 entries, checkpoint of 12 verified; 7 reports verify" in result.stdout
-    )
-    assert "worker 'gpu-01': this server registers that name under another token; kept for its reports, revoked here" in result.stderr
-    schema = competition_schema(NAME)
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute(f'SELECT name, revoked_at IS NOT NULL FROM "{schema}".workers ORDER BY name').fetchall() == [
-            ("gpu-01", True),
-            ("local-1", False),
-        ]
-        assert conn.execute(f'SELECT count(*) FROM "{schema}".log_entries').fetchone() == (12,)
-        assert conn.execute(f'SELECT count(*) FROM "{competition_schema("other")}".participants').fetchone() == (0,)
-        # ids continue after the imported ones (the sequences were set past them)
-        assert conn.execute(f"SELECT nextval(pg_get_serial_sequence('\"{schema}\".results', 'id'))").fetchone() == (5,)
+    # imported while the target serves: it serves the competition within seconds, as one `competition add` adds
+    moved_file = tmp_path / "legacy-on-target.toml"  # the target's copy, outside its --competitions folder
+    shutil.copy(DATA / "competition.toml", moved_file)
     server = ManyServer(target_files, target, workers=0, database=url).start()
     try:
+        args = ["admin", "--state", str(target), "--database", url, "competition", "import", str(bundle), "--competition", str(moved_file)]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith(f"imported competition '{NAME}': ")
+        assert "log: 12 entries, checkpoint of 12 verified; 7 reports verify under its host key" in result.stdout
+        assert "worker 'gpu-01': this server registers that name under another token; kept for its reports, revoked here" in result.stderr
+        schema = competition_schema(NAME)
+        with psycopg.connect(url, autocommit=True) as conn:
+            workers = conn.execute(f'SELECT name, revoked_at IS NOT NULL FROM "{schema}".workers ORDER BY name').fetchall()
+            assert workers == [("gpu-01", True), ("local-1", False)]
+            assert conn.execute(f'SELECT count(*) FROM "{schema}".log_entries').fetchone() == (12,)
+            assert conn.execute(f'SELECT count(*) FROM "{competition_schema("other")}".participants').fetchone() == (0,)
+            # ids continue after the imported ones (the sequences were set past them)
+            assert conn.execute(f"SELECT nextval(pg_get_serial_sequence('\"{schema}\".results', 'id'))").fetchone() == (5,)
+        wait_for(lambda: httpx.get(f"{server.base(NAME)}/api/v1/competition", timeout=30).status_code == 200, timeout=60, what="served")
         assert served_copy(server, tmp_path, tokens, scored, "pg", cli=True) == board
         bob = httpx.get(f"{server.base('other')}/api/v1/submissions", headers={"Authorization": f"Bearer {tokens['bob']}"}, timeout=30)
         assert bob.status_code == 404  # a person now, registered in the moved competition only
@@ -165,7 +151,7 @@ def test_a_competition_moves_from_sqlite_to_postgresql_and_back(tmp_path: Path, 
     back = tmp_path / "pg.bundle"
     admin(target, "competition", "export", NAME, "--out", str(back), database=url)
     third = tmp_path / "third"
-    admin(third, "competition", "import", str(back), "--competition", str(target_files / "legacy.toml"))
+    admin(third, "competition", "import", str(back), "--competition", str(moved_file))
     assert (third / "competitions" / NAME / "grader.sqlite3").is_file()
     server = ManyServer(tmp_path / "third-competitions", third, workers=0).start()
     try:
