@@ -148,6 +148,9 @@ def test_a_competition_moves_from_sqlite_to_postgresql_and_back(tmp_path: Path, 
 
     # and back: exported from PostgreSQL, imported into a new server on SQLite
     admin(target, "competition", "retire", NAME, database=url)
+    # without the server's --database, no empty SQLite file stands in for its rows
+    assert "is kept in PostgreSQL" in refused(target, "competition", "export", NAME, "--out", str(tmp_path / "none.bundle"))
+    assert not (target / "competitions" / NAME / "grader.sqlite3").exists()
     back = tmp_path / "pg.bundle"
     admin(target, "competition", "export", NAME, "--out", str(back), database=url)
     third = tmp_path / "third"

@@ -39,7 +39,7 @@ from grader.hosting.directory.bundle_format import (
     encode_value,
     member_path,
 )
-from grader.hosting.directory.databases import competition_database
+from grader.hosting.directory.databases import existing_database
 from grader.hosting.directory.layout import ServerLayout, is_server_layout
 from grader.hosting.errors import HostingError
 
@@ -67,7 +67,7 @@ def export_competition(state_dir: Path, name: str, out: Path, database: str | No
             f"competition {name!r} is served: retire it first (grader admin competition retire {name}), so that nothing changes while it is exported"
         )
     folder = layout.folder(name)
-    url = competition_database(entry, database)
+    url = existing_database(entry, folder, database)
     db = open_database(folder, url)  # migrated to this grader's schema, as every admin command's: the bundle names it
     try:
         rows, counts, revision = _rows(db, str(folder))

@@ -33,11 +33,11 @@ from sqlalchemy import create_engine, insert, select, text
 from grader.hosting.clock import utcnow
 from grader.hosting.config import load_competition
 from grader.hosting.db.models import Worker
-from grader.hosting.db.session import Database, database_url, head_revision, migrate
+from grader.hosting.db.session import DB_FILE, Database, database_url, head_revision, migrate
 from grader.hosting.directory.bundle_format import BundleError, bundle_tables, decode_value, encode_value
 from grader.hosting.directory.bundle_read import Bundle, extract_files, read_bundle
 from grader.hosting.directory.bundle_verify import Verified, verify_imported
-from grader.hosting.directory.databases import competition_database
+from grader.hosting.directory.databases import competition_database, existing_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.models import Person
 from grader.hosting.directory.people import open_people
@@ -83,11 +83,11 @@ def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database
     entry = layout.add(bundle.name, competition_file, postgres=database is not None)  # refused if the name is taken
     people = _people(layout, database)
     _check_people(bundle, people)
-    revoked = _map_workers(bundle, _workers_elsewhere(layout, database))
     final = layout.folder(bundle.name)
     staging = final.with_name(final.name + IMPORTING)
     if final.exists():
         raise HostingError(f"{final}: a folder of that name is here already (not in server.json); remove it or import elsewhere")
+    revoked = _map_workers(bundle, _workers_elsewhere(layout, database, bundle.name))
     free = shutil.disk_usage(next(p for p in (layout.root, *layout.root.parents) if p.exists())).free
     if bundle.total_bytes + DISK_MARGIN > free:
         raise HostingError(f"{layout.root}: {free} bytes free, the bundle's files need {bundle.total_bytes} (and room to serve)")
@@ -162,13 +162,14 @@ def _check_people(bundle: Bundle, people: Database | None) -> None:
             raise HostingError(f"participant {name!r}: their token is held by person {holders[digest]!r} on this server; import refused")
 
 
-def _workers_elsewhere(layout: ServerLayout, database: str | None) -> dict[str, str]:
-    """The remote workers the server's other competitions register: name -> token digest."""
+def _workers_elsewhere(layout: ServerLayout, database: str | None, name: str) -> dict[str, str]:
+    """The remote workers the server's other competitions (not ``name``) register: name -> token digest."""
     found: dict[str, str] = {}
     for entry in layout.entries.values():
-        if not layout.folder(entry.name).is_dir():
-            continue  # the entry just added for the bundle: nothing there yet
-        db = Database(database_url(layout.folder(entry.name), competition_database(entry, database)))
+        folder = layout.folder(entry.name)
+        if entry.name == name or (entry.schema is None and not (folder / DB_FILE).is_file()):
+            continue  # the bundle's, not made yet; one never started, which registers nobody
+        db = Database(database_url(folder, existing_database(entry, folder, database)))
         try:
             with db.session() as session:
                 for worker in session.scalars(select(Worker).where(Worker.local.is_(False))).all():
