@@ -190,7 +190,7 @@ def _rewrite(bundle: Path, out: Path, change: dict[str, bytes | None], *, restat
     return out
 
 
-@pytest.mark.slow  # nothing started, but ten seconds of upgrading, exporting and importing: not the fast loop
+@pytest.mark.slow  # nothing started, but seconds of upgrading, exporting and importing (10 s on a loaded machine): not the fast loop
 def test_refusals_each_one_line_and_nothing_written(tmp_path: Path) -> None:
     source, files, _manifest = _source(tmp_path)
     admin(source, "competition", "retire", NAME)

@@ -98,7 +98,8 @@ def carried_file(relative: PurePosixPath) -> bool:
 
 
 def encode_value(table: Table, column: Column[Any], value: Any, folder: str) -> Any:
-    """``value`` of ``column`` as the bundle holds it: JSON, the same for SQLite and PostgreSQL."""
+    """``value`` of ``column`` as the bundle holds it: JSON, the same for SQLite and PostgreSQL (``folder``: the
+    competition's, which stored paths name)."""
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -107,10 +108,13 @@ def encode_value(table: Table, column: Column[Any], value: Any, folder: str) -> 
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, enum.Enum):
         return value.value
-    if (table.name, column.name) in PATH_COLUMNS and isinstance(value, str) and (found := STORED_UNDER.match(value)):
-        if found.group(1) != folder:
-            raise BundleError(f"table {table.name}: {column.name} {value!r} points outside the competition's folder {folder}")
-        return {"in_state": value[len(folder) + 1 :]}
+    if (table.name, column.name) in PATH_COLUMNS and isinstance(value, str):
+        if value.startswith(folder + "/"):
+            return {"in_state": value[len(folder) + 1 :]}
+        # else the folder is read from the path: a state folder reached through a link, or restored elsewhere, stored
+        # its paths under another spelling (grader.hosting.directory.upgrade reads them the same way)
+        if found := STORED_UNDER.match(value):
+            return {"in_state": value[len(found.group(1)) + 1 :]}
     return value
 
 

@@ -22,6 +22,7 @@ and it claims nothing until the host registers it again (``add-worker --same-tok
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -111,7 +112,8 @@ def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for folder in reversed(made):
-            folder.rmdir()
+            with contextlib.suppress(OSError):  # not empty: something not ours is there, and stays
+                folder.rmdir()
         if schema_made is not None:
             _drop_schema(database, schema_made)
         raise
