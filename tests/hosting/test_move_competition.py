@@ -228,6 +228,13 @@ def test_refusals_each_one_line_and_nothing_written(tmp_path: Path) -> None:
     assert "not a relative path this grader writes" in refused_import(climb)
     other = _rewrite(bundle, tmp_path / "other.bundle", {"rows/pins.jsonl": rows.replace(NAME.encode(), b"someone-else")})
     assert "it holds rows of competition 'someone-else', not only of 'legacy-v0-3'; refused" in refused_import(other)
+    # consistent bundles whose contents do not check out: found once the rows and files are in, and all of it removed
+    forged = _rewrite(bundle, tmp_path / "forged.bundle", {member: envelope.replace(b'"signatures"', b'"signatures" ', 1)[:-40] + b"A" * 40})
+    assert "a report does not verify under its host key" in refused_import(forged)
+    with tarfile.open(bundle) as tar:
+        checkpoint = tar.extractfile("files/log/checkpoint").read()  # type: ignore[union-attr]
+    rewound = _rewrite(bundle, tmp_path / "rewound.bundle", {"files/log/checkpoint": checkpoint.replace(b"\n12\n", b"\n11\n", 1)})
+    assert "its log does not audit" in refused_import(rewound)
     renamed = write_competition(tmp_path / "renamed.toml", name="renamed")
     assert f"names competition 'renamed'; the bundle holds '{NAME}'" in refused_import(bundle, str(renamed))
 
