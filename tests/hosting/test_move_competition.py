@@ -125,6 +125,16 @@ def test_a_competition_moves_from_sqlite_to_postgresql_and_back(tmp_path: Path, 
     shutil.copy(DATA / "competition.toml", moved_file)
     server = ManyServer(target_files, target, workers=0, database=url).start()
     try:
+        # a bundle that fails its checks once its rows are in: the new schema is dropped, the folder removed
+        with tarfile.open(bundle) as tar:
+            checkpoint = tar.extractfile("files/log/checkpoint").read()  # type: ignore[union-attr]
+        rewound = _rewrite(bundle, tmp_path / "rewound.bundle", {"files/log/checkpoint": checkpoint.replace(b"\n12\n", b"\n11\n", 1)})
+        assert "its log does not audit" in refused(target, "competition", "import", str(rewound), "--competition", str(moved_file), database=url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (competition_schema(NAME),)
+            ).fetchone() == (0,)
+        assert sorted(p.name for p in (target / "competitions").iterdir()) == ["other"]
         args = ["admin", "--state", str(target), "--database", url, "competition", "import", str(bundle), "--competition", str(moved_file)]
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
