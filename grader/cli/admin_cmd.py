@@ -565,6 +565,45 @@ def competition_list(ctx: click.Context) -> None:
         click.echo(f"{entry.name:<24} {'retired ' + (entry.retired_at or '') if entry.retired else 'served':<30} {layout.folder(entry.name)}")
 
 
+@competition_group.command("export")
+@click.argument("name")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="The bundle to write (0600: it holds the keys).")
+@click.pass_context
+def competition_export(ctx: click.Context, name: str, out: Path) -> None:
+    """Write retired competition NAME (rows, keys, log, reports, runs) to a bundle another server imports."""
+    from grader.hosting.directory.bundle_export import export_competition
+
+    done = export_competition(ctx.obj["server_state"], name, out, ctx.obj["server_database"])
+    click.echo(
+        f"exported competition {name!r} to {done.path}: {done.rows} rows, {done.files} files; it holds the competition's keys: keep it as private"
+    )
+
+
+@competition_group.command("import")
+@click.argument("bundle", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--competition",
+    "competition_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="This server's copy of the competition file (its benchmark paths are this machine's).",
+)
+@click.pass_context
+def competition_import(ctx: click.Context, bundle: Path, competition_file: Path) -> None:
+    """Add the competition of BUNDLE (from `competition export`), checked first; a running server serves it within seconds."""
+    from grader.hosting.directory.bundle_import import import_competition
+
+    done = import_competition(ctx.obj["server_state"], bundle, competition_file, ctx.obj["server_database"])
+    for worker in done.revoked_workers:
+        click.echo(f"worker {worker!r}: this server registers that name under another token; kept for its reports, revoked here", err=True)
+    name = done.entry.name
+    click.echo(
+        f"imported competition {name!r}: {done.rows} rows, {done.files} files, {len(done.new_people)} new people; "
+        f"log: {done.verified.entries} entries, checkpoint of {done.verified.checkpoint_size} verified; "
+        f"{done.verified.reports} reports verify under its host key; pages under /c/{name}/"
+    )
+
+
 @admin.group("person")
 def person_group() -> None:
     """The people of a server of many competitions: one token each, registered per competition."""

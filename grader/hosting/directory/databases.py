@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from grader.hosting.db.session import database_url
+from grader.hosting.db.session import DB_FILE, database_url
 from grader.hosting.directory.layout import LEGACY_SCHEMA, Entry
 from grader.hosting.errors import HostingError
 
@@ -42,3 +42,16 @@ def ensure_schema(database: str, schema: str, *, what: str) -> None:
         raise HostingError(f"database: cannot create schema {schema} for {what}: {str(error).splitlines()[0]}") from None
     finally:
         engine.dispose()
+
+
+def existing_database(entry: Entry, folder: Path, database: str | None) -> str | None:
+    """The database URL of ``entry``'s competition (in ``folder``), refused in one line where it is not: a competition
+    kept in PostgreSQL named without ``--database`` (an empty SQLite file must not stand in for it), or a SQLite file
+    that is not there. For the commands that read a competition's rows whole (export, import's look at the others)."""
+    if entry.schema is not None and database is None:
+        raise HostingError(
+            f"competition {entry.name!r} is kept in PostgreSQL (schema {entry.schema}): pass the server's --database URL (or GRADER_DATABASE)"
+        )
+    if entry.schema is None and not (folder / DB_FILE).is_file():
+        raise HostingError(f"competition {entry.name!r}: no database in {folder} (never started?)")
+    return competition_database(entry, database)
