@@ -66,3 +66,12 @@ class UploadTakenOver(RefusedSubmission):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status=409)
+
+
+class NotifySettingRefused(HostingError):
+    """A participant's webhook URL or e-mail address is not one the server sends to (scheme, length, form): 422."""
+
+
+class DeliveryFailed(HostingError):
+    """One try of a notification did not deliver: refused by the address guard, unreachable, or not answered 2xx.
+    The message names why in one line and never carries the secret or the body."""

@@ -16,6 +16,7 @@ OWNERS = (
     "grader/hosting/queue/",
     "grader/hosting/results/",
     "grader/hosting/transparency/",
+    "grader/hosting/notify/",
     "grader/hosting/leaderboard/",
     "grader/hosting/schedule.py",
     "grader/hosting/db/session.py",
