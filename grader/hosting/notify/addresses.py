@@ -69,7 +69,7 @@ def why_special(address: Address) -> str | None:
     if inner is not None:
         reason = why_special(inner)
         return None if reason is None else f"embeds {inner}, {reason}"
-    for flag in ("loopback", "link_local", "private", "multicast", "unspecified", "reserved"):
+    for flag in ("loopback", "link_local", "unspecified", "multicast", "private", "reserved"):  # the most telling name first
         if getattr(address, f"is_{flag}"):
             return flag.replace("_", "-")
     if any(address in network for network in EXTRA_SPECIAL if network.version == address.version):
