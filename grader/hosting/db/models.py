@@ -394,7 +394,7 @@ class NotifySetting(Base):
     __tablename__ = "notify_settings"
     participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), primary_key=True)
     webhook_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
-    webhook_secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    webhook_secret: Mapped[str | None] = mapped_column(String(80), nullable=True)
     email: Mapped[str | None] = mapped_column(String(254), nullable=True)
     updated_at: Mapped[datetime]
 

@@ -25,7 +25,7 @@ def upgrade() -> None:
         "notify_settings",
         sa.Column("participant_id", sa.Integer, sa.ForeignKey("participants.id"), primary_key=True),
         sa.Column("webhook_url", sa.String(2048), nullable=True),
-        sa.Column("webhook_secret", sa.String(64), nullable=True),
+        sa.Column("webhook_secret", sa.String(80), nullable=True),
         sa.Column("email", sa.String(254), nullable=True),
         sa.Column("updated_at", sa.DateTime, nullable=False),
     )
