@@ -10,6 +10,9 @@ receiver's recipe of docs/hosting.md (``grader.hosting.notify.signing.verify``).
 from __future__ import annotations
 
 import ipaddress
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,3 +126,15 @@ def test_the_signature_verifies_and_refuses_tampering_and_replay() -> None:
     assert not verify(secret, header, body, now=1_700_000_000 + 301)  # outside the replay window
     assert not verify(secret, header.replace("t=1700000000", "t=1700000100"), body, now=1_700_000_100)  # a moved timestamp
     assert not verify(secret, "v1=" + header.split("v1=")[1], body, now=1_700_000_100)  # no timestamp
+
+
+def test_the_documented_receiver_recipe_verifies_what_the_server_signs() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "hosting.md").read_text(encoding="utf-8")
+    recipe = page.split("**The signature.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(recipe, namespace)  # the page's own code, as a receiver would paste it
+    secret, body = new_secret(), b'{"competition":"c","type":"ping"}'
+    header = signature(secret, int(time.time()), body)
+    assert namespace["verify"](secret, header, body)
+    assert not namespace["verify"](secret, header, body.replace(b"ping", b"pong"))
+    assert not namespace["verify"](secret, signature(secret, int(time.time()) - 600, body), body)
