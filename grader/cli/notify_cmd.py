@@ -7,6 +7,8 @@ another answer (grader/cli/exits.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -18,8 +20,14 @@ from grader.hosting.participant.client import HostingClient, token_from
 from grader.text import escape_control
 
 
-def _client(server: str, token: str | None) -> HostingClient:
-    return HostingClient(server, token_from(token))
+@contextmanager
+def _client(server: str, token: str | None) -> Iterator[HostingClient]:
+    """The participant's client, its connections closed at the end (a kept-alive one would hold the server's shutdown)."""
+    client = HostingClient(server, token_from(token))
+    try:
+        yield client
+    finally:
+        client.http.close()
 
 
 def _server_option(func):  # type: ignore[no-untyped-def]
@@ -37,7 +45,8 @@ def notify() -> None:
 @_server_option
 def set_webhook(url: str, server: str, token: str | None) -> None:
     """Send each change to URL (POST, JSON, signed); prints the signing secret, shown this once."""
-    answer = _client(server, token).notify("PUT", "/webhook", {"url": url})
+    with _client(server, token) as client:
+        answer = client.notify("PUT", "/webhook", {"url": url})
     click.echo(f"webhook set: {escape_control(answer.get('url'))}")
     click.echo(f"signing secret (shown once; keep it where your receiver reads it): {escape_control(answer.get('secret'))}")
 
@@ -46,7 +55,8 @@ def set_webhook(url: str, server: str, token: str | None) -> None:
 @_server_option
 def clear_webhook(server: str, token: str | None) -> None:
     """Remove the webhook (nothing pending is sent to it)."""
-    _client(server, token).notify("DELETE", "/webhook")
+    with _client(server, token) as client:
+        client.notify("DELETE", "/webhook")
     click.echo("webhook cleared")
 
 
@@ -58,20 +68,20 @@ def email(address: str | None, clear: bool, server: str, token: str | None) -> N
     """Send each change to ADDRESS by e-mail (when the server has an SMTP relay); --clear removes it."""
     if clear == (address is not None):
         raise UsageError("give an ADDRESS or --clear")
-    client = _client(server, token)
-    if address is None:
-        client.notify("DELETE", "/email")
-        click.echo("e-mail cleared")
-    else:
-        client.notify("PUT", "/email", {"address": address})
-        click.echo(f"e-mail set: {escape_control(address)}")
+    with _client(server, token) as client:
+        if address is None:
+            client.notify("DELETE", "/email")
+        else:
+            client.notify("PUT", "/email", {"address": address})
+    click.echo("e-mail cleared" if address is None else f"e-mail set: {escape_control(address)}")
 
 
 @notify.command("test")
 @_server_option
 def test(server: str, token: str | None) -> None:
     """Send a test notification (type ping) to every address you set."""
-    count = _client(server, token).notify("POST", "/test").get("deliveries")
+    with _client(server, token) as client:
+        count = client.notify("POST", "/test").get("deliveries")
     click.echo(f"test notification queued: {escape_control(count)} deliveries (`grader notify show` tells how they went)")
 
 
@@ -80,7 +90,8 @@ def test(server: str, token: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def show(server: str, token: str | None, as_json: bool) -> None:
     """Your webhook and e-mail address (never the secret) and how your latest deliveries went."""
-    answer = _client(server, token).notify("GET")
+    with _client(server, token) as client:
+        answer = client.notify("GET")
     if as_json:
         click.echo(jsonio.dumps(answer, indent=2, ensure_ascii=True))
         return

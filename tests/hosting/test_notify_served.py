@@ -186,6 +186,10 @@ def test_notifications_through_a_real_server(tmp_path: Path, receiver: Receiver,
         (row,) = _ended(server, tokens["eve"], 1)
         assert "answered 302: a redirect, not followed" in row["outcome"], row
         assert receiver.paths().count("/redirect") == 2 and "/followed" not in receiver.paths()
+        for _ in range(9):  # a test notification is a request the server sends where the participant says: 10 an hour
+            invoke("notify", "test", "--server", server.url, "--token", tokens["eve"])
+        refused = invoke("notify", "test", "--server", server.url, "--token", tokens["eve"], expect=4)
+        assert "at most 10 test notifications an hour" in refused.stderr
 
         # What is not yours: ada's submission is 404 to bob, and none of his deliveries names it.
         bob = {"Authorization": f"Bearer {tokens['bob']}"}

@@ -15,6 +15,7 @@ from typing import Any
 
 from grader.hosting.config import NotifyPolicy
 from grader.hosting.errors import DeliveryFailed, NotifySettingRefused
+from grader.text import escape_control
 
 #: One plain address: a local part and a domain, nothing that separates addresses or starts a header.
 ADDRESS = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
@@ -60,4 +61,4 @@ def send(policy: NotifyPolicy, mail: EmailMessage) -> None:
                 relay.starttls(context=ssl.create_default_context())
             relay.send_message(mail)
     except (OSError, smtplib.SMTPException) as error:
-        raise DeliveryFailed(f"SMTP relay: {type(error).__name__}: {str(error)[:120]}") from None
+        raise DeliveryFailed(f"SMTP relay: {type(error).__name__}: {escape_control(str(error)[:120])}") from None

@@ -108,6 +108,17 @@ def again_at(session: Session, delivery_id: int, when: datetime, outcome: str) -
     session.execute(update(NotifyDelivery).where(NotifyDelivery.id == delivery_id).values(next_at=when, outcome=outcome[:OUTCOME_CHARS]))
 
 
+def pings_since(session: Session, participant_id: int, since: datetime) -> int:
+    """The participant's test events since ``since`` (their deliveries of one event counted once).
+
+    Reads the participant's rows of that window only: state changes are bounded by the quotas, and pings by this
+    count, so the read is small."""
+    rows = session.scalars(
+        select(NotifyDelivery.facts).where(NotifyDelivery.participant_id == participant_id, NotifyDelivery.created_at >= since)
+    ).all()
+    return len({facts.get("id") for facts in rows if facts.get("type") == PING})
+
+
 def recent(session: Session, participant_id: int, limit: int = 10) -> list[NotifyDelivery]:
     """The participant's latest deliveries, newest first (what ``GET /api/v1/notify`` shows)."""
     return list(

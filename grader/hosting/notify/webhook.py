@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from grader.hosting.errors import DeliveryFailed, NotifySettingRefused
 from grader.hosting.notify.addresses import Address, Guard
 from grader.hosting.notify.signing import HEADER, signature
+from grader.text import escape_control
 
 #: The most of an answer's body a try reads (then the connection is closed): a receiver cannot make the server read more.
 ANSWER_BYTES = 4096
@@ -83,7 +84,8 @@ def post(url: str, secret: str, body: bytes, *, guard: Guard, timeout_s: float, 
     address = guard.address(target.host, target.port)
     context = (tls or ssl.create_default_context()) if target.scheme == "https" else None
     connection = _PinnedConnection(target, address, timeout_s, context)
-    watchdog = threading.Timer(2 * timeout_s, _shut, args=(connection,))
+    fired = threading.Event()
+    watchdog = threading.Timer(2 * timeout_s, _shut, args=(connection, fired))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -102,10 +104,13 @@ def post(url: str, secret: str, body: bytes, *, guard: Guard, timeout_s: float, 
         answer.read(ANSWER_BYTES)
         status = answer.status
     except (OSError, http.client.HTTPException) as error:
-        raise DeliveryFailed(f"{target.host}: {type(error).__name__}: {str(error)[:120]}") from None
+        # The receiver's words (a bad status line) are escaped: they reach the server's log and the participant's listing.
+        raise DeliveryFailed(f"{target.host}: {type(error).__name__}: {escape_control(str(error)[:120])}") from None
     finally:
         watchdog.cancel()
         connection.close()
+    if fired.is_set():  # cut off mid-answer: what was read may be a truncated head, not an answer
+        raise DeliveryFailed(f"{target.host}: no whole answer within {2 * timeout_s:g} s")
     if 300 <= status < 400:
         raise DeliveryFailed(f"{target.host} answered {status}: a redirect, not followed")
     if not 200 <= status < 300:
@@ -113,8 +118,9 @@ def post(url: str, secret: str, body: bytes, *, guard: Guard, timeout_s: float, 
     return status
 
 
-def _shut(connection: http.client.HTTPConnection) -> None:
+def _shut(connection: http.client.HTTPConnection, fired: threading.Event) -> None:
     """The watchdog: end a try that outlived its bound (a receiver dripping its answer byte by byte)."""
+    fired.set()
     sock = connection.sock
     if sock is not None:
         try:

@@ -3,12 +3,16 @@ test, and see the latest deliveries (docs/hosting.md, "Notifications"). Each cal
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from grader.hosting.clock import iso
+from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.errors import NotifySettingRefused
+from grader.hosting.errors import NotifySettingRefused, NotifyTestLimited
 from grader.hosting.notify import outbox, settings
+
+#: Test notifications a participant may ask for per rolling hour.
+PINGS_PER_HOUR = 10
 
 
 def set_webhook(ctx: ServerContext, participant_id: int, url: str) -> str:
@@ -32,8 +36,11 @@ def set_email(ctx: ServerContext, participant_id: int, address: str | None) -> N
 
 
 def send_test(ctx: ServerContext, participant_id: int) -> int:
-    """A ``ping`` to every address set; how many deliveries it made (0: none set)."""
+    """A ``ping`` to every address set; how many deliveries it made (0: none set). At most :data:`PINGS_PER_HOUR`
+    an hour (:class:`NotifyTestLimited`): each is a request the server sends where the participant says."""
     with ctx.db.session() as session:
+        if outbox.pings_since(session, participant_id, utcnow() - timedelta(hours=1)) >= PINGS_PER_HOUR:
+            raise NotifyTestLimited(f"at most {PINGS_PER_HOUR} test notifications an hour")
         return outbox.record(session, participant_id, {"type": outbox.PING})
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from grader.hosting.api.auth import CurrentParticipant
 from grader.hosting.api.body import parse
 from grader.hosting.api.deps import Ctx
-from grader.hosting.errors import NotifySettingRefused
+from grader.hosting.errors import NotifySettingRefused, NotifyTestLimited
 from grader.hosting.services import notify as service
 
 router = APIRouter(prefix="/api/v1/notify", tags=["notifications"])
@@ -75,6 +75,9 @@ def delete_email(ctx: Ctx, who: CurrentParticipant) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/test", status_code=202, summary="Send a test notification (type ping) to every address you set")
+@router.post("/test", status_code=202, summary="Send a test notification (type ping) to every address you set; 429 past 10 an hour")
 def post_test(ctx: Ctx, who: CurrentParticipant) -> dict[str, int]:
-    return {"deliveries": service.send_test(ctx, who.id)}
+    try:
+        return {"deliveries": service.send_test(ctx, who.id)}
+    except NotifyTestLimited as error:
+        raise HTTPException(429, str(error)) from None
