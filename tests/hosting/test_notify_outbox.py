@@ -117,3 +117,36 @@ def test_a_delivery_older_than_max_age_is_given_up_untried(world: World) -> None
     sender.deliver(pending)
     (row,) = _deliveries(world)
     assert row.done_at is not None and "older than [notify] max_age_s (60 s)" in row.outcome
+
+
+def test_a_rescoring_is_a_board_change_and_says_no_score(world: World) -> None:
+    _set(world)
+    submission_id = new_submission(world)
+    assert lifecycle.claim(world.db, world.workers[0], 30) is not None
+    with world.db.session() as session:
+        submission = session.get(Submission, submission_id)
+        assert submission is not None
+        assert lifecycle.finish(session, submission, State.SCORED, actor="test", reason="scored", result_id=1, public_score=0.25)
+        assert lifecycle.replace_result(session, submission, result_id=2, public_score=0.75)
+    facts = [row.facts for row in _deliveries(world)]
+    assert [(f["type"], f["state"]) for f in facts] == [
+        (outbox.STATE_CHANGE, "queued"),
+        (outbox.STATE_CHANGE, "running"),
+        (outbox.STATE_CHANGE, "scored"),
+        (outbox.BOARD_CHANGE, "scored"),
+    ]
+    assert all("0.75" not in str(f) and "0.25" not in str(f) for f in facts)
+
+
+def test_ended_deliveries_are_kept_a_week_then_pruned(world: World) -> None:
+    _set(world)
+    new_submission(world)
+    new_submission(world)
+    sender = Sender(world.db, "c", NotifyPolicy())
+    first, second = sender.take()
+    with world.db.session() as session:
+        outbox.end(session, first.id, "delivered")
+        outbox.end(session, second.id, "delivered")
+        session.execute(update(NotifyDelivery).where(NotifyDelivery.id == first.id).values(done_at=utcnow() - timedelta(days=8)))
+    assert sender.prune() == 1
+    assert [row.id for row in _deliveries(world)] == [second.id]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from grader.hosting.clock import iso, utcnow
@@ -106,6 +106,12 @@ def end(session: Session, delivery_id: int, outcome: str) -> None:
 def again_at(session: Session, delivery_id: int, when: datetime, outcome: str) -> None:
     """A failed try; the next is due at ``when``."""
     session.execute(update(NotifyDelivery).where(NotifyDelivery.id == delivery_id).values(next_at=when, outcome=outcome[:OUTCOME_CHARS]))
+
+
+def prune(session: Session, before: datetime) -> int:
+    """Forget deliveries that ended before ``before`` (the outbox keeps what is pending and a recent history only)."""
+    result = session.execute(delete(NotifyDelivery).where(NotifyDelivery.done_at.is_not(None), NotifyDelivery.done_at < before))
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def pings_since(session: Session, participant_id: int, since: datetime) -> int:

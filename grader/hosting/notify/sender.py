@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -30,6 +31,9 @@ BATCH = 16
 PARALLEL = 4
 #: How often the sender looks for due rows (an event's notification leaves within about this).
 POLL_S = 0.5
+#: Ended deliveries are kept this long (what `grader notify show` lists), then removed, once an hour.
+KEEP_ENDED = timedelta(days=7)
+PRUNE_EVERY_S = 3600.0
 
 
 def body(competition: str, facts: dict[str, object]) -> bytes:
@@ -47,15 +51,24 @@ class Sender(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
+        next_prune = 0.0
         with ThreadPoolExecutor(PARALLEL, thread_name_prefix="grader-notify-try") as tries:
             while not self.stopping.wait(POLL_S):
                 try:
+                    if time.monotonic() >= next_prune:
+                        next_prune = time.monotonic() + PRUNE_EVERY_S
+                        self.prune()
                     list(tries.map(self.deliver, self.take()))
                 except Exception:  # the sender must outlive a database hiccup; the rows wait in the outbox
                     log.exception("notify: a pass of the sender failed; retrying")
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def prune(self) -> int:
+        """Remove the deliveries that ended more than :data:`KEEP_ENDED` ago."""
+        with self.db.session() as session:
+            return outbox.prune(session, utcnow() - KEEP_ENDED)
 
     def take(self) -> list[outbox.Pending]:
         """The due deliveries, each taken for one try (held past the try's bound, so no other sender takes it meanwhile)."""
