@@ -1,10 +1,12 @@
-"""One webhook try against real receivers on loopback: TLS to the checked address with the URL's name in SNI and the
-certificate check, and the bounds of a try (a receiver that never answers, one that drips its answer, one that
-sends megabytes) all end it in time. The guard allows 127.0.0.1/32 here, as the host's ``allow_networks`` would."""
+"""One try of each channel against real receivers on loopback: a webhook over TLS to the checked address with the URL's
+name in SNI and the certificate check; the bounds of a try (a receiver that never answers, one that drips its
+answer, one that sends megabytes) all end it in time; e-mail through a relay that requires STARTTLS (aiosmtpd).
+The guard allows 127.0.0.1/32 here, as the host's ``allow_networks`` would."""
 
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import socket
 import ssl
 import threading
@@ -15,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiosmtpd.controller import Controller
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from grader.hosting.errors import DeliveryFailed
+from grader.hosting.config import NotifyPolicy
+from grader.hosting.errors import DeliveryFailed, NotifySettingRefused
+from grader.hosting.notify import mail
 from grader.hosting.notify.addresses import Guard
 from grader.hosting.notify.signing import HEADER, verify
 from grader.hosting.notify.webhook import post
-from tests.hosting.support import wait_for
+from tests.hosting.support import free_port, wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -33,7 +38,7 @@ GUARD = Guard.of(["127.0.0.1/32"], [("hook.test", "127.0.0.1"), ("other.test", "
 
 
 def _certificate(folder: Path, name: str) -> tuple[Path, Path]:
-    """A self-signed certificate for ``name`` and its key, as PEM files."""
+    """A self-signed certificate for ``name`` (a DNS name, or an IP address) and its key, as PEM files."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.UTC)
@@ -45,7 +50,7 @@ def _certificate(folder: Path, name: str) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_alt_name(name)]), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -53,6 +58,13 @@ def _certificate(folder: Path, name: str) -> tuple[Path, Path]:
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return cert_file, key_file
+
+
+def _alt_name(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -179,3 +191,43 @@ def test_a_try_is_bounded_in_time_and_in_bytes_read(answer: Callable[[socket.soc
             assert flooded[0] < 32 << 20, flooded
     finally:
         next(receiver, None)
+
+
+class _Mailbox:
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], bytes]] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append((list(envelope.rcpt_tos), envelope.content))
+        return "250 OK"
+
+
+def test_e_mail_goes_through_a_relay_that_requires_starttls(tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path, "127.0.0.1")
+    serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving.load_cert_chain(cert, key)
+    box, port = _Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port, tls_context=serving, require_starttls=True)
+    controller.start()
+    try:
+        policy = NotifyPolicy(smtp_host="127.0.0.1", smtp_port=port, smtp_from="grader@c.test", smtp_starttls=True, timeout_s=5)
+        facts = {"type": "submission.state", "submission": "s1", "state": "scored", "at": "2027-01-01T00:00:00Z"}
+        mail.send(policy, mail.message(policy, "ada@example.org", "c", facts), tls=ssl.create_default_context(cafile=str(cert)))
+        ((to, content),) = box.messages
+        assert to == ["ada@example.org"] and b"Subject: [c] submission s1 is scored" in content
+        with pytest.raises(DeliveryFailed, match="SMTP relay"):  # without STARTTLS the relay refuses it
+            mail.send(
+                NotifyPolicy(smtp_host="127.0.0.1", smtp_port=port, smtp_from="grader@c.test", timeout_s=5),
+                mail.message(policy, "ada@example.org", "c", facts),
+            )
+        with pytest.raises(DeliveryFailed, match="SMTP relay"):  # a relay certificate nobody vouches for
+            mail.send(policy, mail.message(policy, "ada@example.org", "c", facts))
+        assert len(box.messages) == 1
+    finally:
+        controller.stop()
+
+
+@pytest.mark.parametrize("address", ["a@b.c\r\nBcc: x@y.z", "a@b.c, x@y.z", "<a@b.c>", "a" * 250 + "@b.c", "no-at-sign"])
+def test_an_e_mail_address_is_one_plain_address(address: str) -> None:
+    with pytest.raises(NotifySettingRefused, match="one plain address"):
+        mail.check_address(address)

@@ -51,14 +51,15 @@ def summary(facts: dict[str, Any]) -> str:
     return "a test notification"
 
 
-def send(policy: NotifyPolicy, mail: EmailMessage) -> None:
-    """Hand ``mail`` to the relay; :class:`DeliveryFailed` when it does not take it."""
+def send(policy: NotifyPolicy, mail: EmailMessage, *, tls: ssl.SSLContext | None = None) -> None:
+    """Hand ``mail`` to the relay; :class:`DeliveryFailed` when it does not take it. ``tls``: the context STARTTLS checks
+    the relay's certificate with (default: the system's trust store; the tests trust their own relay's)."""
     if policy.smtp_host is None:
         raise DeliveryFailed("e-mail is off on this server (no [notify] smtp_host)")
     try:
         with smtplib.SMTP(policy.smtp_host, policy.smtp_port, timeout=policy.timeout_s) as relay:
             if policy.smtp_starttls:
-                relay.starttls(context=ssl.create_default_context())
+                relay.starttls(context=tls or ssl.create_default_context())
             relay.send_message(mail)
     except (OSError, smtplib.SMTPException) as error:
         raise DeliveryFailed(f"SMTP relay: {type(error).__name__}: {escape_control(str(error)[:120])}") from None

@@ -109,4 +109,4 @@ class Sender(threading.Thread):
                 tls=self.tls,
             )
         else:
-            mail.send(self.policy, mail.message(self.policy, pending.address, self.competition, pending.facts))
+            mail.send(self.policy, mail.message(self.policy, pending.address, self.competition, pending.facts), tls=self.tls)
