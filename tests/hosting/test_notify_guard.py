@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from grader.hosting.errors import DeliveryFailed, NotifySettingRefused
+from grader.hosting.notify import addresses
 from grader.hosting.notify.addresses import Guard, fixed_resolver
 from grader.hosting.notify.signing import new_secret, signature, verify
 from grader.hosting.notify.webhook import parse_url
@@ -138,3 +139,14 @@ def test_the_documented_receiver_recipe_verifies_what_the_server_signs() -> None
     assert namespace["verify"](secret, header, body)
     assert not namespace["verify"](secret, header, body.replace(b"ping", b"pong"))
     assert not namespace["verify"](secret, signature(secret, int(time.time()) - 600, body), body)
+
+
+def test_the_system_resolver_answers_and_a_slow_one_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert {"127.0.0.1", "::1"} & set(addresses.system_resolver("localhost", 80))  # /etc/hosts: no network needed
+    # A name server that answers slowly on purpose: getaddrinfo has no timeout, so a slow one stands in for it here.
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda *args, **kwargs: time.sleep(3))
+    monkeypatch.setattr(addresses, "RESOLVE_S", 0.2)
+    started = time.monotonic()
+    with pytest.raises(DeliveryFailed, match="cannot resolve 'slow.example' within 0.2 s"):
+        Guard().address("slow.example", 80)
+    assert time.monotonic() - started < 1.5

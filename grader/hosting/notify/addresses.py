@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,13 +29,29 @@ NAT64 = ipaddress.ip_network("64:ff9b::/96")
 EXTRA_SPECIAL = tuple(ipaddress.ip_network(n) for n in ("100.64.0.0/10", "198.18.0.0/15", "192.0.0.0/24", "fc00::/7", "fe80::/10"))
 
 
+#: The longest wait for the system's resolver: ``getaddrinfo`` has no timeout of its own, and a participant's name
+#: server may answer slowly on purpose; past this the try fails and the lookup is left to finish on its own thread.
+RESOLVE_S = 5.0
+
+
 def system_resolver(host: str, port: int) -> list[str]:
-    """The addresses of ``host`` by the system's resolver (one ``getaddrinfo``, TCP)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as error:
-        raise DeliveryFailed(f"cannot resolve {host!r}: {error}") from None
-    return [str(info[4][0]) for info in infos]
+    """The addresses of ``host`` by the system's resolver (one ``getaddrinfo``, TCP), within :data:`RESOLVE_S`."""
+    answer: list[list[str] | BaseException] = []
+
+    def lookup() -> None:
+        try:
+            answer.append([str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)])
+        except (OSError, UnicodeError) as error:
+            answer.append(error)
+
+    thread = threading.Thread(target=lookup, name="grader-notify-resolve", daemon=True)
+    thread.start()
+    thread.join(RESOLVE_S)
+    if not answer:
+        raise DeliveryFailed(f"cannot resolve {host!r} within {RESOLVE_S:g} s")
+    if isinstance(answer[0], BaseException):
+        raise DeliveryFailed(f"cannot resolve {host!r}: {answer[0]}")
+    return answer[0]
 
 
 def fixed_resolver(table: Sequence[tuple[str, str]], fallback: Resolver = system_resolver) -> Resolver:
