@@ -144,7 +144,7 @@ def test_the_documented_receiver_recipe_verifies_what_the_server_signs() -> None
 def test_the_system_resolver_answers_and_a_slow_one_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"127.0.0.1", "::1"} & set(addresses.system_resolver("localhost", 80))  # /etc/hosts: no network needed
     # A name server that answers slowly on purpose: getaddrinfo has no timeout, so a slow one stands in for it here.
-    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda *args, **kwargs: time.sleep(3))
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda *args, **kwargs: time.sleep(3) or [])
     monkeypatch.setattr(addresses, "RESOLVE_S", 0.2)
     started = time.monotonic()
     with pytest.raises(DeliveryFailed, match="cannot resolve 'slow.example' within 0.2 s"):
