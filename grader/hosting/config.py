@@ -6,6 +6,7 @@ fix it without reading the schema.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -150,6 +151,29 @@ class LeaderboardPolicy:
 
 
 @dataclass(frozen=True)
+class NotifyPolicy:
+    """Participants' notifications (``[notify]``; docs/hosting.md, "Notifications"): which special networks a webhook
+    may reach, names resolved without DNS, how often and how long a delivery is tried, and the SMTP relay of e-mail."""
+
+    #: CIDR ranges a webhook may reach although special (loopback, private, link-local...): none by default.
+    allow_networks: tuple[str, ...] = ()
+    #: Names resolved to a fixed address instead of by DNS (the address is checked like any other).
+    resolve: tuple[tuple[str, str], ...] = ()
+    attempts: int = 6
+    max_age_s: float = 3600.0
+    backoff_s: float = 2.0
+    timeout_s: float = 5.0
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_from: str = ""
+    smtp_starttls: bool = False
+
+    def backoff(self, tries: int) -> float:
+        """The wait after the ``tries``-th failed try (1, 2, ...): ``backoff_s`` doubling, at most 10 minutes."""
+        return float(min(600.0, self.backoff_s * 2 ** min(max(tries, 1) - 1, 16)))
+
+
+@dataclass(frozen=True)
 class Competition:
     """A validated competition file."""
 
@@ -175,6 +199,7 @@ class Competition:
     leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
     sharding: ShardSizes = field(default_factory=ShardSizes)
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    notify: NotifyPolicy = field(default_factory=NotifyPolicy)
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -316,6 +341,31 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         leaderboard=LeaderboardPolicy(**doc.get("leaderboard", {})),
         sharding=sharding,
         retention=RetentionPolicy(**doc.get("retention", {})),
+        notify=_notify_policy(doc.get("notify", {}), path),
+    )
+
+
+def _notify_policy(doc: dict[str, Any], path: Path) -> NotifyPolicy:
+    """``[notify]``: every network and address parsed now, so that a typo stops the server at start, not a delivery later."""
+    for key, values in (("allow_networks", doc.get("allow_networks", [])), ("resolve", list(doc.get("resolve", {}).values()))):
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False) if key == "allow_networks" else ipaddress.ip_address(value)
+            except ValueError:
+                raise CompetitionFileError(
+                    f"not an IP {'network' if key == 'allow_networks' else 'address'}: {value!r}", path=path, field=f"notify.{key}"
+                ) from None
+    return NotifyPolicy(
+        allow_networks=tuple(doc.get("allow_networks", ())),
+        resolve=tuple(sorted((name.lower(), address) for name, address in doc.get("resolve", {}).items())),
+        attempts=int(doc.get("attempts", NotifyPolicy.attempts)),
+        max_age_s=float(doc.get("max_age_s", NotifyPolicy.max_age_s)),
+        backoff_s=float(doc.get("backoff_s", NotifyPolicy.backoff_s)),
+        timeout_s=float(doc.get("timeout_s", NotifyPolicy.timeout_s)),
+        smtp_host=doc.get("smtp_host"),
+        smtp_port=int(doc.get("smtp_port", NotifyPolicy.smtp_port)),
+        smtp_from=doc.get("smtp_from", ""),
+        smtp_starttls=bool(doc.get("smtp_starttls", False)),
     )
 
 

@@ -66,3 +66,16 @@ class UploadTakenOver(RefusedSubmission):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status=409)
+
+
+class NotifySettingRefused(HostingError):
+    """A participant's webhook URL or e-mail address is not one the server sends to (scheme, length, form): 422."""
+
+
+class NotifyTestLimited(HostingError):
+    """A participant asked for more test notifications than an hour allows (each is a request the server sends): 429."""
+
+
+class DeliveryFailed(HostingError):
+    """One try of a notification did not deliver: refused by the address guard, unreachable, or not answered 2xx.
+    The message names why in one line and never carries the secret or the body."""

@@ -23,6 +23,7 @@ from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
 from grader.hosting.leaderboard.board import BoardInputs
 from grader.hosting.leaderboard.parts import acceptance_scorer, repair_accepted
+from grader.hosting.notify.sender import Sender
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.dispatch import Dispatcher, LocalDispatcher
 from grader.hosting.queue.lifecycle import reap
@@ -163,7 +164,8 @@ REVEAL_RETRY_S = 60.0
 
 class Reaper(threading.Thread):
     """Returns expired leases to the queue and re-dispatches forgotten jobs, every ``reap_every_s``; logs the end at the
-    file's ``end`` and then the reveal, once no submission received before the end is in flight."""
+    file's ``end`` and then the reveal, once no submission received before the end is in flight. Its competition's
+    notification sender (:mod:`grader.hosting.notify.sender`) starts and stops with it."""
 
     def __init__(self, ctx: ServerContext) -> None:
         super().__init__(name="grader-reaper", daemon=True)
@@ -171,6 +173,11 @@ class Reaper(threading.Thread):
         self.stopping = threading.Event()
         self.next_prune = 0.0
         self.next_reveal = 0.0
+        self.sender = Sender(ctx.db, ctx.competition.name, ctx.competition.notify)
+
+    def start(self) -> None:
+        super().start()
+        self.sender.start()
 
     def run(self) -> None:
         queue = self.ctx.competition.queue
@@ -295,9 +302,10 @@ class LocalWorkers(threading.Thread):
 
 
 def shutdown(ctx: ServerContext, reaper: Reaper, workers: LocalWorkers | None) -> None:
-    """Stop what :func:`serve` started, in order: the reaper, the local workers, the dispatcher (a Celery one
+    """Stop what :func:`serve` started, in order: the reaper and its notification sender, the local workers, the dispatcher (a Celery one
     publishes what is pending, then its thread ends), the database's connections."""
     reaper.stopping.set()
+    reaper.sender.stop()
     if workers is not None:
         workers.stop()
     ctx.dispatcher.close()

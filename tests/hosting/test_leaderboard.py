@@ -112,7 +112,7 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
     assert client.get("/api/v1/leaderboard?part=private").status_code == 404
     for name in world.tokens:
         headers = bearer(world, name)
-        paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals"] + [
+        paths = ["/api/v1/submissions", "/api/v1/quota", "/api/v1/finals", "/api/v1/notify"] + [
             f"/api/v1/submissions/{i}{tail}" for i in ids for tail in ("", "/report", "/report.tlog-proof", "/logs")
         ]
         for path in paths:
@@ -136,6 +136,7 @@ def test_no_private_number_reaches_any_route_before_the_end(world: World, client
         "/api/v1/submissions",
         "/api/v1/quota",
         "/api/v1/finals",
+        "/api/v1/notify",
     }
     unscanned = routes - seen_paths - templated - {"/docs", "/api/v1/worker/jobs/{job_id}/upload"}
     assert not {r for r in unscanned if not r.startswith("/api/v1/worker")}, unscanned

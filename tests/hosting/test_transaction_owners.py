@@ -7,7 +7,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 #: The services (grader/hosting/services/ and the services of the server-side contexts, and the leaderboard's service
-#: and its part-score store), and the one read of the host's early end (the visibility rules themselves read nothing).
+#: and its part-score store; the notifications' sender, which reads and ends the outbox's rows in its own
+#: transactions, off every request), and the one read of the host's early end (the visibility rules themselves read nothing).
 OWNERS = (
     "grader/hosting/services/",
     "grader/hosting/identity/",
@@ -16,6 +17,7 @@ OWNERS = (
     "grader/hosting/queue/",
     "grader/hosting/results/",
     "grader/hosting/transparency/",
+    "grader/hosting/notify/",
     "grader/hosting/leaderboard/",
     "grader/hosting/schedule.py",
     "grader/hosting/db/session.py",

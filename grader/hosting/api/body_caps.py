@@ -74,6 +74,8 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             # A resumable upload's PATCH: no more than an upload (the route holds it to the bytes its upload has left).
             _rule("PATCH", "/api/v1/uploads/{key}", ctx.competition.upload_max_bytes, _upload_too_large),
             _rule("PUT", "/api/v1/finals", JSON_BYTES),
+            _rule("PUT", "/api/v1/notify/webhook", JSON_BYTES),
+            _rule("PUT", "/api/v1/notify/email", JSON_BYTES),
             _rule("POST", "/api/v1/worker/claim", JSON_BYTES),
             _rule("POST", "/api/v1/worker/key", JSON_BYTES),
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/heartbeat", JSON_BYTES),

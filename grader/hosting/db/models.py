@@ -382,3 +382,41 @@ class ShardJob(Base):
     retry_at: Mapped[datetime | None] = mapped_column(default=None)
     #: When the job's first reported platform failure was: they are retried for ``[queue] infra_retry_s`` from it.
     infra_since: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class NotifySetting(Base):
+    """A participant's notification addresses (grader.hosting.notify): a webhook and its HMAC secret, an e-mail address.
+
+    The secret is stored as it is, not hashed: the server signs with it (a hash could not); the database is the host's
+    alone (0600, like the keys), and the secret is shown to the participant once, when set.
+    """
+
+    __tablename__ = "notify_settings"
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), primary_key=True)
+    webhook_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    webhook_secret: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(254), nullable=True)
+    updated_at: Mapped[datetime]
+
+
+class NotifyDelivery(Base):
+    """One notification to deliver (the outbox): written in the transaction of its event, so none is lost across a crash.
+
+    ``channel``: ``webhook`` or ``email``; ``address``: the URL or address when the event happened (a later change
+    of the setting does not redirect it). ``facts``: the event (type, submission, states, time), never a score.
+    ``next_at``: when the next try is due; ``done_at`` with ``outcome`` (``delivered`` or ``given up: ...``) ends it.
+    """
+
+    __tablename__ = "notify_deliveries"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(8))
+    address: Mapped[str] = mapped_column(String(2048))
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[datetime]
+    done_at: Mapped[datetime | None] = mapped_column(default=None)
+    outcome: Mapped[str] = mapped_column(String(200), default="")
+
+    __table_args__ = (Index("ix_notify_deliveries_due", "done_at", "next_at"),)

@@ -397,6 +397,13 @@ class HostingClient:
     def competition(self) -> dict[str, Any]:
         return _shaped(self._check(self._request("GET", "/api/v1/competition")), dict, "the competition")  # type: ignore[no-any-return]
 
+    def notify(self, method: str, suffix: str = "", body: dict[str, str] | None = None) -> dict[str, Any]:
+        """``/api/v1/notify[suffix]``: the participant's notification settings (docs/hosting.md, "Notifications");
+        an answer without a body (204) is an empty object."""
+        kwargs: dict[str, Any] = {} if body is None else {"json": body}
+        answer = self._check(self._request(method, f"/api/v1/notify{suffix}", **kwargs))
+        return {} if answer is None else _shaped(answer, dict, "the notification settings")  # type: ignore[no-any-return]
+
     def host_key(self) -> bytes:
         response = self._request("GET", "/host-key.pub", max_bytes=MAX_KEY_ANSWER)
         if response.status_code != 200:

@@ -24,6 +24,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import QueueTiming
 from grader.hosting.db.models import Attempt, Submission, Transition
 from grader.hosting.db.session import Database
+from grader.hosting.notify.outbox import board_changed, state_changed
 from grader.hosting.queue.dispatch import Dispatcher
 from grader.hosting.queue.replica_rows import open_replicas
 from grader.hosting.states import CANCEL, CLAIM, ENQUEUE, FINISH, REJUDGE, REPLICATE, REQUEUE_OR_ERROR, Event, State, require
@@ -72,6 +73,7 @@ def move(session: Session, submission: Submission, to: State, *, event: Event, a
             at=now,
         )
     )
+    state_changed(session, submission, source.value, to.value)  # the participant's notifications, in the move's transaction
     session.flush()
     session.refresh(submission)
     return True
@@ -101,6 +103,7 @@ def replace_result(session: Session, submission: Submission, *, result_id: int, 
     if not _compare_and_set(session, submission, result_id=result_id, public_score=public_score, updated_at=utcnow()):
         return False
     session.refresh(submission)
+    board_changed(session, submission)  # the participant's notifications, in the re-scoring's transaction
     return True
 
 
