@@ -55,6 +55,8 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
         signed_in=signed_in(request),
         ended=end.ended,
         ends_at=iso(end.at),
+        # The nav's sign-up link: a competition that takes sign-ups (a server of many), until its end.
+        signup=ctx.competition.registration != "closed" and ctx.people is not None and not end.ended,
         **values,
     )
     return HTMLResponse(
@@ -171,6 +173,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         finals=finals,
         chosen=chosen,
         limit=ctx.competition.leaderboard.finals,
+        rotate=ctx.people is not None,  # a person's token, rotated in every competition of the server
         message=message if isinstance(message, str) else None,
     )
 
