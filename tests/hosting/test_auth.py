@@ -45,7 +45,7 @@ PUBLIC = {
     ("GET", "/api/v1/leaderboard/reports/{submission_id}"),
 }
 #: Web forms check their CSRF token first (403), and /me sends an anonymous visitor to the sign-in page.
-FORMS = {("POST", "/signin"), ("POST", "/signout"), ("POST", "/me/finals"), ("POST", "/signup"), ("POST", "/me/token")}
+FORMS = {("POST", "/signin"), ("POST", "/signout"), ("POST", "/me/finals"), ("POST", "/signup"), ("POST", "/signup/join"), ("POST", "/me/token")}
 
 
 pytestmark = [pytest.mark.board, pytest.mark.sqlite_only]

@@ -170,7 +170,15 @@ def test_sign_ups_are_limited_per_address_and_a_valid_token_still_signs_in_from_
 def test_a_participant_rotates_their_own_token_which_ends_their_web_sessions(server: ManyServer) -> None:
     with client(server, "open") as web:
         old = token_of(sign_up(web, "heidi"))
-    admin(server.state, "--in", "approval", "add-participant", "heidi")  # the same person, registered in a second competition
+    with client(server, "approval") as web:  # the same person signs up in a second competition with their token
+        page = web.get("/signup").text
+        form = {"csrf": _csrf(page), "rules_sha256": RULES_SHA256, "accept": "yes"}
+        assert "unknown or revoked token" in error_of(web.post("/signup/join", data={**form, "token": "gp_nobody"}))
+        assert "waits for the host" in web.post("/signup/join", data={**form, "token": old}).text
+        assert "signed up here already" in error_of(web.post("/signup/join", data={**form, "token": old}))
+    assert api(server, "approval", old) == 404
+    admin(server.state, "--in", "approval", "registrations", "--approve", "heidi")
+    assert api(server, "approval", old) == 200
     phone, laptop = client(server, "open"), client(server, "approval")
     with phone, laptop:
         for web in (phone, laptop):

@@ -105,6 +105,10 @@ class People:
                 person.revoked_at = utcnow()
             return person
 
+    def holder(self, token: str) -> Person | None:
+        """The active person holding ``token`` (constant-time on the digest), or None."""
+        return self._active(token)
+
     def _active(self, token: str) -> Person | None:
         if not token or len(token) > MAX_TOKEN:
             return None

@@ -28,7 +28,7 @@ from grader.hosting.identity.names import check_new_name
 from grader.hosting.identity.tokens import new_token
 from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency.host_log import HostLog
-from grader.hosting.transparency.log_events import log_registration
+from grader.hosting.transparency.log_events import log_registration, logged_end
 
 OPEN, APPROVAL, CLOSED = "open", "approval", "closed"
 PENDING, APPROVED, REFUSED = "pending", "approved", "refused"
@@ -108,6 +108,34 @@ def sign_up(ctx: ServerContext, name: str, email: str, accepted_rules: str) -> S
     return SignedUp(token, state)
 
 
+def join(ctx: ServerContext, token: str, accepted_rules: str) -> str:
+    """Register the person holding ``token`` (a person of the server already, signed up or added elsewhere) in this
+    competition, as :func:`sign_up` registers a new one; return the registration's state."""
+    people = _people(ctx)
+    if competition_end(ctx).ended:
+        raise SignupClosed("the competition has ended: sign-up is closed")
+    rules = rules_sha256(ctx.competition.rules or "")
+    if accepted_rules != rules:
+        raise HostingError("the rules changed since this page was loaded: read them again and accept them")
+    person = people.holder(token)
+    if person is None:
+        raise HostingError("unknown or revoked token")
+    with ctx.db.session() as session:
+        earlier = session.scalar(select(Registration).where(Registration.name == person.name))
+        if earlier is not None or participants.is_participant(session, person.name):
+            raise HostingError(f"you signed up here already ({earlier.state if earlier is not None else 'registered'})")
+        state = APPROVED if ctx.competition.registration == OPEN else PENDING
+        now = utcnow()
+        session.add(
+            Registration(
+                name=person.name, email=None, rules_sha256=rules, state=state, requested_at=now, decided_at=now if state == APPROVED else None
+            )
+        )
+        if state == APPROVED:
+            _register(session, ctx.log, person.name, person.token_sha256, rules)
+    return state
+
+
 def _register(session: Session, host_log: HostLog | None, name: str, digest: str, rules: str) -> None:
     """Make ``name`` a participant holding their person's token, and log it (in the same transaction)."""
     participants.register_participant(session, name, digest)
@@ -135,6 +163,8 @@ def decide(db: Database, host_log: HostLog | None, people: People, name: str, *,
         if row.state != PENDING:
             raise HostingError(f"{name!r}'s sign-up is {row.state} already")
         if approve:
+            if logged_end(session) is not None:  # nobody joins a competition that is over (the audit would see it after the end)
+                raise HostingError("the competition has ended: refuse the sign-up instead")
             if person is None or person.revoked_at is not None:
                 raise HostingError(f"person {name!r} is revoked on this server: refuse the sign-up instead")
             _register(session, host_log, name, person.token_sha256, row.rules_sha256)

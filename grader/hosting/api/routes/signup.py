@@ -9,11 +9,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 
-from grader.hosting.api.auth import person_session, signup_address
+from grader.hosting.api.auth import person_session, signup_address, verify
 from grader.hosting.api.deps import Ctx
 from grader.hosting.api.routes.web import _form as checked_form
 from grader.hosting.api.routes.web import _page as page
 from grader.hosting.errors import HostingError
+from grader.hosting.identity.principal import Role
 from grader.hosting.services import signup as service
 
 router = APIRouter(include_in_schema=False)
@@ -50,6 +51,8 @@ async def signup_page(request: Request, ctx: Ctx) -> HTMLResponse:
 @router.post("/signup")
 async def signup(request: Request, ctx: Ctx) -> Response:
     form = await checked_form(request)
+    if not await run_in_threadpool(service.sign_up_open, ctx):
+        raise HTTPException(404, "this competition takes no sign-up")
     name, email = _field(form, "name").strip(), _field(form, "email")
     bucket = signup_address(request)
     wait = ctx.signups.blocked_for(bucket)
@@ -72,6 +75,32 @@ async def signup(request: Request, ctx: Ctx) -> Response:
     response = page("token.html", request, heading="Signed up", token=made.token, note=note)
     response.headers.update(NO_STORE)
     return response
+
+
+@router.post("/signup/join")
+async def join(request: Request, ctx: Ctx) -> Response:
+    """A person of the server (their token) signs up here too."""
+    form = await checked_form(request)
+    if not await run_in_threadpool(service.sign_up_open, ctx):
+        raise HTTPException(404, "this competition takes no sign-up")
+    if _field(form, "accept") != "yes":
+        return _signup_page(request, ctx, 422, error="accept the rules to sign up")
+    token = _field(form, "token").strip()
+    try:  # as a sign-in checks it: a token nobody holds is a failure counted per address, one registered here is done
+        await run_in_threadpool(verify, request, Role.PARTICIPANT, token)
+    except HTTPException as refused:
+        if refused.status_code != 404:  # 404: a person of the server not registered here, who may join
+            words = "too many failed sign-ins from this address; try again in a minute" if refused.status_code == 429 else "unknown or revoked token"
+            return _signup_page(request, ctx, refused.status_code, error=words)
+    else:
+        return _signup_page(request, ctx, 409, error="this token is registered here already: sign in with it")
+    try:
+        state = await run_in_threadpool(service.join, ctx, token, _field(form, "rules_sha256"))
+    except service.SignupClosed:
+        raise HTTPException(404, "this competition takes no sign-up") from None
+    except HostingError as error:
+        return _signup_page(request, ctx, 422, error=str(error))
+    return page("joined.html", request, state=state, approved=state == service.APPROVED)
 
 
 @router.post("/me/token")
