@@ -9,6 +9,7 @@ never meets another's. The browser test signs up in Chromium.
 from __future__ import annotations
 
 import hashlib
+import html
 import itertools
 import re
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def token_of(answer: httpx.Response) -> str:
 def error_of(answer: httpx.Response) -> str:
     found = re.search(r'<p class="error" id="error">([^<]*)</p>', answer.text)
     assert found is not None, (answer.status_code, answer.text[-600:])
-    return found.group(1)
+    return html.unescape(found.group(1))
 
 
 def api(server: ManyServer, name: str, token: str) -> int:
@@ -137,6 +138,9 @@ def test_approval_waits_for_the_host_and_closed_or_ended_competitions_have_no_si
     with client(server, "approval") as web:
         dave = token_of(sign_up(web, "dave"))
     assert api(server, "approval", carol) == 404 and api(server, "approval", dave) == 404  # nothing is theirs yet
+    with client(server, "approval") as web:
+        waiting = web.post("/signin", data={"token": carol, "csrf": _csrf(web.get("/signin").text)})
+        assert waiting.status_code == 404 and "waits for the host's approval" in error_of(waiting)
     pending = admin(server.state, "--in", "approval", "registrations")
     assert "carol" in pending and "dave" in pending and "pending" in pending
     assert "approved" in admin(server.state, "--in", "approval", "registrations", "--approve", "carol")

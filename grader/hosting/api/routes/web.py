@@ -134,7 +134,7 @@ def signin_page(request: Request) -> HTMLResponse:
 
 
 @router.post("/signin")
-async def signin(request: Request) -> Response:
+async def signin(request: Request, ctx: Ctx) -> Response:
     form = await _form(request)
     token = (form.get("token") or [""])[0].strip()
     try:
@@ -142,7 +142,8 @@ async def signin(request: Request) -> Response:
     except HTTPException as refused:
         error = {
             429: "too many failed sign-ins from this address; try again in a minute",
-            404: "this token is not registered in this competition",
+            404: "this token is not registered in this competition"
+            + (" (or its sign-up here waits for the host's approval)" if ctx.competition.registration == "approval" else ""),
         }.get(refused.status_code, "unknown or revoked token")
         return _page("signin.html", request, status=refused.status_code, error=error)
     return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
