@@ -232,6 +232,9 @@ def test_no_receipt_after_the_end_and_nothing_but_retractions_after_the_reveal()
     assert audit_entries([*ended, _rejudge(after), late_report]).kinds["report"] == 3
     with pytest.raises(LogVerificationError, match=f"entry {end + 1}: a receipt after the end \\(entry {end}, "):
         audit_entries([*ended, _receipt(after)])
+    late_registration = e.registration_entry(EntryCommitter.fresh(IDENTIFIERS), time=after, participant="p9", rules_sha256=DIGEST)
+    with pytest.raises(LogVerificationError, match=f"entry {end + 1}: a registration after the end \\(entry {end}, .*a person registered after"):
+        audit_entries([*ended, late_registration])
     # placed before the end entry, but received after the end's time
     with pytest.raises(LogVerificationError, match=f"entry {end}: a receipt after the end \\(entry {end + 1}, "):
         audit_entries([*ended[:-1], _receipt(after), ended[-1]])

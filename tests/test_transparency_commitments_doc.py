@@ -3,7 +3,7 @@
 The recipe is the doc's own ``python`` block, run here with an import hook that admits nothing but the standard library
 modules it names (so it cannot lean on ``grader``); its worked example is the doc's own numbers, recomputed by the
 recipe and by the project. A served competition (tests/hosting/leaderboard_world.py) then writes every kind of entry
-that commits (a receipt of a real upload, reports, an outcome, a rejudge, a cancellation, finals) and the reveal, and
+that commits (a sign-up's registration, a receipt of a real upload, reports, an outcome, a rejudge, a cancellation, finals) and the reveal, and
 the recipe opens each from the served entries and the revealed keys alone. ``/api/v1/competition`` shows entry 0's
 commitments and key ids in entry 0's own forms before the reveal.
 """
@@ -17,6 +17,7 @@ import io
 import json
 import re
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from grader.hosting.api.app import create_app
+from grader.hosting.directory.people import People, open_people
 from grader.hosting.queue import lifecycle
+from grader.hosting.services import signup
 from grader.hosting.transparency.host_log import identifier_key
 from grader.transparency.commitments import commit, entry_key, key_commitment
 from tests.hosting.leaderboard_world import make_world, seed
@@ -39,7 +42,7 @@ STDLIB = frozenset({"base64", "hashlib", "hmac", "json"})
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 #: Entry 0's fields that /api/v1/competition's `log` repeats.
 ENTRY_ZERO_KEYS = ("origin", "partition_commitment", "identifier_commitment", "blinding_commitment", "host_key_id", "log_key_id")
-COMMITTING_KINDS = {"receipt", "report", "outcome", "cancellation", "rejudge", "finals"}
+COMMITTING_KINDS = {"registration", "receipt", "report", "outcome", "cancellation", "rejudge", "finals"}
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -133,6 +136,11 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
         admin(world.state.root, "cancel", b1.id, database=world.database)
         chosen = client.put("/api/v1/finals", json={"submissions": [a2.id, a1.id]}, headers={"Authorization": f"Bearer {world.tokens['alice']}"})
         assert chosen.status_code == 200, chosen.text
+        # A sign-up (a server of many competitions' people, here beside the world's competition) logs a registration.
+        world.ctx.people = people = People(open_people(tmp_path, None))
+        world.ctx.competition = replace(world.ctx.competition, registration="open", rules="Be fair.")
+        signup.sign_up(world.ctx, "quentin", "", signup.rules_sha256("Be fair."))
+        people.db.dispose()
         # Before the reveal: entry 0 as served, and /api/v1/competition, name the same commitments in the same forms.
         served = [json.loads(entry) for entry in served_entries(client, world)]
         assert {name: served[0][name] for name in ENTRY_ZERO_KEYS} == before
@@ -162,7 +170,10 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
         if entry["kind"] not in COMMITTING_KINDS:
             continue
         key = r["entry_key"](ident, entry["salt"])
-        if entry["kind"] == "finals":
+        if entry["kind"] == "registration":
+            assert r["opens"](entry, key, "participant", "quentin") and not r["opens"](entry, key, "participant", "alice")
+            assert entry["rules_sha256"] == hashlib.sha256(b"Be fair.").hexdigest()
+        elif entry["kind"] == "finals":
             assert r["opens"](entry, key, "participant", "alice") and r["finals_open"](entry, key, [a1.id, a2.id])
             assert not r["finals_open"](entry, key, [a1.id])
         else:

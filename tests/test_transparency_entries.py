@@ -41,10 +41,12 @@ def _participant_history(participant: str, submission: str) -> list[tuple[bytes,
     """Every kind of entry that names one participant, about one submission (uploaded twice, same archive)."""
     times = (START + timedelta(minutes=minute) for minute in itertools.count(1))
     made = []
-    for kind in ("receipt", "receipt", "report", "report", "rejudge", "report", "outcome", "outcome", "cancellation", "finals"):
+    for kind in ("registration", "receipt", "receipt", "report", "report", "rejudge", "report", "outcome", "outcome", "cancellation", "finals"):
         committer = EntryCommitter.fresh(IDENTIFIER_KEY)
         time = next(times)
-        if kind == "receipt":
+        if kind == "registration":
+            data = e.registration_entry(committer, time=time, participant=participant, rules_sha256=DIGEST)
+        elif kind == "receipt":
             data = e.receipt_entry(committer, time=time, participant=participant, submission=submission, upload_sha256=DIGEST)
         elif kind == "report":
             data = e.report_entry(
@@ -107,7 +109,7 @@ def test_no_two_entries_of_one_participant_share_a_value() -> None:
 
 
 def test_a_participant_opens_their_own_entry_and_anyone_can_after_the_reveal() -> None:
-    (data, committer), (other, _) = _participant_history("p1", "s1")[:2]
+    (data, committer), (other, _) = _participant_history("p1", "s1")[1:3]  # two receipts
     entry = e.decode_entry(data)
     assert e.entry_opens(entry, committer.key, participant="p1", submission="s1", upload=DIGEST)
     assert not e.entry_opens(entry, committer.key, participant="p2")

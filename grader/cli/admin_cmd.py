@@ -656,3 +656,24 @@ def person_revoke(ctx: click.Context, name: str) -> None:
     ]
     done = revoke_everywhere(people, name, competitions)
     click.echo(f"revoked person {name!r} on the server and in: {', '.join(done) or 'no competition'}")
+
+
+@admin.command("registrations")
+@click.option("--approve", "approve", metavar="NAME", default=None, help="Approve NAME's pending sign-up: they become a participant.")
+@click.option("--refuse", "refuse", metavar="NAME", default=None, help="Refuse NAME's pending sign-up.")
+@click.option("--all", "show_all", is_flag=True, help="List decided sign-ups too, not only the pending ones.")
+@click.pass_context
+def registrations(ctx: click.Context, approve: str | None, refuse: str | None, show_all: bool) -> None:
+    """Sign-ups of the competition (docs/hosting.md, "Sign-up"): list the pending ones, or approve or refuse one."""
+    from grader.errors import UsageError
+    from grader.hosting.services import signup
+
+    if approve is not None and refuse is not None:
+        raise UsageError("--approve and --refuse: one decision at a time")
+    if approve is not None or refuse is not None:
+        name = approve or refuse or ""
+        row = signup.decide(_db(ctx), _log(ctx), _people(ctx), name, approve=approve is not None)
+        click.echo(f"{shown(row.name)}: {row.state}")
+        return
+    for row in signup.registrations(_db(ctx), None if show_all else signup.PENDING):
+        click.echo(f"{shown(row.name):<24} {row.state:<9} {iso(row.requested_at)}  {shown(row.email) or '-'}")

@@ -191,6 +191,10 @@ class Competition:
     max_attempts: int = 3
     #: How many workers of equal fingerprint must return identical runs before an ONNX grade is accepted (docs/hosting.md, "Replicas").
     replicas: int = 1
+    #: Who may sign up on the web: ``open``, ``approval`` or ``closed`` (docs/hosting.md, "Sign-up").
+    registration: str = "closed"
+    #: The rules text a person accepts at sign-up (None: none; sign-up needs one).
+    rules: str | None = None
     quotas: Quotas = field(default_factory=Quotas)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     upload_max_bytes: int = DEFAULT_UPLOAD_BYTES
@@ -314,6 +318,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
             path=path,
             field="upload.stall_s",
         )
+    if doc.get("registration", "closed") != "closed" and "rules" not in doc:
+        # A person accepts the rules at sign-up and the log records which text: sign-up without one is a host's slip.
+        raise CompetitionFileError('sign-up needs the rules text a person accepts (rules = "...")', path=path, field="registration")
     queue = QueueTiming(**{k: float(v) for k, v in doc.get("queue", {}).items()})
     if queue.heartbeat_s >= queue.lease_s:
         raise CompetitionFileError(
@@ -333,6 +340,8 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         require_training_labels=bool(doc.get("require_training_labels", False)),
         max_attempts=int(doc.get("max_attempts", 3)),
         replicas=int(doc.get("replicas", 1)),
+        registration=str(doc.get("registration", "closed")),
+        rules=doc.get("rules"),
         quotas=quotas,
         limits=SandboxLimits(**values),
         upload_max_bytes=upload_bytes,

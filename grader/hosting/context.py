@@ -7,6 +7,7 @@ services do). The dispatcher is seen through the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,6 +36,10 @@ class TokenHolders(Protocol):
 
     def signed_in(self, session_id: str, fingerprint: str) -> tuple[str, str] | None:
         """The name and token digest of the person a live session names."""
+
+
+#: Sign-up attempts one client address (an IPv6 one's /64) may make per hour, across the server's competitions.
+SIGNUPS_PER_HOUR = 5
 
 
 @dataclass
@@ -67,3 +72,9 @@ class ServerContext:
     #: On a server of many competitions, its people: a token of theirs not registered in this competition gets 404
     #: for everything of it (as another participant's submission does), not 401. None: a one-competition server.
     people: TokenHolders | None = None
+    #: Sign-ups per client address (docs/hosting.md, "Sign-up"): a server of many competitions hands every
+    #: competition the same one, so that an address's sign-ups are counted across them.
+    signups: FailureLimiter = field(default_factory=lambda: FailureLimiter(max_failures=SIGNUPS_PER_HOUR, window_s=3600.0))
+    #: On a server of many competitions, the databases of the competitions it serves now (name, database): a person's
+    #: token rotated on the web is rotated in each. None: a one-competition server.
+    served_databases: Callable[[], list[tuple[str, Database]]] | None = None

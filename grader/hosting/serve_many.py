@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +24,15 @@ from grader.hosting.allocator import return_large_buffers
 from grader.hosting.api.app import create_app
 from grader.hosting.api.server_app import COMPETITION_PAGES, Competitions, create_server_app
 from grader.hosting.config import load_competition
-from grader.hosting.context import ServerContext
-from grader.hosting.db.session import PoolSize
+from grader.hosting.context import SIGNUPS_PER_HOUR, ServerContext
+from grader.hosting.db.session import Database, PoolSize
 from grader.hosting.directory.databases import competition_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.people import People, open_people
 from grader.hosting.directory.upgrade import is_legacy
 from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
 from grader.hosting.errors import HostingError
+from grader.hosting.identity.ratelimit import FailureLimiter
 from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.server import LocalWorkers, Reaper, ServeOptions, export_quietly, masked, prepare, shutdown
@@ -113,10 +115,20 @@ class ManyOptions:
     body_grace_s: float = 20.0
 
 
-def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, people: People | None = None) -> ServerContext:
+def prepare_entry(
+    layout: ServerLayout,
+    entry: Entry,
+    options: ManyOptions,
+    people: People | None = None,
+    *,
+    signups: FailureLimiter | None = None,
+    served_databases: Callable[[], list[tuple[str, Database]]] | None = None,
+) -> ServerContext:
     """Prepare ``entry``'s competition as a one-competition server prepares its own, in its folder and database (its
     connection pool sized for as many competitions as the directory serves now: :func:`competition_pool`);
-    ``people``: the server's, who get 404 (not 401) from a competition they are not registered in."""
+    ``people``: the server's, who get 404 (not 401) from a competition they are not registered in; ``signups``: the
+    server's one limiter of sign-ups per address; ``served_databases``: the competitions served now (a person's token
+    is rotated in each)."""
     competition_file = Path(entry.file)
     one = ServeOptions(
         load_competition(competition_file),
@@ -128,6 +140,9 @@ def prepare_entry(layout: ServerLayout, entry: Entry, options: ManyOptions, peop
     )
     ctx, _db = prepare(one)
     ctx.people = people
+    if signups is not None:
+        ctx.signups = signups
+    ctx.served_databases = served_databases
     return ctx
 
 
@@ -197,6 +212,7 @@ class ManyServer:
         self.layout, self.options, self.url, self.umask = layout, options, url, umask
         self.competitions = Competitions()
         self.people = People(open_people(layout.root, options.database))
+        self.signups = FailureLimiter(max_failures=SIGNUPS_PER_HOUR, window_s=3600.0)
         self.running: dict[str, Running] = {}
         self.pool = LocalPool(layout.root, options.workers, url, umask=umask) if options.workers > 0 else None
         self.stopping = threading.Event()
@@ -205,13 +221,17 @@ class ManyServer:
         #: competitions that could not start, and when the watcher tries each again
         self.retry_at: dict[str, float] = {}
 
+    def served_databases(self) -> list[tuple[str, Database]]:
+        """The databases of the competitions served now (one snapshot)."""
+        return [(name, ctx.db) for name, (ctx, _app) in self.competitions.served.items()]
+
     def prepare_all(self) -> None:
         """Prepare every active competition (before serving: a competition that cannot start stops the server)."""
         for entry in self.layout.active():
             self._serve(entry, start=False)
 
     def _serve(self, entry: Entry, *, start: bool) -> None:
-        ctx = prepare_entry(self.layout, entry, self.options, self.people)
+        ctx = prepare_entry(self.layout, entry, self.options, self.people, signups=self.signups, served_databases=self.served_databases)
         app = create_app(
             ctx,
             min_body_rate=self.options.min_body_rate,

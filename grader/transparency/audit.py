@@ -4,7 +4,7 @@
 * entry 0, and only entry 0, is the ``competition`` entry;
 * at most one ``end`` and at most one ``reveal``, the reveal after the end, disclosing exactly
   the keys entry 0 committed to;
-* no ``receipt`` after the end, in the log's order or by its time (an upload completed before the end still counts and
+* no ``receipt`` and no ``registration`` (a person who signed up) after the end, in the log's order or by its time (an upload completed before the end still counts and
   is graded after it: its receipt precedes the end entry, its reports may follow);
   whether a report after the end is of a submission received before it is not checked here: each entry commits to its
   submission under a key of its own, so a report is tied to its receipt only by opening both to a named submission,
@@ -28,6 +28,9 @@ from grader.transparency.errors import LogVerificationError
 #: What a log may hold after its reveal: statements about the log itself, never an event of the competition (a
 #: retraction withdraws an entry; a rewind owns up to entries lost in a disaster, which could only be retractions).
 AFTER_THE_REVEAL = frozenset({"retraction", "rewind"})
+#: Entries no log holds after its end, and what each would mean: nothing received after the end counts, and nobody
+#: joins a competition that is over.
+LATE = {"receipt": "an upload received after the end", "registration": "a person registered after the end"}
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,8 @@ def audit_entries(entries: Sequence[bytes]) -> AuditSummary:
         kind = entry["kind"]
         if reveal is not None and kind not in AFTER_THE_REVEAL:
             raise LogVerificationError(f"entry {index}: a {kind} after the reveal (entry {reveal}): after it the log takes nothing but retractions")
-        if kind == "receipt" and logged_end is not None and (index > logged_end[0] or entry["time"] > logged_end[1]):
-            raise LogVerificationError(
-                f"entry {index}: a receipt after the end (entry {logged_end[0]}, {logged_end[1]}): an upload received after the end"
-            )
+        if kind in LATE and logged_end is not None and (index > logged_end[0] or entry["time"] > logged_end[1]):
+            raise LogVerificationError(f"entry {index}: a {kind} after the end (entry {logged_end[0]}, {logged_end[1]}): {LATE[kind]}")
         if kind == "competition":
             raise LogVerificationError(f"entry {index}: a second competition entry")
         if kind == "end":

@@ -9,6 +9,7 @@ share a value. The kinds, in the order a competition writes them:
 =================  =====================================================================================
 ``competition``    entry 0: the competition file's digest, the partition, identifier and blinding key
                    commitments, the data digests, the host's and the log's key ids, the log's origin
+``registration``   a person registered by sign-up (committed participant, the digest of the rules accepted)
 ``receipt``        an accepted upload (committed participant, submission and upload digest)
 ``report``         a report the host signed, failed grades included: SHA-256 of the DSSE payload and of
                    the envelope, the attempt, the status
@@ -57,7 +58,8 @@ OUTCOME_STATUSES = ("failed", "error")
 CANCELLED_BY = ("participant", "admin")
 BOARD_PARTS = ("public", "private")
 #: Fields whose values come from a small public vocabulary: shared by everyone's entries, they link no one.
-PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by", "failure_code"})
+#: ``rules_sha256`` is the competition's rules text's digest: one value for everyone who signed up under that text.
+PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by", "failure_code", "rules_sha256"})
 _MAX_TEXT = 200
 _MAX_DIGESTS = 256
 _MAX_FINALS = 16
@@ -128,6 +130,7 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
         "host_key_id": _hex64,
         "log_key_id": _hex64,
     },
+    "registration": {**_IDENTIFIED, "rules_sha256": _hex64},
     "receipt": {**_IDENTIFIED, "submission": _hex64, "upload": _hex64},
     "report": {
         **_IDENTIFIED,
@@ -253,6 +256,11 @@ def competition_entry(
             log_key_id=log_key_id,
         )
     )
+
+
+def registration_entry(committer: EntryCommitter, *, time: datetime, participant: str, rules_sha256: str) -> bytes:
+    """A person registered by sign-up, having accepted the rules text whose SHA-256 is ``rules_sha256``."""
+    return encode_entry(_identified("registration", committer, time, participant, rules_sha256=rules_sha256))
 
 
 def receipt_entry(committer: EntryCommitter, *, time: datetime, participant: str, submission: str, upload_sha256: str) -> bytes:

@@ -19,6 +19,7 @@ def test_example_competition_loads() -> None:
     assert competition.quotas.per_day == 5 and competition.quotas.sample_per_day == 20
     assert competition.limits.memory_bytes == 4 << 30 and competition.upload_max_bytes == 512 << 20
     assert competition.start.tzinfo is not None and competition.end > competition.start
+    assert competition.registration == "closed" and competition.rules is None  # sign-up off unless the file opens it
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,8 @@ def test_example_competition_loads() -> None:
         (BASE + "[sharding]\nshard_documents = 0\n", "sharding.shard_documents", "minimum"),
         (BASE + '[limits]\noutput = "big"\n', "limits.output", "does not match"),
         (BASE + '[retention]\nruns = "best"\n', "retention.runs", "is not one of"),
+        (BASE + 'registration = "maybe"\n', "registration", "is not one of"),
+        (BASE + 'registration = "open"\n', "registration", "rules text"),
     ],
 )
 def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:

@@ -81,6 +81,7 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
     for path in (
         "/",
         "/signin",
+        "/signup",
         "/me",
         "/assets/board.css",
         "/assets/upload.js",

@@ -126,6 +126,20 @@ def sign_in(request: Request, token: str) -> Principal:
     return who
 
 
+def person_session(request: Request) -> tuple[str, str] | None:
+    """The person's web session the cookie names (its id and token fingerprint), on a server of many competitions;
+    whether it is live is the server database's to say."""
+    person_sid, fingerprint = request.session.get("person_sid"), request.session.get("fingerprint")
+    if context(request).people is None or not isinstance(person_sid, str) or not isinstance(fingerprint, str):
+        return None
+    return person_sid, fingerprint
+
+
+def signup_address(request: Request) -> str:
+    """The key under which the caller's sign-ups are counted: its address (an IPv6 one's /64)."""
+    return f"signup {_address(request)}"
+
+
 def sign_out(request: Request) -> None:
     """End the web session on the server (a replayed cookie is refused) and clear the cookie."""
     people = context(request).people

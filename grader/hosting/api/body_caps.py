@@ -85,6 +85,9 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("POST", "/signin", FORM_BYTES),
             _rule("POST", "/signout", FORM_BYTES),
             _rule("POST", "/me/finals", FORM_BYTES),
+            _rule("POST", "/signup", FORM_BYTES),
+            _rule("POST", "/signup/join", FORM_BYTES),
+            _rule("POST", "/me/token", FORM_BYTES),
         )
     )
 

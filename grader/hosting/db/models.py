@@ -87,6 +87,21 @@ class Participant(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class Registration(Base):
+    """A sign-up on the web (docs/hosting.md, "Sign-up"): the person's name, the rules they accepted, the host's
+    decision. ``email`` is the person's own word, for the host only: no route shows it."""
+
+    __tablename__ = "registrations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    email: Mapped[str | None] = mapped_column(String(254))
+    rules_sha256: Mapped[str] = mapped_column(String(64))
+    #: pending (approval asked), approved (a participant now), refused (by the host)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    requested_at: Mapped[datetime]
+    decided_at: Mapped[datetime | None]
+
+
 class WebSession(Base):
     """A signed-in web session. The cookie carries its id; only the id's SHA-256 is stored. Signing out ends it here."""
 

@@ -8,7 +8,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.hosting.clock import utcnow
@@ -62,6 +62,31 @@ class People:
         with self.db.session() as session:
             return list(session.scalars(select(Person).order_by(Person.name)).all())
 
+    def names(self) -> list[str]:
+        """Every name held on the server, revoked people's too (a name is never handed to someone else)."""
+        with self.db.session() as session:
+            return list(session.scalars(select(Person.name)).all())
+
+    def forget(self, name: str) -> None:
+        """Delete person ``name`` whose sign-up failed before anyone could use their token (no session can exist)."""
+        with self.db.session() as session:
+            person = session.scalar(select(Person).where(Person.name == name))
+            if person is not None:
+                session.execute(delete(PersonSession).where(PersonSession.person_id == person.id))
+                session.delete(person)
+
+    def set_digest(self, name: str, old: str, new: str) -> bool:
+        """Replace person ``name``'s token digest ``old`` by ``new`` (compare and set: False when ``old`` is no longer
+        theirs) and end every web session of theirs."""
+        now = utcnow()
+        with self.db.session() as session:
+            person = session.scalar(select(Person).where(Person.name == name))
+            if person is None or person.revoked_at is not None or not same_digest(person.token_sha256, old):
+                return False
+            person.token_sha256 = new
+            session.execute(update(PersonSession).where(PersonSession.person_id == person.id, PersonSession.ended_at.is_(None)).values(ended_at=now))
+        return True
+
     def holds(self, token: str) -> bool:
         """Whether ``token`` is an active person's (constant-time on the digest)."""
         if not token or len(token) > MAX_TOKEN:
@@ -79,6 +104,10 @@ class People:
             if person.revoked_at is None:
                 person.revoked_at = utcnow()
             return person
+
+    def holder(self, token: str) -> Person | None:
+        """The active person holding ``token`` (constant-time on the digest), or None."""
+        return self._active(token)
 
     def _active(self, token: str) -> Person | None:
         if not token or len(token) > MAX_TOKEN:

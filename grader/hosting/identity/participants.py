@@ -69,3 +69,13 @@ def rekey_local_worker(session: Session, name: str) -> str:
         unbind(worker)
     session.flush()
     return token
+
+
+def set_participant_digest(session: Session, name: str, old: str, new: str) -> bool:
+    """Replace participant ``name``'s token digest ``old`` by ``new`` (a person's token rotated); False when ``name``
+    is not a participant here holding ``old``."""
+    participant = session.scalar(select(Participant).where(Participant.name == name))
+    if participant is None or participant.token_sha256 != old:
+        return False
+    participant.token_sha256 = new
+    return True

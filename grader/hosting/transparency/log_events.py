@@ -45,6 +45,12 @@ def log_receipt(session: Session, host_log: HostLog, submission: Submission) -> 
     return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
+def log_registration(session: Session, host_log: HostLog, *, name: str, rules_sha256: str) -> int:
+    """A sign-up's registration (the participant committed, like a receipt's), in the transaction that registers it."""
+    entry = entries.registration_entry(EntryCommitter.fresh(host_log.identifier_key), time=utcnow(), participant=name, rules_sha256=rules_sha256)
+    return append_entry(session, host_log, entry)
+
+
 def _payload_sha256(envelope: bytes) -> str:
     payload = jsonio.loads(envelope)["payload"]
     return hashlib.sha256(base64.b64decode(str(payload))).hexdigest()

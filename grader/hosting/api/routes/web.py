@@ -55,6 +55,8 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
         signed_in=signed_in(request),
         ended=end.ended,
         ends_at=iso(end.at),
+        # The nav's sign-up link: a competition that takes sign-ups (a server of many), until its end.
+        signup=ctx.competition.registration != "closed" and ctx.people is not None and not end.ended,
         **values,
     )
     return HTMLResponse(
@@ -132,7 +134,7 @@ def signin_page(request: Request) -> HTMLResponse:
 
 
 @router.post("/signin")
-async def signin(request: Request) -> Response:
+async def signin(request: Request, ctx: Ctx) -> Response:
     form = await _form(request)
     token = (form.get("token") or [""])[0].strip()
     try:
@@ -140,7 +142,8 @@ async def signin(request: Request) -> Response:
     except HTTPException as refused:
         error = {
             429: "too many failed sign-ins from this address; try again in a minute",
-            404: "this token is not registered in this competition",
+            404: "this token is not registered in this competition"
+            + (" (or its sign-up here waits for the host's approval)" if ctx.competition.registration == "approval" else ""),
         }.get(refused.status_code, "unknown or revoked token")
         return _page("signin.html", request, status=refused.status_code, error=error)
     return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
@@ -171,6 +174,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         finals=finals,
         chosen=chosen,
         limit=ctx.competition.leaderboard.finals,
+        rotate=ctx.people is not None,  # a person's token, rotated in every competition of the server
         message=message if isinstance(message, str) else None,
     )
 
