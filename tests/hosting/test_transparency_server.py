@@ -129,7 +129,10 @@ def _post_report(server: Server, worker: str, submission_id: str, competition_fi
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("tlog")
-    server = Server(write_competition(root / "c.toml", name="tlog-comp"), root / "state", workers=0).start()
+    # The test plays the worker and sends no heartbeats while it builds the runs and the server scores them: a lease
+    # long enough for a loaded machine, else the reaper hands the attempt on and the result is (rightly) stale.
+    competition = write_competition(root / "c.toml", name="tlog-comp", tables={"queue": {"lease_s": 900.0}})
+    server = Server(competition, root / "state", workers=0).start()
     try:
         token = admin(server.state, "add-participant", "alice").strip()
         worker = _worker_token(server.state, "remote-1")
