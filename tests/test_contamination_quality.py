@@ -4,7 +4,8 @@ The source is disjoint from mini's tasks (synthetic functions over made-up ident
 library). Half of a pool of test items is copied into the training texts in disguise (every identifier
 renamed, comments rewritten, whitespace changed, two adjacent statements swapped), among unrelated functions
 of the same generator; the truth is which items the test copied. Recall is measured per length bucket (tokens
-of the item, counted here with the test's own regex), the false-positive rate over the items not copied.
+of the item, counted here with the test's own regex), and so is the false-positive rate over the items not
+copied. Items under the window minimum (40 code tokens) are audited as statement sets, the hard case.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from grader.integrity.sketch_build import build_sketch
 from grader.integrity.sketch_text import MIN_CODE_TOKENS
 from tests.contamination_support import disguised_copy, identifiers, snippet
 
-#: (lowest, highest) tokens of each bucket; the first is below the audited minimum.
-BUCKETS = {"below minimum": (0, MIN_CODE_TOKENS), "short": (MIN_CODE_TOKENS, 80), "medium": (80, 160), "long": (160, 10**6)}
+#: (lowest, highest) tokens of each bucket; the first is below the windows' minimum (audited as statement sets).
+BUCKETS = {"snippet": (0, MIN_CODE_TOKENS), "short": (MIN_CODE_TOKENS, 80), "medium": (80, 160), "long": (160, 10**6)}
 _COMMENT = re.compile(r"#[^\n]*")
 _IDENT_ANY = re.compile(r"\b(?!(?:return|range|while|for|if|in|def)\b)[A-Za-z_]\w*")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|[^\w\s]")
@@ -50,17 +51,13 @@ def test_disguised_copies_are_found_per_length_bucket_and_unrelated_code_is_not(
     figures = {}
     for name, (low, high) in BUCKETS.items():
         inside = (lengths >= low) & (lengths < high)
-        figures[name] = (int((inside & copied).sum()), float(matches.found[inside & copied].mean()) if (inside & copied).any() else None)
-    false_positive_rate = float(matches.found[~copied].mean())
+        figures[name] = (int((inside & copied).sum()), float(matches.found[inside & copied].mean()), float(matches.found[inside & ~copied].mean()))
     # Every bucket is populated, so each figure below is measured, not vacuous.
-    assert all(count >= 30 for count, _ in figures.values()), figures
-    for name in ("short", "medium", "long"):
-        assert figures[name][1] >= 0.95, (name, figures)
-    assert false_positive_rate <= 0.01, (false_positive_rate, figures)
-    # Below the minimum nothing is audited, so nothing is found (the docs count them apart).
-    below = lengths < MIN_CODE_TOKENS
-    assert not matches.audited[below].any() and not matches.found[below].any()
-    assert matches.audited[~below].all()
+    assert all(count >= 30 for count, _, _ in figures.values()), figures
+    for name, (_, recall, false_positive_rate) in figures.items():
+        assert recall >= 0.95 and false_positive_rate <= 0.01, (name, figures)
+    # Every item (three statements or more) is audited: windows from 40 code tokens, statement sets below.
+    assert matches.audited.all()
 
 
 def test_the_disguise_renames_every_identifier_rewrites_comments_and_swaps_two_statements() -> None:

@@ -46,7 +46,7 @@ def test_the_sketch_holds_one_row_per_distinct_window_and_reads_back(tmp_path: P
     assert sketch.count == 6
     assert sketch.parameters == SketchParameters()
     assert out.stat().st_size == 40 + 6 * 128 * 2 + 32
-    assert "6 distinct windows of 6 texts from 6 file(s)" in result.stdout
+    assert "6 distinct signatures (windows and statement sets) of 6 texts from 6 file(s)" in result.stdout
     assert "1 file(s) not UTF-8, skipped" in result.stdout
 
 
@@ -105,8 +105,9 @@ def test_a_sketch_over_the_cap_is_refused_before_anything_is_written(tmp_path: P
     result = invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", cap, expect=2)
     assert f"over the {cap}-byte cap" in result.stderr
     assert not (tmp_path / "s").exists()
-    invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", encoded_size(40, 128), "--quiet")
-    assert read_sketch(tmp_path / "s", max_bytes=encoded_size(40, 128)).count == 40
+    # One window per function, and a statement set for those of at most 64 code tokens.
+    invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", encoded_size(80, 128), "--quiet")
+    assert 40 <= read_sketch(tmp_path / "s", max_bytes=encoded_size(80, 128)).count <= 80
 
 
 def _sketch_bytes(rows: int = 3) -> bytes:
@@ -132,9 +133,15 @@ def test_the_reader_refuses_anything_but_the_format(tmp_path: Path) -> None:
     path = f"{tmp_path / 's.sketch'}"
     assert _refusal(tmp_path, b"NOTASKET" + good[8:]).startswith(f"{path}: magic: not a training sketch")
     assert (
-        _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 2) + body[10:]))
-        == f"{path}: format_version: format version 2; this grader reads version 1"
+        _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 3) + body[10:]))
+        == f"{path}: format_version: format version 3; this grader reads version 2"
     )
+    # A sketch of the first format (before statement sets) is refused with what to do about it.
+    assert _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">HH", 1, 1) + body[12:])) == (
+        f"{path}: format_version: format version 1, made by an older grader, without the statement sets of short code; "
+        "sketch the training texts again with this one"
+    )
+    assert _refusal(tmp_path, _with_digest(body[:10] + struct.pack(">H", 1) + body[12:])).startswith(f"{path}: normalisation: 1;")
     assert _refusal(tmp_path, _with_digest(body[:12] + struct.pack(">H", 64) + body[14:])).startswith(f"{path}: num_perm: 64;")
     assert _refusal(tmp_path, _with_digest(body[:24] + struct.pack(">Q", 7) + body[32:])).startswith(f"{path}: seed: 7;")
     assert _refusal(tmp_path, good[:-33]).startswith(f"{path}: count: says 3 signatures")
@@ -170,16 +177,27 @@ def test_write_refuses_a_sketch_over_the_cap(tmp_path: Path) -> None:
         write_sketch(tmp_path / "s", sketch, max_bytes=100)
 
 
-def test_texts_too_short_to_audit_give_an_empty_sketch_that_finds_nothing(tmp_path: Path) -> None:
+def test_short_code_is_sketched_as_a_statement_set_and_found_while_shorter_texts_give_an_empty_sketch(tmp_path: Path) -> None:
     from grader.integrity.contamination import find_copies
 
+    # Under the window minimum (40 code tokens) but of three statements or more: one statement-set row, found.
     short = tmp_path / "short.py"
-    short.write_text("def f(x):\n    return x + 1\n", encoding="utf-8")
+    short.write_text("def f(x):\n    y = x + 1\n    return y * 2\n", encoding="utf-8")
     invoke("sketch-training", short, "--out", tmp_path / "s", "--quiet")
     sketch = read_sketch(tmp_path / "s")
-    assert sketch.count == 0 and (tmp_path / "s").stat().st_size == encoded_size(0, 128) == 72
-    matches = find_copies(sketch, [short.read_text(encoding="utf-8"), _functions(3, 1)[0]])
-    assert matches.audited.tolist() == [False, True] and not matches.found.any()
+    assert sketch.count == 1
+    renamed = "def g(a):\n  b=a + 1  # one more\n  return b * 2\n"
+    matches = find_copies(sketch, [renamed, "def g(a):\n    b = a - 1\n    return b * 2\n", _functions(3, 1)[0]])
+    assert matches.audited.tolist() == [True, True, True] and matches.found.tolist() == [True, False, False]
+    # Fewer than three statements, or prose under eight words: nothing is sketched, nothing audited.
+    tiny = tmp_path / "tiny.py"
+    tiny.write_text("def f(x):\n    return x + 1\n", encoding="utf-8")
+    (tmp_path / "words.txt").write_text("a few words only\n", encoding="utf-8")
+    invoke("sketch-training", tiny, tmp_path / "words.txt", "--out", tmp_path / "t", "--quiet")
+    empty = read_sketch(tmp_path / "t")
+    assert empty.count == 0 and (tmp_path / "t").stat().st_size == encoded_size(0, 128) == 72
+    matches = find_copies(empty, [tiny.read_text(encoding="utf-8"), "a few words only", _functions(3, 1)[0]])
+    assert matches.audited.tolist() == [False, False, True] and not matches.found.any()
 
 
 def test_mutated_sketches_are_read_or_refused_with_one_line_never_a_crash(tmp_path: Path) -> None:
@@ -220,5 +238,5 @@ def test_workers_give_the_same_bytes_as_one_process(tmp_path: Path, monkeypatch:
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in _functions(6, 60)), encoding="utf-8")
     invoke("sketch-training", corpus, "--out", tmp_path / "one", "--quiet")
     invoke("sketch-training", corpus, "--out", tmp_path / "three", "--workers", 3, "--quiet")
-    assert read_sketch(tmp_path / "one").count == 60
+    assert 60 <= read_sketch(tmp_path / "one").count <= 120  # a window per function, a statement set for the short ones
     assert (tmp_path / "one").read_bytes() == (tmp_path / "three").read_bytes()

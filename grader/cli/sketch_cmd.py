@@ -47,7 +47,9 @@ def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: 
     sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), max_bytes=max_bytes, workers=workers)
     size = write_sketch(out_path, sketch, max_bytes=max_bytes)
     skipped = f"; {len(counts.skipped)} file(s) not UTF-8, skipped (first: {counts.skipped[0]})" if counts.skipped else ""
-    click.echo(f"{out_path}: {sketch.count} distinct windows of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}")
+    click.echo(
+        f"{out_path}: {sketch.count} distinct signatures (windows and statement sets) of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}"
+    )
 
 
 def register(group: click.Group) -> None:

@@ -4,7 +4,7 @@ Layout, every integer big-endian (docs/contamination.md, "The sketch file", says
 
     offset  size  field
          0     8  magic  b"GRSKETCH"
-         8     2  format version (1)
+         8     2  format version (2)
         10     2  normalisation version
         12     2  num_perm
         14     1  code_shingle
@@ -16,8 +16,11 @@ Layout, every integer big-endian (docs/contamination.md, "The sketch file", says
         24     8  seed
         32     8  count: signatures that follow
         40  count * num_perm * 2   signatures, uint16 each, rows distinct and in ascending lexicographic order
+                                  (windows and statement sets alike: their features never meet)
        end    32  SHA-256 of every byte before it
 
+Version 2 (normalisation version 2) added statement-set rows for short code beside the windows; a version-1
+file is refused with a line saying to sketch again (its rows lack them, so short items would go unfound).
 Rows are sorted and distinct so that the same texts always give the same bytes (and repeats add nothing). The
 reader reads no more than its cap, then refuses anything but exactly this: another magic or version,
 parameters other than the ones this grader compares with (:class:`SketchParameters` defaults), a length that
@@ -39,7 +42,9 @@ from grader.files import atomic_write_bytes, read_bounded
 from grader.integrity.sketch_text import SketchParameters
 
 MAGIC = b"GRSKETCH"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Format versions this grader refuses with a reason (older sketches whose rows mean less than this version's).
+_OLDER = {1: "made by an older grader, without the statement sets of short code; sketch the training texts again with this one"}
 #: Default cap of a sketch file, in bytes (about 524,000 windows at 128 permutations). On a hosted competition
 #: the sketch's bytes count against the upload cap (``upload.max_bytes``) together with the submission's.
 DEFAULT_MAX_BYTES = 128 << 20
@@ -123,6 +128,8 @@ def decode(data: bytes, *, path: Path) -> TrainingSketch:
     magic, version, normalisation, num_perm, code_shingle, text_shingle, window_tokens, window_stride, min_code, min_text, seed, count = fields
     if magic != MAGIC:
         raise _refuse(path, "magic", "not a training sketch (made by `grader sketch-training`)")
+    if version in _OLDER:
+        raise _refuse(path, "format_version", f"format version {version}, {_OLDER[version]}")
     if version != FORMAT_VERSION:
         raise _refuse(path, "format_version", f"format version {version}; this grader reads version {FORMAT_VERSION}")
     found = SketchParameters(num_perm, code_shingle, text_shingle, seed, normalisation, window_tokens, window_stride, min_code, min_text)
