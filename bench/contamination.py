@@ -6,12 +6,14 @@
    (tests/contamination_support.py: made-up identifiers, disjoint from mini's standard library), half copied into
    the training texts in disguise (identifiers renamed, comments rewritten, whitespace changed, two statements
    swapped) among 3,000 unrelated functions. Recall per length bucket (tokens), false-positive rate over the items
-   not copied; and the same with the minimum length lifted (every item audited), to show why short items are not.
+   not copied; and the same with windows for every item (the window minimum lifted to 1 token, so no statement
+   sets), to show why items under 40 tokens are audited as statement sets instead.
 2. mini: the texts of each task's train split (its judged queries and their relevant documents) sketched, then
    compared with the test split of every task: what a participant who trained on mini's train split is told
    (mini's splits are cut by function group, so a touched test query is a near copy across groups).
-3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits.
-4. Items copied inside a long training file (windows of 256 tokens): found by length.
+3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits;
+   then the grader's own files, whole (long texts: windows and fine windows).
+4. Items copied inside a long training file (windows of 256 tokens, fine windows of 80): found by length.
 5. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
    splits against that sketch.
 """
@@ -61,7 +63,7 @@ def quality(seeds: int) -> None:
     print("|---|---|---:|---:|---:|---:|")
     for label, parameters in (
         ("default (min 40 code tokens)", SketchParameters()),
-        ("every item audited (min 1)", dataclasses.replace(SketchParameters(), min_code_tokens=1)),
+        ("windows for every item (min 1)", dataclasses.replace(SketchParameters(), min_code_tokens=1)),
     ):
         totals: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in BUCKETS}
         for seed in range(seeds):
@@ -83,14 +85,20 @@ def real_unrelated() -> None:
     import ast
 
     functions = []
+    files = []
     for path in sorted((ROOT / "grader").rglob("*.py")):
         source = path.read_text(encoding="utf-8")
+        files.append(source)
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 functions.append(ast.get_source_segment(source, node) or "")
     sketch = build_sketch(functions)
     print(f"the grader's own {len(functions)} functions, {sketch.count} windows, against mini's test splits:")
     benchmark = resolve_benchmark("mini")
+    for name in benchmark.spec.tasks:
+        print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
+    sketch = build_sketch(files)
+    print(f"the grader's own {len(files)} files, whole, {sketch.count} rows ({encoded_size(sketch.count, 128)} bytes), against mini's test splits:")
     for name in benchmark.spec.tasks:
         print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
 

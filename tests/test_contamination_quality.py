@@ -14,6 +14,7 @@ import random
 import re
 
 import numpy as np
+import pytest
 
 from grader.integrity.contamination import find_copies
 from grader.integrity.sketch_build import build_sketch
@@ -87,17 +88,19 @@ def test_a_copy_without_its_disguise_and_the_disguise_alone_are_each_found() -> 
     assert exact.found.tolist() == [True] and disguised.found.tolist() == [True] and absent.found.tolist() == [False]
 
 
-def test_an_item_copied_inside_a_long_training_file_is_found_through_its_window() -> None:
-    # Windows are 256 tokens: an item of about 180 tokens or more fills enough of one (docs/contamination.md says
-    # that shorter items are found in function-level training texts, not inside long files).
+@pytest.mark.parametrize("statements", [6, 24])
+def test_an_item_copied_inside_a_long_training_file_is_found_through_its_window(statements: int) -> None:
+    # A long training file is cut into windows of 256 tokens and fine windows of 80: an item of six statements
+    # (about 70 tokens) fills enough of a fine one, an item of 24 (about 240) a window.
     rng = random.Random(9)
-    item = snippet(rng, 24)
+    item = snippet(rng, statements)
     # A long file: unrelated functions around a disguised copy of the item, far past one window (256 tokens).
     around = [snippet(rng, 10).render() for _ in range(12)]
     long_file = "\n".join(around[:6] + [disguised_copy(item, rng)] + around[6:])
     assert _tokens(long_file) > 4 * 256
-    matches = find_copies(build_sketch([long_file]), [item.render()])
-    assert matches.found.tolist() == [True]
+    unrelated = snippet(random.Random(10), statements).render()
+    matches = find_copies(build_sketch([long_file]), [item.render(), unrelated])
+    assert matches.found.tolist() == [True, False]
 
 
 def test_real_unrelated_code_touches_at_most_one_percent_of_minis_test_queries() -> None:

@@ -45,7 +45,7 @@ def test_the_sketch_holds_one_row_per_distinct_window_and_reads_back(tmp_path: P
     # Six functions of 6-12 statements: each one window, all distinct (the generator's names are random).
     assert sketch.count == 6
     assert sketch.parameters == SketchParameters()
-    assert out.stat().st_size == 40 + 6 * 128 * 2 + 32
+    assert out.stat().st_size == 48 + 6 * 128 * 2 + 32
     assert "6 distinct signatures (windows and statement sets) of 6 texts from 6 file(s)" in result.stdout
     assert "1 file(s) not UTF-8, skipped" in result.stdout
 
@@ -136,22 +136,28 @@ def test_the_reader_refuses_anything_but_the_format(tmp_path: Path) -> None:
         _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 3) + body[10:]))
         == f"{path}: format_version: format version 3; this grader reads version 2"
     )
-    # A sketch of the first format (before statement sets) is refused with what to do about it.
-    assert _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">HH", 1, 1) + body[12:])) == (
+    # A sketch of the first format (its 40-byte header, before fine windows and statement sets; here an empty
+    # one) is refused with what to do about it.
+    version_1 = _with_digest(b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 1, 128, 4, 3, 256, 128, 40, 8, 20261203, 0))
+    assert len(version_1) == 72 and _refusal(tmp_path, version_1) == (
         f"{path}: format_version: format version 1, made by an older grader, without the statement sets of short code; "
         "sketch the training texts again with this one"
     )
     assert _refusal(tmp_path, _with_digest(body[:10] + struct.pack(">H", 1) + body[12:])).startswith(f"{path}: normalisation: 1;")
     assert _refusal(tmp_path, _with_digest(body[:12] + struct.pack(">H", 64) + body[14:])).startswith(f"{path}: num_perm: 64;")
     assert _refusal(tmp_path, _with_digest(body[:24] + struct.pack(">Q", 7) + body[32:])).startswith(f"{path}: seed: 7;")
+    assert _refusal(tmp_path, _with_digest(body[:32] + struct.pack(">H", 96) + body[34:])).startswith(f"{path}: fine_window_tokens: 96;")
+    assert _refusal(tmp_path, _with_digest(body[:34] + struct.pack(">H", 32) + body[36:])).startswith(f"{path}: fine_window_stride: 32;")
+    assert _refusal(tmp_path, _with_digest(body[:36] + struct.pack(">H", 80) + body[38:])).startswith(f"{path}: statement_max_tokens: 80;")
+    assert _refusal(tmp_path, _with_digest(body[:38] + struct.pack(">H", 2) + body[40:])).startswith(f"{path}: statement_min: 2;")
     assert _refusal(tmp_path, good[:-33]).startswith(f"{path}: count: says 3 signatures")
     tampered = bytearray(good)
     tampered[50] ^= 1
     assert _refusal(tmp_path, bytes(tampered)) == f"{path}: sha256: the digest does not match the file's contents (truncated or altered)"
-    rows = np.frombuffer(body, dtype=">u2", offset=40).reshape(3, 128)
-    swapped = body[:40] + rows[[1, 0, 2]].tobytes()
+    rows = np.frombuffer(body, dtype=">u2", offset=48).reshape(3, 128)
+    swapped = body[:48] + rows[[1, 0, 2]].tobytes()
     assert _refusal(tmp_path, _with_digest(swapped)) == f"{path}: signatures: row 1 is not after row 0 (rows must be distinct and sorted)"
-    repeated = body[:32] + struct.pack(">Q", 4) + body[40:] + rows[2].tobytes()
+    repeated = body[:40] + struct.pack(">Q", 4) + body[48:] + rows[2].tobytes()
     assert _refusal(tmp_path, _with_digest(repeated)) == f"{path}: signatures: row 3 is not after row 2 (rows must be distinct and sorted)"
     assert _refusal(tmp_path, b"GR").startswith(f"{path}: header: 2 bytes")
     assert MAGIC == b"GRSKETCH"
@@ -195,7 +201,7 @@ def test_short_code_is_sketched_as_a_statement_set_and_found_while_shorter_texts
     (tmp_path / "words.txt").write_text("a few words only\n", encoding="utf-8")
     invoke("sketch-training", tiny, tmp_path / "words.txt", "--out", tmp_path / "t", "--quiet")
     empty = read_sketch(tmp_path / "t")
-    assert empty.count == 0 and (tmp_path / "t").stat().st_size == encoded_size(0, 128) == 72
+    assert empty.count == 0 and (tmp_path / "t").stat().st_size == encoded_size(0, 128) == 80
     matches = find_copies(empty, [tiny.read_text(encoding="utf-8"), "a few words only", _functions(3, 1)[0]])
     assert matches.audited.tolist() == [False, False, True] and not matches.found.any()
 

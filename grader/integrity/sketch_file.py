@@ -14,13 +14,18 @@ Layout, every integer big-endian (docs/contamination.md, "The sketch file", says
         20     2  min_code_tokens
         22     2  min_text_tokens
         24     8  seed
-        32     8  count: signatures that follow
-        40  count * num_perm * 2   signatures, uint16 each, rows distinct and in ascending lexicographic order
+        32     2  fine_window_tokens
+        34     2  fine_window_stride
+        36     2  statement_max_tokens
+        38     2  statement_min
+        40     8  count: signatures that follow
+        48  count * num_perm * 2   signatures, uint16 each, rows distinct and in ascending lexicographic order
                                   (windows and statement sets alike: their features never meet)
        end    32  SHA-256 of every byte before it
 
-Version 2 (normalisation version 2) added statement-set rows for short code beside the windows; a version-1
-file is refused with a line saying to sketch again (its rows lack them, so short items would go unfound).
+Version 2 (normalisation version 2) added fine windows of long code and statement-set rows for short code, and
+their four parameters at offsets 32-39; a version-1 file is refused with a line saying to sketch again (its rows
+lack them, so short items would go unfound).
 Rows are sorted and distinct so that the same texts always give the same bytes (and repeats add nothing). The
 reader reads no more than its cap, then refuses anything but exactly this: another magic or version,
 parameters other than the ones this grader compares with (:class:`SketchParameters` defaults), a length that
@@ -50,7 +55,8 @@ _OLDER = {1: "made by an older grader, without the statement sets of short code;
 DEFAULT_MAX_BYTES = 128 << 20
 #: Where a submission carries its training sketch, beside submission.json (docs/hosting.md, "Contamination audit").
 SUBMISSION_SKETCH = "training.sketch"
-_HEADER = struct.Struct(">8sHHHBBHHHHQQ")
+_HEADER = struct.Struct(">8sHHHBBHHHHQHHHHQ")
+_PREFIX = struct.Struct(">8sH")
 _DIGEST_BYTES = 32
 
 
@@ -98,6 +104,10 @@ def encode(sketch: TrainingSketch) -> bytes:
         p.min_code_tokens,
         p.min_text_tokens,
         p.seed,
+        p.fine_window_tokens,
+        p.fine_window_stride,
+        p.statement_max_tokens,
+        p.statement_min,
         sketch.count,
     )
     body = header + sketch.rows.astype(">u2").tobytes()
@@ -122,17 +132,36 @@ def _refuse(path: Path, field: str, what: str) -> SketchFileError:
 
 def decode(data: bytes, *, path: Path) -> TrainingSketch:
     """Parse a sketch file's bytes strictly (see the module's doc)."""
-    if len(data) < _HEADER.size + _DIGEST_BYTES:
+    # Magic and version first: an older version's header is shorter, and it deserves its own line.
+    if len(data) < _PREFIX.size:
         raise _refuse(path, "header", f"{len(data)} bytes, too short for a training sketch")
-    fields = _HEADER.unpack_from(data)
-    magic, version, normalisation, num_perm, code_shingle, text_shingle, window_tokens, window_stride, min_code, min_text, seed, count = fields
+    magic, version = _PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise _refuse(path, "magic", "not a training sketch (made by `grader sketch-training`)")
     if version in _OLDER:
         raise _refuse(path, "format_version", f"format version {version}, {_OLDER[version]}")
     if version != FORMAT_VERSION:
         raise _refuse(path, "format_version", f"format version {version}; this grader reads version {FORMAT_VERSION}")
-    found = SketchParameters(num_perm, code_shingle, text_shingle, seed, normalisation, window_tokens, window_stride, min_code, min_text)
+    if len(data) < _HEADER.size + _DIGEST_BYTES:
+        raise _refuse(path, "header", f"{len(data)} bytes, too short for a training sketch")
+    fields = _HEADER.unpack_from(data)
+    normalisation, num_perm, code_shingle, text_shingle, window_tokens, window_stride, min_code, min_text, seed = fields[2:11]
+    fine_tokens, fine_stride, statement_max, statement_min, count = fields[11:]
+    found = SketchParameters(
+        num_perm,
+        code_shingle,
+        text_shingle,
+        seed,
+        normalisation,
+        window_tokens,
+        window_stride,
+        min_code,
+        min_text,
+        fine_tokens,
+        fine_stride,
+        statement_max,
+        statement_min,
+    )
     expected = SketchParameters()
     for name in expected.__dataclass_fields__:
         if getattr(found, name) != getattr(expected, name):

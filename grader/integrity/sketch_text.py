@@ -12,7 +12,9 @@ meet the same code. docs/contamination.md defines every step; in short:
    or not, and the code view (every identifier but a keyword is one placeholder) or the text view.
 3. **Windows**: a text of more than :data:`WINDOW_TOKENS` tokens is cut into windows of that many tokens every
    :data:`WINDOW_STRIDE` tokens (the last window ends at the text's end), each sketched on its own, so an item
-   copied inside a long file meets a window of its own scale.
+   copied inside a long file meets a window of its own scale. A code-view *training* text that long is also cut
+   into fine windows (:data:`FINE_WINDOW_TOKENS` every :data:`FINE_WINDOW_STRIDE`; version 2), for items of
+   about 70 tokens copied inside it; a test item is never cut finer.
 4. **Shingles**: runs of ``code_shingle`` (code view) or ``text_shingle`` (text view) tokens, hashed as lint
    hashes them (:func:`grader.integrity.minhash.shingle_hashes`).
 5. **Signature**: lint's MinHash (:func:`grader.integrity.minhash.signatures`) under ``num_perm`` permutations
@@ -41,7 +43,7 @@ from grader.integrity.minhash import Permutations, shingle_hashes, signatures
 from grader.integrity.normalise import KEYWORDS, TokenCoder, is_code_like, normalised_text, tokens
 
 #: The version of steps 1-6; a sketch of another version is refused (its signatures would mean something else).
-#: Version 2 added step 6 (statement sets for short code).
+#: Version 2 added fine windows (step 3) and statement sets for short code (step 6).
 NORMALISATION_VERSION = 2
 #: Tokens per shingle in the code view (shorter than lint's 10: a copy with two statements swapped must keep
 #: most of its shingles even when it is a few lines long).
@@ -59,14 +61,20 @@ WINDOW_TOKENS = 256
 MIN_CODE_TOKENS = 40
 #: Fewest tokens of a text-view window that is audited.
 MIN_TEXT_TOKENS = 8
+#: Tokens between the starts of two windows (half a window: any run of up to 128 tokens lies whole in a window).
+WINDOW_STRIDE = 128
+#: Tokens of a **fine** window: a code-view training text longer than :data:`WINDOW_TOKENS` is also cut into
+#: fine windows (step 3), so that an item of about 70 tokens (six statements) copied inside a long file fills
+#: enough of one to be found.
+FINE_WINDOW_TOKENS = 80
+#: Tokens between the starts of two fine windows.
+FINE_WINDOW_STRIDE = 40
 #: Most code tokens of a training text that gets a statement-set row (step 6) beside its windows: above the
 #: audited items' :data:`MIN_CODE_TOKENS`, so a copy that gained a few tokens is still sketched as statements.
 STATEMENT_MAX_TOKENS = 64
 #: Fewest statements of a text sketched as a statement set: a function header alone, or a header and one
 #: statement, matches too many look-alikes (on mini, truncated functions whose body is only comments).
 STATEMENT_MIN = 3
-#: Tokens between the starts of two windows (half a window: any run of up to 128 tokens lies whole in a window).
-WINDOW_STRIDE = 128
 
 _COMMENTS = re.compile(r"/\*.*?(?:\*/|\Z)|<!--.*?(?:-->|\Z)|#[^\n]*|(?:^|(?<=[;{}]))[ \t]*//[^\n]*", re.DOTALL | re.MULTILINE)
 _LOW16 = np.uint32(0xFFFF)
@@ -90,6 +98,10 @@ class SketchParameters:
     window_stride: int = WINDOW_STRIDE
     min_code_tokens: int = MIN_CODE_TOKENS
     min_text_tokens: int = MIN_TEXT_TOKENS
+    fine_window_tokens: int = FINE_WINDOW_TOKENS
+    fine_window_stride: int = FINE_WINDOW_STRIDE
+    statement_max_tokens: int = STATEMENT_MAX_TOKENS
+    statement_min: int = STATEMENT_MIN
 
     def long_enough(self, code_like: bool, count: int) -> bool:
         """Whether a window of ``count`` tokens of this view is audited."""
@@ -156,10 +168,12 @@ def statement_features(text: str, least: int = 1) -> list[int]:
 def text_units(text: str, coder: TokenCoder, parameters: SketchParameters, *, training: bool) -> list[tuple[int, list[int]]]:
     """The units of one text, each ``(kind, integers)``: its audited windows (steps 1-3; kind :data:`CODE_WINDOW`
     or :data:`TEXT_WINDOW`, token integers), none when the text is shorter than the view's minimum
-    (``min_code_tokens`` or ``min_text_tokens``); and its statement set (step 6; kind :data:`STATEMENTS`,
+    (``min_code_tokens`` or ``min_text_tokens``), and on the ``training`` side a code-view text longer than a
+    window also cut into fine windows; and its statement set (step 6; kind :data:`STATEMENTS`,
     feature hashes): on the ``training`` side for a code-like text of at most :data:`STATEMENT_MAX_TOKENS`
     tokens, on the test side for a code-like text too short for windows; either only with at least
-    :data:`STATEMENT_MIN` statements."""
+    :data:`STATEMENT_MIN` statements (the limits are the ``parameters``' ``statement_max_tokens`` and
+    ``statement_min``)."""
     plain = without_comments(text)
     token_list = tokens(normalised_text(plain))
     code_like = is_code_like(token_list)
@@ -168,8 +182,10 @@ def text_units(text: str, coder: TokenCoder, parameters: SketchParameters, *, tr
         codes = coder.encode(token_list, code_like)
         kind = CODE_WINDOW if code_like else TEXT_WINDOW
         units = [(kind, window) for window in _windows(codes, parameters.window_tokens, parameters.window_stride)]
-    if code_like and (len(token_list) <= STATEMENT_MAX_TOKENS if training else not units):
-        features = statement_features(plain, STATEMENT_MIN)
+        if training and code_like and len(codes) > parameters.window_tokens:
+            units += [(kind, window) for window in _windows(codes, parameters.fine_window_tokens, parameters.fine_window_stride)]
+    if code_like and (len(token_list) <= parameters.statement_max_tokens if training else not units):
+        features = statement_features(plain, parameters.statement_min)
         if features:
             units.append((STATEMENTS, features))
     return units
