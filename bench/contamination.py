@@ -93,7 +93,7 @@ def real_unrelated() -> None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 functions.append(ast.get_source_segment(source, node) or "")
     sketch = build_sketch(functions)
-    print(f"the grader's own {len(functions)} functions, {sketch.count} windows, against mini's test splits:")
+    print(f"the grader's own {len(functions)} functions, {sketch.count} rows, against mini's test splits:")
     benchmark = resolve_benchmark("mini")
     for name in benchmark.spec.tasks:
         print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
@@ -115,7 +115,9 @@ def mini() -> None:
         train_texts += [document_text(doc.title, doc.text) for doc in task.iter_corpus() if doc.id in documents]
     started = time.perf_counter()
     sketch = build_sketch(train_texts)
-    print(f"mini train splits: {len(train_texts)} texts, {sketch.count} windows, sketched in {time.perf_counter() - started:.1f} s")
+    print(
+        f"mini train splits: {len(train_texts)} texts, {sketch.count} rows (windows, statement sets), sketched in {time.perf_counter() - started:.1f} s"
+    )
     for name in benchmark.spec.tasks:
         started = time.perf_counter()
         overlap = audit_task(benchmark.task(name), "test", sketch)
@@ -144,7 +146,7 @@ def speed(scale: int) -> None:
     sketch = build_sketch(texts)
     elapsed = time.perf_counter() - started
     print(
-        f"sketch of {scale} functions: {elapsed:.1f} s ({scale / elapsed:.0f} texts/s), {sketch.count} windows, {encoded_size(sketch.count, 128)} bytes"
+        f"sketch of {scale} functions: {elapsed:.1f} s ({scale / elapsed:.0f} texts/s), {sketch.count} rows, {encoded_size(sketch.count, 128)} bytes"
     )
     benchmark = resolve_benchmark("mini")
     started = time.perf_counter()

@@ -110,6 +110,30 @@ def test_a_sketch_over_the_cap_is_refused_before_anything_is_written(tmp_path: P
     assert 40 <= read_sketch(tmp_path / "s", max_bytes=encoded_size(80, 128)).count <= 80
 
 
+def test_fine_windows_of_long_code_can_be_left_out_and_the_sketch_is_still_read(tmp_path: Path) -> None:
+    from grader.integrity.contamination import find_copies
+    from tests.contamination_support import disguised_copy
+
+    rng = random.Random(9)
+    item = snippet(rng, 6)
+    around = [snippet(rng, 10).render() for _ in range(12)]
+    (tmp_path / "long.py").write_text("\n".join([*around[:6], disguised_copy(item, rng), *around[6:]]), encoding="utf-8")
+    invoke("sketch-training", tmp_path / "long.py", "--out", tmp_path / "fine", "--quiet")
+    invoke("sketch-training", tmp_path / "long.py", "--out", tmp_path / "coarse", "--no-fine-windows", "--quiet")
+    fine, coarse = read_sketch(tmp_path / "fine"), read_sketch(tmp_path / "coarse")
+    assert (coarse.parameters.fine_window_tokens, coarse.parameters.fine_window_stride) == (0, 0)
+    # Windows of 256 every 128 against fine windows of 80 every 40 besides: about four times the rows.
+    assert 3 * coarse.count <= fine.count <= 6 * coarse.count
+    # The six-statement item copied inside is found through a fine window only.
+    assert find_copies(fine, [item.render()]).found.tolist() == [True]
+    assert find_copies(coarse, [item.render()]).found.tolist() == [False]
+    # Only both fields 0 means "without": one of them 0 is refused.
+    body = (tmp_path / "coarse").read_bytes()[:-32]
+    assert _refusal(tmp_path, _with_digest(body[:34] + struct.pack(">H", 40) + body[36:])).endswith(
+        "fine_window_tokens: 0; this grader compares sketches made with 80 (or 0, without fine windows)"
+    )
+
+
 def _sketch_bytes(rows: int = 3) -> bytes:
     data = np.sort(np.random.default_rng(0).integers(0, 1 << 16, size=(rows, 128), dtype=np.uint16), axis=0)
     return encode(TrainingSketch(SketchParameters(), np.unique(data, axis=0)))
@@ -188,12 +212,15 @@ def test_short_code_is_sketched_as_a_statement_set_and_found_while_shorter_texts
 
     # Under the window minimum (40 code tokens) but of three statements or more: one statement-set row, found.
     short = tmp_path / "short.py"
-    short.write_text("def f(x):\n    y = x + 1\n    return y * 2\n", encoding="utf-8")
+    short.write_text("def f(x):\n    y = g(x, 1)\n    z = y * 2\n    return z\n", encoding="utf-8")
     invoke("sketch-training", short, "--out", tmp_path / "s", "--quiet")
     sketch = read_sketch(tmp_path / "s")
     assert sketch.count == 1
-    renamed = "def g(a):\n  b=a + 1  # one more\n  return b * 2\n"
-    matches = find_copies(sketch, [renamed, "def g(a):\n    b = a - 1\n    return b * 2\n", _functions(3, 1)[0]])
+    # Renamed, re-commented, re-spaced, the call wrapped over two lines and two statements swapped: found; the same
+    # shape with another constant: not found.
+    renamed = "def h(a):\n  b=k(a,\n        1)  # one more\n  return c\n  c = b * 2\n"
+    other = "def h(a):\n    b = k(a, 2)\n    c = b * 2\n    return c\n"
+    matches = find_copies(sketch, [renamed, other, _functions(3, 1)[0]])
     assert matches.audited.tolist() == [True, True, True] and matches.found.tolist() == [True, False, False]
     # Fewer than three statements, or prose under eight words: nothing is sketched, nothing audited.
     tiny = tmp_path / "tiny.py"

@@ -83,6 +83,6 @@ def build_sketch(
     if len(rows) > limit:
         raise UsageError(
             f"the training texts give more than {limit} distinct signatures, over the {max_bytes}-byte cap of the sketch",
-            hint="sketch fewer texts, or raise --max-bytes up to the competition's upload cap",
+            hint="sketch fewer texts, leave out the fine windows of long code (--no-fine-windows), or raise --max-bytes up to the competition's upload cap",
         )
     return TrainingSketch(parameters, rows)

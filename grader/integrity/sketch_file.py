@@ -28,7 +28,8 @@ their four parameters at offsets 32-39; a version-1 file is refused with a line 
 lack them, so short items would go unfound).
 Rows are sorted and distinct so that the same texts always give the same bytes (and repeats add nothing). The
 reader reads no more than its cap, then refuses anything but exactly this: another magic or version,
-parameters other than the ones this grader compares with (:class:`SketchParameters` defaults), a length that
+parameters other than the ones this grader compares with (:class:`SketchParameters` defaults, or the same
+without fine windows: :data:`WITHOUT_FINE_WINDOWS`), a length that
 does not match ``count``, rows out of order or repeated, or a wrong digest.
 """
 
@@ -57,6 +58,8 @@ DEFAULT_MAX_BYTES = 128 << 20
 SUBMISSION_SKETCH = "training.sketch"
 _HEADER = struct.Struct(">8sHHHBBHHHHQHHHHQ")
 _PREFIX = struct.Struct(">8sH")
+#: The parameters of a sketch made with ``grader sketch-training --no-fine-windows``, the one other set read.
+WITHOUT_FINE_WINDOWS = SketchParameters(fine_window_tokens=0, fine_window_stride=0)
 _DIGEST_BYTES = 32
 
 
@@ -120,7 +123,7 @@ def write_sketch(path: str | PathLike[str], sketch: TrainingSketch, *, max_bytes
     if size > max_bytes:
         raise UsageError(
             f"{path}: the sketch would be {size} bytes ({sketch.count} windows), over the {max_bytes}-byte cap",
-            hint="sketch fewer texts, or raise --max-bytes up to the competition's upload cap",
+            hint="sketch fewer texts, leave out the fine windows of long code (--no-fine-windows), or raise --max-bytes up to the competition's upload cap",
         )
     atomic_write_bytes(path, encode(sketch))
     return size
@@ -162,10 +165,13 @@ def decode(data: bytes, *, path: Path) -> TrainingSketch:
         statement_max,
         statement_min,
     )
-    expected = SketchParameters()
+    # Fine windows are the training side's alone (a test item is never cut finer): a sketch made without them
+    # (``--no-fine-windows``: both fields 0) is compared the same way, it only holds fewer rows.
+    expected = SketchParameters() if (fine_tokens, fine_stride) != (0, 0) else WITHOUT_FINE_WINDOWS
     for name in expected.__dataclass_fields__:
         if getattr(found, name) != getattr(expected, name):
-            raise _refuse(path, name, f"{getattr(found, name)}; this grader compares sketches made with {getattr(expected, name)}")
+            also = " (or 0, without fine windows)" if name.startswith("fine_window") else ""
+            raise _refuse(path, name, f"{getattr(found, name)}; this grader compares sketches made with {getattr(expected, name)}{also}")
     if len(data) != encoded_size(count, num_perm):
         raise _refuse(path, "count", f"says {count} signatures, but the file holds {len(data)} bytes, not {encoded_size(count, num_perm)}")
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]

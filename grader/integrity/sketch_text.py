@@ -24,10 +24,10 @@ meet the same code. docs/contamination.md defines every step; in short:
    ``min_code_tokens`` tokens, too short for its shingles to tell a copy from a look-alike, is sketched instead
    as the set of its **statements** (:func:`statement_features`), and every code-like training text of at most
    :data:`STATEMENT_MAX_TOKENS` tokens gets such a row too, beside its windows. The features keep what renaming
-   and reordering cannot change: each statement (a line, or a part between ``;``) with its identifiers numbered
-   by first occurrence within it (``v0 = v1[7]``), and each identifier's **profile**, the sorted list of the
-   (statement, place) pairs where it occurs, which records the data flow between statements whatever their
-   order. Feature hashes live in their own space (BLAKE2b with a salt), so a statement row never meets a window.
+   and reordering cannot change: each statement (a line, or lines joined while a bracket is open, cut at ``;``)
+   with its identifiers numbered by first occurrence within it (``v0 = v1[7]``), and each identifier's
+   **profile**, the sorted list of the (statement, place) pairs where it occurs, which records the data flow
+   between statements whatever their order. Feature hashes live in their own space (BLAKE2b with a salt), so a statement row never meets a window.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ STATEMENT_MIN = 3
 
 _COMMENTS = re.compile(r"/\*.*?(?:\*/|\Z)|<!--.*?(?:-->|\Z)|#[^\n]*|(?:^|(?<=[;{}]))[ \t]*//[^\n]*", re.DOTALL | re.MULTILINE)
 _LOW16 = np.uint32(0xFFFF)
-_STATEMENT_SPLIT = re.compile(r"[\n;]")
+_OPENERS = frozenset("([")
+_CLOSERS = frozenset(")]")
 _WORD_START = re.compile(r"[^\W\d]")
 _STATEMENT_SALT = b"grader-stmt-v2"
 #: A unit's kind (:func:`text_units`): a window of the code view, a window of the text view, a statement set.
@@ -126,10 +127,35 @@ def _windows(codes: list[int], size: int, stride: int) -> Iterator[list[int]]:
         start += stride
 
 
+def _statements(text: str) -> Iterator[list[str]]:
+    """The statements of ``text`` (comments removed), each its tokens: a line ends one unless a ``(`` or ``[``
+    is still open (a call wrapped over lines is one statement), and so does a ``;`` outside brackets."""
+    current: list[str] = []
+    depth = 0
+    for line in text.split("\n"):
+        for token in tokens(normalised_text(line)):
+            if token == ";" and depth == 0:
+                if current:
+                    yield current
+                current = []
+                continue
+            current.append(token)
+            if token in _OPENERS:
+                depth += 1
+            elif token in _CLOSERS:
+                depth = max(0, depth - 1)
+        if depth == 0 and current:
+            yield current
+            current = []
+    if current:
+        yield current
+
+
 def statement_features(text: str, least: int = 1) -> list[int]:
     """The distinct statement-set features of ``text`` (its comments already removed; step 6), 64-bit hashes.
 
-    A statement is a line, or a part of one between ``;``, with tokens; its **shape** is its tokens with every
+    A statement (:func:`_statements`) is a line, or lines joined while a ``(`` or ``[`` is open, cut at ``;``
+    outside brackets; its **shape** is its tokens with every
     identifier but a keyword replaced by its number of first occurrence in the statement. The features are each
     shape (a shape seen again counted apart) and each identifier's **profile**, the sorted (shape, number) pairs
     of its occurrences across the text (two identifiers with the same profile counted apart). Renaming
@@ -137,10 +163,7 @@ def statement_features(text: str, least: int = 1) -> list[int]:
     fewer than ``least`` statements has none (too little to tell a copy from a look-alike)."""
     shapes: list[str] = []
     profiles: dict[str, list[tuple[str, int]]] = {}
-    for part in _STATEMENT_SPLIT.split(text):
-        token_list = tokens(normalised_text(part))
-        if not token_list:
-            continue
+    for token_list in _statements(text):
         numbers: dict[str, int] = {}
         shape = []
         for token in token_list:
@@ -182,7 +205,7 @@ def text_units(text: str, coder: TokenCoder, parameters: SketchParameters, *, tr
         codes = coder.encode(token_list, code_like)
         kind = CODE_WINDOW if code_like else TEXT_WINDOW
         units = [(kind, window) for window in _windows(codes, parameters.window_tokens, parameters.window_stride)]
-        if training and code_like and len(codes) > parameters.window_tokens:
+        if training and code_like and parameters.fine_window_tokens and len(codes) > parameters.window_tokens:
             units += [(kind, window) for window in _windows(codes, parameters.fine_window_tokens, parameters.fine_window_stride)]
     if code_like and (len(token_list) <= parameters.statement_max_tokens if training else not units):
         features = statement_features(plain, parameters.statement_min)
