@@ -110,6 +110,28 @@ def test_a_sketch_over_the_cap_is_refused_before_anything_is_written(tmp_path: P
     assert 40 <= read_sketch(tmp_path / "s", max_bytes=encoded_size(80, 128)).count <= 80
 
 
+def test_a_version_1_sketch_is_read_and_compared_as_the_grader_that_made_it_did(tmp_path: Path) -> None:
+    from grader.integrity.contamination import find_copies
+    from grader.integrity.sketch_build import build_sketch
+    from grader.integrity.sketch_file import VERSION_1
+
+    long_item = _functions(11, 1)[0]
+    short_item = "def f(x):\n    y = g(x, 1)\n    z = y * 2\n    return z\n"
+    # Version 1's layout, written here by hand: a 40-byte header, then the rows (windows only).
+    rows = build_sketch([long_item, short_item], VERSION_1).rows
+    assert len(rows) == 1  # the long item's window; the short one had no row in version 1
+    header = b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 1, 128, 4, 3, 256, 128, 40, 8, 20261203, len(rows))
+    data = _with_digest(header + rows.astype(">u2").tobytes())
+    (tmp_path / "old.sketch").write_bytes(data)
+    sketch = read_sketch(tmp_path / "old.sketch")
+    assert sketch.parameters == VERSION_1 and len(data) == 40 + 128 * 2 + 32
+    # Re-encoded as its own version (the hosted report names a sketch by the digest of these bytes).
+    assert encode(sketch) == data
+    # Compared as before: the long item found by its window; the short one not audited (no statement sets).
+    matches = find_copies(sketch, [long_item, short_item])
+    assert matches.audited.tolist() == [True, False] and matches.found.tolist() == [True, False]
+
+
 def test_fine_windows_of_long_code_can_be_left_out_and_the_sketch_is_still_read(tmp_path: Path) -> None:
     from grader.integrity.contamination import find_copies
     from tests.contamination_support import disguised_copy
@@ -158,15 +180,11 @@ def test_the_reader_refuses_anything_but_the_format(tmp_path: Path) -> None:
     assert _refusal(tmp_path, b"NOTASKET" + good[8:]).startswith(f"{path}: magic: not a training sketch")
     assert (
         _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 3) + body[10:]))
-        == f"{path}: format_version: format version 3; this grader reads version 2"
+        == f"{path}: format_version: format version 3; this grader reads versions 1 and 2"
     )
-    # A sketch of the first format (its 40-byte header, before fine windows and statement sets; here an empty
-    # one) is refused with what to do about it.
-    version_1 = _with_digest(b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 1, 128, 4, 3, 256, 128, 40, 8, 20261203, 0))
-    assert len(version_1) == 72 and _refusal(tmp_path, version_1) == (
-        f"{path}: format_version: format version 1, made by an older grader, without the statement sets of short code; "
-        "sketch the training texts again with this one"
-    )
+    # A version-1 header's parameters are its own: normalisation 1, nothing else.
+    version_1 = _with_digest(b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 2, 128, 4, 3, 256, 128, 40, 8, 20261203, 0))
+    assert _refusal(tmp_path, version_1) == f"{path}: normalisation: 2; this grader compares sketches made with 1"
     assert _refusal(tmp_path, _with_digest(body[:10] + struct.pack(">H", 1) + body[12:])).startswith(f"{path}: normalisation: 1;")
     assert _refusal(tmp_path, _with_digest(body[:12] + struct.pack(">H", 64) + body[14:])).startswith(f"{path}: num_perm: 64;")
     assert _refusal(tmp_path, _with_digest(body[:24] + struct.pack(">Q", 7) + body[32:])).startswith(f"{path}: seed: 7;")

@@ -24,12 +24,15 @@ Layout, every integer big-endian (docs/contamination.md, "The sketch file", says
        end    32  SHA-256 of every byte before it
 
 Version 2 (normalisation version 2) added fine windows of long code and statement-set rows for short code, and
-their four parameters at offsets 32-39; a version-1 file is refused with a line saying to sketch again (its rows
-lack them, so short items would go unfound).
+their four parameters at offsets 32-39. A version-1 file (the same layout without offsets 32-39: ``count`` at
+32, signatures from 40) is still read, as :data:`VERSION_1` parameters, and compared as the grader that made it
+compared it (windows only: code under 40 tokens is not audited), so its figures, and a hosted grade re-scored
+with it, stay what they were; this grader writes version 2 only, and re-encodes a version-1 sketch as version 1
+(the same bytes, so the same digest).
 Rows are sorted and distinct so that the same texts always give the same bytes (and repeats add nothing). The
 reader reads no more than its cap, then refuses anything but exactly this: another magic or version,
-parameters other than the ones this grader compares with (:class:`SketchParameters` defaults, or the same
-without fine windows: :data:`WITHOUT_FINE_WINDOWS`), a length that
+parameters other than the ones this grader compares with (:class:`SketchParameters` defaults, the same
+without fine windows: :data:`WITHOUT_FINE_WINDOWS`, or a version-1 file's: :data:`VERSION_1`), a length that
 does not match ``count``, rows out of order or repeated, or a wrong digest.
 """
 
@@ -49,15 +52,17 @@ from grader.integrity.sketch_text import SketchParameters
 
 MAGIC = b"GRSKETCH"
 FORMAT_VERSION = 2
-#: Format versions this grader refuses with a reason (older sketches whose rows mean less than this version's).
-_OLDER = {1: "made by an older grader, without the statement sets of short code; sketch the training texts again with this one"}
 #: Default cap of a sketch file, in bytes (about 524,000 windows at 128 permutations). On a hosted competition
 #: the sketch's bytes count against the upload cap (``upload.max_bytes``) together with the submission's.
 DEFAULT_MAX_BYTES = 128 << 20
 #: Where a submission carries its training sketch, beside submission.json (docs/hosting.md, "Contamination audit").
 SUBMISSION_SKETCH = "training.sketch"
 _HEADER = struct.Struct(">8sHHHBBHHHHQHHHHQ")
+_HEADER_V1 = struct.Struct(">8sHHHBBHHHHQQ")
 _PREFIX = struct.Struct(">8sH")
+#: The parameters of a sketch of format version 1 (normalisation 1): windows only, no fine windows, no
+#: statement sets (0 turns each off).
+VERSION_1 = SketchParameters(normalisation=1, fine_window_tokens=0, fine_window_stride=0, statement_max_tokens=0, statement_min=0)
 #: The parameters of a sketch made with ``grader sketch-training --no-fine-windows``, the one other set read.
 WITHOUT_FINE_WINDOWS = SketchParameters(fine_window_tokens=0, fine_window_stride=0)
 _DIGEST_BYTES = 32
@@ -80,9 +85,9 @@ class TrainingSketch:
         return int(self.rows.shape[0])
 
 
-def encoded_size(count: int, num_perm: int) -> int:
+def encoded_size(count: int, num_perm: int, *, version: int = FORMAT_VERSION) -> int:
     """Bytes of a sketch file of ``count`` rows."""
-    return _HEADER.size + count * num_perm * 2 + _DIGEST_BYTES
+    return (_HEADER_V1 if version == 1 else _HEADER).size + count * num_perm * 2 + _DIGEST_BYTES
 
 
 def distinct_sorted(rows: np.ndarray) -> np.ndarray:
@@ -95,6 +100,23 @@ def distinct_sorted(rows: np.ndarray) -> np.ndarray:
 def encode(sketch: TrainingSketch) -> bytes:
     """The file's bytes (``sketch.rows`` must already be distinct and sorted: :func:`distinct_sorted`)."""
     p = sketch.parameters
+    if p.normalisation == VERSION_1.normalisation:  # read from a version-1 file: its own bytes again
+        header = _HEADER_V1.pack(
+            MAGIC,
+            1,
+            p.normalisation,
+            p.num_perm,
+            p.code_shingle,
+            p.text_shingle,
+            p.window_tokens,
+            p.window_stride,
+            p.min_code_tokens,
+            p.min_text_tokens,
+            p.seed,
+            sketch.count,
+        )
+        body = header + sketch.rows.astype(">u2").tobytes()
+        return body + hashlib.sha256(body).digest()
     header = _HEADER.pack(
         MAGIC,
         FORMAT_VERSION,
@@ -135,21 +157,20 @@ def _refuse(path: Path, field: str, what: str) -> SketchFileError:
 
 def decode(data: bytes, *, path: Path) -> TrainingSketch:
     """Parse a sketch file's bytes strictly (see the module's doc)."""
-    # Magic and version first: an older version's header is shorter, and it deserves its own line.
+    # Magic and version first: the version says how long the header is.
     if len(data) < _PREFIX.size:
         raise _refuse(path, "header", f"{len(data)} bytes, too short for a training sketch")
     magic, version = _PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise _refuse(path, "magic", "not a training sketch (made by `grader sketch-training`)")
-    if version in _OLDER:
-        raise _refuse(path, "format_version", f"format version {version}, {_OLDER[version]}")
-    if version != FORMAT_VERSION:
-        raise _refuse(path, "format_version", f"format version {version}; this grader reads version {FORMAT_VERSION}")
-    if len(data) < _HEADER.size + _DIGEST_BYTES:
+    if version not in (1, FORMAT_VERSION):
+        raise _refuse(path, "format_version", f"format version {version}; this grader reads versions 1 and {FORMAT_VERSION}")
+    header = _HEADER_V1 if version == 1 else _HEADER
+    if len(data) < header.size + _DIGEST_BYTES:
         raise _refuse(path, "header", f"{len(data)} bytes, too short for a training sketch")
-    fields = _HEADER.unpack_from(data)
+    fields = header.unpack_from(data)
     normalisation, num_perm, code_shingle, text_shingle, window_tokens, window_stride, min_code, min_text, seed = fields[2:11]
-    fine_tokens, fine_stride, statement_max, statement_min, count = fields[11:]
+    fine_tokens, fine_stride, statement_max, statement_min, count = (0, 0, 0, 0, fields[11]) if version == 1 else fields[11:]
     found = SketchParameters(
         num_perm,
         code_shingle,
@@ -167,17 +188,19 @@ def decode(data: bytes, *, path: Path) -> TrainingSketch:
     )
     # Fine windows are the training side's alone (a test item is never cut finer): a sketch made without them
     # (``--no-fine-windows``: both fields 0) is compared the same way, it only holds fewer rows.
-    expected = SketchParameters() if (fine_tokens, fine_stride) != (0, 0) else WITHOUT_FINE_WINDOWS
+    without_fine = (fine_tokens, fine_stride) == (0, 0)
+    expected = VERSION_1 if version == 1 else WITHOUT_FINE_WINDOWS if without_fine else SketchParameters()
     for name in expected.__dataclass_fields__:
         if getattr(found, name) != getattr(expected, name):
-            also = " (or 0, without fine windows)" if name.startswith("fine_window") else ""
+            also = " (or 0, without fine windows)" if name.startswith("fine_window") and version != 1 else ""
             raise _refuse(path, name, f"{getattr(found, name)}; this grader compares sketches made with {getattr(expected, name)}{also}")
-    if len(data) != encoded_size(count, num_perm):
-        raise _refuse(path, "count", f"says {count} signatures, but the file holds {len(data)} bytes, not {encoded_size(count, num_perm)}")
+    size = encoded_size(count, num_perm, version=version)
+    if len(data) != size:
+        raise _refuse(path, "count", f"says {count} signatures, but the file holds {len(data)} bytes, not {size}")
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
     if hashlib.sha256(body).digest() != digest:
         raise _refuse(path, "sha256", "the digest does not match the file's contents (truncated or altered)")
-    rows = np.frombuffer(body, dtype=">u2", offset=_HEADER.size).astype(np.uint16).reshape(count, num_perm)
+    rows = np.frombuffer(body, dtype=">u2", offset=header.size).astype(np.uint16).reshape(count, num_perm)
     if count > 1:
         differ = rows[1:] != rows[:-1]
         first = np.argmax(differ, axis=1)  # first differing component of each consecutive pair

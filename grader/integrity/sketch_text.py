@@ -196,7 +196,7 @@ def text_units(text: str, coder: TokenCoder, parameters: SketchParameters, *, tr
     feature hashes): on the ``training`` side for a code-like text of at most :data:`STATEMENT_MAX_TOKENS`
     tokens, on the test side for a code-like text too short for windows; either only with at least
     :data:`STATEMENT_MIN` statements (the limits are the ``parameters``' ``statement_max_tokens`` and
-    ``statement_min``)."""
+    ``statement_min``; ``statement_min`` 0, a version-1 sketch's, means no statement sets on either side)."""
     plain = without_comments(text)
     token_list = tokens(normalised_text(plain))
     code_like = is_code_like(token_list)
@@ -207,7 +207,7 @@ def text_units(text: str, coder: TokenCoder, parameters: SketchParameters, *, tr
         units = [(kind, window) for window in _windows(codes, parameters.window_tokens, parameters.window_stride)]
         if training and code_like and parameters.fine_window_tokens and len(codes) > parameters.window_tokens:
             units += [(kind, window) for window in _windows(codes, parameters.fine_window_tokens, parameters.fine_window_stride)]
-    if code_like and (len(token_list) <= parameters.statement_max_tokens if training else not units):
+    if parameters.statement_min and code_like and (len(token_list) <= parameters.statement_max_tokens if training else not units):
         features = statement_features(plain, parameters.statement_min)
         if features:
             units.append((STATEMENTS, features))
