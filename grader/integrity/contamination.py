@@ -132,8 +132,12 @@ def split_overlap(
     test_queries = sorted(query for query, judged in judgements.items() if judged)
     relevant = {query: sorted(doc for doc, grade in judgements[query].items() if grade > 0) for query in test_queries}
     documents = sorted({doc for docs in relevant.values() for doc in docs})
-    query_matches = find_copies(sketch, (query_texts.get(query, "") for query in test_queries), threshold)
-    document_matches = find_copies(sketch, (document_texts.get(doc, "") for doc in documents), threshold)
+    # One comparison of queries and documents together: the sketch is indexed once.
+    texts = [query_texts.get(query, "") for query in test_queries] + [document_texts.get(doc, "") for doc in documents]
+    matches = find_copies(sketch, texts, threshold)
+    queries_end = len(test_queries)
+    query_matches = Matches(matches.audited[:queries_end], matches.found[:queries_end])
+    document_matches = Matches(matches.audited[queries_end:], matches.found[queries_end:])
     doc_index = {doc: position for position, doc in enumerate(documents)}
     touched = audited = 0
     for position, query in enumerate(test_queries):
