@@ -14,7 +14,9 @@
 3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits;
    then the grader's own files, whole (long texts: windows and fine windows).
 4. Items copied inside a long training file (windows of 256 tokens, fine windows of 80): found by length.
-5. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
+5. What statement sets miss: copies of short items (2-4 statements, under 40 tokens) with one constant edited
+   besides the disguise.
+6. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
    splits against that sketch.
 """
 
@@ -139,6 +141,26 @@ def inside_long_files(trials: int = 40) -> None:
         print(f"| {statements} | {hits} of {trials} |")
 
 
+def edited_short_copies(count: int = 300) -> None:
+    """Short items whose disguised copy also has one number changed (one statement edited): a statement set no longer matches."""
+    rng = random.Random(3)
+    items: list[str] = []
+    copies: list[str] = []
+    while len(items) < count:
+        item = snippet(rng, rng.randint(2, 4))
+        if len(_TOKEN.findall(_COMMENT.sub(" ", item.render()))) >= 40:
+            continue
+        copy = disguised_copy(item, rng)
+        numbers = list(re.finditer(r"\b\d+\b", copy))
+        if not numbers:
+            continue
+        number = rng.choice(numbers)
+        items.append(item.render())
+        copies.append(copy[: number.start()] + str(int(number.group()) + 1) + copy[number.end() :])
+    matches = find_copies(build_sketch(copies), items)
+    print(f"short items, copies with one number edited: {int(matches.found.sum())} of {int(matches.audited.sum())} audited found ({count} items)")
+
+
 def speed(scale: int) -> None:
     rng = random.Random(7)
     texts = [snippet(rng, rng.randint(3, 30)).render() for _ in range(scale)]
@@ -164,6 +186,7 @@ def main() -> None:
     inside_long_files()
     real_unrelated()
     mini()
+    edited_short_copies()
     speed(args.scale)
 
 

@@ -26,7 +26,7 @@ from grader.integrity.sketch_text import sketch_signatures
 
 #: Least estimated Jaccard similarity of a test item's window and a training window that makes the item found.
 DEFAULT_THRESHOLD = 0.5
-#: Least estimated Jaccard similarity of a short item's statement set (docs/contamination.md, step 6) and a
+#: Least estimated Jaccard similarity of a short item's statement set (docs/contamination.md, step 7) and a
 #: training text's that makes the item found: higher than a window's, because a disguised copy keeps every
 #: statement feature (Jaccard 1) while unrelated short code shares many.
 STATEMENT_THRESHOLD = 0.8

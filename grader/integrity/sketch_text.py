@@ -27,7 +27,8 @@ meet the same code. docs/contamination.md defines every step; in short:
    and reordering cannot change: each statement (a line, or lines joined while a bracket is open, cut at ``;``)
    with its identifiers numbered by first occurrence within it (``v0 = v1[7]``), and each identifier's
    **profile**, the sorted list of the (statement, place) pairs where it occurs, which records the data flow
-   between statements whatever their order. Feature hashes live in their own space (BLAKE2b with a salt), so a statement row never meets a window.
+   between statements whatever their order. Feature hashes live in their own space (BLAKE2b with a salt), so a
+   statement row never meets a window.
 """
 
 from __future__ import annotations
@@ -155,12 +156,12 @@ def statement_features(text: str, least: int = 1) -> list[int]:
     """The distinct statement-set features of ``text`` (its comments already removed; step 6), 64-bit hashes.
 
     A statement (:func:`_statements`) is a line, or lines joined while a ``(`` or ``[`` is open, cut at ``;``
-    outside brackets; its **shape** is its tokens with every
-    identifier but a keyword replaced by its number of first occurrence in the statement. The features are each
-    shape (a shape seen again counted apart) and each identifier's **profile**, the sorted (shape, number) pairs
-    of its occurrences across the text (two identifiers with the same profile counted apart). Renaming
-    identifiers, changing whitespace and comments, and reordering statements change none of them. A text of
-    fewer than ``least`` statements has none (too little to tell a copy from a look-alike)."""
+    outside brackets; its **shape** is its tokens with every identifier but a keyword replaced by its number of
+    first occurrence in the statement. The features are each shape (a shape seen again counted apart) and each
+    identifier's **profile**, the sorted (shape, number) pairs of its occurrences across the text (two
+    identifiers with the same profile counted apart). Renaming identifiers, changing whitespace and comments,
+    and reordering statements change none of them. A text of fewer than ``least`` statements has none (too
+    little to tell a copy from a look-alike)."""
     shapes: list[str] = []
     profiles: dict[str, list[tuple[str, int]]] = {}
     for token_list in _statements(text):
