@@ -6,13 +6,17 @@
    (tests/contamination_support.py: made-up identifiers, disjoint from mini's standard library), half copied into
    the training texts in disguise (identifiers renamed, comments rewritten, whitespace changed, two statements
    swapped) among 3,000 unrelated functions. Recall per length bucket (tokens), false-positive rate over the items
-   not copied; and the same with the minimum length lifted (every item audited), to show why short items are not.
+   not copied; and the same with windows for every item (the window minimum lifted to 1 token, so no statement
+   sets), to show why items under 40 tokens are audited as statement sets instead.
 2. mini: the texts of each task's train split (its judged queries and their relevant documents) sketched, then
    compared with the test split of every task: what a participant who trained on mini's train split is told
    (mini's splits are cut by function group, so a touched test query is a near copy across groups).
-3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits.
-4. Items copied inside a long training file (windows of 256 tokens): found by length.
-5. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
+3. Real unrelated code: the grader's own functions (not the standard library) sketched, against mini's test splits;
+   then the grader's own files, whole (long texts: windows and fine windows).
+4. Items copied inside a long training file (windows of 256 tokens, fine windows of 80): found by length.
+5. What statement sets miss: copies of short items (2-4 statements, under 40 tokens) with one constant edited
+   besides the disguise.
+6. Speed: sketching ``--scale`` synthetic functions (texts/s, file size), and the comparison of mini's three test
    splits against that sketch.
 """
 
@@ -61,7 +65,7 @@ def quality(seeds: int) -> None:
     print("|---|---|---:|---:|---:|---:|")
     for label, parameters in (
         ("default (min 40 code tokens)", SketchParameters()),
-        ("every item audited (min 1)", dataclasses.replace(SketchParameters(), min_code_tokens=1)),
+        ("windows for every item (min 1)", dataclasses.replace(SketchParameters(), min_code_tokens=1)),
     ):
         totals: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in BUCKETS}
         for seed in range(seeds):
@@ -83,14 +87,20 @@ def real_unrelated() -> None:
     import ast
 
     functions = []
+    files = []
     for path in sorted((ROOT / "grader").rglob("*.py")):
         source = path.read_text(encoding="utf-8")
+        files.append(source)
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 functions.append(ast.get_source_segment(source, node) or "")
     sketch = build_sketch(functions)
-    print(f"the grader's own {len(functions)} functions, {sketch.count} windows, against mini's test splits:")
+    print(f"the grader's own {len(functions)} functions, {sketch.count} rows, against mini's test splits:")
     benchmark = resolve_benchmark("mini")
+    for name in benchmark.spec.tasks:
+        print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
+    sketch = build_sketch(files)
+    print(f"the grader's own {len(files)} files, whole, {sketch.count} rows ({encoded_size(sketch.count, 128)} bytes), against mini's test splits:")
     for name in benchmark.spec.tasks:
         print(f"  {name} test: {audit_task(benchmark.task(name), 'test', sketch)}")
 
@@ -107,7 +117,9 @@ def mini() -> None:
         train_texts += [document_text(doc.title, doc.text) for doc in task.iter_corpus() if doc.id in documents]
     started = time.perf_counter()
     sketch = build_sketch(train_texts)
-    print(f"mini train splits: {len(train_texts)} texts, {sketch.count} windows, sketched in {time.perf_counter() - started:.1f} s")
+    print(
+        f"mini train splits: {len(train_texts)} texts, {sketch.count} rows (windows, statement sets), sketched in {time.perf_counter() - started:.1f} s"
+    )
     for name in benchmark.spec.tasks:
         started = time.perf_counter()
         overlap = audit_task(benchmark.task(name), "test", sketch)
@@ -129,6 +141,26 @@ def inside_long_files(trials: int = 40) -> None:
         print(f"| {statements} | {hits} of {trials} |")
 
 
+def edited_short_copies(count: int = 300) -> None:
+    """Short items whose disguised copy also has one number changed (one statement edited): a statement set no longer matches."""
+    rng = random.Random(3)
+    items: list[str] = []
+    copies: list[str] = []
+    while len(items) < count:
+        item = snippet(rng, rng.randint(2, 4))
+        if len(_TOKEN.findall(_COMMENT.sub(" ", item.render()))) >= 40:
+            continue
+        copy = disguised_copy(item, rng)
+        numbers = list(re.finditer(r"\b\d+\b", copy))
+        if not numbers:
+            continue
+        number = rng.choice(numbers)
+        items.append(item.render())
+        copies.append(copy[: number.start()] + str(int(number.group()) + 1) + copy[number.end() :])
+    matches = find_copies(build_sketch(copies), items)
+    print(f"short items, copies with one number edited: {int(matches.found.sum())} of {int(matches.audited.sum())} audited found ({count} items)")
+
+
 def speed(scale: int) -> None:
     rng = random.Random(7)
     texts = [snippet(rng, rng.randint(3, 30)).render() for _ in range(scale)]
@@ -136,7 +168,7 @@ def speed(scale: int) -> None:
     sketch = build_sketch(texts)
     elapsed = time.perf_counter() - started
     print(
-        f"sketch of {scale} functions: {elapsed:.1f} s ({scale / elapsed:.0f} texts/s), {sketch.count} windows, {encoded_size(sketch.count, 128)} bytes"
+        f"sketch of {scale} functions: {elapsed:.1f} s ({scale / elapsed:.0f} texts/s), {sketch.count} rows, {encoded_size(sketch.count, 128)} bytes"
     )
     benchmark = resolve_benchmark("mini")
     started = time.perf_counter()
@@ -154,6 +186,7 @@ def main() -> None:
     inside_long_files()
     real_unrelated()
     mini()
+    edited_short_copies()
     speed(args.scale)
 
 

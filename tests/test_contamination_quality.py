@@ -4,7 +4,8 @@ The source is disjoint from mini's tasks (synthetic functions over made-up ident
 library). Half of a pool of test items is copied into the training texts in disguise (every identifier
 renamed, comments rewritten, whitespace changed, two adjacent statements swapped), among unrelated functions
 of the same generator; the truth is which items the test copied. Recall is measured per length bucket (tokens
-of the item, counted here with the test's own regex), the false-positive rate over the items not copied.
+of the item, counted here with the test's own regex), and so is the false-positive rate over the items not
+copied. Items under the window minimum (40 code tokens) are audited as statement sets, the hard case.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import random
 import re
 
 import numpy as np
+import pytest
 
 from grader.integrity.contamination import find_copies
 from grader.integrity.sketch_build import build_sketch
 from grader.integrity.sketch_text import MIN_CODE_TOKENS
 from tests.contamination_support import disguised_copy, identifiers, snippet
 
-#: (lowest, highest) tokens of each bucket; the first is below the audited minimum.
-BUCKETS = {"below minimum": (0, MIN_CODE_TOKENS), "short": (MIN_CODE_TOKENS, 80), "medium": (80, 160), "long": (160, 10**6)}
+#: (lowest, highest) tokens of each bucket; the first is below the windows' minimum (audited as statement sets).
+BUCKETS = {"snippet": (0, MIN_CODE_TOKENS), "short": (MIN_CODE_TOKENS, 80), "medium": (80, 160), "long": (160, 10**6)}
 _COMMENT = re.compile(r"#[^\n]*")
 _IDENT_ANY = re.compile(r"\b(?!(?:return|range|while|for|if|in|def)\b)[A-Za-z_]\w*")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|[^\w\s]")
@@ -50,17 +52,13 @@ def test_disguised_copies_are_found_per_length_bucket_and_unrelated_code_is_not(
     figures = {}
     for name, (low, high) in BUCKETS.items():
         inside = (lengths >= low) & (lengths < high)
-        figures[name] = (int((inside & copied).sum()), float(matches.found[inside & copied].mean()) if (inside & copied).any() else None)
-    false_positive_rate = float(matches.found[~copied].mean())
+        figures[name] = (int((inside & copied).sum()), float(matches.found[inside & copied].mean()), float(matches.found[inside & ~copied].mean()))
     # Every bucket is populated, so each figure below is measured, not vacuous.
-    assert all(count >= 30 for count, _ in figures.values()), figures
-    for name in ("short", "medium", "long"):
-        assert figures[name][1] >= 0.95, (name, figures)
-    assert false_positive_rate <= 0.01, (false_positive_rate, figures)
-    # Below the minimum nothing is audited, so nothing is found (the docs count them apart).
-    below = lengths < MIN_CODE_TOKENS
-    assert not matches.audited[below].any() and not matches.found[below].any()
-    assert matches.audited[~below].all()
+    assert all(count >= 30 for count, _, _ in figures.values()), figures
+    for name, (_, recall, false_positive_rate) in figures.items():
+        assert recall >= 0.95 and false_positive_rate <= 0.01, (name, figures)
+    # Every item (three statements or more) is audited: windows from 40 code tokens, statement sets below.
+    assert matches.audited.all()
 
 
 def test_the_disguise_renames_every_identifier_rewrites_comments_and_swaps_two_statements() -> None:
@@ -90,17 +88,19 @@ def test_a_copy_without_its_disguise_and_the_disguise_alone_are_each_found() -> 
     assert exact.found.tolist() == [True] and disguised.found.tolist() == [True] and absent.found.tolist() == [False]
 
 
-def test_an_item_copied_inside_a_long_training_file_is_found_through_its_window() -> None:
-    # Windows are 256 tokens: an item of about 180 tokens or more fills enough of one (docs/contamination.md says
-    # that shorter items are found in function-level training texts, not inside long files).
+@pytest.mark.parametrize("statements", [6, 24])
+def test_an_item_copied_inside_a_long_training_file_is_found_through_its_window(statements: int) -> None:
+    # A long training file is cut into windows of 256 tokens and fine windows of 80: an item of six statements
+    # (about 70 tokens) fills enough of a fine one, an item of 24 (about 240) a window.
     rng = random.Random(9)
-    item = snippet(rng, 24)
+    item = snippet(rng, statements)
     # A long file: unrelated functions around a disguised copy of the item, far past one window (256 tokens).
     around = [snippet(rng, 10).render() for _ in range(12)]
     long_file = "\n".join(around[:6] + [disguised_copy(item, rng)] + around[6:])
     assert _tokens(long_file) > 4 * 256
-    matches = find_copies(build_sketch([long_file]), [item.render()])
-    assert matches.found.tolist() == [True]
+    unrelated = snippet(random.Random(10), statements).render()
+    matches = find_copies(build_sketch([long_file]), [item.render(), unrelated])
+    assert matches.found.tolist() == [True, False]
 
 
 def test_real_unrelated_code_touches_at_most_one_percent_of_minis_test_queries() -> None:

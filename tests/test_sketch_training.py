@@ -45,8 +45,8 @@ def test_the_sketch_holds_one_row_per_distinct_window_and_reads_back(tmp_path: P
     # Six functions of 6-12 statements: each one window, all distinct (the generator's names are random).
     assert sketch.count == 6
     assert sketch.parameters == SketchParameters()
-    assert out.stat().st_size == 40 + 6 * 128 * 2 + 32
-    assert "6 distinct windows of 6 texts from 6 file(s)" in result.stdout
+    assert out.stat().st_size == 48 + 6 * 128 * 2 + 32
+    assert "6 distinct signatures (windows and statement sets) of 6 texts from 6 file(s)" in result.stdout
     assert "1 file(s) not UTF-8, skipped" in result.stdout
 
 
@@ -105,8 +105,55 @@ def test_a_sketch_over_the_cap_is_refused_before_anything_is_written(tmp_path: P
     result = invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", cap, expect=2)
     assert f"over the {cap}-byte cap" in result.stderr
     assert not (tmp_path / "s").exists()
-    invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", encoded_size(40, 128), "--quiet")
-    assert read_sketch(tmp_path / "s", max_bytes=encoded_size(40, 128)).count == 40
+    # One window per function, and a statement set for those of at most 64 code tokens.
+    invoke("sketch-training", corpus, "--out", tmp_path / "s", "--max-bytes", encoded_size(80, 128), "--quiet")
+    assert 40 <= read_sketch(tmp_path / "s", max_bytes=encoded_size(80, 128)).count <= 80
+
+
+def test_a_version_1_sketch_is_read_and_compared_as_the_grader_that_made_it_did(tmp_path: Path) -> None:
+    from grader.integrity.contamination import find_copies
+    from grader.integrity.sketch_build import build_sketch
+    from grader.integrity.sketch_file import VERSION_1
+
+    long_item = _functions(11, 1)[0]
+    short_item = "def f(x):\n    y = g(x, 1)\n    z = y * 2\n    return z\n"
+    # Version 1's layout, written here by hand: a 40-byte header, then the rows (windows only).
+    rows = build_sketch([long_item, short_item], VERSION_1).rows
+    assert len(rows) == 1  # the long item's window; the short one had no row in version 1
+    header = b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 1, 128, 4, 3, 256, 128, 40, 8, 20261203, len(rows))
+    data = _with_digest(header + rows.astype(">u2").tobytes())
+    (tmp_path / "old.sketch").write_bytes(data)
+    sketch = read_sketch(tmp_path / "old.sketch")
+    assert sketch.parameters == VERSION_1 and len(data) == 40 + 128 * 2 + 32
+    # Re-encoded as its own version (the hosted report names a sketch by the digest of these bytes).
+    assert encode(sketch) == data
+    # Compared as before: the long item found by its window; the short one not audited (no statement sets).
+    matches = find_copies(sketch, [long_item, short_item])
+    assert matches.audited.tolist() == [True, False] and matches.found.tolist() == [True, False]
+
+
+def test_fine_windows_of_long_code_can_be_left_out_and_the_sketch_is_still_read(tmp_path: Path) -> None:
+    from grader.integrity.contamination import find_copies
+    from tests.contamination_support import disguised_copy
+
+    rng = random.Random(9)
+    item = snippet(rng, 6)
+    around = [snippet(rng, 10).render() for _ in range(12)]
+    (tmp_path / "long.py").write_text("\n".join([*around[:6], disguised_copy(item, rng), *around[6:]]), encoding="utf-8")
+    invoke("sketch-training", tmp_path / "long.py", "--out", tmp_path / "fine", "--quiet")
+    invoke("sketch-training", tmp_path / "long.py", "--out", tmp_path / "coarse", "--no-fine-windows", "--quiet")
+    fine, coarse = read_sketch(tmp_path / "fine"), read_sketch(tmp_path / "coarse")
+    assert (coarse.parameters.fine_window_tokens, coarse.parameters.fine_window_stride) == (0, 0)
+    # Windows of 256 every 128 against fine windows of 80 every 40 besides: about four times the rows.
+    assert 3 * coarse.count <= fine.count <= 6 * coarse.count
+    # The six-statement item copied inside is found through a fine window only.
+    assert find_copies(fine, [item.render()]).found.tolist() == [True]
+    assert find_copies(coarse, [item.render()]).found.tolist() == [False]
+    # Only both fields 0 means "without": one of them 0 is refused.
+    body = (tmp_path / "coarse").read_bytes()[:-32]
+    assert _refusal(tmp_path, _with_digest(body[:34] + struct.pack(">H", 40) + body[36:])).endswith(
+        "fine_window_tokens: 0; this grader compares sketches made with 80 (or 0, without fine windows)"
+    )
 
 
 def _sketch_bytes(rows: int = 3) -> bytes:
@@ -132,19 +179,27 @@ def test_the_reader_refuses_anything_but_the_format(tmp_path: Path) -> None:
     path = f"{tmp_path / 's.sketch'}"
     assert _refusal(tmp_path, b"NOTASKET" + good[8:]).startswith(f"{path}: magic: not a training sketch")
     assert (
-        _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 2) + body[10:]))
-        == f"{path}: format_version: format version 2; this grader reads version 1"
+        _refusal(tmp_path, _with_digest(body[:8] + struct.pack(">H", 3) + body[10:]))
+        == f"{path}: format_version: format version 3; this grader reads versions 1 and 2"
     )
+    # A version-1 header's parameters are its own: normalisation 1, nothing else.
+    version_1 = _with_digest(b"GRSKETCH" + struct.pack(">HHHBBHHHHQQ", 1, 2, 128, 4, 3, 256, 128, 40, 8, 20261203, 0))
+    assert _refusal(tmp_path, version_1) == f"{path}: normalisation: 2; this grader compares sketches made with 1"
+    assert _refusal(tmp_path, _with_digest(body[:10] + struct.pack(">H", 1) + body[12:])).startswith(f"{path}: normalisation: 1;")
     assert _refusal(tmp_path, _with_digest(body[:12] + struct.pack(">H", 64) + body[14:])).startswith(f"{path}: num_perm: 64;")
     assert _refusal(tmp_path, _with_digest(body[:24] + struct.pack(">Q", 7) + body[32:])).startswith(f"{path}: seed: 7;")
+    assert _refusal(tmp_path, _with_digest(body[:32] + struct.pack(">H", 96) + body[34:])).startswith(f"{path}: fine_window_tokens: 96;")
+    assert _refusal(tmp_path, _with_digest(body[:34] + struct.pack(">H", 32) + body[36:])).startswith(f"{path}: fine_window_stride: 32;")
+    assert _refusal(tmp_path, _with_digest(body[:36] + struct.pack(">H", 80) + body[38:])).startswith(f"{path}: statement_max_tokens: 80;")
+    assert _refusal(tmp_path, _with_digest(body[:38] + struct.pack(">H", 2) + body[40:])).startswith(f"{path}: statement_min: 2;")
     assert _refusal(tmp_path, good[:-33]).startswith(f"{path}: count: says 3 signatures")
     tampered = bytearray(good)
     tampered[50] ^= 1
     assert _refusal(tmp_path, bytes(tampered)) == f"{path}: sha256: the digest does not match the file's contents (truncated or altered)"
-    rows = np.frombuffer(body, dtype=">u2", offset=40).reshape(3, 128)
-    swapped = body[:40] + rows[[1, 0, 2]].tobytes()
+    rows = np.frombuffer(body, dtype=">u2", offset=48).reshape(3, 128)
+    swapped = body[:48] + rows[[1, 0, 2]].tobytes()
     assert _refusal(tmp_path, _with_digest(swapped)) == f"{path}: signatures: row 1 is not after row 0 (rows must be distinct and sorted)"
-    repeated = body[:32] + struct.pack(">Q", 4) + body[40:] + rows[2].tobytes()
+    repeated = body[:40] + struct.pack(">Q", 4) + body[48:] + rows[2].tobytes()
     assert _refusal(tmp_path, _with_digest(repeated)) == f"{path}: signatures: row 3 is not after row 2 (rows must be distinct and sorted)"
     assert _refusal(tmp_path, b"GR").startswith(f"{path}: header: 2 bytes")
     assert MAGIC == b"GRSKETCH"
@@ -170,16 +225,30 @@ def test_write_refuses_a_sketch_over_the_cap(tmp_path: Path) -> None:
         write_sketch(tmp_path / "s", sketch, max_bytes=100)
 
 
-def test_texts_too_short_to_audit_give_an_empty_sketch_that_finds_nothing(tmp_path: Path) -> None:
+def test_short_code_is_sketched_as_a_statement_set_and_found_while_shorter_texts_give_an_empty_sketch(tmp_path: Path) -> None:
     from grader.integrity.contamination import find_copies
 
+    # Under the window minimum (40 code tokens) but of three statements or more: one statement-set row, found.
     short = tmp_path / "short.py"
-    short.write_text("def f(x):\n    return x + 1\n", encoding="utf-8")
+    short.write_text("def f(x):\n    y = g(x, 1)\n    z = y * 2\n    return z\n", encoding="utf-8")
     invoke("sketch-training", short, "--out", tmp_path / "s", "--quiet")
     sketch = read_sketch(tmp_path / "s")
-    assert sketch.count == 0 and (tmp_path / "s").stat().st_size == encoded_size(0, 128) == 72
-    matches = find_copies(sketch, [short.read_text(encoding="utf-8"), _functions(3, 1)[0]])
-    assert matches.audited.tolist() == [False, True] and not matches.found.any()
+    assert sketch.count == 1
+    # Renamed, re-commented, re-spaced, the call wrapped over two lines and two statements swapped: found; the same
+    # shape with another constant: not found.
+    renamed = "def h(a):\n  b=k(a,\n        1)  # one more\n  return c\n  c = b * 2\n"
+    other = "def h(a):\n    b = k(a, 2)\n    c = b * 2\n    return c\n"
+    matches = find_copies(sketch, [renamed, other, _functions(3, 1)[0]])
+    assert matches.audited.tolist() == [True, True, True] and matches.found.tolist() == [True, False, False]
+    # Fewer than three statements, or prose under eight words: nothing is sketched, nothing audited.
+    tiny = tmp_path / "tiny.py"
+    tiny.write_text("def f(x):\n    return x + 1\n", encoding="utf-8")
+    (tmp_path / "words.txt").write_text("a few words only\n", encoding="utf-8")
+    invoke("sketch-training", tiny, tmp_path / "words.txt", "--out", tmp_path / "t", "--quiet")
+    empty = read_sketch(tmp_path / "t")
+    assert empty.count == 0 and (tmp_path / "t").stat().st_size == encoded_size(0, 128) == 80
+    matches = find_copies(empty, [tiny.read_text(encoding="utf-8"), "a few words only", _functions(3, 1)[0]])
+    assert matches.audited.tolist() == [False, False, True] and not matches.found.any()
 
 
 def test_mutated_sketches_are_read_or_refused_with_one_line_never_a_crash(tmp_path: Path) -> None:
@@ -220,5 +289,5 @@ def test_workers_give_the_same_bytes_as_one_process(tmp_path: Path, monkeypatch:
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in _functions(6, 60)), encoding="utf-8")
     invoke("sketch-training", corpus, "--out", tmp_path / "one", "--quiet")
     invoke("sketch-training", corpus, "--out", tmp_path / "three", "--workers", 3, "--quiet")
-    assert read_sketch(tmp_path / "one").count == 60
+    assert 60 <= read_sketch(tmp_path / "one").count <= 120  # a window per function, a statement set for the short ones
     assert (tmp_path / "one").read_bytes() == (tmp_path / "three").read_bytes()

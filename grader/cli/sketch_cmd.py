@@ -27,14 +27,22 @@ from grader.integrity.sketch_file import DEFAULT_MAX_BYTES
     show_default=True,
     help="Processes that sketch at once (the file's bytes are the same whatever the number).",
 )
+@click.option(
+    "--fine-windows/--no-fine-windows",
+    default=True,
+    show_default=True,
+    help="Also cut long code texts into fine windows (80 tokens), so that short items copied inside them are found; "
+    "about four times the rows of long code files.",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
-def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: int, workers: int, quiet: bool) -> None:
+def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: int, workers: int, fine_windows: bool, quiet: bool) -> None:
     """Sketch the training texts in PATHS (files, folders, .jsonl corpora) into --out; the texts never leave this machine.
 
     The audit covers only what is sketched: the training data you declare."""
     from grader.cli.progress import StderrProgress
     from grader.integrity.sketch_build import build_sketch
-    from grader.integrity.sketch_file import write_sketch
+    from grader.integrity.sketch_file import WITHOUT_FINE_WINDOWS, write_sketch
+    from grader.integrity.sketch_text import SketchParameters
     from grader.integrity.training_texts import ReadCounts, iter_training_texts, total_bytes, training_files
 
     files = training_files(list(paths))
@@ -44,10 +52,13 @@ def sketch_training_command(paths: tuple[Path, ...], out_path: Path, max_bytes: 
     # Bytes are the unit of progress: their total is known before the first file is read, and a large JSONL
     # corpus moves it line by line (its number of texts is not known until its end).
     advance = progress.progress("bytes of training data read", total_bytes(files))
-    sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), max_bytes=max_bytes, workers=workers)
+    parameters = SketchParameters() if fine_windows else WITHOUT_FINE_WINDOWS
+    sketch = build_sketch(iter_training_texts(files, counts, on_bytes=advance), parameters, max_bytes=max_bytes, workers=workers)
     size = write_sketch(out_path, sketch, max_bytes=max_bytes)
     skipped = f"; {len(counts.skipped)} file(s) not UTF-8, skipped (first: {counts.skipped[0]})" if counts.skipped else ""
-    click.echo(f"{out_path}: {sketch.count} distinct windows of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}")
+    click.echo(
+        f"{out_path}: {sketch.count} distinct signatures (windows and statement sets) of {counts.texts} texts from {counts.files} file(s), {size} bytes{skipped}"
+    )
 
 
 def register(group: click.Group) -> None:

@@ -26,6 +26,10 @@ from grader.integrity.sketch_text import sketch_signatures
 
 #: Least estimated Jaccard similarity of a test item's window and a training window that makes the item found.
 DEFAULT_THRESHOLD = 0.5
+#: Least estimated Jaccard similarity of a short item's statement set (docs/contamination.md, step 7) and a
+#: training text's that makes the item found: higher than a window's, because a disguised copy keeps every
+#: statement feature (Jaccard 1) while unrelated short code shares many.
+STATEMENT_THRESHOLD = 0.8
 #: Training rows checked per test window and band (a bucket of many look-alikes is bounded work).
 BUCKET_LIMIT = 64
 
@@ -49,27 +53,45 @@ def _candidates(train_keys: np.ndarray, order: np.ndarray, item_keys: np.ndarray
     return np.stack((items, order[starts + np.arange(int(counts.sum()))]), axis=1)
 
 
+class _Index:
+    """The sketch's rows banded for one threshold (computed on first use: statement sets may never be needed)."""
+
+    def __init__(self, sketch: TrainingSketch, threshold: float) -> None:
+        self.rows = sketch.rows
+        self.bands, self.band_rows = lsh_parameters(threshold, sketch.parameters.num_perm)
+        self.least = math.ceil(threshold * sketch.parameters.num_perm - 1e-9)
+        self.keys = list(band_keys(sketch.rows, self.bands, self.band_rows))
+        self.orders = [np.argsort(key, kind="stable") for key in self.keys]
+
+    def found(self, item_rows: np.ndarray) -> np.ndarray:
+        """Which of ``item_rows`` agree with some row of the sketch on at least ``least`` components."""
+        hit = np.zeros(len(item_rows), dtype=bool)
+        if not len(item_rows) or not len(self.rows):
+            return hit
+        item_keys = band_keys(item_rows, self.bands, self.band_rows)
+        pairs = np.concatenate([_candidates(key, order, item_key) for key, order, item_key in zip(self.keys, self.orders, item_keys)])
+        if len(pairs):
+            agree = np.count_nonzero(item_rows[pairs[:, 0]] == self.rows[pairs[:, 1]], axis=1)
+            hit[pairs[agree >= self.least, 0]] = True
+        return hit
+
+
 def find_copies(sketch: TrainingSketch, texts: Iterable[str], threshold: float = DEFAULT_THRESHOLD) -> Matches:
-    """Which of ``texts`` have a near copy (estimated Jaccard >= ``threshold``) among the sketch's windows."""
-    parameters = sketch.parameters
-    bands, rows = lsh_parameters(threshold, parameters.num_perm)
-    least = math.ceil(threshold * parameters.num_perm - 1e-9)
-    train_keys = list(band_keys(sketch.rows, bands, rows))
-    orders = [np.argsort(key, kind="stable") for key in train_keys]
+    """Which of ``texts`` have a near copy among the sketch's rows: a window at estimated Jaccard >= ``threshold``
+    or, for short code (a statement set), at >= :data:`STATEMENT_THRESHOLD`."""
+    indexes: dict[bool, _Index] = {}
     text_list = list(texts)
     audited = np.zeros(len(text_list), dtype=bool)
     found = np.zeros(len(text_list), dtype=bool)
-    for item_rows, owners in sketch_signatures(text_list, parameters):
-        audited[owners] = True
-        if sketch.count == 0:
-            continue
-        pairs = np.concatenate(
-            [_candidates(key, order, item_key) for key, order, item_key in zip(train_keys, orders, band_keys(item_rows, bands, rows))]
-        )
-        if not len(pairs):
-            continue
-        agree = np.count_nonzero(item_rows[pairs[:, 0]] == sketch.rows[pairs[:, 1]], axis=1)
-        found[owners[pairs[agree >= least, 0]]] = True
+    for signed in sketch_signatures(text_list, sketch.parameters, training=False):
+        audited[signed.owners] = True
+        for statements in (False, True):
+            chosen = np.flatnonzero(signed.statements == statements)
+            if not len(chosen) or sketch.count == 0:
+                continue
+            if statements not in indexes:
+                indexes[statements] = _Index(sketch, STATEMENT_THRESHOLD if statements else threshold)
+            found[signed.owners[chosen[indexes[statements].found(signed.rows[chosen])]]] = True
     return Matches(audited, found)
 
 
@@ -110,8 +132,12 @@ def split_overlap(
     test_queries = sorted(query for query, judged in judgements.items() if judged)
     relevant = {query: sorted(doc for doc, grade in judgements[query].items() if grade > 0) for query in test_queries}
     documents = sorted({doc for docs in relevant.values() for doc in docs})
-    query_matches = find_copies(sketch, (query_texts.get(query, "") for query in test_queries), threshold)
-    document_matches = find_copies(sketch, (document_texts.get(doc, "") for doc in documents), threshold)
+    # One comparison of queries and documents together: the sketch is indexed once.
+    texts = [query_texts.get(query, "") for query in test_queries] + [document_texts.get(doc, "") for doc in documents]
+    matches = find_copies(sketch, texts, threshold)
+    queries_end = len(test_queries)
+    query_matches = Matches(matches.audited[:queries_end], matches.found[:queries_end])
+    document_matches = Matches(matches.audited[queries_end:], matches.found[queries_end:])
     doc_index = {doc: position for position, doc in enumerate(documents)}
     touched = audited = 0
     for position, query in enumerate(test_queries):

@@ -30,7 +30,7 @@ def _max_rows(max_bytes: int, num_perm: int) -> int:
 
 def _batch_rows(texts: list[str], parameters: SketchParameters) -> np.ndarray:
     """Every window's signature of ``texts`` (run in a worker process)."""
-    parts = [rows for rows, _ in sketch_signatures(texts, parameters)]
+    parts = [signed.rows for signed in sketch_signatures(texts, parameters, training=True)]
     return np.concatenate(parts) if parts else np.zeros((0, parameters.num_perm), dtype=np.uint16)
 
 
@@ -51,8 +51,8 @@ def _rows_in_workers(texts: Iterable[str], parameters: SketchParameters, workers
 
 
 def _rows_here(texts: Iterable[str], parameters: SketchParameters) -> Iterator[np.ndarray]:
-    for rows, _ in sketch_signatures(texts, parameters):
-        yield rows
+    for signed in sketch_signatures(texts, parameters, training=True):
+        yield signed.rows
 
 
 def build_sketch(
@@ -62,7 +62,7 @@ def build_sketch(
     max_bytes: int = DEFAULT_MAX_BYTES,
     workers: int = 1,
 ) -> TrainingSketch:
-    """The sketch of ``texts``: every audited window's signature, repeats removed, rows sorted.
+    """The sketch of ``texts``: the signature of every audited window and statement set, repeats removed, rows sorted.
 
     Memory stays within a few times the cap: rows are made distinct whenever twice the cap's worth has piled up,
     and the build stops with one line as soon as the distinct rows alone would pass ``max_bytes``."""
@@ -82,7 +82,7 @@ def build_sketch(
     rows = distinct_sorted(np.concatenate(parts)) if parts else np.zeros((0, parameters.num_perm), dtype=np.uint16)
     if len(rows) > limit:
         raise UsageError(
-            f"the training texts give more than {limit} distinct windows, over the {max_bytes}-byte cap of the sketch",
-            hint="sketch fewer texts, or raise --max-bytes up to the competition's upload cap",
+            f"the training texts give more than {limit} distinct signatures, over the {max_bytes}-byte cap of the sketch",
+            hint="sketch fewer texts, leave out the fine windows of long code (--no-fine-windows), or raise --max-bytes up to the competition's upload cap",
         )
     return TrainingSketch(parameters, rows)
