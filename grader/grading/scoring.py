@@ -65,8 +65,9 @@ def assemble_report(
     started_at: datetime,
     finished_at: datetime,
     top_k: int,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of graded task ``entries`` (each with its ``name``), aggregated by the benchmark's rule."""
+    """The report of graded task ``entries`` (each with its ``name``), aggregated by the benchmark's rule; ``cost``, its cost block."""
     primary = str(measures[0])
     task_scores = {e["name"]: (e["measures"][primary] if e["status"] == "scored" else None) for e in entries}
     return build_report(
@@ -80,6 +81,7 @@ def assemble_report(
         sandbox=sandbox,
         labels=labels,
         top_k=top_k,
+        cost=cost,
     )
 
 

@@ -69,3 +69,14 @@ def worker_fingerprint() -> dict[str, Any]:
         "onnxruntime": _onnxruntime_version(),
         "execution_provider": EXECUTION_PROVIDER,
     }
+
+
+def fingerprint_sha256() -> str:
+    """The sha256 of this machine's fingerprint's canonical JSON: what the report's ``cost.machine.fingerprint`` names.
+
+    The digest the server pairs replicas on (``grader.hosting.services.replication.fingerprint_digest``),
+    computed here without importing the server's database layer (``grader run`` names it too).
+    """
+    from grader import jsonio
+
+    return hashlib.sha256(jsonio.dumps(worker_fingerprint(), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
