@@ -14,12 +14,14 @@ it is listed with ``"resumed": true`` and no figures.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader import jsonio
 from grader.errors import ReportError
 from grader.grading.energy import EnergyReading
 from grader.sandbox.usage import ResourceUsage
@@ -113,6 +115,16 @@ def per_thousand_queries(cpu_s: float | None, queries: int) -> float | None:
     if cpu_s is None or queries <= 0:
         return None
     return cpu_s * 1000 / queries
+
+
+def fingerprint_digest(fingerprint: Mapping[str, Any] | None) -> str | None:
+    """The sha256 of a machine fingerprint's canonical JSON (what ``cost.machine.fingerprint`` names), None for none.
+
+    The same digest as the server pairs replicas on (``grader.hosting.services.replication.fingerprint_digest``).
+    """
+    if not fingerprint:
+        return None
+    return hashlib.sha256(jsonio.dumps(dict(fingerprint), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
 
 
 def cost_block(tasks: Mapping[str, dict[str, Any]], *, source: str, fingerprint: str | None = None) -> dict[str, Any]:

@@ -72,11 +72,9 @@ def worker_fingerprint() -> dict[str, Any]:
 
 
 def fingerprint_sha256() -> str:
-    """The sha256 of this machine's fingerprint's canonical JSON: what the report's ``cost.machine.fingerprint`` names.
+    """The sha256 of this machine's fingerprint: what the report's ``cost.machine.fingerprint`` names (``grader run`` too)."""
+    from grader.grading.cost import fingerprint_digest
 
-    The digest the server pairs replicas on (``grader.hosting.services.replication.fingerprint_digest``),
-    computed here without importing the server's database layer (``grader run`` names it too).
-    """
-    from grader import jsonio
-
-    return hashlib.sha256(jsonio.dumps(worker_fingerprint(), sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
+    digest = fingerprint_digest(worker_fingerprint())
+    assert digest is not None  # a fingerprint is never empty
+    return digest
