@@ -237,6 +237,11 @@ class QuotaView(BaseModel):
     refusals_per_hour: int | None
     infra_per_hour: int | None
     refusals_drop_at: str | None
+    #: CPU seconds the participant's grades of the last 24 h cost (both tracks: the workers' word), the CPU-minute quota
+    #: (None: none), and when enough drops out of the window (None: not at the quota)
+    cpu_s_24h: float = 0.0
+    cpu_minutes_per_day: float | None = None
+    cpu_next_at: str | None = None
 
 
 class Quota(BaseModel):
