@@ -183,6 +183,25 @@ def test_run_writes_a_valid_report_with_independently_computed_measures(tmp_path
     assert report["aggregate"]["complete"] is True
     # The table on stdout names both tasks.
     assert "alpha" in result.stdout and "beta" in result.stdout
+    assert_cost_in_process(report["cost"])
+
+
+def assert_cost_in_process(cost: dict) -> None:
+    """The cost block of this in-process grade: present, bounded (the schema), measured by wait4; no timing asserted."""
+    assert cost["scheme"] == "grader-cost/v1" and cost["source"] == "grader"
+    assert re.fullmatch(r"[0-9a-f]{64}", cost["machine"]["fingerprint"])
+    for name in TASKS:
+        entry = cost["tasks"][name]
+        judged = len({q for q, _, _ in TASKS[name]["qrels"]["test"]})
+        assert entry["texts"] == len(TASKS[name]["corpus"]) + judged and entry["queries"] == judged
+        # Measured in-process: the child's own CPU and peak resident memory (a process uses some), the tokens it fed the model.
+        assert entry["cpu_s"] is not None and entry["cpu_s"] >= 0
+        assert entry["peak_memory_bytes"] is not None and entry["peak_memory_bytes"] > 0
+        assert entry["tokens"] is not None and entry["tokens"] > 0
+        assert all(entry["wall_s"][step] is not None for step in ("encode", "search", "score"))
+        assert entry["measured_by"].startswith("wait4")
+        assert set(entry["missing"]) <= {"energy_j"}  # only energy may be unmeasured (RAPL), and then it says why
+    assert cost["total"]["queries"] == 7 and cost["total"]["cpu_s"] is not None
 
 
 def test_the_prefixes_matter_to_the_reference() -> None:
@@ -249,6 +268,8 @@ def test_runs_resume_from_stored_tasks(tmp_path: Path, benchmark: Path, submissi
     assert _resumed(second.stderr) == {"alpha"} and _encoded(second.stderr) == {"beta"}
     report = _report(out)
     assert report["tasks"]["alpha"] == alpha_first
+    # A resumed task cost nothing in this run, and is left out of its totals.
+    assert report["cost"]["tasks"]["alpha"] == {"resumed": True} and report["cost"]["total"]["queries"] == 3
     assert report["aggregate"]["complete"] is True
     beta_second = report["tasks"]["beta"]
 

@@ -254,7 +254,29 @@ def test_onnx_scores_the_same_in_the_runner_image_as_in_process(
         assert docker_task["encoding"] == local_task["encoding"]
     assert 0 < sandboxed["tasks"]["alpha"]["measures"]["NDCG@10"] < 1  # a discriminating comparison
     assert math.isclose(sandboxed["aggregate"]["score"], local["aggregate"]["score"], abs_tol=1e-12)
+    # What each grade cost: different by design (the one block that may differ), bounded by the schema.
+    for name in ONNX_TASKS:
+        assert_container_cost(sandboxed["cost"]["tasks"][name])
+        assert local["cost"]["tasks"][name]["measured_by"].startswith("wait4")
     guard.verify()
+
+
+def assert_container_cost(entry: dict[str, Any]) -> None:
+    """A container's cost entry: wall seconds; CPU and peak memory from its cgroup where visible, else null with the reason."""
+    assert entry["wall_s"]["encode"] is not None and entry["tokens"] is None and "tokens" in entry["missing"]
+    visible = cgroup_visible()
+    for figure in ("cpu_s", "peak_memory_bytes"):
+        if visible:
+            assert entry[figure] is not None and entry[figure] >= 0, (figure, entry)
+            assert entry["measured_by"].startswith("cgroup v")
+        else:
+            assert entry[figure] is None and entry["missing"][figure], (figure, entry)
+
+
+def cgroup_visible() -> bool:
+    """Whether this machine's Docker containers' cgroups are visible to the grader (the cgroup v1 or v2 layouts it reads)."""
+    root = Path("/sys/fs/cgroup")
+    return any((root / sub).is_dir() for sub in ("system.slice", "docker", "cpuacct/docker", "memory/docker"))
 
 
 @pytest.fixture
@@ -284,6 +306,9 @@ def test_a_failing_task_is_reported_and_the_others_still_score(guard: HostGuard,
     assert half["measures"]["NDCG@10"] == 0.5  # two of four queries answered; the others count 0 (strict)
     assert half["queries"] == {"judged": 4, "answered": 2, "missing": 2, "extra": 0}
     assert report["aggregate"]["score"] is None  # a failed task leaves no benchmark score
+    # A failed container cost its resources too: measured as the others; only scoring did not happen.
+    assert_container_cost(report["cost"]["tasks"]["nan"])
+    assert report["cost"]["tasks"]["nan"]["wall_s"]["score"] is None and "score_s" in report["cost"]["tasks"]["nan"]["missing"]
     assert sorted(p.name for p in (out / "logs").iterdir()) == ["half.log", "nan.log", "valid.log"]
     assert "scripted: behaviour 'nan'" in (out / "logs" / "nan.log").read_text(encoding="utf-8")
     guard.verify()

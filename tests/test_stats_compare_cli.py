@@ -105,6 +105,12 @@ def test_compare_two_runs_of_the_onnx_example(signed: dict[str, Path]) -> None:
     assert text.exit_code == 0, text.output
     assert f"lsa-bpe-mini [{signed['onnx']}]" in text.stdout and f"lsa-bpe-mini [{signed['onnx-top3']}]" in text.stdout
     assert "95% CI" in text.stdout and "pairwise (1 comparison, Holm" in text.stdout
+    # The cost column: each grade's CPU seconds per 1,000 queries, as its report states them (grader run measured both).
+    assert "CPU s/1k q" in text.stdout
+    for report_json in data["reports"]:
+        assert report_json["cost"]["source"] == "grader" and report_json["cost"]["cpu_s_per_1000_queries"] >= 0
+        figure = f"{report_json['cost']['cpu_s_per_1000_queries']:.2f}"
+        assert any(figure in line and report_json["path"] in line for line in text.stdout.splitlines())
 
 
 def test_compare_bm25_runs_scored_by_grader_score(signed: dict[str, Path]) -> None:
@@ -112,6 +118,7 @@ def test_compare_bm25_runs_scored_by_grader_score(signed: dict[str, Path]) -> No
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [e["name"] for e in data["entries"]] == ["bm25.jsonl", "bm25-top3.jsonl"]
+    assert [report["cost"] for report in data["reports"]] == [None, None]  # grader score measures no cost: n/a in the text form
     (pair,) = data["pairs"]
     # Truncating to 3 hits can only lower NDCG@10, and does on many queries: clearly separable.
     assert pair["mean_difference"] > 0 and pair["randomization_p"] < 0.01 and pair["t_p"] < 0.01

@@ -11,7 +11,7 @@ from grader.reports.keys import load_public_key
 from grader.reports.verify import verify_report_file
 from grader.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from grader.stats.compare import DEFAULT_ALPHA, DEFAULT_LEVEL, Comparison, compare
-from grader.stats.reports import refuse_mixed_settings, table_from_reports, training_setting
+from grader.stats.reports import cost_column, refuse_mixed_settings, table_from_reports, training_setting
 from grader.text import escape_control
 
 
@@ -23,20 +23,32 @@ def _optional(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def format_comparison(comparison: Comparison, header: str) -> str:
-    """The text ``grader compare`` prints: the ranked entries, then every pair."""
+def _cost_cell(cost: dict[str, Any] | None) -> str:
+    """CPU seconds per 1,000 queries; ``*`` marks a hosted worker's word; ``n/a`` where the report has no figure."""
+    figure = None if cost is None else cost.get("cpu_s_per_1000_queries")
+    if figure is None:
+        return "n/a"
+    return f"{figure:.2f}" + ("*" if cost is not None and cost.get("source") == "worker" else "")
+
+
+def format_comparison(comparison: Comparison, header: str, costs: dict[str, dict[str, Any] | None] | None = None) -> str:
+    """The text ``grader compare`` prints: the ranked entries (with ``costs``, by entry name, a cost column), then every pair."""
     percent = f"{comparison.level * 100:g}%"
+    costs = costs or {}
     lines = [
         header,
         f"bootstrap: {comparison.resamples:,} resamples of the queries within each task, seed {comparison.seed}; "
         f"{percent} percentile intervals; groups: Holm-adjusted randomization p >= {comparison.alpha:g} vs the group's leader",
         "",
-        f"{'rank':>4}  {'group':>5}  {'score':>6}  {percent + ' CI':<16}  {'rank interval':<13}  entry",
+        f"{'rank':>4}  {'group':>5}  {'score':>6}  {percent + ' CI':<16}  {'rank interval':<13}  {'CPU s/1k q':>10}  entry",
     ]
     for entry in comparison.entries:
         interval = f"[{entry.ci_low:.4f}, {entry.ci_high:.4f}]"
         ranks = f"{entry.rank_low}-{entry.rank_high}"
-        lines.append(f"{entry.rank:>4}  {entry.group:>5}  {entry.score:.4f}  {interval:<16}  {ranks:<13}  {entry.name}")
+        cost = _cost_cell(costs.get(entry.name))
+        lines.append(f"{entry.rank:>4}  {entry.group:>5}  {entry.score:.4f}  {interval:<16}  {ranks:<13}  {cost:>10}  {entry.name}")
+    if any(cell.endswith("*") for cell in map(_cost_cell, costs.values())):
+        lines.append("* a hosted worker's word (docs/reports.md, The cost block); CPU s/1k q varies between re-grades, never in the statistics")
     if comparison.pairs:
         test = "exact randomization" if comparison.randomization_exact else "randomization"
         lines += [
@@ -105,6 +117,7 @@ def compare_command(
                     "digest": item.report["subject"]["digest"]["sha256"],
                     "keyid": item.keyid,
                     "training_setting": training_setting(item.report),
+                    "cost": cost_column(item.report),
                 }
                 for path, item in zip(reports, verified)
             ],
@@ -121,7 +134,7 @@ def compare_command(
             else f"training setting {training_setting(first)}"
         )
     )
-    click.echo(format_comparison(result, header))
+    click.echo(format_comparison(result, header, dict(zip(table.names, map(cost_column, documents)))))
 
 
 def register(group: click.Group) -> None:

@@ -15,6 +15,7 @@ from grader.data.registry import resolve_benchmark
 from grader.grading.interfaces import RunOptions
 from grader.grading.runner import grade_submission
 from grader.grading.signals import stop_on_signals
+from grader.hosting.worker.fingerprint import fingerprint_sha256
 from grader.metrics.measures import parse_measures
 from grader.metrics.policy import Policy
 from grader.reports.table import format_report_table
@@ -155,6 +156,7 @@ def run_command(
             images_from_submission_only=images_from_submission_only,
             cross_check=cross_check,
             blinding_key=None if blinding_key_path is None else load_blinding_key(blinding_key_path),
+            fingerprint=fingerprint_sha256(),
         )
         dedup = None
         if dedup_report_path is not None:

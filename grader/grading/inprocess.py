@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,12 @@ from grader.data.task import document_text
 from grader.errors import SubmissionError, TaskFailure, failure_code
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
+from grader.grading.cost import RankCost
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import owned_tempdir
+from grader.sandbox.usage import ResourceUsage
 from grader.submissions.manifest import OnnxManifest
 
 #: How often the parent samples the child's resident memory.
@@ -90,6 +93,8 @@ class ChildProcessOnnx:
         if pin_cpus:
             allowed = sorted(os.sched_getaffinity(0))
             self.cores = allowed[: max(1, min(len(allowed), math.ceil(limits.cpus)))]
+        #: what the last :meth:`rank` used (the report's ``cost`` block), also when it failed; None before it ran
+        self.last_cost: RankCost | None = None
 
     def report(self) -> dict[str, Any]:
         """The sandbox fields of the report: in-process, not isolated, with the limits in force."""
@@ -103,6 +108,7 @@ class ChildProcessOnnx:
     def rank(self, inputs: TaskInputs, options: RunOptions, reporter: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
         """Encode both sides in a fresh limited child, then search here (``keep_output``: nothing to keep, the output never leaves the grader)."""
         name = inputs.task.name
+        self.last_cost = None
         # Owned: if the grader is SIGKILLed, the next start sweeps the texts staged here (its child dies with it).
         with owned_tempdir("grader-encode-") as work:
             job = {
@@ -131,7 +137,11 @@ class ChildProcessOnnx:
             corpus = np.load(work / "corpus.npy", allow_pickle=False)
             queries = np.load(work / "queries.npy", allow_pickle=False)
             meta = jsonio.load_file(work / "meta.json")
+        searching = time.monotonic()
         run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
+        if self.last_cost is not None:
+            tokens = meta.get("tokens")
+            self.last_cost = replace(self.last_cost, search_s=time.monotonic() - searching, tokens=tokens if isinstance(tokens, int) else None)
         encoding = {"queries": meta["queries"], "corpus": meta["corpus"], "dimension": int(meta["dimension"])}
         return Ranked(run, {"encoding": encoding}, queries, corpus)
 
@@ -159,8 +169,10 @@ class ChildProcessOnnx:
         started = time.monotonic()
         verdict: FailureCode | None = None
         peak = 0
+        # The child is reaped here with wait4, not by Popen, for its own resource usage (the cost block's figures).
+        reaped = _Reaped()
         try:
-            while child.poll() is None:
+            while not reaped.reap(child, block=False):
                 rss = _rss_bytes(child.pid)
                 peak = max(peak, rss)
                 if rss > memory:
@@ -172,12 +184,13 @@ class ChildProcessOnnx:
                     break
                 time.sleep(_SAMPLE_S)
         finally:
-            if child.poll() is None:
+            if child.returncode is None:
                 child.kill()
-            child.wait()
+                reaped.reap(child, block=True)
             reader.join(5)
             collector.join(5)
             atomic_write_bytes(log_path, bytes(tail))
+        self.last_cost = reaped.cost((time.monotonic() if reaped.ended is None else reaped.ended) - started)
         if verdict is FailureCode.TIMEOUT:
             raise TaskFailure(verdict, f"killed after the {self.limits.time_limit_s:g} s time limit")
         if verdict is FailureCode.OOM:
@@ -195,6 +208,33 @@ class ChildProcessOnnx:
                 f"the encoder process died of signal {-child.returncode}",
             )
         raise TaskFailure(FailureCode.MODEL_ERROR, f"the encoder process failed (exit status {child.returncode}); its log is {log_path}")
+
+
+class _Reaped:
+    """A child reaped with ``wait4``: when it ended, and the kernel's account of what it used."""
+
+    def __init__(self) -> None:
+        self.ended: float | None = None
+        self.rusage: resource.struct_rusage | None = None
+
+    def reap(self, child: subprocess.Popen[bytes], *, block: bool) -> bool:
+        """Whether ``child`` has ended (then reaped: its ``returncode`` set, as ``Popen.poll`` would)."""
+        if child.returncode is not None:
+            return True
+        pid, status, usage = os.wait4(child.pid, 0 if block else os.WNOHANG)
+        if pid == 0:
+            return False
+        self.ended, self.rusage = time.monotonic(), usage
+        child.returncode = os.waitstatus_to_exitcode(status)
+        return True
+
+    def cost(self, wall_s: float) -> RankCost:
+        """The child's wall seconds, CPU (user + system) and peak resident memory (``ru_maxrss``, KiB on Linux)."""
+        if self.rusage is None:
+            return RankCost(wall_s, ResourceUsage.unmeasured("the encoder process was not reaped by the grader"))
+        cpu_s = self.rusage.ru_utime + self.rusage.ru_stime
+        method = "wait4 of the encoder's child process: user + system CPU, peak resident set (ru_maxrss)"
+        return RankCost(wall_s, ResourceUsage(cpu_s, self.rusage.ru_maxrss * 1024, method))
 
 
 def _keep_tail(child: subprocess.Popen[bytes], tail: bytearray, limit: int) -> None:
@@ -240,6 +280,7 @@ def _child(work: Path) -> int:
             vectors, stats = encoder.encode(spec["texts"], ids=spec["ids"], prefix=spec["prefix"], progress=say(side))
             np.save(work / f"{side}.npy", vectors, allow_pickle=False)
             meta[side] = stats.as_dict()
+            meta["tokens"] = int(meta.get("tokens", 0)) + stats.tokens  # the cost block's, not the report's encoding
     except (TaskFailure, SubmissionError) as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
         jsonio.write_json(work / "error.json", {"code": failure_code(error), "message": message}, ensure_ascii=True)

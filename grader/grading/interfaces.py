@@ -96,6 +96,8 @@ class RunOptions:
     #: ``grader run --dedup-aware``: called with each task's name, judgements and run (under the real ids) as it is
     #: scored; a stored result is then never reused (its run is not kept), every task is ranked again.
     run_observer: Callable[[str, Qrels, Run], None] | None = None
+    #: sha256 of the grading machine's fingerprint, named in the report's ``cost`` block (the CLI computes it); None: unnamed
+    fingerprint: str | None = None
 
     def effective_measures(self) -> tuple[Measure, ...]:
         """The benchmark's measures (or the defaults) with the primary one first."""

@@ -24,6 +24,8 @@ from grader.data.qrels import Qrels
 from grader.data.task import Query, Task
 from grader.errors import TASK_FAULT_TYPES, UsageError, failure_code
 from grader.grading.backends import prepare_task_grader
+from grader.grading.cost import TaskCost, cost_block
+from grader.grading.energy import EnergyMeter
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.runner import fault_texts, save_compact_run
@@ -31,6 +33,9 @@ from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import load_manifest
+
+#: Why a worker's cost block has no scoring time: the server, which alone holds the judgements, scores.
+SCORED_BY_THE_SERVER = "the server scores the run, not the worker"
 
 
 def judged_queries(task: Task, judged: Sequence[str]) -> list[Query]:
@@ -48,8 +53,23 @@ def ranking_inputs(task: Task, judged: Sequence[str]) -> TaskInputs:
     return TaskInputs(task, Qrels({}), list(task.iter_corpus()), queries)
 
 
-def rank_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener) -> dict[str, Any]:
-    """Rank one task and write its compact run; its facts (``failure``, ``encoding``), a submission's fault a failure."""
+def rank_task(
+    grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, cost: TaskCost | None = None
+) -> dict[str, Any]:
+    """Rank one task and write its compact run; its facts (``failure``, ``encoding``), a submission's fault a failure.
+
+    With ``cost``, what ranking cost is filled in (as :func:`grader.grading.runner.grade_task` does; the server scores).
+    """
+    energy = EnergyMeter().start()
+    try:
+        return _rank_task(grader, inputs, options, progress)
+    finally:
+        if cost is not None:
+            cost.rank = getattr(grader, "last_cost", None)
+            cost.energy = energy.stop()
+
+
+def _rank_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener) -> dict[str, Any]:
     assert options.runs_dir is not None
     name = inputs.task.name
     progress.task_started(name, documents=len(inputs.documents), queries=len(inputs.queries))
@@ -69,6 +89,7 @@ def rank_submission(submission: Path, options: RunOptions, judged: Mapping[str, 
         raise UsageError("ranking without judgements needs a folder for the runs")
     started_at = datetime.now(UTC)
     tasks: dict[str, Any] = {}
+    costs: dict[str, Any] = {}
     with locked_out_dir(options.out_dir), open_submission(submission) as folder:
         manifest = load_manifest(folder)
         prepared = prepare_task_grader(folder, manifest, options)
@@ -76,7 +97,9 @@ def rank_submission(submission: Path, options: RunOptions, judged: Mapping[str, 
             if name not in judged:
                 raise UsageError(f"the job names no judged queries for task {name}")
             inputs = ranking_inputs(options.benchmark.task(name), judged[name])
-            tasks[name] = rank_task(prepared.grader, inputs, options, progress)
+            cost = TaskCost(len(inputs.documents) + len(inputs.queries), len(inputs.queries), missing={"score_s": SCORED_BY_THE_SERVER})
+            tasks[name] = rank_task(prepared.grader, inputs, options, progress, cost=cost)
+            costs[name] = cost.as_json()
             progress.task_finished(name, {"status": "failed" if tasks[name]["failure"] else "ranked", **tasks[name]}, resumed=False)
         sandbox = prepared.grader.report()
     progress.finish()
@@ -87,4 +110,6 @@ def rank_submission(submission: Path, options: RunOptions, judged: Mapping[str, 
         "started_at": format_timestamp(started_at),
         "finished_at": format_timestamp(datetime.now(UTC)),
         "tasks": tasks,
+        # The worker's word on what ranking cost it: the server checks it and names the machine (grader.grading.worker_cost).
+        "cost": cost_block(costs, source="worker"),
     }

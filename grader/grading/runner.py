@@ -11,6 +11,7 @@ failure code; the others still run.
 from __future__ import annotations
 
 import io
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from grader.errors import TASK_FAULT_TYPES, EngineLost, TaskFailure, UsageError,
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.backends import prepare_task_grader
+from grader.grading.cost import TaskCost, cost_block, resumed_task
+from grader.grading.energy import EnergyMeter
 from grader.grading.interfaces import ProgressListener, RunOptions, TaskGrader, TaskInputs, load_task_inputs
 from grader.grading.lock import locked_out_dir
 from grader.grading.scoring import assemble_report, score_task
@@ -51,8 +54,25 @@ def fault_texts(error: BaseException, options: RunOptions) -> tuple[str, str | N
     return str(error), None
 
 
-def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener) -> dict[str, Any]:
-    """Rank and score one task; a submission's fault becomes a failed entry."""
+def grade_task(
+    grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, cost: TaskCost | None = None
+) -> dict[str, Any]:
+    """Rank and score one task; a submission's fault becomes a failed entry.
+
+    With ``cost``, what the task cost is filled in (the report's ``cost`` block): what the
+    task grader measured of its encoder (``last_cost``, where it keeps one), the wall time of
+    scoring, the energy over the whole task. Whatever it holds, the entry does not change.
+    """
+    energy = EnergyMeter().start()
+    try:
+        return _grade_task(grader, inputs, options, progress, cost)
+    finally:
+        if cost is not None:
+            cost.rank = getattr(grader, "last_cost", None)
+            cost.energy = energy.stop()
+
+
+def _grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, cost: TaskCost | None) -> dict[str, Any]:
     task = inputs.task
     data_digest = task.split_digest(options.split)
     progress.task_started(task.name, documents=len(inputs.documents), queries=len(inputs.queries))
@@ -85,7 +105,8 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
             save_embeddings(options.out_dir / "embeddings" / task.name, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors)
         if options.pca_dims:
             extra["pca"] = pca_results(inputs, query_ids, doc_ids, ranked.query_vectors, ranked.corpus_vectors, options)
-    return score_task(
+    scoring = time.monotonic()
+    entry = score_task(
         task.name,
         split=options.split,
         data_digest=data_digest,
@@ -95,6 +116,9 @@ def grade_task(grader: TaskGrader, inputs: TaskInputs, options: RunOptions, prog
         policy=options.policy,
         extra=extra,
     )
+    if cost is not None:
+        cost.score_s = time.monotonic() - scoring
+    return entry
 
 
 def save_compact_run(path: Path, run: Run, inputs: TaskInputs, depth: int) -> None:
@@ -173,6 +197,7 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
         grader, subject, digest = prepared.grader, prepared.subject, prepared.digest
         sandbox_report = grader.report()
         entries: list[dict[str, Any]] = []
+        costs: dict[str, dict[str, Any]] = {}
         for name in options.tasks:
             task = options.benchmark.task(name)
             # Everything a task's stored result depends on; the sandbox report carries the limits and image.
@@ -197,9 +222,14 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
                 progress.note(f"{name}: stored result not reused ({found.rejected}); grading again")
             resumed = entry is not None
             if entry is None:
-                entry = grade_task(grader, load_task_inputs(task, options.split), options, progress)
+                inputs = load_task_inputs(task, options.split)
+                cost = TaskCost(texts=len(inputs.documents) + len(inputs.queries), queries=len(inputs.queries))
+                entry = grade_task(grader, inputs, options, progress, cost=cost)
+                costs[name] = cost.as_json()
                 if _resumable(entry):
                     store.save(name, key, entry)
+            else:
+                costs[name] = resumed_task()
             entries.append({"name": name, **entry})
             progress.task_finished(name, entry, resumed=resumed)
     progress.finish()
@@ -215,6 +245,7 @@ def _grade_submission(submission: Path, options: RunOptions, progress: ProgressL
         started_at=started_at,
         finished_at=datetime.now(UTC),
         top_k=options.top_k,
+        cost=cost_block(costs, source="grader", fingerprint=options.fingerprint),
     )
     if options.key_path is not None:
         path = write_report(report, options.out_dir / ENVELOPE_NAME, options.key_path)

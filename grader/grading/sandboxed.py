@@ -8,7 +8,9 @@ real ids (:mod:`grader.collect`), search (for embeddings).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from grader.collect.unblind import unblind_outputs
 from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.blinding_keys import blinding_key_for
+from grader.grading.cost import RankCost
 from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.runs.ties import keep_boundary_ties, tie_slack
@@ -28,6 +31,7 @@ from grader.sandbox.output_dir import storage_report
 from grader.sandbox.owner import owned_tempdir
 from grader.sandbox.staging import StagedTask, stage_task, staged_ids
 from grader.sandbox.task_run import run_task_container
+from grader.sandbox.usage import ResourceUsage
 from grader.submissions.manifest import DockerManifest, Manifest, OnnxManifest
 
 
@@ -52,6 +56,7 @@ def run_and_collect(
     scratch: Path | None = None,
     keep_output: Path | None = None,
     model_error_exit: int | None = None,
+    on_outcome: Callable[[ContainerOutcome], None] | None = None,
 ) -> SandboxedOutput:
     """Run the task's container (the sandbox), then read and validate its outputs and map them back (collect); or raise :class:`TaskFailure`.
 
@@ -60,6 +65,7 @@ def run_and_collect(
     run in trec order, vectors in the real ids' order (:mod:`grader.collect.unblind`).
     With ``keep_output``, the raw output files are copied there first (safely, and
     even when the container failed), so a checker can report every problem in them.
+    ``on_outcome`` is told how the container ended before anything is validated (what it cost counts either way).
     """
     with run_task_container(
         image_id,
@@ -71,6 +77,8 @@ def run_and_collect(
         scratch=scratch,
         model_error_exit=model_error_exit,
     ) as finished:
+        if on_outcome is not None:
+            on_outcome(finished.outcome)
         if keep_output is not None:
             copy_outputs(finished.output, keep_output, mode, max_bytes=limits.output_bytes)
         if finished.failure is not None:
@@ -126,6 +134,8 @@ class DockerTaskGrader:
         self.output_enforcement: str | None = None
         #: The runner image's exit status for "the submitted model failed" (MODEL_ERROR); images have none.
         self.model_error_exit = RUNNER_MODEL_ERROR_EXIT if isinstance(manifest, OnnxManifest) else None
+        #: what the last :meth:`rank` used (the report's ``cost`` block), also when it failed; None before a container ran
+        self.last_cost: RankCost | None = None
 
     @classmethod
     def prepare(cls, folder: Path, manifest: Manifest, options: RunOptions, *, runner_image: str) -> DockerTaskGrader:
@@ -175,6 +185,11 @@ class DockerTaskGrader:
             settings["image_origin"] = self.image.origin
         return settings
 
+    def _note_outcome(self, outcome: ContainerOutcome) -> None:
+        """Keep what the container used, also when it failed (a failed container used its resources too)."""
+        usage = outcome.usage or ResourceUsage.unmeasured("the engine gave no figures")
+        self.last_cost = RankCost(outcome.elapsed_s, usage)
+
     def staged_ids(self, inputs: TaskInputs) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The query and document ids this task's container sees (pseudonyms, in staged order), without staging.
 
@@ -184,6 +199,7 @@ class DockerTaskGrader:
 
     def rank(self, inputs: TaskInputs, options: RunOptions, progress: ProgressListener, *, keep_output: Path | None = None) -> Ranked:
         """Stage the task, run one container, collect and validate its output (copied to ``keep_output`` first, if given)."""
+        self.last_cost = None
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
         with owned_tempdir("grader-stage-") as scratch:
@@ -208,6 +224,7 @@ class DockerTaskGrader:
                 environment=self.environment,
                 model_error_exit=self.model_error_exit,
                 keep_output=keep_output,
+                on_outcome=self._note_outcome,
             )
         output = sandboxed.outputs
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}
@@ -221,8 +238,12 @@ class DockerTaskGrader:
             # A worker's copy: its ids are pseudonyms, so it keeps the boundary tie group and the server cuts at the
             # depth under the real ids (grader.runs.ties); a cut here would follow the pseudonyms.
             slack = options.top_k + tie_slack(options.top_k)
+            searching = time.monotonic()
             run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, slack, fault_code=fault)
             run = keep_boundary_ties(run, options.top_k)
         else:
+            searching = time.monotonic()
             run = search_run(staged.real_query_ids, staged.real_doc_ids, output.query_vectors, output.corpus_vectors, options.top_k, fault_code=fault)
+        if self.last_cost is not None:
+            self.last_cost = replace(self.last_cost, search_s=time.monotonic() - searching)
         return Ranked(run, extra, output.query_vectors, output.corpus_vectors)

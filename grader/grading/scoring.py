@@ -21,6 +21,8 @@ from grader.data.qrels import Qrels
 from grader.data.task import Task
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
+from grader.grading.cost import fingerprint_digest
+from grader.grading.worker_cost import checked_worker_cost
 from grader.metrics.measures import Measure
 from grader.metrics.policy import Policy, evaluate
 from grader.reports.assemble import failed_task, scored_task
@@ -33,6 +35,8 @@ from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
 #: The fields of a task's report entry a worker may state (the rest are scores, counts and digests: the server's).
 TASK_FACTS = ("encoding",)
 #: The fields of a report a worker states (not the benchmark, policy, ranking depth or aggregate: the server's).
+#: A worker's facts may carry ``cost`` too, its word on what ranking cost it (:func:`grader.grading.ranking.rank_submission`),
+#: which the server checks (:mod:`grader.grading.worker_cost`) before the report carries it.
 REPORT_FACTS = ("subject", "sandbox", "labels", "started_at", "finished_at")
 
 
@@ -65,8 +69,9 @@ def assemble_report(
     started_at: datetime,
     finished_at: datetime,
     top_k: int,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of graded task ``entries`` (each with its ``name``), aggregated by the benchmark's rule."""
+    """The report of graded task ``entries`` (each with its ``name``), aggregated by the benchmark's rule; ``cost``, its cost block."""
     primary = str(measures[0])
     task_scores = {e["name"]: (e["measures"][primary] if e["status"] == "scored" else None) for e in entries}
     return build_report(
@@ -80,6 +85,7 @@ def assemble_report(
         sandbox=sandbox,
         labels=labels,
         top_k=top_k,
+        cost=cost,
     )
 
 
@@ -157,6 +163,27 @@ def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key:
     return cut_at_depth(run, depth)
 
 
+def _worker_cost(benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence[str], split: str) -> dict[str, Any] | None:
+    """The worker's cost block, checked against this server's own counts and the sandbox's limits; None when it stated none."""
+    stated = facts.get("cost")
+    if stated is None:
+        return None
+    counts: dict[str, tuple[int, int]] = {}
+    for name in tasks:
+        task = benchmark.task(name)
+        qrels = task.qrels(split)
+        judged = sum(1 for query in task.iter_queries() if query.id in qrels)
+        counts[name] = (sum(1 for _ in task.iter_corpus()) + judged, judged)
+    fingerprint = facts.get("fingerprint")
+    return checked_worker_cost(
+        stated,
+        tasks=tasks,
+        counts=counts,
+        sandbox=facts.get("sandbox"),
+        fingerprint=fingerprint_digest(fingerprint) if isinstance(fingerprint, dict) else None,
+    )
+
+
 def _decoded(data: bytes, corpus: Sequence[str], queries: Sequence[str], depth: int) -> CompactRun:
     return decode_run(data, documents=len(corpus), queries=len(queries), depth=depth)
 
@@ -217,6 +244,7 @@ def report_from_runs(
             )
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
+    labels = report_labels(facts)  # checks the stated fingerprint, which the cost block names by its digest
     report = assemble_report(
         benchmark,
         entries,
@@ -225,10 +253,11 @@ def report_from_runs(
         policy=policy,
         subject=facts["subject"],
         sandbox=facts.get("sandbox"),
-        labels=report_labels(facts),
+        labels=labels,
         started_at=_timestamp(facts.get("started_at")),
         finished_at=_timestamp(facts.get("finished_at")),
         top_k=top_k,
+        cost=_worker_cost(benchmark, facts, tasks=tasks, split=split),
     )
     if overflow:  # a tie group wider than the slack: which tied documents made the depth followed the pseudonyms
         report["ranking"]["cut_by_pseudonym"] = overflow

@@ -46,6 +46,10 @@ class Quotas:
     #: Uncharged platform failures (``error``) per rolling hour a participant's submissions may end in
     #: before each further one counts as a refusal too (a participant must not grade for free without bound)
     infra_per_hour: int = 3
+    #: CPU-minutes of grading per participant per rolling 24 h, both tracks (0: no CPU quota). Admission counts the
+    #: minutes already spent: each accepted grade's ``cost.total.cpu_s``, the grading worker's word (retries and
+    #: replicas never charged: only the accepted result's own grade counts)
+    cpu_minutes_per_day: float = 0.0
 
 
 #: The least ``upload.stall_s``: an arriving copy refreshes its mark once a second, so a shorter window would
@@ -278,6 +282,8 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
             quota_doc["stored_bytes"] = parse_size(quota_doc["stored_bytes"])
         except UsageError as error:
             raise CompetitionFileError(str(error), path=path, field="quotas.stored_bytes") from None
+    if "cpu_minutes_per_day" in quota_doc:
+        quota_doc["cpu_minutes_per_day"] = float(quota_doc["cpu_minutes_per_day"])
     quotas = Quotas(**quota_doc)
     limits_doc = dict(doc.get("limits", {}))
     values: dict[str, Any] = {}

@@ -197,6 +197,7 @@ def build_report(
     sandbox: dict | None = None,
     labels: dict | None = None,
     top_k: int | None = None,
+    cost: dict | None = None,
 ) -> dict:
     """Assemble and validate a grading report.
 
@@ -206,7 +207,9 @@ def build_report(
     the task fields of the schema (``failure`` defaults to None, ``measures`` to
     {}). Floats are kept at full precision. Raises :class:`ReportError` naming
     the JSON pointer of the first problem. ``top_k`` (``grader run --top-k``) is
-    recorded as ``ranking.top_k``: measures at deeper cut-offs depend on it.
+    recorded as ``ranking.top_k``: measures at deeper cut-offs depend on it. ``cost`` (what the
+    grade cost: :mod:`grader.grading.cost`) is written as the ``cost`` block, the one part that
+    varies between re-grades.
     """
     start_text = format_timestamp(started_at)
     finish_text = format_timestamp(finished_at)
@@ -227,6 +230,8 @@ def build_report(
     }
     if top_k is not None:
         report["ranking"] = {"top_k": top_k}
+    if cost is not None:
+        report["cost"] = cost
     report = _plain(report, "")
     validate_report(report)
     _check_consistency(report)

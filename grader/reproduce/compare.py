@@ -3,7 +3,7 @@
 The order (docs/reports.md, "Reproducing a report") is the order in which one difference explains the next:
 the data, the grader's version, the sandbox image, the machine's CPU fingerprint, then task by task (its
 status and failure, its run digest, its measures) and, inside a task whose run differs, the first query
-whose value differs. Fields that vary between re-grades by design (the timestamps, the reserved ``cost``
+whose value differs. Fields that vary between re-grades by design (the timestamps, the ``cost``
 block, the blinding key's id, labels a host adds) are never compared; a differing blinding key is named only
 to explain a run digest that differs where no query's value does (a tie group a container cut at the depth).
 """

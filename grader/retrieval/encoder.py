@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
@@ -40,6 +40,8 @@ class EncodingStats:
 
     texts: int
     truncated: int
+    #: tokens fed to the model (after truncation): a cost figure only, never in the report's ``encoding``
+    tokens: int = field(default=0, compare=False)
 
     @property
     def truncated_share(self) -> float:
@@ -143,7 +145,7 @@ class OnnxEncoder:
         zero (mean pooling over no tokens, as sentence-transformers defines it).
         """
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        truncated = 0
+        truncated = tokens = 0
         chunk = self.batching.chunk_size
         canonical = canonical_order(texts, ids) if self.batching.sort_by_length else np.arange(len(texts))
         executor = ThreadPoolExecutor(self.workers, thread_name_prefix="grader-encode") if self.workers > 1 and len(texts) else None
@@ -156,6 +158,7 @@ class OnnxEncoder:
                 token_ids = [encoding.ids for encoding in encodings]
                 type_ids = [encoding.type_ids for encoding in encodings]
                 lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+                tokens += int(lengths.sum())
                 # Stable sort by length: equal lengths keep the canonical order, so batches are canonical too.
                 order = np.argsort(lengths, kind="stable") if self.batching.sort_by_length else np.arange(len(lengths))
                 empty = order[lengths[order] == 0]
@@ -177,7 +180,7 @@ class OnnxEncoder:
         finally:
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
-        return out, EncodingStats(len(texts), truncated)
+        return out, EncodingStats(len(texts), truncated, tokens)
 
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
         """Cut ``order`` into runs whose padded size (rows x longest row) fits the token budget."""

@@ -25,6 +25,7 @@ from grader.sandbox import watchdog
 from grader.sandbox.engine import docker_client, engine_lost
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import Owner
+from grader.sandbox.usage import CgroupSampler, ResourceUsage
 
 #: Working user files may not exceed this in /tmp, and nothing may exec from it.
 _TMPFS_OPTIONS = "rw,nosuid,nodev,noexec,size={size}"
@@ -49,6 +50,8 @@ class ContainerOutcome:
     elapsed_s: float
     stderr_tail: str
     log_path: Path | None
+    #: CPU seconds and peak memory read from the container's cgroup while it ran (the report's ``cost`` block only)
+    usage: ResourceUsage | None = None
 
 
 def _last_line(text: str) -> str:
@@ -162,6 +165,8 @@ def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None
         container.start()
     except docker.errors.APIError as exc:
         raise SandboxUnavailable(f"the engine refused to start the container: {exc.explanation or exc}") from None
+    # The engine removes the cgroup as the container exits: its figures are read while it runs.
+    sampler = CgroupSampler(container.id).start()
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     timed_out = not finished.wait(limits.time_limit_s)
@@ -172,6 +177,7 @@ def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None
             pass
         finished.wait(30)
     elapsed = time.monotonic() - started
+    usage = sampler.stop()
     try:
         container.reload()
         state = container.attrs.get("State", {})
@@ -189,4 +195,5 @@ def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None
         elapsed_s=elapsed,
         stderr_tail=_last_line(stderr),
         log_path=log_path,
+        usage=usage,
     )

@@ -80,6 +80,18 @@ def refuse_mixed_settings(sources: Sequence[str], reports: Sequence[dict[str, An
         )
 
 
+def cost_column(report: dict[str, Any]) -> dict[str, Any] | None:
+    """A report's cost column: CPU seconds per 1,000 queries and who measured them (its ``cost`` block), or None without one.
+
+    The figure varies between re-grades (docs/reports.md, The cost block): it is shown beside the statistics, never in them.
+    A ``worker`` figure is a hosted worker's word (bounded and checked by its server, not verified).
+    """
+    cost = report.get("cost")
+    if not isinstance(cost, dict) or not isinstance(cost.get("total"), dict):
+        return None
+    return {"cpu_s_per_1000_queries": cost["total"].get("cpu_s_per_1000_queries"), "source": cost.get("source")}
+
+
 def label_entries(sources: Sequence[str], reports: Sequence[Report]) -> list[str]:
     """Display names: each report's subject name, followed by its file where two share a name; terminal-safe."""
     names = [escape_control(report.subject_name) for report in reports]

@@ -12,7 +12,7 @@ from tests.hosting.world import World
 
 
 def test_migrations_reach_head_and_are_idempotent(world: World) -> None:
-    assert migrate(world.db.engine) == head_revision() == "0018_signup"
+    assert migrate(world.db.engine) == head_revision() == "0019_cost"
     tables = set(inspect(world.db.engine).get_table_names())
     assert {"participants", "workers", "pins", "settings", "submissions", "transitions", "attempts", "results", "alembic_version"} <= tables
     assert {"result_parts", "final_choices"} <= tables  # 0002_leaderboard
@@ -22,6 +22,7 @@ def test_migrations_reach_head_and_are_idempotent(world: World) -> None:
     assert "web_sessions" in tables  # 0006_web_sessions
     assert "log_entries" in tables  # 0007_tlog_entries
     assert "replicas" in tables  # 0008_replica_grades
+    assert "cpu_s" in {column["name"] for column in inspect(world.db.engine).get_columns("results")}  # 0019_cost
 
 
 def test_json_columns_are_read_back_strictly(world: World) -> None:

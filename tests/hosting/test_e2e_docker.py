@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from grader.data.registry import resolve_benchmark
+from grader.grading.cost import fingerprint_digest
 from grader.hosting.results.recording import WITHHELD
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.sandbox_support import RUNNER_IMAGE, image_of, require_docker
@@ -166,6 +167,14 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     }
     assert report["ranking"] == expected["ranking"] and report["policy"] == expected["policy"]
     assert report["labels"]["fingerprint"]["execution_provider"] == "CPUExecutionProvider"  # the worker's machine is named
+    # What ranking cost the worker: its word, labelled so, checked by the server against its own counts, the machine
+    # named by the fingerprint the worker bound; scoring is the server's, not in it. No figure is compared: they vary.
+    cost = report["cost"]
+    assert cost["source"] == "worker" and cost["machine"]["fingerprint"] == fingerprint_digest(report["labels"]["fingerprint"])
+    assert {name: (entry["texts"], entry["queries"]) for name, entry in cost["tasks"].items()} == {
+        name: (entry["texts"], entry["queries"]) for name, entry in expected["cost"]["tasks"].items()
+    }
+    assert all(entry["wall_s"]["score"] is None and entry["missing"]["score_s"] for entry in cost["tasks"].values())
     # The local worker graded the state's pseudonymous copy (no judgements) under the competition's key, not the direct run's.
     assert report["sandbox"]["blinding"]["key_id"] != expected["sandbox"]["blinding"]["key_id"]
     assert "cut_by_pseudonym" not in report["ranking"]

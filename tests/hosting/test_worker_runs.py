@@ -10,15 +10,25 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from grader.data.registry import resolve_benchmark
+from grader.grading.cost import RankCost, TaskCost, cost_block
 from grader.hosting.api.app import create_app
-from grader.hosting.db.models import Result, Submission
+from grader.hosting.clock import utcnow
+from grader.hosting.config import Competition
+from grader.hosting.db.models import Participant, Result, Submission
+from grader.hosting.errors import RefusedSubmission
+from grader.hosting.intake.quotas import check_quota, quota_status
 from grader.runs.compact import HEADER_BYTES
+from grader.sandbox.usage import ResourceUsage
 from tests.hosting.leaderboard_world import make_world, seed
 from tests.hosting.support import admin, worker_headers
 from tests.hosting.world import World
@@ -134,3 +144,55 @@ def test_admin_reports_the_runs_held(world: World, client: TestClient) -> None:
         f"{len(files)} compact run(s) of {len({p.parent.parent.name for p in files})} submission(s): {sum(p.stat().st_size for p in files)} bytes"
     )
     assert files and admin(world.state.root, "runs").startswith(expected)
+
+
+def _worker_cost(world: World) -> dict[str, Any]:
+    """An honest worker's cost block for a grade of the world's tasks: the server's own counts, figures any CPU could do."""
+    benchmark = resolve_benchmark(world.ctx.benchmark_target)
+    entries = {}
+    for name in world.ctx.tasks:
+        task = benchmark.task(name)
+        judged = task.qrels("test")
+        queries = sum(1 for query in task.iter_queries() if query.id in judged)
+        texts = sum(1 for _ in task.iter_corpus()) + queries
+        usage = ResourceUsage(1.5, 200 << 20, "cgroup v2 cpu.stat and memory.peak")
+        entries[name] = TaskCost(texts, queries, RankCost(10.0, usage, search_s=0.5), missing={"score_s": "the server scores"}).as_json()
+    return cost_block(entries, source="worker")
+
+
+def test_a_workers_cost_is_carried_labelled_as_its_word_and_shown_on_the_board(tmp_path: Path) -> None:
+    world = make_world(tmp_path, None)  # its own board: a row with a cost block and one without
+    client = TestClient(create_app(world.ctx))
+    seed(world, "bob", "bob-uncosted", 0.4, through=client)
+    seeded = seed(world, "carol", "carol-costed", 0.5, through=client, stated={"cost": _worker_cost(world)})
+    cost = _stored_report(world, seeded.id)["cost"]
+    assert cost["source"] == "worker" and cost["machine"]["fingerprint"] is None  # this seeded worker stated no fingerprint
+    assert cost["total"]["cpu_s"] == 1.5 * len(world.ctx.tasks)
+    rows = {e["submission"]: e for board in client.get("/api/v1/leaderboard").json()["boards"] for e in board["entries"]}
+    assert rows[seeded.id]["cpu_s_per_1000_queries"] == round(cost["total"]["cpu_s_per_1000_queries"], 4)
+    assert all("cpu_s_per_1000_queries" not in row for key, row in rows.items() if key != seeded.id)  # no cost block: absent
+    assert "CPU s / 1k queries" in client.get("/").text
+    _check_cpu_quota(world, seeded.id, cost["total"]["cpu_s"])
+    world.ctx.db.dispose()
+
+
+def _check_cpu_quota(world: World, costed: str, spent: float) -> None:
+    """Admission on CPU-minutes already spent: carol's one costed grade reaches a quota of exactly its minutes, not one above."""
+    now = utcnow()
+    with world.ctx.db.session() as session:
+        carol = session.scalar(select(Submission.participant_id).where(Submission.id == costed))
+        bob = session.scalar(select(Participant.id).where(Participant.name == "bob"))
+        uploaded = session.scalar(select(Submission.uploaded_at).where(Submission.id == costed))
+
+        def under(minutes: float) -> Competition:
+            return replace(world.ctx.competition, quotas=replace(world.ctx.competition.quotas, cpu_minutes_per_day=minutes))
+
+        status = quota_status(session, under(spent / 60), carol, "hidden", now)
+        assert status.cpu_s_24h == spent and status.cpu_next_at == uploaded + timedelta(hours=24)
+        with pytest.raises(RefusedSubmission, match=r"CPU quota used: your grades of the last 24 h cost .* CPU-minutes") as refused:
+            check_quota(session, under(spent / 60), carol, "hidden", now, world.ctx.competition.end)
+        assert refused.value.status == 429
+        check_quota(session, under(spent / 60 + 0.01), carol, "hidden", now, world.ctx.competition.end)  # below it: admitted
+        # bob's grade states no cost: nothing charged; and no CPU quota (the default) refuses no one
+        assert quota_status(session, under(spent / 60), bob, "hidden", now).cpu_s_24h == 0.0
+        assert quota_status(session, world.ctx.competition, carol, "hidden", now).cpu_minutes_per_day is None

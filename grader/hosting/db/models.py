@@ -290,6 +290,9 @@ class Result(Base):
     created_at: Mapped[datetime]
     #: A remote worker's Ed25519 signature (base64) over what it posted (grader.hosting.keyring.worker_signing); None for local workers.
     worker_signature: Mapped[str | None] = mapped_column(String(200), default=None)
+    #: The CPU seconds the grade cost (its signed report's ``cost.total.cpu_s``: the grading worker's word), charged to the
+    #: CPU-minute quota (``quotas.cpu_minutes_per_day``); None: no figure (no cost block, or a CPU figure missing)
+    cpu_s: Mapped[float | None] = mapped_column(Float, default=None)
 
 
 class Replica(Base):

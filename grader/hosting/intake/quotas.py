@@ -13,6 +13,7 @@ and count like submissions until they commit, fail or expire.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from grader import jsonio
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Result, Setting, State, Submission, UploadReservation
 from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
 from grader.hosting.states import Track
 
@@ -60,6 +61,7 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     # Uploads still arriving count at their declared length: concurrent uploads cannot together overrun the bound.
     stored = stored_upload_bytes(session, participant_id) + sum(r.declared_bytes for r in reserved)
     refused, errors = _refusals(session, participant_id, now)
+    cpu_s, cpu_next_at = _cpu_spent(session, participant_id, now, quotas.cpu_minutes_per_day)
     return QuotaStatus(
         track,
         len(window),
@@ -76,7 +78,34 @@ def quota_status(session: Session, competition: Competition, participant_id: int
         refusals_per_hour=quotas.refusals_per_hour,
         infra_per_hour=quotas.infra_per_hour,
         refusals_drop_at=(min(refused) + HOUR) if refused else now + HOUR,
+        cpu_s_24h=cpu_s,
+        cpu_minutes_per_day=quotas.cpu_minutes_per_day or None,
+        cpu_next_at=cpu_next_at,
     )
+
+
+def _cpu_spent(session: Session, participant_id: int, now: datetime, minutes: float) -> tuple[float, datetime | None]:
+    """CPU seconds ``participant_id``'s grades of the last 24 h cost (both tracks), and, at or past ``minutes``, when enough drops out.
+
+    Only a charged submission's current result counts: a retried attempt (a platform failure) leaves no result and a
+    replica's grade is not the accepted one, so neither is ever charged; a re-scoring replaces the result, not adds one.
+    A submission still in flight has no result yet: admission counts the minutes already spent.
+    """
+    rows = session.execute(
+        select(Submission.uploaded_at, Result.cpu_s)
+        .join(Result, Result.id == Submission.result_id)
+        .where(Submission.participant_id == participant_id, Submission.state.in_(CHARGED_STATES), Submission.uploaded_at > now - DAY)
+        .order_by(Submission.uploaded_at)
+    ).all()
+    spent = math.fsum(cpu for _, cpu in rows if cpu is not None)
+    if minutes <= 0 or spent < minutes * 60:
+        return spent, None
+    remaining = spent
+    for uploaded_at, cpu in rows:  # the oldest grade drops out of the window first
+        remaining -= cpu or 0.0
+        if remaining < minutes * 60:
+            return spent, uploaded_at + DAY
+    return spent, now + DAY  # pragma: no cover - the loop ends below the bound
 
 
 def _refusals(session: Session, participant_id: int, now: datetime) -> tuple[list[datetime], int]:

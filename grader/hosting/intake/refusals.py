@@ -56,6 +56,11 @@ class QuotaStatus:
     refusals_per_hour: int | None = None
     infra_per_hour: int | None = None
     refusals_drop_at: datetime | None = None
+    #: CPU seconds the participant's grades of the last 24 h cost (both tracks; the workers' word), the competition's
+    #: CPU-minute quota (None: none) and, at or past it, when enough drops out of the window
+    cpu_s_24h: float = 0.0
+    cpu_minutes_per_day: float | None = None
+    cpu_next_at: datetime | None = None
 
     def as_dict(self) -> dict[str, object]:
         """The JSON form ``GET /api/v1/quota`` answers."""
@@ -75,6 +80,9 @@ class QuotaStatus:
             "refusals_per_hour": self.refusals_per_hour,
             "infra_per_hour": self.infra_per_hour,
             "refusals_drop_at": iso(self.refusals_drop_at),
+            "cpu_s_24h": self.cpu_s_24h,
+            "cpu_minutes_per_day": self.cpu_minutes_per_day,
+            "cpu_next_at": iso(self.cpu_next_at),
         }
 
     @classmethod
@@ -90,6 +98,14 @@ class QuotaStatus:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ClientError(f"the server's quota answer: {key}: not a count")
             return value
+
+        def seconds(key: str) -> float | None:
+            value = data.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e12:
+                raise ClientError(f"the server's quota answer: {key}: not a number of seconds or minutes")
+            return float(value)
 
         def moment(key: str) -> datetime | None:
             value = data.get(key)
@@ -113,6 +129,9 @@ class QuotaStatus:
             refusals_per_hour=count("refusals_per_hour", optional=True),
             infra_per_hour=count("infra_per_hour", optional=True),
             refusals_drop_at=moment("refusals_drop_at"),
+            cpu_s_24h=seconds("cpu_s_24h") or 0.0,
+            cpu_minutes_per_day=seconds("cpu_minutes_per_day"),
+            cpu_next_at=moment("cpu_next_at"),
         )
 
 
@@ -175,7 +194,21 @@ def count_refusal(status: QuotaStatus) -> RefusedSubmission | None:
             status=429,
             retry_at=retry,
         )
-    return None
+    return cpu_refusal(status)
+
+
+def cpu_refusal(status: QuotaStatus) -> RefusedSubmission | None:
+    """429 when the participant's grades of the last 24 h cost the competition's CPU-minutes (``quotas.cpu_minutes_per_day``), else None."""
+    limit = status.cpu_minutes_per_day
+    if limit is None or status.cpu_s_24h < limit * 60:
+        return None
+    retry = status.cpu_next_at
+    return RefusedSubmission(
+        f"CPU quota used: your grades of the last 24 h cost {status.cpu_s_24h / 60:.1f} of {limit:g} CPU-minutes "
+        f"(as the grading workers measured them); the next is possible at {iso(retry)}",
+        status=429,
+        retry_at=retry,
+    )
 
 
 def load_refusal(status: QuotaStatus, *, incoming_bytes: int = 0) -> RefusedSubmission | None:

@@ -77,6 +77,8 @@ class Entry:
     ladder: bool = False
     #: the released contamination figure of its signed report (:func:`contamination_of`); None when it carried no sketch
     contamination: str | None = None
+    #: CPU seconds per 1,000 queries of its signed report's cost block (:func:`cost_of`: a hosted worker's word); None without
+    cost: float | None = None
 
 
 @dataclass
@@ -207,6 +209,24 @@ def _contamination(row: Scored, inputs: BoardInputs) -> str | None:
     assert row.result.envelope_path is not None
     signed = readable_values(row.result.envelope_path, inputs.public_key)
     return None if signed is None else contamination_of(signed.report)
+
+
+def cost_of(report: Mapping[str, Any]) -> float | None:
+    """The cost column of a signed report: its ``cost.total.cpu_s_per_1000_queries``; None without a cost block or the figure.
+
+    The figure is what the grading worker measured (its word, bounded and checked by the server: docs/reports.md,
+    The cost block); it varies between re-grades and never enters a rank or a statistic.
+    """
+    block = report.get("cost")
+    total = block.get("total") if isinstance(block, dict) else None
+    figure = total.get("cpu_s_per_1000_queries") if isinstance(total, dict) else None
+    return float(figure) if isinstance(figure, (int, float)) and not isinstance(figure, bool) else None
+
+
+def _cost(row: Scored, inputs: BoardInputs) -> float | None:
+    assert row.result.envelope_path is not None
+    signed = readable_values(row.result.envelope_path, inputs.public_key)
+    return None if signed is None else cost_of(signed.report)
 
 
 def readable(rows: list[Scored], inputs: BoardInputs) -> tuple[list[Scored], list[Scored]]:
@@ -347,6 +367,7 @@ def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Boar
                     ci_high=stat.ci_high,
                     released=released.get(row.submission.id),
                     contamination=_contamination(row, inputs),
+                    cost=_cost(row, inputs),
                 )
                 if ranked:
                     entry.rank, entry.rank_low, entry.rank_high, entry.group = stat.rank, stat.rank_low, stat.rank_high, stat.group

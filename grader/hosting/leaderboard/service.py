@@ -79,6 +79,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
         "final": entry.final,
         # the released contamination figure of the row's signed report (None, and so absent, when it carried no sketch)
         "contamination": entry.contamination,
+        # CPU seconds per 1,000 queries, the grading worker's word (None, and so absent, without a cost block)
+        "cpu_s_per_1000_queries": rounded(entry.cost),
     }
     if entry.unavailable is not None:
         # its signed report cannot be read: no number can be derived, and none is shown; the link stays, so that

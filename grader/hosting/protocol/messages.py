@@ -237,6 +237,11 @@ class QuotaView(BaseModel):
     refusals_per_hour: int | None
     infra_per_hour: int | None
     refusals_drop_at: str | None
+    #: CPU seconds the participant's grades of the last 24 h cost (both tracks: the workers' word), the CPU-minute quota
+    #: (None: none), and when enough drops out of the window (None: not at the quota)
+    cpu_s_24h: float = 0.0
+    cpu_minutes_per_day: float | None = None
+    cpu_next_at: str | None = None
 
 
 class Quota(BaseModel):
@@ -297,12 +302,14 @@ class BoardEntry(BaseModel):
     unavailable: str | None = None
     #: the released contamination figure of the row's signed report, one line per task (absent when it carried no sketch)
     contamination: str | None = None
+    #: CPU seconds per 1,000 queries from the row's signed report's cost block: the grading worker's word (absent without one)
+    cpu_s_per_1000_queries: float | None = None
 
     @model_serializer(mode="wrap")
     def _without_unavailable(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A row as published: ``unavailable`` and ``contamination`` only on a row they concern (every other row as before they existed)."""
+        """A row as published: ``unavailable``, ``contamination`` and the cost only on a row they concern (every other row as before they existed)."""
         data: dict[str, Any] = handler(self)
-        for optional in ("unavailable", "contamination"):
+        for optional in ("unavailable", "contamination", "cpu_s_per_1000_queries"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

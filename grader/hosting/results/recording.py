@@ -158,6 +158,8 @@ class SignedReport:
     part_columns: dict[str, Any] | None
     #: what the transparency log names: the report's envelope, then its public part's
     envelopes: tuple[Path, ...]
+    #: the CPU seconds the grade cost (:func:`charged_cpu_s`), charged to the CPU-minute quota; None without a figure
+    cpu_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,16 @@ def sign(
         part_columns, public_report = scored
         (folder / PUBLIC_PART_DIR).mkdir()
         envelopes.append(sign_and_store(public_report, key, folder / PUBLIC_PART_DIR)[0])
-    return SignedReport(envelope, plain, data["aggregate"], part_columns, tuple(envelopes))
+    return SignedReport(envelope, plain, data["aggregate"], part_columns, tuple(envelopes), charged_cpu_s(data))
+
+
+def charged_cpu_s(report: dict[str, Any]) -> float | None:
+    """What a signed report charges the CPU-minute quota: its ``cost.total.cpu_s`` (the grading worker's word, checked
+    by the scoring process: :mod:`grader.grading.worker_cost`); None without a cost block or a total."""
+    cost = report.get("cost")
+    total = cost.get("total") if isinstance(cost, dict) else None
+    figure = total.get("cpu_s") if isinstance(total, dict) else None
+    return float(figure) if isinstance(figure, (int, float)) and not isinstance(figure, bool) else None
 
 
 def record_signed_result(
@@ -317,6 +328,7 @@ def record_signed_result(
         logs_path=outcome.logs_path,
         created_at=utcnow(),
         worker_signature=outcome.worker_signature,
+        cpu_s=None if signed is None else signed.cpu_s,
     )
     session.add(result)
     session.flush()

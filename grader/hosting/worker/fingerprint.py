@@ -69,3 +69,12 @@ def worker_fingerprint() -> dict[str, Any]:
         "onnxruntime": _onnxruntime_version(),
         "execution_provider": EXECUTION_PROVIDER,
     }
+
+
+def fingerprint_sha256() -> str:
+    """The sha256 of this machine's fingerprint: what the report's ``cost.machine.fingerprint`` names (``grader run`` too)."""
+    from grader.grading.cost import fingerprint_digest
+
+    digest = fingerprint_digest(worker_fingerprint())
+    assert digest is not None  # a fingerprint is never empty
+    return digest
