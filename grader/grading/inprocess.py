@@ -38,7 +38,7 @@ from grader.data.task import document_text
 from grader.errors import SubmissionError, TaskFailure, failure_code
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
-from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
+from grader.grading.interfaces import SEARCHING, ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import owned_tempdir
@@ -131,6 +131,7 @@ class ChildProcessOnnx:
             corpus = np.load(work / "corpus.npy", allow_pickle=False)
             queries = np.load(work / "queries.npy", allow_pickle=False)
             meta = jsonio.load_file(work / "meta.json")
+        reporter.stage(name, SEARCHING)
         run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
         encoding = {"queries": meta["queries"], "corpus": meta["corpus"], "dimension": int(meta["dimension"])}
         return Ranked(run, {"encoding": encoding}, queries, corpus)

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.identity.ratelimit import FailureLimiter
+from grader.hosting.presence import Presence
 from grader.hosting.queue.dispatch import Dispatcher
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
@@ -67,3 +68,5 @@ class ServerContext:
     #: On a server of many competitions, its people: a token of theirs not registered in this competition gets 404
     #: for everything of it (as another participant's submission does), not 401. None: a one-competition server.
     people: TokenHolders | None = None
+    #: The workers this server process heard from lately (claims, heartbeats): what a waiting grade's estimate counts on.
+    presence: Presence = field(default_factory=Presence)
