@@ -32,6 +32,7 @@ PUBLIC = {
     ("GET", "/signin"),
     ("GET", "/assets/board.css"),
     ("GET", "/assets/upload.js"),
+    ("GET", "/assets/progress.js"),
     ("GET", "/assets/tus.min.js"),
     ("OPTIONS", "/api/v1/uploads"),  # tus 1.0: what the server offers (versions, extensions, largest upload)
     ("GET", "/docs"),
