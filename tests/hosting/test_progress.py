@@ -18,6 +18,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from grader.grading.interfaces import SEARCHING
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, Submission
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
@@ -25,12 +26,14 @@ from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Phase, QueueView, TaskProgress
 from grader.hosting.protocol.progress import queue_words, task_words
 from grader.hosting.protocol.version import HEADER
-from grader.hosting.queue import lifecycle
+from grader.hosting.queue import lifecycle, shard_jobs
 from grader.hosting.queue.dispatch import LocalDispatcher
+from grader.hosting.results.grade_progress import GradeProgress
 from grader.hosting.services import progress
 from grader.hosting.states import Track
+from grader.hosting.worker.loop import Heartbeat, WorkerApi
 from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, wait_for, worker_headers, write_competition
-from tests.hosting.world import World
+from tests.hosting.world import World, new_submission
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 
@@ -40,7 +43,7 @@ def test_the_words_of_each_step() -> None:
     assert task_words(TaskProgress(task="t", phase=Phase.ENCODING, documents=500)) == "t: encoding 500 documents"
     assert task_words(TaskProgress(task="t", phase=Phase.ENCODING, documents=500, encoded=120)) == "t: encoding 120 of 500 documents"
     assert task_words(TaskProgress(task="t", phase=Phase.ENCODING, shards_done=1, shards=4)) == "t: encoding, shard 2 of 4"
-    assert task_words(TaskProgress(task="t", phase=Phase.RANKED, shards_done=4, shards=4)) == "t: ranked, 4 shards ranked"
+    assert task_words(TaskProgress(task="t", phase=Phase.RANKED, shards_done=4, shards=4)) == "t: ranked, 4 of 4 shards ranked"
     assert task_words(TaskProgress(task="t", phase=Phase.SEARCHING)) == "t: searching"
     view = QueueView(position=2, ahead=1, running=1, workers=1, free_workers=0, starts_at="2026-01-01T00:01:00Z", ends_at="2026-01-01T00:02:00Z")
     assert queue_words(view) == (
@@ -150,6 +153,27 @@ def test_progress_is_kept_at_most_once_a_second_per_attempt(world: World) -> Non
     assert kept() == 30
 
 
+def test_a_sharded_grade_shows_its_shards_from_the_servers_own_jobs(world: World) -> None:
+    submission_id = new_submission(world)
+    taken = lifecycle.claim(world.db, world.workers[0], 60)
+    assert taken is not None and taken.submission_id == submission_id
+    with world.db.session() as session:
+        shard_jobs.plan(session, submission_id, taken.attempt, {"t": 3, "u": 1}, 3600)
+    worker, fingerprint = world.workers[0], "a" * 64
+
+    def shown() -> dict[str, str]:
+        return {entry.task: task_words(entry) for entry in progress.shard_progress(world.db, submission_id, taken.attempt)}
+
+    assert shown() == {"t": "t: encoding, shard 1 of 3", "u": "u: encoding, shard 1 of 1"}
+    done = 0
+    while (job := shard_jobs.claim(world.db, worker, fingerprint, 60)) is not None:  # query jobs first, then shards
+        assert shard_jobs.complete(world.db, job.job_id, 1, worker, f"{done:064x}")
+        done += 1
+        if job.task == "t" and job.number == 0:
+            assert shown()["t"] == "t: encoding, shard 2 of 3"  # the query job (-1) is no shard
+    assert done == 6 and shown() == {"t": "t: ranked, 3 of 3 shards ranked", "u": "u: ranked, 1 of 1 shards ranked"}
+
+
 @pytest.mark.slow
 @pytest.mark.sqlite_only
 def test_a_participant_follows_a_grade_through_a_real_server(tmp_path: Path) -> None:
@@ -193,7 +217,25 @@ def test_a_participant_follows_a_grade_through_a_real_server(tmp_path: Path) -> 
         forged = {"attempt": 1, "progress": [{"task": "<b>nope</b>", "phase": "ranked"}]}
         assert httpx.post(beat, json=forged, headers=worker_headers(token)).status_code == 200
         assert "nope" not in str(client.status(first))
+        # the worker's own parts: the grading child's progress file, sent by the heartbeat thread as it changes
+        api = WorkerApi(server.url, token, ensure_worker_key(key))
+        heartbeat = Heartbeat(api, first, 1, period=30.0)
+        heartbeat.progress_file = tmp_path / "progress.json"
+        grade = GradeProgress(list(job["tasks"]), heartbeat.progress_file)
+        heartbeat.start()
+        last = job["tasks"][-1]
+        grade.task_started(last, documents=7, queries=2)
+        wait_for(lambda: _shown(client, first, last) == "encoding", 60, what="the worker's report")
+        assert {"task": last, "phase": "encoding", "documents": 7, "encoded": None, "shards_done": None, "shards": None} in client.status(first)[
+            "queue"
+        ]["progress"]
+        grade.stage(last, SEARCHING)
+        wait_for(lambda: _shown(client, first, last) == "searching", 60, what="the worker's next report")
+        wait_for(lambda: f"{last}: searching" in log.read_text(), 60, what="the watch's line of it")
         admin(server.state, "cancel", first)
+        grade.task_finished(last, {"status": "ranked", "failure": None}, resumed=False)  # new progress: beaten at once, not in 30 s
+        wait_for(heartbeat.lost.is_set, 60, what="the heartbeat told to stop")  # 409: the grade is stopped
+        heartbeat.done.set()
         out, _ = watch.communicate(timeout=60)
         assert watch.returncode == 3  # cancelled: the exit status of --wait
         lines = log.read_text().splitlines()
@@ -203,3 +245,9 @@ def test_a_participant_follows_a_grade_through_a_real_server(tmp_path: Path) -> 
         if watch is not None and watch.poll() is None:
             watch.kill()
         server.stop()
+
+
+def _shown(client: HostingClient, submission_id: str, task: str) -> str | None:
+    """The phase the server shows of ``task`` of a running grade (None: none reported)."""
+    queue = client.status(submission_id).get("queue") or {}
+    return next((entry["phase"] for entry in queue.get("progress", []) if entry["task"] == task), None)

@@ -19,7 +19,11 @@ def task_words(progress: TaskProgress) -> str:
             words = f"encoding {progress.encoded} of {progress.documents} documents"
     if progress.shards is not None:
         done = progress.shards_done or 0
-        words += f", shard {min(done + 1, progress.shards)} of {progress.shards}" if done < progress.shards else f", {progress.shards} shards ranked"
+        words += (
+            f", shard {min(done + 1, progress.shards)} of {progress.shards}"
+            if done < progress.shards
+            else f", {progress.shards} of {progress.shards} shards ranked"
+        )
     return f"{progress.task}: {words}"
 
 

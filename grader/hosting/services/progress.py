@@ -23,6 +23,7 @@ from grader import jsonio
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Attempt, ShardJob, Submission, Transition
+from grader.hosting.db.session import Database
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake import submissions as intake
 from grader.hosting.protocol.messages import Phase, QueueView, SubmissionView, TaskProgress
@@ -80,11 +81,17 @@ def _requeued(session: Session, submission: Submission) -> str | None:
     return WORKER_LOST if "(worker lost)" in last.reason else PLATFORM_FAILURE
 
 
-def _shard_progress(session: Session, submission: Submission) -> list[TaskProgress]:
+def shard_progress(db: Database, submission_id: str, attempt: int) -> list[TaskProgress]:
+    """A sharded attempt's progress per task (what its coordinator logs); empty for an attempt with no shard jobs."""
+    with db.session() as session:
+        return _shard_progress(session, submission_id, attempt)
+
+
+def _shard_progress(session: Session, submission_id: str, attempt: int) -> list[TaskProgress]:
     """A sharded grade's progress, from its shard jobs (the server's own rows): per task, shards ranked of shards planned."""
     rows = session.execute(
         select(ShardJob.task, ShardJob.number, ShardJob.state)
-        .where(ShardJob.submission_id == submission.id, ShardJob.attempt == submission.attempt)
+        .where(ShardJob.submission_id == submission_id, ShardJob.attempt == attempt)
         .order_by(ShardJob.task, ShardJob.number)
     ).all()
     tasks: dict[str, list[str]] = {}
@@ -131,7 +138,7 @@ def queue_view(ctx: ServerContext, submission_id: str) -> QueueView | None:
                 if attempt.progress is not None:
                     view.progress = [TaskProgress.model_validate(entry) for entry in attempt.progress.get("tasks", [])]
                     view.progress_at = iso(attempt.progress_at)
-                sharded = _shard_progress(session, submission)
+                sharded = _shard_progress(session, submission.id, submission.attempt)
                 if sharded and not any(entry.phase is Phase.SCORING for entry in view.progress):
                     view.progress, view.progress_at = sharded, iso(now)
             return view
