@@ -11,7 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -66,6 +66,12 @@ def test_a_report_past_its_totals_is_refused_naming_the_field() -> None:
             TaskProgress.model_validate(bad)
 
 
+def test_an_estimate_is_shown_to_the_next_whole_minute() -> None:
+    assert progress.about(datetime(2026, 1, 1, 10, 4, 0, tzinfo=UTC)) == datetime(2026, 1, 1, 10, 4, tzinfo=UTC)
+    assert progress.about(datetime(2026, 1, 1, 10, 4, 0, 1, tzinfo=UTC)) == datetime(2026, 1, 1, 10, 5, tzinfo=UTC)
+    assert progress.about(datetime(2026, 1, 1, 23, 59, 30, tzinfo=UTC)) == datetime(2026, 1, 2, 0, 0, tzinfo=UTC)
+
+
 def test_the_estimate_gives_each_grade_to_the_worker_free_first() -> None:
     # by hand: worker B is free at 10 s and takes the first grade ahead (10-70), worker A at 30 s the second (30-90);
     # ours goes to whoever is free first after that: B, at 70 s
@@ -111,8 +117,10 @@ def test_a_queued_grade_knows_its_place_its_estimate_and_why_it_waits(world: Wor
     seen = progress.queue_view(ctx, later)
     assert seen is not None and (seen.workers, seen.free_workers, seen.waiting) == (1, 1, None)
     assert seen.starts_at is not None and seen.ends_at is not None
-    assert abs((_seconds(seen.starts_at) - utcnow().replace(tzinfo=None)).total_seconds() - typical) <= 2
-    assert abs((_seconds(seen.ends_at) - _seconds(seen.starts_at)).total_seconds() - typical) <= 1
+    # shown to the next whole minute: the start is one typical grade from now (the worker takes the earlier one first)
+    start = _seconds(seen.starts_at)
+    assert start.second == 0 and timedelta(0) <= start - (utcnow().replace(tzinfo=None) + timedelta(seconds=typical)) <= timedelta(seconds=62)
+    assert timedelta(0) <= _seconds(seen.ends_at) - start <= timedelta(seconds=typical + 60)
     # the worker takes the earlier one: ours is first; the running one has its start and no progress yet
     claim = lifecycle.claim(ctx.db, world.workers[0], lease_s=600)
     assert claim is not None and claim.submission_id == earlier

@@ -106,6 +106,13 @@ def _shard_progress(session: Session, submission_id: str, attempt: int) -> list[
     return progress
 
 
+def about(moment: datetime) -> datetime:
+    """An estimated moment as it is shown: the next whole minute. An estimate is no more precise, and one that moved
+    with every second would change the page's rows every second (its watch would answer at every look)."""
+    whole = moment.replace(second=0, microsecond=0)
+    return whole if whole == moment else whole + timedelta(minutes=1)
+
+
 def start_after(ahead: int, free: int, busy_left: list[float], typical: float) -> float:
     """Seconds until a grade with ``ahead`` grades before it starts: ``free`` workers free now, busy ones free after ``busy_left``."""
     free_at = [0.0] * free + [max(0.0, left) for left in busy_left]
@@ -133,8 +140,8 @@ def queue_view(ctx: ServerContext, submission_id: str) -> QueueView | None:
             attempt = session.scalars(select(Attempt).where(Attempt.submission_id == submission.id, Attempt.number == submission.attempt)).first()
             if attempt is not None:
                 view.starts_at = iso(attempt.claimed_at)
-                if typical is not None:
-                    view.ends_at = iso(max(now, attempt.claimed_at + timedelta(seconds=typical)))
+                if typical is not None and (end := attempt.claimed_at + timedelta(seconds=typical)) > now:
+                    view.ends_at = iso(about(end))  # none once it runs past the median: it takes longer than usual
                 if attempt.progress is not None:
                     view.progress = [TaskProgress.model_validate(entry) for entry in attempt.progress.get("tasks", [])]
                     view.progress_at = iso(attempt.progress_at)
@@ -159,7 +166,7 @@ def queue_view(ctx: ServerContext, submission_id: str) -> QueueView | None:
             start = now + timedelta(seconds=start_after(view.ahead, len(present - busy), busy_left, typical))
             if submission.retry_at is not None and submission.retry_at > start:
                 start = submission.retry_at
-            view.starts_at, view.ends_at = iso(start), iso(start + timedelta(seconds=typical))
+            view.starts_at, view.ends_at = iso(about(start)), iso(about(start + timedelta(seconds=typical)))
         return view
 
 
