@@ -50,6 +50,9 @@ RAISE_ALLOWED: dict[tuple[str, str, str], str] = {
     ("grader/hosting/protocol/shard_messages.py", "ShardFailure._suspect_is_infra", "ValueError"): (
         "Pydantic validator: a ValueError is how a model refuses a body (the route answers 422)"
     ),
+    ("grader/hosting/protocol/messages.py", "TaskProgress._counts_agree", "ValueError"): (
+        "Pydantic validator: a ValueError is how a model refuses a body (the route answers 422)"
+    ),
 }
 
 

@@ -31,6 +31,10 @@ class StderrProgress:
     def task_started(self, task: str, *, documents: int, queries: int) -> None:
         self._say(f"{task}: encoding {documents} documents and {queries} queries")
 
+    def stage(self, task: str, stage: str) -> None:
+        """Nothing: a person sees the encoding's progress and the task's score, which follows the search at once."""
+        return None
+
     def note(self, text: str) -> None:
         """A one-line remark (the sandbox chosen, a stored result not reused)."""
         self._say(text)

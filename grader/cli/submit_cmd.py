@@ -17,13 +17,15 @@ import click
 
 from grader import jsonio
 from grader.cli.exits import EXIT_SUBMISSION, REMOTE_STATE_EXIT
+from grader.cli.watch import WatchLine
 from grader.errors import UsageError
 from grader.hosting import environment
 from grader.hosting.clock import iso
 from grader.hosting.errors import ClientError
 from grader.hosting.intake.refusals import QuotaStatus
-from grader.hosting.participant.client import TERMINAL, HostingClient, token_from
+from grader.hosting.participant.client import TERMINAL, HostingClient, queue_of, token_from
 from grader.hosting.participant.fetch import FetchLimits
+from grader.hosting.protocol.progress import queue_words, task_words
 from grader.text import MAX_STDERR_LINE, escape_control, escape_lines, quote_id
 
 #: Scores a view may carry, with the label printed before each (docs/leaderboard.md: participants see
@@ -56,6 +58,10 @@ def _line(view: dict[str, Any]) -> str:
     parts.extend(_scores(view))
     if view.get("last_log_line"):
         parts.append(f"last log line: {quote_id(view['last_log_line'], MAX_STDERR_LINE)}")
+    queue = queue_of(view)
+    if queue is not None:
+        parts.append(escape_control(queue_words(queue)))
+        parts.extend(escape_control(task_words(task)) for task in queue.progress)
     return "  ".join(parts)
 
 
@@ -92,6 +98,17 @@ class UploadProgress:
         )
         self.stream.flush()
         self.reported = -1  # the next try's quarters are shown again
+
+
+def _watch(client: HostingClient, submission_id: str, poll_s: float) -> None:
+    """Follow the submission on one line (stderr) until it ends; its last line on stdout, and the exit status of ``--wait``."""
+    shown = WatchLine()
+    try:
+        view = client.wait(submission_id, poll_s=poll_s, on_poll=lambda v: shown.show(_line(v)))
+    finally:
+        shown.close()
+    click.echo(_line(view))
+    click.get_current_context().exit(REMOTE_STATE_EXIT.get(view["state"], EXIT_SUBMISSION))
 
 
 def _finish(client: HostingClient, submission_id: str) -> None:
@@ -143,6 +160,12 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 @_server_option
 @click.option("--wait", is_flag=True, help="Follow until it ends.")
 @click.option(
+    "--watch",
+    is_flag=True,
+    help="Follow until it ends on one line: place in the queue, estimate, why it waits, each task's progress (a line per change in a log).",
+)
+@click.option("--every", "every_s", type=click.FloatRange(0.2, 60), default=2.0, show_default=True, help="Seconds between looks of --watch.")
+@click.option(
     "--report",
     "report_path",
     type=click.Path(path_type=Path),
@@ -151,10 +174,15 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
 )
 @click.option("--logs", is_flag=True, help="Print the container logs (sample-split runs only).")
 @click.option("--json", "as_json", is_flag=True)
-def status(submission_id: str, server: str, token: str | None, wait: bool, report_path: Path | None, logs: bool, as_json: bool) -> None:
+def status(
+    submission_id: str, server: str, token: str | None, wait: bool, watch: bool, every_s: float, report_path: Path | None, logs: bool, as_json: bool
+) -> None:
     """Show one of your submissions: state, failure code, and each score the server shows you, labelled
-    (public until the end; then also private and full). Exit 6 for an id the server does not know."""
-    client = HostingClient(server, token_from(token), limits=FetchLimits.from_environment(follow=wait))
+    (public until the end; then also private and full); while it waits or runs, its place in the queue, the
+    estimate of its start and end, why it waits and each task's progress. Exit 6 for an id the server does not know."""
+    client = HostingClient(server, token_from(token), limits=FetchLimits.from_environment(follow=wait or watch))
+    if watch:
+        _watch(client, submission_id, every_s)
     if report_path is not None:
         from grader.files import atomic_write_bytes
 

@@ -40,7 +40,7 @@ from grader.errors import SubmissionError, TaskFailure, failure_code
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
 from grader.grading.cost import RankCost
-from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
+from grader.grading.interfaces import SEARCHING, ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import owned_tempdir
@@ -138,6 +138,7 @@ class ChildProcessOnnx:
             queries = np.load(work / "queries.npy", allow_pickle=False)
             meta = jsonio.load_file(work / "meta.json")
         searching = time.monotonic()
+        reporter.stage(name, SEARCHING)
         run = search_run([q.id for q in inputs.queries], [d.id for d in inputs.documents], queries, corpus, options.top_k)
         if self.last_cost is not None:
             tokens = meta.get("tokens")

@@ -29,6 +29,9 @@ from grader.runs.run import Run
 from grader.sandbox.blinding import BlindingKey, Preblinded
 from grader.sandbox.limits import SandboxLimits
 
+#: The stage a task grader names once its vectors are in and the search of each query's ranking runs.
+SEARCHING = "searching"
+
 
 class ProgressListener(Protocol):
     """What the grading loop tells a person while it works (the CLI prints it on stderr; workers stay silent)."""
@@ -38,6 +41,10 @@ class ProgressListener(Protocol):
     def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None: ...
 
     def progress(self, label: str, total: int) -> Callable[[int], None]: ...
+
+    def stage(self, task: str, stage: str) -> None:
+        """``task`` moved to ``stage`` (:data:`SEARCHING`: its vectors are in, the search runs)."""
+        ...
 
     def note(self, text: str) -> None: ...
 
@@ -55,6 +62,9 @@ class SilentProgress:
 
     def progress(self, label: str, total: int) -> Callable[[int], None]:
         return lambda count: None
+
+    def stage(self, task: str, stage: str) -> None:
+        return None
 
     def note(self, text: str) -> None:
         return None

@@ -20,7 +20,7 @@ from grader.errors import SandboxUnavailable, TaskFailure, UsageError
 from grader.failures import RUNNER_MODEL_ERROR_EXIT, FailureCode
 from grader.grading.blinding_keys import blinding_key_for
 from grader.grading.cost import RankCost
-from grader.grading.interfaces import ProgressListener, Ranked, RunOptions, TaskInputs
+from grader.grading.interfaces import SEARCHING, ProgressListener, Ranked, RunOptions, TaskInputs
 from grader.retrieval.search import search_run
 from grader.runs.ties import keep_boundary_ties, tie_slack
 from grader.sandbox.blinding import BlindingKey, Preblinded
@@ -232,6 +232,7 @@ class DockerTaskGrader:
             return Ranked(output.run, extra)
         if output.query_vectors is None or output.corpus_vectors is None:  # pragma: no cover - encode mode returns both
             raise TaskFailure(FailureCode.OUTPUT_MISSING, "the container returned no embeddings")
+        progress.stage(inputs.task.name, SEARCHING)
         # The grader's own runner image encodes ONNX models: their bad vectors are the model's fault.
         fault = FailureCode.MODEL_ERROR if isinstance(self.manifest, OnnxManifest) else FailureCode.OUTPUT_INVALID
         if isinstance(self.blinding_key, Preblinded):

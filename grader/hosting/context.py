@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grader.hosting.config import Competition
 from grader.hosting.db.session import Database
 from grader.hosting.identity.ratelimit import FailureLimiter
+from grader.hosting.presence import Presence
 from grader.hosting.queue.dispatch import Dispatcher
 from grader.hosting.storage import StateDir
 from grader.hosting.transparency.host_log import HostLog
@@ -78,3 +79,5 @@ class ServerContext:
     #: On a server of many competitions, the databases of the competitions it serves now (name, database): a person's
     #: token rotated on the web is rotated in each. None: a one-competition server.
     served_databases: Callable[[], list[tuple[str, Database]]] | None = None
+    #: The workers this server process heard from lately (claims, heartbeats): what a waiting grade's estimate counts on.
+    presence: Presence = field(default_factory=Presence)

@@ -33,6 +33,7 @@ PUBLIC = {
     ("GET", "/signup"),  # a competition that takes sign-ups (this one takes none: 404)
     ("GET", "/assets/board.css"),
     ("GET", "/assets/upload.js"),
+    ("GET", "/assets/progress.js"),
     ("GET", "/assets/tus.min.js"),
     ("OPTIONS", "/api/v1/uploads"),  # tus 1.0: what the server offers (versions, extensions, largest upload)
     ("GET", "/docs"),

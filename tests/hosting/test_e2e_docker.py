@@ -6,6 +6,7 @@ Tests run in file order on one server; the last one ends the competition.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -109,6 +110,11 @@ def test_scored_and_failed_and_the_signed_report_matches_grader_run(served: Serv
     assert scored.returncode == 0, scored.stderr
     scored_id = scored.stdout.split()[0]
     assert f"{scored_id}  scored  public score " in scored.stdout
+    # the worker's log has a line per task step, in the words a participant sees (grader.hosting.protocol.progress)
+    worker_log = "".join(path.read_text() for path in sorted((served.state / "run").glob("local-*.log")))
+    for task in resolve_benchmark("mini").spec.tasks:
+        assert re.search(rf"task {task}: encoding \d+ documents\n", worker_log), worker_log[-3000:]
+        assert f"task {task}: searching\n" in worker_log and re.search(rf"task {task}: ranked in \d+ s\n", worker_log)
     failed = grader_cli("submit", str(BROKEN), "--server", served.url, "--wait", env=alice)
     assert failed.returncode == 1, failed.stderr
     assert "failed  OUTPUT_MISSING" in failed.stdout

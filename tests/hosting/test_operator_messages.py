@@ -67,30 +67,35 @@ def test_a_reaper_pass_counts_the_jobs_under_a_live_lease(world: World) -> None:
 # -- workers -----------------------------------------------------------------------------------------------------
 
 
-def test_a_worker_logs_each_task_and_its_progress(caplog: pytest.LogCaptureFixture) -> None:
-    from grader.hosting.results.grading_adapter import LogProgress
+def test_a_worker_logs_each_task_and_its_progress(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    from grader.hosting.results.grade_progress import GradeProgress, read_progress
 
     caplog.set_level(logging.INFO, logger="grader.worker")
-    progress = LogProgress(every_s=3600)
+    progress = GradeProgress(["text2code", "code2code"], tmp_path / "progress.json", log_every_s=3600)
     progress.task_started("text2code", documents=120, queries=30)
     advance = progress.progress("text2code: corpus", 120)
-    advance(10)  # within the period: quiet
-    advance(120)  # the last: always said
-    progress.task_finished("text2code", {"status": "scored"}, resumed=False)
+    advance(10)  # within the period: quiet in the log
+    advance(110)  # the last: always said, and written
+    assert read_progress(tmp_path / "progress.json")[0].encoded == 120
+    progress.stage("text2code", "searching")
+    progress.task_finished("text2code", {"status": "ranked", "failure": None}, resumed=False)
     progress.task_finished("code2code", {"status": "failed", "failure": {"code": "TIMEOUT"}}, resumed=False)
+    progress.task_started("unnamed", documents=5, queries=1)  # a task the job did not name: never reported
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "task text2code: started (120 documents, 30 queries)"
-    assert messages[1] == "text2code: corpus: 120 of 120 encoded" and len(messages) == 4
-    assert re.fullmatch(r"task text2code: scored in \d+ s", messages[2])
-    assert re.fullmatch(r"task code2code: failed \(TIMEOUT\) in \d+ s", messages[3])
+    assert messages[0] == "task text2code: encoding 120 documents"
+    assert messages[1] == "task text2code: encoding 120 of 120 documents" and len(messages) == 5
+    assert messages[2] == "task text2code: searching"
+    assert re.fullmatch(r"task text2code: ranked in \d+ s", messages[3])
+    assert re.fullmatch(r"task code2code: failed in \d+ s \(TIMEOUT\)", messages[4])
+    assert [(p.task, p.phase.value) for p in read_progress(tmp_path / "progress.json")] == [("text2code", "ranked"), ("code2code", "failed")]
 
 
-def test_grading_on_a_host_uses_the_logging_progress() -> None:
+def test_grading_on_a_host_uses_the_progress_the_heartbeat_sends() -> None:
     import inspect
 
     from grader.hosting.results import grading_adapter
 
-    assert "LogProgress()" in inspect.getsource(grading_adapter.grade_upload)
+    assert "GradeProgress(request.tasks, work_dir / PROGRESS_FILE)" in inspect.getsource(grading_adapter.grade_upload)
 
 
 def test_celerys_uid_advice_is_replaced(caplog: pytest.LogCaptureFixture) -> None:

@@ -34,13 +34,14 @@ REMEDY = "upgrade the worker or the server"
 
 def test_each_side_names_both_versions_in_one_line() -> None:
     assert server_refusal(str(WORKER_PROTOCOL)) is None
-    assert server_refusal("4") == f"worker protocol 4 is not this server's {WORKER_PROTOCOL}: {REMEDY}"
+    assert WORKER_PROTOCOL == 4  # issue 34: heartbeats carry progress; a worker of 3 is refused
+    assert server_refusal("3") == f"worker protocol 3 is not this server's {WORKER_PROTOCOL}: {REMEDY}"
     assert server_refusal(None) == f"worker protocol none (a grader before 0.3.0) is not this server's {WORKER_PROTOCOL}: {REMEDY}"
     assert server_refusal("1, 1") == f"worker protocol '1, 1' is not this server's {WORKER_PROTOCOL}: {REMEDY}"  # two headers: no number
     assert server_refusal("x" * 100) == f"worker protocol '{'x' * 20}' is not this server's {WORKER_PROTOCOL}: {REMEDY}"  # bounded
     # the worker: another version stops it, whatever the status; none stops it on a success or a 404 (a server before 0.3.0)
-    assert answer_refusal(426, "4", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 4 ({URL}): {REMEDY}"
-    assert answer_refusal(200, "4", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 4 ({URL}): {REMEDY}"
+    assert answer_refusal(426, "3", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 3 ({URL}): {REMEDY}"
+    assert answer_refusal(200, "5", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 5 ({URL}): {REMEDY}"
     for status in (200, 204, 404):
         assert (
             answer_refusal(status, None, URL)
@@ -71,10 +72,10 @@ def test_every_answer_names_the_servers_protocol_and_a_worker_route_hears_it_fir
         for path in ("/healthz", "/api/v1/competition", "/api/v1/quota"):  # 200, 200, 401: every answer
             assert client.get(path).headers[HEADER] == str(WORKER_PROTOCOL)
         # before authentication: no token, another protocol -> 426 (with this protocol, the same request is a 401)
-        refused = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={HEADER: "4"})
+        refused = client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={HEADER: "3"})
         assert refused.status_code == 426 and refused.headers[HEADER] == str(WORKER_PROTOCOL)
         assert refused.headers["upgrade"] == f"grader-worker-protocol/{WORKER_PROTOCOL}"
-        assert refused.json() == {"detail": f"worker protocol 4 is not this server's {WORKER_PROTOCOL}: {REMEDY}"}
+        assert refused.json() == {"detail": f"worker protocol 3 is not this server's {WORKER_PROTOCOL}: {REMEDY}"}
         assert refused.headers["x-content-type-options"] == "nosniff"  # the security headers wrap the refusal too
         assert client.post("/api/v1/worker/claim", json={"wait_s": 0}, headers={HEADER: str(WORKER_PROTOCOL)}).status_code == 401
         # every worker route, the shard ones and the bodyless and binary ones included
@@ -122,12 +123,12 @@ def test_a_claim_of_another_protocol_is_refused_with_the_line_and_takes_no_lease
         token = _remote_worker(server, tmp_path / "key", "w1")
         sid = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
         bearer = {"Authorization": f"Bearer {token}"}
-        for sent, named in ((None, "none (a grader before 0.3.0)"), ("1", "1"), ("4", "4"), ("0", "0")):
+        for sent, named in ((None, "none (a grader before 0.3.0)"), ("1", "1"), ("3", "3"), ("5", "5"), ("0", "0")):
             answer = httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=bearer | ({} if sent is None else {HEADER: sent}))
             assert answer.status_code == 426, answer.text
             assert answer.json() == {"detail": f"worker protocol {named} is not this server's {WORKER_PROTOCOL}: {REMEDY}"}
             assert answer.headers[HEADER] == str(WORKER_PROTOCOL)
-        assert _answer_before_body(server, token, "4") == 426  # refused from its head: the body is never read
+        assert _answer_before_body(server, token, "3") == 426  # refused from its head: the body is never read
         assert HostingClient(server.url, participant).status(sid)["state"] == "queued"
         assert "-> running" not in admin(server.state, "history", sid)
         # the same worker at this protocol takes the job: it was there to take all along
@@ -139,19 +140,19 @@ def test_a_claim_of_another_protocol_is_refused_with_the_line_and_takes_no_lease
 
 
 class NextProtocolServer(Server):
-    """`grader serve` of the next worker protocol: this grader, its WORKER_PROTOCOL set to 4 before anything reads it."""
+    """`grader serve` of the next worker protocol: this grader, its WORKER_PROTOCOL set to 5 before anything reads it."""
 
-    PROGRAM = "import grader.hosting.protocol.version as v; v.WORKER_PROTOCOL = 4; from grader.cli.main import main; main()"
+    PROGRAM = "import grader.hosting.protocol.version as v; v.WORKER_PROTOCOL = 5; from grader.cli.main import main; main()"
 
 
 @pytest.mark.slow
 def test_a_worker_facing_a_server_of_another_protocol_stops_with_the_line(tmp_path: Path) -> None:
     server = NextProtocolServer(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
     try:
-        assert httpx.get(f"{server.url}/healthz").headers[HEADER] == "4"
+        assert httpx.get(f"{server.url}/healthz").headers[HEADER] == "5"
         participant = admin(server.state, "add-participant", "kim").strip()
         sid = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
-        line = f"error: worker protocol {WORKER_PROTOCOL} is not the server's 4 ({server.url}): {REMEDY}\n"
+        line = f"error: worker protocol {WORKER_PROTOCOL} is not the server's 5 ({server.url}): {REMEDY}\n"
         # a remote worker (its first request records its key) and the long-poll loop (a worker of the grader's own
         # kind, whose first request asks what to sign its fingerprint over): each stops at its first answer
         remote = grader_cli(

@@ -17,7 +17,7 @@ from grader import __version__
 from grader.hosting.api.body_caps import BodyCaps, route_caps
 from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
-from grader.hosting.api.long_poll import ClaimGate
+from grader.hosting.api.long_poll import WATCH_THREADS, WATCHES_PER_PARTICIPANT, ClaimGate
 from grader.hosting.api.paths import base_path
 from grader.hosting.api.routes import leaderboard, meta, notify, participants, resumable, shards, signup, transparency, web, workers
 from grader.hosting.api.worker_protocol import WorkerProtocol
@@ -134,6 +134,8 @@ def create_app(
     app.openapi_version = "3.0.3"
     app.state.context = ctx
     app.state.claim_gate = ClaimGate()  # the claim long-polls' own threads and each worker's claims in progress
+    # the /me pages' watches: threads of their own for their looks, and a few watches per participant (browser tabs)
+    app.state.watch_gate = ClaimGate(look_threads=WATCH_THREADS, per_worker=WATCHES_PER_PARTICIPANT)
     if not shared_session:
         # Signed (itsdangerous), HttpOnly, SameSite=strict session cookie of the web pages; 8 hours, or until sign-out
         # ends its stored session (grader.hosting.identity.auth).

@@ -35,6 +35,9 @@ from grader.hosting.services.jobs import POLL_S, Empty
 LOOK_THREADS = 4
 #: Claims (``/claim`` and ``/shards/claim`` together) one worker may have in progress on one server process.
 CLAIMS_PER_WORKER = 4
+#: Threads the looks of every ``/me`` watch of a competition share, and the watches one participant may have at once.
+WATCH_THREADS = 2
+WATCHES_PER_PARTICIPANT = 4
 
 Found = TypeVar("Found")
 
@@ -57,15 +60,16 @@ class ClaimGate:
         return len(self._claims.get(worker_id, ()))
 
     @contextmanager
-    def admit(self, worker_id: Hashable, wait_s: float) -> Iterator[None]:
-        """Hold one of ``worker_id``'s claim places while its long-poll runs; 429 with ``Retry-After`` when all are held."""
+    def admit(self, worker_id: Hashable, wait_s: float, *, refusal: str | None = None) -> Iterator[None]:
+        """Hold one of ``worker_id``'s claim places while its long-poll runs; 429 with ``Retry-After`` when all are held
+        (``refusal``: the words of that 429, when the long-poll is not a worker's claim)."""
         now = time.monotonic()
         held = self._claims.get(worker_id, [])
         if len(held) >= self.per_worker:
             retry = max(1, math.ceil(min(held) - now))
             raise HTTPException(
                 429,
-                f"this worker has {len(held)} claims in progress, the most one worker may: claim again when one has ended",
+                refusal or f"this worker has {len(held)} claims in progress, the most one worker may: claim again when one has ended",
                 headers={"Retry-After": str(retry)},
             )
         deadline = now + wait_s
@@ -139,6 +143,30 @@ async def long_poll(request: Request, gate: ClaimGate, dispatcher: Wakes, wait_s
             return None
         if await _client_left_during(request, dispatcher.wait_async(seen, min(left, POLL_S))):
             return None
+
+
+#: Seconds between two looks of a page's watch (:func:`watch`); a dispatch of the competition wakes it sooner.
+WATCH_LOOK_S = 2.0
+
+
+async def watch(
+    request: Request, gate: ClaimGate, dispatcher: Wakes, wait_s: float, look: Callable[[], Found], changed: Callable[[Found], bool]
+) -> Found:
+    """Look with ``look`` until what it finds ``changed`` (or ``wait_s`` passed, or the client left): the last thing found.
+
+    The long-poll of a page that follows its grades (``/me``): like :func:`long_poll`, each look runs in one of the
+    gate's threads and between looks the watch holds no thread; it looks every :data:`WATCH_LOOK_S` at most, or at a
+    dispatch of the competition (a grade queued), so a watcher costs a few short reads a minute.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        seen = dispatcher.generation()
+        found = await anyio.to_thread.run_sync(look, limiter=gate.looks)
+        left = deadline - time.monotonic()
+        if changed(found) or left <= 0:
+            return found
+        if await _client_left_during(request, dispatcher.wait_async(seen, min(left, WATCH_LOOK_S))):
+            return found
 
 
 async def _client_left_during(request: Request, wait: Awaitable[None]) -> bool:

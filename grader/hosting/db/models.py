@@ -268,6 +268,9 @@ class Attempt(Base):
     ended_at: Mapped[datetime | None]
     #: ``result``, ``lease expired``, ``cancelled``, ``infra``...
     outcome: Mapped[str | None] = mapped_column(String(32))
+    #: where each task is, as the worker's last heartbeat said (``{"tasks": [TaskProgress, ...]}``), and when it was stored
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    progress_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Result(Base):

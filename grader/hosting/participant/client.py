@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from grader import jsonio
 from grader.errors import GraderError, SubmissionError
@@ -30,6 +31,7 @@ from grader.hosting.participant.competition_rules import COMPETITION_PATH, Parti
 from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
 from grader.hosting.participant.resume import TUS_VERSION, Backoff, Pending, chunks_from, creation_headers, kept_upload, new_upload
 from grader.hosting.participant.retry import RetryPolicy, send_while_in_progress, send_with_retry, upload_identity
+from grader.hosting.protocol.messages import QueueView
 from grader.hosting.states import Track
 from grader.submissions.archive import open_submission
 from grader.submissions.manifest import DockerManifest, load_manifest
@@ -121,7 +123,22 @@ def _view(value: Any, where: str) -> dict[str, Any]:
     view = _shaped(value, dict, where)
     if not isinstance(view.get("id"), str) or not isinstance(view.get("state"), str):
         raise ClientError(f"{where}: the server's answer is not a submission (an id and a state)")
+    if view.get("queue") is not None:
+        queue_of(view, where)  # a malformed queue view is refused here, with the field it names
     return view  # type: ignore[no-any-return]
+
+
+def queue_of(view: dict[str, Any], where: str = "the submission") -> QueueView | None:
+    """The view's place in the queue, estimate and progress, validated (:class:`QueueView`); None when it has none."""
+    raw = view.get("queue")
+    if raw is None:
+        return None
+    try:
+        return QueueView.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "queue"
+        raise ClientError(f"{where}: the server's queue view is malformed at queue.{field}: {first['msg']}"[:300]) from None
 
 
 class HostingClient:
@@ -411,13 +428,21 @@ class HostingClient:
         return response.content
 
     def wait(
-        self, submission_id: str, *, poll_s: float = 0.5, timeout_s: float | None = None, on_change: Callable[[dict[str, Any]], None] | None = None
+        self,
+        submission_id: str,
+        *,
+        poll_s: float = 0.5,
+        timeout_s: float | None = None,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+        on_poll: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Follow the submission until it ends; report each state change."""
+        """Follow the submission until it ends; report each state change (``on_change``) and each view read (``on_poll``)."""
         last = None
         started = time.monotonic()
         while True:
             view = self.status(submission_id)
+            if on_poll is not None:
+                on_poll(view)
             if view["state"] != last and on_change is not None:
                 on_change(view)
             last = view["state"]

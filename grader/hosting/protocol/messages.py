@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer, model_validator
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
@@ -132,6 +132,56 @@ class AttemptRef(_Request):
     attempt: TryNumber
 
 
+#: How many tasks a heartbeat's progress may name: a competition's tasks, never a list without end.
+MAX_PROGRESS_TASKS = 200
+
+
+class Phase(enum.StrEnum):
+    """Where one task of a grade is (docs/hosting.md, "Following a submission")."""
+
+    #: not started yet (a task after the one being ranked)
+    WAITING = "waiting"
+    #: the submission's model encodes the task's documents and queries (its container runs)
+    ENCODING = "encoding"
+    #: the worker searches the vectors for each query's ranking
+    SEARCHING = "searching"
+    #: ranked: its run is made (the server scores it once every task is ranked)
+    RANKED = "ranked"
+    #: ranking it failed (the report says why)
+    FAILED = "failed"
+    #: the server scores the posted runs (set by the server, never by a worker)
+    SCORING = "scoring"
+
+
+class TaskProgress(_Request):
+    """One task's progress as a worker reports it: only counts ``grader check`` shows already (documents of the split)."""
+
+    task: TaskName
+    phase: Phase
+    #: the task's documents (public: ``grader check`` prints them) and how many are encoded so far (None: not known)
+    documents: int | None = Field(default=None, ge=0, le=ROW_NUMBER_MAX)
+    encoded: int | None = Field(default=None, ge=0, le=ROW_NUMBER_MAX)
+    #: of a sharded grade: shards of the task ranked so far, and how many there are
+    shards_done: int | None = Field(default=None, ge=0, le=10_000)
+    shards: int | None = Field(default=None, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> TaskProgress:
+        """A count past its total is refused (422 naming it), never shown."""
+        if self.encoded is not None and (self.documents is None or self.encoded > self.documents):
+            raise ValueError("encoded must come with documents and be at most documents")
+        if self.shards_done is not None and (self.shards is None or self.shards_done > self.shards):
+            raise ValueError("shards_done must come with shards and be at most shards")
+        return self
+
+
+class HeartbeatRequest(_Request):
+    """A heartbeat: the attempt whose lease to renew and, since worker protocol 4, where each task of the grade is."""
+
+    attempt: TryNumber
+    progress: list[TaskProgress] = Field(default_factory=list, max_length=MAX_PROGRESS_TASKS)
+
+
 class Lease(BaseModel):
     """A renewed lease."""
 
@@ -215,6 +265,32 @@ class SubmissionView(BaseModel):
     last_log_line: str | None = None
     #: In the upload's answer: the receipt entry, its entry key, index, leaf hash and tlog-proof (docs/transparency.md).
     receipt: dict[str, Any] | None = None
+    #: While it waits or runs: its place in the queue, the estimate, why it waits, each task's progress (one submission's view only).
+    queue: QueueView | None = None
+
+
+class QueueView(BaseModel):
+    """Where a waiting or running submission is (docs/hosting.md, "Following a submission"); None fields are not known."""
+
+    #: 1 for the next submission a free worker takes; None while it runs
+    position: int | None = None
+    #: submissions of this competition before it in the queue, and those running now
+    ahead: int = 0
+    running: int = 0
+    #: workers of this competition heard from lately, and those of them free now
+    workers: int = 0
+    free_workers: int = 0
+    #: the median grade of this competition's recent grades of its track, in seconds, and how many grades it is of
+    typical_s: float | None = None
+    typical_of: int = 0
+    #: when its grading started (running) or is estimated to start, and to end; None: no estimate (no worker, no grade yet)
+    starts_at: str | None = None
+    ends_at: str | None = None
+    #: why it waits, when it waits for something a free worker does not fix (one line), else None
+    waiting: str | None = None
+    #: per task, where the running grade is (worker protocol 4), with the moment of the last report
+    progress: list[TaskProgress] = Field(default_factory=list)
+    progress_at: str | None = None
 
 
 class QuotaView(BaseModel):

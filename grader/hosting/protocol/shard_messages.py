@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from grader.failures import FailureCode
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES
-from grader.hosting.protocol.messages import FingerprintDigest, TryNumber, _Request
+from grader.hosting.protocol.messages import FingerprintDigest, TaskProgress, TryNumber, _Request
 from grader.hosting.protocol.version import WORKER_PROTOCOL
 
 
@@ -90,3 +90,5 @@ class ShardGradeStatus(BaseModel):
     state: str
     runs: dict[str, str] = Field(default_factory=dict)
     failures: dict[str, list[str]] = Field(default_factory=dict)
+    #: while it runs, per task: shards ranked of shards planned (worker protocol 4; the coordinator logs them)
+    progress: list[TaskProgress] = Field(default_factory=list)

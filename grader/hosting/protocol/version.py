@@ -17,6 +17,11 @@ the worker reads it before anything else in the job (:func:`job_refusal`).
 History: 3 (issue 33): jobs name their competition (``Job.competition``), and a server of many
 competitions takes claims at ``POST /api/v1/worker/claim`` naming the competitions a worker serves. A worker of
 protocol 2 is refused (426) at its first request, with the line naming both versions.
+4 (issue 34): a heartbeat carries each task's progress (``HeartbeatRequest.progress``: phase, documents encoded,
+shards ranked; bounded in size, validated, stored at most once a second per attempt). A worker of protocol 3 is
+refused (426) at its first request. The same version also carries a result's cost (issue 38): the facts a worker signs
+may hold ``cost``, its ``grader-cost/v1`` block labelled ``"source": "worker"``, checked by the server
+(:mod:`grader.grading.worker_cost`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from grader import jsonio
 from grader.hosting.errors import WorkerProtocolMismatch
 
 #: The version of the worker protocol this grader speaks. Bump it with every change to what workers and server exchange.
-WORKER_PROTOCOL = 3
+WORKER_PROTOCOL = 4
 #: The header that carries it, on every worker request and every answer of the server.
 HEADER = "Grader-Worker-Protocol"
 #: What a worker of a grader before 0.3.0, which sends no version, is called in a refusal.

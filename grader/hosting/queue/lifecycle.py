@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, func, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from grader.errors import InternalError
@@ -262,8 +262,16 @@ def holds_lease(submission: Submission | None, attempt: int, worker_id: int) -> 
     return submission is not None and submission.state == State.RUNNING and submission.attempt == attempt and submission.lease_worker_id == worker_id
 
 
-def heartbeat(db: Database, submission_id: str, attempt: int, worker_id: int, lease_s: float) -> datetime | None:
-    """Renew the lease; None when the attempt is stale, cancelled or not this worker's (stop grading)."""
+#: The least time between two progress reports the server stores for one attempt: a worker beating faster renews its
+#: lease, and its progress waits for the next beat past this.
+PROGRESS_EVERY_S = 1.0
+
+
+def heartbeat(
+    db: Database, submission_id: str, attempt: int, worker_id: int, lease_s: float, progress: dict[str, Any] | None = None
+) -> datetime | None:
+    """Renew the lease and keep ``progress`` (at most once every :data:`PROGRESS_EVERY_S` per attempt); None when the
+    attempt is stale, cancelled or not this worker's (stop grading)."""
     with db.session() as session:
         now = utcnow()
         expires = now + timedelta(seconds=lease_s)
@@ -286,7 +294,19 @@ def heartbeat(db: Database, submission_id: str, attempt: int, worker_id: int, le
             .where(Attempt.submission_id == submission_id, Attempt.number == attempt)
             .values(heartbeat_at=now, lease_expires_at=expires)
         )
+        if progress is not None:
+            record_progress(session, submission_id, attempt, progress, now)
         return expires
+
+
+def record_progress(session: Session, submission_id: str, attempt: int, progress: dict[str, Any], now: datetime, *, always: bool = False) -> None:
+    """Keep ``progress`` as the attempt's last report, unless one was kept within :data:`PROGRESS_EVERY_S` (``always``: the server's own)."""
+    recent = Attempt.progress_at.is_(None) | (Attempt.progress_at <= now - timedelta(seconds=PROGRESS_EVERY_S))
+    session.execute(
+        update(Attempt)
+        .where(Attempt.submission_id == submission_id, Attempt.number == attempt, true() if always else recent)
+        .values(progress=progress, progress_at=now)
+    )
 
 
 def end_attempt(session: Session, submission_id: str, attempt: int, outcome: str, at: datetime | None = None) -> None:

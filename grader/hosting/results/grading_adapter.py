@@ -12,9 +12,7 @@ submission that could not be graded at all.
 from __future__ import annotations
 
 import logging
-import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +20,10 @@ from typing import Any
 from grader.data.registry import resolve_benchmark
 from grader.errors import GraderError, SandboxUnavailable, SubmissionError, TaskFailure, failure_code
 from grader.failures import FailureCode
-from grader.grading.interfaces import RunOptions, SilentProgress
+from grader.grading.interfaces import RunOptions
 from grader.grading.ranking import rank_submission
 from grader.hosting.config import DEFAULT_UNPACKED_BYTES, DEPTH
+from grader.hosting.results.grade_progress import PROGRESS_FILE, GradeProgress
 from grader.sandbox.blinding import Preblinded
 from grader.sandbox.limits import SandboxLimits
 from grader.submissions.archive import open_submission, unpack_limits
@@ -78,40 +77,6 @@ def limits_from_json(data: dict[str, Any]) -> SandboxLimits:
     return SandboxLimits(**data)
 
 
-class LogProgress(SilentProgress):
-    """Progress as log lines, so that a worker's log shows where a grade of many minutes is.
-
-    One line when a task starts and when it ends; between them, a line per side (corpus,
-    queries) at most every ``every_s`` seconds with the texts encoded so far.
-    """
-
-    def __init__(self, every_s: float = 60.0) -> None:
-        self.every_s = every_s
-        self.started: dict[str, float] = {}
-
-    def task_started(self, task: str, *, documents: int, queries: int) -> None:
-        self.started[task] = time.monotonic()
-        log.info("task %s: started (%d documents, %d queries)", task, documents, queries)
-
-    def task_finished(self, task: str, entry: dict[str, Any], *, resumed: bool) -> None:
-        now = time.monotonic()
-        took = now - self.started.get(task, now)
-        failure = entry.get("failure")
-        code = failure.get("code") if isinstance(failure, dict) else None
-        log.info("task %s: %s in %.0f s", task, entry.get("status", "done") + (f" ({code})" if code else ""), took)
-
-    def progress(self, label: str, total: int) -> Callable[[int], None]:
-        last = [time.monotonic()]
-
-        def advance(count: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= self.every_s or count >= total:
-                last[0] = now
-                log.info("%s: %d of %d encoded", label, count, total)
-
-        return advance
-
-
 def _logs(out_dir: Path) -> dict[str, str]:
     logs: dict[str, str] = {}
     folder = out_dir / "logs"
@@ -158,7 +123,7 @@ def grade_upload(upload: Path, request: GradeRequest, work_dir: Path) -> GradeOu
         )
         bounds = unpack_limits(upload.stat().st_size, ratio=request.max_unpack_ratio, cap=request.max_unpacked_bytes)
         with open_submission(upload, bounds) as folder:
-            facts = rank_submission(folder, options, request.judged, LogProgress())
+            facts = rank_submission(folder, options, request.judged, GradeProgress(request.tasks, work_dir / PROGRESS_FILE))
     except Exception as error:  # every fault becomes a code (grader.errors.failure_code); an unexpected one is ours
         return GradeOutcome(None, failure_code(error), _failure_message(error), _logs(out_dir))
     runs = {name: work_dir / "runs" / f"{name}.run" for name, entry in facts["tasks"].items() if entry["failure"] is None}

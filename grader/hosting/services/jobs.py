@@ -10,16 +10,17 @@ from datetime import datetime
 from enum import Enum
 from pathlib import Path
 
-from grader.hosting.clock import iso
+from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
 from grader.hosting.identity.principal import Principal
 from grader.hosting.identity.workers import job_refusal, record_key
 from grader.hosting.leaderboard.parts import acceptance_scorer
-from grader.hosting.protocol.messages import Job, Verdict, WorkerResult
+from grader.hosting.protocol.messages import HeartbeatRequest, Job, Phase, TaskProgress, Verdict, WorkerResult
 from grader.hosting.queue import lifecycle, shard_jobs
 from grader.hosting.results import recording, run_scoring
 from grader.hosting.results.grading_adapter import limits_to_json
+from grader.hosting.results.recording import AuthenticResult
 from grader.hosting.services import replication, shard_grading
 from grader.hosting.services.worker_copy import ranking_data
 
@@ -85,6 +86,7 @@ def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job
     none) comes first: a replicated job waits on it. A few short transactions; the long-poll around the looks is
     the claim route's (:mod:`grader.hosting.api.long_poll`), which waits between them holding no thread.
     """
+    ctx.presence.seen(worker.id)  # a worker that looks is connected and free: a waiting grade's estimate counts it
     claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
     if claimed is not None:
         # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
@@ -96,9 +98,27 @@ def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job
     return Empty.WAIT
 
 
-def renew(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> datetime | None:
-    """Renew ``worker``'s lease of the attempt; None when it is stale or cancelled (the worker stops grading)."""
-    return lifecycle.heartbeat(ctx.db, submission_id, attempt, worker.id, ctx.competition.queue.lease_s)
+def renew(ctx: ServerContext, worker: Principal, submission_id: str, beat: HeartbeatRequest) -> datetime | None:
+    """Renew ``worker``'s lease of the attempt and keep its progress; None when it is stale or cancelled (the worker stops grading).
+
+    A report naming a task this competition does not grade is dropped whole (a worker's words are shown to a
+    participant: only the competition's own task names ever are); the lease is renewed all the same.
+    """
+    ctx.presence.seen(worker.id)
+    named = {entry.task for entry in beat.progress}
+    progress = None
+    if beat.progress and named <= set(ctx.tasks) and len(named) == len(beat.progress):
+        progress = {"tasks": [entry.model_dump(mode="json", exclude_none=True) for entry in beat.progress]}
+    return lifecycle.heartbeat(ctx.db, submission_id, beat.attempt, worker.id, ctx.competition.queue.lease_s, progress)
+
+
+def _scoring(ctx: ServerContext, result: AuthenticResult) -> None:
+    """The posted runs are being scored: every ranked task says so (the server's own report, kept at once)."""
+    runs = sorted(result.posted.runs)
+    tasks = [TaskProgress(task=task, phase=Phase.SCORING).model_dump(mode="json", exclude_none=True) for task in runs]
+    if tasks:
+        with ctx.db.session() as session:
+            lifecycle.record_progress(session, result.grading.submission_id, result.grading.attempt, {"tasks": tasks}, utcnow(), always=True)
 
 
 def upload_of(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> Path | None:
@@ -136,6 +156,7 @@ def post_result(ctx: ServerContext, worker: Principal, submission_id: str, resul
         return decided
     # A dissenter's re-run that confirmed its dissent: the majority's parked result is scored, under the re-run's lease.
     accepted, lease = (authentic, None) if decided is None else (decided.authentic, decided.lease)
+    _scoring(ctx, accepted)
     return recording.accept_result(
         ctx.db,
         ctx.state,

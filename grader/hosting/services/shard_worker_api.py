@@ -6,7 +6,7 @@ from grader.hosting.context import ServerContext
 from grader.hosting.identity.principal import Principal
 from grader.hosting.protocol.shard_messages import ShardGradeStatus, ShardJobMessage
 from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
-from grader.hosting.services import shard_grading
+from grader.hosting.services import progress, shard_grading
 from grader.hosting.services.worker_copy import ranking_data
 
 
@@ -47,4 +47,5 @@ def claim(ctx: ServerContext, worker: Principal, fingerprint: str) -> ShardJobMe
 def grade_status(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> ShardGradeStatus:
     """Where the coordinator's sharded attempt stands (:func:`grader.hosting.services.shard_grading.status`)."""
     found = shard_grading.status(ctx, worker.id, submission_id, attempt)
-    return ShardGradeStatus(state=found.state, runs=found.runs, failures={name: list(why) for name, why in found.failures.items()})
+    shards = progress.shard_progress(ctx.db, submission_id, attempt) if found.state == "running" else []
+    return ShardGradeStatus(state=found.state, runs=found.runs, failures={name: list(why) for name, why in found.failures.items()}, progress=shards)

@@ -42,17 +42,19 @@ from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_fingerprint, sign_result
 from grader.hosting.protocol.messages import (
     FINGERPRINT_PATH,
-    AttemptRef,
     ClaimRequest,
     FingerprintBinding,
     FingerprintStatement,
+    HeartbeatRequest,
     Job,
     RunStored,
+    TaskProgress,
     Verdict,
     WorkerResult,
 )
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL, answer_refusal, checked_job
 from grader.hosting.protocol.worker_data import copy_key
+from grader.hosting.results.grade_progress import PROGRESS_FILE, read_progress
 from grader.hosting.results.grading_adapter import GradeOutcome, GradeRequest, limits_from_json
 from grader.hosting.worker.child import grade_in_child
 from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
@@ -133,8 +135,10 @@ class WorkerApi:
         response.raise_for_status()
         return Job.model_validate(checked_job(response.content, str(self.http.base_url).rstrip("/")))
 
-    def heartbeat(self, submission_id: str, attempt: int) -> bool:
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=AttemptRef(attempt=attempt).model_dump())
+    def heartbeat(self, submission_id: str, attempt: int, progress: list[TaskProgress] | None = None) -> bool:
+        """Renew the lease, reporting each task's ``progress``; False when the server calls the attempt stale or cancelled."""
+        beat = HeartbeatRequest(attempt=attempt, progress=progress or [])
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/heartbeat", json=beat.model_dump(mode="json", exclude_none=True))
         if response.status_code == 409:
             return False
         response.raise_for_status()
@@ -180,21 +184,42 @@ class WorkerApi:
         return Verdict.model_validate_json(response.content).status
 
 
+#: The least time between two heartbeats: one comes sooner than the lease's period only to report new progress.
+PROGRESS_BEAT_S = 2.0
+
+
 class Heartbeat(threading.Thread):
-    """Renews the lease every ``period`` seconds; sets ``lost`` when the server calls the attempt stale."""
+    """Renews the lease every ``period`` seconds, and sooner (at most every :data:`PROGRESS_BEAT_S`) when the grade's
+    progress changed (:attr:`progress_file`, written by the grading child); sets ``lost`` when the server calls the attempt stale."""
 
     def __init__(self, api: WorkerApi, submission_id: str, attempt: int, period: float) -> None:
         super().__init__(daemon=True)
         self.api, self.submission_id, self.attempt, self.period = api, submission_id, attempt, period
         self.done = threading.Event()
         self.lost = threading.Event()
+        #: the grade's progress file (grader.hosting.results.grade_progress), once its work folder exists
+        self.progress_file: Path | None = None
+        self._sent: list[TaskProgress] = []
+
+    def _due(self, since: float) -> list[TaskProgress] | None:
+        """The progress to send now, or None when no beat is due (neither the period passed nor the progress changed)."""
+        progress = read_progress(self.progress_file) if self.progress_file is not None else []
+        if time.monotonic() - since >= self.period or (progress and progress != self._sent):
+            return progress
+        return None
 
     def run(self) -> None:
-        while not self.done.wait(self.period):
+        since = time.monotonic()
+        while not self.done.wait(min(self.period, PROGRESS_BEAT_S)):
+            progress = self._due(since)
+            if progress is None:
+                continue
+            since = time.monotonic()
             try:
-                if not self.api.heartbeat(self.submission_id, self.attempt):
+                if not self.api.heartbeat(self.submission_id, self.attempt, progress):
                     self.lost.set()
                     return
+                self._sent = progress
             except httpx.HTTPError:
                 continue  # transient; the lease is longer than a few missed beats
             except WorkerProtocolMismatch as error:
@@ -253,11 +278,13 @@ def _deliver(api: WorkerApi, submission_id: str, attempt: int, outcome: GradeOut
     return WorkerResult(attempt=attempt, facts=facts, runs=runs, message=message, logs=logs)
 
 
-def _graded(api: WorkerApi, job: Job, lost: Callable[[], bool], on_data_mismatch: Callable[[str], None] | None) -> WorkerResult | None:
+def _graded(api: WorkerApi, job: Job, beat: Heartbeat, on_data_mismatch: Callable[[str], None] | None) -> WorkerResult | None:
     """Grade one claimed job (:func:`grade_job`): the result to post, or None when the attempt went stale or was cancelled."""
     submission_id, attempt = job.submission_id, job.attempt
+    lost = beat.lost.is_set
     with tempfile.TemporaryDirectory(prefix="grader-worker-") as scratch:
         work = Path(scratch)
+        beat.progress_file = work / PROGRESS_FILE  # the grading child writes it; the heartbeat sends what it says
         upload = work / "upload.tar.gz"
         # The pseudonymous copy the server exported: the worker never sees the real ids or the key.
         folder = environment().worker_data
@@ -319,7 +346,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
     beat.start()
     try:
         try:
-            graded = _graded(api, job, beat.lost.is_set, on_data_mismatch)
+            graded = _graded(api, job, beat, on_data_mismatch)
         except WorkerProtocolMismatch:
             raise  # a server of another version takes nothing: the worker stops with the line
         except Exception as error:  # any other fault of this one grade is the platform's: post INFRA, keep serving

@@ -39,6 +39,7 @@ from grader.failures import FailureCode, code_or_infra
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
+from grader.hosting.protocol.progress import task_words
 from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
@@ -324,10 +325,15 @@ def coordinate(
     (None when it went stale or was cancelled)."""
     started = datetime.now(UTC)
     fingerprint = fingerprint_digest()
+    shown: dict[str, str] = {}
     while True:
         if lost():
             return None
         status = api.status(job.submission_id, job.attempt)
+        for entry in status.progress:  # a line per task each time one of its shards is ranked, in a participant's words
+            if shown.get(entry.task) != (words := task_words(entry)):
+                shown[entry.task] = words
+                log.info("%s attempt %s: task %s", job.submission_id, job.attempt, words)
         if status.state == "stale":
             return None
         if status.state == "done":

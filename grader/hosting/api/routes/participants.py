@@ -18,6 +18,7 @@ from grader.hosting.intake import submissions as service
 from grader.hosting.intake import uploads
 from grader.hosting.leaderboard.service import report_envelope
 from grader.hosting.protocol.messages import Quota, SubmissionView
+from grader.hosting.services import progress
 from grader.hosting.states import Track
 from grader.hosting.transparency import log_reads
 from grader.hosting.visibility import logs_visible
@@ -84,12 +85,12 @@ def list_submissions(ctx: Ctx, who: CurrentParticipant) -> list[SubmissionView]:
 
 @router.get(
     "/submissions/{submission_id}",
-    summary="One of your submissions (404 for anyone else's)",
+    summary="One of your submissions, with its place in the queue, estimate and progress while it waits or runs (404 for anyone else's)",
     response_model=SubmissionView,
     response_model_exclude_unset=True,
 )
 def get_submission(submission_id: str, ctx: Ctx, who: CurrentParticipant) -> SubmissionView:
-    view = service.own_view(ctx, who, submission_id)
+    view = progress.own_status(ctx, who, submission_id)
     if view is None:
         raise HTTPException(404, NOT_FOUND)
     return view

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from grader.hosting.api.auth import MaybeSignedIn, WebParticipant, require_signed_in, sign_in, sign_out, signed_in
 from grader.hosting.api.body import FORM_BYTES, read_bounded
 from grader.hosting.api.deps import Ctx
+from grader.hosting.api.long_poll import ClaimGate, watch
 from grader.hosting.api.paths import base_path
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
@@ -29,6 +30,7 @@ from grader.hosting.intake import submissions as submissions_service
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.schedule import End
+from grader.hosting.services import progress
 from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency import log_reads
 from grader.hosting.visibility import Part
@@ -95,6 +97,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "leaderboard" / "templates"
 STYLESHEET = (ASSETS / "board.css").read_text(encoding="utf-8")
 #: The participant page's upload script, and the tus-js-client bundle it runs on (vendored: its README says from where).
 UPLOAD_SCRIPT = (ASSETS / "upload.js").read_text(encoding="utf-8")
+#: The participant page's live progress: it asks ``/me/progress`` and redraws each row's state, score and progress.
+PROGRESS_SCRIPT = (ASSETS / "progress.js").read_text(encoding="utf-8")
 TUS_CLIENT = ASSETS / "vendor" / "tus-js-client" / "tus.min.js"
 NO_SCRIPTS, SCRIPTS = "'none'", "'self'"
 
@@ -107,6 +111,11 @@ def stylesheet() -> Response:
 @router.get("/assets/upload.js")
 def upload_script() -> Response:
     return Response(UPLOAD_SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/assets/progress.js")
+def progress_script() -> Response:
+    return Response(PROGRESS_SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
 
 @router.get("/assets/tus.min.js")
@@ -161,14 +170,21 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
         return RedirectResponse(base_path(request.scope) + "/signin", status_code=303)
     end = competition_end(ctx)
-    rows = [view.model_dump(exclude_unset=True) for view in submissions_service.own_views(ctx, who, ended=end.ended)]
+    page = progress.own_progress(ctx, who)
+    lines = {row.id: row.lines for row in page.rows}
+    rows = [
+        {**view.model_dump(exclude_unset=True), "progress": lines.get(view.id, [])}
+        for view in submissions_service.own_views(ctx, who, ended=end.ended)
+    ]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
     return _page(
         "me.html",
         request,
         end=end,
-        scripts=not end.ended,  # the upload form's script, until the end
+        scripts=not end.ended or page.live,  # the upload form's script until the end; the progress one while a grade waits or runs
+        live=page.live,
+        tag=page.tag,
         who=who,
         rows=rows,
         finals=finals,
@@ -177,6 +193,23 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         rotate=ctx.people is not None,  # a person's token, rotated in every competition of the server
         message=message if isinstance(message, str) else None,
     )
+
+
+#: The longest a ``/me/progress`` watch waits for a change before it answers what it has (the page asks again at once).
+WATCH_S = 25.0
+#: A tag as ``/me/progress`` answers it (the page sends back the last one it drew).
+TAG = r"^[0-9a-f]{0,32}$"
+
+
+@router.get("/me/progress")
+async def own_progress(request: Request, ctx: Ctx, seen: str = Query("", pattern=TAG)) -> progress.PageProgress:
+    """What ``/me`` redraws (``assets/progress.js``): the participant's rows once they differ from the tag ``seen``, or after
+    :data:`WATCH_S`. A watch holds no thread while it waits (:func:`grader.hosting.api.long_poll.watch`)."""
+    who = await run_in_threadpool(require_signed_in, request)
+    gate: ClaimGate = request.app.state.watch_gate
+    busy = "this page is open in too many windows: close one, or reload later"
+    with gate.admit(("watch", who.id), WATCH_S, refusal=busy):
+        return await watch(request, gate, ctx.dispatcher, WATCH_S, lambda: progress.own_progress(ctx, who), lambda found: found.tag != seen)
 
 
 @router.post("/me/finals")

@@ -18,10 +18,10 @@ from grader.hosting.api.params import AttemptQuery
 from grader.hosting.clock import iso
 from grader.hosting.errors import HostingError
 from grader.hosting.protocol.messages import (
-    AttemptRef,
     ClaimRequest,
     FingerprintBinding,
     FingerprintStatement,
+    HeartbeatRequest,
     Job,
     KeyStatus,
     Lease,
@@ -101,12 +101,12 @@ async def key(request: Request, ctx: Ctx, who: CurrentWorker) -> KeyStatus:
 
 @router.post(
     "/jobs/{submission_id}/heartbeat",
-    summary="Renew the lease; 409 when the attempt is stale or cancelled: stop grading",
-    openapi_extra={"requestBody": {"content": {"application/json": {"schema": AttemptRef.model_json_schema()}}}},
+    summary="Renew the lease and report each task's progress; 409 when the attempt is stale or cancelled: stop grading",
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": HeartbeatRequest.model_json_schema()}}}},
 )
 async def heartbeat(submission_id: str, request: Request, ctx: Ctx, who: CurrentWorker) -> Lease:
-    body = await parse(request, AttemptRef)
-    expires = await run_in_threadpool(jobs.renew, ctx, who, submission_id, body.attempt)
+    body = await parse(request, HeartbeatRequest)
+    expires = await run_in_threadpool(jobs.renew, ctx, who, submission_id, body)
     if expires is None:
         raise HTTPException(409, STALE)
     return Lease(lease_expires_at=iso(expires))
