@@ -149,6 +149,12 @@ class LeaderboardPolicy:
     ladder_step: float | None = None
 
 
+#: ``test_data``: the graded split's judgements are the host's secret (the default) ...
+TEST_DATA_HIDDEN = "hidden"
+#: ... or published (anyone scores a run locally), so a board over them is checked, not trusted
+TEST_DATA_PUBLIC = "public"
+
+
 @dataclass(frozen=True)
 class Competition:
     """A validated competition file."""
@@ -156,7 +162,8 @@ class Competition:
     name: str
     benchmark: str
     start: datetime
-    end: datetime
+    #: None: no end, a standing leaderboard (docs/hosting.md#standing-leaderboards): the reaper never ends or reveals it
+    end: datetime | None
     path: Path
     title: str = ""
     split: str | None = None
@@ -175,6 +182,18 @@ class Competition:
     leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
     sharding: ShardSizes = field(default_factory=ShardSizes)
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    #: Whether the graded split's judgements are public (anyone can score it locally: CoIR's test data) or hidden.
+    test_data: str = TEST_DATA_HIDDEN
+
+    @property
+    def standing(self) -> bool:
+        """A standing leaderboard: the file names no end, so nothing ever ends, closes or reveals it by itself."""
+        return self.end is None
+
+    @property
+    def public_data(self) -> bool:
+        """Whether the graded split's judgements are public: then nothing of a grade is secret, from the start."""
+        return self.test_data == TEST_DATA_PUBLIC
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -240,9 +259,11 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
             what, path=path, field=_key(first), hint="see grader/schemas/competition.schema.json and competitions_example/mini.toml"
         )
     start = _utc(doc["start"], "start", path)
-    end = _utc(doc["end"], "end", path)
-    if end <= start:
+    end = _utc(doc["end"], "end", path) if "end" in doc else None
+    if end is not None and end <= start:
         raise CompetitionFileError("must be after start", path=path, field="end")
+    test_data = str(doc.get("test_data", TEST_DATA_HIDDEN))
+    leaderboard = _leaderboard(doc.get("leaderboard", {}), test_data=test_data, standing=end is None, path=path)
     quota_doc = dict(doc.get("quotas", {}))
     if "stored_bytes" in quota_doc:
         try:
@@ -313,10 +334,30 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         upload_max_bytes=upload_bytes,
         unpack=unpack,
         queue=queue,
-        leaderboard=LeaderboardPolicy(**doc.get("leaderboard", {})),
+        leaderboard=leaderboard,
         sharding=sharding,
         retention=RetentionPolicy(**doc.get("retention", {})),
+        test_data=test_data,
     )
+
+
+def _leaderboard(doc: dict[str, Any], *, test_data: str, standing: bool, path: Path) -> LeaderboardPolicy:
+    """The ``[leaderboard]`` table, with the defaults a board's data and end call for (docs/hosting.md#standing-leaderboards).
+
+    Over public test data the Ladder protects nothing (anyone scores any run locally) and would hide the very numbers
+    a reader checks, so it is refused. A standing board over hidden data never reveals anything: its hidden
+    judgements are probed for ever, so its public board is a Ladder unless the file says otherwise.
+    """
+    if test_data == TEST_DATA_PUBLIC and doc.get("ladder"):
+        raise CompetitionFileError(
+            'must be false with test_data = "public": anyone scores public data locally, so the board publishes every number',
+            path=path,
+            field="leaderboard.ladder",
+        )
+    values = dict(doc)
+    if standing and test_data == TEST_DATA_HIDDEN:
+        values.setdefault("ladder", True)
+    return LeaderboardPolicy(**values)
 
 
 def load_competition(path: str | Path) -> Competition:

@@ -124,7 +124,7 @@ def lock_admission(session: Session, participant_id: int) -> None:
 
 
 def check_quota(
-    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime, *, incoming_bytes: int = 0
+    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime | None, *, incoming_bytes: int = 0
 ) -> None:
     """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
 

@@ -146,11 +146,11 @@ def track_refusal(track: str, sample_split: str | None) -> RefusedSubmission | N
     return no_sample_track() if track == Track.SAMPLE and sample_split is None else None
 
 
-def window_refusal(start: datetime, ends_at: datetime, now: datetime) -> RefusedSubmission | None:
-    """403 before the start or after the end of the competition, else None."""
+def window_refusal(start: datetime, ends_at: datetime | None, now: datetime) -> RefusedSubmission | None:
+    """403 before the start or after the end of the competition (None: a standing leaderboard, no end), else None."""
     if now < start:
         return RefusedSubmission(f"the competition opens at {iso(start)}", status=403, retry_at=start)
-    if now >= ends_at:
+    if ends_at is not None and now >= ends_at:
         return closed(ends_at)
     return None
 

@@ -32,7 +32,7 @@ from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.protocol.messages import Quota, QuotaView, SubmissionView
 from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.schedule import ends_at, has_ended
+from grader.hosting.schedule import ends_at, is_disclosed
 from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 from grader.hosting.transparency.log_events import end_logged_first, log_receipt
@@ -218,7 +218,7 @@ def own_submission(ctx: ServerContext, participant: Principal, submission_id: st
 def own_view(ctx: ServerContext, participant: Principal, submission_id: str) -> SubmissionView | None:
     """What ``participant`` may see of their submission ``submission_id`` (None if it is not theirs: the route answers 404)."""
     submission = own_submission(ctx, participant, submission_id)
-    return None if submission is None else public_view(ctx, submission, ended=has_ended(ctx.db, ctx.competition))
+    return None if submission is None else public_view(ctx, submission, ended=is_disclosed(ctx.db, ctx.competition))
 
 
 def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None = None) -> list[SubmissionView]:
@@ -226,7 +226,7 @@ def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None 
     unless the caller read it: ``ended``). Each submission's result and part scores are read with it, in one query: a
     list of dozens of grades would otherwise open two transactions per grade."""
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
+        ended = is_disclosed(ctx.db, ctx.competition)
     with ctx.db.session() as session:
         rows = session.execute(
             select(Submission, Result, ResultPart)

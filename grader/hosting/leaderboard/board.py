@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -157,12 +157,13 @@ def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str
 
 
 def _best(rows: list[Scored], part: Part) -> Scored:
-    score = (lambda r: r.parts.public_score) if part == Part.PUBLIC else (lambda r: r.parts.private_score)
+    columns = {Part.PUBLIC: lambda r: r.parts.public_score, Part.PRIVATE: lambda r: r.parts.private_score, Part.FULL: lambda r: r.parts.full_score}
+    score: Callable[[Scored], float] = columns[part]
     return sorted(rows, key=lambda r: (-score(r), r.submission.uploaded_at, r.submission.id))[0]
 
 
 def select_entries(rows: list[Scored], part: Part, finals: dict[int, set[str]]) -> list[Scored]:
-    """One row per participant: the best public score, or (private) the best private score among the finals."""
+    """One row per participant: the best public (or full) score, or (private) the best private score among the finals."""
     by_participant: dict[int, list[Scored]] = {}
     for row in rows:
         if part == Part.PRIVATE and row.submission.id not in finals.get(row.participant.id, set()):

@@ -25,7 +25,7 @@ from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, f
 from grader.hosting.leaderboard.parts import stored_parts
 from grader.hosting.leaderboard.values import UNAVAILABLE, readable_values, signed_part_scores
 from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
-from grader.hosting.schedule import has_ended
+from grader.hosting.schedule import has_ended, is_disclosed
 from grader.hosting.states import State, Track
 from grader.hosting.visibility import Download, Part, board_visible, proof_download, report_download
 from grader.reports.signing import ENVELOPE_NAME
@@ -54,7 +54,9 @@ def board_part(part: str) -> Part:
 def boards(ctx: ServerContext, part: Part | str, *, ended: bool) -> list[Board]:
     """The boards of ``part``; the private part only after the end (:class:`NotPublished` before: the routes answer 404)."""
     part = board_part(part)
-    if not board_visible(part, ended=ended):
+    if not board_visible(part, ended=ended, public_data=ctx.competition.public_data):
+        if part == Part.FULL:
+            raise NotPublished("the full leaderboard is published over public test data only; this competition's is hidden")
         raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
         return build_boards(session, part, _board_inputs(ctx))
@@ -154,12 +156,15 @@ def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool
     )
 
 
-def board_json(ctx: ServerContext, part: Part | str, *, ended: bool | None = None) -> Boards:
-    """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end).
+def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | None = None) -> Boards:
+    """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end); ``part`` None: the
+    reader's default (:func:`grader.hosting.visibility.default_part`: the full board over public data, else the public one).
 
-    ``ended``: whether the competition has ended, as the request read it (None: read here, once)."""
+    ``ended``: whether every number is disclosed, as the request read it (None: read here, once)."""
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
+        ended = is_disclosed(ctx.db, ctx.competition)
+    if part is None:
+        part = Part.FULL if ctx.competition.public_data else Part.PUBLIC
     return boards_json(boards(ctx, part, ended=ended), competition=ctx.competition.name, part=board_part(part), ended=ended)
 
 
@@ -177,7 +182,7 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def board_csv(ctx: ServerContext, part: Part | str) -> str:
+def board_csv(ctx: ServerContext, part: Part | str | None) -> str:
     """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
     data = board_json(ctx, part)
     out = io.StringIO()
@@ -353,7 +358,7 @@ def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool |
     if found is None:
         return None
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
+        ended = is_disclosed(ctx.db, ctx.competition)
     download = report_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
     return _read_envelope(ctx, found, download)
 
@@ -365,7 +370,7 @@ def proved_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     found = _result_of(ctx, submission)
     if found is None:
         return None
-    ended = has_ended(ctx.db, ctx.competition)
+    ended = is_disclosed(ctx.db, ctx.competition)
     download = proof_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
     return _read_envelope(ctx, found, download)
 
@@ -401,11 +406,11 @@ def _read_envelope(ctx: ServerContext, result: Result, download: Download) -> by
 def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
     """The signed report of a board entry (public board; the private one too after the end); None if not an entry, none
     to show, or its report unavailable (the row says so)."""
-    ended = has_ended(ctx.db, ctx.competition)
+    ended = is_disclosed(ctx.db, ctx.competition)
     entries = {
         e.submission_id
         for part in Part
-        if board_visible(part, ended=ended)
+        if board_visible(part, ended=ended, public_data=ctx.competition.public_data)
         for b in boards(ctx, part, ended=ended)
         for e in b.entries
         if e.unavailable is None

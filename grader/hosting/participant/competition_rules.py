@@ -38,7 +38,8 @@ class ParticipantRules:
     upload_max_bytes: int
     limits: SandboxLimits
     start: datetime
-    end: datetime
+    #: None: a standing leaderboard (no end)
+    end: datetime | None
     #: Whether ``--sample`` runs are on: the server names a sample split (an older server always did).
     sample_track: bool = True
 
@@ -72,7 +73,7 @@ class ParticipantRules:
                 upload_max_bytes=_count(doc, "upload_max_bytes"),
                 limits=_limits(doc.get("limits")),
                 start=_moment(doc, "start"),
-                end=_moment(doc, "end"),
+                end=None if doc.get("end") is None else _moment(doc, "end"),
                 sample_track=doc.get("sample_split", "") is not None,
             )
         except (ClientError, ValueError, TypeError, AttributeError) as error:  # ValueError: a date-time that does not parse

@@ -31,7 +31,7 @@ from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.schedule import End
 from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency import log_reads
-from grader.hosting.visibility import Part
+from grader.hosting.visibility import default_part
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(
@@ -54,6 +54,7 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
         csrf=_csrf(request),
         signed_in=signed_in(request),
         ended=end.ended,
+        disclosed=end.disclosed,
         ends_at=iso(end.at),
         **values,
     )
@@ -117,9 +118,9 @@ def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLRespo
     end = competition_end(ctx)
     if part is None:
         # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
-        part = Part.PRIVATE if end.ended else Part.PUBLIC
+        part = default_part(ended=end.ended, public_data=ctx.competition.public_data)
     try:
-        data = service.board_json(ctx, part, ended=end.ended)
+        data = service.board_json(ctx, part, ended=end.disclosed)
     except HostingError:  # NotPublished (the private board before the end), or no such part
         raise HTTPException(404, "the private leaderboard is published at the end of the competition") from None
     partition = service.partition_info(ctx, ended=end.ended)
@@ -158,7 +159,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
         return RedirectResponse(base_path(request.scope) + "/signin", status_code=303)
     end = competition_end(ctx)
-    rows = [view.model_dump(exclude_unset=True) for view in submissions_service.own_views(ctx, who, ended=end.ended)]
+    rows = [view.model_dump(exclude_unset=True) for view in submissions_service.own_views(ctx, who, ended=end.disclosed)]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
     return _page(
