@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from grader import jsonio
 from grader.hosting.config import Competition
 from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Setting, State, Submission, UploadReservation
-from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
+from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, phase_refusal, refusals_refusal, window_refusal
 from grader.hosting.states import Track
 
 DAY = timedelta(hours=24)
@@ -32,9 +32,14 @@ _REFUSALS_KEY = "refusals:{}"
 
 
 def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
-    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``."""
-    quotas = competition.quotas
-    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES))
+    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``.
+
+    With phases, the hidden track's quotas are the open phase's, and count only its submissions (uploaded since it
+    opened); the sample track is phase-independent."""
+    phase = competition.phase_at(now) if track == Track.HIDDEN else None
+    quotas = competition.in_phase(phase).quotas
+    since = () if phase is None else (Submission.uploaded_at >= phase.start,)
+    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES), *since)
     window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
     in_flight = (
         session.scalar(
@@ -132,8 +137,10 @@ def check_quota(
     a participant whose stored uploads already reach the bound is refused before sending one). The words are
     :mod:`grader.hosting.intake.refusals`', which ``grader submit`` also uses to refuse before uploading.
     """
-    refusal = window_refusal(competition.start, ends_at, now) or count_refusal(
-        status := quota_status(session, competition, participant_id, track, now)
+    refusal = (
+        window_refusal(competition.start, ends_at, now)
+        or phase_refusal(competition.phases, now)
+        or count_refusal(status := quota_status(session, competition, participant_id, track, now))
     )
     if refusal is not None:
         raise refusal

@@ -60,7 +60,8 @@ def create_submission(
     (:class:`UploadTakenOver` otherwise: a retry took it over, and that copy's body is the one that counts).
     """
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
-    competition = ctx.competition
+    # a hidden grade belongs to the phase open when its upload completed (the deadline's rule): its kinds and quotas
+    competition = ctx.competition.in_phase(ctx.competition.phase_at(uploaded_at)) if track == Track.HIDDEN else ctx.competition
     try:
         if (refusal := track_refusal(track, ctx.sample_split)) is not None:
             raise refusal  # admitted on its headers already (uploads.admit): here for any other caller

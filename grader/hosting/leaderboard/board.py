@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grader.hosting.config import Competition
+from grader.hosting.config import Competition, Phase
 from grader.hosting.db.models import FinalChoice, Participant
 from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
 from grader.hosting.leaderboard.parts import CurrentResult, GradedSubmission, StoredParts, scored_hidden
@@ -112,12 +112,15 @@ class BoardInputs:
     seed: int
     ladder: bool = False
     ladder_step: float | None = None
+    #: The phase whose board this is: only its submissions (uploaded within its window) are ranked; None: all of them
+    phase: Phase | None = None
 
     @classmethod
-    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> BoardInputs:
-        """What ``competition``'s boards are built with: its [leaderboard] section, the host key and the partition secret."""
-        lb = competition.leaderboard
-        return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step)
+    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes, phase: Phase | None = None) -> BoardInputs:
+        """What ``competition``'s boards are built with: its [leaderboard] section (``phase``'s, for a phase's board), the
+        host key and the partition secret."""
+        lb = competition.in_phase(phase).leaderboard
+        return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step, phase)
 
 
 @dataclass(frozen=True)
@@ -290,8 +293,9 @@ def ladder_replay(rows: list[Scored], inputs: BoardInputs) -> tuple[dict[str, fl
 
 
 def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Board]:
-    """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
-    rows = scored_rows(session)
+    """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting;
+    of ``inputs.phase``'s submissions only, when it names a phase."""
+    rows = [r for r in scored_rows(session) if inputs.phase is None or inputs.phase.holds(r.submission.uploaded_at)]
     finals = finals_of(session, rows, inputs.finals_k)
     boards = []
     for setting in SETTINGS:

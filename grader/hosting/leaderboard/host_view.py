@@ -38,7 +38,9 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: Pa
             raise HostingError(
                 f"{keys.folder}: the partition secret does not match the commitment recorded in this database (another competition's state?)"
             )
-        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret))
+        # the phase a reader gets by default (after the end: the last one), so the reveal logs the boards the routes serve
+        phase = competition.board_phase(utcnow())
+        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret, phase))
     end = ends_at(db, competition)
     data = boards_json(found, competition=competition.name, part=part, ended=passed(end, utcnow())).model_dump(mode="json")
     data["ends_at"] = iso(end)

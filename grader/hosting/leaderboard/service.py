@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import Phase
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
@@ -39,8 +40,19 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def _board_inputs(ctx: ServerContext) -> BoardInputs:
-    return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
+def _board_inputs(ctx: ServerContext, phase: Phase | None = None) -> BoardInputs:
+    return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret, phase)
+
+
+def board_phase(ctx: ServerContext, named: str | None) -> Phase | None:
+    """The phase whose board is asked for: ``named``, else the reader's default (:meth:`Competition.board_phase`);
+    :class:`NotPublished` for a name the competition does not have (the routes answer 404)."""
+    if named is None:
+        return ctx.competition.board_phase(utcnow())
+    phase = ctx.competition.phase_named(named)
+    if phase is None:
+        raise NotPublished(f"no phase {named!r} in this competition")
+    return phase
 
 
 def board_part(part: str) -> Part:
@@ -51,15 +63,16 @@ def board_part(part: str) -> Part:
         raise HostingError(f"no such board part: {part!r}") from None
 
 
-def boards(ctx: ServerContext, part: Part | str, *, ended: bool) -> list[Board]:
-    """The boards of ``part``; the private part only after the end (:class:`NotPublished` before: the routes answer 404)."""
+def boards(ctx: ServerContext, part: Part | str, *, ended: bool, phase: Phase | None = None) -> list[Board]:
+    """The boards of ``part`` (of ``phase``'s submissions, for a competition of phases); the private part only after the
+    end (:class:`NotPublished` before: the routes answer 404)."""
     part = board_part(part)
     if not board_visible(part, ended=ended, public_data=ctx.competition.public_data):
         if part == Part.FULL:
             raise NotPublished("the full leaderboard is published over public test data only; this competition's is hidden")
         raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
-        return build_boards(session, part, _board_inputs(ctx))
+        return build_boards(session, part, _board_inputs(ctx, phase))
 
 
 def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
@@ -146,7 +159,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
 
 
 def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool) -> Boards:
-    """Boards as published (numbers rounded)."""
+    """Boards as published (numbers rounded). The JSON names no phase (the request did, or took the default: ``GET
+    /api/v1/competition`` says which phase is open): a board's bytes stay what they were, which a logged reveal hashed."""
     return Boards(
         competition=competition,
         part=part,
@@ -156,7 +170,7 @@ def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool
     )
 
 
-def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | None = None) -> Boards:
+def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | None = None, phase: str | None = None) -> Boards:
     """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end); ``part`` None: the
     reader's default (:func:`grader.hosting.visibility.default_part`: the full board over public data, else the public one).
 
@@ -165,7 +179,9 @@ def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | Non
         ended = is_disclosed(ctx.db, ctx.competition)
     if part is None:
         part = Part.FULL if ctx.competition.public_data else Part.PUBLIC
-    return boards_json(boards(ctx, part, ended=ended), competition=ctx.competition.name, part=board_part(part), ended=ended)
+    chosen = board_phase(ctx, phase)
+    found = boards(ctx, part, ended=ended, phase=chosen)
+    return boards_json(found, competition=ctx.competition.name, part=board_part(part), ended=ended)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -182,9 +198,9 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def board_csv(ctx: ServerContext, part: Part | str | None) -> str:
+def board_csv(ctx: ServerContext, part: Part | str | None, phase: str | None = None) -> str:
     """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
-    data = board_json(ctx, part)
+    data = board_json(ctx, part, phase=phase)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     tasks = sorted({t for b in data.boards for e in b.entries for t in e.tasks})
@@ -334,6 +350,7 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
     if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
+    last = ctx.competition.phases[-1] if ctx.competition.phases else None
     if len(ids) > k:
         raise HostingError(f"at most {k} final submissions may be chosen ({len(ids)} given)")
     now = utcnow()
@@ -344,6 +361,8 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
                 raise LookupError(sid)
             if submission.track != Track.HIDDEN or submission.state != State.SCORED:
                 raise HostingError("only scored hidden-split submissions can be final")
+            if last is not None and not last.holds(submission.uploaded_at):
+                raise HostingError(f"final choices are taken in the last phase only ({last.name!r}): {sid} was submitted before it")
         session.execute(delete(FinalChoice).where(FinalChoice.participant_id == participant.id))
         for sid in ids:
             session.add(FinalChoice(submission_id=sid, participant_id=participant.id, chosen_at=now))
@@ -410,8 +429,9 @@ def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
     entries = {
         e.submission_id
         for part in Part
+        for phase in ctx.competition.phases or (None,)
         if board_visible(part, ended=ended, public_data=ctx.competition.public_data)
-        for b in boards(ctx, part, ended=ended)
+        for b in boards(ctx, part, ended=ended, phase=phase)
         for e in b.entries
         if e.unavailable is None
     }

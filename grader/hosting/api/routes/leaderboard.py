@@ -23,23 +23,25 @@ PART = Query(
     description="public (always; the default over hidden data), private (after the end), full (over public test data only: the default there)",
 )
 
+PHASE = Query(None, max_length=32, description="the phase whose board (default: the open phase, else the last one that opened)")
+
 
 @router.get(
     "/api/v1/leaderboard",
     summary="The leaderboard: public part (private part after the end), one board per training setting",
     response_model=Boards,
 )
-def leaderboard(ctx: Ctx, part: str | None = PART) -> Boards:
+def leaderboard(ctx: Ctx, part: str | None = PART, phase: str | None = PHASE) -> Boards:
     try:
-        return service.board_json(ctx, part)
+        return service.board_json(ctx, part, phase=phase)
     except NotPublished as error:
         raise HTTPException(404, str(error)) from None
 
 
 @router.get("/leaderboard.csv", response_class=PlainTextResponse, summary="The leaderboard as CSV (cells escaped against formula injection)")
-def leaderboard_csv(ctx: Ctx, part: str | None = PART) -> Response:
+def leaderboard_csv(ctx: Ctx, part: str | None = PART, phase: str | None = PHASE) -> Response:
     try:
-        board = service.board_csv(ctx, part)
+        board = service.board_csv(ctx, part, phase)
     except NotPublished as error:
         raise HTTPException(404, str(error)) from None
     named = part or (Part.FULL if ctx.competition.public_data else Part.PUBLIC).value

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -114,17 +114,27 @@ def tus_client() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLResponse:
+def board_page(request: Request, ctx: Ctx, part: str | None = None, phase: str | None = Query(None, max_length=32)) -> HTMLResponse:
     end = competition_end(ctx)
     if part is None:
         # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
         part = default_part(ended=end.ended, public_data=ctx.competition.public_data)
     try:
-        data = service.board_json(ctx, part, ended=end.disclosed)
-    except HostingError:  # NotPublished (the private board before the end), or no such part
-        raise HTTPException(404, "the private leaderboard is published at the end of the competition") from None
+        data = service.board_json(ctx, part, ended=end.disclosed, phase=phase)
+        shown = service.board_phase(ctx, phase)
+    except HostingError as error:  # NotPublished (the private board before the end, no such phase), or no such part
+        raise HTTPException(404, str(error)) from None
     partition = service.partition_info(ctx, ended=end.ended)
-    return _page("board.html", request, end=end, data=data, part=part, partition=partition, log=log_reads.log_head(ctx.db, ctx.log))
+    return _page(
+        "board.html",
+        request,
+        end=end,
+        data=data,
+        part=part,
+        phase=None if shown is None else shown.name,
+        partition=partition,
+        log=log_reads.log_head(ctx.db, ctx.log),
+    )
 
 
 @router.get("/signin", response_class=HTMLResponse)

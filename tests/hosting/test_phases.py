@@ -1,0 +1,171 @@
+"""Phases (docs/hosting.md#phases): a competition as an ordered list of phases, each its own window, kinds, quotas,
+Ladder setting and board.
+
+Against a real ``grader serve`` (no grade needed): an upload goes to the phase open now, with that phase's kinds and
+quotas (counted within it); ``grader submit --phase`` refuses, before uploading, a phase that has not opened or has
+closed, and the server refuses it too, before the body; each phase has its own board; ``GET /api/v1/competition``
+publishes the phases and the open one, which is what ``grader check --competition URL`` reads. The file's rules: the
+unit tests at the end, every error naming its key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from grader.hosting.config import load_competition
+from grader.hosting.errors import CompetitionFileError, RefusedSubmission
+from grader.hosting.intake.refusals import phase_refusal
+from grader.hosting.participant.client import HostingClient
+from grader.hosting.participant.competition_rules import ParticipantRules
+from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
+
+ONNX = REPO / "submissions_example" / "onnx-lsa"
+PHASES = [
+    # closed: its board is final
+    {"name": "warm-up", "start": "2020-01-01T00:00:00Z", "end": "2021-01-01T00:00:00Z"},
+    # open now: one hidden submission a day, ONNX only
+    {"name": "main", "start": "2021-01-01T00:00:00Z", "end": "2098-01-01T00:00:00Z", "kinds": ["onnx"], "quotas": {"per_day": 1}},
+    # not open yet: nothing is accepted for it
+    {"name": "final", "start": "2098-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "leaderboard": {"ladder": True}},
+]
+
+
+def _phases_toml(phases: list[dict[str, object]]) -> str:
+    lines = []
+    for phase in phases:
+        lines.append("[[phases]]")
+        tables = {key: value for key, value in phase.items() if isinstance(value, dict)}
+        for key, value in phase.items():
+            if key in ("start", "end"):
+                lines.append(f"{key} = {value}")
+            elif isinstance(value, list):
+                lines.append(f"{key} = [" + ", ".join(f'"{v}"' for v in value) + "]")
+            elif not isinstance(value, dict):
+                lines.append(f'{key} = "{value}"')
+        for name, table in tables.items():
+            lines.append(f"[phases.{name}]")
+            lines.extend(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in table.items())
+    return "\n".join(lines) + "\n"
+
+
+def _file(path: Path, phases: list[dict[str, object]] = PHASES) -> Path:
+    file = write_competition(path, name="phased", start=None, end=None)
+    file.write_text(file.read_text(encoding="utf-8") + _phases_toml(phases), encoding="utf-8")
+    return file
+
+
+@pytest.mark.slow
+def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_open(tmp_path: Path) -> None:
+    server = Server(_file(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
+    try:
+        token = admin(server.state, "add-participant", "kim").strip()
+        client = HostingClient(server.url, token)
+        info = client.competition()
+        assert info["phase"] == "main" and [p["name"] for p in info["phases"]] == ["warm-up", "main", "final"]
+        assert info["kinds"] == ["onnx"] and info["quotas"]["per_day"] == 1  # the open phase's rules
+        assert [p["finals"] for p in info["phases"]] == [False, False, True]
+        rules = ParticipantRules.from_api(info, server.url)  # what `grader check --competition URL` checks against
+        assert rules.kinds == ("onnx",) and [p.name for p in rules.phases] == ["warm-up", "main", "final"]
+        # a named phase that is not open: refused before uploading, in the server's words, and by the server too
+        env = {"GRADER_TOKEN": token, "GRADER_SERVER": server.url}
+        for named, said in (
+            ("final", "phase 'final' opens at 2098-01-01T00:00:00Z"),
+            ("warm-up", "phase 'warm-up' closed at 2021-01-01T00:00:00Z; its board is final"),
+        ):
+            refused = grader_cli("submit", str(ONNX), "--phase", named, env=env, timeout=120)
+            assert refused.returncode == 4 and said in refused.stderr and "refused here before uploading" in refused.stderr, refused.stderr
+            raw = httpx.post(
+                f"{server.url}/api/v1/submissions",
+                params={"phase": named},
+                headers={"Authorization": f"Bearer {token}", "Content-Length": "1"},
+                content=b"x",
+            )
+            assert raw.status_code == 403 and said in raw.text
+        # the open phase, named or not: accepted; its quota (1 a day, not the file's 5) counts its submissions only
+        sid = client.submit(ONNX, phase="main")["id"]
+        with pytest.raises(RefusedSubmission) as over:
+            client.submit(ONNX)
+        assert over.value.status == 429
+        quota = client.quota()
+        assert quota["hidden"]["used_24h"] == 1 and quota["hidden"]["per_day"] == 1, quota
+        # each phase its own board; the default is the open phase's; a phase the competition does not have: 404
+        assert httpx.get(f"{server.url}/api/v1/leaderboard", params={"phase": "warm-up"}).json()["boards"] == []
+        assert httpx.get(f"{server.url}/api/v1/leaderboard", params={"phase": "nope"}).status_code == 404
+        page = httpx.get(f"{server.url}/").text
+        assert "public leaderboard, phase main" in page and 'href="/?phase=final"' in page
+        assert sid.startswith("s")
+    finally:
+        server.stop()
+
+
+# -- the file's rules (no server) ----------------------------------------------------------------------------------------
+
+
+def test_phases_map_onto_the_competition_and_an_old_file_is_one_window(tmp_path: Path) -> None:
+    competition = load_competition(_file(tmp_path / "c.toml"))
+    assert competition.start == datetime(2020, 1, 1, tzinfo=UTC) and competition.end == datetime(2099, 1, 1, tzinfo=UTC)
+    at = datetime(2050, 1, 1, tzinfo=UTC)
+    main = competition.phase_at(at)
+    assert main is not None and main.name == "main" and main.kinds == ("onnx",) and main.quotas.per_day == 1
+    assert main.quotas.total == competition.quotas.total  # the file's quotas where the phase says nothing
+    assert competition.in_phase(main).kinds == ("onnx",) and competition.in_phase(None) is competition
+    final = competition.phase_named("final")
+    assert final is not None and final.leaderboard.ladder and not main.leaderboard.ladder
+    # the board a reader gets: the open phase's; after the last one: the last one's (final)
+    assert competition.board_phase(at) is main and competition.board_phase(datetime(2100, 1, 1, tzinfo=UTC)) is final
+    # a last phase without end stands; the competition then has no end
+    standing = load_competition(_file(tmp_path / "s.toml", [{"name": "only", "start": "2020-01-01T00:00:00Z"}]))
+    assert standing.standing and standing.phase_at(datetime(2200, 1, 1, tzinfo=UTC)) is not None
+    old = load_competition(write_competition(tmp_path / "old.toml"))
+    assert old.phases == () and old.phase_at(at) is None
+
+
+def test_a_gap_between_phases_accepts_nothing() -> None:
+    competition = load_competition(REPO / "competitions_example" / "coir-challenge.toml")
+    gap = (competition.phases[0].end or competition.start) - timedelta(seconds=1)
+    assert phase_refusal(competition.phases, gap) is None
+    spaced = [competition.phases[0], type(competition.phases[1])("later", start=competition.phases[1].start + timedelta(days=1), end=None)]
+    refusal = phase_refusal(spaced, competition.phases[1].start)
+    assert refusal is not None and "between phases: phase 'later' opens at" in str(refusal)
+    assert "no phase 'nope' in this competition (its phases: development, final)" in str(phase_refusal(competition.phases, gap, "nope"))
+
+
+@pytest.mark.parametrize(
+    ("phases", "top", "key", "what"),
+    [
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z"}, {"name": "b", "start": "2021-01-01T00:00:00Z"}], "", "phases.0.end", "only the last phase"),
+        (
+            [{"name": "a", "start": "2020-01-01T00:00:00Z", "end": "2022-01-01T00:00:00Z"}, {"name": "b", "start": "2021-01-01T00:00:00Z"}],
+            "",
+            "phases.1.start",
+            "must not be before the end of phase 'a'",
+        ),
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z", "end": "2019-01-01T00:00:00Z"}], "", "phases.0.end", "after the phase's start"),
+        (
+            [{"name": "a", "start": "2020-01-01T00:00:00Z", "end": "2021-01-01T00:00:00Z"}, {"name": "a", "start": "2021-01-01T00:00:00Z"}],
+            "",
+            "phases.1.name",
+            "named twice",
+        ),
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z"}], "start = 2020-01-01T00:00:00Z\n", "start", "phases name the windows"),
+        ([{"name": "A b", "start": "2020-01-01T00:00:00Z"}], "", "phases.0.name", "does not match"),
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z", "quotas": {"sample_per_day": 3}}], "", "phases.0.quotas.sample_per_day", "unknown key"),
+        (
+            [{"name": "a", "start": "2020-01-01T00:00:00Z", "leaderboard": {"ladder": True}}],
+            'test_data = "public"\n',
+            "phases.0.leaderboard.ladder",
+            "must be false",
+        ),
+    ],
+)
+def test_a_bad_phase_is_one_line_naming_its_key(tmp_path: Path, phases: list[dict[str, object]], top: str, key: str, what: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('name = "c"\nbenchmark = "mini"\n' + top + _phases_toml(phases), encoding="utf-8")
+    with pytest.raises(CompetitionFileError) as caught:
+        load_competition(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {key}: ") and what in message and "\n" not in message.split(" (hint")[0], message
