@@ -161,6 +161,8 @@ class Phase:
     #: None: the last phase, open for good (a standing board after the competition's earlier phases)
     end: datetime | None
     title: str = ""
+    #: the split it grades (None: the competition's); the server holds it to the competition's split or its sample split
+    split: str | None = None
     kinds: tuple[str, ...] = ("onnx", "docker")
     quotas: Quotas = field(default_factory=Quotas)
     leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
@@ -438,6 +440,7 @@ def _phases(
             Phase(
                 name=entry["name"],
                 title=entry.get("title", ""),
+                split=entry.get("split"),
                 start=start,
                 end=end,
                 kinds=tuple(entry.get("kinds", kinds)),

@@ -18,6 +18,7 @@ from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.session import Database, PoolSize, open_database
 from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
+from grader.hosting.errors import CompetitionFileError
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
@@ -64,6 +65,15 @@ class ServeOptions:
     pool: PoolSize | None = None
 
 
+def check_phase_splits(competition: Competition, split: str, sample: str | None) -> None:
+    """Each phase grades the competition's split or its sample split: the two the pins, the workers' data copies and the
+    result caps cover (a third would be graded on data no worker holds). One line naming the key otherwise."""
+    for index, phase in enumerate(competition.phases):
+        if phase.split is not None and phase.split not in (split, sample):
+            allowed = f"the competition's split {split!r}" + (f" or its sample split {sample!r}" if sample else "")
+            raise CompetitionFileError(f"{phase.split!r} is not {allowed}", path=competition.path, field=f"phases.{index}.split")
+
+
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     """Everything before serving: database (migrated), pin check, host key, clean-up of half uploads."""
     state = StateDir(options.state_dir)
@@ -90,6 +100,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_orphans(set(opened.known))
     state.make_private()
     benchmark, tasks, split, sample = grading_splits(competition)
+    check_phase_splits(competition, split, sample)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
         competition=competition,

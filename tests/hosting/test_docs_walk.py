@@ -13,7 +13,8 @@ The three paths and where each is walked:
   itself: anyone's `grader log audit` finds it), reads the private board;
   anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
   ``grader verify`` checks it; then a standing board over public data beside the others, whose listed number anyone
-  checks against the log (``grader log audit --board``). Every command must exit 0 and print the lines the page shows (ids, numbers and
+  checks against the log (``grader log audit --board``); then a competition in two phases (the final one refused before
+  it opens, an upload to the open one). Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
   serves the whole module.
 * operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
@@ -161,7 +162,11 @@ def test_the_host_path(walk: Walk) -> None:
     page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
     listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
-    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing"}
+    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open"}
+    # the competition of phases: the open one named, and its board the default one
+    phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
+    assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]
+    assert "public leaderboard, phase development" in httpx.get(walk.server + "/c/mini-phases/", timeout=30).text
     assert httpx.get(walk.server + "/me", timeout=30).status_code == 404
     assert not (walk.home / "state" / "grader.sqlite3").exists() and (walk.home / "state" / "competitions" / "mini-demo" / "grader.sqlite3").is_file()
     # the end led to the reveal by itself: the log holds it, and no `grader admin log-reveal` was typed

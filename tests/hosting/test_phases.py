@@ -21,14 +21,15 @@ from grader.hosting.errors import CompetitionFileError, RefusedSubmission
 from grader.hosting.intake.refusals import phase_refusal
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
+from grader.hosting.server import check_phase_splits
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 
 ONNX = REPO / "submissions_example" / "onnx-lsa"
 PHASES = [
     # closed: its board is final
     {"name": "warm-up", "start": "2020-01-01T00:00:00Z", "end": "2021-01-01T00:00:00Z"},
-    # open now: one hidden submission a day, ONNX only
-    {"name": "main", "start": "2021-01-01T00:00:00Z", "end": "2098-01-01T00:00:00Z", "kinds": ["onnx"], "quotas": {"per_day": 1}},
+    # open now: one hidden submission a day, ONNX only, graded on the public dev split
+    {"name": "main", "start": "2021-01-01T00:00:00Z", "end": "2098-01-01T00:00:00Z", "split": "dev", "kinds": ["onnx"], "quotas": {"per_day": 1}},
     # not open yet: nothing is accepted for it
     {"name": "final", "start": "2098-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "leaderboard": {"ladder": True}},
 ]
@@ -87,6 +88,7 @@ def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_
             assert raw.status_code == 403 and said in raw.text
         # the open phase, named or not: accepted; its quota (1 a day, not the file's 5) counts its submissions only
         sid = client.submit(ONNX, phase="main")["id"]
+        assert client.status(sid)["split"] == "dev"  # the phase's own split
         with pytest.raises(RefusedSubmission) as over:
             client.submit(ONNX)
         assert over.value.status == 429
@@ -97,7 +99,7 @@ def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_
         assert httpx.get(f"{server.url}/api/v1/leaderboard", params={"phase": "nope"}).status_code == 404
         page = httpx.get(f"{server.url}/").text
         assert "public leaderboard, phase main" in page and 'href="/?phase=final"' in page
-        assert sid.startswith("s")
+        assert [p["split"] for p in info["phases"]] == ["test", "dev", "test"]
     finally:
         server.stop()
 
@@ -122,6 +124,14 @@ def test_phases_map_onto_the_competition_and_an_old_file_is_one_window(tmp_path:
     assert standing.standing and standing.phase_at(datetime(2200, 1, 1, tzinfo=UTC)) is not None
     old = load_competition(write_competition(tmp_path / "old.toml"))
     assert old.phases == () and old.phase_at(at) is None
+
+
+def test_a_phase_grades_the_competitions_split_or_its_sample_split(tmp_path: Path) -> None:
+    competition = load_competition(_file(tmp_path / "c.toml"))
+    check_phase_splits(competition, "test", "dev")  # main grades dev: the sample split, pinned and in the workers' copies
+    with pytest.raises(CompetitionFileError) as caught:
+        check_phase_splits(competition, "test", None)  # a benchmark without a sample split
+    assert str(caught.value).startswith(f"{tmp_path / 'c.toml'}: phases.1.split: 'dev' is not the competition's split 'test'")
 
 
 def test_a_gap_between_phases_accepts_nothing() -> None:

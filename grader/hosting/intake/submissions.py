@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def create_submission(
                 name=checked.name,
                 kind=checked.kind,
                 track=track,
-                split=ctx.split if track == Track.HIDDEN else str(ctx.sample_split),
+                split=_graded_split(ctx, track, uploaded_at),
                 upload_path=final_path.name,
                 upload_sha256=upload.sha256,
                 upload_bytes=upload.size,
@@ -131,6 +132,14 @@ def create_submission(
         upload.path.unlink(missing_ok=True)
     enqueue(ctx.db, ctx.dispatcher, submission.id, actor="upload", reason="upload checked and stored")
     return submission, True
+
+
+def _graded_split(ctx: ServerContext, track: str, uploaded_at: datetime) -> str:
+    """The split a submission is graded on: the sample split for a sample run; else the open phase's, or the competition's."""
+    if track != Track.HIDDEN:
+        return str(ctx.sample_split)
+    phase = ctx.competition.phase_at(uploaded_at)
+    return ctx.split if phase is None or phase.split is None else phase.split
 
 
 def manifest_labels(manifest: Manifest) -> dict[str, Any]:

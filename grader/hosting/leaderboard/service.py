@@ -339,7 +339,8 @@ def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bo
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
     with ctx.db.session() as session:
         chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
-        rows = [r for r in scored_rows(session) if r.participant.id == participant.id]
+        last = ctx.competition.phases[-1] if ctx.competition.phases else None  # final choices are the last phase's only
+        rows = [r for r in scored_rows(session) if r.participant.id == participant.id and (last is None or last.holds(r.submission.uploaded_at))]
         finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(participant.id, set())
     return finals, bool(chosen & finals)
 

@@ -53,6 +53,7 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
                 "title": p.title,
                 "start": iso(p.start),
                 "end": iso(p.end),
+                "split": p.split or ctx.split,
                 "kinds": list(p.kinds),
                 "ladder": p.leaderboard.ladder,
                 "quotas": {"per_day": p.quotas.per_day, "total": p.quotas.total, "concurrent": p.quotas.concurrent},
