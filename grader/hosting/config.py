@@ -149,6 +149,12 @@ class LeaderboardPolicy:
     ladder_step: float | None = None
 
 
+#: ``regrade``: when the phase opens, nothing of the previous phase is graded again (the default) ...
+REGRADE_NONE = "none"
+#: ... or each participant's best public entry of it is, on this phase's split, not charged
+REGRADE_BEST = "best"
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase of a competition (``[[phases]]``; docs/hosting.md#phases): its own window, kinds, quotas and Ladder.
@@ -166,6 +172,8 @@ class Phase:
     kinds: tuple[str, ...] = ("onnx", "docker")
     quotas: Quotas = field(default_factory=Quotas)
     leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
+    #: what of the previous phase it grades again when it opens (:mod:`grader.hosting.services.phase_regrade`)
+    regrade: str = REGRADE_NONE
 
     def holds(self, moment: datetime) -> bool:
         """Whether ``moment`` (an upload's completion) falls within this phase's window."""
@@ -408,6 +416,14 @@ def _window(doc: dict[str, Any], path: Path) -> tuple[datetime, datetime | None]
     return start, end
 
 
+def _regrade(entry: dict[str, Any], index: int, path: Path) -> str:
+    """A phase's ``regrade``: the first phase has no previous one to take entries from."""
+    regrade = str(entry.get("regrade", REGRADE_NONE))
+    if regrade != REGRADE_NONE and index == 0:
+        raise CompetitionFileError("the first phase has no previous phase to grade again", path=path, field="phases.0.regrade")
+    return regrade
+
+
 def _phases(
     doc: dict[str, Any], *, kinds: tuple[str, ...], quotas: Quotas, leaderboard: LeaderboardPolicy, test_data: str, path: Path
 ) -> tuple[Phase, ...]:
@@ -441,6 +457,7 @@ def _phases(
                 name=entry["name"],
                 title=entry.get("title", ""),
                 split=entry.get("split"),
+                regrade=_regrade(entry, index, path),
                 start=start,
                 end=end,
                 kinds=tuple(entry.get("kinds", kinds)),

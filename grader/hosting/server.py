@@ -31,6 +31,7 @@ from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
+from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
 from grader.hosting.services.worker_copy import worker_copy
@@ -193,6 +194,8 @@ class Reaper(threading.Thread):
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._reveal()
+                if self.ctx.competition.phases and (made := regrade_opened_phases(self.ctx)):
+                    log.info("reaper: a phase opened: %s graded again, not charged", ", ".join(made))
                 self._prune_runs()
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),

@@ -10,19 +10,29 @@ unit tests at the end, every error naming its key.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
-from grader.hosting.config import load_competition
+from grader.hosting.clock import utcnow
+from grader.hosting.config import REGRADE_BEST, Phase, load_competition
+from grader.hosting.db.models import LogEntry, Submission
 from grader.hosting.errors import CompetitionFileError, RefusedSubmission
+from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import phase_refusal
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
 from grader.hosting.server import check_phase_splits
+from grader.hosting.services import admin as admin_service
+from grader.hosting.services.phase_regrade import regrade_opened_phases
+from grader.hosting.states import Track
+from tests.hosting.leaderboard_world import XSS_NAME
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
+from tests.hosting.world import World, new_submission, state_of
 
 ONNX = REPO / "submissions_example" / "onnx-lsa"
 PHASES = [
@@ -170,6 +180,8 @@ def test_a_gap_between_phases_accepts_nothing() -> None:
             "phases.0.leaderboard.ladder",
             "must be false",
         ),
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z", "regrade": "best"}], "", "phases.0.regrade", "no previous phase"),
+        ([{"name": "a", "start": "2020-01-01T00:00:00Z", "regrade": "all"}], "", "phases.0.regrade", "is not one of"),
     ],
 )
 def test_a_bad_phase_is_one_line_naming_its_key(tmp_path: Path, phases: list[dict[str, object]], top: str, key: str, what: str) -> None:
@@ -179,3 +191,46 @@ def test_a_bad_phase_is_one_line_naming_its_key(tmp_path: Path, phases: list[dic
         load_competition(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: {key}: ") and what in message and "\n" not in message.split(" (hint")[0], message
+
+
+# -- the re-grade when a phase opens (the served board world: real prepare(), signed reports, SQLite and PostgreSQL) -----
+
+
+def _two_phases(world: World) -> tuple[Phase, Phase]:
+    """Phase one held every seeded submission and closed just now; phase two opened then, on the dev split, taking the best."""
+    now = utcnow()
+    one = Phase("one", start=now - timedelta(days=1), end=now)
+    two = Phase("two", start=now, end=None, split="dev", regrade=REGRADE_BEST)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, end=None, phases=(one, two))
+    return one, two
+
+
+@pytest.mark.board(seeded=True)
+def test_an_opening_phase_grades_each_participants_best_entry_of_the_previous_one_again_once_and_free(world: World) -> None:
+    _two_phases(world)
+    made = regrade_opened_phases(world.ctx)
+    with world.ctx.db.session() as session:
+        rows = {sid: session.get(Submission, sid) for sid in made}
+        sources = {s.id: s for s in session.scalars(select(Submission)).all()}
+        receipts = set(session.scalars(select(LogEntry.submission_id).where(LogEntry.kind == "receipt")).all())
+        alice = quota_status(session, world.ctx.competition, world.participant_id, Track.HIDDEN, utcnow())
+    copied = {sources[row.idempotency_key.removeprefix("regrade:")].name for row in rows.values() if row is not None and row.idempotency_key}
+    # each participant's best public entry, per training setting (alice's v2, not her v1), the host's baseline too
+    assert copied == {"alice-encoder-v2", "bob-lsa", '=HYPERLINK("http://x")', XSS_NAME, "BM25 baseline", "bob-finetuned", "carol-mystery"}
+    for row in rows.values():
+        assert row is not None and row.state == "queued" and row.split == "dev"  # graded again on the new phase's split
+        source = sources[str(row.idempotency_key).removeprefix("regrade:")]
+        assert (row.upload_sha256, row.participant_id, row.labels) == (source.upload_sha256, source.participant_id, source.labels)
+    assert set(made) <= receipts  # logged as any upload is, before its grade
+    assert alice.used_24h == 0 and alice.in_flight == 0  # not charged: a re-grade is the phase's, not the participant's
+    assert regrade_opened_phases(world.ctx) == []  # once
+
+
+@pytest.mark.board(seeded=True)
+def test_the_re_grade_waits_for_the_previous_phases_grades_in_flight(world: World) -> None:
+    one, _ = _two_phases(world)
+    late = new_submission(world, uploaded_ago_s=5)  # queued in phase one: it may yet be someone's best
+    assert one.holds(state_of(world, late).uploaded_at)
+    assert regrade_opened_phases(world.ctx) == []
+    admin_service.cancel(world.ctx.db, late, host_log=world.ctx.log)
+    assert len(regrade_opened_phases(world.ctx)) == 7

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
@@ -25,6 +25,8 @@ from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refu
 from grader.hosting.states import Track
 
 DAY = timedelta(hours=24)
+#: The idempotency key's prefix of a phase's re-grade (grader.hosting.services.phase_regrade, which imports this one).
+REGRADE_KEY = "regrade:"
 HOUR = timedelta(hours=1)
 #: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
 #: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
@@ -39,11 +41,15 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     phase = competition.phase_at(now) if track == Track.HIDDEN else None
     quotas = competition.in_phase(phase).quotas
     since = () if phase is None else (Submission.uploaded_at >= phase.start,)
-    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES), *since)
+    # a phase's re-grade of an earlier entry (services/phase_regrade.py: its key says so) is never charged
+    charged = or_(Submission.idempotency_key.is_(None), ~Submission.idempotency_key.startswith(REGRADE_KEY, autoescape=True))
+    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES), charged, *since)
     window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
     in_flight = (
         session.scalar(
-            select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES), charged)
         )
         or 0
     )
