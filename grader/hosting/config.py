@@ -234,6 +234,10 @@ class Competition:
         started = [phase for phase in self.phases if phase.start <= moment]
         return self.phase_at(moment) or (started[-1] if started else self.phases[0])
 
+    def rules_at(self, moment: datetime) -> Competition:
+        """The competition as the phase open at ``moment`` runs it (a submission's rules: those of its upload's phase)."""
+        return self.in_phase(self.phase_at(moment))
+
     def in_phase(self, phase: Phase | None) -> Competition:
         """The competition as ``phase`` runs it: its kinds, quotas and board settings in place of the file's (itself for None)."""
         if phase is None:

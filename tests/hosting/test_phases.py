@@ -24,13 +24,14 @@ from grader.hosting.db.models import LogEntry, Submission
 from grader.hosting.errors import CompetitionFileError, RefusedSubmission
 from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import phase_refusal
+from grader.hosting.leaderboard.service import board_json, report_envelope
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
 from grader.hosting.server import check_phase_splits
 from grader.hosting.services import admin as admin_service
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.states import Track
-from tests.hosting.leaderboard_world import XSS_NAME
+from tests.hosting.leaderboard_world import XSS_NAME, seed
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.hosting.world import World, new_submission, state_of
 
@@ -234,3 +235,22 @@ def test_the_re_grade_waits_for_the_previous_phases_grades_in_flight(world: Worl
     assert regrade_opened_phases(world.ctx) == []
     admin_service.cancel(world.ctx.db, late, host_log=world.ctx.log)
     assert len(regrade_opened_phases(world.ctx)) == 7
+
+
+@pytest.mark.board(seeded=True)
+def test_each_submission_follows_the_ladder_of_its_own_phase(world: World) -> None:
+    now = utcnow()
+    board = world.ctx.competition.leaderboard
+    one = Phase("one", start=now - timedelta(days=1), end=now, leaderboard=board)
+    two = Phase("two", start=now, end=None, leaderboard=replace(board, ladder=True))
+    world.ctx.competition = world.competition = replace(world.ctx.competition, end=None, phases=(one, two))
+    later = seed(world, "alice", "alice-in-the-ladder-phase", 0.7, rng_seed=9)
+    with world.ctx.db.session() as session:
+        before, after = session.get(Submission, world.by_name("alice-encoder-v2").id), session.get(Submission, later.id)
+    assert before is not None and after is not None and two.holds(after.uploaded_at)
+    # phase one shows public-part reports; phase two is a Ladder: its finer numbers would undo it
+    assert report_envelope(world.ctx, before, ended=False) is not None
+    assert report_envelope(world.ctx, after, ended=False) is None
+    # and each phase's board ranks its own submissions only
+    ranked = {e["name"] for b in board_json(world.ctx, "public", phase="two").model_dump()["boards"] for e in b["entries"]}
+    assert ranked == {"alice-in-the-ladder-phase"}

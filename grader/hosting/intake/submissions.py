@@ -173,7 +173,7 @@ def public_view(
             track=submission.track,
             result_state=None if result is None or result.envelope_path is None else result.state,
             ended=ended,
-            ladder=ctx.competition.leaderboard.ladder,
+            ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder,  # its phase's Ladder
         )
         is not Download.NONE,
     }

@@ -317,7 +317,7 @@ def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool
     if scored is None:
         return {"score": None, "part": UNAVAILABLE}
     view: dict[str, Any] = {"score": rounded(scored[Part.PUBLIC]["score"]), "part": Part.PUBLIC.value}
-    if ctx.competition.leaderboard.ladder and not ended:
+    if ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder and not ended:  # its phase's Ladder
         with ctx.db.session() as session:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
     if ended:
@@ -329,8 +329,15 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting);
     None when a report of the replay is unavailable (every later released score depends on it)."""
     setting = setting_of(submission.labels)
-    rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
-    inputs = _board_inputs(ctx)
+    phase = ctx.competition.phase_at(submission.uploaded_at)  # the Ladder of the submission's phase, over its entries only
+    rows = [
+        r
+        for r in scored_rows(session)
+        if r.participant.id == submission.participant_id
+        and setting_of(r.submission.labels) == setting
+        and (phase is None or phase.holds(r.submission.uploaded_at))
+    ]
+    inputs = _board_inputs(ctx, phase)
     ok, lost = readable(rows, inputs)
     return None if lost else ladder_replay(ok, inputs)[0].get(submission.id)
 
@@ -379,7 +386,9 @@ def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool |
         return None
     if ended is None:
         ended = is_disclosed(ctx.db, ctx.competition)
-    download = report_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    download = report_download(
+        track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
+    )
     return _read_envelope(ctx, found, download)
 
 
@@ -391,7 +400,9 @@ def proved_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     if found is None:
         return None
     ended = is_disclosed(ctx.db, ctx.competition)
-    download = proof_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    download = proof_download(
+        track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
+    )
     return _read_envelope(ctx, found, download)
 
 
