@@ -174,6 +174,8 @@ class Phase:
     leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
     #: what of the previous phase it grades again when it opens (:mod:`grader.hosting.services.phase_regrade`)
     regrade: str = REGRADE_NONE
+    #: whether its split's judgements are hidden or public (the competition's ``test_data`` unless the phase says)
+    test_data: str = "hidden"
 
     def holds(self, moment: datetime) -> bool:
         """Whether ``moment`` (an upload's completion) falls within this phase's window."""
@@ -242,7 +244,7 @@ class Competition:
         """The competition as ``phase`` runs it: its kinds, quotas and board settings in place of the file's (itself for None)."""
         if phase is None:
             return self
-        return replace(self, kinds=phase.kinds, quotas=phase.quotas, leaderboard=phase.leaderboard)
+        return replace(self, kinds=phase.kinds, quotas=phase.quotas, leaderboard=phase.leaderboard, test_data=phase.test_data)
 
     @property
     def standing(self) -> bool:
@@ -453,8 +455,12 @@ def _phases(
                 path=path,
                 field=f"{where}.start",
             )
-        board = {**{k: v for k, v in vars(leaderboard).items()}, **entry.get("leaderboard", {})}
-        if test_data == TEST_DATA_PUBLIC and board.get("ladder"):
+        phase_data = str(entry.get("test_data", test_data))
+        base = dict(vars(leaderboard))
+        if "ladder" not in doc.get("leaderboard", {}):  # the file left the Ladder to its default: each phase's own
+            base["ladder"] = end is None and phase_data == TEST_DATA_HIDDEN  # a standing phase over hidden data
+        board = {**base, **entry.get("leaderboard", {})}
+        if phase_data == TEST_DATA_PUBLIC and board.get("ladder"):
             raise CompetitionFileError('must be false with test_data = "public"', path=path, field=f"{where}.leaderboard.ladder")
         phases.append(
             Phase(
@@ -462,6 +468,7 @@ def _phases(
                 title=entry.get("title", ""),
                 split=entry.get("split"),
                 regrade=_regrade(entry, index, path),
+                test_data=phase_data,
                 start=start,
                 end=end,
                 kinds=tuple(entry.get("kinds", kinds)),

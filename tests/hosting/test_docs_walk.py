@@ -166,7 +166,8 @@ def test_the_host_path(walk: Walk) -> None:
     # the competition of phases: the open one named, and its board the default one
     phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
     assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]
-    assert "public leaderboard, phase development" in httpx.get(walk.server + "/c/mini-phases/", timeout=30).text
+    assert "full leaderboard, phase development" in httpx.get(walk.server + "/c/mini-phases/", timeout=30).text
+    assert httpx.get(walk.server + "/c/mini-phases/api/v1/leaderboard", params={"phase": "final"}, timeout=30).json()["boards"] == []
     assert httpx.get(walk.server + "/me", timeout=30).status_code == 404
     assert not (walk.home / "state" / "grader.sqlite3").exists() and (walk.home / "state" / "competitions" / "mini-demo" / "grader.sqlite3").is_file()
     # the end led to the reveal by itself: the log holds it, and no `grader admin log-reveal` was typed

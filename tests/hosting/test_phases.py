@@ -21,9 +21,10 @@ from sqlalchemy import select
 from grader.hosting.clock import utcnow
 from grader.hosting.config import REGRADE_BEST, Phase, load_competition
 from grader.hosting.db.models import LogEntry, Submission
-from grader.hosting.errors import CompetitionFileError, RefusedSubmission
+from grader.hosting.errors import CompetitionFileError, NotPublished, RefusedSubmission
 from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import phase_refusal
+from grader.hosting.intake.submissions import public_view
 from grader.hosting.leaderboard.service import board_json, report_envelope
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
@@ -31,6 +32,7 @@ from grader.hosting.server import check_phase_splits
 from grader.hosting.services import admin as admin_service
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.states import Track
+from grader.reports.verify import verify_envelope
 from tests.hosting.leaderboard_world import XSS_NAME, seed
 from tests.hosting.support import REPO, Server, admin, grader_cli, write_competition
 from tests.hosting.world import World, new_submission, state_of
@@ -133,6 +135,12 @@ def test_phases_map_onto_the_competition_and_an_old_file_is_one_window(tmp_path:
     # a last phase without end stands; the competition then has no end
     standing = load_competition(_file(tmp_path / "s.toml", [{"name": "only", "start": "2020-01-01T00:00:00Z"}]))
     assert standing.standing and standing.phase_at(datetime(2200, 1, 1, tzinfo=UTC)) is not None
+    # the Ladder by default on a standing phase over hidden data only (docs/hosting.md#standing-leaderboards)
+    mixed = [
+        {"name": "dev", "start": "2020-01-01T00:00:00Z", "end": "2021-01-01T00:00:00Z", "test_data": "public"},
+        {"name": "board", "start": "2021-01-01T00:00:00Z"},
+    ]
+    assert [p.leaderboard.ladder for p in load_competition(_file(tmp_path / "m.toml", mixed)).phases] == [False, True]
     old = load_competition(write_competition(tmp_path / "old.toml"))
     assert old.phases == () and old.phase_at(at) is None
 
@@ -254,3 +262,25 @@ def test_each_submission_follows_the_ladder_of_its_own_phase(world: World) -> No
     # and each phase's board ranks its own submissions only
     ranked = {e["name"] for b in board_json(world.ctx, "public", phase="two").model_dump()["boards"] for e in b["entries"]}
     assert ranked == {"alice-in-the-ladder-phase"}
+
+
+@pytest.mark.board(seeded=True)
+def test_a_phase_over_public_test_data_discloses_its_grades_at_once(world: World) -> None:
+    now = utcnow()
+    one = Phase("one", start=now - timedelta(days=1), end=now, test_data="public", leaderboard=world.ctx.competition.leaderboard)
+    two = Phase("two", start=now, end=None, leaderboard=world.ctx.competition.leaderboard)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, end=None, phases=(one, two))
+    with world.ctx.db.session() as session:
+        submission = session.get(Submission, world.by_name("alice-encoder-v2").id)
+    assert submission is not None
+    envelope = report_envelope(world.ctx, submission, ended=False)  # the full report, not the public part's
+    assert envelope is not None
+    assert "part" not in verify_envelope(envelope, world.ctx.signing_key.public_key()).report["labels"]
+    assert report_envelope(world.ctx, submission, ended=False) == envelope
+    view = public_view(world.ctx, submission, ended=False)
+    assert view.private_score is not None and view.full_score is not None
+    # its board: the full split by default, each row linking the full report; the hidden phase's stays as it was
+    assert board_json(world.ctx, None, ended=False, phase="one").part == "full"
+    assert board_json(world.ctx, None, ended=False, phase="two").part == "public"
+    with pytest.raises(NotPublished):
+        board_json(world.ctx, "full", ended=False, phase="two")

@@ -157,6 +157,8 @@ def public_view(
     (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
     runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule.
     ``loaded``: its current result and part scores, read with it (:func:`own_views`); None: read here."""
+    # a grade of a phase over public test data is disclosed at once, whatever the competition's (docs/hosting.md#phases)
+    ended = ended or (submission.track == Track.HIDDEN and ctx.competition.rules_at(submission.uploaded_at).public_data)
     result = result_of(ctx, submission) if loaded is None else loaded[0]
     view: dict[str, Any] = {
         "id": submission.id,

@@ -44,6 +44,21 @@ def _board_inputs(ctx: ServerContext, phase: Phase | None = None) -> BoardInputs
     return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret, phase)
 
 
+def _public(ctx: ServerContext, phase: Phase | None) -> bool:
+    """Whether ``phase``'s (or, for None, the competition's) test data is public: every number disclosed at once."""
+    return ctx.competition.in_phase(phase).public_data
+
+
+def _disclosed_for(ctx: ServerContext, submission: Submission, ended: bool) -> bool:
+    """Whether every number of ``submission`` is public: the competition's disclosure, or its phase's public test data."""
+    return ended or (submission.track == Track.HIDDEN and ctx.competition.rules_at(submission.uploaded_at).public_data)
+
+
+def board_public_data(ctx: ServerContext, named: str | None) -> bool:
+    """Whether the test data of the board asked for (``named`` phase, or the default one) is public."""
+    return _public(ctx, board_phase(ctx, named))
+
+
 def board_phase(ctx: ServerContext, named: str | None) -> Phase | None:
     """The phase whose board is asked for: ``named``, else the reader's default (:meth:`Competition.board_phase`);
     :class:`NotPublished` for a name the competition does not have (the routes answer 404)."""
@@ -67,7 +82,8 @@ def boards(ctx: ServerContext, part: Part | str, *, ended: bool, phase: Phase | 
     """The boards of ``part`` (of ``phase``'s submissions, for a competition of phases); the private part only after the
     end (:class:`NotPublished` before: the routes answer 404)."""
     part = board_part(part)
-    if not board_visible(part, ended=ended, public_data=ctx.competition.public_data):
+    public_data = ctx.competition.in_phase(phase).public_data  # a phase's own test data
+    if not board_visible(part, ended=ended or public_data, public_data=public_data):
         if part == Part.FULL:
             raise NotPublished("the full leaderboard is published over public test data only; this competition's is hidden")
         raise NotPublished("the private leaderboard is published at the end of the competition")
@@ -177,9 +193,10 @@ def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | Non
     ``ended``: whether every number is disclosed, as the request read it (None: read here, once)."""
     if ended is None:
         ended = is_disclosed(ctx.db, ctx.competition)
-    if part is None:
-        part = Part.FULL if ctx.competition.public_data else Part.PUBLIC
     chosen = board_phase(ctx, phase)
+    ended = ended or ctx.competition.in_phase(chosen).public_data  # a phase over public data discloses all, at once
+    if part is None:
+        part = Part.FULL if ctx.competition.in_phase(chosen).public_data else Part.PUBLIC
     found = boards(ctx, part, ended=ended, phase=chosen)
     return boards_json(found, competition=ctx.competition.name, part=board_part(part), ended=ended)
 
@@ -386,6 +403,7 @@ def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool |
         return None
     if ended is None:
         ended = is_disclosed(ctx.db, ctx.competition)
+    ended = _disclosed_for(ctx, submission, ended)
     download = report_download(
         track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
     )
@@ -399,7 +417,7 @@ def proved_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     found = _result_of(ctx, submission)
     if found is None:
         return None
-    ended = is_disclosed(ctx.db, ctx.competition)
+    ended = _disclosed_for(ctx, submission, is_disclosed(ctx.db, ctx.competition))
     download = proof_download(
         track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
     )
@@ -442,8 +460,8 @@ def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
         e.submission_id
         for part in Part
         for phase in ctx.competition.phases or (None,)
-        if board_visible(part, ended=ended, public_data=ctx.competition.public_data)
-        for b in boards(ctx, part, ended=ended, phase=phase)
+        if board_visible(part, ended=ended or _public(ctx, phase), public_data=_public(ctx, phase))
+        for b in boards(ctx, part, ended=ended or _public(ctx, phase), phase=phase)
         for e in b.entries
         if e.unavailable is None
     }

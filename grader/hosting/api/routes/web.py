@@ -116,10 +116,10 @@ def tus_client() -> Response:
 @router.get("/", response_class=HTMLResponse)
 def board_page(request: Request, ctx: Ctx, part: str | None = None, phase: str | None = Query(None, max_length=32)) -> HTMLResponse:
     end = competition_end(ctx)
-    if part is None:
-        # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
-        part = default_part(ended=end.ended, public_data=ctx.competition.public_data)
     try:
+        if part is None:
+            # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
+            part = default_part(ended=end.ended, public_data=service.board_public_data(ctx, phase))
         data = service.board_json(ctx, part, ended=end.disclosed, phase=phase)
         shown = service.board_phase(ctx, phase)
     except HostingError as error:  # NotPublished (the private board before the end, no such phase), or no such part
