@@ -124,13 +124,19 @@ def _finish(client: HostingClient, submission_id: str) -> None:
 @click.option("--wait", is_flag=True, help="Follow the grading; exit 0 scored, 1 failed, 3 error/cancelled.")
 @click.option("--sample", is_flag=True, help="Run on the public sample split instead: logs visible, separate quota.")
 @click.option(
+    "--phase",
+    metavar="NAME",
+    default=None,
+    help="The phase this submission is meant for (default: the open one); refused, before uploading, unless it is open now.",
+)
+@click.option(
     "--receipt",
     "receipt_path",
     type=click.Path(path_type=Path),
     default=None,
     help="Save the upload's log receipt: FILE (the entry, its entry key and index, as JSON) and FILE.tlog-proof (its inclusion proof).",
 )
-def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool, receipt_path: Path | None) -> None:
+def submit(submission: Path, server: str, token: str | None, wait: bool, sample: bool, phase: str | None, receipt_path: Path | None) -> None:
     """Check SUBMISSION against the competition and your quota, pack it, upload it, print its id.
 
     Whatever the server would refuse (window closed, quota used up, kind, training labels,
@@ -140,7 +146,7 @@ def submit(submission: Path, server: str, token: str | None, wait: bool, sample:
     # An upload may take hours, and so may --wait: no command deadline, each fetch keeps its own.
     client = HostingClient(server, token_from(token), limits=FetchLimits.from_environment(follow=True))
     shown = UploadProgress()
-    view = client.submit(submission, sample=sample, progress=shown, on_wait=shown.waiting)
+    view = client.submit(submission, sample=sample, phase=phase, progress=shown, on_wait=shown.waiting)
     click.echo(escape_control(view["id"]))
     receipt = view.get("receipt")
     if receipt_path is not None and isinstance(receipt, dict):  # evidence that the upload was accepted (docs/transparency.md)

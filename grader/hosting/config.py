@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,45 @@ class LeaderboardPolicy:
     ladder_step: float | None = None
 
 
+#: ``regrade``: when the phase opens, nothing of the previous phase is graded again (the default) ...
+REGRADE_NONE = "none"
+#: ... or each participant's best public entry of it is, on this phase's split, not charged
+REGRADE_BEST = "best"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a competition (``[[phases]]``; docs/hosting.md#phases): its own window, kinds, quotas and Ladder.
+
+    A phase's quotas count only its own submissions (those uploaded within its window); its board ranks only them.
+    """
+
+    name: str
+    start: datetime
+    #: None: the last phase, open for good (a standing board after the competition's earlier phases)
+    end: datetime | None
+    title: str = ""
+    #: the split it grades (None: the competition's); the server holds it to the competition's split or its sample split
+    split: str | None = None
+    kinds: tuple[str, ...] = ("onnx", "docker")
+    quotas: Quotas = field(default_factory=Quotas)
+    leaderboard: LeaderboardPolicy = field(default_factory=LeaderboardPolicy)
+    #: what of the previous phase it grades again when it opens (:mod:`grader.hosting.services.phase_regrade`)
+    regrade: str = REGRADE_NONE
+    #: whether its split's judgements are hidden or public (the competition's ``test_data`` unless the phase says)
+    test_data: str = "hidden"
+
+    def holds(self, moment: datetime) -> bool:
+        """Whether ``moment`` (an upload's completion) falls within this phase's window."""
+        return self.start <= moment and (self.end is None or moment < self.end)
+
+
+#: ``test_data``: the graded split's judgements are the host's secret (the default) ...
+TEST_DATA_HIDDEN = "hidden"
+#: ... or published (anyone scores a run locally), so a board over them is checked, not trusted
+TEST_DATA_PUBLIC = "public"
+
+
 @dataclass(frozen=True)
 class NotifyPolicy:
     """Participants' notifications (``[notify]``; docs/hosting.md, "Notifications"): which special networks a webhook
@@ -184,7 +223,8 @@ class Competition:
     name: str
     benchmark: str
     start: datetime
-    end: datetime
+    #: None: no end, a standing leaderboard (docs/hosting.md#standing-leaderboards): the reaper never ends or reveals it
+    end: datetime | None
     path: Path
     title: str = ""
     split: str | None = None
@@ -208,6 +248,46 @@ class Competition:
     sharding: ShardSizes = field(default_factory=ShardSizes)
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     notify: NotifyPolicy = field(default_factory=NotifyPolicy)
+    #: Whether the graded split's judgements are public (anyone can score it locally: CoIR's test data) or hidden.
+    test_data: str = TEST_DATA_HIDDEN
+    #: The phases, in order (``[[phases]]``); empty for a file without them: one window, ``start`` to ``end``.
+    phases: tuple[Phase, ...] = ()
+
+    def phase_at(self, moment: datetime) -> Phase | None:
+        """The phase open at ``moment`` (None: before the first, between two, after the last, or a file without phases)."""
+        return next((phase for phase in self.phases if phase.holds(moment)), None)
+
+    def phase_named(self, name: str) -> Phase | None:
+        """The phase called ``name``, if the file has one."""
+        return next((phase for phase in self.phases if phase.name == name), None)
+
+    def board_phase(self, moment: datetime) -> Phase | None:
+        """The phase whose board a reader gets unless they name one: the open phase, else the last one that opened (its
+        board final), else the first (None for a file without phases)."""
+        if not self.phases:
+            return None
+        started = [phase for phase in self.phases if phase.start <= moment]
+        return self.phase_at(moment) or (started[-1] if started else self.phases[0])
+
+    def rules_at(self, moment: datetime) -> Competition:
+        """The competition as the phase open at ``moment`` runs it (a submission's rules: those of its upload's phase)."""
+        return self.in_phase(self.phase_at(moment))
+
+    def in_phase(self, phase: Phase | None) -> Competition:
+        """The competition as ``phase`` runs it: its kinds, quotas and board settings in place of the file's (itself for None)."""
+        if phase is None:
+            return self
+        return replace(self, kinds=phase.kinds, quotas=phase.quotas, leaderboard=phase.leaderboard, test_data=phase.test_data)
+
+    @property
+    def standing(self) -> bool:
+        """A standing leaderboard: the file names no end, so nothing ever ends, closes or reveals it by itself."""
+        return self.end is None
+
+    @property
+    def public_data(self) -> bool:
+        """Whether the graded split's judgements are public: then nothing of a grade is secret, from the start."""
+        return self.test_data == TEST_DATA_PUBLIC
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -272,10 +352,9 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         raise CompetitionFileError(
             what, path=path, field=_key(first), hint="see grader/schemas/competition.schema.json and competitions_example/mini.toml"
         )
-    start = _utc(doc["start"], "start", path)
-    end = _utc(doc["end"], "end", path)
-    if end <= start:
-        raise CompetitionFileError("must be after start", path=path, field="end")
+    test_data = str(doc.get("test_data", TEST_DATA_HIDDEN))
+    start, end = _window(doc, path)
+    leaderboard = _leaderboard(doc.get("leaderboard", {}), test_data=test_data, standing=end is None, path=path)
     quota_doc = dict(doc.get("quotas", {}))
     if "stored_bytes" in quota_doc:
         try:
@@ -285,6 +364,8 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
     if "cpu_minutes_per_day" in quota_doc:
         quota_doc["cpu_minutes_per_day"] = float(quota_doc["cpu_minutes_per_day"])
     quotas = Quotas(**quota_doc)
+    kinds = tuple(doc.get("kinds", ("onnx", "docker")))
+    phases = _phases(doc, kinds=kinds, quotas=quotas, leaderboard=leaderboard, test_data=test_data, path=path)
     limits_doc = dict(doc.get("limits", {}))
     values: dict[str, Any] = {}
     if "time_limit_s" in limits_doc:
@@ -342,7 +423,7 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         start=start,
         end=end,
         path=path.resolve(),
-        kinds=tuple(doc.get("kinds", ("onnx", "docker"))),
+        kinds=kinds,
         require_training_labels=bool(doc.get("require_training_labels", False)),
         max_attempts=int(doc.get("max_attempts", 3)),
         replicas=int(doc.get("replicas", 1)),
@@ -353,10 +434,12 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         upload_max_bytes=upload_bytes,
         unpack=unpack,
         queue=queue,
-        leaderboard=LeaderboardPolicy(**doc.get("leaderboard", {})),
+        leaderboard=leaderboard,
         sharding=sharding,
         retention=RetentionPolicy(**doc.get("retention", {})),
         notify=_notify_policy(doc.get("notify", {}), path),
+        test_data=test_data,
+        phases=phases,
     )
 
 
@@ -382,6 +465,102 @@ def _notify_policy(doc: dict[str, Any], path: Path) -> NotifyPolicy:
         smtp_from=doc.get("smtp_from", ""),
         smtp_starttls=bool(doc.get("smtp_starttls", False)),
     )
+
+
+def _window(doc: dict[str, Any], path: Path) -> tuple[datetime, datetime | None]:
+    """The competition's window: the file's ``start`` and ``end``, or with ``[[phases]]`` the first phase's start and the
+    last one's end (then the file names no window of its own: one place for each date)."""
+    if "phases" in doc:
+        for key in ("start", "end"):
+            if key in doc:
+                raise CompetitionFileError(f"the phases name the windows: give it as phases.N.{key} instead", path=path, field=key)
+        first, last = doc["phases"][0], doc["phases"][-1]
+        return _utc(first["start"], "phases.0.start", path), (
+            _utc(last["end"], f"phases.{len(doc['phases']) - 1}.end", path) if "end" in last else None
+        )
+    if "start" not in doc:
+        raise CompetitionFileError("required key is missing", path=path, field="start")
+    start = _utc(doc["start"], "start", path)
+    end = _utc(doc["end"], "end", path) if "end" in doc else None
+    if end is not None and end <= start:
+        raise CompetitionFileError("must be after start", path=path, field="end")
+    return start, end
+
+
+def _regrade(entry: dict[str, Any], index: int, path: Path) -> str:
+    """A phase's ``regrade``: the first phase has no previous one to take entries from."""
+    regrade = str(entry.get("regrade", REGRADE_NONE))
+    if regrade != REGRADE_NONE and index == 0:
+        raise CompetitionFileError("the first phase has no previous phase to grade again", path=path, field="phases.0.regrade")
+    return regrade
+
+
+def _phases(
+    doc: dict[str, Any], *, kinds: tuple[str, ...], quotas: Quotas, leaderboard: LeaderboardPolicy, test_data: str, path: Path
+) -> tuple[Phase, ...]:
+    """``[[phases]]``: each phase's window (in order, never overlapping; only the last may have no end) and its own kinds,
+    quotas and board settings over the file's (docs/hosting.md#phases)."""
+    phases: list[Phase] = []
+    names: set[str] = set()
+    entries = doc.get("phases", [])
+    for index, entry in enumerate(entries):
+        where = f"phases.{index}"
+        if entry["name"] in names:
+            raise CompetitionFileError(f"phase {entry['name']!r} is named twice", path=path, field=f"{where}.name")
+        names.add(entry["name"])
+        start = _utc(entry["start"], f"{where}.start", path)
+        if "end" not in entry and index < len(entries) - 1:
+            raise CompetitionFileError("required key is missing: only the last phase may have no end", path=path, field=f"{where}.end")
+        end = _utc(entry["end"], f"{where}.end", path) if "end" in entry else None
+        if end is not None and end <= start:
+            raise CompetitionFileError("must be after the phase's start", path=path, field=f"{where}.end")
+        if phases and (previous := phases[-1].end) is not None and start < previous:
+            raise CompetitionFileError(
+                f"must not be before the end of phase {phases[-1].name!r} ({previous.isoformat()}): phases follow each other",
+                path=path,
+                field=f"{where}.start",
+            )
+        phase_data = str(entry.get("test_data", test_data))
+        base = dict(vars(leaderboard))
+        if "ladder" not in doc.get("leaderboard", {}):  # the file left the Ladder to its default: each phase's own
+            base["ladder"] = end is None and phase_data == TEST_DATA_HIDDEN  # a standing phase over hidden data
+        board = {**base, **entry.get("leaderboard", {})}
+        if phase_data == TEST_DATA_PUBLIC and board.get("ladder"):
+            raise CompetitionFileError('must be false with test_data = "public"', path=path, field=f"{where}.leaderboard.ladder")
+        phases.append(
+            Phase(
+                name=entry["name"],
+                title=entry.get("title", ""),
+                split=entry.get("split"),
+                regrade=_regrade(entry, index, path),
+                test_data=phase_data,
+                start=start,
+                end=end,
+                kinds=tuple(entry.get("kinds", kinds)),
+                quotas=replace(quotas, **entry.get("quotas", {})),
+                leaderboard=LeaderboardPolicy(**board),
+            )
+        )
+    return tuple(phases)
+
+
+def _leaderboard(doc: dict[str, Any], *, test_data: str, standing: bool, path: Path) -> LeaderboardPolicy:
+    """The ``[leaderboard]`` table, with the defaults a board's data and end call for (docs/hosting.md#standing-leaderboards).
+
+    Over public test data the Ladder protects nothing (anyone scores any run locally) and would hide the very numbers
+    a reader checks, so it is refused. A standing board over hidden data never reveals anything: its hidden
+    judgements are probed for ever, so its public board is a Ladder unless the file says otherwise.
+    """
+    if test_data == TEST_DATA_PUBLIC and doc.get("ladder"):
+        raise CompetitionFileError(
+            'must be false with test_data = "public": anyone scores public data locally, so the board publishes every number',
+            path=path,
+            field="leaderboard.ladder",
+        )
+    values = dict(doc)
+    if standing and test_data == TEST_DATA_HIDDEN:
+        values.setdefault("ladder", True)
+    return LeaderboardPolicy(**values)
 
 
 def load_competition(path: str | Path) -> Competition:

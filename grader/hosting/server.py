@@ -18,6 +18,7 @@ from grader.hosting.config import RETAIN_ALL, Competition
 from grader.hosting.context import ServerContext
 from grader.hosting.db.session import Database, PoolSize, open_database
 from grader.hosting.environment import WORKER_DATA, environment, with_worker_token
+from grader.hosting.errors import CompetitionFileError
 from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
 from grader.hosting.keyring.log_key import ensure_log_key, log_origin
 from grader.hosting.keyring.partition_secret import ensure_partition_secret
@@ -31,6 +32,7 @@ from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
+from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
 from grader.hosting.services.worker_copy import worker_copy
@@ -65,6 +67,15 @@ class ServeOptions:
     pool: PoolSize | None = None
 
 
+def check_phase_splits(competition: Competition, split: str, sample: str | None) -> None:
+    """Each phase grades the competition's split or its sample split: the two the pins, the workers' data copies and the
+    result caps cover (a third would be graded on data no worker holds). One line naming the key otherwise."""
+    for index, phase in enumerate(competition.phases):
+        if phase.split is not None and phase.split not in (split, sample):
+            allowed = f"the competition's split {split!r}" + (f" or its sample split {sample!r}" if sample else "")
+            raise CompetitionFileError(f"{phase.split!r} is not {allowed}", path=competition.path, field=f"phases.{index}.split")
+
+
 def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     """Everything before serving: database (migrated), pin check, host key, clean-up of half uploads."""
     state = StateDir(options.state_dir)
@@ -91,6 +102,7 @@ def prepare(options: ServeOptions) -> tuple[ServerContext, Database]:
     state.clean_orphans(set(opened.known))
     state.make_private()
     benchmark, tasks, split, sample = grading_splits(competition)
+    check_phase_splits(competition, split, sample)
     dispatcher = LocalDispatcher() if options.broker is None else _celery_dispatcher(options.broker)
     ctx = ServerContext(
         competition=competition,
@@ -189,6 +201,8 @@ class Reaper(threading.Thread):
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._reveal()
+                if self.ctx.competition.phases and (made := regrade_opened_phases(self.ctx)):
+                    log.info("reaper: a phase opened: %s graded again, not charged", ", ".join(made))
                 self._prune_runs()
                 for what, ids in (
                     ("lease expired, re-queued", done.requeued),

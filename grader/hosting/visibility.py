@@ -10,6 +10,8 @@
 - The inclusion proof of a report's log entry reaches its participant at once, a withheld report's too
   (the entry holds digests only).
 - Container logs are shown of sample-split runs only, never of hidden grades (they could carry hidden data).
+- Over public test data (``test_data = "public"``) every number is disclosed from the start, as at the end
+  (:func:`disclosed`).
 
 The routes, the pages, the submission view and the board's report links all ask these functions, so they
 cannot disagree. The functions are pure: whether the competition has ended is an argument, read once per
@@ -30,6 +32,9 @@ class Part(enum.StrEnum):
     PUBLIC = "public"
     #: the queries whose scores are published at the end
     PRIVATE = "private"
+    #: every query of the graded split: the board of public test data (``test_data = "public"``), whose rows link the full
+    #: signed reports they show, so that anyone checks each number (``grader log audit --board``) or re-scores the run
+    FULL = "full"
 
 
 class Download(enum.Enum):
@@ -42,9 +47,30 @@ class Download(enum.Enum):
     FULL = "full"
 
 
-def board_visible(part: Part | str, *, ended: bool) -> bool:
-    """Whether anyone may see the board of ``part``: the public one always, the private one from the end on."""
+def disclosed(*, ended: bool, public_data: bool) -> bool:
+    """Whether every number of a hidden-split grade is public: from the end on; from the start when the graded split's
+    judgements are public (``test_data = "public"``): anyone scores a run on them locally, so a withheld number hides
+    nothing from a participant and only keeps a reader from checking the board (docs/hosting.md#standing-leaderboards).
+
+    The callers pass this, not the end alone, as ``ended`` to the rules below; the partition secret and the blinding
+    key still wait for the real end (their reveal is the log's, :mod:`grader.hosting.transparency.log_events`)."""
+    return ended or public_data
+
+
+def board_visible(part: Part | str, *, ended: bool, public_data: bool = False) -> bool:
+    """Whether anyone may see the board of ``part``: the public one always, the private one from the end on, the full one
+    over public test data only (over hidden data it would publish the private part's numbers before the end)."""
+    if part == Part.FULL:
+        return public_data
     return part == Part.PUBLIC or (part == Part.PRIVATE and ended)
+
+
+def default_part(*, ended: bool, public_data: bool) -> Part:
+    """The board a reader gets unless they name one: over public data the full one; else the public one until the real
+    end (``ended``: the end, not the disclosure), the final standings (private) after it."""
+    if public_data:
+        return Part.FULL
+    return Part.PRIVATE if ended else Part.PUBLIC
 
 
 def report_download(*, track: Track | str, result_state: State | str | None, ended: bool, ladder: bool) -> Download:

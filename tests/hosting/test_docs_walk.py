@@ -12,7 +12,9 @@ The three paths and where each is walked:
   saves the public part's report; the host reads the history, ends the competition (the server logs the reveal by
   itself: anyone's `grader log audit` finds it), reads the private board;
   anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
-  ``grader verify`` checks it. Every command must exit 0 and print the lines the page shows (ids, numbers and
+  ``grader verify`` checks it; then a standing board over public data beside the others, whose listed number anyone
+  checks against the log (``grader log audit --board``); then a competition in two phases (the final one refused before
+  it opens, an upload to the open one). Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
   serves the whole module.
 * operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
@@ -160,11 +162,16 @@ def test_the_host_path(walk: Walk) -> None:
     page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
     listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
-    assert listed == {"mini-cup": "open", "mini-demo": "ended"}
+    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open"}
+    # the competition of phases: the open one named, and its board the default one
+    phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
+    assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]
+    assert "full leaderboard, phase development" in httpx.get(walk.server + "/c/mini-phases/", timeout=30).text
+    assert httpx.get(walk.server + "/c/mini-phases/api/v1/leaderboard", params={"phase": "final"}, timeout=30).json()["boards"] == []
     assert httpx.get(walk.server + "/me", timeout=30).status_code == 404
     assert not (walk.home / "state" / "grader.sqlite3").exists() and (walk.home / "state" / "competitions" / "mini-demo" / "grader.sqlite3").is_file()
     # the end led to the reveal by itself: the log holds it, and no `grader admin log-reveal` was typed
-    assert "reveal: checked against entry 0" in walk.output("grader log audit")
+    assert "reveal: checked against entry 0" in walk.output('grader log audit "${GRADER_SERVER}/log"')
     assert not any("log-reveal" in cmd.text for cmd, _ in walk.typed)
     history = walk.output("grader admin --state state/ history")
     assert "worker local-1: attempt 1 claimed" in history and "running -> scored" in history
@@ -187,3 +194,8 @@ def test_the_participant_path_scores_agree_everywhere(walk: Walk) -> None:
     # after the upgrade, the same submission at its competition's address, the same scores
     moved = _scores(walk.output("grader status sdb1696df80d569c1 --server").splitlines()[-1])
     assert moved == after
+    # the standing board over public data: every score at once, and its board's number is the full score
+    standing = _scores(walk.output('grader submit submissions_example/onnx-lsa --server "${GRADER_SERVER}/c/mini-board"').splitlines()[-1])
+    assert set(standing) == {"public", "private", "full"}
+    board = httpx.get(walk.server + "/c/mini-board/api/v1/leaderboard", timeout=30).json()
+    assert board["part"] == "full" and f"{board['boards'][0]['entries'][0]['score']:.4f}" == standing["full"]

@@ -210,7 +210,7 @@ def test_openapi_names_the_allowed_values_of_tracks_states_failure_codes_and_par
     assert allowed("SubmissionView", "track") == [t.value for t in Track] == allowed("QuotaView", "track") == allowed("Job", "track")
     assert allowed("SubmissionView", "state") == [s.value for s in State]
     assert allowed("SubmissionView", "failure_code") == [c.value for c in FailureCode]
-    assert allowed("Boards", "part") == [p.value for p in Part] == ["public", "private"]
+    assert allowed("Boards", "part") == [p.value for p in Part] == ["public", "private", "full"]
     assert schema["paths"]["/api/v1/quota"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Quota"
     }

@@ -91,6 +91,12 @@ def test_the_files_end_once_logged_stays_when_the_file_moves_it_later(world: Wor
     assert "\n" not in said
     assert said.startswith("the log holds the competition's end at 2020-01-02T00:00:00Z (entry 1), but the competition file now says it ends at ")
     assert "open a new competition for more time" in said
+    # the end taken out of the file (a standing board now) reopens nothing either: the reaper logs no second end
+    standing = replace(world.competition, end=None)
+    assert ends_at(world.db, standing) == FILE_END and has_ended(world.db, standing)
+    assert not log_end_if_due(world.db, host_log, standing)
+    with pytest.raises(EndReopened, match="never \\(no end: a standing leaderboard\\)"):
+        hold_the_end(world.db, standing)
 
 
 def test_the_hosts_early_end_is_stored_and_a_server_starts_with_the_files_later_end(world: World, tmp_path: Path) -> None:

@@ -16,16 +16,18 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
 from grader.hosting.config import Competition
 from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Result, Setting, State, Submission, UploadReservation
-from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, refusals_refusal, window_refusal
+from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, phase_refusal, refusals_refusal, window_refusal
 from grader.hosting.states import Track
 
 DAY = timedelta(hours=24)
+#: The idempotency key's prefix of a phase's re-grade (grader.hosting.services.phase_regrade, which imports this one).
+REGRADE_KEY = "regrade:"
 HOUR = timedelta(hours=1)
 #: The settings row holding a participant's recent refusal times (a JSON list of ISO times, at most the limit + 1).
 #: A row of the settings table, not a table of its own: no migration while the schema's others are in flight.
@@ -33,13 +35,22 @@ _REFUSALS_KEY = "refusals:{}"
 
 
 def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
-    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``."""
-    quotas = competition.quotas
-    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES))
+    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``.
+
+    With phases, the hidden track's quotas are the open phase's, and count only its submissions (uploaded since it
+    opened); the sample track is phase-independent."""
+    phase = competition.phase_at(now) if track == Track.HIDDEN else None
+    quotas = competition.in_phase(phase).quotas
+    since = () if phase is None else (Submission.uploaded_at >= phase.start,)
+    # a phase's re-grade of an earlier entry (services/phase_regrade.py: its key says so) is never charged
+    charged = or_(Submission.idempotency_key.is_(None), ~Submission.idempotency_key.startswith(REGRADE_KEY, autoescape=True))
+    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES), charged, *since)
     window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
     in_flight = (
         session.scalar(
-            select(func.count()).select_from(Submission).where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES))
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES), charged)
         )
         or 0
     )
@@ -153,7 +164,7 @@ def lock_admission(session: Session, participant_id: int) -> None:
 
 
 def check_quota(
-    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime, *, incoming_bytes: int = 0
+    session: Session, competition: Competition, participant_id: int, track: str, now: datetime, ends_at: datetime | None, *, incoming_bytes: int = 0
 ) -> None:
     """Raise :class:`RefusedSubmission` (with the time the next submission is possible) if one more is not allowed now.
 
@@ -161,8 +172,10 @@ def check_quota(
     a participant whose stored uploads already reach the bound is refused before sending one). The words are
     :mod:`grader.hosting.intake.refusals`', which ``grader submit`` also uses to refuse before uploading.
     """
-    refusal = window_refusal(competition.start, ends_at, now) or count_refusal(
-        status := quota_status(session, competition, participant_id, track, now)
+    refusal = (
+        window_refusal(competition.start, ends_at, now)
+        or phase_refusal(competition.phases, now)
+        or count_refusal(status := quota_status(session, competition, participant_id, track, now))
     )
     if refusal is not None:
         raise refusal

@@ -9,10 +9,11 @@ the archive (grader.hosting.participant.client): same words, same exit status (4
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from grader.errors import GraderError
 from grader.hosting.clock import iso
@@ -165,12 +166,57 @@ def track_refusal(track: str, sample_split: str | None) -> RefusedSubmission | N
     return no_sample_track() if track == Track.SAMPLE and sample_split is None else None
 
 
-def window_refusal(start: datetime, ends_at: datetime, now: datetime) -> RefusedSubmission | None:
-    """403 before the start or after the end of the competition, else None."""
+def window_refusal(start: datetime, ends_at: datetime | None, now: datetime) -> RefusedSubmission | None:
+    """403 before the start or after the end of the competition (None: a standing leaderboard, no end), else None."""
     if now < start:
         return RefusedSubmission(f"the competition opens at {iso(start)}", status=403, retry_at=start)
-    if now >= ends_at:
+    if ends_at is not None and now >= ends_at:
         return closed(ends_at)
+    return None
+
+
+class PhaseWindow(Protocol):
+    """A phase as the refusals read it: the server's :class:`grader.hosting.config.Phase`, or what a client read of one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def start(self) -> datetime: ...
+    @property
+    def end(self) -> datetime | None: ...
+
+
+def named_phase_refusal(phases: Sequence[PhaseWindow], now: datetime, named: str | None, *, sample: bool) -> RefusedSubmission | None:
+    """:func:`phase_refusal` of an upload meant for ``named`` (None: the open phase); sample runs are phase-independent."""
+    if sample:
+        return None if named is None else RefusedSubmission("sample runs belong to no phase: submit --sample without --phase", status=403)
+    return phase_refusal(phases, now, named)
+
+
+def _holds(phase: PhaseWindow, now: datetime) -> bool:
+    return phase.start <= now and (phase.end is None or now < phase.end)
+
+
+def phase_refusal(phases: Sequence[PhaseWindow], now: datetime, named: str | None = None) -> RefusedSubmission | None:
+    """403 when the competition's ``phases`` accept nothing now (between two), or when ``named`` (``grader submit
+    --phase``) is not the phase open now: before it opens nothing is accepted for it, after it closes its board is final.
+    None for a competition without phases, or when the upload may go on (the window itself: :func:`window_refusal`)."""
+    if not phases:
+        return None if named is None else RefusedSubmission(f"this competition has no phases: submit without --phase ({named!r} given)", status=403)
+    open_now = next((p for p in phases if _holds(p, now)), None)
+    if named is not None:
+        phase = next((p for p in phases if p.name == named), None)
+        if phase is None:
+            return RefusedSubmission(f"no phase {named!r} in this competition (its phases: {', '.join(p.name for p in phases)})", status=403)
+        if now < phase.start:
+            return RefusedSubmission(f"phase {phase.name!r} opens at {iso(phase.start)}", status=403, retry_at=phase.start)
+        if phase is not open_now:
+            return RefusedSubmission(f"phase {phase.name!r} closed at {iso(phase.end)}; its board is final", status=403)
+        return None
+    if open_now is None and phases[0].start <= now:
+        upcoming = next((p for p in phases if now < p.start), None)
+        if upcoming is not None:
+            return RefusedSubmission(f"between phases: phase {upcoming.name!r} opens at {iso(upcoming.start)}", status=403, retry_at=upcoming.start)
     return None
 
 

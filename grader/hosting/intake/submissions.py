@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.protocol.messages import Quota, QuotaView, SubmissionView
 from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
-from grader.hosting.schedule import ends_at, has_ended
+from grader.hosting.schedule import ends_at, is_disclosed
 from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 from grader.hosting.transparency.log_events import end_logged_first, log_receipt
@@ -60,7 +61,8 @@ def create_submission(
     (:class:`UploadTakenOver` otherwise: a retry took it over, and that copy's body is the one that counts).
     """
     uploaded_at = utcnow()  # the deadline is judged on the completion of the upload
-    competition = ctx.competition
+    # a hidden grade belongs to the phase open when its upload completed (the deadline's rule): its kinds and quotas
+    competition = ctx.competition.in_phase(ctx.competition.phase_at(uploaded_at)) if track == Track.HIDDEN else ctx.competition
     try:
         if (refusal := track_refusal(track, ctx.sample_split)) is not None:
             raise refusal  # admitted on its headers already (uploads.admit): here for any other caller
@@ -112,7 +114,7 @@ def create_submission(
                 name=checked.name,
                 kind=checked.kind,
                 track=track,
-                split=ctx.split if track == Track.HIDDEN else str(ctx.sample_split),
+                split=_graded_split(ctx, track, uploaded_at),
                 upload_path=final_path.name,
                 upload_sha256=upload.sha256,
                 upload_bytes=upload.size,
@@ -132,6 +134,14 @@ def create_submission(
     return submission, True
 
 
+def _graded_split(ctx: ServerContext, track: str, uploaded_at: datetime) -> str:
+    """The split a submission is graded on: the sample split for a sample run; else the open phase's, or the competition's."""
+    if track != Track.HIDDEN:
+        return str(ctx.sample_split)
+    phase = ctx.competition.phase_at(uploaded_at)
+    return ctx.split if phase is None or phase.split is None else phase.split
+
+
 def manifest_labels(manifest: Manifest) -> dict[str, Any]:
     """What the leaderboard shows of a manifest: the declared training setting and data, and the model facts."""
     facts = dict(manifest.model_card)
@@ -147,6 +157,8 @@ def public_view(
     (rounded to 4 decimals) for hidden-split grades, private and full scores after the end; for sample-split
     runs their score and the last log line. Whether its report can be downloaded is :mod:`grader.hosting.visibility`'s rule.
     ``loaded``: its current result and part scores, read with it (:func:`own_views`); None: read here."""
+    # a grade of a phase over public test data is disclosed at once, whatever the competition's (docs/hosting.md#phases)
+    ended = ended or (submission.track == Track.HIDDEN and ctx.competition.rules_at(submission.uploaded_at).public_data)
     result = result_of(ctx, submission) if loaded is None else loaded[0]
     view: dict[str, Any] = {
         "id": submission.id,
@@ -163,7 +175,7 @@ def public_view(
             track=submission.track,
             result_state=None if result is None or result.envelope_path is None else result.state,
             ended=ended,
-            ladder=ctx.competition.leaderboard.ladder,
+            ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder,  # its phase's Ladder
         )
         is not Download.NONE,
     }
@@ -218,7 +230,7 @@ def own_submission(ctx: ServerContext, participant: Principal, submission_id: st
 def own_view(ctx: ServerContext, participant: Principal, submission_id: str) -> SubmissionView | None:
     """What ``participant`` may see of their submission ``submission_id`` (None if it is not theirs: the route answers 404)."""
     submission = own_submission(ctx, participant, submission_id)
-    return None if submission is None else public_view(ctx, submission, ended=has_ended(ctx.db, ctx.competition))
+    return None if submission is None else public_view(ctx, submission, ended=is_disclosed(ctx.db, ctx.competition))
 
 
 def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None = None) -> list[SubmissionView]:
@@ -226,7 +238,7 @@ def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None 
     unless the caller read it: ``ended``). Each submission's result and part scores are read with it, in one query: a
     list of dozens of grades would otherwise open two transactions per grade."""
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
+        ended = is_disclosed(ctx.db, ctx.competition)
     with ctx.db.session() as session:
         rows = session.execute(
             select(Submission, Result, ResultPart)

@@ -55,10 +55,12 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, UploadReservation
 from grader.hosting.errors import RefusedSubmission, UploadInProgress, UploadTakenOver
 from grader.hosting.identity.principal import Principal
+from grader.hosting.intake import refusals
 from grader.hosting.intake.quotas import check_quota, lock_admission
 from grader.hosting.intake.refusals import too_large, track_refusal
 from grader.hosting.intake.submissions import create_submission
 from grader.hosting.schedule import ends_at
+from grader.hosting.states import Track
 from grader.hosting.storage import StoredUpload
 
 KEY_HEADER = "Idempotency-Key"
@@ -89,6 +91,12 @@ class Admission:
     participant_id: int
     holder: str
     existing: Submission | None = None
+
+
+def named_phase_refusal(ctx: ServerContext, track: str, named: str | None) -> RefusedSubmission | None:
+    """The refusal of an upload meant for phase ``named`` (``grader submit --phase``; None: the open one) before its body
+    is read: unless ``named`` is open now (docs/hosting.md#phases). Sample runs are phase-independent: never named."""
+    return refusals.named_phase_refusal(ctx.competition.phases, utcnow(), named, sample=track == Track.SAMPLE)
 
 
 def read_head(headers: Mapping[str, str], max_bytes: int) -> UploadHead:

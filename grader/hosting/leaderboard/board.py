@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grader.hosting.config import Competition
+from grader.hosting.config import Competition, Phase
 from grader.hosting.db.models import FinalChoice, Participant
 from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
 from grader.hosting.leaderboard.parts import CurrentResult, GradedSubmission, StoredParts, scored_hidden
@@ -114,12 +114,15 @@ class BoardInputs:
     seed: int
     ladder: bool = False
     ladder_step: float | None = None
+    #: The phase whose board this is: only its submissions (uploaded within its window) are ranked; None: all of them
+    phase: Phase | None = None
 
     @classmethod
-    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes) -> BoardInputs:
-        """What ``competition``'s boards are built with: its [leaderboard] section, the host key and the partition secret."""
-        lb = competition.leaderboard
-        return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step)
+    def of(cls, competition: Competition, public_key: Ed25519PublicKey, secret: bytes, phase: Phase | None = None) -> BoardInputs:
+        """What ``competition``'s boards are built with: its [leaderboard] section (``phase``'s, for a phase's board), the
+        host key and the partition secret."""
+        lb = competition.in_phase(phase).leaderboard
+        return cls(public_key, secret, lb.public_fraction, lb.finals, lb.resamples, lb.seed, lb.ladder, lb.ladder_step, phase)
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,13 @@ def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str
 
 
 def _best(rows: list[Scored], part: Part) -> Scored:
-    score = (lambda r: r.parts.public_score) if part == Part.PUBLIC else (lambda r: r.parts.private_score)
+    columns = {Part.PUBLIC: lambda r: r.parts.public_score, Part.PRIVATE: lambda r: r.parts.private_score, Part.FULL: lambda r: r.parts.full_score}
+    score: Callable[[Scored], float] = columns[part]
     return sorted(rows, key=lambda r: (-score(r), r.submission.uploaded_at, r.submission.id))[0]
 
 
 def select_entries(rows: list[Scored], part: Part, finals: dict[int, set[str]]) -> list[Scored]:
-    """One row per participant: the best public score, or (private) the best private score among the finals."""
+    """One row per participant: the best public (or full) score, or (private) the best private score among the finals."""
     by_participant: dict[int, list[Scored]] = {}
     for row in rows:
         if part == Part.PRIVATE and row.submission.id not in finals.get(row.participant.id, set()):
@@ -309,8 +313,9 @@ def ladder_replay(rows: list[Scored], inputs: BoardInputs) -> tuple[dict[str, fl
 
 
 def build_boards(session: Session, part: Part, inputs: BoardInputs) -> list[Board]:
-    """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting."""
-    rows = scored_rows(session)
+    """The boards of ``part`` (``public``, or ``private`` which the caller shows only after the end), one per training setting;
+    of ``inputs.phase``'s submissions only, when it names a phase."""
+    rows = [r for r in scored_rows(session) if inputs.phase is None or inputs.phase.holds(r.submission.uploaded_at)]
     finals = finals_of(session, rows, inputs.finals_k)
     boards = []
     for setting in SETTINGS:

@@ -20,7 +20,7 @@ from grader.hosting.keyring.files import key_files
 from grader.hosting.keyring.partition_secret import load_partition_secret, recorded_commitment
 from grader.hosting.leaderboard.board import BoardInputs, build_boards
 from grader.hosting.leaderboard.service import board_part, boards_json
-from grader.hosting.schedule import ends_at
+from grader.hosting.schedule import ends_at, passed
 from grader.hosting.visibility import Part
 from grader.reports.keys import load_public_key
 from grader.stats.partition import commitment
@@ -38,9 +38,11 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: Pa
             raise HostingError(
                 f"{keys.folder}: the partition secret does not match the commitment recorded in this database (another competition's state?)"
             )
-        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret))
+        # the phase a reader gets by default (after the end: the last one), so the reveal logs the boards the routes serve
+        phase = competition.board_phase(utcnow())
+        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret, phase))
     end = ends_at(db, competition)
-    data = boards_json(found, competition=competition.name, part=part, ended=utcnow() >= end).model_dump(mode="json")
+    data = boards_json(found, competition=competition.name, part=part, ended=passed(end, utcnow())).model_dump(mode="json")
     data["ends_at"] = iso(end)
     data["host_only"] = part == Part.PRIVATE and not data["ended"]
     return data
@@ -64,7 +66,7 @@ def board_text(data: dict[str, Any]) -> str:
     """The boards as plain text: one aligned table per board, one line per entry (participant text escaped for the terminal)."""
     lines = [
         f"{escape_control(data['competition'])}: {data['part']} board"
-        + (" (HOST ONLY until the end at " + data["ends_at"] + ")" if data["host_only"] else "")
+        + (f" (HOST ONLY until the end at {data['ends_at'] or 'the host ends it: a standing board has no end'})" if data["host_only"] else "")
     ]
     for board in data["boards"]:
         lines.append("")

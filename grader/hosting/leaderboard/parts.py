@@ -161,6 +161,8 @@ class StoredParts:
 
     public_score: float
     private_score: float
+    #: over every query of the graded split (the full board of public test data)
+    full_score: float = 0.0
 
 
 def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResult, StoredParts]]:
@@ -182,6 +184,7 @@ def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResul
             Result.envelope_path,
             ResultPart.public_score,
             ResultPart.private_score,
+            ResultPart.full_score,
         )
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
@@ -189,6 +192,6 @@ def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResul
         .order_by(Submission.uploaded_at, Submission.id)
     ).all()
     return [
-        (GradedSubmission(sid, pid, name, kind, labels, uploaded_at), CurrentResult(rid, envelope), StoredParts(public, private))
-        for sid, pid, name, kind, labels, uploaded_at, rid, envelope, public, private in rows
+        (GradedSubmission(sid, pid, name, kind, labels, uploaded_at), CurrentResult(rid, envelope), StoredParts(public, private, full))
+        for sid, pid, name, kind, labels, uploaded_at, rid, envelope, public, private, full in rows
     ]

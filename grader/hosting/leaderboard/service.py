@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import Phase
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
@@ -25,7 +26,7 @@ from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, f
 from grader.hosting.leaderboard.parts import stored_parts
 from grader.hosting.leaderboard.values import UNAVAILABLE, readable_values, signed_part_scores
 from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
-from grader.hosting.schedule import has_ended
+from grader.hosting.schedule import has_ended, is_disclosed
 from grader.hosting.states import State, Track
 from grader.hosting.visibility import Download, Part, board_visible, proof_download, report_download
 from grader.reports.signing import ENVELOPE_NAME
@@ -39,8 +40,34 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(float(value), DECIMALS)
 
 
-def _board_inputs(ctx: ServerContext) -> BoardInputs:
-    return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret)
+def _board_inputs(ctx: ServerContext, phase: Phase | None = None) -> BoardInputs:
+    return BoardInputs.of(ctx.competition, ctx.signing_key.public_key(), ctx.partition_secret, phase)
+
+
+def _public(ctx: ServerContext, phase: Phase | None) -> bool:
+    """Whether ``phase``'s (or, for None, the competition's) test data is public: every number disclosed at once."""
+    return ctx.competition.in_phase(phase).public_data
+
+
+def _disclosed_for(ctx: ServerContext, submission: Submission, ended: bool) -> bool:
+    """Whether every number of ``submission`` is public: the competition's disclosure, or its phase's public test data."""
+    return ended or (submission.track == Track.HIDDEN and ctx.competition.rules_at(submission.uploaded_at).public_data)
+
+
+def board_public_data(ctx: ServerContext, named: str | None) -> bool:
+    """Whether the test data of the board asked for (``named`` phase, or the default one) is public."""
+    return _public(ctx, board_phase(ctx, named))
+
+
+def board_phase(ctx: ServerContext, named: str | None) -> Phase | None:
+    """The phase whose board is asked for: ``named``, else the reader's default (:meth:`Competition.board_phase`);
+    :class:`NotPublished` for a name the competition does not have (the routes answer 404)."""
+    if named is None:
+        return ctx.competition.board_phase(utcnow())
+    phase = ctx.competition.phase_named(named)
+    if phase is None:
+        raise NotPublished(f"no phase {named!r} in this competition")
+    return phase
 
 
 def board_part(part: str) -> Part:
@@ -51,13 +78,17 @@ def board_part(part: str) -> Part:
         raise HostingError(f"no such board part: {part!r}") from None
 
 
-def boards(ctx: ServerContext, part: Part | str, *, ended: bool) -> list[Board]:
-    """The boards of ``part``; the private part only after the end (:class:`NotPublished` before: the routes answer 404)."""
+def boards(ctx: ServerContext, part: Part | str, *, ended: bool, phase: Phase | None = None) -> list[Board]:
+    """The boards of ``part`` (of ``phase``'s submissions, for a competition of phases); the private part only after the
+    end (:class:`NotPublished` before: the routes answer 404)."""
     part = board_part(part)
-    if not board_visible(part, ended=ended):
+    public_data = ctx.competition.in_phase(phase).public_data  # a phase's own test data
+    if not board_visible(part, ended=ended or public_data, public_data=public_data):
+        if part == Part.FULL:
+            raise NotPublished("the full leaderboard is published over public test data only; this competition's is hidden")
         raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
-        return build_boards(session, part, _board_inputs(ctx))
+        return build_boards(session, part, _board_inputs(ctx, phase))
 
 
 def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
@@ -146,7 +177,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
 
 
 def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool) -> Boards:
-    """Boards as published (numbers rounded)."""
+    """Boards as published (numbers rounded). The JSON names no phase (the request did, or took the default: ``GET
+    /api/v1/competition`` says which phase is open): a board's bytes stay what they were, which a logged reveal hashed."""
     return Boards(
         competition=competition,
         part=part,
@@ -156,13 +188,19 @@ def boards_json(found: list[Board], *, competition: str, part: Part, ended: bool
     )
 
 
-def board_json(ctx: ServerContext, part: Part | str, *, ended: bool | None = None) -> Boards:
-    """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end).
+def board_json(ctx: ServerContext, part: Part | str | None, *, ended: bool | None = None, phase: str | None = None) -> Boards:
+    """The boards of ``part`` as published (:class:`NotPublished`: the private part before the end); ``part`` None: the
+    reader's default (:func:`grader.hosting.visibility.default_part`: the full board over public data, else the public one).
 
-    ``ended``: whether the competition has ended, as the request read it (None: read here, once)."""
+    ``ended``: whether every number is disclosed, as the request read it (None: read here, once)."""
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
-    return boards_json(boards(ctx, part, ended=ended), competition=ctx.competition.name, part=board_part(part), ended=ended)
+        ended = is_disclosed(ctx.db, ctx.competition)
+    chosen = board_phase(ctx, phase)
+    ended = ended or ctx.competition.in_phase(chosen).public_data  # a phase over public data discloses all, at once
+    if part is None:
+        part = Part.FULL if ctx.competition.in_phase(chosen).public_data else Part.PUBLIC
+    found = boards(ctx, part, ended=ended, phase=chosen)
+    return boards_json(found, competition=ctx.competition.name, part=board_part(part), ended=ended)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -179,9 +217,9 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def board_csv(ctx: ServerContext, part: Part | str) -> str:
+def board_csv(ctx: ServerContext, part: Part | str | None, phase: str | None = None) -> str:
     """The boards of ``part`` as CSV, one row per entry; the first column says which part (public or private) it scores."""
-    data = board_json(ctx, part)
+    data = board_json(ctx, part, phase=phase)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     tasks = sorted({t for b in data.boards for e in b.entries for t in e.tasks})
@@ -301,7 +339,7 @@ def submission_scores(ctx: ServerContext, submission: Submission, *, ended: bool
     if scored is None:
         return {"score": None, "part": UNAVAILABLE}
     view: dict[str, Any] = {"score": rounded(scored[Part.PUBLIC]["score"]), "part": Part.PUBLIC.value}
-    if ctx.competition.leaderboard.ladder and not ended:
+    if ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder and not ended:  # its phase's Ladder
         with ctx.db.session() as session:
             view.update(score=rounded(ladder_score(ctx, session, submission)), part="public (Ladder: released score)")
     if ended:
@@ -313,8 +351,15 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     """Ladder mode: the public score the Ladder released after ``submission`` (its participant's, same training setting);
     None when a report of the replay is unavailable (every later released score depends on it)."""
     setting = setting_of(submission.labels)
-    rows = [r for r in scored_rows(session) if r.participant.id == submission.participant_id and setting_of(r.submission.labels) == setting]
-    inputs = _board_inputs(ctx)
+    phase = ctx.competition.phase_at(submission.uploaded_at)  # the Ladder of the submission's phase, over its entries only
+    rows = [
+        r
+        for r in scored_rows(session)
+        if r.participant.id == submission.participant_id
+        and setting_of(r.submission.labels) == setting
+        and (phase is None or phase.holds(r.submission.uploaded_at))
+    ]
+    inputs = _board_inputs(ctx, phase)
     ok, lost = readable(rows, inputs)
     return None if lost else ladder_replay(ok, inputs)[0].get(submission.id)
 
@@ -323,7 +368,8 @@ def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bo
     """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
     with ctx.db.session() as session:
         chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
-        rows = [r for r in scored_rows(session) if r.participant.id == participant.id]
+        last = ctx.competition.phases[-1] if ctx.competition.phases else None  # final choices are the last phase's only
+        rows = [r for r in scored_rows(session) if r.participant.id == participant.id and (last is None or last.holds(r.submission.uploaded_at))]
         finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(participant.id, set())
     return finals, bool(chosen & finals)
 
@@ -334,6 +380,7 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
     if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
+    last = ctx.competition.phases[-1] if ctx.competition.phases else None
     if len(ids) > k:
         raise HostingError(f"at most {k} final submissions may be chosen ({len(ids)} given)")
     now = utcnow()
@@ -344,6 +391,8 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
                 raise LookupError(sid)
             if submission.track != Track.HIDDEN or submission.state != State.SCORED:
                 raise HostingError("only scored hidden-split submissions can be final")
+            if last is not None and not last.holds(submission.uploaded_at):
+                raise HostingError(f"final choices are taken in the last phase only ({last.name!r}): {sid} was submitted before it")
         session.execute(delete(FinalChoice).where(FinalChoice.participant_id == participant.id))
         for sid in ids:
             session.add(FinalChoice(submission_id=sid, participant_id=participant.id, chosen_at=now))
@@ -358,8 +407,11 @@ def report_envelope(ctx: ServerContext, submission: Submission, *, ended: bool |
     if found is None:
         return None
     if ended is None:
-        ended = has_ended(ctx.db, ctx.competition)
-    download = report_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+        ended = is_disclosed(ctx.db, ctx.competition)
+    ended = _disclosed_for(ctx, submission, ended)
+    download = report_download(
+        track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
+    )
     return _read_envelope(ctx, found, download)
 
 
@@ -370,8 +422,10 @@ def proved_envelope(ctx: ServerContext, submission: Submission) -> bytes | None:
     found = _result_of(ctx, submission)
     if found is None:
         return None
-    ended = has_ended(ctx.db, ctx.competition)
-    download = proof_download(track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.leaderboard.ladder)
+    ended = _disclosed_for(ctx, submission, is_disclosed(ctx.db, ctx.competition))
+    download = proof_download(
+        track=submission.track, result_state=found.state, ended=ended, ladder=ctx.competition.rules_at(submission.uploaded_at).leaderboard.ladder
+    )
     return _read_envelope(ctx, found, download)
 
 
@@ -406,12 +460,13 @@ def _read_envelope(ctx: ServerContext, result: Result, download: Download) -> by
 def entry_report(ctx: ServerContext, submission_id: str) -> bytes | None:
     """The signed report of a board entry (public board; the private one too after the end); None if not an entry, none
     to show, or its report unavailable (the row says so)."""
-    ended = has_ended(ctx.db, ctx.competition)
+    ended = is_disclosed(ctx.db, ctx.competition)
     entries = {
         e.submission_id
         for part in Part
-        if board_visible(part, ended=ended)
-        for b in boards(ctx, part, ended=ended)
+        for phase in ctx.competition.phases or (None,)
+        if board_visible(part, ended=ended or _public(ctx, phase), public_data=_public(ctx, phase))
+        for b in boards(ctx, part, ended=ended or _public(ctx, phase), phase=phase)
         for e in b.entries
         if e.unavailable is None
     }

@@ -25,7 +25,17 @@ from grader.errors import GraderError, SubmissionError
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.environment import environment
 from grader.hosting.errors import ClientError, RefusedSubmission, UnknownSubmission
-from grader.hosting.intake.refusals import QuotaStatus, invalid, load_refusal, no_sample_track, quota_refusal, refusal_line, too_large, window_refusal
+from grader.hosting.intake.refusals import (
+    QuotaStatus,
+    invalid,
+    load_refusal,
+    named_phase_refusal,
+    no_sample_track,
+    quota_refusal,
+    refusal_line,
+    too_large,
+    window_refusal,
+)
 from grader.hosting.intake.upload_checks import check_submission
 from grader.hosting.participant.competition_rules import COMPETITION_PATH, ParticipantRules
 from grader.hosting.participant.fetch import MAX_JSON_ANSWER, MAX_REPORT_ANSWER, Answer, Fetcher, FetchLimits, json_answer
@@ -179,6 +189,7 @@ class HostingClient:
         archive: Path,
         *,
         sample: bool = False,
+        phase: str | None = None,
         progress: Callable[[int, int], None] | None = None,
         on_wait: Callable[[float, float, float], None] | None = None,
     ) -> dict[str, Any]:
@@ -207,7 +218,7 @@ class HostingClient:
                     "/api/v1/submissions",
                     max_bytes=MAX_JSON_ANSWER,
                     timed=False,  # sending may take hours; the answer is still bounded
-                    params={"sample": "true" if sample else "false"},
+                    params=_track_params(sample, phase),
                     content=chunks(),
                     headers=headers,
                 )
@@ -222,6 +233,7 @@ class HostingClient:
         submission: Path,
         *,
         sample: bool = False,
+        phase: str | None = None,
         progress: Callable[[int, int], None] | None = None,
         on_wait: Callable[[float, float, float], None] | None = None,
     ) -> dict[str, Any]:
@@ -238,7 +250,7 @@ class HostingClient:
             raise _local(no_sample_track())
         quota, server_now = self.quota_with_time()
         status = QuotaStatus.from_dict(quota.get(track) if isinstance(quota, dict) else None)
-        refusal = window_refusal(rules.start, rules.end, server_now)
+        refusal = window_refusal(rules.start, rules.end, server_now) or (named_phase_refusal(rules.phases, server_now, phase, sample=sample))
         if refusal is not None:
             raise _local(refusal)
         resumable = self.offers_resumable()
@@ -247,7 +259,7 @@ class HostingClient:
         if kept is not None:
             # An upload an earlier run started, of these very files: the server admitted it then (its reservation is in
             # the quota just read, so the local quota checks would count it twice). If it expired, the server decides anew.
-            return self._send_pending(kept, sample, progress)
+            return self._send_pending(kept, sample, progress, phase)
         refusal = quota_refusal(status)
         if refusal is not None:
             raise _local(refusal)
@@ -265,14 +277,14 @@ class HostingClient:
             except RefusedSubmission:
                 pending.discard()
                 raise
-            return self._send_pending(pending, sample, progress)
+            return self._send_pending(pending, sample, progress, phase)
         with packed(submission) as archive:  # a server without resumable uploads (older than this client)
             self._refuse_size(archive.stat().st_size, rules, status)
-            return self.upload(archive, sample=sample, progress=progress, on_wait=on_wait)
+            return self.upload(archive, sample=sample, phase=phase, progress=progress, on_wait=on_wait)
 
-    def _send_pending(self, pending: Pending, sample: bool, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    def _send_pending(self, pending: Pending, sample: bool, progress: Callable[[int, int], None] | None, phase: str | None = None) -> dict[str, Any]:
         try:
-            return self.resume(pending, sample=sample, progress=progress)
+            return self.resume(pending, sample=sample, progress=progress, phase=phase)
         except RefusedSubmission:
             pending.discard()  # refused: a new run packs anew (and is admitted anew)
             raise
@@ -293,7 +305,9 @@ class HostingClient:
     def _tus(self, method: str, url: str, **kwargs: Any) -> Answer:
         return self.fetcher.fetch(method, url, max_bytes=MAX_JSON_ANSWER, **kwargs)
 
-    def resume(self, pending: Pending, *, sample: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    def resume(
+        self, pending: Pending, *, sample: bool = False, progress: Callable[[int, int], None] | None = None, phase: str | None = None
+    ) -> dict[str, Any]:
         """Send ``pending``'s archive from the last byte the server holds, again after each broken connection; its submission.
 
         Created under its key (again if it expired: the server then holds nothing of it and admits it anew);
@@ -301,7 +315,7 @@ class HostingClient:
         """
         backoff = Backoff()
         location = f"{UPLOADS}/{pending.key}"
-        params = {"sample": "true" if sample else "false"}
+        params = _track_params(sample, phase)
         created = False
         while True:
             try:
@@ -451,6 +465,11 @@ class HostingClient:
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise ClientError(f"{submission_id} still {view['state']} after {timeout_s:.0f} s")
             time.sleep(poll_s)
+
+
+def _track_params(sample: bool, phase: str | None) -> dict[str, str]:
+    """The upload's query: its track, and the phase it is meant for (the server refuses it unless that phase is open)."""
+    return {"sample": "true" if sample else "false"} | ({} if phase is None else {"phase": phase})
 
 
 def _local(refusal: RefusedSubmission) -> RefusedSubmission:

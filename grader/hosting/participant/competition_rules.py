@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition, load_competition
 from grader.hosting.errors import ClientError
 from grader.sandbox.limits import SandboxLimits
@@ -23,6 +24,15 @@ COMPETITION_PATH = "/api/v1/competition"
 #: A competition document is a few kilobytes; anything past this is not one.
 MAX_ANSWER_BYTES = 1 << 20
 _LIMIT_FIELDS = {f.name: f.type for f in dataclasses.fields(SandboxLimits)}
+
+
+@dataclass(frozen=True)
+class PhaseRules:
+    """One phase as a participant's tools see it: its name and window (docs/hosting.md#phases)."""
+
+    name: str
+    start: datetime
+    end: datetime | None
 
 
 @dataclass(frozen=True)
@@ -38,13 +48,17 @@ class ParticipantRules:
     upload_max_bytes: int
     limits: SandboxLimits
     start: datetime
-    end: datetime
+    #: None: a standing leaderboard (no end)
+    end: datetime | None
     #: Whether ``--sample`` runs are on: the server names a sample split (an older server always did).
     sample_track: bool = True
+    #: The phases, in order (none: a competition without phases, or an older server)
+    phases: tuple[PhaseRules, ...] = ()
 
     @classmethod
     def from_competition(cls, competition: Competition) -> ParticipantRules:
-        """From a validated competition file."""
+        """From a validated competition file (with phases: the rules of the phase open now)."""
+        competition = competition.in_phase(competition.phase_at(utcnow()))
         return cls(
             source=f"the competition file {competition.path}",
             name=competition.name,
@@ -56,6 +70,7 @@ class ParticipantRules:
             limits=competition.limits,
             start=competition.start,
             end=competition.end,
+            phases=tuple(PhaseRules(p.name, p.start, p.end) for p in competition.phases),
         )
 
     @classmethod
@@ -72,11 +87,18 @@ class ParticipantRules:
                 upload_max_bytes=_count(doc, "upload_max_bytes"),
                 limits=_limits(doc.get("limits")),
                 start=_moment(doc, "start"),
-                end=_moment(doc, "end"),
+                end=None if doc.get("end") is None else _moment(doc, "end"),
                 sample_track=doc.get("sample_split", "") is not None,
+                phases=_phases(doc.get("phases") or []),
             )
         except (ClientError, ValueError, TypeError, AttributeError) as error:  # ValueError: a date-time that does not parse
             raise ClientError(f"{source}: not a competition this grader can read: {error}") from None
+
+
+def _phases(docs: Any) -> tuple[PhaseRules, ...]:
+    if not isinstance(docs, list):
+        raise ClientError("phases: not a list")
+    return tuple(PhaseRules(_text(doc, "name"), _moment(doc, "start"), None if doc.get("end") is None else _moment(doc, "end")) for doc in docs)
 
 
 def _text(doc: Any, key: str) -> str:

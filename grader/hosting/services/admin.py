@@ -392,7 +392,8 @@ def runs_plan(db: Database, state_dir: Path, competition: Competition) -> RunsPl
     from grader.hosting.services.retention import plan
     from grader.hosting.storage import StateDir
 
-    board = _board_inputs(state_dir, competition) if competition.leaderboard.ladder else None
+    laddered = competition.leaderboard.ladder or any(phase.leaderboard.ladder for phase in competition.phases)
+    board = _board_inputs(state_dir, competition) if laddered else None
     return plan(db, StateDir(state_dir), competition, board)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader import __version__
-from grader.hosting.clock import iso
+from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
 from grader.hosting.schedule import End, end_of
@@ -18,8 +18,10 @@ def competition_end(ctx: ServerContext) -> End:
 
 
 def competition_info(ctx: ServerContext) -> dict[str, Any]:
-    """The competition as ``GET /api/v1/competition`` publishes it."""
-    c = ctx.competition
+    """The competition as ``GET /api/v1/competition`` publishes it; with phases, the kinds and quotas are the open
+    phase's (what an upload now is checked against), and ``phases`` lists every phase's window and rules."""
+    open_phase = ctx.competition.phase_at(utcnow())
+    c = ctx.competition.in_phase(open_phase)
     with ctx.db.session() as session:
         pin = session.get(Pin, ctx.pin_id)
         assert pin is not None
@@ -44,6 +46,22 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
         },
         "limits": c.limits.as_report(),
         "upload_max_bytes": c.upload_max_bytes,
+        "phase": None if open_phase is None else open_phase.name,
+        "phases": [
+            {
+                "name": p.name,
+                "title": p.title,
+                "start": iso(p.start),
+                "end": iso(p.end),
+                "split": p.split or ctx.split,
+                "kinds": list(p.kinds),
+                "ladder": p.leaderboard.ladder,
+                "quotas": {"per_day": p.quotas.per_day, "total": p.quotas.total, "concurrent": p.quotas.concurrent},
+                # the final choices are taken in the last phase only
+                "finals": p is c.phases[-1],
+            }
+            for p in c.phases
+        ],
         "pin": pinned,
         "grader_version": __version__,
         # The key that blinds the ids containers see: its id from day one, the key at the end (GET /api/v1/partition).

@@ -10,10 +10,10 @@ from typing import Any
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
-from grader.hosting.schedule import ends_at
+from grader.hosting.schedule import ends_at, passed
 
 #: The order of the listing: what a visitor can still take part in first.
-_ORDER = {"open": 0, "upcoming": 1, "ended": 2}
+_ORDER = {"open": 0, "standing": 0, "upcoming": 1, "ended": 2}
 #: Seconds the listing keeps each competition's end as last read. Without it, every ``/`` reads every competition's
 #: database (twenty competitions: twenty transactions per request). An early end (``grader admin end``) reaches the
 #: listing within this time; each competition's own pages and API read the end per request, as before.
@@ -27,9 +27,9 @@ class ListedEnds:
         self.ttl_s, self.clock = ttl_s, clock
         self._lock = threading.Lock()
         # by competition name: a server never reuses one
-        self._read: dict[str, tuple[float, datetime]] = {}
+        self._read: dict[str, tuple[float, datetime | None]] = {}
 
-    def at(self, ctx: ServerContext) -> datetime:
+    def at(self, ctx: ServerContext) -> datetime | None:
         """``ctx``'s end as read at most ``ttl_s`` ago."""
         now, name = self.clock(), ctx.competition.name
         with self._lock:
@@ -56,7 +56,8 @@ def competition_entry(ctx: ServerContext, *, base: str = "", ends: ListedEnds | 
     c = ctx.competition
     at = ends.at(ctx) if ends is not None else ends_at(ctx.db, c)
     now = utcnow()
-    status = "ended" if now >= at else ("upcoming" if now < c.start else "open")
+    # "standing": open for good, a leaderboard with no end (docs/hosting.md#standing-leaderboards)
+    status = "ended" if passed(at, now) else ("upcoming" if now < c.start else ("standing" if at is None else "open"))
     return {
         "name": c.name,
         "title": c.title or c.name,
@@ -69,7 +70,7 @@ def competition_entry(ctx: ServerContext, *, base: str = "", ends: ListedEnds | 
 
 
 def listing(contexts: Iterable[ServerContext], *, base: str = "", ends: ListedEnds | None = None) -> list[dict[str, Any]]:
-    """Every competition of the server: open ones first, then upcoming, then ended; by start, then name."""
+    """Every competition of the server: open ones and standing boards first, then upcoming, then ended; by start, then name."""
     served = list(contexts)
     if ends is not None:
         ends.forget(served)

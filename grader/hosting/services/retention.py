@@ -18,7 +18,7 @@ end only (the server's reaper calls it).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import select
@@ -67,17 +67,23 @@ def kept_submissions(session: Session, competition: Competition, board: BoardInp
     In ladder mode the Ladder's released entries are replayed when ``board`` (host key, secret) is given;
     without it every scored hidden-split submission is kept, since which one the Ladder shows is not known.
     """
-    rows = scored_rows(session)
-    finals = finals_of(session, rows, competition.leaderboard.finals)
-    kept = set().union(*finals.values()) if finals else set()
-    for setting in SETTINGS:
-        in_setting = [row for row in rows if setting_of(row.submission.labels) == setting]
-        if not in_setting:
-            continue
-        for part in Part:
-            kept.update(row.submission.id for row in select_entries(in_setting, part, finals))
-        if competition.leaderboard.ladder:
-            kept.update(ladder_replay(in_setting, board)[1] if board is not None else (row.submission.id for row in in_setting))
+    every = scored_rows(session)
+    kept: set[str] = set()
+    # each phase has its own boards (its submissions only, its own Ladder setting): each one's best is kept
+    for phase in competition.phases or (None,):
+        rows = [row for row in every if phase is None or phase.holds(row.submission.uploaded_at)]
+        ruled = competition.in_phase(phase)
+        finals = finals_of(session, rows, ruled.leaderboard.finals)
+        kept |= set().union(*finals.values()) if finals else set()
+        for setting in SETTINGS:
+            in_setting = [row for row in rows if setting_of(row.submission.labels) == setting]
+            if not in_setting:
+                continue
+            for part in Part:
+                kept.update(row.submission.id for row in select_entries(in_setting, part, finals))
+            if ruled.leaderboard.ladder:
+                replayed = replace(board, ladder=True, ladder_step=ruled.leaderboard.ladder_step) if board is not None else None
+                kept.update(ladder_replay(in_setting, replayed)[1] if replayed is not None else (row.submission.id for row in in_setting))
     return kept
 
 

@@ -69,9 +69,9 @@ def hold_the_end(db: Database, competition: Competition) -> None:
         index, at = entry
         if stored is None:
             record_logged_end(session, at)
-        if host_end is None and competition.end > utcnow():
+        if host_end is None and (competition.end is None or competition.end > utcnow()):
             raise EndReopened(
                 f"the log holds the competition's end at {iso(at)} (entry {index}), but the competition file now says it ends at "
-                f"{iso(competition.end)}: an ended competition stays ended (its partition secret and blinding key are public); "
+                f"{iso(competition.end) or 'never (no end: a standing leaderboard)'}: an ended competition stays ended (its partition secret and blinding key are public); "
                 f"set `end` back to {iso(at)}, or open a new competition for more time"
             )

@@ -149,10 +149,11 @@ def log_end(session: Session, host_log: HostLog, time: datetime) -> bool:
 
 def log_end_if_due(db: Database, host_log: HostLog, competition: Competition) -> bool:
     """The end reached by the competition file's ``end`` time (no admin command wrote it): logged by the first
-    server process whose reaper sees it. True when this call appended it."""
+    server process whose reaper sees it. True when this call appended it. A standing leaderboard (no ``end``) has none
+    to reach: only the host's ``grader admin end`` ends it."""
     end = ends_at(db, competition)
-    if utcnow() < end:
-        return False
+    if end is None or utcnow() < end:
+        return False  # not yet; or never, for a standing leaderboard
     with db.session() as session:
         if _has_ended(session):
             return False  # read first: no lock taken on every pass of every reaper after the end

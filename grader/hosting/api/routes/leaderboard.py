@@ -17,7 +17,13 @@ from grader.hosting.protocol.messages import Boards, Finals, FinalsView
 from grader.hosting.visibility import Part
 
 router = APIRouter(tags=["leaderboard"])
-PART = Query(Part.PUBLIC.value, pattern=f"^({'|'.join(Part)})$", description="public (always) or private (after the end)")
+PART = Query(
+    None,
+    pattern=f"^({'|'.join(Part)})$",
+    description="public (always; the default over hidden data), private (after the end), full (over public test data only: the default there)",
+)
+
+PHASE = Query(None, max_length=32, description="the phase whose board (default: the open phase, else the last one that opened)")
 
 
 @router.get(
@@ -25,23 +31,24 @@ PART = Query(Part.PUBLIC.value, pattern=f"^({'|'.join(Part)})$", description="pu
     summary="The leaderboard: public part (private part after the end), one board per training setting",
     response_model=Boards,
 )
-def leaderboard(ctx: Ctx, part: str = PART) -> Boards:
+def leaderboard(ctx: Ctx, part: str | None = PART, phase: str | None = PHASE) -> Boards:
     try:
-        return service.board_json(ctx, part)
+        return service.board_json(ctx, part, phase=phase)
     except NotPublished as error:
         raise HTTPException(404, str(error)) from None
 
 
 @router.get("/leaderboard.csv", response_class=PlainTextResponse, summary="The leaderboard as CSV (cells escaped against formula injection)")
-def leaderboard_csv(ctx: Ctx, part: str = PART) -> Response:
+def leaderboard_csv(ctx: Ctx, part: str | None = PART, phase: str | None = PHASE) -> Response:
     try:
-        board = service.board_csv(ctx, part)
+        board = service.board_csv(ctx, part, phase)
     except NotPublished as error:
         raise HTTPException(404, str(error)) from None
+    named = part or (Part.FULL if ctx.competition.public_data else Part.PUBLIC).value
     return Response(
         board,
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="leaderboard-{part}.csv"'},
+        headers={"Content-Disposition": f'attachment; filename="leaderboard-{named}.csv"'},
     )
 
 

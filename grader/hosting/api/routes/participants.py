@@ -62,8 +62,13 @@ async def submit(
     ctx: Ctx,
     who: CurrentParticipant,
     sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
+    phase: str | None = Query(
+        None, max_length=32, description="the phase the upload is meant for (refused unless it is open now; absent: the open one)"
+    ),
 ) -> Any:
     track = Track.SAMPLE if sample else Track.HIDDEN
+    if (refusal := uploads.named_phase_refusal(ctx, track, phase)) is not None:
+        return refused(refusal)
     try:
         submission, created = await uploads.receive_submission(ctx, who, track, request.headers, request.stream())
     except RefusedSubmission as error:

@@ -21,7 +21,7 @@ from grader.hosting.api.paths import base_path
 from grader.hosting.api.routes.participants import refused
 from grader.hosting.errors import RefusedSubmission
 from grader.hosting.identity.principal import Principal, Role
-from grader.hosting.intake import resumable, submissions
+from grader.hosting.intake import resumable, submissions, uploads
 from grader.hosting.protocol.messages import SubmissionView
 from grader.hosting.states import Track
 from grader.hosting.transparency import log_reads
@@ -74,11 +74,16 @@ async def create(
     request: Request,
     ctx: Ctx,
     sample: bool = Query(False, description="grade on the public sample split (logs visible, separate quota)"),
+    phase: str | None = Query(
+        None, max_length=32, description="the phase the upload is meant for (refused unless it is open now; absent: the open one)"
+    ),
 ) -> Response:
     who = await run_in_threadpool(_participant, request)
     _check_version(request)
     track = Track.SAMPLE if sample else Track.HIDDEN
     try:
+        if (refusal := uploads.named_phase_refusal(ctx, track, phase)) is not None:
+            raise refusal
         length = resumable.read_length(request.headers.get("upload-length"), ctx.competition.upload_max_bytes)
         metadata = resumable.parse_metadata(request.headers.get("upload-metadata"))
         key = resumable.new_key(request.headers.get("idempotency-key") or metadata.get("key"))

@@ -33,7 +33,7 @@ from grader.hosting.schedule import End
 from grader.hosting.services import progress
 from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency import log_reads
-from grader.hosting.visibility import Part
+from grader.hosting.visibility import default_part
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(
@@ -56,6 +56,7 @@ def _page(name: str, request: Request, status: int = 200, *, end: End | None = N
         csrf=_csrf(request),
         signed_in=signed_in(request),
         ended=end.ended,
+        disclosed=end.disclosed,
         ends_at=iso(end.at),
         # The nav's sign-up link: a competition that takes sign-ups (a server of many), until its end.
         signup=ctx.competition.registration != "closed" and ctx.people is not None and not end.ended,
@@ -124,17 +125,27 @@ def tus_client() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, ctx: Ctx, part: str | None = None) -> HTMLResponse:
+def board_page(request: Request, ctx: Ctx, part: str | None = None, phase: str | None = Query(None, max_length=32)) -> HTMLResponse:
     end = competition_end(ctx)
-    if part is None:
-        # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
-        part = Part.PRIVATE if end.ended else Part.PUBLIC
     try:
-        data = service.board_json(ctx, part, ended=end.ended)
-    except HostingError:  # NotPublished (the private board before the end), or no such part
-        raise HTTPException(404, "the private leaderboard is published at the end of the competition") from None
+        if part is None:
+            # After the end the final standings are the news: `/` leads with them; the public board stays one link away.
+            part = default_part(ended=end.ended, public_data=service.board_public_data(ctx, phase))
+        data = service.board_json(ctx, part, ended=end.disclosed, phase=phase)
+        shown = service.board_phase(ctx, phase)
+    except HostingError as error:  # NotPublished (the private board before the end, no such phase), or no such part
+        raise HTTPException(404, str(error)) from None
     partition = service.partition_info(ctx, ended=end.ended)
-    return _page("board.html", request, end=end, data=data, part=part, partition=partition, log=log_reads.log_head(ctx.db, ctx.log))
+    return _page(
+        "board.html",
+        request,
+        end=end,
+        data=data,
+        part=part,
+        phase=None if shown is None else shown.name,
+        partition=partition,
+        log=log_reads.log_head(ctx.db, ctx.log),
+    )
 
 
 @router.get("/signin", response_class=HTMLResponse)
@@ -174,7 +185,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     lines = {row.id: row.lines for row in page.rows}
     rows = [
         {**view.model_dump(exclude_unset=True), "progress": lines.get(view.id, [])}
-        for view in submissions_service.own_views(ctx, who, ended=end.ended)
+        for view in submissions_service.own_views(ctx, who, ended=end.disclosed)
     ]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
