@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,14 @@ def test_a_participant_of_one_competition_learns_nothing_of_the_others_submissio
         # the web page's report link (no session: the same answer for both)
         page = [http.get(f"{two.base('beta')}/me/submissions/{sid}/report", follow_redirects=False) for sid in (alphas, NOWHERE)]
         assert answer(page[0]) == answer(page[1]), who
+    # signed in at beta's pages, a participant of both: the page's report link answers alike too
+    with httpx.Client(base_url=two.url, timeout=30) as browser:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/c/beta/signin").text)
+        assert csrf is not None
+        assert browser.post("/c/beta/signin", data={"csrf": csrf.group(1), "token": tokens["carol"]}).status_code == 303
+        assert browser.get("/c/beta/me").status_code == 200
+        signed = [browser.get(f"/c/beta/me/submissions/{sid}/report", follow_redirects=False) for sid in (alphas, NOWHERE)]
+        assert signed[0].status_code == 404 and answer(signed[0]) == answer(signed[1])
     # the list of a participant of both holds beta's submissions only
     listed = http.get(f"{two.base('beta')}/api/v1/submissions", headers=bearer(tokens["carol"]))
     assert listed.status_code == 200 and listed.json() == []
