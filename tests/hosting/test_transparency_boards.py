@@ -17,7 +17,6 @@ from sqlalchemy import select, text
 from grader.hosting.api.app import create_app
 from grader.hosting.db.models import FinalChoice
 from grader.hosting.keyring.host_key import sign_and_store
-from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.hosting.storage import StateDir
 from grader.reports.keys import public_key_pem
 from grader.reports.signing import ENVELOPE_NAME
@@ -29,7 +28,7 @@ from grader.transparency.errors import LogVerificationError
 from grader.transparency.published import check_published
 from grader.transparency.tiles import TILE_WIDTH
 from tests.hosting.support import admin
-from tests.hosting.transparency_support import reader, served_entries
+from tests.hosting.transparency_support import reader, restarted, served_entries
 from tests.hosting.world import World
 
 pytestmark = pytest.mark.board(seeded=True)
@@ -98,7 +97,7 @@ def test_every_board_row_shows_its_logged_report_and_an_altered_score_is_caught(
             text("UPDATE results SET envelope_path = :forged WHERE id = (SELECT result_id FROM submissions WHERE id = :id)"),
             {"id": target["submission"], "forged": str(forged / other_envelope.name)},
         )
-    board_cache.clear()  # as a restarted server: the comparisons are cached per process
+    restarted()  # as a restarted server: the comparisons are cached per process
     altered = client.get("/api/v1/leaderboard").json()
     assert altered != board
     with pytest.raises(LogVerificationError, match=f"submission '?{target['submission']}'?: its report is not in the log"):
@@ -141,6 +140,6 @@ def test_the_reveal_opens_entry_0_names_the_final_boards_as_served_and_every_ent
     # a final board changed in the database after the reveal (a row's submission renamed): the audit's --board check catches it
     with world.ctx.db.engine.begin() as connection:
         connection.execute(text("UPDATE submissions SET name = 'renamed after the reveal'"))
-    board_cache.clear()  # as a restarted server
+    restarted()  # as a restarted server
     with pytest.raises(LogVerificationError, match="the public board served now is not the final public board the reveal logged"):
         check_boards_against_log(entries, reader(client))

@@ -15,14 +15,13 @@ from sqlalchemy import text
 
 from grader.cli.log_final import FinalBoardsDiffer, board_mismatches, check_final_scores
 from grader.hosting.api.app import create_app
-from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.boards import check_boards_against_log
 from grader.transparency.errors import LogVerificationError
 from tests.hosting.browser import http_server
 from tests.hosting.hostile_host import hostile_host
 from tests.hosting.leaderboard_world import make_world, seed_demo
 from tests.hosting.support import admin, grader_cli
-from tests.hosting.transparency_support import reader, served_entries
+from tests.hosting.transparency_support import reader, restarted, served_entries
 from tests.hosting.world import World
 
 
@@ -36,7 +35,7 @@ def _ended(world: World, client: TestClient) -> None:
 
 def _reveal(world: World) -> None:
     admin(world.state.root, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
-    board_cache.clear()
+    restarted()
 
 
 def _served_with_task_means_moved(read: Callable[[str], bytes], submission: str) -> Callable[[str], bytes]:
@@ -70,7 +69,7 @@ def _alter_task_means(world: World, submission: str) -> None:
         tasks = row.tasks if isinstance(row.tasks, dict) else json.loads(row.tasks)
         altered = {part: {task: value + 0.1 for task, value in means.items()} for part, means in tasks.items()}
         connection.execute(text("UPDATE result_parts SET tasks = :tasks WHERE result_id = :id"), {"tasks": json.dumps(altered), "id": row.result_id})
-    board_cache.clear()  # as a restarted server
+    restarted()  # as a restarted server
 
 
 def test_a_row_edited_in_the_database_shows_nowhere_and_one_served_otherwise_is_caught_by_recomputing_it(tmp_path: Path) -> None:
@@ -96,7 +95,7 @@ def test_a_row_edited_in_the_database_shows_nowhere_and_one_served_otherwise_is_
         with world.ctx.db.engine.begin() as connection:
             other = connection.execute(text("SELECT result_id FROM submissions WHERE id != :id AND result_id IS NOT NULL"), {"id": target}).first()
             connection.execute(text("UPDATE submissions SET result_id = :other WHERE id = :id"), {"other": other.result_id, "id": target})
-        board_cache.clear()
+        restarted()
         with pytest.raises(LogVerificationError, match="logged for another submission or participant"):
             check_final_scores(entries, reader(client))
     finally:

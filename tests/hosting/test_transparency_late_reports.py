@@ -17,14 +17,13 @@ from fastapi.testclient import TestClient
 
 from grader.cli.log_final import check_final_scores
 from grader.hosting.api.app import create_app
-from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.hosting.services import admin as service
 from grader.transparency.entries import decode_entry
 from grader.transparency.errors import LogVerificationError
 from tests.hosting.browser import http_server
 from tests.hosting.leaderboard_world import make_world, seed
 from tests.hosting.support import grader_cli
-from tests.hosting.transparency_support import reader, served_entries
+from tests.hosting.transparency_support import reader, restarted, served_entries
 from tests.hosting.world import World
 
 
@@ -44,7 +43,7 @@ def _world(tmp_path: Path, *, forged: bool) -> World:
     else:
         seed(world, "mallory", "graded-after-the-end", 0.9, uploaded_ago_s=100, rng_seed=5, while_graded=lambda: _end(world))
     service.reveal(world.ctx.db, world.ctx.log, world.state.root, world.ctx.competition)
-    board_cache.clear()
+    restarted()
     return world
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from grader.hosting.leaderboard import values
+from grader.hosting.leaderboard import built, values
 from grader.hosting.leaderboard.board import _cache as board_cache
 from grader.transparency.checkpoint import open_checkpoint
 from grader.transparency.tiles import Tile, bundles_for_size, split_entry_bundle
@@ -36,7 +36,9 @@ def served_entries(client: TestClient, world: World) -> list[bytes]:
 
 
 def restarted() -> None:
-    """Forget what the server process computed (comparisons, reports read and scored): as a server restarted since."""
+    """Forget what the server process computed (boards built, comparisons, reports read and scored): as a server
+    restarted since (a test that edits the database or the reports behind the server's back)."""
+    built._cache.clear()
     board_cache.clear()
     values._cache.clear()
     values._scored_cache.clear()

@@ -22,7 +22,8 @@ from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
 from grader.hosting.identity.principal import Principal
-from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards, finals_of, ladder_replay, readable, scored_rows, setting_of
+from grader.hosting.leaderboard.board import Board, BoardInputs, finals_of, ladder_replay, readable, scored_rows, setting_of
+from grader.hosting.leaderboard.built import cached_boards
 from grader.hosting.leaderboard.parts import stored_parts
 from grader.hosting.leaderboard.values import UNAVAILABLE, readable_values, signed_part_scores
 from grader.hosting.protocol.messages import BoardEntry, Boards, BoardView, Comparison
@@ -80,7 +81,10 @@ def board_part(part: str) -> Part:
 
 def boards(ctx: ServerContext, part: Part | str, *, ended: bool, phase: Phase | None = None) -> list[Board]:
     """The boards of ``part`` (of ``phase``'s submissions, for a competition of phases); the private part only after the
-    end (:class:`NotPublished` before: the routes answer 404)."""
+    end (:class:`NotPublished` before: the routes answer 404).
+
+    Built again only when what they are built from changed (:mod:`grader.hosting.leaderboard.built`): read them, never
+    change them."""
     part = board_part(part)
     public_data = ctx.competition.in_phase(phase).public_data  # a phase's own test data
     if not board_visible(part, ended=ended or public_data, public_data=public_data):
@@ -88,7 +92,7 @@ def boards(ctx: ServerContext, part: Part | str, *, ended: bool, phase: Phase | 
             raise NotPublished("the full leaderboard is published over public test data only; this competition's is hidden")
         raise NotPublished("the private leaderboard is published at the end of the competition")
     with ctx.db.session() as session:
-        return build_boards(session, part, _board_inputs(ctx, phase))
+        return cached_boards(session, part, _board_inputs(ctx, phase), ctx.db.url)
 
 
 def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:

@@ -63,7 +63,7 @@ def signed_values(envelope_path: str | Path, public_key: Ed25519PublicKey) -> Si
     if found is not None:
         return found
     verified = verify_envelope(Path(envelope_path).read_bytes(), public_key, source=Path(envelope_path).name)
-    found = values_of(Report.from_json(verified.report))
+    found = values_of(Report.of_verified(verified.report))  # verify_envelope checked it against the schema
     _cache.put(competition, key, found)
     return found
 
