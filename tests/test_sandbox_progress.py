@@ -18,10 +18,23 @@ import pytest
 from grader.data.benchmark import load_benchmark_folder
 from grader.grading.interfaces import RunOptions, SilentProgress, load_task_inputs
 from grader.grading.sandboxed import DockerTaskGrader, run_and_collect
+from grader.hosting.protocol.messages import Phase
+from grader.hosting.results.grade_progress import GradeProgress, read_progress
 from grader.sandbox.progress_file import MAX_PROGRESS_BYTES, PROGRESS_FILE, ProgressWatch, image_step, read_progress_count
 from grader.submissions.manifest import load_manifest
+from tests.cli_support import invoke
 from tests.onnx_models import onnx_submission
-from tests.sandbox_support import DOCUMENTS, RUNNER_IMAGE, TEST_BLINDING_KEY, HostGuard, image_of, small_limits, stage_small, write_benchmark
+from tests.sandbox_support import (
+    DOCUMENTS,
+    RUNNER_IMAGE,
+    TEST_BLINDING_KEY,
+    HostGuard,
+    docker_submission,
+    image_of,
+    small_limits,
+    stage_small,
+    write_benchmark,
+)
 
 PROGRESS_IMAGE = image_of("progress")
 
@@ -90,21 +103,27 @@ def test_the_watch_passes_on_increases_within_the_total_in_steps(tmp_path: Path)
 
 
 class Recorder(SilentProgress):
-    """A listener that keeps each task's cumulative count of encoded documents, as the listener is told it."""
+    """A listener that keeps each task's cumulative count of encoded documents, and tells a worker's listener too."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: GradeProgress) -> None:
+        self.worker = worker
         self.counts: dict[str, list[int]] = {}
         self.totals: dict[str, int] = {}
 
     def progress(self, label: str, total: int) -> Any:
         seen = self.counts.setdefault(label, [])
         self.totals[label] = total
+        worker = self.worker.progress(label, total)
 
         def advance(count: int) -> None:
             assert count > 0, "only increases are passed on"
             seen.append((seen[-1] if seen else 0) + count)
+            worker(count)
 
         return advance
+
+    def stage(self, task: str, stage: str) -> None:
+        self.worker.stage(task, stage)
 
 
 def _run(guard: HostGuard, task: str) -> list[int]:
@@ -173,11 +192,30 @@ def test_the_runner_image_reports_its_documents_encoded(guard: HostGuard, tmp_pa
     )
     grader = DockerTaskGrader.prepare(submission, load_manifest(submission), options, runner_image=RUNNER_IMAGE)
     inputs = load_task_inputs(benchmark.task("alpha"), "test")
-    recorder = Recorder()
+    heartbeat = tmp_path / "progress.json"
+    worker = GradeProgress(["alpha"], heartbeat)
+    worker.task_started("alpha", documents=len(inputs.documents), queries=len(inputs.queries))
+    recorder = Recorder(worker)
     ranked = grader.rank(inputs, options, recorder)
     assert ranked.corpus_vectors is not None
     counts = recorder.counts.get("alpha: corpus")
     # A runner image built before containers could report progress says nothing: rebuild it (images/runner/build.sh).
     assert counts, f"no count of documents encoded from {RUNNER_IMAGE} (rebuild it: images/runner/build.sh)"
     assert counts == sorted(set(counts)) and counts[-1] == len(inputs.documents) == recorder.totals["alpha: corpus"], counts
+    # What a hosted worker's heartbeat sends: the task searching, all its documents encoded.
+    (sent,) = read_progress(heartbeat)
+    assert (sent.phase, sent.documents, sent.encoded) == (Phase.SEARCHING, len(inputs.documents), len(inputs.documents))
+    guard.verify()
+
+
+@pytest.mark.slow
+@pytest.mark.docker(PROGRESS_IMAGE)
+@pytest.mark.usefixtures("docker_engine")
+def test_grader_run_shows_a_container_s_count(guard: HostGuard, tmp_path: Path) -> None:
+    """``grader run --sandbox docker``: the progress line of the corpus comes from the container's file (the task named ``steps``)."""
+    bench = write_benchmark(tmp_path / "bench", ["steps"])
+    submission = docker_submission(tmp_path / "sub", PROGRESS_IMAGE)
+    result = invoke("run", submission, "--benchmark", bench, "--sandbox", "docker", "--out", tmp_path / "out", "--time-limit", "60", "--cpus", "1")
+    total = len(DOCUMENTS)
+    assert f"steps: corpus: {total}/{total} (100%" in result.stderr, result.stderr
     guard.verify()
