@@ -29,6 +29,7 @@ from grader.sandbox.intake import ImageInfo, inspect_image
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import storage_report
 from grader.sandbox.owner import owned_tempdir
+from grader.sandbox.progress_file import image_step
 from grader.sandbox.staging import StagedTask, stage_task, staged_ids
 from grader.sandbox.task_run import run_task_container
 from grader.sandbox.usage import ResourceUsage
@@ -57,6 +58,8 @@ def run_and_collect(
     keep_output: Path | None = None,
     model_error_exit: int | None = None,
     on_outcome: Callable[[ContainerOutcome], None] | None = None,
+    on_encoded: Callable[[int], None] | None = None,
+    progress_step: int = 1,
 ) -> SandboxedOutput:
     """Run the task's container (the sandbox), then read and validate its outputs and map them back (collect); or raise :class:`TaskFailure`.
 
@@ -66,6 +69,8 @@ def run_and_collect(
     With ``keep_output``, the raw output files are copied there first (safely, and
     even when the container failed), so a checker can report every problem in them.
     ``on_outcome`` is told how the container ended before anything is validated (what it cost counts either way).
+    ``on_encoded`` is told, while the container runs, how many more documents it says it encoded
+    (its optional ``/output/progress.json``, :mod:`grader.sandbox.progress_file`, in steps of ``progress_step``).
     """
     with run_task_container(
         image_id,
@@ -76,6 +81,8 @@ def run_and_collect(
         environment=environment,
         scratch=scratch,
         model_error_exit=model_error_exit,
+        on_encoded=on_encoded,
+        progress_step=progress_step,
     ) as finished:
         if on_outcome is not None:
             on_outcome(finished.outcome)
@@ -202,6 +209,10 @@ class DockerTaskGrader:
         self.last_cost = None
         prefixes = {"query_prefix": getattr(self.manifest, "query_prefix", ""), "document_prefix": getattr(self.manifest, "document_prefix", "")}
         log_path = options.out_dir / "logs" / f"{inputs.task.name}.log"
+        # What the container says it encoded (/output/progress.json): the runner image's counts as they are,
+        # a submitted image's in twentieths of the corpus (grader.sandbox.progress_file).
+        encoded = progress.progress(f"{inputs.task.name}: corpus", len(inputs.documents))
+        step = 1 if isinstance(self.manifest, OnnxManifest) else image_step(len(inputs.documents))
         with owned_tempdir("grader-stage-") as scratch:
             staged = stage_task(
                 scratch / "input",
@@ -225,6 +236,8 @@ class DockerTaskGrader:
                 model_error_exit=self.model_error_exit,
                 keep_output=keep_output,
                 on_outcome=self._note_outcome,
+                on_encoded=encoded,
+                progress_step=step,
             )
         output = sandboxed.outputs
         extra: dict[str, Any] = {"encoding": output.encoding} if output.encoding else {}

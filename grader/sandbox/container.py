@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ def run_container(
     user: str | None = None,
     tmp_path: Path | None = None,
     scratch_folders: list[Path] | None = None,
+    tick: Callable[[], None] | None = None,
+    tick_every_s: float = 1.0,
 ) -> ContainerOutcome:
     """Run ``image_id``'s entrypoint under the sandbox's hardening and wait for it, at most ``limits.time_limit_s``.
 
@@ -80,6 +83,8 @@ def run_container(
     is a tmpfs, whose cap is added to the memory limit (a tmpfs is charged to
     memory). ``scratch_folders`` are owned folders the watchdog removes if the
     grader dies. The engine's loss mid-run is :class:`SandboxUnavailable`, as its refusals are.
+    ``tick`` is called about every ``tick_every_s`` while the container runs, on this thread (it must not raise):
+    a look at what the container reports of its progress (:mod:`grader.sandbox.progress_file`).
     """
     import docker.errors
     import requests.exceptions
@@ -127,7 +132,7 @@ def run_container(
     try:
         # The watchdog exists before the container runs: no moment where a killed grader leaves it unwatched.
         guard = watchdog.spawn(container.id, limit_s=limits.time_limit_s, folders=scratch_folders or [])
-        return _start_and_wait(container, limits, log_path)
+        return _start_and_wait(container, limits, log_path, tick, tick_every_s)
     finally:
         try:
             container.remove(force=True)
@@ -137,7 +142,23 @@ def run_container(
             watchdog.stop(guard)
 
 
-def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None) -> ContainerOutcome:
+def _wait_ticking(finished: threading.Event, limit_s: float, tick: Callable[[], None] | None, every_s: float) -> bool:
+    """Whether ``finished`` was set within ``limit_s`` seconds; ``tick`` is called every ``every_s`` meanwhile."""
+    if tick is None:
+        return finished.wait(limit_s)
+    deadline = time.monotonic() + limit_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return finished.is_set()
+        if finished.wait(min(remaining, every_s)):
+            return True
+        tick()
+
+
+def _start_and_wait(
+    container: Any, limits: SandboxLimits, log_path: Path | None, tick: Callable[[], None] | None = None, tick_every_s: float = 1.0
+) -> ContainerOutcome:
     import docker.errors
 
     finished = threading.Event()
@@ -169,7 +190,7 @@ def _start_and_wait(container: Any, limits: SandboxLimits, log_path: Path | None
     sampler = CgroupSampler(container.id).start()
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
-    timed_out = not finished.wait(limits.time_limit_s)
+    timed_out = not _wait_ticking(finished, limits.time_limit_s, tick, tick_every_s)
     if timed_out:
         try:
             container.kill()

@@ -13,6 +13,11 @@ is encoded one encoding chunk of its canonical (text, id) order at a time and ea
 chunk's rows written into ``corpus.npy`` as they come (a memory-mapped ``.npy``), so
 the container holds one chunk of vectors, not the corpus's: the batches, hence the
 bits, are those of encoding it whole.
+
+While the corpus is encoded, ``/output/progress.json`` says how many documents are done
+(``{"encoded": N}``, at most every :data:`PROGRESS_EVERY_S` and once at the end, replaced
+atomically): the host shows ``encoding N of M documents`` (:mod:`grader.sandbox.progress_file`).
+It is never a result.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import errno
 import io
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +38,7 @@ from grader.failures import RUNNER_MODEL_ERROR_EXIT
 from grader.files import atomic_write_bytes
 from grader.retrieval.encoder import EncodingStats, OnnxEncoder
 from grader.retrieval.shards import canonical_order
+from grader.sandbox.progress_file import PROGRESS_FILE
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
 #: 128 + SIGXFSZ: the exit status of a write stopped by the output cap (grader.sandbox.task_run reads it as OUTPUT_TOO_LARGE).
@@ -39,6 +46,35 @@ OUTPUT_FULL_EXIT = 153
 INPUT = Path("/input")
 OUTPUT = Path("/output")
 SUBMISSION = Path("/submission")
+#: The least time between two writes of ``/output/progress.json`` (the host looks about once a second).
+PROGRESS_EVERY_S = 1.0
+
+
+class _ProgressWriter:
+    """Counts encoded documents; writes ``/output/progress.json`` at most every :data:`PROGRESS_EVERY_S`, and on :meth:`write`.
+
+    Best effort: a write that fails (a full ``/output``) ends the writing, never the encoding.
+    """
+
+    def __init__(self) -> None:
+        self.encoded = 0
+        self.written = time.monotonic()
+        self.failed = False
+
+    def __call__(self, count: int) -> None:
+        self.encoded += count
+        if time.monotonic() - self.written >= PROGRESS_EVERY_S:
+            self.write()
+
+    def write(self) -> None:
+        self.written = time.monotonic()
+        if self.failed:
+            return
+        try:
+            # Atomic (temp file + rename inside /output): the host never reads half a file.
+            jsonio.write_json(OUTPUT / PROGRESS_FILE, {"encoded": self.encoded}, indent=None, mode=0o644)
+        except OSError:
+            self.failed = True
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -75,16 +111,18 @@ def _encode_corpus(encoder: OnnxEncoder, prefix: str) -> EncodingStats:
     finally:
         os.close(descriptor)
     truncated = 0
+    progress = _ProgressWriter()
     for start in range(0, len(order), chunk):
         # One whole chunk in canonical order: encode() forms the batches the whole corpus forms here.
         picked = order[start : start + chunk]
-        vectors, stats = encoder.encode([texts[r] for r in picked.tolist()], ids=[ids[r] for r in picked.tolist()], prefix=prefix)
+        vectors, stats = encoder.encode([texts[r] for r in picked.tolist()], ids=[ids[r] for r in picked.tolist()], prefix=prefix, progress=progress)
         rows[picked] = vectors.astype(np.float32)
         truncated += stats.truncated
     rows.flush()
     del rows
     os.chmod(partial, 0o644)  # the host reads it
     os.replace(partial, OUTPUT / "corpus.npy")
+    progress.write()
     return EncodingStats(len(texts), truncated)
 
 

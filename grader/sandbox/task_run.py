@@ -7,7 +7,8 @@ Reading and validating what the container wrote is the next stage's job
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from grader.failures import FailureCode
 from grader.sandbox.container import ContainerOutcome, Mount, run_container
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.output_dir import OutputDir, output_dir
+from grader.sandbox.progress_file import POLL_EVERY_S, PROGRESS_FILE, ProgressWatch
 from grader.sandbox.staging import StagedTask
 
 #: 128 + SIGXFSZ: the fsize ulimit stopped a write.
@@ -72,6 +74,8 @@ def run_task_container(
     environment: dict[str, str] | None = None,
     scratch: Path | None = None,
     model_error_exit: int | None = None,
+    on_encoded: Callable[[int], None] | None = None,
+    progress_step: int = 1,
 ) -> Iterator[FinishedContainer]:
     """Run the task's container on ``staged``; yield how it ended and its ``/output`` folder.
 
@@ -79,9 +83,15 @@ def run_task_container(
     block ends: read what is needed inside it. The container's failure, if any, is
     in :attr:`FinishedContainer.failure`, not raised, so that a checker can copy the
     raw output before it is reported.
+
+    With ``on_encoded`` (an advance callback of a :class:`~grader.grading.interfaces.ProgressListener`),
+    the container's optional ``/output/progress.json`` is looked at about once a second while it runs and
+    once after it exited; what it adds to the documents encoded goes there (:class:`ProgressWatch`, in steps of
+    ``progress_step``). Nothing the file says changes how the container ended or what it returned.
     """
     with output_dir(scratch, limits.output_bytes, limits.tmp_bytes) as output:
         owned = [folder for folder in (output.scratch, staged.folder.parent) if folder is not None]
+        watch = None if on_encoded is None else ProgressWatch(output.path, total=len(staged.doc_ids), advance=on_encoded, step=progress_step)
         outcome = run_container(
             image_id,
             mounts=[Mount(staged.folder, "/input", True), Mount(output.path, "/output", False), *(extra_mounts or [])],
@@ -90,6 +100,13 @@ def run_task_container(
             environment=environment,
             tmp_path=output.tmp_path,
             scratch_folders=owned,
+            tick=None if watch is None else watch.poll,
+            tick_every_s=POLL_EVERY_S,
         )
+        if watch is not None:
+            watch.poll()  # the last word of a container that ended between two looks
+        # Never a result, and never counted against the cap: gone before the output is judged (a link is removed, not followed).
+        with contextlib.suppress(OSError):
+            os.unlink(output.path / PROGRESS_FILE)
         failure = classify(outcome, output, time_limit_s=limits.time_limit_s, model_error_exit=model_error_exit)
         yield FinishedContainer(outcome, output.path, output.enforcement, failure)
