@@ -25,6 +25,7 @@ from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import QuotaStatus
 from grader.hosting.schedule import ends_at
 from grader.hosting.states import Track
+from grader.hosting.transparency.log_events import log_team
 from grader.text import first_unprintable
 
 #: One answer for a code never issued, already taken or expired: telling them apart would tell a guesser which codes exist.
@@ -65,6 +66,7 @@ def create(ctx: ServerContext, participant_id: int, name: str) -> dict[str, Any]
             session.add(team)
             session.flush()
             session.add(TeamMember(participant_id=participant_id, team_id=team.id, joined_at=now))
+            _log(session, ctx, participant_id, team.id, "create")
     except IntegrityError:  # the same name created at once by another process: the unique index decided
         raise TeamRefused(f"a team is named {name!r} already") from None
     return show(ctx, participant_id)
@@ -114,6 +116,7 @@ def join(ctx: ServerContext, participant_id: int, code: str) -> dict[str, Any]:
         session.add(TeamMember(participant_id=participant_id, team_id=team, joined_at=now))
         session.flush()
         _refuse_over_quota(session, ctx, participant_id, now)
+        _log(session, ctx, participant_id, team, "join")
     return show(ctx, participant_id)
 
 
@@ -148,6 +151,17 @@ def leave(ctx: ServerContext, participant_id: int) -> None:
         if team is None:
             raise TeamNotFound("you are in no team")
         session.execute(delete(TeamMember).where(TeamMember.participant_id == participant_id))
+        _log(session, ctx, participant_id, team, "leave")
+
+
+def _log(session: Session, ctx: ServerContext, participant_id: int, team_id: int, action: str) -> None:
+    """The change's ``team`` log entry, in its transaction: names committed, as a receipt's (docs/transparency.md)."""
+    if ctx.log is None:
+        return
+    name = session.scalar(select(Participant.name).where(Participant.id == participant_id))
+    team = session.scalar(select(Team.name).where(Team.id == team_id))
+    assert name is not None and team is not None, "called inside the change's transaction, on rows it holds"
+    log_team(session, ctx.log, name=name, team=team, action=action)
 
 
 def show(ctx: ServerContext, participant_id: int) -> dict[str, Any]:
