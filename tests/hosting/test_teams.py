@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from grader.hosting.participant.client import packed
+from tests.hosting.browser import new_driver, require_chromium
 from tests.hosting.support import REPO, ManyServer, admin, grader_cli, write_competition
 
 pytestmark = pytest.mark.slow
@@ -149,3 +150,46 @@ def test_the_team_commands(server: ManyServer) -> None:
     assert "left the team" in team("lou", "leave")
     gone = grader_cli("team", "show", "--server", url, "--token", tokens["lou"], timeout=120)
     assert gone.returncode != 0 and "404" in gone.stderr
+
+
+def test_a_team_is_created_and_joined_on_the_me_page_in_chromium(server: ManyServer) -> None:
+    require_chromium()
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    tokens = {name: admin(server.state, "--in", "teams", "add-participant", name).strip() for name in ("wren", "yara")}
+    base = server.base("teams")
+    driver = new_driver()
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))  # an element of the page just left
+
+    def sign_in(name: str) -> None:
+        driver.delete_all_cookies()
+        driver.get(f"{base}/signin")
+        driver.find_element(By.ID, "token").send_keys(tokens[name])
+        driver.find_element(By.ID, "signin").click()
+        wait.until(lambda d: name in d.find_element(By.TAG_NAME, "h1").text)
+
+    try:
+        sign_in("wren")
+        driver.find_element(By.ID, "team-create-name").send_keys("Night <b>Owls</b>")
+        driver.find_element(By.ID, "team-create").click()
+        wait.until(lambda d: d.find_elements(By.ID, "team-name"))
+        assert driver.find_element(By.ID, "team-name").text == "Night <b>Owls</b>"  # a name is text, never markup
+        driver.find_element(By.ID, "team-invite").click()
+        code = wait.until(lambda d: d.find_elements(By.ID, "team-code"))[0].text
+        assert code.startswith("gti_")
+        driver.refresh()
+        assert not driver.find_elements(By.ID, "team-code")  # shown once
+        sign_in("yara")
+        driver.find_element(By.ID, "team-join-code").send_keys(code)
+        driver.find_element(By.ID, "team-join").click()
+        wait.until(lambda d: d.find_elements(By.ID, "team-members"))
+        assert driver.find_element(By.ID, "team-members").text == "wren, yara"
+        assert "you joined" in driver.find_element(By.ID, "message").text
+        severe = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE" and "favicon.ico" not in entry["message"]]
+        assert not severe, severe  # no script error, no CSP violation
+    finally:
+        driver.quit()
+    yara = httpx.get(f"{base}/api/v1/team", headers={"Authorization": f"Bearer {tokens['yara']}"}, timeout=30)
+    assert yara.json()["members"] == ["wren", "yara"]

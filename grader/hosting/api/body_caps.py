@@ -90,6 +90,7 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("POST", "/signup", FORM_BYTES),
             _rule("POST", "/signup/join", FORM_BYTES),
             _rule("POST", "/me/token", FORM_BYTES),
+            _rule("POST", "/me/team/{action}", FORM_BYTES),
         )
     )
 

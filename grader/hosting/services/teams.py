@@ -164,6 +164,18 @@ def _log(session: Session, ctx: ServerContext, participant_id: int, team_id: int
     log_team(session, ctx.log, name=name, team=team, action=action)
 
 
+def page_view(ctx: ServerContext, participant_id: int) -> dict[str, Any] | None:
+    """What the /me page shows of teams: None in a competition without teams; else the caller's team (None when
+    in none) and whether membership may still change."""
+    if ctx.competition.teams is None:
+        return None
+    try:
+        team: dict[str, Any] | None = show(ctx, participant_id)
+    except TeamNotFound:
+        team = None
+    return {"team": team, "open": utcnow() < _open_until(ctx), "max_size": ctx.competition.teams.max_size}
+
+
 def show(ctx: ServerContext, participant_id: int) -> dict[str, Any]:
     """The caller's team: its name, its members' names, its size bound and when membership locks."""
     policy = _policy(ctx)
