@@ -73,6 +73,7 @@ def test_a_team_shares_its_quota_and_submissions_and_a_leaver_takes_none_along(s
     created = ada.post("/api/v1/team", json={"name": "Lighthouse"})
     assert created.status_code == 201 and created.json()["members"] == ["ada"], created.text
     assert bob.post("/api/v1/team", json={"name": "Lighthouse"}).status_code == 409  # the name is taken
+    assert bob.post("/api/v1/team", json={"name": "cy"}).status_code == 409  # a participant's: its row would pass for cy's
     solo = upload(bob, body)  # bob's own, before joining: stays his, private
     assert solo.status_code == 201, solo.text
     code = invite(ada)

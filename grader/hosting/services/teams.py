@@ -60,15 +60,18 @@ def create(ctx: ServerContext, participant_id: int, name: str) -> dict[str, Any]
         with ctx.db.session() as session:
             if teams.lock_team_of(session, participant_id) is not None:
                 raise TeamRefused("you are in a team already: leave it first")
-            if session.scalar(select(Team.id).where(Team.name == name)) is not None:
-                raise TeamRefused(f"a team is named {name!r} already")
+            # nor a participant's name: a team's board row would pass for that participant's
+            if session.scalar(select(Team.id).where(Team.name == name)) is not None or session.scalar(
+                select(Participant.id).where(Participant.name == name)
+            ):
+                raise TeamRefused(f"a team or participant is named {name!r} already")
             team = Team(name=name, created_at=now)
             session.add(team)
             session.flush()
             session.add(TeamMember(participant_id=participant_id, team_id=team.id, joined_at=now))
             _log(session, ctx, participant_id, team.id, "create")
     except IntegrityError:  # the same name created at once by another process: the unique index decided
-        raise TeamRefused(f"a team is named {name!r} already") from None
+        raise TeamRefused(f"a team or participant is named {name!r} already") from None
     return show(ctx, participant_id)
 
 
@@ -97,11 +100,13 @@ def join(ctx: ServerContext, participant_id: int, code: str) -> dict[str, Any]:
     now = utcnow()
     _check_open(ctx, now)
     digest = teams.code_digest(code)
+    # the code's team, read in a transaction of its own: an invitation's team never changes, and the locked
+    # transaction's first statement must be its lock (participant first, then this team)
     with ctx.db.session() as session:
-        # the code's team, read before the locks: an invitation's team never changes, and the locks go participant first
         team = session.scalar(select(TeamInvite.team_id).where(TeamInvite.code_sha256 == digest))
-        if team is None:
-            raise TeamNotFound(UNKNOWN_CODE)
+    if team is None:
+        raise TeamNotFound(UNKNOWN_CODE)
+    with ctx.db.session() as session:
         teams.lock_team_of(session, participant_id, team)
         if teams.team_of(session, participant_id) is not None:
             raise TeamRefused("you are in a team already: leave it first")
