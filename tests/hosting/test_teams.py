@@ -120,6 +120,8 @@ def test_a_team_holds_at_most_max_size_members(server: ManyServer) -> None:
     full = members[3].post("/api/v1/team/join", json={"code": invite(members[0])})
     assert full.status_code == 409 and "full" in full.json()["detail"], full.text
     assert members[3].get("/api/v1/team").status_code == 404
+    # the refused join left its code unused: with 19 more, the team holds 20 live codes, and a 21st is refused
+    assert [members[1].post("/api/v1/team/invites").status_code for _ in range(20)] == [201] * 19 + [409]
 
 
 def test_membership_locks_at_the_merge_deadline_and_a_competition_without_teams_has_none(server: ManyServer) -> None:

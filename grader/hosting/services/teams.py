@@ -28,6 +28,8 @@ from grader.hosting.states import Track
 from grader.hosting.transparency.log_events import log_team
 from grader.text import first_unprintable
 
+#: Live (unused, unexpired) invitation codes a team may hold at once: each is a row, and a team needs few.
+LIVE_INVITES = 20
 #: One answer for a code never issued, already taken or expired: telling them apart would tell a guesser which codes exist.
 UNKNOWN_CODE = "no team has this invitation code (codes are single-use and expire)"
 
@@ -86,6 +88,9 @@ def invite(ctx: ServerContext, participant_id: int) -> tuple[str, datetime]:
         team = teams.team_of(session, participant_id)
         if team is None:
             raise TeamNotFound("you are in no team")
+        live = (TeamInvite.team_id == team, TeamInvite.used_at.is_(None), TeamInvite.expires_at > now)
+        if (session.scalar(select(func.count()).select_from(TeamInvite).where(*live)) or 0) >= LIVE_INVITES:
+            raise TeamRefused(f"your team holds {LIVE_INVITES} unused invitation codes already: use them, or wait until they expire")
         session.add(TeamInvite(code_sha256=teams.code_digest(code), team_id=team, created_at=now, expires_at=expires))
     return code, expires
 
