@@ -1,8 +1,9 @@
 """``grader team``: a participant's team in a hosted competition (docs/hosting.md, "Teams").
 
 ``create NAME``, ``invite`` (a one-time code, printed once), ``join CODE``, ``leave``, ``show``.
-Exit status: 0 done; 4 refused by the server (membership locked, already in a team, the team full or over its
-quota, an unknown code); 5 server unreachable or another answer (grader/cli/exits.py).
+Exit status: 0 done; 5 for any other answer, the server's line printed (409: membership locked, already in a team,
+the team full or over its quota; 404: in no team, no teams here, an unknown code) or the server unreachable
+(grader/cli/exits.py).
 """
 
 from __future__ import annotations
