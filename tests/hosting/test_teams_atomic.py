@@ -1,9 +1,10 @@
 """Joining a team is atomic across server processes (docs/hosting.md, "Teams"): two real `grader serve` processes on
 one database (a real PostgreSQL, or the SQLite file of one state folder), joins released at once at both.
 
-Two races: six strangers join a team of one with at most 3 members (exactly 2 get in); four participants who
+Three races: six strangers join a team of one with at most 3 members (exactly 2 get in); four participants who
 each uploaded once join a fresh team while the quota allows one upload a day (exactly 1 gets in: each other join
-would make the team's count pass it). And one code sent by two at once is taken once.
+would make the team's count pass it); a member's upload and a join that brings an upload, under a quota of one
+(exactly one gets through). And one code sent by two at once is taken once.
 """
 
 from __future__ import annotations
@@ -77,6 +78,18 @@ def test_joins_on_two_servers_never_pass_the_team_size_or_quota(tmp_path: Path, 
         answers = race([lambda n=n, who=who: call(n, who, "POST", "/api/v1/team/join", json={"code": codes[n]}) for n, who in enumerate(uploaders)])
         assert sorted(answers) == [200] + [409] * (len(uploaders) - 1), answers
         assert call(0, "p7", "GET", "/api/v1/quota").json()["hidden"]["used_24h"] == 1
+        # a member's upload and a join bringing an upload, at once: exactly one of them gets through
+        (loser, *_rest) = [who for who in uploaders if call(0, who, "GET", "/api/v1/team").status_code == 404]
+        assert call(0, taker, "POST", "/api/v1/team", json={"name": "race"}).status_code == 201  # taker has uploaded nothing
+        code = call(0, taker, "POST", "/api/v1/team/invites").json()["code"]
+        answers = race(
+            [
+                lambda: call(0, taker, "POST", "/api/v1/submissions", content=body),
+                lambda: call(1, loser, "POST", "/api/v1/team/join", json={"code": code}),
+            ]
+        )
+        assert sorted(answers) in ([200, 429], [201, 409]), answers
+        assert call(0, taker, "GET", "/api/v1/quota").json()["hidden"]["used_24h"] == 1
     finally:
         first.stop()
         second.stop()
