@@ -196,3 +196,14 @@ def test_a_team_is_created_and_joined_on_the_me_page_in_chromium(server: ManySer
         driver.quit()
     yara = httpx.get(f"{base}/api/v1/team", headers={"Authorization": f"Bearer {tokens['yara']}"}, timeout=30)
     assert yara.json()["members"] == ["wren", "yara"]
+
+
+def test_a_team_label_stays_a_label(server: ManyServer, body: bytes) -> None:
+    tokens = {name: admin(server.state, "--in", "teams", "add-participant", name, "--team", "lab-x").strip() for name in ("lx1", "lx2")}
+    clients = {
+        name: httpx.Client(base_url=server.base("teams"), headers={"Authorization": f"Bearer {token}"}, timeout=60) for name, token in tokens.items()
+    }
+    assert [upload(clients["lx1"], body).status_code for _ in range(2)] == [201, 201]
+    assert upload(clients["lx2"], body).status_code == 201  # the label shares no quota
+    assert clients["lx2"].get("/api/v1/team").status_code == 404  # nor makes a team
+    assert submission_ids(clients["lx2"]).isdisjoint(submission_ids(clients["lx1"]))
