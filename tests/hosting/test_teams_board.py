@@ -1,5 +1,6 @@
 """A team on the board (docs/hosting.md, "Teams"): its members' submissions for it form one row under the team's
-name, and its final choices are shared: any member chooses for the row, a non-member cannot choose its submissions.
+name, and its final choices are shared: any member chooses for the row, a non-member cannot choose its submissions;
+after the end the row names its submission's maker, so that the audit of the final boards opens its logged report.
 Through the served leaderboard competition's own app (routes, services, the real database)."""
 
 from __future__ import annotations
@@ -7,10 +8,14 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from grader.cli.log_final import check_final_scores
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Participant, Team, TeamMember
+from grader.hosting.leaderboard.board import _cache as board_cache
 from tests.hosting.leaderboard_world import seed
+from tests.hosting.support import admin
+from tests.hosting.transparency_support import reader, served_entries
 from tests.hosting.world import World
 
 
@@ -54,3 +59,14 @@ def test_a_team_is_one_row_under_its_name_and_shares_its_final_choices(world: Wo
     # a non-member cannot choose the team's submission; nor a member her own from before the team
     assert client.put("/api/v1/finals", json={"submissions": [bobs.id]}, headers=bearer("carol")).status_code == 404
     assert client.put("/api/v1/finals", json={"submissions": [solo.id]}, headers=bearer("alice")).status_code == 404
+    # before the end the board names nobody a team hides; after it, a team's row names its submission's maker, and
+    # `grader log audit --board` opens the row's logged report to that maker
+    assert all("made_by" not in row for row in rows)
+    admin(world.state.root, "end", "--yes", database=world.database)
+    admin(world.state.root, "log-reveal", "--competition", str(world.ctx.competition.path), database=world.database)
+    board_cache.clear()
+    private = client.get("/api/v1/leaderboard", params={"part": "private"}).json()["boards"][0]["entries"]
+    team_row = next(row for row in private if row["participant"] == "Lighthouse")
+    assert (team_row["submission"], team_row["made_by"]) == (bobs.id, "bob")
+    assert all("made_by" not in row for row in private if row["participant"] != "Lighthouse")
+    assert check_final_scores(served_entries(client, world), reader(client)) is not None

@@ -80,6 +80,8 @@ class Entry:
     ladder: bool = False
     #: the released contamination figure of its signed report (:func:`contamination_of`); None when it carried no sketch
     contamination: str | None = None
+    #: a team's row: the member who made the submission (the name its log entries commit); None on a participant's row
+    made_by: str | None = None
 
 
 @dataclass
@@ -145,6 +147,8 @@ class Scored:
     parts: StoredParts
     #: the row's owner: the participant, or the team the submission was made for
     participant: Owner
+    #: the name of the participant who made the submission (the owner's, unless the row is a team's)
+    maker: str = ""
 
 
 def scored_rows(session: Session) -> list[Scored]:
@@ -155,7 +159,7 @@ def scored_rows(session: Session) -> list[Scored]:
     owners = {p.id: Owner(p.id, p.name, p.team, p.is_baseline) for p in session.scalars(select(Participant)).all()}
     owners.update({-t.id: Owner(-t.id, t.name, None, False) for t in session.scalars(select(Team)).all()})
     return [
-        Scored(submission, result, parts, owners[owner_key(submission.participant_id, submission.team_id)])
+        Scored(submission, result, parts, owners[owner_key(submission.participant_id, submission.team_id)], owners[submission.participant_id].name)
         for submission, result, parts in scored_hidden(session)
     ]
 
@@ -262,6 +266,7 @@ def _entry(row: Scored, setting: str, finals: dict[int, set[str]], score: float 
         score,
         dict(tasks),
         final=row.submission.id in finals.get(row.participant.id, set()),
+        made_by=row.maker if row.participant.id < 0 else None,  # a team's row (owner_key: negative)
         **extra,
     )
 

@@ -80,6 +80,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
         "final": entry.final,
         # the released contamination figure of the row's signed report (None, and so absent, when it carried no sketch)
         "contamination": entry.contamination,
+        # a team's row names its submission's maker after the end only: before it, the board names nobody a team hides
+        "made_by": entry.made_by if ended else None,
     }
     if entry.unavailable is not None:
         # its signed report cannot be read: no number can be derived, and none is shown; the link stays, so that

@@ -297,12 +297,15 @@ class BoardEntry(BaseModel):
     unavailable: str | None = None
     #: the released contamination figure of the row's signed report, one line per task (absent when it carried no sketch)
     contamination: str | None = None
+    #: a team's row, after the end only: the member who made its submission (the name its log entries commit, which
+    #: `grader log audit --board` opens them to); absent from every other row
+    made_by: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unavailable(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A row as published: ``unavailable`` and ``contamination`` only on a row they concern (every other row as before they existed)."""
+        """A row as published: ``unavailable``, ``contamination`` and ``made_by`` only on a row they concern (every other row as before they existed)."""
         data: dict[str, Any] = handler(self)
-        for optional in ("unavailable", "contamination"):
+        for optional in ("unavailable", "contamination", "made_by"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
