@@ -235,6 +235,9 @@ def test_no_receipt_after_the_end_and_nothing_but_retractions_after_the_reveal()
     late_registration = e.registration_entry(EntryCommitter.fresh(IDENTIFIERS), time=after, participant="p9", rules_sha256=DIGEST)
     with pytest.raises(LogVerificationError, match=f"entry {end + 1}: a registration after the end \\(entry {end}, .*a person registered after"):
         audit_entries([*ended, late_registration])
+    late_team = e.team_entry(EntryCommitter.fresh(IDENTIFIERS), time=after, participant="p9", team="t", action="join")
+    with pytest.raises(LogVerificationError, match=f"entry {end + 1}: a team after the end \\(entry {end}, .*a team membership changed after"):
+        audit_entries([*ended, late_team])
     # placed before the end entry, but received after the end's time
     with pytest.raises(LogVerificationError, match=f"entry {end}: a receipt after the end \\(entry {end + 1}, "):
         audit_entries([*ended[:-1], _receipt(after), ended[-1]])

@@ -23,11 +23,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from grader.hosting.api.app import create_app
+from grader.hosting.config import TeamPolicy
+from grader.hosting.db.models import Participant
 from grader.hosting.directory.people import People, open_people
 from grader.hosting.queue import lifecycle
-from grader.hosting.services import signup
+from grader.hosting.services import signup, teams
 from grader.hosting.transparency.host_log import identifier_key
 from grader.transparency.commitments import commit, entry_key, key_commitment
 from tests.hosting.leaderboard_world import make_world, seed
@@ -42,7 +45,7 @@ STDLIB = frozenset({"base64", "hashlib", "hmac", "json"})
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 #: Entry 0's fields that /api/v1/competition's `log` repeats.
 ENTRY_ZERO_KEYS = ("origin", "partition_commitment", "identifier_commitment", "blinding_commitment", "host_key_id", "log_key_id")
-COMMITTING_KINDS = {"registration", "receipt", "report", "outcome", "cancellation", "rejudge", "finals"}
+COMMITTING_KINDS = {"registration", "team", "receipt", "report", "outcome", "cancellation", "rejudge", "finals"}
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -140,6 +143,13 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
         world.ctx.people = people = People(open_people(tmp_path, None))
         world.ctx.competition = replace(world.ctx.competition, registration="open", rules="Be fair.")
         signup.sign_up(world.ctx, "quentin", "", signup.rules_sha256("Be fair."))
+        # Team changes (the competition given a [teams] table): carol creates a team, mallory joins it and leaves.
+        world.ctx.competition = replace(world.ctx.competition, teams=TeamPolicy())
+        with world.ctx.db.session() as session:
+            ids = {who: session.scalar(select(Participant.id).where(Participant.name == who)) for who in ("carol", "mallory")}
+        teams.create(world.ctx, ids["carol"], "Lighthouse")
+        teams.join(world.ctx, ids["mallory"], teams.invite(world.ctx, ids["carol"])[0])
+        teams.leave(world.ctx, ids["mallory"])
         people.db.dispose()
         # Before the reveal: entry 0 as served, and /api/v1/competition, name the same commitments in the same forms.
         served = [json.loads(entry) for entry in served_entries(client, world)]
@@ -173,6 +183,10 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
         if entry["kind"] == "registration":
             assert r["opens"](entry, key, "participant", "quentin") and not r["opens"](entry, key, "participant", "alice")
             assert entry["rules_sha256"] == hashlib.sha256(b"Be fair.").hexdigest()
+        elif entry["kind"] == "team":
+            assert r["opens"](entry, key, "team", "Lighthouse") and not r["opens"](entry, key, "team", "lab-a")
+            assert any(r["opens"](entry, key, "participant", who) for who in ("carol", "mallory"))
+            assert entry["action"] in ("create", "join", "leave")
         elif entry["kind"] == "finals":
             assert r["opens"](entry, key, "participant", "alice") and r["finals_open"](entry, key, [a1.id, a2.id])
             assert not r["finals_open"](entry, key, [a1.id])

@@ -19,6 +19,8 @@ IDENTIFIER_KEY = new_identifier_key()
 PARTITION_SECRET = bytes(range(32))
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DIGEST = hashlib.sha256(b"x").hexdigest()
+#: A team's name, committed in its members' team entries.
+TEAM = "Lighthouse"
 
 
 def _entry0(**changes: Any) -> bytes:
@@ -41,11 +43,30 @@ def _participant_history(participant: str, submission: str) -> list[tuple[bytes,
     """Every kind of entry that names one participant, about one submission (uploaded twice, same archive)."""
     times = (START + timedelta(minutes=minute) for minute in itertools.count(1))
     made = []
-    for kind in ("registration", "receipt", "receipt", "report", "report", "rejudge", "report", "outcome", "outcome", "cancellation", "finals"):
+    # the team entries last: the tests below pick entries by their place
+    kinds = (
+        "registration",
+        "receipt",
+        "receipt",
+        "report",
+        "report",
+        "rejudge",
+        "report",
+        "outcome",
+        "outcome",
+        "cancellation",
+        "finals",
+        "team",
+        "team",
+    )
+    for kind in kinds:
         committer = EntryCommitter.fresh(IDENTIFIER_KEY)
         time = next(times)
         if kind == "registration":
             data = e.registration_entry(committer, time=time, participant=participant, rules_sha256=DIGEST)
+        elif kind == "team":  # one team joined and left: its name committed afresh each time
+            action = "join" if not any(b'"team"' in d for d, _c in made) else "leave"
+            data = e.team_entry(committer, time=time, participant=participant, team=TEAM, action=action)
         elif kind == "receipt":
             data = e.receipt_entry(committer, time=time, participant=participant, submission=submission, upload_sha256=DIGEST)
         elif kind == "report":
@@ -105,7 +126,7 @@ def test_no_two_entries_of_one_participant_share_a_value() -> None:
     for first, second in itertools.combinations(history, 2):
         assert not _values(first) & _values(second), (first["kind"], second["kind"])
     # Nor does any entry hold the identifiers themselves.
-    assert all(not {"participant-1", "submission-9", DIGEST} & _values(entry) for entry in history)
+    assert all(not {"participant-1", "submission-9", DIGEST, TEAM} & _values(entry) for entry in history)
 
 
 def test_a_participant_opens_their_own_entry_and_anyone_can_after_the_reveal() -> None:

@@ -136,7 +136,8 @@ def _row_score(envelope: bytes, row: Mapping[str, Any], where: str, opened: _Ope
     logged = opened.reports.get(hashlib.sha256(envelope).hexdigest())
     if not logged:
         raise LogVerificationError(f"{where}: its report is not in the log")
-    names = {"submission": str(row.get("submission")), "participant": str(row.get("participant"))}
+    # a team's row names the member who made the submission (made_by): the name its log entries commit
+    names = {"submission": str(row.get("submission")), "participant": str(row.get("made_by") or row.get("participant"))}
     own = [index for index, entry in logged if entry_opens(entry, key_of_entry(opened.identifier, entry), **names)]
     if not own:
         raise LogVerificationError(f"{where}: its report is logged for another submission or participant")

@@ -217,6 +217,17 @@ class NotifyPolicy:
 
 
 @dataclass(frozen=True)
+class TeamPolicy:
+    """Teams (``[teams]``; docs/hosting.md, "Teams"): how many members a team holds, until when membership may change,
+    and how long an invitation code stays valid. A competition without ``[teams]`` has no teams."""
+
+    max_size: int = 4
+    #: After it, no team is created, joined or left (None: the competition's end).
+    merge_deadline: datetime | None = None
+    invite_ttl_s: float = 86400.0
+
+
+@dataclass(frozen=True)
 class Competition:
     """A validated competition file."""
 
@@ -288,6 +299,13 @@ class Competition:
     def public_data(self) -> bool:
         """Whether the graded split's judgements are public: then nothing of a grade is secret, from the start."""
         return self.test_data == TEST_DATA_PUBLIC
+
+    #: None: the file has no ``[teams]``, and the competition no teams.
+    teams: TeamPolicy | None = None
+
+    def merge_deadline(self) -> datetime | None:
+        """When team membership locks: ``teams.merge_deadline``, else the end in the file (None: a standing board's)."""
+        return self.end if self.teams is None or self.teams.merge_deadline is None else self.teams.merge_deadline
 
     def benchmark_target(self) -> str:
         """The benchmark as ``resolve_benchmark`` takes it: a registered name, or a folder relative to the file.
@@ -440,6 +458,20 @@ def parse_competition(data: dict[str, Any], path: Path) -> Competition:
         notify=_notify_policy(doc.get("notify", {}), path),
         test_data=test_data,
         phases=phases,
+        teams=_team_policy(doc["teams"], start, end, path) if "teams" in doc else None,
+    )
+
+
+def _team_policy(doc: dict[str, Any], start: datetime, end: datetime | None, path: Path) -> TeamPolicy:
+    """``[teams]``: a merge deadline inside the competition (one after the end would never lock membership; a standing
+    board, without an end, may set one or none)."""
+    deadline = _utc(doc["merge_deadline"], "teams.merge_deadline", path) if "merge_deadline" in doc else None
+    if deadline is not None and not (start < deadline and (end is None or deadline <= end)):
+        raise CompetitionFileError("must be after start and no later than end", path=path, field="teams.merge_deadline")
+    return TeamPolicy(
+        max_size=int(doc.get("max_size", TeamPolicy.max_size)),
+        merge_deadline=deadline,
+        invite_ttl_s=float(doc.get("invite_ttl_s", TeamPolicy.invite_ttl_s)),
     )
 
 

@@ -79,3 +79,13 @@ class NotifyTestLimited(HostingError):
 class DeliveryFailed(HostingError):
     """One try of a notification did not deliver: refused by the address guard, unreachable, or not answered 2xx.
     The message names why in one line and never carries the secret or the body."""
+
+
+class TeamRefused(HostingError):
+    """A team change the rules refuse: the merge deadline passed, already in a team, the team full, a join that would
+    pass the team's quota, a name taken or not printable: 409."""
+
+
+class TeamNotFound(HostingError):
+    """Nothing of a team to act on (404): the competition has no teams, the caller is in none, or an invitation code
+    is no team's (never issued, already taken, or expired: one answer for all three)."""

@@ -4,7 +4,7 @@
 * entry 0, and only entry 0, is the ``competition`` entry;
 * at most one ``end`` and at most one ``reveal``, the reveal after the end, disclosing exactly
   the keys entry 0 committed to;
-* no ``receipt`` and no ``registration`` (a person who signed up) after the end, in the log's order or by its time (an upload completed before the end still counts and
+* no ``receipt``, no ``registration`` (a person who signed up) and no ``team`` (a membership change) after the end, in the log's order or by its time (an upload completed before the end still counts and
   is graded after it: its receipt precedes the end entry, its reports may follow);
   whether a report after the end is of a submission received before it is not checked here: each entry commits to its
   submission under a key of its own, so a report is tied to its receipt only by opening both to a named submission,
@@ -30,7 +30,11 @@ from grader.transparency.errors import LogVerificationError
 AFTER_THE_REVEAL = frozenset({"retraction", "rewind"})
 #: Entries no log holds after its end, and what each would mean: nothing received after the end counts, and nobody
 #: joins a competition that is over.
-LATE = {"receipt": "an upload received after the end", "registration": "a person registered after the end"}
+LATE = {
+    "receipt": "an upload received after the end",
+    "registration": "a person registered after the end",
+    "team": "a team membership changed after the end",
+}
 
 
 @dataclass(frozen=True)

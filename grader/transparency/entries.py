@@ -10,6 +10,7 @@ share a value. The kinds, in the order a competition writes them:
 ``competition``    entry 0: the competition file's digest, the partition, identifier and blinding key
                    commitments, the data digests, the host's and the log's key ids, the log's origin
 ``registration``   a person registered by sign-up (committed participant, the digest of the rules accepted)
+``team``           a team membership change: ``create``, ``join`` or ``leave`` (committed participant and team name)
 ``receipt``        an accepted upload (committed participant, submission and upload digest)
 ``report``         a report the host signed, failed grades included: SHA-256 of the DSSE payload and of
                    the envelope, the attempt, the status
@@ -59,7 +60,10 @@ CANCELLED_BY = ("participant", "admin")
 BOARD_PARTS = ("public", "private")
 #: Fields whose values come from a small public vocabulary: shared by everyone's entries, they link no one.
 #: ``rules_sha256`` is the competition's rules text's digest: one value for everyone who signed up under that text.
-PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by", "failure_code", "rules_sha256"})
+#: ``action`` is a team entry's ``create``, ``join`` or ``leave``.
+PUBLIC_VOCABULARY_FIELDS = frozenset({"kind", "v", "status", "attempt", "by", "failure_code", "rules_sha256", "action"})
+#: What a ``team`` entry records happened.
+TEAM_ACTIONS = ("create", "join", "leave")
 _MAX_TEXT = 200
 _MAX_DIGESTS = 256
 _MAX_FINALS = 16
@@ -131,6 +135,7 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
         "log_key_id": _hex64,
     },
     "registration": {**_IDENTIFIED, "rules_sha256": _hex64},
+    "team": {**_IDENTIFIED, "team": _hex64, "action": _one_of(*TEAM_ACTIONS)},
     "receipt": {**_IDENTIFIED, "submission": _hex64, "upload": _hex64},
     "report": {
         **_IDENTIFIED,
@@ -256,6 +261,12 @@ def competition_entry(
             log_key_id=log_key_id,
         )
     )
+
+
+def team_entry(committer: EntryCommitter, *, time: datetime, participant: str, team: str, action: str) -> bytes:
+    """``participant`` created, joined or left (``action``) team ``team``: both names committed under the entry's key,
+    so that before the reveal the log shows that memberships changed and when, never whose or which team's."""
+    return encode_entry(_identified("team", committer, time, participant, team=committer.commit("team", team), action=action))
 
 
 def registration_entry(committer: EntryCommitter, *, time: datetime, participant: str, rules_sha256: str) -> bytes:

@@ -31,6 +31,7 @@ from grader.hosting.clock import utcnow
 from grader.hosting.config import DEPTH, load_competition
 from grader.hosting.db.models import Participant, Pin, Result, Submission, Worker
 from grader.hosting.identity.participants import create_participant, rekey_local_worker
+from grader.hosting.identity.teams import team_of
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.parts import acceptance_scorer
 from grader.hosting.queue import lifecycle
@@ -155,6 +156,7 @@ def seed(
         assert pin is not None
         digests = pin.digests
         pid = session.scalar(select(Participant.id).where(Participant.name == participant))
+        team_id = team_of(session, pid)  # as intake/submissions.py reads it: a team member's upload is the team's
         worker_id = session.scalar(select(Worker.id).where(Worker.name == "seed-worker"))
     values: dict[str, dict[str, float]] = {}
     public_sets: dict[str, set[str]] = {}
@@ -172,6 +174,7 @@ def seed(
     submission = received_submission(
         submission_id=lifecycle.new_submission_id(),
         participant_id=pid,
+        team_id=team_id,
         pin_id=ctx.pin_id,
         name=name,
         kind="onnx",

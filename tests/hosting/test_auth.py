@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from grader.hosting.api.app import create_app
-from grader.hosting.api.routes import leaderboard, meta, participants, resumable, signup, web, workers
+from grader.hosting.api.routes import leaderboard, meta, participants, resumable, signup, teams, web, workers
 from grader.hosting.db.models import Participant, WebSession
 from grader.hosting.db.session import Database
 from grader.hosting.identity.auth import SESSIONS_PER_PARTICIPANT, by_session, new_metrics_token, start_session
@@ -46,7 +46,15 @@ PUBLIC = {
     ("GET", "/api/v1/leaderboard/reports/{submission_id}"),
 }
 #: Web forms check their CSRF token first (403), and /me sends an anonymous visitor to the sign-in page.
-FORMS = {("POST", "/signin"), ("POST", "/signout"), ("POST", "/me/finals"), ("POST", "/signup"), ("POST", "/signup/join"), ("POST", "/me/token")}
+FORMS = {
+    ("POST", "/signin"),
+    ("POST", "/signout"),
+    ("POST", "/me/finals"),
+    ("POST", "/signup"),
+    ("POST", "/signup/join"),
+    ("POST", "/me/token"),
+    ("POST", "/me/team/{action}"),
+}
 
 
 pytestmark = [pytest.mark.board, pytest.mark.sqlite_only]
@@ -61,7 +69,7 @@ def _csrf(client: TestClient) -> str:
 def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     checked = 0
-    for route in (r for module in (meta, participants, resumable, workers, leaderboard, web, signup) for r in module.router.routes):
+    for route in (r for module in (meta, participants, resumable, workers, leaderboard, web, signup, teams) for r in module.router.routes):
         assert isinstance(route, APIRoute)
         for method in route.methods:
             if (method, route.path) in PUBLIC:

@@ -20,6 +20,7 @@ def test_example_competition_loads() -> None:
     assert competition.limits.memory_bytes == 4 << 30 and competition.upload_max_bytes == 512 << 20
     assert competition.start.tzinfo is not None and competition.end > competition.start
     assert competition.registration == "closed" and competition.rules is None  # sign-up off unless the file opens it
+    assert competition.teams is None and competition.merge_deadline() == competition.end  # no teams unless [teams]
 
 
 @pytest.mark.parametrize(
@@ -38,6 +39,8 @@ def test_example_competition_loads() -> None:
         (BASE + '[retention]\nruns = "best"\n', "retention.runs", "is not one of"),
         (BASE + 'registration = "maybe"\n', "registration", "is not one of"),
         (BASE + 'registration = "open"\n', "registration", "rules text"),
+        (BASE + "[teams]\nmax_size = 1\n", "teams.max_size", "minimum"),
+        (BASE + "[teams]\nmerge_deadline = 2099-01-01T00:00:00Z\n", "teams.merge_deadline", "no later than end"),
     ],
 )
 def test_errors_name_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:

@@ -12,7 +12,7 @@ from tests.hosting.world import World
 
 
 def test_migrations_reach_head_and_are_idempotent(world: World) -> None:
-    assert migrate(world.db.engine) == head_revision() == "0020_progress"
+    assert migrate(world.db.engine) == head_revision() == "0021_teams"
     tables = set(inspect(world.db.engine).get_table_names())
     assert {"participants", "workers", "pins", "settings", "submissions", "transitions", "attempts", "results", "alembic_version"} <= tables
     assert {"result_parts", "final_choices"} <= tables  # 0002_leaderboard

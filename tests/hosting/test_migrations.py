@@ -71,7 +71,7 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 
 
 def test_migrating_twice_is_a_no_op(engine: Engine) -> None:
-    assert migrate(engine) == migrate(engine) == head_revision() == "0020_progress"
+    assert migrate(engine) == migrate(engine) == head_revision() == "0021_teams"
 
 
 def _rows_of_release_0_2_0(engine: Engine) -> None:

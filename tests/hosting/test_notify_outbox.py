@@ -8,11 +8,11 @@ import threading
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from grader.hosting.clock import utcnow
 from grader.hosting.config import NotifyPolicy
-from grader.hosting.db.models import NotifyDelivery, Submission
+from grader.hosting.db.models import NotifyDelivery, Submission, Team, TeamMember
 from grader.hosting.notify import outbox, settings
 from grader.hosting.notify.sender import Sender, body
 from grader.hosting.queue import lifecycle
@@ -150,3 +150,22 @@ def test_ended_deliveries_are_kept_a_week_then_pruned(world: World) -> None:
         session.execute(update(NotifyDelivery).where(NotifyDelivery.id == first.id).values(done_at=utcnow() - timedelta(days=8)))
     assert sender.prune() == 1
     assert [row.id for row in _deliveries(world)] == [second.id]
+
+
+def test_a_member_who_left_hears_no_more_of_the_teams_submission_they_made(world: World) -> None:
+    _set(world)
+    with world.db.session() as session:  # alice in a team, and a submission she made for it
+        team = Team(name="Lighthouse", created_at=utcnow())
+        session.add(team)
+        session.flush()
+        session.add(TeamMember(participant_id=world.participant_id, team_id=team.id, joined_at=utcnow()))
+    submission_id = new_submission(world, queue=False)
+    with world.db.session() as session:
+        session.execute(update(Submission).where(Submission.id == submission_id).values(team_id=team.id))
+    assert lifecycle.enqueue(world.db, world.dispatcher, submission_id, actor="test")
+    told = len(_deliveries(world))
+    assert told >= 1  # a member hears of the team's submission she made
+    with world.db.session() as session:
+        session.execute(delete(TeamMember).where(TeamMember.participant_id == world.participant_id))
+    assert lifecycle.cancel_submission(world.db, submission_id)
+    assert len(_deliveries(world)) == told  # she left: the team's submission is not hers to hear of

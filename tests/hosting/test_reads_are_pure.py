@@ -109,7 +109,7 @@ def read_everything(world: World, client: TestClient, metrics_token: str, web: d
         get(f"/api/v1/worker/shards/{{job_id}}/{what}", f"/api/v1/worker/shards/1/{what}?tries=1", headers=worker)
     for name, token in world.tokens.items():
         bearer = {"Authorization": f"Bearer {token}"}
-        for template in ("/api/v1/submissions", "/api/v1/quota", "/api/v1/finals", "/api/v1/notify"):
+        for template in ("/api/v1/submissions", "/api/v1/quota", "/api/v1/finals", "/api/v1/notify", "/api/v1/team"):
             get(template, headers=bearer)
         get("/api/v1/uploads/{key}", f"/api/v1/uploads/{'0' * 32}", headers=bearer)  # no such upload: 404, nothing written
         for i in ids:

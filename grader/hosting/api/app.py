@@ -19,7 +19,7 @@ from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.long_poll import WATCH_THREADS, WATCHES_PER_PARTICIPANT, ClaimGate
 from grader.hosting.api.paths import base_path
-from grader.hosting.api.routes import leaderboard, meta, notify, participants, resumable, shards, signup, transparency, web, workers
+from grader.hosting.api.routes import leaderboard, meta, notify, participants, resumable, shards, signup, teams, transparency, web, workers
 from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
 from grader.hosting.identity.auth import SESSION_S
@@ -162,6 +162,7 @@ def create_app(
     app.include_router(participants.router)
     app.include_router(resumable.router)
     app.include_router(notify.router)
+    app.include_router(teams.router)
     app.include_router(workers.router)
     app.include_router(shards.router)
     app.include_router(leaderboard.router)

@@ -76,6 +76,8 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("PUT", "/api/v1/finals", JSON_BYTES),
             _rule("PUT", "/api/v1/notify/webhook", JSON_BYTES),
             _rule("PUT", "/api/v1/notify/email", JSON_BYTES),
+            _rule("POST", "/api/v1/team", JSON_BYTES),
+            _rule("POST", "/api/v1/team/join", JSON_BYTES),
             _rule("POST", "/api/v1/worker/claim", JSON_BYTES),
             _rule("POST", "/api/v1/worker/key", JSON_BYTES),
             _rule("POST", "/api/v1/worker/jobs/{submission_id}/heartbeat", JSON_BYTES),
@@ -88,6 +90,7 @@ def route_caps(ctx: ServerContext) -> RouteCaps:
             _rule("POST", "/signup", FORM_BYTES),
             _rule("POST", "/signup/join", FORM_BYTES),
             _rule("POST", "/me/token", FORM_BYTES),
+            _rule("POST", "/me/team/{action}", FORM_BYTES),
         )
     )
 

@@ -102,6 +102,37 @@ class Registration(Base):
     decided_at: Mapped[datetime | None]
 
 
+class Team(Base):
+    """A team of participants (docs/hosting.md, "Teams"): shares its quotas and sees its submissions. Not the ``team``
+    label of :class:`Participant`, which stays a label."""
+
+    __tablename__ = "teams"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime]
+
+
+class TeamMember(Base):
+    """A participant's membership: the primary key makes it at most one team per participant (each competition has its
+    own database, so: per competition)."""
+
+    __tablename__ = "team_members"
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), index=True)
+    joined_at: Mapped[datetime]
+
+
+class TeamInvite(Base):
+    """A one-time invitation code to a team: only its SHA-256 is stored; taken once (``used_at``), before ``expires_at``."""
+
+    __tablename__ = "team_invites"
+    code_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), index=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
 class WebSession(Base):
     """A signed-in web session. The cookie carries its id; only the id's SHA-256 is stored. Signing out ends it here."""
 
@@ -164,6 +195,9 @@ class Submission(Base):
     __tablename__ = "submissions"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"))
+    #: The team its participant was a member of at upload (None: none): the submission is the team's, and stays the team's
+    #: when its maker leaves (docs/hosting.md, "Teams"); None before 0019.
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True, default=None, index=True)
     name: Mapped[str] = mapped_column(String(200))
     kind: Mapped[str] = mapped_column(String(16))
     #: ``hidden`` (the competition's split, counted in the quota) or ``sample`` (the public sample split, logs visible)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from grader import jsonio
 from grader.hosting.config import Competition
-from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Participant, Result, Setting, State, Submission, UploadReservation
+from grader.hosting.db.models import CHARGED_STATES, IN_FLIGHT_STATES, Result, Setting, State, Submission, UploadReservation
+from grader.hosting.identity import teams
 from grader.hosting.intake.refusals import QuotaStatus, count_refusal, load_refusal, phase_refusal, refusals_refusal, window_refusal
 from grader.hosting.states import Track
 
@@ -35,7 +36,8 @@ _REFUSALS_KEY = "refusals:{}"
 
 
 def quota_status(session: Session, competition: Competition, participant_id: int, track: str, now: datetime) -> QuotaStatus:
-    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``.
+    """Where ``participant_id`` stands on ``track`` (``hidden`` or ``sample``) at ``now``: with their team's, if in one
+    (grader.hosting.identity.teams.charged: a team shares its quotas).
 
     With phases, the hidden track's quotas are the open phase's, and count only its submissions (uploaded since it
     opened); the sample track is phase-independent."""
@@ -44,17 +46,11 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     since = () if phase is None else (Submission.uploaded_at >= phase.start,)
     # a phase's re-grade of an earlier entry (services/phase_regrade.py: its key says so) is never charged
     charged = or_(Submission.idempotency_key.is_(None), ~Submission.idempotency_key.startswith(REGRADE_KEY, autoescape=True))
-    mine = (Submission.participant_id == participant_id, Submission.track == track, Submission.state.in_(CHARGED_STATES), charged, *since)
+    scope, holders = teams.charged(session, participant_id)
+    mine = (scope, Submission.track == track, Submission.state.in_(CHARGED_STATES), charged, *since)
     window = session.scalars(select(Submission.uploaded_at).where(*mine, Submission.uploaded_at > now - DAY).order_by(Submission.uploaded_at)).all()
-    in_flight = (
-        session.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(Submission.participant_id == participant_id, Submission.state.in_(IN_FLIGHT_STATES), charged)
-        )
-        or 0
-    )
-    reserved = _reserved(session, participant_id, now)
+    in_flight = session.scalar(select(func.count()).select_from(Submission).where(scope, Submission.state.in_(IN_FLIGHT_STATES), charged)) or 0
+    reserved = _reserved(session, holders, now)
     window = sorted([*window, *(r.created_at for r in reserved if r.track == track)])
     in_flight += len(reserved)
     per_day = quotas.per_day if track == Track.HIDDEN else quotas.sample_per_day
@@ -70,9 +66,11 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     elif per_day == 0:
         next_at = None
     # Uploads still arriving count at their declared length: concurrent uploads cannot together overrun the bound.
-    stored = stored_upload_bytes(session, participant_id) + sum(r.declared_bytes for r in reserved)
+    stored = int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(scope)) or 0) + sum(
+        r.declared_bytes for r in reserved
+    )
     refused, errors = _refusals(session, participant_id, now)
-    cpu_s, cpu_next_at = _cpu_spent(session, participant_id, now, quotas.cpu_minutes_per_day)
+    cpu_s, cpu_next_at = _cpu_spent(session, scope, now, quotas.cpu_minutes_per_day)
     return QuotaStatus(
         track,
         len(window),
@@ -95,8 +93,9 @@ def quota_status(session: Session, competition: Competition, participant_id: int
     )
 
 
-def _cpu_spent(session: Session, participant_id: int, now: datetime, minutes: float) -> tuple[float, datetime | None]:
-    """CPU seconds ``participant_id``'s grades of the last 24 h cost (both tracks), and, at or past ``minutes``, when enough drops out.
+def _cpu_spent(session: Session, scope: ColumnElement[bool], now: datetime, minutes: float) -> tuple[float, datetime | None]:
+    """CPU seconds the grades of the last 24 h cost (both tracks) of the submissions ``scope`` charges (a participant's, with
+    their team's), and, at or past ``minutes``, when enough drops out.
 
     Only a charged submission's current result counts: a retried attempt (a platform failure) leaves no result and a
     replica's grade is not the accepted one, so neither is ever charged; a re-scoring replaces the result, not adds one.
@@ -105,7 +104,7 @@ def _cpu_spent(session: Session, participant_id: int, now: datetime, minutes: fl
     rows = session.execute(
         select(Submission.uploaded_at, Result.cpu_s)
         .join(Result, Result.id == Submission.result_id)
-        .where(Submission.participant_id == participant_id, Submission.state.in_(CHARGED_STATES), Submission.uploaded_at > now - DAY)
+        .where(scope, Submission.state.in_(CHARGED_STATES), Submission.uploaded_at > now - DAY)
         .order_by(Submission.uploaded_at)
     ).all()
     spent = math.fsum(cpu for _, cpu in rows if cpu is not None)
@@ -132,35 +131,31 @@ def _refusals(session: Session, participant_id: int, now: datetime) -> tuple[lis
     return _refusal_times(session, participant_id, now), errors
 
 
-def stored_upload_bytes(session: Session, participant_id: int) -> int:
-    """Bytes of ``participant_id``'s uploads on the server's disk: every submission's, whatever its state (uploads are kept)."""
-    return int(session.scalar(select(func.coalesce(func.sum(Submission.upload_bytes), 0)).where(Submission.participant_id == participant_id)) or 0)
-
-
-def _reserved(session: Session, participant_id: int, now: datetime) -> list[UploadReservation]:
-    """The participant's live reservations: uploads admitted and still arriving (expired ones count no more)."""
+def _reserved(session: Session, participant_ids: list[int], now: datetime) -> list[UploadReservation]:
+    """The live reservations of ``participant_ids`` (one, or a team's members): uploads admitted and still arriving
+    (expired ones count no more)."""
     return list(
-        session.scalars(select(UploadReservation).where(UploadReservation.participant_id == participant_id, UploadReservation.expires_at > now)).all()
+        session.scalars(
+            select(UploadReservation).where(UploadReservation.participant_id.in_(participant_ids), UploadReservation.expires_at > now)
+        ).all()
     )
 
 
 def lock_admission(session: Session, participant_id: int) -> None:
-    """Serialise the admissions of ``participant_id`` until ``session`` ends, across every process on the database.
+    """Serialise the admissions of ``participant_id`` (and of their team's members) until ``session`` ends, across every
+    process on the database.
 
     Must be the session's first statement. Counting and inserting are otherwise a
     race: two servers (or two requests) both count ``quota - 1`` and both admit.
-    PostgreSQL: a row lock on the participant (``SELECT ... FOR UPDATE``); a second
-    admission of the same participant waits for the first to commit, and its count,
-    a later statement under READ COMMITTED, then sees the first one's row. Other
-    participants are not held up. SQLite has no row locks: ``BEGIN IMMEDIATE`` takes
+    PostgreSQL: a row lock on the participant, then on their team (``SELECT ... FOR UPDATE``,
+    grader.hosting.identity.teams.lock_team_of); a second admission of the same participant or team, or a join
+    to the team, waits for the first to commit, and its count, a later statement under READ COMMITTED, then sees
+    the first one's row. Other participants are not held up. SQLite has no row locks: ``BEGIN IMMEDIATE`` takes
     the database's write lock before the count (pysqlite would only open the
     transaction at the INSERT, after a count made outside it); other writers wait
     (``busy_timeout``), readers do not (WAL).
     """
-    if session.get_bind().dialect.name == "sqlite":
-        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
-    else:
-        session.execute(select(Participant.id).where(Participant.id == participant_id).with_for_update())
+    teams.lock_team_of(session, participant_id)
 
 
 def check_quota(

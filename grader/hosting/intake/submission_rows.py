@@ -19,6 +19,7 @@ def received_submission(
     *,
     submission_id: str,
     participant_id: int,
+    team_id: int | None = None,
     pin_id: int,
     name: str,
     kind: str,
@@ -38,6 +39,7 @@ def received_submission(
     return Submission(
         id=submission_id,
         participant_id=participant_id,
+        team_id=team_id,
         name=name,
         kind=kind,
         track=track,

@@ -26,6 +26,7 @@ from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Result, ResultPart, Submission, UploadReservation
 from grader.hosting.errors import UploadTakenOver
+from grader.hosting.identity import teams
 from grader.hosting.identity.principal import Principal
 from grader.hosting.intake.quotas import check_quota, lock_admission, quota_status, record_refusal
 from grader.hosting.intake.refusals import closed, invalid, track_refusal
@@ -81,6 +82,7 @@ def create_submission(
         end = ends_at(ctx.db, ctx.competition)
         with ctx.db.session() as session:
             lock_admission(session, participant.id)  # count and insert in one serialised transaction, whatever the number of servers
+            team_id = teams.team_of(session, participant.id)  # under the lock: a join or leave now waits for this upload
             if idempotency_key is not None:
                 earlier = session.scalar(
                     select(Submission).where(Submission.participant_id == participant.id, Submission.idempotency_key == idempotency_key)
@@ -110,6 +112,7 @@ def create_submission(
             submission = received_submission(
                 submission_id=submission_id,
                 participant_id=participant.id,
+                team_id=team_id,
                 pin_id=ctx.pin_id,
                 name=checked.name,
                 kind=checked.kind,
@@ -217,14 +220,12 @@ def last_log_line(ctx: ServerContext, submission: Submission) -> str | None:
 
 
 def own_submission(ctx: ServerContext, participant: Principal, submission_id: str) -> Submission | None:
-    """The submission if it belongs to ``participant`` (else None: the route answers 404, not 403)."""
+    """The submission if ``participant`` may read it: theirs, or their team's (else None: the route answers 404, not 403)."""
     if len(submission_id) > 40:
         return None
     with ctx.db.session() as session:
-        submission = session.get(Submission, submission_id)
-        if submission is None or submission.participant_id != participant.id:
-            return None
-        return submission
+        # the caller's own outside any team, or their team's: anyone else's is answered as if it did not exist
+        return session.scalar(select(Submission).where(Submission.id == submission_id, teams.visible(session, participant.id)))
 
 
 def own_view(ctx: ServerContext, participant: Principal, submission_id: str) -> SubmissionView | None:
@@ -244,7 +245,7 @@ def own_views(ctx: ServerContext, participant: Principal, *, ended: bool | None 
             select(Submission, Result, ResultPart)
             .outerjoin(Result, Result.id == Submission.result_id)
             .outerjoin(ResultPart, ResultPart.result_id == Submission.result_id)
-            .where(Submission.participant_id == participant.id)
+            .where(teams.visible(session, participant.id))
             .order_by(Submission.uploaded_at.desc())
         ).all()
     return [public_view(ctx, s, ended=ended, loaded=(result, parts)) for s, result, parts in rows]

@@ -1,5 +1,8 @@
 """The leaderboard, computed on the server from stored results: one row per participant, per training setting.
 
+A team's submissions (made while their maker was a member) form one row under the team's name, whoever made
+them (docs/hosting.md, "Teams"): the row's owner is the team (:func:`owner_key`), not a participant.
+
 * Public board (any time): each participant's best public-part score.
 * Private board (after the end only): each participant's best private-part
   score among their final choices (default: their ``finals`` best public ones).
@@ -31,7 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grader.hosting.config import Competition, Phase
-from grader.hosting.db.models import FinalChoice, Participant
+from grader.hosting.db.models import FinalChoice, Participant, Team
 from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
 from grader.hosting.leaderboard.parts import CurrentResult, GradedSubmission, StoredParts, scored_hidden
 from grader.hosting.leaderboard.values import UNAVAILABLE, PerQuery, part_values, partitions, readable_values
@@ -79,6 +82,8 @@ class Entry:
     contamination: str | None = None
     #: CPU seconds per 1,000 queries of its signed report's cost block (:func:`cost_of`: a hosted worker's word); None without
     cost: float | None = None
+    #: a team's row: the member who made the submission (the name its log entries commit); None on a participant's row
+    made_by: str | None = None
 
 
 @dataclass
@@ -126,28 +131,55 @@ class BoardInputs:
 
 
 @dataclass(frozen=True)
+class Owner:
+    """Whose row a submission counts for: a participant, or a team (its ``id`` then :func:`owner_key`'s negative one)."""
+
+    id: int
+    name: str
+    team: str | None
+    is_baseline: bool
+
+
+def owner_key(participant_id: int, team_id: int | None) -> int:
+    """The key of a submission's row: its team's (negative, so never a participant's id), else its participant's."""
+    return -team_id if team_id is not None else participant_id
+
+
+@dataclass(frozen=True)
 class Scored:
     submission: GradedSubmission
     result: CurrentResult
     parts: StoredParts
-    participant: Participant
+    #: the row's owner: the participant, or the team the submission was made for
+    participant: Owner
+    #: the name of the participant who made the submission (the owner's, unless the row is a team's)
+    maker: str = ""
 
 
 def scored_rows(session: Session) -> list[Scored]:
-    """Every scored hidden-split submission with the part scores stored at its acceptance, and its participant.
+    """Every scored hidden-split submission with the part scores stored at its acceptance, and its row's owner.
 
     A result whose parts could not be scored (a report without per-query values) has none and is left out.
     """
-    participants = {p.id: p for p in session.scalars(select(Participant)).all()}
-    return [Scored(submission, result, parts, participants[submission.participant_id]) for submission, result, parts in scored_hidden(session)]
+    owners = {p.id: Owner(p.id, p.name, p.team, p.is_baseline) for p in session.scalars(select(Participant)).all()}
+    owners.update({-t.id: Owner(-t.id, t.name, None, False) for t in session.scalars(select(Team)).all()})
+    return [
+        Scored(submission, result, parts, owners[owner_key(submission.participant_id, submission.team_id)], owners[submission.participant_id].name)
+        for submission, result, parts in scored_hidden(session)
+    ]
 
 
 def finals_of(session: Session, rows: list[Scored], k: int) -> dict[int, set[str]]:
-    """Each participant's final submissions: their choices, or by default their ``k`` best public ones (ties: earliest)."""
+    """Each row owner's final submissions: their choices, or by default their ``k`` best public ones (ties: earliest).
+
+    A choice counts for the row of the submission chosen (a team's: whichever member chose it).
+    """
+    owner_of = {row.submission.id: row.participant.id for row in rows}
     chosen: dict[int, set[str]] = {}
     for choice in session.scalars(select(FinalChoice)).all():
-        chosen.setdefault(choice.participant_id, set()).add(choice.submission_id)
-    scored_ids = {row.submission.id for row in rows}
+        if choice.submission_id in owner_of:
+            chosen.setdefault(owner_of[choice.submission_id], set()).add(choice.submission_id)
+    scored_ids = set(owner_of)
     by_participant: dict[int, list[Scored]] = {}
     for row in rows:
         by_participant.setdefault(row.participant.id, []).append(row)
@@ -258,6 +290,7 @@ def _entry(row: Scored, setting: str, finals: dict[int, set[str]], score: float 
         score,
         dict(tasks),
         final=row.submission.id in finals.get(row.participant.id, set()),
+        made_by=row.maker if row.participant.id < 0 else None,  # a team's row (owner_key: negative)
         **extra,
     )
 

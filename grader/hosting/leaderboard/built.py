@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import String, cast, func, select
 from sqlalchemy.orm import Session
 
-from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission
+from grader.hosting.db.models import FinalChoice, Participant, Result, ResultPart, Submission, Team
 from grader.hosting.leaderboard.board import Board, BoardInputs, build_boards
 from grader.hosting.leaderboard.caches import CompetitionCache, competition_of
 from grader.hosting.states import State, Track
@@ -65,7 +65,19 @@ def inputs_digest(session: Session) -> bytes:
     can be in a value: ids and numbers are the server's, names and teams refuse control characters.
     """
     graded = (
-        select(func.aggregate_strings(_joined(Submission.id, Result.id, ResultPart.public_score, ResultPart.private_score), _ROW))
+        select(
+            func.aggregate_strings(
+                _joined(
+                    Submission.id,
+                    Result.id,
+                    ResultPart.public_score,
+                    ResultPart.private_score,
+                    func.coalesce(ResultPart.full_score, -1.0),
+                    func.coalesce(Submission.team_id, -1),
+                ),
+                _ROW,
+            )
+        )
         .select_from(Submission)
         .join(Result, Result.id == Submission.result_id)
         .join(ResultPart, ResultPart.result_id == Result.id)
@@ -74,7 +86,9 @@ def inputs_digest(session: Session) -> bytes:
     )
     people = _aggregated(_joined(Participant.id, Participant.name, func.coalesce(Participant.team, _NONE), Participant.is_baseline), Participant)
     finals = _aggregated(_joined(FinalChoice.participant_id, FinalChoice.submission_id), FinalChoice)
-    found = session.execute(select(graded, people, finals)).one()
+    # a team's row is named by its team (its submissions say which: their team_id, above)
+    team_names = _aggregated(_joined(Team.id, Team.name), Team)
+    found = session.execute(select(graded, people, finals, team_names)).one()
     digest = hashlib.sha256()
     for text in found:
         digest.update(_ROW.join(sorted((text or "").split(_ROW))).encode("utf-8") + _TABLE)

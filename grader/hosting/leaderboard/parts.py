@@ -145,6 +145,8 @@ class GradedSubmission:
     kind: str
     labels: dict[str, Any] | None
     uploaded_at: datetime
+    #: the team it was made for (None: its participant's own): a team's submissions form one row (docs/hosting.md, "Teams")
+    team_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResul
             Submission.kind,
             Submission.labels,
             Submission.uploaded_at,
+            Submission.team_id,
             Result.id,
             Result.envelope_path,
             ResultPart.public_score,
@@ -192,6 +195,6 @@ def scored_hidden(session: Session) -> list[tuple[GradedSubmission, CurrentResul
         .order_by(Submission.uploaded_at, Submission.id)
     ).all()
     return [
-        (GradedSubmission(sid, pid, name, kind, labels, uploaded_at), CurrentResult(rid, envelope), StoredParts(public, private, full))
-        for sid, pid, name, kind, labels, uploaded_at, rid, envelope, public, private, full in rows
+        (GradedSubmission(sid, pid, name, kind, labels, uploaded_at, team_id), CurrentResult(rid, envelope), StoredParts(public, private, full))
+        for sid, pid, name, kind, labels, uploaded_at, team_id, rid, envelope, public, private, full in rows
     ]

@@ -14,15 +14,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import and_, delete, select
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Phase
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
+from grader.hosting.identity import teams
 from grader.hosting.identity.principal import Principal
-from grader.hosting.leaderboard.board import Board, BoardInputs, finals_of, ladder_replay, readable, scored_rows, setting_of
+from grader.hosting.leaderboard.board import Board, BoardInputs, finals_of, ladder_replay, owner_key, readable, scored_rows, setting_of
 from grader.hosting.leaderboard.built import cached_boards
 from grader.hosting.leaderboard.parts import stored_parts
 from grader.hosting.leaderboard.values import UNAVAILABLE, readable_values, signed_part_scores
@@ -116,6 +117,8 @@ def entry_json(entry: Any, *, ended: bool = False) -> BoardEntry:
         "contamination": entry.contamination,
         # CPU seconds per 1,000 queries, the grading worker's word (None, and so absent, without a cost block)
         "cpu_s_per_1000_queries": rounded(entry.cost),
+        # a team's row names its submission's maker after the end only: before it, the board names nobody a team hides
+        "made_by": entry.made_by if ended else None,
     }
     if entry.unavailable is not None:
         # its signed report cannot be read: no number can be derived, and none is shown; the link stays, so that
@@ -356,30 +359,42 @@ def ladder_score(ctx: ServerContext, session: Any, submission: Submission) -> fl
     None when a report of the replay is unavailable (every later released score depends on it)."""
     setting = setting_of(submission.labels)
     phase = ctx.competition.phase_at(submission.uploaded_at)  # the Ladder of the submission's phase, over its entries only
+    owner = owner_key(submission.participant_id, submission.team_id)  # a team's submissions replay as one row's
     rows = [
         r
         for r in scored_rows(session)
-        if r.participant.id == submission.participant_id
-        and setting_of(r.submission.labels) == setting
-        and (phase is None or phase.holds(r.submission.uploaded_at))
+        if r.participant.id == owner and setting_of(r.submission.labels) == setting and (phase is None or phase.holds(r.submission.uploaded_at))
     ]
     inputs = _board_inputs(ctx, phase)
     ok, lost = readable(rows, inputs)
     return None if lost else ladder_replay(ok, inputs)[0].get(submission.id)
 
 
+def _row_scope(session: Any, participant_id: int) -> tuple[int, Any]:
+    """The key of the caller's board row (:func:`owner_key`) and which submissions are that row's: their team's,
+    or their own made outside any team. A team shares its final choices: any member chooses for the row."""
+    team = teams.team_of(session, participant_id)
+    if team is not None:
+        return owner_key(participant_id, team), Submission.team_id == team
+    return participant_id, and_(Submission.participant_id == participant_id, Submission.team_id.is_(None))
+
+
 def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bool]:
-    """The participant's final submissions and whether they chose them (False: the default, best public ones)."""
+    """The final submissions of the caller's row (theirs, or their team's) and whether they were chosen (False: the
+    default, best public ones)."""
     with ctx.db.session() as session:
-        chosen = set(session.scalars(select(FinalChoice.submission_id).where(FinalChoice.participant_id == participant.id)).all())
+        owner, scope = _row_scope(session, participant.id)
+        chosen = set(
+            session.scalars(select(FinalChoice.submission_id).join(Submission, Submission.id == FinalChoice.submission_id).where(scope)).all()
+        )
         last = ctx.competition.phases[-1] if ctx.competition.phases else None  # final choices are the last phase's only
-        rows = [r for r in scored_rows(session) if r.participant.id == participant.id and (last is None or last.holds(r.submission.uploaded_at))]
-        finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(participant.id, set())
+        rows = [r for r in scored_rows(session) if r.participant.id == owner and (last is None or last.holds(r.submission.uploaded_at))]
+        finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(owner, set())
     return finals, bool(chosen & finals)
 
 
 def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[str]) -> list[str]:
-    """Replace the participant's final choices (own, hidden, scored submissions; at most K; before the end)."""
+    """Replace the final choices of the caller's row (their own, or their team's: hidden, scored; at most K; before the end)."""
     k = ctx.competition.leaderboard.finals
     if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
@@ -389,15 +404,17 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
         raise HostingError(f"at most {k} final submissions may be chosen ({len(ids)} given)")
     now = utcnow()
     with ctx.db.session() as session:
+        _owner, scope = _row_scope(session, participant.id)
         for sid in ids:
-            submission = session.get(Submission, sid) if len(sid) <= 40 else None
-            if submission is None or submission.participant_id != participant.id:
+            submission = session.scalar(select(Submission).where(Submission.id == sid, scope)) if len(sid) <= 40 else None
+            if submission is None:
                 raise LookupError(sid)
             if submission.track != Track.HIDDEN or submission.state != State.SCORED:
                 raise HostingError("only scored hidden-split submissions can be final")
             if last is not None and not last.holds(submission.uploaded_at):
                 raise HostingError(f"final choices are taken in the last phase only ({last.name!r}): {sid} was submitted before it")
-        session.execute(delete(FinalChoice).where(FinalChoice.participant_id == participant.id))
+        row = select(Submission.id).where(scope)
+        session.execute(delete(FinalChoice).where(FinalChoice.submission_id.in_(row)))
         for sid in ids:
             session.add(FinalChoice(submission_id=sid, participant_id=participant.id, chosen_at=now))
     return ids

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.db.models import NotifyDelivery, NotifySetting, Submission
+from grader.hosting.identity import teams
 
 WEBHOOK = "webhook"
 EMAIL = "email"
@@ -47,13 +48,23 @@ def record(session: Session, participant_id: int, facts: dict[str, Any]) -> int:
     return added
 
 
+def _maker_reads(session: Session, submission: Submission) -> bool:
+    """Whether the submission's maker may still read it: a team's submission is no longer theirs once they left
+    (docs/hosting.md, "Teams"), and they hear no more of it."""
+    return submission.team_id is None or teams.team_of(session, submission.participant_id) == submission.team_id
+
+
 def state_changed(session: Session, submission: Submission, source: str, to: str) -> None:
     """A move of ``submission`` (called by :func:`grader.hosting.queue.lifecycle.move`, in its transaction)."""
+    if not _maker_reads(session, submission):
+        return
     record(session, submission.participant_id, {"type": STATE_CHANGE, "submission": submission.id, "from": source, "state": to})
 
 
 def board_changed(session: Session, submission: Submission) -> None:
     """A finished submission's result was replaced (a re-scoring): its board entry changed; the score is not sent."""
+    if not _maker_reads(session, submission):
+        return
     record(session, submission.participant_id, {"type": BOARD_CHANGE, "submission": submission.id, "state": str(submission.state)})
 
 

@@ -435,6 +435,13 @@ class HostingClient:
         answer = self._check(self._request(method, f"/api/v1/notify{suffix}", **kwargs))
         return {} if answer is None else _shaped(answer, dict, "the notification settings")  # type: ignore[no-any-return]
 
+    def team(self, method: str, suffix: str = "", body: dict[str, str] | None = None) -> dict[str, Any]:
+        """``/api/v1/team[suffix]``: the participant's team (docs/hosting.md, "Teams"); an answer without a body (204)
+        is an empty object."""
+        kwargs: dict[str, Any] = {} if body is None else {"json": body}
+        answer = self._check(self._request(method, f"/api/v1/team{suffix}", **kwargs))
+        return {} if answer is None else _shaped(answer, dict, "the team")  # type: ignore[no-any-return]
+
     def host_key(self) -> bytes:
         response = self._request("GET", "/host-key.pub", max_bytes=MAX_KEY_ANSWER)
         if response.status_code != 200:

@@ -380,12 +380,15 @@ class BoardEntry(BaseModel):
     contamination: str | None = None
     #: CPU seconds per 1,000 queries from the row's signed report's cost block: the grading worker's word (absent without one)
     cpu_s_per_1000_queries: float | None = None
+    #: a team's row, after the end only: the member who made its submission (the name its log entries commit, which
+    #: `grader log audit --board` opens them to); absent from every other row
+    made_by: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unavailable(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A row as published: ``unavailable``, ``contamination`` and the cost only on a row they concern (every other row as before they existed)."""
+        """A row as published: ``unavailable``, ``contamination``, the cost and ``made_by`` only on a row they concern (every other row as before they existed)."""
         data: dict[str, Any] = handler(self)
-        for optional in ("unavailable", "contamination", "cpu_s_per_1000_queries"):
+        for optional in ("unavailable", "contamination", "cpu_s_per_1000_queries", "made_by"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -45,6 +45,12 @@ def log_receipt(session: Session, host_log: HostLog, submission: Submission) -> 
     return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
+def log_team(session: Session, host_log: HostLog, *, name: str, team: str, action: str) -> int:
+    """A team membership change (participant and team committed, like a receipt's), in the transaction that makes it."""
+    entry = entries.team_entry(EntryCommitter.fresh(host_log.identifier_key), time=utcnow(), participant=name, team=team, action=action)
+    return append_entry(session, host_log, entry)
+
+
 def log_registration(session: Session, host_log: HostLog, *, name: str, rules_sha256: str) -> int:
     """A sign-up's registration (the participant committed, like a receipt's), in the transaction that registers it."""
     entry = entries.registration_entry(EntryCommitter.fresh(host_log.identifier_key), time=utcnow(), participant=name, rules_sha256=rules_sha256)

@@ -25,12 +25,13 @@ from grader.hosting.api.long_poll import ClaimGate, watch
 from grader.hosting.api.paths import base_path
 from grader.hosting.clock import iso
 from grader.hosting.context import ServerContext
-from grader.hosting.errors import HostingError
+from grader.hosting.errors import HostingError, TeamNotFound, TeamRefused
 from grader.hosting.intake import submissions as submissions_service
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.schedule import End
 from grader.hosting.services import progress
+from grader.hosting.services import teams as teams_service
 from grader.hosting.services.competition import competition_end
 from grader.hosting.transparency import log_reads
 from grader.hosting.visibility import default_part
@@ -189,6 +190,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     ]
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
+    code = request.session.pop("team_code", None)  # an invitation code, shown on this one page
     return _page(
         "me.html",
         request,
@@ -203,6 +205,8 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         limit=ctx.competition.leaderboard.finals,
         rotate=ctx.people is not None,  # a person's token, rotated in every competition of the server
         message=message if isinstance(message, str) else None,
+        team=teams_service.page_view(ctx, who.id),
+        team_code=code if isinstance(code, str) else None,
     )
 
 
@@ -240,6 +244,33 @@ async def choose_finals(request: Request, ctx: Ctx) -> Response:
         if saved
         else "final choices saved: none chosen, so your best public submissions count"
     )
+    return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
+
+
+@router.post("/me/team/{action}")
+async def team_action(action: str, request: Request, ctx: Ctx) -> Response:
+    """The /me page's team forms: create, invite, join, leave (docs/hosting.md, "Teams"); each says what happened."""
+    form = await _form(request)  # the CSRF check first, then who is signed in
+    who = await run_in_threadpool(require_signed_in, request)
+    field = (form.get("name") or form.get("code") or [""])[0]
+    try:
+        if action == "create":
+            await run_in_threadpool(teams_service.create, ctx, who.id, field)
+            request.session["flash"] = "team created"
+        elif action == "join":
+            team = await run_in_threadpool(teams_service.join, ctx, who.id, field.strip())
+            request.session["flash"] = f"you joined {team['name']}"
+        elif action == "invite":
+            code, expires = await run_in_threadpool(teams_service.invite, ctx, who.id)
+            request.session["team_code"] = code
+            request.session["flash"] = f"invitation code made (single use, expires {iso(expires)}): give it to one person"
+        elif action == "leave":
+            await run_in_threadpool(teams_service.leave, ctx, who.id)
+            request.session["flash"] = "you left the team"
+        else:
+            raise HTTPException(404, "no such page")
+    except (TeamNotFound, TeamRefused) as error:
+        request.session["flash"] = f"error: {error}"
     return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
 
 
