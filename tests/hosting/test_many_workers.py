@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from grader.cli.main import cli
 from grader.hosting.keyring.worker_signing import ensure_worker_key
 from grader.hosting.participant.client import HostingClient
-from grader.hosting.protocol.version import HEADER
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.worker.many_loop import ManyWorker
 from tests.hosting.support import REPO, ManyServer, admin, grader_cli, stated_fingerprint, worker_headers, write_competition
 
@@ -141,7 +141,7 @@ def test_a_job_goes_only_to_a_worker_that_names_its_competition(server: ManyServ
     # A worker of the previous protocol is refused before its body is read, with both versions named.
     old: dict[str, Any] = {**worker_headers(token), HEADER: "2"}
     stale = httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=old, timeout=30)
-    assert stale.status_code == 426 and "worker protocol 2 is not this server's 3" in stale.json()["detail"]
+    assert stale.status_code == 426 and f"worker protocol 2 is not this server's {WORKER_PROTOCOL}" in stale.json()["detail"]
 
 
 def test_a_worker_serves_only_the_competitions_whose_copy_it_holds(server: ManyServer, tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_a_coordinator_whose_shard_claim_is_throttled_waits_and_coordinates_on(s
 
     def status(submission_id: str, attempt: int) -> Any:  # the attempt's progress: running, then stale after the pause
         looks.append(time.monotonic())
-        return type("Status", (), {"state": "running" if len(looks) == 1 else "stale"})()
+        return type("Status", (), {"state": "running" if len(looks) == 1 else "stale", "progress": []})()
 
     monkeypatch.setattr(api, "status", status)
     job = Job.model_construct(submission_id="s1", attempt=1)
