@@ -8,31 +8,13 @@ the team full or over its quota; 404: in no team, no teams here, an unknown code
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from grader import jsonio
-from grader.hosting import environment
-from grader.hosting.participant.client import HostingClient, token_from
+from grader.cli.participant_session import participant_client, server_options
 from grader.text import escape_control
-
-
-@contextmanager
-def _client(server: str, token: str | None) -> Iterator[HostingClient]:
-    """The participant's client, its connections closed at the end (a kept-alive one would hold the server's shutdown)."""
-    client = HostingClient(server, token_from(token))
-    try:
-        yield client
-    finally:
-        client.http.close()
-
-
-def _server_option(func):  # type: ignore[no-untyped-def]
-    func = click.option("--token", default=None, help=f"Your token (default: ${environment.TOKEN}).")(func)
-    return click.option("--server", required=True, envvar=environment.SERVER, help="The competition server's URL.")(func)
 
 
 def _echo_team(answer: dict[str, Any], as_json: bool) -> None:
@@ -57,48 +39,48 @@ def team() -> None:
 
 @team.command("create")
 @click.argument("name")
-@_server_option
+@server_options
 @click.option("--json", "as_json", is_flag=True)
 def create(name: str, server: str, token: str | None, as_json: bool) -> None:
     """Create team NAME, of which you are the first member."""
-    with _client(server, token) as client:
+    with participant_client(server, token) as client:
         _echo_team(client.team("POST", "", {"name": name}), as_json)
 
 
 @team.command("invite")
-@_server_option
+@server_options
 def invite(server: str, token: str | None) -> None:
     """A one-time invitation code to your team (printed once; give it to one person)."""
-    with _client(server, token) as client:
+    with participant_client(server, token) as client:
         answer = client.team("POST", "/invites")
     click.echo(f"invitation code (single use, expires {escape_control(answer.get('expires_at'))}): {escape_control(answer.get('code'))}")
 
 
 @team.command("join")
 @click.argument("code")
-@_server_option
+@server_options
 @click.option("--json", "as_json", is_flag=True)
 def join(code: str, server: str, token: str | None, as_json: bool) -> None:
     """Join the team of invitation CODE."""
-    with _client(server, token) as client:
+    with participant_client(server, token) as client:
         _echo_team(client.team("POST", "/join", {"code": code}), as_json)
 
 
 @team.command("leave")
-@_server_option
+@server_options
 def leave(server: str, token: str | None) -> None:
     """Leave your team: its submissions, yours for it included, stay the team's."""
-    with _client(server, token) as client:
+    with participant_client(server, token) as client:
         client.team("POST", "/leave")
     click.echo("left the team")
 
 
 @team.command("show")
-@_server_option
+@server_options
 @click.option("--json", "as_json", is_flag=True)
 def show(server: str, token: str | None, as_json: bool) -> None:
     """Your team: its name, members and merge deadline."""
-    with _client(server, token) as client:
+    with participant_client(server, token) as client:
         _echo_team(client.team("GET"), as_json)
 
 
