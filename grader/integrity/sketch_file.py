@@ -100,41 +100,14 @@ def distinct_sorted(rows: np.ndarray) -> np.ndarray:
 def encode(sketch: TrainingSketch) -> bytes:
     """The file's bytes (``sketch.rows`` must already be distinct and sorted: :func:`distinct_sorted`)."""
     p = sketch.parameters
+    # the fields both versions' headers hold, in their order
+    shared: tuple[int, ...] = (p.normalisation, p.num_perm, p.code_shingle, p.text_shingle, p.window_tokens, p.window_stride)
+    shared += (p.min_code_tokens, p.min_text_tokens, p.seed)
     if p.normalisation == VERSION_1.normalisation:  # read from a version-1 file: its own bytes again
-        header = _HEADER_V1.pack(
-            MAGIC,
-            1,
-            p.normalisation,
-            p.num_perm,
-            p.code_shingle,
-            p.text_shingle,
-            p.window_tokens,
-            p.window_stride,
-            p.min_code_tokens,
-            p.min_text_tokens,
-            p.seed,
-            sketch.count,
-        )
-        body = header + sketch.rows.astype(">u2").tobytes()
-        return body + hashlib.sha256(body).digest()
-    header = _HEADER.pack(
-        MAGIC,
-        FORMAT_VERSION,
-        p.normalisation,
-        p.num_perm,
-        p.code_shingle,
-        p.text_shingle,
-        p.window_tokens,
-        p.window_stride,
-        p.min_code_tokens,
-        p.min_text_tokens,
-        p.seed,
-        p.fine_window_tokens,
-        p.fine_window_stride,
-        p.statement_max_tokens,
-        p.statement_min,
-        sketch.count,
-    )
+        header = _HEADER_V1.pack(MAGIC, 1, *shared, sketch.count)
+    else:
+        fine = (p.fine_window_tokens, p.fine_window_stride, p.statement_max_tokens, p.statement_min)
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, *shared, *fine, sketch.count)
     body = header + sketch.rows.astype(">u2").tobytes()
     return body + hashlib.sha256(body).digest()
 
