@@ -4,7 +4,9 @@ tried here are refused by the guard before any connection."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -169,3 +171,43 @@ def test_a_member_who_left_hears_no_more_of_the_teams_submission_they_made(world
         session.execute(delete(TeamMember).where(TeamMember.participant_id == world.participant_id))
     assert lifecycle.cancel_submission(world.db, submission_id)
     assert len(_deliveries(world)) == told  # she left: the team's submission is not hers to hear of
+
+
+def test_a_sender_whose_database_is_down_says_so_once_backs_off_and_says_when_it_recovers(
+    world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from grader.hosting.db.session import Database
+    from grader.hosting.notify import sender as sender_module
+    from tests.hosting.support import wait_for
+
+    with socket.socket() as probe:  # a port nothing listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(sender_module, "POLL_S", 0.05)
+    monkeypatch.setattr(sender_module, "FAILING_POLL_S", 0.4)
+    looks: list[float] = []
+
+    class Counted(Sender):
+        def take(self) -> list[outbox.Pending]:
+            looks.append(time.monotonic())
+            return super().take()
+
+    down = Database(f"postgresql+psycopg://grader@127.0.0.1:{port}/grader")
+    sender = Counted(down, "c", NotifyPolicy())
+    caplog.set_level("WARNING", logger=sender_module.log.name)
+    sender.start()
+    try:
+        wait_for(lambda: len(looks) >= 6, 30, what="six failed passes")
+        said = [r for r in caplog.records if r.name == sender_module.log.name]
+        assert len(said) == 1 and "a pass of the sender failed (OperationalError: " in said[0].getMessage()
+        assert said[0].exc_info is None and "\n" not in said[0].getMessage()  # one line, no traceback
+        gaps = [b - a for a, b in itertools.pairwise(looks[2:])]
+        assert min(gaps) >= 0.35  # backed off to FAILING_POLL_S, not every POLL_S
+        sender.db = world.db  # the database is back
+        wait_for(lambda: any("succeed again" in r.getMessage() for r in caplog.records), 30, what="the recovery said")
+    finally:
+        sender.stop()
+        sender.join(10)
+        down.dispose()

@@ -34,6 +34,14 @@ POLL_S = 0.5
 #: Ended deliveries are kept this long (what `grader notify show` lists), then removed, once an hour.
 KEEP_ENDED = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
+#: The longest pause between passes while they fail (a database that is down).
+FAILING_POLL_S = 30.0
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's kind and the first line of its words (a database error's words run to many lines)."""
+    words = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {words[0] if words else ''}"
 
 
 def body(competition: str, facts: dict[str, object]) -> bytes:
@@ -52,15 +60,25 @@ class Sender(threading.Thread):
 
     def run(self) -> None:
         next_prune = 0.0
+        pause = POLL_S
+        failing = False
         with ThreadPoolExecutor(PARALLEL, thread_name_prefix="grader-notify-try") as tries:
-            while not self.stopping.wait(POLL_S):
+            while not self.stopping.wait(pause):
                 try:
                     if time.monotonic() >= next_prune:
                         next_prune = time.monotonic() + PRUNE_EVERY_S
                         self.prune()
                     list(tries.map(self.deliver, self.take()))
-                except Exception:  # the sender must outlive a database hiccup; the rows wait in the outbox
-                    log.exception("notify: a pass of the sender failed; retrying")
+                except Exception as error:  # the sender must outlive a database outage; the rows wait in the outbox
+                    # One line when the trouble starts, not a traceback every half second while it lasts; the pause
+                    # doubles up to FAILING_POLL_S so a database that is down is not hammered.
+                    if not failing:
+                        log.warning("notify: a pass of the sender failed (%s); retrying", _first_line(error))
+                    failing, pause = True, min(FAILING_POLL_S, pause * 2)
+                else:
+                    if failing:
+                        log.warning("notify: the sender's passes succeed again")
+                    failing, pause = False, POLL_S
 
     def stop(self) -> None:
         self.stopping.set()
