@@ -17,6 +17,7 @@ from grader.hosting.directory.databases import ensure_schema, with_schema
 from grader.hosting.directory.models import Person, PersonSession
 from grader.hosting.errors import HostingError
 from grader.hosting.identity.auth import FINGERPRINT, MAX_TOKEN, SESSION_S, prune_sessions
+from grader.hosting.identity.names import name_taken, skeleton_digests
 from grader.hosting.identity.tokens import new_token, same_digest, token_digest
 
 SERVER_DB_FILE = "server.sqlite3"
@@ -41,18 +42,37 @@ class People:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, name: str) -> tuple[Person, str]:
-        """A new person ``name`` with a fresh token (returned once; only its digest is stored)."""
+    def add(self, name: str, *, distinct: bool = False) -> tuple[Person, str]:
+        """A new person ``name`` with a fresh token (returned once; only its digest is stored).
+
+        The person claims their name's confusable forms (:class:`Person`), unique in the database. ``distinct`` (a
+        sign-up): a name that reads like one held is refused, also when another process stores its look-alike at
+        the same moment (the unique index decides; one line, as a refused name's). Otherwise (the host's own adds)
+        the person claims the forms still free.
+        """
         token, digest = new_token("gp")
-        try:
-            with self.db.session() as session:
-                if session.scalar(select(Person).where(Person.name == name)) is not None:
-                    raise HostingError(f"person {name!r} already exists on this server")
-                person = Person(name=name, token_sha256=digest, created_at=utcnow(), revoked_at=None)
-                session.add(person)
-        except IntegrityError:
-            raise HostingError(f"person {name!r} already exists on this server") from None
-        return person, token
+        forms = skeleton_digests(name)
+        for _attempt in range(2):  # a host's add that lost a form to a concurrent sign-up asks again which are free
+            try:
+                with self.db.session() as session:
+                    if session.scalar(select(Person.id).where(Person.name == name)) is not None:
+                        raise HostingError(f"person {name!r} already exists on this server")
+                    held = (
+                        session.scalar(select(Person.id).where(Person.skeleton_sha256 == forms[0])) is not None,
+                        session.scalar(select(Person.id).where(Person.upper_skeleton_sha256 == forms[1])) is not None,
+                    )
+                    if distinct and any(held):
+                        raise name_taken(name)
+                    own, upper = (None if taken else form for form, taken in zip(forms, held, strict=True))
+                    person = Person(
+                        name=name, token_sha256=digest, skeleton_sha256=own, upper_skeleton_sha256=upper, created_at=utcnow(), revoked_at=None
+                    )
+                    session.add(person)
+                return person, token
+            except IntegrityError:
+                if distinct:
+                    raise name_taken(name) from None
+        raise HostingError(f"person {name!r} already exists on this server")
 
     def named(self, name: str) -> Person | None:
         with self.db.session() as session:
