@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from grader.hosting.clock import utcnow
 from grader.hosting.db.session import Database, database_url, migrate
@@ -36,6 +37,16 @@ def open_people(root: Path, database: str | None) -> Database:
     return db
 
 
+def free_forms(session: Session, name: str) -> dict[str, str | None]:
+    """The confusable forms of ``name`` a new person claims (:class:`Person`'s two columns): each form's digest, or
+    None where another person holds it already (look-alikes the host adds, imports or upgrades keep their names)."""
+    own, upper = skeleton_digests(name)
+    return {
+        "skeleton_sha256": None if session.scalar(select(Person.id).where(Person.skeleton_sha256 == own)) is not None else own,
+        "upper_skeleton_sha256": None if session.scalar(select(Person.id).where(Person.upper_skeleton_sha256 == upper)) is not None else upper,
+    }
+
+
 class People:
     """The server's people: add, find by name or token, revoke."""
 
@@ -51,22 +62,15 @@ class People:
         the person claims the forms still free.
         """
         token, digest = new_token("gp")
-        forms = skeleton_digests(name)
         for _attempt in range(2):  # a host's add that lost a form to a concurrent sign-up asks again which are free
             try:
                 with self.db.session() as session:
                     if session.scalar(select(Person.id).where(Person.name == name)) is not None:
                         raise HostingError(f"person {name!r} already exists on this server")
-                    held = (
-                        session.scalar(select(Person.id).where(Person.skeleton_sha256 == forms[0])) is not None,
-                        session.scalar(select(Person.id).where(Person.upper_skeleton_sha256 == forms[1])) is not None,
-                    )
-                    if distinct and any(held):
+                    forms = free_forms(session, name)
+                    if distinct and None in forms.values():
                         raise name_taken(name)
-                    own, upper = (None if taken else form for form, taken in zip(forms, held, strict=True))
-                    person = Person(
-                        name=name, token_sha256=digest, skeleton_sha256=own, upper_skeleton_sha256=upper, created_at=utcnow(), revoked_at=None
-                    )
+                    person = Person(name=name, token_sha256=digest, created_at=utcnow(), revoked_at=None, **forms)
                     session.add(person)
                 return person, token
             except IntegrityError:
