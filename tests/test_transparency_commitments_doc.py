@@ -125,6 +125,10 @@ def _end_in_error(world: Any, submission_id: str) -> None:
 def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path) -> None:
     r = recipe()
     world = make_world(tmp_path, None)
+
+    def bearer(who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {world.tokens[who]}"}
+
     try:
         client = TestClient(create_app(world.ctx))
         before = client.get("/api/v1/competition").json()["log"]
@@ -147,8 +151,14 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
         world.ctx.competition = replace(world.ctx.competition, teams=TeamPolicy())
         with world.ctx.db.session() as session:
             ids = {who: session.scalar(select(Participant.id).where(Participant.name == who)) for who in ("carol", "mallory")}
+        # carol's own row gets a final choice before the team; then the team's row, a submission mallory made for it,
+        # chosen by carol: two rows, two finals entries (the team's names the team), never one mixing both.
+        c0 = seed(world, "carol", "c0", 0.45, rng_seed=4)
+        assert client.put("/api/v1/finals", json={"submissions": [c0.id]}, headers=bearer("carol")).status_code == 200
         teams.create(world.ctx, ids["carol"], "Lighthouse")
         teams.join(world.ctx, ids["mallory"], teams.invite(world.ctx, ids["carol"])[0])
+        m1 = seed(world, "mallory", "m1", 0.55, rng_seed=5)
+        assert client.put("/api/v1/finals", json={"submissions": [m1.id]}, headers=bearer("carol")).status_code == 200
         teams.leave(world.ctx, ids["mallory"])
         people.db.dispose()
         # Before the reveal: entry 0 as served, and /api/v1/competition, name the same commitments in the same forms.
@@ -174,8 +184,9 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
     assert first["host_key_id"] == r["key_id"](r["raw_key_of_pem"](host_pem))
     assert first["log_key_id"] == r["key_id"](r["raw_key_of_vkey"](log_vkey))
     # Every entry that names a participant opens, under its own entry key, to exactly the submission and participant it concerns.
-    owners = {a1.id: "alice", a2.id: "alice", b1.id: "bob", upload["id"]: "bob"}
+    owners = {a1.id: "alice", a2.id: "alice", b1.id: "bob", upload["id"]: "bob", c0.id: "carol", m1.id: "mallory"}
     opened: dict[str, int] = {}
+    rows: list[str] = []
     for entry in entries:
         if entry["kind"] not in COMMITTING_KINDS:
             continue
@@ -188,15 +199,24 @@ def test_the_recipe_opens_every_kind_of_commitment_of_a_real_log(tmp_path: Path)
             assert any(r["opens"](entry, key, "participant", who) for who in ("carol", "mallory"))
             assert entry["action"] in ("create", "join", "leave")
         elif entry["kind"] == "finals":
-            assert r["opens"](entry, key, "participant", "alice") and r["finals_open"](entry, key, [a1.id, a2.id])
-            assert not r["finals_open"](entry, key, [a1.id])
+            if "team" not in entry and r["opens"](entry, key, "participant", "alice"):
+                assert r["finals_open"](entry, key, [a1.id, a2.id]) and not r["finals_open"](entry, key, [a1.id])
+                rows.append("alice")
+            elif "team" not in entry:  # carol's own row: her choice from before the team only
+                assert r["opens"](entry, key, "participant", "carol") and r["finals_open"](entry, key, [c0.id])
+                rows.append("carol")
+            else:  # the team's row: the team and the member who chose, the submission another member made
+                assert r["opens"](entry, key, "team", "Lighthouse") and r["opens"](entry, key, "participant", "carol")
+                assert r["finals_open"](entry, key, [m1.id]) and not r["finals_open"](entry, key, [c0.id, m1.id])
+                rows.append("Lighthouse")
         else:
             found = [sid for sid in owners if r["opens"](entry, key, "submission", sid)]
             assert len(found) == 1, entry
-            assert r["opens"](entry, key, "participant", owners[found[0]]) and not r["opens"](entry, key, "participant", "mallory")
+            assert r["opens"](entry, key, "participant", owners[found[0]]) and not r["opens"](entry, key, "participant", "quentin")
             if found[0] == upload["id"] and entry["kind"] == "receipt":  # the real upload: its digest is of the bytes sent
                 assert r["opens"](entry, key, "upload", hashlib.sha256(body).hexdigest()) and upload["sha256"] == hashlib.sha256(body).hexdigest()
                 assert key.hex() == upload["receipt"]["entry_key"]
                 opened["upload"] = 1
         opened[entry["kind"]] = opened.get(entry["kind"], 0) + 1
     assert set(opened) == COMMITTING_KINDS | {"upload"}, opened
+    assert sorted(rows) == ["Lighthouse", "alice", "carol"]  # one finals entry per board row that chose

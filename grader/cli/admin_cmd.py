@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from grader import jsonio
 from grader.cli.options import competition_file_option
 from grader.hosting.clock import iso
 from grader.text import bounded
+
+if TYPE_CHECKING:
+    from grader.hosting.db.session import Database
 
 
 def shown(text: str | None) -> str:
@@ -643,19 +647,38 @@ def person_list(ctx: click.Context) -> None:
 @click.pass_context
 def person_revoke(ctx: click.Context, name: str) -> None:
     """Revoke person NAME's token on the server and in every competition."""
-    from grader.hosting.db.session import open_database
-    from grader.hosting.directory.databases import competition_database
-    from grader.hosting.directory.layout import ServerLayout
     from grader.hosting.services.people import revoke_everywhere
 
     people = _people(ctx)
+    done = revoke_everywhere(people, name, _every_competition(ctx))
+    click.echo(f"revoked person {name!r} on the server and in: {', '.join(done) or 'no competition'}")
+
+
+@person_group.command("reissue")
+@click.argument("name")
+@click.pass_context
+def person_reissue(ctx: click.Context, name: str) -> None:
+    """Give person NAME, who lost their token, a new one (printed once): the old one stops working in every
+    competition and on the server, and their web sessions end."""
+    from grader.hosting.services.people import reissue
+
+    people = _people(ctx)
+    token = reissue(people, name, _every_competition(ctx))
+    click.echo(token)
+    click.echo(f"person {name!r}: new token printed on stdout (shown once); the old one no longer works, their web sessions ended", err=True)
+
+
+def _every_competition(ctx: click.Context) -> list[tuple[str, Database]]:
+    """Every competition of the server's directory (retired ones too), by name, with its database."""
+    from grader.hosting.db.session import open_database
+    from grader.hosting.directory.databases import competition_database
+    from grader.hosting.directory.layout import ServerLayout
+
     layout = ServerLayout(ctx.obj["server_state"]).load()
-    competitions = [
+    return [
         (e.name, open_database(layout.folder(e.name), competition_database(e, ctx.obj["server_database"])))
         for e in sorted(layout.entries.values(), key=lambda e: e.name)
     ]
-    done = revoke_everywhere(people, name, competitions)
-    click.echo(f"revoked person {name!r} on the server and in: {', '.join(done) or 'no competition'}")
 
 
 @admin.command("registrations")

@@ -20,7 +20,7 @@ share a value. The kinds, in the order a competition writes them:
 ``rejudge``        a submission queued again, with its new attempt and the admin's reason
 ``repin``          new data digests, grader version or competition file
 ``board``          the digest of a board (``public`` or ``private``) as it changes
-``finals``         a participant's final choices at the deadline (committed)
+``finals``         a board row's final choices at the deadline (committed; a team's row: the team's name too)
 ``end``            the competition ended
 ``reveal``         every key entry 0 committed to, and the digests of the final boards
 ``retraction``     an admin's signed statement that an earlier entry is withdrawn (never a deletion)
@@ -170,17 +170,22 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
 }
 
 
+#: Fields a kind may hold besides its required ones: a team's row's ``finals`` commit the team's name too.
+OPTIONAL: dict[str, dict[str, _Check]] = {"finals": {"team": _hex64}}
+
+
 def _check(entry: Mapping[str, Any]) -> None:
     kind = entry.get("kind")
     schema = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if schema is None:
         raise LogVerificationError(f"unknown entry kind {quote_id(kind)}")
     fields = {**_COMMON, **schema}
+    optional = {name: check for name, check in OPTIONAL.get(str(kind), {}).items() if name in entry}
     missing = sorted(set(fields) - set(entry))
-    extra = sorted(set(entry) - set(fields))
+    extra = sorted(set(entry) - set(fields) - set(optional))
     if missing or extra:
         raise LogVerificationError(f"{kind} entry: missing {missing or 'nothing'}, unexpected {[quote_id(name) for name in extra] or 'nothing'}")
-    for name, check in fields.items():
+    for name, check in {**fields, **optional}.items():
         if not check(entry[name]):
             raise LogVerificationError(f"{kind} entry: field {name} has an invalid value")
 
@@ -355,10 +360,12 @@ def board_entry(*, time: datetime, part: str, board_sha256: str) -> bytes:
     return encode_entry(_base("board", time, part=part, board_sha256=board_sha256))
 
 
-def finals_entry(committer: EntryCommitter, *, time: datetime, participant: str, submissions: Sequence[str]) -> bytes:
-    """A participant's final choices at the deadline (each submission committed under its own field name)."""
+def finals_entry(committer: EntryCommitter, *, time: datetime, participant: str, submissions: Sequence[str], team: str | None = None) -> bytes:
+    """One board row's final choices at the deadline (each submission committed under its own field name): a
+    participant's own row, or with ``team`` a team's row, ``participant`` then the member who chose (both committed)."""
     committed = [committer.commit(f"final {position}", submission) for position, submission in enumerate(submissions)]
-    return encode_entry(_identified("finals", committer, time, participant, submissions=committed))
+    row = {} if team is None else {"team": committer.commit("team", team)}
+    return encode_entry(_identified("finals", committer, time, participant, submissions=committed, **row))
 
 
 def end_entry(*, time: datetime) -> bytes:

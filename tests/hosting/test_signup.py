@@ -16,7 +16,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from grader.cli.main import cli
 from grader.transparency.checkpoint import open_checkpoint
 from grader.transparency.entries import decode_entry
 from grader.transparency.note import NoteVerifier
@@ -200,6 +202,31 @@ def test_a_participant_rotates_their_own_token_which_ends_their_web_sessions(ser
     with client(server, "open") as web:  # a replayed form without the session's CSRF token rotates nothing
         assert web.post("/me/token", data={"csrf": "forged"}).status_code == 403
     assert api(server, "open", new) == 200
+
+
+def test_the_host_reissues_a_lost_token_which_ends_the_old_one_and_its_web_sessions(server: ManyServer) -> None:
+    with client(server, "open") as web:
+        old = token_of(sign_up(web, "Olaf Lost"))
+    with client(server, "open") as web:
+        assert web.post("/signin", data={"token": old, "csrf": _csrf(web.get("/signin").text)}).status_code == 303
+        assert web.get("/me").status_code == 200
+        printed = admin(server.state, "person", "reissue", "Olaf Lost")
+        new = printed.strip()
+        assert printed == f"{new}\n" and new.startswith("gp_") and new != old  # stdout holds the token alone
+        assert web.get("/me").status_code == 303  # the session signed in with the lost token ended
+    assert api(server, "open", old) == 401 and api(server, "open", new) == 200
+    with client(server, "open") as web:  # the new token signs in on the web
+        assert web.post("/signin", data={"token": new, "csrf": _csrf(web.get("/signin").text)}).status_code == 303
+    with client(server, "open") as web:
+        token_of(sign_up(web, "Rita Revoked"))
+    admin(server.state, "person", "revoke", "Rita Revoked")
+    refusals = {
+        "nobody-here": "no person named 'nobody-here' on this server",
+        "Rita Revoked": "person 'Rita Revoked' is revoked on this server: a revoked token is never reissued",
+    }
+    for name, words in refusals.items():
+        result = CliRunner().invoke(cli, ["admin", "--state", str(server.state), "person", "reissue", name])
+        assert result.exit_code == 2 and result.stdout == "" and words in result.stderr, (result.exit_code, result.output)
 
 
 def test_sign_up_in_chromium_shows_the_token_once_and_it_signs_in(server: ManyServer) -> None:

@@ -41,7 +41,7 @@ from grader.hosting.directory.bundle_verify import Verified, verify_imported
 from grader.hosting.directory.databases import competition_database, existing_database
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.models import Person
-from grader.hosting.directory.people import open_people
+from grader.hosting.directory.people import free_forms, open_people
 from grader.hosting.directory.upgrade import is_legacy
 from grader.hosting.errors import HostingError
 from grader.hosting.storage import PRIVATE_UMASK
@@ -259,18 +259,18 @@ def _add_people(bundle: Bundle, people: Database) -> list[str]:
             known = set(session.scalars(select(Person.name)).all())
             for row in bundle.rows["participants"]:
                 if row["name"] not in known:
-                    session.add(_person(row))
+                    session.add(_person(row, free_forms(session, str(row["name"]))))
                     added.append(str(row["name"]))
     finally:
         people.dispose()
     return added
 
 
-def _person(row: dict[str, Any]) -> Person:
+def _person(row: dict[str, Any], forms: dict[str, str | None]) -> Person:
     participants = _table("participants")
     created = decode_value(participants, participants.c.created_at, row["created_at"], "")
     revoked = decode_value(participants, participants.c.revoked_at, row["revoked_at"], "")
-    return Person(name=str(row["name"]), token_sha256=str(row["token_sha256"]), created_at=created, revoked_at=revoked)
+    return Person(name=str(row["name"]), token_sha256=str(row["token_sha256"]), created_at=created, revoked_at=revoked, **forms)
 
 
 __all__ = ["Imported", "import_competition"]

@@ -21,12 +21,20 @@ class ServerBase(DeclarativeBase):
 
 
 class Person(ServerBase):
-    """A server-wide identity: a name and the SHA-256 of their token."""
+    """A server-wide identity: a name and the SHA-256 of their token.
+
+    ``skeleton_sha256`` and ``upper_skeleton_sha256`` are the digests of the name's two confusable forms
+    (:func:`grader.hosting.identity.names.skeleton_digests`), each UNIQUE: the database, not a read before the insert,
+    refuses a second look-alike name, so two server processes cannot both admit ``alice`` and ``\u0430lice``. None where
+    an earlier person holds that form already (look-alikes the host added, which sign-up never makes).
+    """
 
     __tablename__ = "people"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    skeleton_sha256: Mapped[str | None] = mapped_column(String(64), unique=True, index=True, nullable=True)
+    upper_skeleton_sha256: Mapped[str | None] = mapped_column(String(64), unique=True, index=True, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 

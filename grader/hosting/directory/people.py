@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from grader.hosting.clock import utcnow
 from grader.hosting.db.session import Database, database_url, migrate
@@ -17,6 +18,7 @@ from grader.hosting.directory.databases import ensure_schema, with_schema
 from grader.hosting.directory.models import Person, PersonSession
 from grader.hosting.errors import HostingError
 from grader.hosting.identity.auth import FINGERPRINT, MAX_TOKEN, SESSION_S, prune_sessions
+from grader.hosting.identity.names import name_taken, skeleton_digests
 from grader.hosting.identity.tokens import new_token, same_digest, token_digest
 
 SERVER_DB_FILE = "server.sqlite3"
@@ -35,24 +37,46 @@ def open_people(root: Path, database: str | None) -> Database:
     return db
 
 
+def free_forms(session: Session, name: str) -> dict[str, str | None]:
+    """The confusable forms of ``name`` a new person claims (:class:`Person`'s two columns): each form's digest, or
+    None where another person holds it already (look-alikes the host adds, imports or upgrades keep their names)."""
+    own, upper = skeleton_digests(name)
+    return {
+        "skeleton_sha256": None if session.scalar(select(Person.id).where(Person.skeleton_sha256 == own)) is not None else own,
+        "upper_skeleton_sha256": None if session.scalar(select(Person.id).where(Person.upper_skeleton_sha256 == upper)) is not None else upper,
+    }
+
+
 class People:
     """The server's people: add, find by name or token, revoke."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, name: str) -> tuple[Person, str]:
-        """A new person ``name`` with a fresh token (returned once; only its digest is stored)."""
+    def add(self, name: str, *, distinct: bool = False) -> tuple[Person, str]:
+        """A new person ``name`` with a fresh token (returned once; only its digest is stored).
+
+        The person claims their name's confusable forms (:class:`Person`), unique in the database. ``distinct`` (a
+        sign-up): a name that reads like one held is refused, also when another process stores its look-alike at
+        the same moment (the unique index decides; one line, as a refused name's). Otherwise (the host's own adds)
+        the person claims the forms still free.
+        """
         token, digest = new_token("gp")
-        try:
-            with self.db.session() as session:
-                if session.scalar(select(Person).where(Person.name == name)) is not None:
-                    raise HostingError(f"person {name!r} already exists on this server")
-                person = Person(name=name, token_sha256=digest, created_at=utcnow(), revoked_at=None)
-                session.add(person)
-        except IntegrityError:
-            raise HostingError(f"person {name!r} already exists on this server") from None
-        return person, token
+        for _attempt in range(2):  # a host's add that lost a form to a concurrent sign-up asks again which are free
+            try:
+                with self.db.session() as session:
+                    if session.scalar(select(Person.id).where(Person.name == name)) is not None:
+                        raise HostingError(f"person {name!r} already exists on this server")
+                    forms = free_forms(session, name)
+                    if distinct and None in forms.values():
+                        raise name_taken(name)
+                    person = Person(name=name, token_sha256=digest, created_at=utcnow(), revoked_at=None, **forms)
+                    session.add(person)
+                return person, token
+            except IntegrityError:
+                if distinct:
+                    raise name_taken(name) from None
+        raise HostingError(f"person {name!r} already exists on this server")
 
     def named(self, name: str) -> Person | None:
         with self.db.session() as session:

@@ -26,7 +26,7 @@ from grader.hosting.db.models import Participant
 from grader.hosting.db.session import DB_FILE, Database, database_url
 from grader.hosting.directory.layout import COMPETITIONS_DIR, LEGACY_SCHEMA, SERVER_FILE, ServerLayout, is_server_layout
 from grader.hosting.directory.models import Person
-from grader.hosting.directory.people import open_people
+from grader.hosting.directory.people import free_forms, open_people
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import KEYS_FOLDER
 from grader.hosting.storage import recorded_competition_file
@@ -107,7 +107,7 @@ def _people_of(folder: Path, database: str | None, root: Path) -> None:
             known = set(session.scalars(select(Person.name)).all())
             for name, digest, created_at, revoked_at in found:
                 if name not in known:
-                    session.add(Person(name=name, token_sha256=digest, created_at=created_at, revoked_at=revoked_at))
+                    session.add(Person(name=name, token_sha256=digest, created_at=created_at, revoked_at=revoked_at, **free_forms(session, name)))
     finally:
         competition.dispose()
         people.dispose()

@@ -12,6 +12,7 @@ confusables.txt's mapping of a source to a prototype sequence and is expanded.
 from __future__ import annotations
 
 import functools
+import hashlib
 import unicodedata
 from collections.abc import Iterable
 
@@ -94,6 +95,19 @@ def skeleton(name: str) -> tuple[str, str]:
     return _skeleton(name), _skeleton(name.upper())
 
 
+def skeleton_digests(name: str) -> tuple[str, str]:
+    """The SHA-256 (hex) of each of ``name``'s :func:`skeleton` forms: what the server database stores, UNIQUE, so
+    that two look-alike names cannot both be held whichever process signs them up (a skeleton may be longer than its
+    name: the digest bounds the column)."""
+    own, upper = skeleton(name)
+    return hashlib.sha256(own.encode("utf-8")).hexdigest(), hashlib.sha256(upper.encode("utf-8")).hexdigest()
+
+
+def name_taken(name: str) -> HostingError:
+    """The refusal of a name that reads like one held already."""
+    return HostingError(f"the name {quote_id(name)} is taken or too like one taken; choose another")
+
+
 def confusable(one: str, other: str) -> bool:
     """Whether names ``one`` and ``other`` read alike."""
     return any(a == b for a, b in zip(skeleton(one), skeleton(other), strict=True))
@@ -112,4 +126,4 @@ def check_new_name(name: str, taken: Iterable[str]) -> None:
         raise HostingError(f"the name {quote_id(name)} is reserved; choose another")
     for other in taken:
         if confusable(name, other):
-            raise HostingError(f"the name {quote_id(name)} is taken or too like one taken; choose another")
+            raise name_taken(name)

@@ -9,6 +9,7 @@ from grader.hosting.db.session import Database
 from grader.hosting.directory.people import People
 from grader.hosting.errors import HostingError
 from grader.hosting.identity import participants
+from grader.hosting.services.signup import rotate_token
 
 
 def register(people: People, db: Database, name: str, team: str | None, *, baseline: bool) -> str | None:
@@ -48,3 +49,16 @@ def revoke_everywhere(people: People, name: str, competitions: Iterable[tuple[st
             f"person {name!r} revoked on the server and in {', '.join(done) or 'no competition'}; not yet in: {', '.join(failed)}; run again"
         )
     return done
+
+
+def reissue(people: People, name: str, competitions: Iterable[tuple[str, Database]]) -> str:
+    """A new token for person ``name``, who lost theirs (the host's ``grader admin person reissue``): as their own
+    rotation (:func:`grader.hosting.services.signup.rotate_token`), in every competition of the server, and their web
+    sessions end; returned to be shown once. Refused (one line) for a person unknown or revoked."""
+    person = people.named(name)
+    if person is None:
+        raise HostingError(f"no person named {name!r} on this server")
+    if person.revoked_at is not None:
+        raise HostingError(f"person {name!r} is revoked on this server: a revoked token is never reissued")
+    chosen = list(competitions)
+    return rotate_token(people, name, person.token_sha256, lambda: chosen)

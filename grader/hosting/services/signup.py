@@ -10,7 +10,6 @@ Sign-up exists on a server of many competitions only, whose people are server-wi
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,8 +32,6 @@ from grader.hosting.transparency.log_events import log_registration, logged_end
 OPEN, APPROVAL, CLOSED = "open", "approval", "closed"
 PENDING, APPROVED, REFUSED = "pending", "approved", "refused"
 MAX_EMAIL = 254
-#: One sign-up at a time in this process: the confusable-name check reads every name, then the new one is stored.
-_ONE_AT_A_TIME = threading.Lock()
 
 
 class SignupClosed(HostingError):
@@ -86,25 +83,26 @@ def sign_up(ctx: ServerContext, name: str, email: str, accepted_rules: str) -> S
     if accepted_rules != rules:
         raise HostingError("the rules changed since this page was loaded: read them again and accept them")
     address = _email(email)
-    with _ONE_AT_A_TIME:
+    with ctx.db.session() as session:
+        here = list(session.scalars(select(Registration.name)).all()) + list(session.scalars(select(Participant.name)).all())
+    check_new_name(name, [*people.names(), *here])  # the refusal's reason, in one line
+    # The read above is advisory: a look-alike stored meanwhile (by this process or another server's) is refused by
+    # the server database's unique confusable forms, in the insert itself.
+    person, token = people.add(name, distinct=True)
+    try:
         with ctx.db.session() as session:
-            here = list(session.scalars(select(Registration.name)).all()) + list(session.scalars(select(Participant.name)).all())
-        check_new_name(name, [*people.names(), *here])
-        person, token = people.add(name)
-        try:
-            with ctx.db.session() as session:
-                state = APPROVED if ctx.competition.registration == OPEN else PENDING
-                now = utcnow()
-                session.add(
-                    Registration(
-                        name=name, email=address, rules_sha256=rules, state=state, requested_at=now, decided_at=now if state == APPROVED else None
-                    )
+            state = APPROVED if ctx.competition.registration == OPEN else PENDING
+            now = utcnow()
+            session.add(
+                Registration(
+                    name=name, email=address, rules_sha256=rules, state=state, requested_at=now, decided_at=now if state == APPROVED else None
                 )
-                if state == APPROVED:
-                    _register(session, ctx.log, name, person.token_sha256, rules)
-        except BaseException:
-            people.forget(name)  # nobody was shown this token: the name is free again
-            raise
+            )
+            if state == APPROVED:
+                _register(session, ctx.log, name, person.token_sha256, rules)
+    except BaseException:
+        people.forget(name)  # nobody was shown this token: the name is free again
+        raise
     return SignedUp(token, state)
 
 

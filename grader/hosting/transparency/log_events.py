@@ -16,7 +16,7 @@ from grader import jsonio
 from grader.errors import InternalError
 from grader.hosting.clock import utcnow
 from grader.hosting.config import Competition
-from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission
+from grader.hosting.db.models import FinalChoice, LogEntry, Participant, Submission, Team
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.schedule import ends_at, record_logged_end
@@ -107,15 +107,30 @@ def log_outcome(session: Session, host_log: HostLog, submission: Submission, *, 
 
 
 def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
-    """At the end: each participant's final choices (committed, in a fixed order), in the ending transaction."""
-    chosen: dict[int, list[str]] = {}
-    for participant_id, submission_id in session.execute(select(FinalChoice.participant_id, FinalChoice.submission_id)).all():
-        chosen.setdefault(participant_id, []).append(submission_id)
+    """At the end: one entry per board row with final choices (committed, in a fixed order), in the ending
+    transaction. A participant's own row names them; a team's row (its choices are shared: any member replaces them)
+    names the team and the member who chose, so a member's choices for their own earlier row and for their team's
+    are two entries, as they are two rows."""
+    rows: dict[tuple[int, int], tuple[set[int], list[str]]] = {}
+    chosen = session.execute(
+        select(FinalChoice.participant_id, FinalChoice.submission_id, Submission.team_id).join(Submission, Submission.id == FinalChoice.submission_id)
+    ).all()
+    for chooser, submission_id, team_id in chosen:
+        choosers, submissions = rows.setdefault((0, chooser) if team_id is None else (1, team_id), (set(), []))
+        choosers.add(chooser)
+        submissions.append(submission_id)
     indexes = []
-    for participant_id, submissions in sorted(chosen.items()):
-        participant = session.get(Participant, participant_id)
-        name = participant.name if participant is not None else str(participant_id)
-        entry = entries.finals_entry(EntryCommitter.fresh(host_log.identifier_key), time=time, participant=name, submissions=sorted(submissions)[:16])
+    for (is_team, owner), (choosers, submissions) in sorted(rows.items()):
+        who = min(choosers)  # a team's choices are replaced whole by one member: one chooser
+        participant = session.get(Participant, who)
+        team = session.get(Team, owner) if is_team else None
+        entry = entries.finals_entry(
+            EntryCommitter.fresh(host_log.identifier_key),
+            time=time,
+            participant=participant.name if participant is not None else str(who),
+            submissions=sorted(submissions)[:16],
+            team=None if not is_team else team.name if team is not None else str(owner),
+        )
         indexes.append(append_entry(session, host_log, entry))
     return indexes
 
