@@ -3,7 +3,7 @@
 ``set URL`` (the signing secret printed once, or written to ``--secret-file``), ``clear``, ``email ADDRESS`` /
 ``email --clear``, ``test``, ``show``, and ``listen``: a receiver on loopback that checks each delivery's signature.
 Exit status: 0 done; 4 refused by the server (a URL or address it does not send to); 5 server unreachable or
-another answer (grader/cli/exits.py).
+another answer; 2 a usage error (``listen``: a port it cannot bind) (grader/cli/exits.py).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def notify() -> None:
 @server_options
 def set_webhook(url: str, secret_file: Path | None, server: str, token: str | None) -> None:
     """Send each change to URL (POST, JSON, signed); prints the signing secret, shown this once."""
+    if secret_file is not None and not secret_file.resolve().parent.is_dir():  # before the server makes a secret to lose
+        raise UsageError(f"--secret-file: no folder {escape_control(secret_file.resolve().parent)}")
     with participant_client(server, token) as client:
         answer = client.notify("PUT", "/webhook", {"url": url})
     click.echo(f"webhook set: {escape_control(answer.get('url'))}")

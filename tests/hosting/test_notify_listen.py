@@ -7,6 +7,7 @@ with); the server's deliveries to it are walked in docs/hosting.md (tests/hostin
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 from grader import jsonio
 from grader.hosting.notify.signing import HEADER, new_secret, signature
 from grader.hosting.participant.receiver import MAX_BODY
+from tests.cli_support import invoke
 from tests.hosting.support import REPO, wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -80,3 +82,17 @@ def test_the_listener_prints_verified_deliveries_and_refuses_the_rest(listener: 
     assert all(line.startswith(f"refused: {HEADER} missing, wrong") for line in lines[4:8])
     assert lines[8].startswith("refused: a body without Content-Length or over 65536 bytes")
     assert lines[9] == "delivery e2: submission.state  competition x\\x1b[2Jy  s0a1 running -> scored  (signature verified)"
+
+
+def test_a_port_taken_or_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = invoke("notify", "listen", "--port", port, "--secret-file", tmp_path / "s", expect=2)
+    assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr and "Traceback" not in refused.output
+    # checked before the server is asked: a secret the server made and nobody could keep would be lost
+    missing = invoke(
+        "notify", "set", "http://hook.example/", "--secret-file", tmp_path / "no" / "s", "--server", "http://127.0.0.1:9", "--token", "gp_x", expect=2
+    )
+    assert "--secret-file: no folder" in missing.stderr and not (tmp_path / "no").exists()
