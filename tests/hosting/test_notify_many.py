@@ -2,7 +2,7 @@
 `grader serve --competitions` over real sockets (docs/hosting.md, "Notifications").
 
 One server without workers (an upload stays queued; the host cancels it from another process), two competitions,
-``one`` and ``two``, each allowing ``127.0.0.1/32`` so that the test's receiver (tests/hosting/test_notify_served.py's,
+``one`` and ``two``, each allowing ``127.0.0.1/32`` so that the test's receiver (tests/hosting/webhook_receiver.py,
 on loopback) can run. ada is a person of the server registered in both: her settings and deliveries of one
 competition never reach the other, and each webhook body names its competition.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import re
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from grader.hosting.notify.signing import HEADER, verify
 from grader.hosting.participant.client import packed
 from tests.cli_support import invoke
 from tests.hosting.support import ManyServer, admin, wait_for, write_competition
-from tests.hosting.test_notify_served import Receiver
+from tests.hosting.webhook_receiver import Receiver, receiving
 from tests.onnx_models import onnx_submission
 
 pytestmark = [pytest.mark.slow]
@@ -34,12 +33,8 @@ NOTIFY = {"allow_networks": ["127.0.0.1/32"], "attempts": 2, "backoff_s": 0.2, "
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
