@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from grader.hosting.api.app import create_app
-from grader.hosting.api.routes import leaderboard, meta, participants, resumable, signup, teams, web, workers
+from grader.hosting.api.routes import leaderboard, meta, notify, participants, resumable, signup, teams, web, web_notify, workers
 from grader.hosting.db.models import Participant, WebSession
 from grader.hosting.db.session import Database
 from grader.hosting.identity.auth import SESSIONS_PER_PARTICIPANT, by_session, new_metrics_token, start_session
@@ -54,6 +54,7 @@ FORMS = {
     ("POST", "/signup/join"),
     ("POST", "/me/token"),
     ("POST", "/me/team/{action}"),
+    ("POST", "/me/notify/{action}"),
 }
 
 
@@ -69,7 +70,9 @@ def _csrf(client: TestClient) -> str:
 def test_every_route_but_the_public_ones_refuses_an_anonymous_caller(world: World) -> None:
     client = TestClient(create_app(world.ctx))
     checked = 0
-    for route in (r for module in (meta, participants, resumable, workers, leaderboard, web, signup, teams) for r in module.router.routes):
+    for route in (
+        r for module in (meta, participants, resumable, workers, leaderboard, web, signup, teams, notify, web_notify) for r in module.router.routes
+    ):
         assert isinstance(route, APIRoute)
         for method in route.methods:
             if (method, route.path) in PUBLIC:

@@ -14,7 +14,9 @@ The three paths and where each is walked:
   anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
   ``grader verify`` checks it; then a standing board over public data beside the others, whose listed number anyone
   checks against the log (``grader log audit --board``); then a competition in two phases (the final one refused before
-  it opens, an upload to the open one). Every command must exit 0 and print the lines the page shows (ids, numbers and
+  it opens, an upload to the open one); then a competition of open sign-up, teams and notifications (a person signs
+  up with the page's form, makes a team another joins with its code, sets a webhook to ``grader notify listen`` and
+  hears of their submission's grade, signed). Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
   serves the whole module.
 * operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
@@ -119,6 +121,8 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
         # what docs/hosting.md's untested block exports, with a free port
         "PORT": str(port),
         "GRADER_SERVER": f"http://127.0.0.1:{port}",
+        # the port of the participant's webhook receiver (`grader notify listen`), which the page exports as well
+        "HOOK_PORT": str(free_port()),
         # `grader log audit` saves the checkpoints it saw here, not in the home of whoever runs the tests
         "XDG_STATE_HOME": str(home / "xdg-state"),
     }
@@ -162,7 +166,7 @@ def test_the_host_path(walk: Walk) -> None:
     page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
     listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
-    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open"}
+    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open", "mini-open": "open"}
     # the competition of phases: the open one named, and its board the default one
     phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
     assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]
@@ -181,7 +185,7 @@ def test_the_host_path(walk: Walk) -> None:
 def test_the_participant_path_scores_agree_everywhere(walk: Walk) -> None:
     hidden = walk.session.ids["sdb1696df80d569c1"]
     submitted = _scores(walk.output("grader submit submissions_example/onnx-lsa --wait").splitlines()[-1])
-    listed = _scores(next(line for line in walk.output("grader submissions").splitlines() if line.startswith(hidden)))
+    listed = _scores(next(line for line in walk.output_of("grader submissions").splitlines() if line.startswith(hidden)))
     after = _scores(walk.output("grader status sdb1696df80d569c1 --report r.json").splitlines()[-1])
     assert submitted == listed == {"public": after["public"]}
     assert set(after) == {"public", "private", "full"}
@@ -199,3 +203,19 @@ def test_the_participant_path_scores_agree_everywhere(walk: Walk) -> None:
     assert set(standing) == {"public", "private", "full"}
     board = httpx.get(walk.server + "/c/mini-board/api/v1/leaderboard", timeout=30).json()
     assert board["part"] == "full" and f"{board['boards'][0]['entries'][0]['score']:.4f}" == standing["full"]
+
+
+@pytest.mark.slow
+def test_the_participant_signs_up_teams_up_and_hears_of_the_grade(walk: Walk) -> None:
+    bob = (walk.home / "bob.token").read_text(encoding="ascii").strip()
+    assert bob.startswith("gp_")  # the sign-up page showed a token, and it opens the competition
+    team = httpx.get(walk.server + "/c/mini-open/api/v1/team", headers={"Authorization": f"Bearer {bob}"}, timeout=30).json()
+    assert team["name"] == "lsa-duo" and sorted(team["members"]) == ["alice", "bob"]
+    uploaded = walk.output('grader submit submissions_example/onnx-lsa --server "${OPEN}"').splitlines()[-1].split()[0]
+    # the receiver verified the server's signature over the delivery of bob's grade, under the secret written 0600
+    assert (walk.home / "hook.secret").stat().st_mode & 0o777 == 0o600
+    log = walk.session.log.read_text(encoding="utf-8", errors="replace")
+    assert f"competition mini-open  {uploaded} running -> scored  (signature verified)" in log
+    assert "refused: Grader-Signature" not in log and "refused: no secret" not in log
+    # alice, a member, reads the team's submission bob made
+    assert walk.output('grader submissions --server "${OPEN}"').startswith(f"{uploaded}  scored")

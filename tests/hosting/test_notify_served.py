@@ -14,10 +14,8 @@ time). Participants:
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,42 +28,10 @@ from grader.hosting.notify.signing import HEADER, verify
 from grader.hosting.participant.client import packed
 from tests.cli_support import invoke
 from tests.hosting.support import Server, admin, free_port, wait_for, write_competition
+from tests.hosting.webhook_receiver import Receiver, receiving
 from tests.onnx_models import onnx_submission
 
 pytestmark = [pytest.mark.slow]
-
-
-class Receiver(ThreadingHTTPServer):
-    """A webhook receiver on loopback: records every request; ``/redirect`` answers 302 to ``/followed``."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, dict[str, str], bytes]] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def paths(self) -> list[str]:
-        return [path for path, _, _ in self.seen]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(min(int(self.headers.get("Content-Length", "0")), 1 << 16))
-        self.server.seen.append((self.path, dict(self.headers.items()), body))
-        if self.path == "/redirect":
-            self.send_response(302)
-            self.send_header("Location", f"{self.server.url}/followed")
-        else:
-            self.send_response(204)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 class Mailbox:
@@ -81,12 +47,8 @@ class Mailbox:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture

@@ -19,7 +19,20 @@ from grader.hosting.api.body_rate import MinimumBodyRate
 from grader.hosting.api.headers import SecurityHeaders
 from grader.hosting.api.long_poll import WATCH_THREADS, WATCHES_PER_PARTICIPANT, ClaimGate
 from grader.hosting.api.paths import base_path
-from grader.hosting.api.routes import leaderboard, meta, notify, participants, resumable, shards, signup, teams, transparency, web, workers
+from grader.hosting.api.routes import (
+    leaderboard,
+    meta,
+    notify,
+    participants,
+    resumable,
+    shards,
+    signup,
+    teams,
+    transparency,
+    web,
+    web_notify,
+    workers,
+)
 from grader.hosting.api.worker_protocol import WorkerProtocol
 from grader.hosting.context import ServerContext
 from grader.hosting.identity.auth import SESSION_S
@@ -169,4 +182,5 @@ def create_app(
     app.include_router(transparency.router)
     app.include_router(web.router)
     app.include_router(signup.router)
+    app.include_router(web_notify.router)
     return app

@@ -53,6 +53,7 @@ def overview(ctx: ServerContext, participant_id: int) -> dict[str, Any]:
                 "id": row.facts.get("id"),
                 "type": row.facts.get("type"),
                 "submission": row.facts.get("submission"),
+                "state": row.facts.get("state"),
                 "channel": row.channel,
                 "tries": row.tries,
                 "created_at": iso(row.created_at),

@@ -30,6 +30,7 @@ from grader.hosting.intake import submissions as submissions_service
 from grader.hosting.leaderboard import service
 from grader.hosting.leaderboard.formatting import FILTERS
 from grader.hosting.schedule import End
+from grader.hosting.services import notify as notify_service
 from grader.hosting.services import progress
 from grader.hosting.services import teams as teams_service
 from grader.hosting.services.competition import competition_end
@@ -207,6 +208,7 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
         message=message if isinstance(message, str) else None,
         team=teams_service.page_view(ctx, who.id),
         team_code=code if isinstance(code, str) else None,
+        notify=notify_service.overview(ctx, who.id),  # the forms of grader/hosting/api/routes/web_notify.py
     )
 
 
