@@ -32,6 +32,7 @@ from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
+from grader.hosting.services.phase_close import log_phase_boards_when_due, log_phase_ends_if_due
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
@@ -198,6 +199,9 @@ class Reaper(threading.Thread):
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log, retry=queue)
                 if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts, retry=queue):
                     log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
+                if self.ctx.log is not None and self.ctx.competition.phases:
+                    log_phase_ends_if_due(self.ctx.db, self.ctx.log, self.ctx.competition)  # before the competition's end
+                    log_phase_boards_when_due(self.ctx)
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._reveal()

@@ -10,14 +10,18 @@ unit tests at the end, every error naming its key.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+import rfc8785
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.config import REGRADE_BEST, Phase, load_competition
 from grader.hosting.db.models import LogEntry, Submission
@@ -30,11 +34,14 @@ from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
 from grader.hosting.server import Reaper, check_phase_splits
 from grader.hosting.services import admin as admin_service
+from grader.hosting.services.phase_close import log_phase_boards_when_due, log_phase_ends_if_due
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.states import Track
 from grader.reports.verify import verify_envelope
+from grader.transparency import entries
 from tests.hosting.leaderboard_world import XSS_NAME, seed
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.test_the_end_stays import _audit, _served
 from tests.hosting.world import World, new_submission, state_of
 
 ONNX = REPO / "submissions_example" / "onnx-lsa"
@@ -113,6 +120,47 @@ def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_
         page = httpx.get(f"{server.url}/").text
         assert "public leaderboard, phase main" in page and 'href="/?phase=final"' in page
         assert [p["split"] for p in info["phases"]] == ["test", "dev", "test"]
+    finally:
+        server.stop()
+
+
+def _kinds(server: Server) -> list[str]:
+    return [entries.decode_entry(entry)["kind"] for entry in _served(server)]
+
+
+@pytest.mark.slow
+def test_a_closed_phase_is_logged_its_boards_wait_for_its_grades_and_it_stays_closed(tmp_path: Path) -> None:
+    """The phase's end and final boards in the log, by the real server's reaper; the audit accepts them; a file that
+    reopens the phase is refused at start, as a moved competition end is."""
+    later = [
+        {"name": "one", "start": "2020-01-01T00:00:00Z", "end": "2098-01-01T00:00:00Z"},
+        {"name": "two", "start": "2098-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z"},
+    ]
+    file = _file(tmp_path / "c.toml", later)
+    server = Server(file, tmp_path / "state", workers=0).start()
+    try:
+        token = admin(server.state, "add-participant", "kim").strip()
+        held = HostingClient(server.url, token).submit(ONNX)["id"]  # phase one's, never graded here (no worker)
+        server.stop()
+        closing = (utcnow() + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # after the upload's receipt
+        _file(file, [{**later[0], "end": closing}, {**later[1], "start": closing}])
+        server.start()
+        wait_for(lambda: "phase_end" in _kinds(server), what="phase one's end logged by the reaper")
+        assert "phase_board" not in _kinds(server) and "end" not in _kinds(server)  # its upload is in flight: its board is not final
+        admin(server.state, "cancel", held)
+        wait_for(lambda: "phase_board" in _kinds(server), what="phase one's final boards logged once nothing of it is in flight")
+        closed = [entries.decode_entry(entry) for entry in _served(server) if entries.decode_entry(entry)["kind"] == "phase_end"]
+        assert [(e["phase"], e["time"]) for e in closed] == [("one", closing)]
+        audit = _audit(server, httpx.get(f"{server.url}/log/key").text.strip(), tmp_path / "auditor")
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        server.stop()
+        # phase one reopened (its end moved later): refused at start, in one line naming the logged end
+        _file(file, later)
+        refused = server.start(expect_ok=False)
+        assert refused.process is not None and refused.process.wait(120) != 0
+        said = server.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1]
+        assert said.startswith(f"error: the log holds the end of phase 'one' at {closing} (entry "), said
+        assert "but the competition file now says it ends at 2098-01-01T00:00:00Z: a closed phase stays closed" in said, said
     finally:
         server.stop()
 
@@ -297,3 +345,20 @@ def test_a_phase_over_public_test_data_discloses_its_grades_at_once(world: World
     assert board_json(world.ctx, None, ended=False, phase="two").part == "public"
     with pytest.raises(NotPublished):
         board_json(world.ctx, "full", ended=False, phase="two")
+
+
+@pytest.mark.board(seeded=True)
+def test_a_closed_phases_logged_boards_are_the_ones_served_for_it_after_the_end(world: World) -> None:
+    _two_phases(world)
+    assert world.ctx.log is not None
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == ["one"]
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == []  # once
+    assert log_phase_boards_when_due(world.ctx) == ["one"] and log_phase_boards_when_due(world.ctx) == []
+    with world.ctx.db.session() as session:
+        logged = [entries.decode_entry(bytes(row)) for row in session.scalars(select(LogEntry.entry).where(LogEntry.kind == "phase_board"))]
+    assert [entry["phase"] for entry in logged] == ["one"]
+    admin(world.state.root, "end", "--yes", database=world.database)
+    client = TestClient(create_app(world.ctx))
+    for part in ("public", "private"):
+        served = client.get("/api/v1/leaderboard", params={"part": part, "phase": "one"}).json()
+        assert served["boards"] and hashlib.sha256(rfc8785.dumps(served)).hexdigest() == logged[0][f"{part}_board_sha256"], part

@@ -17,17 +17,17 @@ from __future__ import annotations
 import itertools
 import logging
 
-from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from grader.hosting.clock import utcnow
 from grader.hosting.config import REGRADE_BEST, Phase
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import IN_FLIGHT_STATES, Setting, Submission
+from grader.hosting.db.models import Setting, Submission
 from grader.hosting.intake.quotas import REGRADE_KEY
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.board import SETTINGS, scored_rows, select_entries, setting_of
 from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
+from grader.hosting.services.phase_close import phase_in_flight
 from grader.hosting.states import Track
 from grader.hosting.transparency.log_events import log_receipt
 from grader.hosting.visibility import Part
@@ -62,12 +62,7 @@ def _regrade(ctx: ServerContext, previous: Phase, phase: Phase) -> list[str]:
     with ctx.db.session() as session:
         if session.get(Setting, _DONE_KEY.format(phase.name)) is not None:
             return []
-        in_flight = session.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(Submission.track == Track.HIDDEN, Submission.state.in_(IN_FLIGHT_STATES), Submission.uploaded_at >= previous.start)
-            .where(Submission.uploaded_at < (previous.end or phase.start))
-        )
+        in_flight = phase_in_flight(session, previous)
     if in_flight:
         return []  # a grade of the previous phase still running may be someone's best: wait for it, as the reveal waits
     now = utcnow()
