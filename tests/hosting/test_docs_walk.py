@@ -95,6 +95,8 @@ class Walk:
     server: str
     #: each command typed, with what it printed
     typed: list[tuple[Command, str]]
+    #: the second server, where mini-demo moved
+    moved: str
 
     def output(self, starts: str) -> str:
         """What the last command whose text starts so printed."""
@@ -111,7 +113,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
     home = tmp_path_factory.mktemp("walk")
     for folder in ("competitions_example", "submissions_example"):  # the checkout's root, as the pages assume
         (home / folder).symlink_to(REPO / folder)
-    port = free_port()
+    port, moved = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in HOSTING_VARIABLES}
     env |= {
         "PATH": f"{doc_walk.grader_on_path(tmp_path_factory.mktemp('bin') / 'bin')}{os.pathsep}{os.environ['PATH']}",
@@ -119,6 +121,9 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
         # what docs/hosting.md's untested block exports, with a free port
         "PORT": str(port),
         "GRADER_SERVER": f"http://127.0.0.1:{port}",
+        # the second server "Moving a competition to another server" starts
+        "NEW_PORT": str(moved),
+        "NEW_SERVER": f"http://127.0.0.1:{moved}",
         # `grader log audit` saves the checkpoints it saw here, not in the home of whoever runs the tests
         "XDG_STATE_HOME": str(home / "xdg-state"),
     }
@@ -130,7 +135,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
             for block in doc_walk.shell_blocks(page):
                 if block.marker == doc_walk.TESTED:
                     typed += [(cmd, session.run(cmd)) for cmd in doc_walk.commands(block, name)]
-        yield Walk(home, session, env["GRADER_SERVER"], typed)
+        yield Walk(home, session, env["GRADER_SERVER"], typed, env["NEW_SERVER"])
     finally:
         session.close()
 
@@ -158,11 +163,17 @@ def test_the_host_path(walk: Walk) -> None:
     )
     assert (walk.home / "alice.token").read_text(encoding="ascii").startswith("gp_")
     # after the end, the competition's page leads with the final standings and says how to check the reveal; after the
-    # upgrade, it is at /c/mini-demo/, / lists both competitions, and the old page address moved there for good
-    page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
+    # upgrade, it is at /c/mini-demo/; after the move, on the second server (retired on the first: / lists it no more)
+    page = httpx.get(walk.moved + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
+    assert httpx.get(walk.server + "/c/mini-demo/", timeout=30).status_code == 404
     listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
-    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open"}
+    assert listed == {"mini-cup": "open", "mini-board": "standing", "mini-phases": "open"}
+    assert {c["name"]: c["status"] for c in httpx.get(walk.moved + "/api/v1/competitions", timeout=30).json()} == {"mini-demo": "ended"}
+    # the moved competition: the same log (its reveal included) and final boards, alice's token opening it
+    moved = walk.output('grader log audit "${NEW_SERVER}/c/mini-demo/log"')
+    assert "reveal: checked against entry 0" in moved and "board: the final public and private boards are the ones the reveal logged" in moved
+    assert "the same private board" in walk.output("cmp old-board.txt")
     # the competition of phases: the open one named, and its board the default one
     phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
     assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]

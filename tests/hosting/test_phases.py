@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
-from grader.hosting.config import REGRADE_BEST, Phase, load_competition
+from grader.hosting.config import REGRADE_BEST, REGRADE_CHOSEN, Phase, load_competition
 from grader.hosting.db.models import LogEntry, Submission
 from grader.hosting.errors import CompetitionFileError, NotPublished, RefusedSubmission
 from grader.hosting.intake.quotas import quota_status
@@ -362,3 +362,36 @@ def test_a_closed_phases_logged_boards_are_the_ones_served_for_it_after_the_end(
     for part in ("public", "private"):
         served = client.get("/api/v1/leaderboard", params={"part": part, "phase": "one"}).json()
         assert served["boards"] and hashlib.sha256(rfc8785.dumps(served)).hexdigest() == logged[0][f"{part}_board_sha256"], part
+
+
+@pytest.mark.board(seeded=True)
+def test_a_phase_regrading_the_chosen_takes_what_each_participant_chose_during_the_previous_one_free(world: World) -> None:
+    now = utcnow()
+    one = Phase("one", start=now - timedelta(days=1), end=now + timedelta(hours=1))
+    two = Phase("two", start=now + timedelta(hours=1), end=None, split="dev", regrade=REGRADE_CHOSEN)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, end=None, phases=(one, two))
+    client = TestClient(create_app(world.ctx))
+    assert [(p["finals"], p["carried"]) for p in client.get("/api/v1/competition").json()["phases"]] == [(False, True), (True, False)]
+    # during phase one its choices are taken (the next phase carries them): alice's older entry, not her best; bob's one
+    chosen = {"alice": world.by_name("alice-encoder-v1").id, "bob": world.by_name("bob-lsa").id}
+    for name, sid in chosen.items():
+        answer = client.put("/api/v1/finals", json={"submissions": [sid]}, headers={"Authorization": f"Bearer {world.tokens[name]}"})
+        assert answer.status_code == 200, answer.text
+    shown = client.get("/api/v1/finals", headers={"Authorization": f"Bearer {world.tokens['alice']}"}).json()
+    assert shown["finals"] == [chosen["alice"]] and shown["chosen"]
+    # phase one closes, phase two opens: the choices, and only they, are graded again on its split, charged to no one
+    one, two = replace(one, end=now), replace(two, start=now)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, phases=(one, two))
+    made = regrade_opened_phases(world.ctx)
+    with world.ctx.db.session() as session:
+        rows = [session.get(Submission, sid) for sid in made]
+        alice = quota_status(session, world.ctx.competition, world.participant_id, Track.HIDDEN, utcnow())
+    assert sorted(str(row.idempotency_key) for row in rows if row is not None) == sorted(f"regrade:{sid}" for sid in chosen.values())
+    assert all(row is not None and row.split == "dev" and row.state == "queued" for row in rows)
+    assert alice.used_24h == 0 and alice.in_flight == 0
+    assert regrade_opened_phases(world.ctx) == []  # once
+    # a choice now is the last phase's (final): phase one's submissions are no longer chosen among
+    late = client.put(
+        "/api/v1/finals", json={"submissions": [world.by_name("alice-encoder-v2").id]}, headers={"Authorization": f"Bearer {world.tokens['alice']}"}
+    )
+    assert late.status_code == 409 and "choices are taken now among the submissions of phase 'two'" in late.text

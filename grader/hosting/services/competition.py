@@ -6,6 +6,7 @@ from typing import Any
 
 from grader import __version__
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import REGRADE_CHOSEN
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
 from grader.hosting.schedule import End, end_of
@@ -57,10 +58,11 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
                 "kinds": list(p.kinds),
                 "ladder": p.leaderboard.ladder,
                 "quotas": {"per_day": p.quotas.per_day, "total": p.quotas.total, "concurrent": p.quotas.concurrent},
-                # the final choices are taken in the last phase only
+                # the final choices are taken in the last phase only; an earlier one's choices are carried to the next
                 "finals": p is c.phases[-1],
+                "carried": following is not None and following.regrade == REGRADE_CHOSEN,
             }
-            for p in c.phases
+            for p, following in zip(c.phases, (*c.phases[1:], None), strict=True)
         ],
         "pin": pinned,
         "grader_version": __version__,

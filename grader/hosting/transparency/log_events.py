@@ -106,10 +106,20 @@ def log_outcome(session: Session, host_log: HostLog, submission: Submission, *, 
     return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
+def _last_phase_end(session: Session) -> datetime | None:
+    """The latest end of an earlier phase the log holds (None: none, or a competition without phases)."""
+    times = [entries.decode_entry(bytes(data))["time"] for data in session.scalars(select(LogEntry.entry).where(LogEntry.kind == "phase_end"))]
+    return entries.parse_time(str(max(times))) if times else None
+
+
 def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
-    """At the end: each participant's final choices (committed, in a fixed order), in the ending transaction."""
+    """At the end: each participant's final choices (committed, in a fixed order), in the ending transaction. Only the
+    last phase's choices are final: those of an earlier phase (made before its logged end) were carried to the next."""
     chosen: dict[int, list[str]] = {}
-    for participant_id, submission_id in session.execute(select(FinalChoice.participant_id, FinalChoice.submission_id)).all():
+    choices = select(FinalChoice.participant_id, FinalChoice.submission_id)
+    if (closed := _last_phase_end(session)) is not None:
+        choices = choices.join(Submission, Submission.id == FinalChoice.submission_id).where(Submission.uploaded_at >= closed)
+    for participant_id, submission_id in session.execute(choices).all():
         chosen.setdefault(participant_id, []).append(submission_id)
     indexes = []
     for participant_id, submissions in sorted(chosen.items()):
