@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from grader import __version__
@@ -22,6 +23,8 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
     """The competition as ``GET /api/v1/competition`` publishes it; with phases, the kinds and quotas are the open
     phase's (what an upload now is checked against), and ``phases`` lists every phase's window and rules."""
     open_phase = ctx.competition.phase_at(utcnow())
+    # the phases whose choices the next phase re-grades (regrade = "chosen")
+    carried = {previous.name for previous, following in itertools.pairwise(ctx.competition.phases) if following.regrade == REGRADE_CHOSEN}
     c = ctx.competition.in_phase(open_phase)
     with ctx.db.session() as session:
         pin = session.get(Pin, ctx.pin_id)
@@ -60,9 +63,9 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
                 "quotas": {"per_day": p.quotas.per_day, "total": p.quotas.total, "concurrent": p.quotas.concurrent},
                 # the final choices are taken in the last phase only; an earlier one's choices are carried to the next
                 "finals": p is c.phases[-1],
-                "carried": following is not None and following.regrade == REGRADE_CHOSEN,
+                "carried": p.name in carried,
             }
-            for p, following in zip(c.phases, (*c.phases[1:], None), strict=True)
+            for p in c.phases
         ],
         "pin": pinned,
         "grader_version": __version__,
