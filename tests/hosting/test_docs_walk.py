@@ -173,7 +173,6 @@ def test_the_host_path(walk: Walk) -> None:
     # the moved competition: the same log (its reveal included) and final boards, alice's token opening it
     moved = walk.output('grader log audit "${NEW_SERVER}/c/mini-demo/log"')
     assert "reveal: checked against entry 0" in moved and "board: the final public and private boards are the ones the reveal logged" in moved
-    assert "the same private board" in walk.output("cmp old-board.txt")
     # the competition of phases: the open one named, and its board the default one
     phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
     assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]
