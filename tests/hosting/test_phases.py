@@ -19,12 +19,12 @@ import httpx
 import pytest
 import rfc8785
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
 from grader.hosting.config import REGRADE_BEST, REGRADE_CHOSEN, Phase, load_competition
-from grader.hosting.db.models import LogEntry, Submission
+from grader.hosting.db.models import FinalChoice, LogEntry, Submission
 from grader.hosting.errors import CompetitionFileError, NotPublished, RefusedSubmission
 from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import phase_refusal
@@ -395,3 +395,11 @@ def test_a_phase_regrading_the_chosen_takes_what_each_participant_chose_during_t
         "/api/v1/finals", json={"submissions": [world.by_name("alice-encoder-v2").id]}, headers={"Authorization": f"Bearer {world.tokens['alice']}"}
     )
     assert late.status_code == 409 and "choices are taken now among the submissions of phase 'two'" in late.text
+    # at the end, the finals logged are the last phase's choices only: phase one's were carried, not final
+    assert world.ctx.log is not None
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == ["one"]
+    admin_service.end_now(world.ctx.db, host_log=world.ctx.log)
+    with world.ctx.db.session() as session:
+        kinds = list(session.scalars(select(LogEntry.kind).order_by(LogEntry.index)))
+        assert session.scalar(select(func.count()).select_from(FinalChoice)) == 2  # the choices stay, for the record
+    assert "end" in kinds and "finals" not in kinds
