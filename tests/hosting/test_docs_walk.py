@@ -14,7 +14,8 @@ The three paths and where each is walked:
   anyone fetches the host key and runs ``grader reveal-check``; the participant saves the full report and
   ``grader verify`` checks it; then a standing board over public data beside the others, whose listed number anyone
   checks against the log (``grader log audit --board``); then a competition in two phases (the final one refused before
-  it opens, an upload to the open one). Every command must exit 0 and print the lines the page shows (ids, numbers and
+  it opens, an upload to the open one); then the ended competition moved to a second server (retired, exported, imported
+  into a second state folder, served there: its log audits with ``--board`` and alice's token opens it). Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
   serves the whole module.
 * operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
