@@ -249,3 +249,36 @@ def test_no_receipt_after_the_end_and_nothing_but_retractions_after_the_reveal()
     assert audit_entries([*revealed, e.retraction_entry(time=after, index=1, admin="a", reason="r")]).retracted == (1,)
     rewound = e.rewind_entry(time=after, published_size=len(revealed) + 1, published_root=b"r" * 32, admin="a", reason="disk lost")
     assert audit_entries([*revealed, rewound]).kinds["rewind"] == 1  # owning up to lost retractions after the reveal
+
+
+def test_a_phases_end_once_before_the_competitions_end_and_its_boards_after_it() -> None:
+    history = _history(2, revealed=False)
+    body, end = history[:-1], history[-1]
+    closed = e.phase_end_entry(time=START + timedelta(hours=1), phase="warm-up")
+    boards = e.phase_board_entry(time=START + timedelta(hours=2), phase="warm-up", public_board_sha256=DIGEST, private_board_sha256=DIGEST)
+    summary = audit_entries([*body, closed, boards, end])
+    assert summary.kinds["phase_end"] == 1 and summary.kinds["phase_board"] == 1
+    assert audit_entries([*body, closed, end, boards]).kinds["phase_board"] == 1  # its grades may finish after the competition's end
+    for log, said in (
+        ([*body, closed, closed, end], "a second end of phase 'warm-up'"),
+        ([*body, end, closed], "a phase's end after the competition's end"),
+        ([*body, boards, closed, end], "the boards of phase 'warm-up' before its end"),
+        ([*body, closed, boards, boards, end], "or a second time"),
+        (
+            [
+                *history,
+                e.reveal_entry(
+                    time=START,
+                    partition_secret=PARTITION,
+                    identifier_key=IDENTIFIERS,
+                    blinding_key=None,
+                    public_board_sha256=DIGEST,
+                    private_board_sha256=DIGEST,
+                ),
+                closed,
+            ],
+            "a phase_end after the reveal",
+        ),
+    ):
+        with pytest.raises(LogVerificationError, match=said):
+            audit_entries(log)

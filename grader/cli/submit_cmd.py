@@ -269,7 +269,9 @@ def _refusals_line(q: Any) -> str | None:
 def finals(submission_ids: tuple[str, ...], server: str, token: str | None, as_json: bool) -> None:
     """Show your final submissions (those the private board takes), or choose them: grader finals ID [ID ...].
 
-    Choosing replaces earlier choices and closes at the end. Without a choice the finals are your best public ones.
+    Choosing replaces earlier choices and closes at the end. Without a choice the finals are your best public ones. In a
+    competition of phases the choices are the last phase's; during an earlier phase whose next one re-grades the
+    chosen (regrade = "chosen"), you choose among that phase's submissions those the next phase grades again.
     """
     client = HostingClient(server, token_from(token))
     answer = client.choose_finals(list(submission_ids)) if submission_ids else client.finals()

@@ -7,6 +7,7 @@ fix it without reading the schema.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import tomllib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time
@@ -156,8 +157,10 @@ class LeaderboardPolicy:
 
 #: ``regrade``: when the phase opens, nothing of the previous phase is graded again (the default) ...
 REGRADE_NONE = "none"
-#: ... or each participant's best public entry of it is, on this phase's split, not charged
+#: ... or each participant's best public entry of it is, on this phase's split, not charged ...
 REGRADE_BEST = "best"
+#: ... or the submissions each participant (or team) chose during it (``grader finals ID`` in that phase), likewise
+REGRADE_CHOSEN = "chosen"
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,18 @@ class Phase:
     def holds(self, moment: datetime) -> bool:
         """Whether ``moment`` (an upload's completion) falls within this phase's window."""
         return self.start <= moment and (self.end is None or moment < self.end)
+
+
+def choosing_phase(phases: tuple[Phase, ...], moment: datetime) -> Phase | None:
+    """The phase whose submissions a participant chooses among at ``moment``: the last phase (its choices are the final
+    ones), at any time; or the open phase whose next one carries its choices (``regrade = "chosen"``), while it is open.
+    None for a competition without phases (its choices: any submission's)."""
+    if not phases:
+        return None
+    for phase, following in itertools.pairwise(phases):
+        if following.regrade == REGRADE_CHOSEN and phase.holds(moment):
+            return phase
+    return phases[-1]
 
 
 #: ``test_data``: the graded split's judgements are the host's secret (the default) ...

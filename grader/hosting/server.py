@@ -32,6 +32,7 @@ from grader.hosting.repeat_throttle import throttle_repeats
 from grader.hosting.results.pins import grading_splits, served_splits
 from grader.hosting.results.result_size import job_result_cap, run_caps
 from grader.hosting.services.admin import reveal_when_due
+from grader.hosting.services.phase_close import log_phase_boards_when_due, log_phase_ends_if_due
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.services.retention import prune
 from grader.hosting.services.startup import hold_the_end, local_worker_tokens, open_competition
@@ -185,6 +186,7 @@ class Reaper(threading.Thread):
         self.stopping = threading.Event()
         self.next_prune = 0.0
         self.next_reveal = 0.0
+        self.next_phase_boards = 0.0
         self.sender = Sender(ctx.db, ctx.competition.name, ctx.competition.notify)
 
     def start(self) -> None:
@@ -198,6 +200,9 @@ class Reaper(threading.Thread):
                 done = reap(self.ctx.db, self.ctx.dispatcher, redispatch_s=queue.redispatch_s, host_log=self.ctx.log, retry=queue)
                 if shard_jobs.reap(self.ctx.db, max_tries=self.ctx.competition.max_attempts, retry=queue):
                     log.warning("reaper: shard jobs whose lease expired re-queued alone (or failed at the try limit)")
+                if self.ctx.log is not None and self.ctx.competition.phases:
+                    log_phase_ends_if_due(self.ctx.db, self.ctx.log, self.ctx.competition)  # before the competition's end
+                    self._phase_boards()
                 if self.ctx.log is not None and log_end_if_due(self.ctx.db, self.ctx.log, self.ctx.competition):
                     log.info("transparency log: the competition's end (and the finals) logged")
                 self._reveal()
@@ -231,6 +236,18 @@ class Reaper(threading.Thread):
             return
         if index is not None:
             log.info("transparency log: the reveal logged as entry %d", index)
+
+    def _phase_boards(self) -> None:
+        """A closed phase's final boards, once its grades are done (:mod:`grader.hosting.services.phase_close`). A
+        failure is logged and tried again after :data:`REVEAL_RETRY_S`; the pass goes on (the competition's end must
+        not wait for an earlier phase's boards)."""
+        if time.monotonic() < self.next_phase_boards:
+            return
+        try:
+            log_phase_boards_when_due(self.ctx)
+        except Exception:
+            self.next_phase_boards = time.monotonic() + REVEAL_RETRY_S
+            log.exception("a closed phase's final boards could not be logged; tried again in %g s", REVEAL_RETRY_S)
 
     def _prune_runs(self) -> None:
         """After the end, every :data:`PRUNE_EVERY_S`: remove the runs the retention policy does not keep (docs/hosting.md#retention)."""

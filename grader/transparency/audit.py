@@ -12,6 +12,8 @@
 * after the reveal, nothing but retractions (and a rewind after a disaster): the reveal published the keys and the final boards' digests, so a grade,
   a rejudge or a receipt after it would change results everyone may already have checked (and a competition reopened
   under the revealed partition secret and blinding key would show anyone the private queries and every pseudonym);
+* a ``phase_end`` (an earlier phase closed) at most once per phase and before the competition's end; a
+  ``phase_board`` (that phase's final boards) only after its phase's end, once;
 * a ``retraction`` withdraws an earlier entry other than entry 0, and only once.
 """
 
@@ -59,6 +61,8 @@ def audit_entries(entries: Sequence[bytes]) -> AuditSummary:
         raise LogVerificationError("entry 0 is not the competition's commitment")
     end = reveal = None
     retracted: list[int] = []
+    phase_ends: dict[str, int] = {}
+    phase_boards: set[str] = set()
     # entry times are YYYY-MM-DDTHH:MM:SSZ (decode_entry checks it), so their strings compare as the moments do
     logged_end = next(((index, entry["time"]) for index, entry in enumerate(decoded) if entry["kind"] == "end"), None)
     for index, entry in enumerate(decoded[1:], start=1):
@@ -73,6 +77,14 @@ def audit_entries(entries: Sequence[bytes]) -> AuditSummary:
             if end is not None:
                 raise LogVerificationError(f"entry {index}: a second end (the first is entry {end})")
             end = index
+        elif kind == "phase_end":
+            if end is not None or entry["phase"] in phase_ends:
+                raise LogVerificationError(f"entry {index}: a phase's end after the competition's end, or a second end of phase {entry['phase']!r}")
+            phase_ends[entry["phase"]] = index
+        elif kind == "phase_board":
+            if entry["phase"] not in phase_ends or entry["phase"] in phase_boards:
+                raise LogVerificationError(f"entry {index}: the boards of phase {entry['phase']!r} before its end, or a second time")
+            phase_boards.add(entry["phase"])
         elif kind == "reveal":
             if end is None or reveal is not None:
                 raise LogVerificationError(f"entry {index}: a reveal before the end, or a second one")

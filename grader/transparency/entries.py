@@ -158,6 +158,8 @@ SCHEMAS: dict[str, dict[str, _Check]] = {
     "board": {"part": _one_of(*BOARD_PARTS), "board_sha256": _hex64},
     "finals": {**_IDENTIFIED, "submissions": _commitments},
     "end": {},
+    "phase_end": {"phase": _text},
+    "phase_board": {"phase": _text, "public_board_sha256": _hex64, "private_board_sha256": _hex64},
     "reveal": {
         "partition_secret": _key_hex,
         "identifier_key": _key_hex,
@@ -371,6 +373,18 @@ def finals_entry(committer: EntryCommitter, *, time: datetime, participant: str,
 def end_entry(*, time: datetime) -> bytes:
     """The competition ended."""
     return encode_entry(_base("end", time))
+
+
+def phase_end_entry(*, time: datetime, phase: str) -> bytes:
+    """A phase of the competition (not its last) closed at ``time``: it accepts nothing more, ever."""
+    return encode_entry(_base("phase_end", time, phase=phase))
+
+
+def phase_board_entry(*, time: datetime, phase: str, public_board_sha256: str, private_board_sha256: str) -> bytes:
+    """A closed phase's final boards, once none of its grades is in flight: the digests of its public and private boards
+    as ``/api/v1/leaderboard?phase=NAME&part=...`` serves them after the competition's end (its keys stay unrevealed
+    until the competition's reveal: the next phases use them)."""
+    return encode_entry(_base("phase_board", time, phase=phase, public_board_sha256=public_board_sha256, private_board_sha256=private_board_sha256))
 
 
 def reveal_entry(

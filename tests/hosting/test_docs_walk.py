@@ -16,7 +16,9 @@ The three paths and where each is walked:
   checks against the log (``grader log audit --board``); then a competition in two phases (the final one refused before
   it opens, an upload to the open one); then a competition of open sign-up, teams and notifications (a person signs
   up with the page's form, makes a team another joins with its code, sets a webhook to ``grader notify listen`` and
-  hears of their submission's grade, signed). Every command must exit 0 and print the lines the page shows (ids, numbers and
+  hears of their submission's grade, signed); then the ended competition moved to a second server (retired, exported,
+  imported into a second state folder, served there: its log audits with ``--board`` and alice's token opens it).
+  Every command must exit 0 and print the lines the page shows (ids, numbers and
   dates may differ; an id the page shows is carried to the later commands that use it). The one server
   serves the whole module.
 * operator (PostgreSQL, Redis, a server and two remote workers from a bare machine): docs/deploy.md,
@@ -97,6 +99,8 @@ class Walk:
     server: str
     #: each command typed, with what it printed
     typed: list[tuple[Command, str]]
+    #: the second server, where mini-demo moved
+    moved: str
 
     def output(self, starts: str) -> str:
         """What the last command whose text starts so printed."""
@@ -113,7 +117,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
     home = tmp_path_factory.mktemp("walk")
     for folder in ("competitions_example", "submissions_example"):  # the checkout's root, as the pages assume
         (home / folder).symlink_to(REPO / folder)
-    port = free_port()
+    port, moved = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in HOSTING_VARIABLES}
     env |= {
         "PATH": f"{doc_walk.grader_on_path(tmp_path_factory.mktemp('bin') / 'bin')}{os.pathsep}{os.environ['PATH']}",
@@ -123,6 +127,9 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
         "GRADER_SERVER": f"http://127.0.0.1:{port}",
         # the port of the participant's webhook receiver (`grader notify listen`), which the page exports as well
         "HOOK_PORT": str(free_port()),
+        # the second server "Moving a competition to another server" starts
+        "NEW_PORT": str(moved),
+        "NEW_SERVER": f"http://127.0.0.1:{moved}",
         # `grader log audit` saves the checkpoints it saw here, not in the home of whoever runs the tests
         "XDG_STATE_HOME": str(home / "xdg-state"),
     }
@@ -134,7 +141,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
             for block in doc_walk.shell_blocks(page):
                 if block.marker == doc_walk.TESTED:
                     typed += [(cmd, session.run(cmd)) for cmd in doc_walk.commands(block, name)]
-        yield Walk(home, session, env["GRADER_SERVER"], typed)
+        yield Walk(home, session, env["GRADER_SERVER"], typed, env["NEW_SERVER"])
     finally:
         session.close()
 
@@ -162,11 +169,16 @@ def test_the_host_path(walk: Walk) -> None:
     )
     assert (walk.home / "alice.token").read_text(encoding="ascii").startswith("gp_")
     # after the end, the competition's page leads with the final standings and says how to check the reveal; after the
-    # upgrade, it is at /c/mini-demo/, / lists both competitions, and the old page address moved there for good
-    page = httpx.get(walk.server + "/c/mini-demo/", timeout=30).text
+    # upgrade, it is at /c/mini-demo/; after the move, on the second server (retired on the first: / lists it no more)
+    page = httpx.get(walk.moved + "/c/mini-demo/", timeout=30).text
     assert 'id="ended"' in page and "reveal-check" in page
+    assert httpx.get(walk.server + "/c/mini-demo/", timeout=30).status_code == 404
     listed = {c["name"]: c["status"] for c in httpx.get(walk.server + "/api/v1/competitions", timeout=30).json()}
-    assert listed == {"mini-cup": "open", "mini-demo": "ended", "mini-board": "standing", "mini-phases": "open", "mini-open": "open"}
+    assert listed == {"mini-cup": "open", "mini-board": "standing", "mini-phases": "open", "mini-open": "open"}
+    assert {c["name"]: c["status"] for c in httpx.get(walk.moved + "/api/v1/competitions", timeout=30).json()} == {"mini-demo": "ended"}
+    # the moved competition: the same log (its reveal included) and final boards, alice's token opening it
+    moved = walk.output('grader log audit "${NEW_SERVER}/c/mini-demo/log"')
+    assert "reveal: checked against entry 0" in moved and "board: the final public and private boards are the ones the reveal logged" in moved
     # the competition of phases: the open one named, and its board the default one
     phases = httpx.get(walk.server + "/c/mini-phases/api/v1/competition", timeout=30).json()
     assert phases["phase"] == "development" and [p["name"] for p in phases["phases"]] == ["development", "final"]

@@ -10,17 +10,21 @@ unit tests at the end, every error naming its key.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import select
+import rfc8785
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
+from grader.hosting.api.app import create_app
 from grader.hosting.clock import utcnow
-from grader.hosting.config import REGRADE_BEST, Phase, load_competition
-from grader.hosting.db.models import LogEntry, Submission
+from grader.hosting.config import REGRADE_BEST, REGRADE_CHOSEN, Phase, load_competition
+from grader.hosting.db.models import FinalChoice, LogEntry, Submission
 from grader.hosting.errors import CompetitionFileError, NotPublished, RefusedSubmission
 from grader.hosting.intake.quotas import quota_status
 from grader.hosting.intake.refusals import phase_refusal
@@ -30,11 +34,14 @@ from grader.hosting.participant.client import HostingClient
 from grader.hosting.participant.competition_rules import ParticipantRules
 from grader.hosting.server import Reaper, check_phase_splits
 from grader.hosting.services import admin as admin_service
+from grader.hosting.services.phase_close import log_phase_boards_when_due, log_phase_ends_if_due
 from grader.hosting.services.phase_regrade import regrade_opened_phases
 from grader.hosting.states import Track
 from grader.reports.verify import verify_envelope
+from grader.transparency import entries
 from tests.hosting.leaderboard_world import XSS_NAME, seed
 from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.test_the_end_stays import _audit, _served
 from tests.hosting.world import World, new_submission, state_of
 
 ONNX = REPO / "submissions_example" / "onnx-lsa"
@@ -113,6 +120,47 @@ def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_
         page = httpx.get(f"{server.url}/").text
         assert "public leaderboard, phase main" in page and 'href="/?phase=final"' in page
         assert [p["split"] for p in info["phases"]] == ["test", "dev", "test"]
+    finally:
+        server.stop()
+
+
+def _kinds(server: Server) -> list[str]:
+    return [entries.decode_entry(entry)["kind"] for entry in _served(server)]
+
+
+@pytest.mark.slow
+def test_a_closed_phase_is_logged_its_boards_wait_for_its_grades_and_it_stays_closed(tmp_path: Path) -> None:
+    """The phase's end and final boards in the log, by the real server's reaper; the audit accepts them; a file that
+    reopens the phase is refused at start, as a moved competition end is."""
+    later = [
+        {"name": "one", "start": "2020-01-01T00:00:00Z", "end": "2098-01-01T00:00:00Z"},
+        {"name": "two", "start": "2098-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z"},
+    ]
+    file = _file(tmp_path / "c.toml", later)
+    server = Server(file, tmp_path / "state", workers=0).start()
+    try:
+        token = admin(server.state, "add-participant", "kim").strip()
+        held = HostingClient(server.url, token).submit(ONNX)["id"]  # phase one's, never graded here (no worker)
+        server.stop()
+        closing = (utcnow() + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # after the upload's receipt
+        _file(file, [{**later[0], "end": closing}, {**later[1], "start": closing}])
+        server.start()
+        wait_for(lambda: "phase_end" in _kinds(server), what="phase one's end logged by the reaper")
+        assert "phase_board" not in _kinds(server) and "end" not in _kinds(server)  # its upload is in flight: its board is not final
+        admin(server.state, "cancel", held)
+        wait_for(lambda: "phase_board" in _kinds(server), what="phase one's final boards logged once nothing of it is in flight")
+        closed = [entries.decode_entry(entry) for entry in _served(server) if entries.decode_entry(entry)["kind"] == "phase_end"]
+        assert [(e["phase"], e["time"]) for e in closed] == [("one", closing)]
+        audit = _audit(server, httpx.get(f"{server.url}/log/key").text.strip(), tmp_path / "auditor")
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        server.stop()
+        # phase one reopened (its end moved later): refused at start, in one line naming the logged end
+        _file(file, later)
+        refused = server.start(expect_ok=False)
+        assert refused.process is not None and refused.process.wait(120) != 0
+        said = server.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1]
+        assert said.startswith(f"error: the log holds the end of phase 'one' at {closing} (entry "), said
+        assert "but the competition file now says it ends at 2098-01-01T00:00:00Z: a closed phase stays closed" in said, said
     finally:
         server.stop()
 
@@ -297,3 +345,61 @@ def test_a_phase_over_public_test_data_discloses_its_grades_at_once(world: World
     assert board_json(world.ctx, None, ended=False, phase="two").part == "public"
     with pytest.raises(NotPublished):
         board_json(world.ctx, "full", ended=False, phase="two")
+
+
+@pytest.mark.board(seeded=True)
+def test_a_closed_phases_logged_boards_are_the_ones_served_for_it_after_the_end(world: World) -> None:
+    _two_phases(world)
+    assert world.ctx.log is not None
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == ["one"]
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == []  # once
+    assert log_phase_boards_when_due(world.ctx) == ["one"] and log_phase_boards_when_due(world.ctx) == []
+    with world.ctx.db.session() as session:
+        logged = [entries.decode_entry(bytes(row)) for row in session.scalars(select(LogEntry.entry).where(LogEntry.kind == "phase_board"))]
+    assert [entry["phase"] for entry in logged] == ["one"]
+    admin(world.state.root, "end", "--yes", database=world.database)
+    client = TestClient(create_app(world.ctx))
+    for part in ("public", "private"):
+        served = client.get("/api/v1/leaderboard", params={"part": part, "phase": "one"}).json()
+        assert served["boards"] and hashlib.sha256(rfc8785.dumps(served)).hexdigest() == logged[0][f"{part}_board_sha256"], part
+
+
+@pytest.mark.board(seeded=True)
+def test_a_phase_regrading_the_chosen_takes_what_each_participant_chose_during_the_previous_one_free(world: World) -> None:
+    now = utcnow()
+    one = Phase("one", start=now - timedelta(days=1), end=now + timedelta(hours=1))
+    two = Phase("two", start=now + timedelta(hours=1), end=None, split="dev", regrade=REGRADE_CHOSEN)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, end=None, phases=(one, two))
+    client = TestClient(create_app(world.ctx))
+    assert [(p["finals"], p["carried"]) for p in client.get("/api/v1/competition").json()["phases"]] == [(False, True), (True, False)]
+    # during phase one its choices are taken (the next phase carries them): alice's older entry, not her best; bob's one
+    chosen = {"alice": world.by_name("alice-encoder-v1").id, "bob": world.by_name("bob-lsa").id}
+    for name, sid in chosen.items():
+        answer = client.put("/api/v1/finals", json={"submissions": [sid]}, headers={"Authorization": f"Bearer {world.tokens[name]}"})
+        assert answer.status_code == 200, answer.text
+    shown = client.get("/api/v1/finals", headers={"Authorization": f"Bearer {world.tokens['alice']}"}).json()
+    assert shown["finals"] == [chosen["alice"]] and shown["chosen"]
+    # phase one closes, phase two opens: the choices, and only they, are graded again on its split, charged to no one
+    one, two = replace(one, end=now), replace(two, start=now)
+    world.ctx.competition = world.competition = replace(world.ctx.competition, phases=(one, two))
+    made = regrade_opened_phases(world.ctx)
+    with world.ctx.db.session() as session:
+        rows = [session.get(Submission, sid) for sid in made]
+        alice = quota_status(session, world.ctx.competition, world.participant_id, Track.HIDDEN, utcnow())
+    assert sorted(str(row.idempotency_key) for row in rows if row is not None) == sorted(f"regrade:{sid}" for sid in chosen.values())
+    assert all(row is not None and row.split == "dev" and row.state == "queued" for row in rows)
+    assert alice.used_24h == 0 and alice.in_flight == 0
+    assert regrade_opened_phases(world.ctx) == []  # once
+    # a choice now is the last phase's (final): phase one's submissions are no longer chosen among
+    late = client.put(
+        "/api/v1/finals", json={"submissions": [world.by_name("alice-encoder-v2").id]}, headers={"Authorization": f"Bearer {world.tokens['alice']}"}
+    )
+    assert late.status_code == 409 and "choices are taken now among the submissions of phase 'two'" in late.text
+    # at the end, the finals logged are the last phase's choices only: phase one's were carried, not final
+    assert world.ctx.log is not None
+    assert log_phase_ends_if_due(world.ctx.db, world.ctx.log, world.ctx.competition) == ["one"]
+    admin_service.end_now(world.ctx.db, host_log=world.ctx.log)
+    with world.ctx.db.session() as session:
+        kinds = list(session.scalars(select(LogEntry.kind).order_by(LogEntry.index)))
+        assert session.scalar(select(func.count()).select_from(FinalChoice)) == 2  # the choices stay, for the record
+    assert "end" in kinds and "finals" not in kinds

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Competition
+from grader.hosting.config import Competition, Phase
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
 from grader.hosting.keyring.files import key_files
@@ -27,8 +27,9 @@ from grader.stats.partition import commitment
 from grader.text import escape_control
 
 
-def host_board(state_dir: Path, db: Database, competition: Competition, part: Part | str) -> dict[str, Any]:
-    """The boards of ``part`` (``public`` or ``private``) as the routes publish them after the end, at any time."""
+def host_board(state_dir: Path, db: Database, competition: Competition, part: Part | str, *, phase: Phase | None = None) -> dict[str, Any]:
+    """The boards of ``part`` (``public`` or ``private``) as the routes publish them after the end, at any time; with
+    ``phase``, that closed phase's (its board is final: as ``?phase=NAME`` serves it after the competition's end)."""
     part = board_part(part)
     keys = key_files(state_dir)
     secret = load_partition_secret(keys.folder)
@@ -39,12 +40,13 @@ def host_board(state_dir: Path, db: Database, competition: Competition, part: Pa
                 f"{keys.folder}: the partition secret does not match the commitment recorded in this database (another competition's state?)"
             )
         # the phase a reader gets by default (after the end: the last one), so the reveal logs the boards the routes serve
-        phase = competition.board_phase(utcnow())
-        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret, phase))
+        chosen = phase or competition.board_phase(utcnow())
+        found = build_boards(session, part, BoardInputs.of(competition, load_public_key(keys.host_public), secret, chosen))
     end = ends_at(db, competition)
-    data = boards_json(found, competition=competition.name, part=part, ended=passed(end, utcnow())).model_dump(mode="json")
+    ended = phase is not None or passed(end, utcnow())
+    data = boards_json(found, competition=competition.name, part=part, ended=ended).model_dump(mode="json")
     data["ends_at"] = iso(end)
-    data["host_only"] = part == Part.PRIVATE and not data["ended"]
+    data["host_only"] = part == Part.PRIVATE and not passed(end, utcnow())
     return data
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import and_, delete, select
 
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Phase
+from grader.hosting.config import Phase, choosing_phase
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import FinalChoice, Pin, Result, ResultPart, Submission
 from grader.hosting.errors import HostingError, NotPublished
@@ -387,8 +387,9 @@ def own_finals(ctx: ServerContext, participant: Principal) -> tuple[set[str], bo
         chosen = set(
             session.scalars(select(FinalChoice.submission_id).join(Submission, Submission.id == FinalChoice.submission_id).where(scope)).all()
         )
-        last = ctx.competition.phases[-1] if ctx.competition.phases else None  # final choices are the last phase's only
-        rows = [r for r in scored_rows(session) if r.participant.id == owner and (last is None or last.holds(r.submission.uploaded_at))]
+        # the phase chosen in now: the last one's choices are the final ones; an earlier one's are carried to the next
+        phase = choosing_phase(ctx.competition.phases, utcnow())
+        rows = [r for r in scored_rows(session) if r.participant.id == owner and (phase is None or phase.holds(r.submission.uploaded_at))]
         finals = finals_of(session, rows, ctx.competition.leaderboard.finals).get(owner, set())
     return finals, bool(chosen & finals)
 
@@ -399,7 +400,7 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
     if has_ended(ctx.db, ctx.competition):
         raise HostingError("final choices closed with the competition's end")
     ids = sorted(set(submission_ids))
-    last = ctx.competition.phases[-1] if ctx.competition.phases else None
+    phase = choosing_phase(ctx.competition.phases, utcnow())
     if len(ids) > k:
         raise HostingError(f"at most {k} final submissions may be chosen ({len(ids)} given)")
     now = utcnow()
@@ -411,9 +412,11 @@ def set_finals(ctx: ServerContext, participant: Principal, submission_ids: list[
                 raise LookupError(sid)
             if submission.track != Track.HIDDEN or submission.state != State.SCORED:
                 raise HostingError("only scored hidden-split submissions can be final")
-            if last is not None and not last.holds(submission.uploaded_at):
-                raise HostingError(f"final choices are taken in the last phase only ({last.name!r}): {sid} was submitted before it")
+            if phase is not None and not phase.holds(submission.uploaded_at):
+                raise HostingError(f"choices are taken now among the submissions of phase {phase.name!r}: {sid} was submitted in another phase")
         row = select(Submission.id).where(scope)
+        if phase is not None:  # the choices of another phase stay (those an earlier phase carried, for the record)
+            row = row.where(Submission.uploaded_at >= phase.start, *([Submission.uploaded_at < phase.end] if phase.end is not None else []))
         session.execute(delete(FinalChoice).where(FinalChoice.submission_id.in_(row)))
         for sid in ids:
             session.add(FinalChoice(submission_id=sid, participant_id=participant.id, chosen_at=now))

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from grader import __version__
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Competition
+from grader.hosting.config import Competition, Phase
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
@@ -326,11 +326,12 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
 
 
-def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str) -> str:
-    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end."""
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str, *, phase: Phase | None = None) -> str:
+    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end
+    (with ``phase``: that phase's board, as ``...&phase=NAME`` serves it after the end)."""
     from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
 
-    data = host_board(state_dir, db, competition, part)
+    data = host_board(state_dir, db, competition, part, phase=phase)
     published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
     return hashlib.sha256(rfc8785.dumps(published)).hexdigest()
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from grader import __version__
 from grader.hosting.clock import iso, utcnow
+from grader.hosting.config import REGRADE_CHOSEN
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Pin
 from grader.hosting.schedule import End, end_of
@@ -21,6 +23,8 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
     """The competition as ``GET /api/v1/competition`` publishes it; with phases, the kinds and quotas are the open
     phase's (what an upload now is checked against), and ``phases`` lists every phase's window and rules."""
     open_phase = ctx.competition.phase_at(utcnow())
+    # the phases whose choices the next phase re-grades (regrade = "chosen")
+    carried = {previous.name for previous, following in itertools.pairwise(ctx.competition.phases) if following.regrade == REGRADE_CHOSEN}
     c = ctx.competition.in_phase(open_phase)
     with ctx.db.session() as session:
         pin = session.get(Pin, ctx.pin_id)
@@ -57,8 +61,9 @@ def competition_info(ctx: ServerContext) -> dict[str, Any]:
                 "kinds": list(p.kinds),
                 "ladder": p.leaderboard.ladder,
                 "quotas": {"per_day": p.quotas.per_day, "total": p.quotas.total, "concurrent": p.quotas.concurrent},
-                # the final choices are taken in the last phase only
+                # the final choices are taken in the last phase only; an earlier one's choices are carried to the next
                 "finals": p is c.phases[-1],
+                "carried": p.name in carried,
             }
             for p in c.phases
         ],

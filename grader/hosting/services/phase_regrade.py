@@ -2,7 +2,8 @@
 
 A phase with ``regrade = "best"`` (docs/hosting.md#phases) takes, once, each participant's best public entry of the
 phase before it (their best-scored hidden submission of that phase's window, each training setting apart: as the
-public board ranks) and grades it again as a submission of its own: the same upload, a new row, uploaded "now" (within
+public board ranks), or with ``regrade = "chosen"`` the submissions each participant (or team) chose during that phase
+(``grader finals ID``: the choices of a phase whose next one carries them), and grades each again as a submission of its own: the same upload, a new row, uploaded "now" (within
 the new phase's window, so it is on the new phase's board), its receipt logged as any upload's. It costs the
 participant nothing: its idempotency key marks it (``regrade:<source id>``), and the quotas leave such rows out.
 
@@ -17,22 +18,27 @@ from __future__ import annotations
 import itertools
 import logging
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from grader.hosting.clock import utcnow
-from grader.hosting.config import REGRADE_BEST, Phase
+from grader.hosting.config import REGRADE_BEST, REGRADE_CHOSEN, Phase
 from grader.hosting.context import ServerContext
-from grader.hosting.db.models import IN_FLIGHT_STATES, Setting, Submission
+from grader.hosting.db.models import FinalChoice, Setting, Submission
 from grader.hosting.intake.quotas import REGRADE_KEY
 from grader.hosting.intake.submission_rows import received_submission
 from grader.hosting.leaderboard.board import SETTINGS, scored_rows, select_entries, setting_of
 from grader.hosting.queue.lifecycle import enqueue, new_submission_id, record_received
+from grader.hosting.services.phase_close import phase_in_flight
 from grader.hosting.states import Track
 from grader.hosting.transparency.log_events import log_receipt
 from grader.hosting.visibility import Part
 
 log = logging.getLogger(__name__)
+
+#: What each kind of re-grade takes over, as the queue's reason and the server's log say it.
+_WHAT = {REGRADE_BEST: "best entry", REGRADE_CHOSEN: "chosen submission"}
 
 #: The settings row that says a phase's re-grades were made (the selection is done once).
 _DONE_KEY = "regraded:{}"
@@ -47,7 +53,9 @@ def _due(ctx: ServerContext) -> list[tuple[Phase, Phase]]:
     """The (previous, opened) phases whose re-grades are due now: open, asking for them, not yet made."""
     now = utcnow()
     phases = ctx.competition.phases
-    return [(previous, phase) for previous, phase in itertools.pairwise(phases) if phase.regrade == REGRADE_BEST and phase.holds(now)]
+    return [
+        (previous, phase) for previous, phase in itertools.pairwise(phases) if phase.regrade in (REGRADE_BEST, REGRADE_CHOSEN) and phase.holds(now)
+    ]
 
 
 def regrade_opened_phases(ctx: ServerContext) -> list[str]:
@@ -58,16 +66,22 @@ def regrade_opened_phases(ctx: ServerContext) -> list[str]:
     return made
 
 
+def _sources(session: Session, previous: Phase, phase: Phase) -> list[Submission]:
+    """What ``phase`` takes over of ``previous``, in a fixed order: each row's best public entry per training setting
+    (``best``), or the submissions each row chose during it (``chosen``; a team's, whichever member chose)."""
+    if phase.regrade == REGRADE_CHOSEN:
+        chosen = select(Submission).join(FinalChoice, FinalChoice.submission_id == Submission.id).where(Submission.track == Track.HIDDEN)
+        return [s for s in session.scalars(chosen.order_by(Submission.id)).all() if previous.holds(s.uploaded_at)]
+    rows = [r for r in scored_rows(session) if previous.holds(r.submission.uploaded_at)]
+    best = [row for setting in SETTINGS for row in select_entries([r for r in rows if setting_of(r.submission.labels) == setting], Part.PUBLIC, {})]
+    return [source for row in sorted(best, key=lambda r: r.submission.id) if (source := session.get(Submission, row.submission.id)) is not None]
+
+
 def _regrade(ctx: ServerContext, previous: Phase, phase: Phase) -> list[str]:
     with ctx.db.session() as session:
         if session.get(Setting, _DONE_KEY.format(phase.name)) is not None:
             return []
-        in_flight = session.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(Submission.track == Track.HIDDEN, Submission.state.in_(IN_FLIGHT_STATES), Submission.uploaded_at >= previous.start)
-            .where(Submission.uploaded_at < (previous.end or phase.start))
-        )
+        in_flight = phase_in_flight(session, previous)
     if in_flight:
         return []  # a grade of the previous phase still running may be someone's best: wait for it, as the reveal waits
     now = utcnow()
@@ -76,15 +90,7 @@ def _regrade(ctx: ServerContext, previous: Phase, phase: Phase) -> list[str]:
         with ctx.db.session() as session:
             session.add(Setting(key=_DONE_KEY.format(phase.name), value=now.isoformat()))
             session.flush()  # a second server process's pass stops here (the key is the settings table's primary key)
-            rows = [r for r in scored_rows(session) if previous.holds(r.submission.uploaded_at)]
-            best = [
-                row
-                for setting in SETTINGS
-                for row in select_entries([r for r in rows if setting_of(r.submission.labels) == setting], Part.PUBLIC, {})
-            ]
-            for row in sorted(best, key=lambda r: r.submission.id):
-                source = session.get(Submission, row.submission.id)
-                assert source is not None
+            for source in _sources(session, previous, phase):
                 copy = received_submission(
                     submission_id=new_submission_id(),
                     participant_id=source.participant_id,
@@ -110,8 +116,12 @@ def _regrade(ctx: ServerContext, previous: Phase, phase: Phase) -> list[str]:
         return []  # another server process made them
     for submission_id in made:
         enqueue(
-            ctx.db, ctx.dispatcher, submission_id, actor="phase", reason=f"phase {phase.name!r} opened: best entry of {previous.name!r} graded again"
+            ctx.db,
+            ctx.dispatcher,
+            submission_id,
+            actor="phase",
+            reason=f"phase {phase.name!r} opened: {_WHAT[phase.regrade]} of {previous.name!r} graded again",
         )
     if made:
-        log.info("phase %r opened: %d best entr(ies) of phase %r graded again, not charged", phase.name, len(made), previous.name)
+        log.info("phase %r opened: %d %s of phase %r graded again, not charged", phase.name, len(made), _WHAT[phase.regrade], previous.name)
     return made

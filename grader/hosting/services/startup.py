@@ -17,6 +17,7 @@ from grader.hosting.keyring.blinding_key import record_blinding_key_id
 from grader.hosting.keyring.partition_secret import record_commitment
 from grader.hosting.results.pins import ensure_pin
 from grader.hosting.schedule import record_logged_end, stored_ends
+from grader.hosting.services.phase_close import reopened_phase
 from grader.hosting.transparency.log_events import logged_end
 from grader.sandbox.blinding import BlindingKey
 
@@ -49,7 +50,7 @@ def local_worker_tokens(db: Database, count: int) -> dict[str, str]:
 
 
 class EndReopened(HostingError):
-    """The log holds the competition's end, and the competition file now says the competition is open."""
+    """The log holds the competition's end (or a phase's), and the competition file now says it is open."""
 
 
 def hold_the_end(db: Database, competition: Competition) -> None:
@@ -59,8 +60,11 @@ def hold_the_end(db: Database, competition: Competition) -> None:
 
     The end reveals the partition secret and the blinding key: reopened under them, anyone could tell the private
     queries and compute every pseudonym. The host's early end (``grader admin end``) is no such case: there the file's
-    ``end`` was later all along, and the stored end decides (:mod:`grader.hosting.schedule`).
+    ``end`` was later all along, and the stored end decides (:mod:`grader.hosting.schedule`). A phase whose end the log
+    holds stays closed the same way (:func:`grader.hosting.services.phase_close.reopened_phase`).
     """
+    if (refusal := reopened_phase(db, competition)) is not None:
+        raise EndReopened(refusal)
     with db.session() as session:
         host_end, stored = stored_ends(session)
         entry = logged_end(session)

@@ -106,16 +106,23 @@ def log_outcome(session: Session, host_log: HostLog, submission: Submission, *, 
     return append_entry(session, host_log, entry, submission_id=submission.id)
 
 
+def _last_phase_end(session: Session) -> datetime | None:
+    """The latest end of an earlier phase the log holds (None: none, or a competition without phases)."""
+    times = [entries.decode_entry(bytes(data))["time"] for data in session.scalars(select(LogEntry.entry).where(LogEntry.kind == "phase_end"))]
+    return entries.parse_time(str(max(times))) if times else None
+
+
 def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]:
     """At the end: one entry per board row with final choices (committed, in a fixed order), in the ending
     transaction. A participant's own row names them; a team's row (its choices are shared: any member replaces them)
     names the team and the member who chose, so a member's choices for their own earlier row and for their team's
-    are two entries, as they are two rows."""
+    are two entries, as they are two rows. Only the last phase's choices are final: those of an earlier phase (made
+    before its logged end) were carried to the next."""
     rows: dict[tuple[int, int], tuple[set[int], list[str]]] = {}
-    chosen = session.execute(
-        select(FinalChoice.participant_id, FinalChoice.submission_id, Submission.team_id).join(Submission, Submission.id == FinalChoice.submission_id)
-    ).all()
-    for chooser, submission_id, team_id in chosen:
+    choices = select(FinalChoice.participant_id, FinalChoice.submission_id, Submission.team_id).join(Submission, Submission.id == FinalChoice.submission_id)
+    if (closed := _last_phase_end(session)) is not None:
+        choices = choices.where(Submission.uploaded_at >= closed)
+    for chooser, submission_id, team_id in session.execute(choices).all():
         choosers, submissions = rows.setdefault((0, chooser) if team_id is None else (1, team_id), (set(), []))
         choosers.add(chooser)
         submissions.append(submission_id)
