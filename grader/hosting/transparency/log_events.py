@@ -119,7 +119,9 @@ def log_finals(session: Session, host_log: HostLog, time: datetime) -> list[int]
     are two entries, as they are two rows. Only the last phase's choices are final: those of an earlier phase (made
     before its logged end) were carried to the next."""
     rows: dict[tuple[int, int], tuple[set[int], list[str]]] = {}
-    choices = select(FinalChoice.participant_id, FinalChoice.submission_id, Submission.team_id).join(Submission, Submission.id == FinalChoice.submission_id)
+    choices = select(FinalChoice.participant_id, FinalChoice.submission_id, Submission.team_id).join(
+        Submission, Submission.id == FinalChoice.submission_id
+    )
     if (closed := _last_phase_end(session)) is not None:
         choices = choices.where(Submission.uploaded_at >= closed)
     for chooser, submission_id, team_id in session.execute(choices).all():
