@@ -297,6 +297,7 @@ def end(ctx: click.Context, yes: bool) -> None:
 
     from grader.errors import UsageError
     from grader.hosting.services import admin as service
+    from grader.hosting.storage import recorded_competition_file
 
     db = _db(ctx)  # a wrong --state fails before the question
     if not yes:
@@ -305,7 +306,10 @@ def end(ctx: click.Context, yes: bool) -> None:
         click.echo(END_EFFECTS, err=True)
         if not click.confirm("End the competition now?", default=False, err=True):
             raise UsageError("not ended")
-    now = service.end_now(db, host_log=_log(ctx))
+    host_log = _log(ctx)
+    # The competition file names its phases: the ends of earlier ones that have come are logged before the end.
+    competition = _competition(None, ctx) if host_log is not None and recorded_competition_file(ctx.obj["state"]) is not None else None
+    now = service.end_now(db, host_log=host_log, competition=competition)
     click.echo(f"competition ended at {iso(now)}: private board, private scores and the partition secret are now public")
     # The reveal entry is the server's (its periodic pass, every few seconds), not this command's: it waits for the
     # grades received before the end, which only a running server finishes.

@@ -216,13 +216,21 @@ def cancel(db: Database, submission_id: str, *, host_log: HostLog | None = None)
         raise HostingError(f"{submission_id}: unknown or already finished")
 
 
-def end_now(db: Database, *, host_log: HostLog | None = None) -> datetime:
+def end_now(db: Database, *, host_log: HostLog | None = None, competition: Competition | None = None) -> datetime:
     """End the competition now (an ``end`` entry in the log, in the same transaction); uploads completed before this moment still count.
 
     Ending twice keeps the first end: moving it later would re-open a window whose secret is already public. So does
     ending after the file's ``end`` was logged (by a server's reaper): that end stays the end, and no early end of the
     host's is stored over it (a server would then take a file whose ``end`` moved later for an early end).
+
+    With ``competition``, the ends of its earlier phases that have come are logged first, as the reaper would have:
+    an end in the seconds between a phase's end and the reaper's next pass must not take that phase's carried choices
+    for final ones (the ``finals`` entries leave out the choices made before the last ``phase_end``).
     """
+    if host_log is not None and competition is not None:
+        from grader.hosting.services.phase_close import log_phase_ends_if_due  # the phases' closing is that module's
+
+        log_phase_ends_if_due(db, host_log, competition)
     now = utcnow()
     with db.session() as session:
         setting = session.get(Setting, ENDED_AT_KEY)
