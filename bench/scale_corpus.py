@@ -24,6 +24,19 @@ encoding chunks) which every local worker takes, each in a forked child of the w
 one value per job) that stages the shard and runs it in a runner container of its own (the container column).
 With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset); each container is held
 to 1 CPU by its limit. After each N the speedup of W workers over one is printed.
+
+What each column is bounded by (docs/scale.md, "Measured: sharded"): ``serve`` by what one grade's puts and merge
+hold at once (flat in N: its allocator hands large buffers back, grader/hosting/allocator.py); ``worker`` by one
+job's transient bytes (the same setting, and a trim after each job); a ``grade child`` and its container by the
+shard's size and ``search_memory``, not N. The "server helpers" are processes `grader serve` spawns: the scoring
+processes (:mod:`grader.grading.score_process`), which map the whole corpus's pseudonyms back to the real ids and
+hold the run, so they grow with N by design (O(N) ids plus queries x depth), each within its address-space bound
+(``ADDRESS_SPACE_BYTES``, 8 GiB) and replaced after ``JOBS_PER_PROCESS`` jobs; and, once per competition, the
+export of the workers' copy (it sorts the corpus: O(N)).
+
+``--heap DIR`` traces the Python allocations of the server and its workers (bench/heaptrace/sitecustomize.py) and
+has each write a snapshot before and after the grade into DIR/N-wW/ (bench/heap_diff.py compares two); the wall
+times of such a run mean nothing (tracing slows every allocation), nor does RssAnon (the traces count in it).
 """
 
 from __future__ import annotations
@@ -78,7 +91,8 @@ def benchmark_folder(workdir: Path, documents: int, queries: int, seed: int) -> 
 
 def descendants(root: int) -> dict[int, str]:
     """``root`` and every process below it, each with its role: serve, worker (a child of serve), grade child
-    (a child of a worker: the fork that grades), or ``other:<program>`` (a helper such as a resource tracker)."""
+    (a child of a worker: the fork that grades), helper (a process the server spawned: a scoring process or the
+    export of the workers' copy), or ``other:<program>`` (such as multiprocessing's resource tracker)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -98,6 +112,8 @@ def descendants(root: int) -> dict[int, str]:
             is_worker = b"worker" in argv
             if roles[pid] == "serve" and is_worker:
                 roles[child] = "worker"
+            elif roles[pid] == "serve" and b"--multiprocessing-fork" in argv:
+                roles[child] = "helper"  # spawned by the server: a scoring process, or the one-time export of the copy
             elif roles[pid] == "worker" and is_worker:
                 roles[child] = "grade child"
             else:
@@ -342,9 +358,10 @@ def main() -> None:
         f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
     ]
     lines.append(
-        "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) | container peak / anon (MiB) |"
+        "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) "
+        "| container peak / anon (MiB) | server helpers RssAnon (MiB) |"
     )
-    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines), flush=True)
     speedups = []
     for documents in args.documents:
@@ -388,21 +405,17 @@ def main() -> None:
 
 
 def table_row(documents: int, workers: int, result: dict) -> str:
-    """One Markdown row: per-process peaks grouped by role (serve, each worker, each grade child), each container."""
-    serve, worker, child = [], [], []
+    """One Markdown row: per-process peaks grouped by role (serve, each worker, each grade child, each server helper), each container."""
+    by_role: dict[str, list[int]] = {"serve": [], "worker": [], "grade child": [], "helper": []}
     for _pid, (role, peak) in sorted(result["processes"].items()):
-        if role == "serve":
-            serve.append(peak)
-        elif role == "worker":
-            worker.append(peak)
-        elif role == "grade child":
-            child.append(peak)
+        by_role.setdefault(role, []).append(peak)
+    serve, worker, child, helpers = by_role["serve"], by_role["worker"], by_role["grade child"], by_role["helper"]
     containers = [f"{mib(p, bytes_=True)} / {mib(a, bytes_=True)}" for p, a in result["containers"].values()]
     score = result["view"].get("score")
     return (
         f"| {documents:,} | {workers} | {result['wall_s']:.1f} | {1000 * result['wall_s'] / documents:.3f} | "
         f"{score if score is None else f'{float(score):.4f}'} | {', '.join(mib(v) for v in serve)} | {', '.join(mib(v) for v in worker)} | "
-        f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} |"
+        f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} | {', '.join(mib(v) for v in helpers) or '-'} |"
     )
 
 
