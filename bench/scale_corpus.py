@@ -24,20 +24,36 @@ encoding chunks) which every local worker takes, each in a forked child of the w
 one value per job) that stages the shard and runs it in a runner container of its own (the container column).
 With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset); each container is held
 to 1 CPU by its limit. After each N the speedup of W workers over one is printed.
+
+What each column is bounded by (docs/scale.md, "Measured: sharded"): ``serve`` by what one grade's puts and merge
+hold at once (flat in N: its allocator hands large buffers back, grader/hosting/allocator.py); ``worker`` by one
+job's transient bytes (the same setting, and a trim after each job); a ``grade child`` and its container by the
+shard's size and ``search_memory``, not N. The "server helpers" are processes `grader serve` spawns: the scoring
+processes (:mod:`grader.grading.score_process`), which map the whole corpus's pseudonyms back to the real ids and
+hold the run, so they grow with N by design (O(N) ids plus queries x depth), each within its address-space bound
+(``ADDRESS_SPACE_BYTES``, 8 GiB) and replaced after ``JOBS_PER_PROCESS`` jobs; and, once per competition, the
+export of the workers' copy (it sorts the corpus: O(N)).
+
+``--heap DIR`` traces the Python allocations of the server and its workers (bench/heaptrace/sitecustomize.py) and
+has each write a snapshot before and after the grade into DIR/N-wW/ (bench/heap_diff.py compares two); the wall
+times of such a run mean nothing (tracing slows every allocation), nor does RssAnon (the traces count in it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,7 +91,8 @@ def benchmark_folder(workdir: Path, documents: int, queries: int, seed: int) -> 
 
 def descendants(root: int) -> dict[int, str]:
     """``root`` and every process below it, each with its role: serve, worker (a child of serve), grade child
-    (a child of a worker: the fork that grades), or ``other:<program>`` (a helper such as a resource tracker)."""
+    (a child of a worker: the fork that grades), helper (a process the server spawned: a scoring process or the
+    export of the workers' copy), or ``other:<program>`` (such as multiprocessing's resource tracker)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -95,6 +112,8 @@ def descendants(root: int) -> dict[int, str]:
             is_worker = b"worker" in argv
             if roles[pid] == "serve" and is_worker:
                 roles[child] = "worker"
+            elif roles[pid] == "serve" and b"--multiprocessing-fork" in argv:
+                roles[child] = "helper"  # spawned by the server: a scoring process, or the one-time export of the copy
             elif roles[pid] == "worker" and is_worker:
                 roles[child] = "grade child"
             else:
@@ -213,8 +232,13 @@ def grade(
     shard_documents: int | None = None,
     *,
     pin: bool = False,
+    heap: Path | None = None,
 ) -> dict:
-    """One fresh server with ``workers`` local workers grading ``submission`` once (in shard jobs with ``shard_documents``); the figures."""
+    """One fresh server with ``workers`` local workers grading ``submission`` once (in shard jobs with ``shard_documents``); the figures.
+
+    With ``heap``, the server and its workers trace their Python allocations (:func:`trace_heaps`) and each dumps a
+    snapshot before the grade and after it (:func:`heap_dumps`): their paths by role are in the figures' ``heaps``.
+    """
     tables = {
         "limits": LIMITS,
         "quotas": {"per_day": 100, "total": 100, "concurrent": 2},
@@ -223,13 +247,17 @@ def grade(
     if shard_documents is not None:
         tables["sharding"] = {"shard_documents": shard_documents}
     competition = write_competition(scratch / "c.toml", benchmark=str(bench_root), tables=tables)
-    server = Server(competition, scratch / "state", workers=workers).start()
+    with trace_heaps(heap):
+        server = Server(competition, scratch / "state", workers=workers).start()
+    heaps: dict[str, list[Path]] = {}
     try:
         client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
         assert server.process is not None
         time.sleep(2)  # the local workers' start-up is not the grade's
         if pin:
             pin_workers(server.process.pid)
+        if heap is not None:
+            heaps = {role: [path] for role, path in heap_dumps(server.process.pid, heap).items()}
         with Sampler(server.process.pid, sample_s) as sampler:
             started = time.perf_counter()
             submission_id = client.submit(submission)["id"]
@@ -237,9 +265,61 @@ def grade(
             wall = time.perf_counter() - started
         if view["state"] != "scored":
             raise SystemExit(f"grade ended {view['state']}: {json.dumps(view)[:600]}; server log {server.log}")
+        if heap is not None:
+            for role, path in heap_dumps(server.process.pid, heap).items():
+                heaps.setdefault(role, []).append(path)
     finally:
         server.stop()
-    return {"wall_s": wall, "processes": sampler.processes, "containers": sampler.containers, "view": view}
+    return {"wall_s": wall, "processes": sampler.processes, "containers": sampler.containers, "view": view, "heaps": heaps}
+
+
+HEAP_SITE = REPO / "bench" / "heaptrace"
+
+
+@contextlib.contextmanager
+def trace_heaps(folder: Path | None) -> Iterator[None]:
+    """Within it, a `grader serve` started (and the workers it starts) traces its Python allocations into ``folder``
+    (bench/heaptrace/sitecustomize.py, through PYTHONPATH and GRADER_BENCH_HEAP_DIR); nothing without a folder."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "GRADER_BENCH_HEAP_DIR")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HEAP_SITE), saved["PYTHONPATH"]) if p)
+    os.environ["GRADER_BENCH_HEAP_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def heap_dumps(serve_pid: int, folder: Path, timeout: float = 300) -> dict[str, Path]:
+    """Ask the traced server and each of its workers for a snapshot (SIGUSR1) and wait for them: each one's
+    ``.snap`` path, by role (``serve``, ``worker 1``, ...: workers in pid order)."""
+    deadline = time.monotonic() + timeout
+    roles = descendants(serve_pid)
+    traced = [serve_pid, *sorted(pid for pid, role in roles.items() if role == "worker")]
+    for pid in traced:  # a process signalled before its handler is in place would end
+        while not (folder / f"{pid}.ready").exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"process {pid} did not install its heap handler within {timeout:g} s (is it traced?)")
+            time.sleep(0.2)
+    before = {pid: len(list(folder.glob(f"{pid}-*.json"))) for pid in traced}
+    for pid in traced:
+        os.kill(pid, signal.SIGUSR1)
+    found: dict[str, Path] = {}
+    for number, pid in enumerate(traced):
+        path = folder / f"{pid}-{before[pid] + 1}.json"
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"process {pid} wrote no heap snapshot within {timeout:g} s (is it traced?)")
+            time.sleep(0.2)
+        found["serve" if number == 0 else f"worker {number}"] = path.with_suffix(".snap")
+    return found
 
 
 def mib(kib_or_bytes: float, *, bytes_: bool = False) -> str:
@@ -259,6 +339,12 @@ def main() -> None:
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
+    parser.add_argument(
+        "--heap",
+        type=Path,
+        default=None,
+        help="trace the server's and workers' Python allocations; snapshots before and after each grade in this folder",
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     command = (
@@ -272,9 +358,10 @@ def main() -> None:
         f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
     ]
     lines.append(
-        "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) | container peak / anon (MiB) |"
+        "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) "
+        "| container peak / anon (MiB) | server helpers RssAnon (MiB) |"
     )
-    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines), flush=True)
     speedups = []
     for documents in args.documents:
@@ -285,7 +372,14 @@ def main() -> None:
         for workers in args.workers:
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
                 result = grade(
-                    root, workers, Path(scratch), args.sample_s, args.submission, args.shard_documents if args.sharded else None, pin=args.pin
+                    root,
+                    workers,
+                    Path(scratch),
+                    args.sample_s,
+                    args.submission,
+                    args.shard_documents if args.sharded else None,
+                    pin=args.pin,
+                    heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
                 )
             walls[workers] = result["wall_s"]
             row = table_row(documents, workers, result)
@@ -298,6 +392,8 @@ def main() -> None:
                 "rss_anon_kib": [[role, peak] for _pid, (role, peak) in sorted(result["processes"].items())],
                 "containers_bytes": list(result["containers"].values()),
             }
+            if result["heaps"]:
+                detail["heaps"] = {role: [str(path) for path in paths] for role, paths in result["heaps"].items()}
             print("# " + json.dumps(detail), flush=True)
         if 1 in walls:
             speedups += [f"# N = {documents:,}: {w} workers {walls[1] / walls[w]:.2f}x one worker" for w in sorted(walls) if w != 1]
@@ -309,21 +405,17 @@ def main() -> None:
 
 
 def table_row(documents: int, workers: int, result: dict) -> str:
-    """One Markdown row: per-process peaks grouped by role (serve, each worker, each grade child), each container."""
-    serve, worker, child = [], [], []
+    """One Markdown row: per-process peaks grouped by role (serve, each worker, each grade child, each server helper), each container."""
+    by_role: dict[str, list[int]] = {"serve": [], "worker": [], "grade child": [], "helper": []}
     for _pid, (role, peak) in sorted(result["processes"].items()):
-        if role == "serve":
-            serve.append(peak)
-        elif role == "worker":
-            worker.append(peak)
-        elif role == "grade child":
-            child.append(peak)
+        by_role.setdefault(role, []).append(peak)
+    serve, worker, child, helpers = by_role["serve"], by_role["worker"], by_role["grade child"], by_role["helper"]
     containers = [f"{mib(p, bytes_=True)} / {mib(a, bytes_=True)}" for p, a in result["containers"].values()]
     score = result["view"].get("score")
     return (
         f"| {documents:,} | {workers} | {result['wall_s']:.1f} | {1000 * result['wall_s'] / documents:.3f} | "
         f"{score if score is None else f'{float(score):.4f}'} | {', '.join(mib(v) for v in serve)} | {', '.join(mib(v) for v in worker)} | "
-        f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} |"
+        f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} | {', '.join(mib(v) for v in helpers) or '-'} |"
     )
 
 

@@ -10,6 +10,11 @@ the threshold at :data:`MMAP_THRESHOLD` (which also ends the dynamic adjustment)
 then mapped apart and unmapped when freed. :func:`release_free_memory`, called after a merge, hands back the free
 pages that the smaller blocks left inside the heaps (``malloc_trim``).
 
+A worker (``grader worker``, local or remote) does the same at its start and trims after each job
+(:func:`grader.hosting.worker.loop.settle_allocator`): it too holds each job's bytes for a moment (a shard's run
+handed back by its child and put, a grade's runs posted, an upload and query vectors fetched), and kept them in its
+heaps job after job. Its forked children inherit the setting; they live for one job.
+
 glibc only (most Linux distributions, the Debian-based images); elsewhere (musl, macOS) both are no-ops and the
 platform's allocator decides (musl maps large blocks apart and unmaps them when freed anyway). The server reads
 its variables (:mod:`grader.hosting.environment`) and passes them here: an operator's own

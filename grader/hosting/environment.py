@@ -14,10 +14,10 @@ GRADER_HOST_KEY_PASSPHRASE encrypts the host's signing key at its first start   
 GRADER_FETCH_DEADLINE_S    seconds one client fetch may take in all (300)        client commands that fetch
 GRADER_FETCH_MIN_RATE      bytes/s an answer averages after 10 s (2048)          client commands that fetch
 GRADER_COMMAND_DEADLINE_S  seconds all of a command's fetches may take (3600)    client commands that fetch
-GRADER_ALLOCATOR           ``default``: keep glibc's own malloc settings         ``grader serve``
+GRADER_ALLOCATOR           ``default``: keep glibc's own malloc settings         ``grader serve``, ``grader worker``
 GRADER_UPLOADS             where unfinished uploads keep archive and key         ``grader submit``
 XDG_CACHE_HOME             the user's cache folder (GRADER_UPLOADS's default)    ``grader submit``
-MALLOC_MMAP_THRESHOLD_     glibc's; when set, the server keeps it (not ours)     ``grader serve``
+MALLOC_MMAP_THRESHOLD_     glibc's; when set, it is kept (not ours)              ``grader serve``, ``grader worker``
 ========================== ===================================================== =====================================
 
 A command's option wins over its variable (the CLI passes the variable's name
@@ -66,7 +66,7 @@ class Environment:
     fetch_deadline_s: str | None = None
     fetch_min_rate: str | None = None
     command_deadline_s: str | None = None
-    #: ``default``: the server leaves the C allocator's settings alone (:mod:`grader.hosting.allocator`)
+    #: ``default``: the server and the workers leave the C allocator's settings alone (:mod:`grader.hosting.allocator`)
     allocator: str | None = None
     mmap_threshold: str | None = None
     #: where ``grader submit`` keeps an unfinished upload's archive and key (:mod:`grader.hosting.participant.resume`)

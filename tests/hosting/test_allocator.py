@@ -19,7 +19,7 @@ import pytest
 
 from grader.hosting.allocator import DEFAULT, return_large_buffers
 from grader.hosting.environment import ALLOCATOR, GLIBC_MMAP_THRESHOLD
-from tests.hosting.support import REPO, Server, write_competition
+from tests.hosting.support import REPO, Server, wait_for, write_competition
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's (elsewhere it is a no-op)")
 
@@ -66,3 +66,20 @@ def test_grader_serve_sets_the_allocator_when_it_starts(tmp_path: Path, monkeypa
         server.stop()
     # Logged only once glibc's mallopt accepted the threshold (it answers 1).
     assert "allocator: blocks of 1 MiB or more go back to the system when freed (glibc M_MMAP_THRESHOLD)" in log, log[-3000:]
+
+
+@pytest.mark.slow
+@glibc_only
+def test_a_local_worker_sets_the_allocator_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker holds each job's bytes for a moment (a shard's run put, a grade's runs posted, an upload fetched): with
+    glibc's defaults they stayed in its heaps job after job (docs/scale.md); `grader worker` applies the server's
+    setting at its start, and trims after each job (grader/hosting/worker/loop.py ``settle_allocator``)."""
+    for variable in (ALLOCATOR, GLIBC_MMAP_THRESHOLD):
+        monkeypatch.delenv(variable, raising=False)
+    server = Server(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=1).start()
+    worker_log = server.state / "run" / "local-1.log"
+    line = "allocator: blocks of 1 MiB or more go back to the system when freed (glibc M_MMAP_THRESHOLD)"
+    try:
+        wait_for(lambda: worker_log.exists() and line in worker_log.read_text(encoding="utf-8", errors="replace"), what="the worker's allocator line")
+    finally:
+        server.stop()

@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
 from grader.failures import FailureCode
+from grader.hosting.allocator import release_free_memory, return_large_buffers
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_fingerprint, sign_result
@@ -372,6 +373,19 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
         return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
     finally:
         beat.done.set()
+        release_free_memory()  # the job's runs, results and upload: their freed pages go back now, not kept job after job
+
+
+def settle_allocator() -> None:
+    """Make this worker's C allocator give large buffers back when freed (:func:`grader.hosting.allocator.return_large_buffers`,
+    as ``grader serve`` does; ``GRADER_ALLOCATOR=default`` leaves glibc's settings) and log what was done.
+
+    A worker holds each job's bytes for a moment (a shard's run handed back by its child and put, a grade's runs posted,
+    an upload and query vectors fetched: 1-50 MiB each); with glibc's dynamic mmap threshold those came from its heaps
+    after the first job and stayed there, so a long-lived worker grew job after job (docs/scale.md).
+    """
+    variables = environment()
+    log.info("%s", return_large_buffers(variables.allocator, variables.mmap_threshold))
 
 
 class Backoff:
@@ -463,6 +477,7 @@ def run_worker(
         ParentWatch(parent).start()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    settle_allocator()
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     api = WorkerApi(server, token, key)
