@@ -10,7 +10,7 @@ limits (the time limit and the output cap apply per job), staged under the copy'
   vectors packed in the canonical order of the query ids (the order a compact run lists them);
 * a *shard job* (:func:`rank_shard`) stages its shard's documents only
   (:func:`grader.grading.shard_input.read_shard`; ``"encode": "documents"``), then reads the
-  container's ``corpus.npy`` block by block into one reused buffer bounded by
+  container's ``corpus.npy`` (once the query vectors are in: the job may start before them) block by block into one reused buffer bounded by
   ``search_memory`` (header checked first, a non-finite value the model's fault), searches
   each block exactly against the query vectors and merges the blocks' lists: the shard's
   top ``depth`` and boundary ties (:func:`grader.retrieval.shard_exchange.dense_run`) as a
@@ -26,7 +26,7 @@ A container's failure is the task's failure with its code (``TIMEOUT``, ``OOM``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,13 +165,17 @@ def rank_shard(
     runner: ShardRunner,
     task: Task,
     number: int,
-    query_vectors: np.ndarray,
+    query_vectors: Callable[[], np.ndarray],
     *,
     shard_documents: int | None,
     search_memory: int,
     log_path: Path | None = None,
 ) -> bytes:
-    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores."""
+    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores.
+
+    ``query_vectors`` is called once the documents are encoded: a shard job claimed while its query job ran waits there
+    for the vectors (its encoding done meanwhile).
+    """
     shard = read_shard(task, number, chunk_size=BatchPolicy().chunk_size, shard_documents=shard_documents)
     rank_of = dict(zip((document.id for document in shard.documents), shard.ranks.tolist()))
     width = search_width(runner.depth)
@@ -180,8 +184,10 @@ def rank_shard(
         # Row i of corpus.npy is staged document i; its canonical index in the whole corpus names it in the run.
         ranks = np.asarray([rank_of[doc_id] for doc_id in staged.doc_ids], dtype=np.int64)
         with runner.container(staged, log_path) as finished:
+            output = _succeeded(finished).output
+            queries = query_vectors()
             blocks = embedding_blocks(
-                _succeeded(finished).output,
+                output,
                 "corpus.npy",
                 rows=len(ranks),
                 max_bytes=runner.limits.output_bytes,
@@ -189,5 +195,5 @@ def rank_shard(
                 block_rows=lambda dimension: block_rows_for(search_memory, dimension),
                 fault=FailureCode.MODEL_ERROR,
             )
-            scores, docs = search_blocks(query_vectors, blocks, ranks, width)
+            scores, docs = search_blocks(queries, blocks, ranks, width)
     return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)

@@ -16,6 +16,9 @@ from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.protocol.messages import FingerprintDigest, TaskProgress, TryNumber, _Request
 from grader.hosting.protocol.version import WORKER_PROTOCOL
 
+#: The header of the query vectors' answer naming their sha256 (the digest their query job returned; the worker checks it).
+QUERIES_SHA256 = "Grader-Queries-Sha256"
+
 
 class ShardClaimRequest(_Request):
     """A worker asks for a shard job, naming the digest of the fingerprint bound to it (a task's jobs run on one fingerprint).
@@ -49,7 +52,8 @@ class ShardJobMessage(BaseModel):
     shard_documents: int | None
     search_memory: int
     depth: int
-    #: the sha256 of the task's query vectors (a shard job fetches and checks them); None for the query job
+    #: the sha256 of the task's query vectors when they were in at the claim; None for the query job, and for a shard
+    #: claimed while its query job ran (protocol 5: it fetches them later, their sha256 in the answer's QUERIES_SHA256 header)
     queries_sha256: str | None
     max_query_bytes: int
     #: the competition's sandbox limits (grader.sandbox.limits.SandboxLimits.as_report): time and memory apply per shard job

@@ -4,8 +4,9 @@ An ONNX submission of a competition with ``[sharding] shard_documents`` is claim
 other (the claiming worker holds the submission's lease and coordinates); at that claim the
 attempt's shard jobs are planned (:func:`plan_claimed`): per task a query job and one job per
 shard of whole encoding chunks (:func:`grader.grading.shard_input.shard_total`, from the worker copy's manifest). Any worker then
-takes them (:func:`claim`; shards only once their task's query vectors are in), fetches the upload
-and the query vectors (:func:`upload_of`, :func:`query_vectors_of`), and puts its output
+takes them (:func:`claim`; shards once their task's query job is running: a shard encodes its documents
+while the query job runs), fetches the upload and, once they are in, the query vectors (:func:`upload_of`,
+:func:`query_vectors_of`), and puts its output
 (:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
 merges each task's shard runs into the one compact run the coordinator names in its result
 (:func:`grader.retrieval.shard_exchange.merge_compact_runs`), and the server scores it as it
@@ -101,18 +102,19 @@ def claim(ctx: ServerContext, worker_id: int, fingerprint: str) -> ShardWork | N
     with ctx.db.session() as session:
         submission = session.get(Submission, claimed.submission_id)
         assert submission is not None
-        query = _query_job(session, claimed)
-        return ShardWork(claimed, submission.upload_sha256, submission.split, None if query is None else query.sha256)
+        query = _query_job(session, claimed.submission_id, claimed.attempt, claimed.task)
+        done = query is not None and query.state == shard_jobs.DONE and claimed.number != shard_jobs.QUERY_JOB
+        return ShardWork(claimed, submission.upload_sha256, submission.split, query.sha256 if done and query is not None else None)
 
 
-def _query_job(session: Session, claimed: shard_jobs.ShardClaim) -> ShardJob | None:
+def _query_job(session: Session, submission_id: str, attempt: int, task: str) -> ShardJob | None:
+    """The task's query job of the attempt (any state)."""
     return session.scalar(
         select(ShardJob).where(
-            ShardJob.submission_id == claimed.submission_id,
-            ShardJob.attempt == claimed.attempt,
-            ShardJob.task == claimed.task,
+            ShardJob.submission_id == submission_id,
+            ShardJob.attempt == attempt,
+            ShardJob.task == task,
             ShardJob.number == shard_jobs.QUERY_JOB,
-            ShardJob.state == shard_jobs.DONE,
         )
     )
 
@@ -145,13 +147,37 @@ def upload_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Pa
         return ctx.state.uploads / submission.upload_path
 
 
-def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Path | None:
-    """The query vectors a held shard job searches with (its task's query job's output); None when not held or not there."""
+@dataclass(frozen=True)
+class QueryVectors:
+    """A task's query vectors as a shard job fetches them: the stored file and the sha256 its query job returned."""
+
+    path: Path
+    sha256: str
+
+
+#: The query vectors are not in yet: their query job is running (the shard job asks again).
+PENDING = "pending"
+
+
+def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> QueryVectors | str | None:
+    """The query vectors a held shard job searches with (its task's query job's output); :data:`PENDING` while the
+    query job runs; None when the job is not held (stale), its query job failed, or went back to the queue: the shard
+    job is then released, uncharged (:func:`grader.hosting.queue.shard_jobs.release_waiting`), so that it never holds
+    its worker while the job it waits on has no holder."""
     job = _held(ctx, worker_id, job_id, tries)
     if job is None or job.number == shard_jobs.QUERY_JOB:
         return None
+    with ctx.db.session() as session:
+        query = _query_job(session, job.submission_id, job.attempt, job.task)
+        state, sha256 = (None, None) if query is None else (query.state, query.sha256)
+    if state == shard_jobs.RUNNING:
+        return PENDING
     path = _folder(ctx, job.submission_id, job.attempt) / f"{job.task}.{shard_jobs.QUERY_JOB}"
-    return path if path.is_file() else None
+    if state == shard_jobs.DONE and sha256 is not None and path.is_file():
+        return QueryVectors(path, sha256)
+    if state == shard_jobs.QUEUED:
+        shard_jobs.release_waiting(ctx.db, job_id, tries, worker_id)
+    return None
 
 
 def body_cap(queries: int) -> int:

@@ -2,7 +2,8 @@
 
 :func:`work_one` claims one shard job (any submission's; a task's jobs go to workers of one
 fingerprint), fetches the upload (and, for a shard, the task's query vectors, checked by their
-sha256 and a size cap), runs it in a stoppable forked child (:func:`_in_child`,
+sha256 and a size cap: fetched while the child encodes the documents, since a shard may be claimed
+while its query job still runs, and handed to the child once in, :class:`_VectorsInbox`), runs it in a stoppable forked child (:func:`_in_child`,
 :func:`grader.hosting.worker.child.run_in_child`) in which the submitted model runs in the
 runner image's sandbox over this worker's pseudonymous data copy, under the competition's
 limits per job (:mod:`grader.grading.shard_sandbox`), and puts its output: the query vectors,
@@ -36,11 +37,12 @@ import httpx
 from grader import jsonio
 from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFailure, failure_code
 from grader.failures import FailureCode, code_or_infra
+from grader.files import atomic_write_bytes
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
 from grader.hosting.protocol.progress import task_words
-from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.shard_messages import QUERIES_SHA256, ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
@@ -58,6 +60,12 @@ log = logging.getLogger("grader.worker")
 Outcome = tuple[bytes | None, str, str, str | None]
 #: Seconds between looks at a sharded attempt's progress while no shard job is free.
 POLL_S = 0.5
+#: Seconds between a shard job's asks for its query vectors while their query job runs.
+VECTORS_POLL_S = 1.0
+#: Seconds between the child's looks for the query vectors once its documents are encoded.
+INBOX_POLL_S = 0.1
+#: What :meth:`ShardApi.query_vectors` answers while the query job runs.
+PENDING = "pending"
 
 
 def fingerprint_digest() -> str:
@@ -121,6 +129,23 @@ class ShardApi:
                     raise TaskFailure(FailureCode.INFRA, f"the job's {what} is larger than {cap} bytes")
         return bytes(data)
 
+    def query_vectors(self, job: ShardJobMessage) -> tuple[bytes, str] | str | None:
+        """A held shard job's query vectors and the sha256 the server names; :data:`PENDING` while its query job runs;
+        None when the try is stale (or was released: its query job went back to the queue)."""
+        data = bytearray()
+        with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/queries", params={"tries": job.tries}) as response:
+            if response.status_code == 202:
+                return PENDING
+            if response.status_code == 409:
+                return None
+            response.raise_for_status()
+            named = response.headers.get(QUERIES_SHA256, "")
+            for chunk in response.iter_bytes(1 << 20):
+                data += chunk
+                if len(data) > job.max_query_bytes:
+                    raise TaskFailure(FailureCode.INFRA, f"the job's query vectors are larger than {job.max_query_bytes} bytes")
+        return bytes(data), named[:64]
+
     def put_output(self, job: ShardJobMessage, data: bytes) -> str | None:
         response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data)
         if response.status_code == 409:
@@ -154,8 +179,14 @@ def _runner(folder: Path, job: ShardJobMessage | Job, copy: Path, *, depth: int)
     )
 
 
-def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> bytes:
-    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container."""
+def _compute(
+    job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path, *, waited: Callable[[], tuple[bytes, str]] | None = None
+) -> bytes:
+    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container.
+
+    A shard searches with ``queries`` (checked by ``job.queries_sha256``), or, without them, with what ``waited``
+    returns once its documents are encoded (the vectors and their sha256: :class:`_VectorsInbox`).
+    """
     from grader.data.registry import resolve_benchmark
     from grader.grading.shard_sandbox import encode_queries, judge_mismatch, rank_shard
     from grader.retrieval.shard_exchange import unpack_vectors
@@ -165,40 +196,105 @@ def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Pa
     if task.ranking_digest(job.judged) != job.ranking_digest:
         raise TaskFailure(FailureCode.INFRA, f"task {job.task}: this worker's data does not match the pin")
     bounds = unpack_limits(upload.stat().st_size, ratio=job.max_unpack_ratio, cap=job.max_unpacked_bytes)
+    received: list[str] = []
+
+    def vectors() -> Any:
+        if queries is not None and job.queries_sha256 is not None:
+            data, sha256 = queries, job.queries_sha256
+        elif waited is not None:
+            data, sha256 = waited()
+        else:
+            raise TaskFailure(FailureCode.INFRA, f"shard job {job.job_id}: no query vectors to search with")
+        received.append(sha256)
+        return unpack_vectors(data, sha256=sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
+
     with open_submission(upload, bounds) as folder:
         runner = _runner(folder, job, copy, depth=job.depth)
         if job.number < 0:
             return encode_queries(runner, task, job.judged)
-        assert queries is not None and job.queries_sha256 is not None
-        vectors = unpack_vectors(queries, sha256=job.queries_sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
         try:
             return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
         except DimensionMismatch as mismatch:  # another worker's vectors: the model's fault only if it happens here too
-            raise judge_mismatch(runner, task, job.judged, mismatch, received=job.queries_sha256) from None
+            raise judge_mismatch(runner, task, job.judged, mismatch, received=received[-1]) from None
 
 
-def _child_work(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> Outcome:
+def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, copy: Path) -> Outcome:
     """In the child: (output, "", "", None) or (None, failure code, message, suspect query vectors' sha256 or None); a
     participant's fault keeps its code, anything of ours is INFRA."""
     try:
-        return _compute(job, upload, queries, copy), "", "", None
+        return _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait), "", "", None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
         return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None
 
 
-def _in_child(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
+def _in_child(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
     """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
     folder = environment().worker_data
     if not folder:
         return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None
     return run_in_child(
-        partial(_child_work, job, upload, queries, Path(folder)),
+        partial(_child_work, job, upload, inbox, Path(folder)),
         abandon=lost,
         ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None),
         on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
         name="grader-shard",
     )
+
+
+class _VectorsInbox:
+    """Where a shard job's query vectors arrive, in its scratch folder: the worker fetches them (:class:`_VectorsFetch`)
+    while the child encodes the documents, and the child, once they are encoded, waits for them (:meth:`wait`).
+
+    One file named by the vectors' sha256, written whole (an atomic rename), so the child never reads half of it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir()
+
+    def put(self, data: bytes, sha256: str) -> None:
+        atomic_write_bytes(self.folder / "vectors", data)
+        atomic_write_bytes(self.folder / "sha256", sha256.encode("ascii", "replace"))
+
+    def wait(self) -> tuple[bytes, str]:
+        """The vectors and their sha256, once in (the worker stops the child if the job goes stale meanwhile)."""
+        named = self.folder / "sha256"
+        while not named.is_file():
+            time.sleep(INBOX_POLL_S)
+        return (self.folder / "vectors").read_bytes(), named.read_text("ascii")
+
+
+class _VectorsFetch(threading.Thread):
+    """Fetches a shard job's query vectors into its inbox, asking again while its query job runs; sets ``lost`` when the
+    server calls the try stale or released (the child is then stopped: the job goes on elsewhere or later)."""
+
+    def __init__(self, api: ShardApi, job: ShardJobMessage, inbox: _VectorsInbox) -> None:
+        super().__init__(daemon=True)
+        self.api, self.job, self.inbox = api, job, inbox
+        self.done, self.lost = threading.Event(), threading.Event()
+        self.failure: TaskFailure | None = None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                found = self.api.query_vectors(self.job)
+            except httpx.HTTPError as error:  # the server's hiccup: ask again (the heartbeat tells when the try is lost)
+                log.warning("shard job %s try %s: query vectors: %s", self.job.job_id, self.job.tries, error)
+                found = PENDING
+            except TaskFailure as failure:  # vectors over their cap: the job stops here, its lease lapses (as a failed fetch's)
+                self.failure = failure
+                found = None
+            except WorkerProtocolMismatch as error:
+                log.error("%s", error)
+                found = None
+            if found is None:
+                self.lost.set()
+                return
+            if not isinstance(found, str):
+                self.inbox.put(*found)
+                return
+            self.done.wait(VECTORS_POLL_S)
 
 
 class _Beat(threading.Thread):
@@ -235,8 +331,19 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             if hashlib.sha256(upload.read_bytes()).hexdigest() != job.upload_sha256:
                 api.fail(job, FailureCode.INFRA, "upload digest mismatch in transfer")
                 return "infra"
-            queries = None if job.number < 0 else api.fetch(job, "queries", job.max_query_bytes)
-            ran = _in_child(job, upload, queries, work, beat.lost.is_set)
+            inbox = fetcher = None
+            if job.number >= 0:  # the vectors come while the documents are encoded (the query job may still run)
+                inbox = _VectorsInbox(work / "queries")
+                fetcher = _VectorsFetch(api, job, inbox)
+                fetcher.start()
+            lost = beat.lost.is_set if fetcher is None else (lambda: beat.lost.is_set() or fetcher.lost.is_set())
+            try:
+                ran = _in_child(job, upload, inbox, work, lost)
+            finally:
+                if fetcher is not None:
+                    fetcher.done.set()
+        if fetcher is not None and fetcher.failure is not None:
+            raise fetcher.failure
         if ran is None:
             return "stale"  # stopped, its container removed; the server handed the job on
         output, code, message, suspect = ran

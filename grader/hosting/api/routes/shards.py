@@ -22,7 +22,7 @@ from grader.hosting.api.routes.workers import bound_fingerprint
 from grader.hosting.clock import iso
 from grader.hosting.errors import ShardOutputRefused
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
-from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.shard_messages import QUERIES_SHA256, ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
@@ -66,12 +66,17 @@ def upload(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) 
     return FileResponse(path, media_type="application/gzip")
 
 
-@router.get("/shards/{job_id}/queries", summary="The query vectors of the task of a shard job this worker holds")
-def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> FileResponse:
-    path = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
-    if path is None:
+@router.get(
+    "/shards/{job_id}/queries",
+    summary="The query vectors of the task of a shard job this worker holds (their sha256 in a header); 202 while its query job runs: ask again",
+)
+def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> Response:
+    found = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
+    if found == shard_grading.PENDING:
+        return Response(status_code=202)
+    if not isinstance(found, shard_grading.QueryVectors):
         raise HTTPException(409, STALE)
-    return FileResponse(path, media_type="application/octet-stream")
+    return FileResponse(found.path, media_type="application/octet-stream", headers={QUERIES_SHA256: found.sha256})
 
 
 @router.put(
