@@ -6,19 +6,24 @@
   while the query job is running, and the queries route answers 202 (not yet) until the vectors are put; then the
   shard searches with them and the real coordinator's result, signed and posted, is accepted and scored.
 * A pool of ONE worker (``grader serve --workers 1``, the real worker process) finishes a sharded grade: the only
-  worker coordinates, takes the query job, then the shard, and the grade ends scored.
+  worker coordinates, takes the query job, then the shard, and the grade ends scored; its signed report carries the
+  cost block of its two jobs' figures merged (labelled the workers' word, within the sandbox's bounds; no timing asserted).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from grader.hosting.db.models import Result, Submission
+from grader.hosting.db.session import open_database
 from grader.hosting.environment import WORKER_DATA
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
@@ -83,6 +88,20 @@ def test_a_shard_job_encodes_while_its_query_job_runs_and_searches_once_the_vect
     assert sorted((row.number, row.state, row.tries, row.unused) for row in rows) == [(-1, "done", 1, 0), (0, "done", 1, 0)]
 
 
+def _stored_report(server: Server, submission_id: str) -> dict[str, Any]:
+    """The signed report's payload the server stored for ``submission_id``."""
+    db = open_database(server.state, None)
+    try:
+        with db.session() as session:
+            row = session.get(Submission, submission_id)
+            assert row is not None and row.result_id is not None
+            result = session.get(Result, row.result_id)
+            assert result is not None and result.report_path is not None
+            return dict(json.loads(Path(result.report_path).read_text(encoding="utf-8")))
+    finally:
+        db.dispose()
+
+
 def _job_id(server: Server, submission_id: str, number: int) -> int:
     _submission, jobs = submission_and_shard_jobs(server.state, submission_id)
     return next(job.id for job in jobs if job.number == number)
@@ -105,8 +124,20 @@ def test_a_pool_of_one_worker_finishes_a_sharded_grade(tmp_path: Path) -> None:
         submission_id = client.submit(EXAMPLE)["id"]
         assert client.wait(submission_id, poll_s=0.2, timeout_s=300)["state"] == "scored", server.log.read_text()[-3000:]
         submission, rows = submission_and_shard_jobs(server.state, submission_id)
+        report = _stored_report(server, submission_id)
     finally:
         server.stop()
     assert submission.attempt == 1
     assert sorted((row.number, row.state) for row in rows) == [(-1, "done"), (0, "done")]
     assert len({row.worker_id for row in rows}) == 1  # the one worker did both
+    # The sharded grade's cost block: its two jobs' figures merged, the workers' word, within the sandbox's bounds.
+    cost, limits = report["cost"], report["sandbox"]["limits"]
+    assert (cost["scheme"], cost["source"], list(cost["tasks"])) == ("grader-cost/v1", "worker", ["text2code"])
+    entry = cost["tasks"]["text2code"]
+    assert entry["queries"] == cost["total"]["queries"] > 0 and entry["texts"] > entry["queries"]  # the server's own counts
+    assert entry["measured_by"].startswith("summed over the task's 2 shard jobs")
+    assert entry["wall_s"]["encode"] is not None and entry["wall_s"]["encode"] >= 0 and entry["wall_s"]["search"] is not None
+    for figure in ("cpu_s", "peak_memory_bytes"):  # measured where the engine's cgroup allows it, else null with the reason
+        assert (entry[figure] is not None and entry[figure] >= 0) or figure in entry["missing"], entry
+    if entry["peak_memory_bytes"] is not None:
+        assert entry["peak_memory_bytes"] <= limits["memory_bytes"] + limits.get("tmp_bytes", 0)

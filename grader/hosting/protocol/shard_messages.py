@@ -62,6 +62,27 @@ class ShardJobMessage(BaseModel):
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
 
 
+#: The header of a shard job's output put that states what the job cost (a :class:`ShardJobCost`'s JSON; optional).
+SHARD_COST = "Grader-Shard-Cost"
+#: The most bytes of that header read.
+SHARD_COST_BYTES = 1024
+#: Seconds and CPU seconds above this are no job's (a week): refused.
+_MAX_SECONDS = 7 * 24 * 3600.0
+
+
+class ShardJobCost(_Request):
+    """What one shard job's container used, as its worker states it with the output (worker protocol 5): its word,
+    bounded here and held to the job's sandbox limits by the server (:func:`grader.grading.worker_cost.check_figures`)."""
+
+    #: wall seconds of the job's container (model load included); the wait for query vectors is not in it
+    encode_s: float | None = Field(ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    #: wall seconds of a shard's search (None for the query job)
+    search_s: float | None = Field(default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    cpu_s: float | None = Field(default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    peak_memory_bytes: int | None = Field(default=None, ge=0, le=1 << 50)
+    measured_by: str = Field(default="", max_length=300)
+
+
 class ShardTry(_Request):
     """The try of a shard job a heartbeat is about."""
 
@@ -96,3 +117,6 @@ class ShardGradeStatus(BaseModel):
     failures: dict[str, list[str]] = Field(default_factory=dict)
     #: while it runs, per task: shards ranked of shards planned (worker protocol 4; the coordinator logs them)
     progress: list[TaskProgress] = Field(default_factory=list)
+    #: once done: the ``grader-cost/v1`` block of its jobs' figures merged per task (worker protocol 5: the coordinator
+    #: states it as its facts' ``cost``; the server checks it as any worker's)
+    cost: dict[str, Any] | None = None

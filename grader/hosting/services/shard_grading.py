@@ -21,23 +21,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader import jsonio
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
+from grader.grading.cost import cost_block
+from grader.grading.shard_cost import task_entry
 from grader.grading.shard_input import corpus_size, shard_total
+from grader.grading.worker_cost import check_figures
 from grader.hosting.allocator import release_free_memory
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.errors import ShardOutputRefused
+from grader.hosting.protocol.shard_messages import ShardJobCost
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.lifecycle import Claim, holds_lease
-from grader.hosting.results.grading_adapter import DEPTH
+from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
 from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import (
@@ -81,6 +87,10 @@ def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
     with ctx.db.session() as session:
         shard_jobs.plan(session, claimed.submission_id, claimed.attempt, counts, ctx.competition.sharding.deadline_s)
         return True
+
+
+#: The CPUs a job's CPU seconds are held to when the competition sets no CPU limit (its worker's machine is not known here).
+MAX_CPUS = 1024
 
 
 @dataclass(frozen=True)
@@ -204,8 +214,9 @@ def output_slot(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> 
     return folder / f"{job.task}.{job.number}", body_cap(_judged_count(ctx.benchmark_target, job.task, split))
 
 
-def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Path, sha256: str) -> bool:
-    """Mark a held job done with the digest of what was stored at ``path``, once it holds (:func:`_check_output`);
+def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Path, sha256: str, cost: ShardJobCost | None = None) -> bool:
+    """Mark a held job done with the digest of what was stored at ``path``, once it holds (:func:`_check_output`), with
+    what it cost as its worker states it (``cost``: held to the job's limits, kept beside the output, :func:`_keep_cost`);
     False when the try is stale (the file is then ignored).
 
     Raises :class:`~grader.hosting.errors.ShardOutputRefused` when it does not hold: the file is removed and the try
@@ -216,6 +227,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Pa
         return False
     try:
         _check_output(ctx, job, path)
+        _keep_cost(ctx, job, path, cost)
     except TaskFailure as refusal:
         path.unlink(missing_ok=True)
         if not failed(ctx, worker_id, job_id, tries, FailureCode.INFRA, f"its output was refused at put: {refusal.detail}"):
@@ -240,6 +252,46 @@ def _check_output(ctx: ServerContext, job: ShardJob, path: Path) -> None:
         return
     documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(job.task))
     check_shard_run(path.read_bytes(), documents=documents, queries=queries, depth=DEPTH)  # bounded by the route's cap
+
+
+def _cost_path(output: Path) -> Path:
+    return output.with_name(f"{output.name}.cost.json")
+
+
+def _keep_cost(ctx: ServerContext, job: ShardJob, output: Path, cost: ShardJobCost | None) -> None:
+    """Keep a job's stated figures beside its output once they hold to its sandbox's limits (:class:`TaskFailure`
+    ``INFRA`` when not, as a worker's unsharded cost block is refused); none stated: none kept (the merge says so)."""
+    kept = _cost_path(output)
+    kept.unlink(missing_ok=True)  # an earlier try's figures are not this one's
+    if cost is None:
+        return
+    limits = limits_to_json(ctx.competition.limits)
+    check_figures(f"shard job {job.number} of task {job.task}", cost.encode_s, cost.encode_s, cost.cpu_s, cost.peak_memory_bytes, limits, MAX_CPUS)
+    atomic_write_bytes(kept, jsonio.dumps(cost.model_dump(), sort_keys=True).encode("utf-8"))
+
+
+def _job_figures(path: Path) -> dict[str, Any] | None:
+    """The figures kept beside a job's output (written by this server, checked then); None when none were stated."""
+    try:
+        figures = jsonio.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return figures if isinstance(figures, dict) else None
+
+
+def _cost(
+    ctx: ServerContext, submission_id: str, attempt: int, split: str, tasks: dict[str, shard_jobs.TaskShards], failed: set[str]
+) -> dict[str, Any]:
+    """The attempt's ``cost`` block: per task, its jobs' kept figures merged (:func:`grader.grading.shard_cost.task_entry`)
+    with the task's texts and judged queries as this server counts them; the workers' word, labelled so."""
+    folder = _folder(ctx, submission_id, attempt)
+    copy = load_benchmark_folder(worker_copy(ctx))
+    entries: dict[str, Any] = {}
+    for name, entry in sorted(tasks.items()):
+        queries = _judged_count(ctx.benchmark_target, name, split)
+        jobs = {number: _job_figures(_cost_path(folder / f"{name}.{number}")) for number in entry.done}
+        entries[name] = task_entry(jobs, texts=corpus_size(copy.task(name)) + queries, queries=queries, failed=name in failed)
+    return cost_block(entries, source="worker")
 
 
 def _split_of(ctx: ServerContext, submission_id: str) -> str:
@@ -268,6 +320,8 @@ class GradeStatus:
     state: str
     runs: dict[str, str] = field(default_factory=dict)
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: once done: the attempt's cost block (:func:`_cost`)
+    cost: dict[str, Any] | None = None
 
 
 def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int) -> GradeStatus:
@@ -292,6 +346,7 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
                 result.runs[name] = _merged(ctx, submission_id, attempt, name, split, entry, runs / f"{name}.run")
             except TaskFailure as error:  # a shard run refused by the merge: the platform's failure, the attempt is re-run
                 result.failures[name] = (FailureCode.INFRA.value, error.detail)
+    result.cost = _cost(ctx, submission_id, attempt, split, tasks, set(result.failures))
     release_free_memory()  # the merges' many freed blocks: their pages go back now, not at the next grade's peak
     return result
 

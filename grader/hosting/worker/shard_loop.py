@@ -38,11 +38,20 @@ from grader import jsonio
 from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFailure, failure_code
 from grader.failures import FailureCode, code_or_infra
 from grader.files import atomic_write_bytes
+from grader.grading.cost import RankCost
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
 from grader.hosting.protocol.progress import task_words
-from grader.hosting.protocol.shard_messages import QUERIES_SHA256, ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.shard_messages import (
+    QUERIES_SHA256,
+    SHARD_COST,
+    ShardClaimRequest,
+    ShardFailure,
+    ShardGradeStatus,
+    ShardJobMessage,
+    ShardTry,
+)
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
@@ -56,8 +65,9 @@ from grader.submissions.archive import open_submission, unpack_limits
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
 log = logging.getLogger("grader.worker")
-#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found suspect.
-Outcome = tuple[bytes | None, str, str, str | None]
+#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found
+#: suspect; and what its container used (:func:`grader.grading.shard_cost.job_figures`), or None.
+Outcome = tuple[bytes | None, str, str, str | None, dict[str, Any] | None]
 #: Seconds between looks at a sharded attempt's progress while no shard job is free.
 POLL_S = 0.5
 #: Seconds between a shard job's asks for its query vectors while their query job runs.
@@ -146,8 +156,10 @@ class ShardApi:
                     raise TaskFailure(FailureCode.INFRA, f"the job's query vectors are larger than {job.max_query_bytes} bytes")
         return bytes(data), named[:64]
 
-    def put_output(self, job: ShardJobMessage, data: bytes) -> str | None:
-        response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data)
+    def put_output(self, job: ShardJobMessage, data: bytes, cost: dict[str, Any] | None = None) -> str | None:
+        """Put the job's output (and what it cost, in the :data:`SHARD_COST` header); its sha256, or None when stale."""
+        headers = {} if cost is None else {SHARD_COST: jsonio.dumps(cost, sort_keys=True)}
+        response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data, headers=headers)
         if response.status_code == 409:
             return None
         response.raise_for_status()
@@ -180,12 +192,19 @@ def _runner(folder: Path, job: ShardJobMessage | Job, copy: Path, *, depth: int)
 
 
 def _compute(
-    job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path, *, waited: Callable[[], tuple[bytes, str]] | None = None
+    job: ShardJobMessage,
+    upload: Path,
+    queries: bytes | None,
+    copy: Path,
+    *,
+    waited: Callable[[], tuple[bytes, str]] | None = None,
+    spent: list[RankCost] | None = None,
 ) -> bytes:
     """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container.
 
     A shard searches with ``queries`` (checked by ``job.queries_sha256``), or, without them, with what ``waited``
-    returns once its documents are encoded (the vectors and their sha256: :class:`_VectorsInbox`).
+    returns once its documents are encoded (the vectors and their sha256: :class:`_VectorsInbox`). What its container
+    used is appended to ``spent``.
     """
     from grader.data.registry import resolve_benchmark
     from grader.grading.shard_sandbox import encode_queries, judge_mismatch, rank_shard
@@ -211,32 +230,36 @@ def _compute(
     with open_submission(upload, bounds) as folder:
         runner = _runner(folder, job, copy, depth=job.depth)
         if job.number < 0:
-            return encode_queries(runner, task, job.judged)
+            return encode_queries(runner, task, job.judged, spent=spent)
         try:
-            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
+            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory, spent=spent)
         except DimensionMismatch as mismatch:  # another worker's vectors: the model's fault only if it happens here too
             raise judge_mismatch(runner, task, job.judged, mismatch, received=received[-1]) from None
 
 
 def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, copy: Path) -> Outcome:
     """In the child: (output, "", "", None) or (None, failure code, message, suspect query vectors' sha256 or None); a
-    participant's fault keeps its code, anything of ours is INFRA."""
+    participant's fault keeps its code, anything of ours is INFRA; with what the job's container used, when it ran."""
+    from grader.grading.shard_cost import job_figures
+
+    spent: list[RankCost] = []
     try:
-        return _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait), "", "", None
+        output = _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait, spent=spent)
+        return output, "", "", None, job_figures(spent[-1]) if spent else None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
-        return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None
+        return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None, None
 
 
 def _in_child(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
     """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
     folder = environment().worker_data
     if not folder:
-        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None
+        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None, None
     return run_in_child(
         partial(_child_work, job, upload, inbox, Path(folder)),
         abandon=lost,
-        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None),
+        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None, None),
         on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
         name="grader-shard",
     )
@@ -346,12 +369,12 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             raise fetcher.failure
         if ran is None:
             return "stale"  # stopped, its container removed; the server handed the job on
-        output, code, message, suspect = ran
+        output, code, message, suspect, cost = ran
         if output is None:
             failed = code_or_infra(code)  # what the child process handed back is read, not trusted
             api.fail(job, failed, message, suspect_queries=suspect if failed is FailureCode.INFRA else None)
             return "suspect query vectors" if suspect and failed is FailureCode.INFRA else failed.value
-        return "done" if api.put_output(job, output) is not None else "stale"
+        return "done" if api.put_output(job, output, cost) is not None else "stale"
     except (httpx.HTTPError, TaskFailure) as error:
         log.warning("shard job %s try %s: %s", job.job_id, job.tries, error)
         return "infra"  # its lease lapses and the reaper re-queues it alone
@@ -459,6 +482,8 @@ def coordinate(
         )
     try:
         facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+        if status.cost is not None:  # the shard jobs' figures the server merged: the workers' word, checked again at scoring
+            facts["cost"] = status.cost
     except GraderError as error:  # no data copy, or the runner image unusable here: the platform's, the attempt is re-run
         return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA, message=f"the sharded grade's facts: {error}")
     return WorkerResult(attempt=job.attempt, facts=facts, runs=status.runs)
