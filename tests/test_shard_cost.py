@@ -6,6 +6,8 @@ Pure functions over figures as shard workers state them (no container: what the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from grader.errors import TaskFailure
@@ -55,3 +57,25 @@ def test_one_jobs_figures_past_its_limits_are_refused_infra(timed: float, cpu: f
     with pytest.raises(TaskFailure, match=why) as refused:
         check_figures("shard job 0 of task t", timed, timed, cpu, peak, LIMITS, 1)
     assert refused.value.code.value == "INFRA"
+
+
+@pytest.mark.parametrize(
+    "stated",
+    [
+        '{"encode_s": -1}',
+        '{"encode_s": NaN}',
+        '{"encode_s": 1e300}',
+        '{"encode_s": 1, "peak_memory_bytes": 1e30}',
+        '{"encode_s": 1, "measured_by": "' + "x" * 301 + '"}',
+        '{"encode_s": 1, "score": 3}',
+        "[1]",
+    ],
+)
+def test_a_stated_job_cost_out_of_bounds_or_unknown_is_refused(stated: str) -> None:
+    from pydantic import ValidationError
+
+    from grader.hosting.protocol.shard_messages import ShardJobCost
+
+    assert ShardJobCost.model_validate_json(json.dumps(_job(1.0, 0.5, 10, 0.1))).cpu_s == 0.5  # what a worker states: read
+    with pytest.raises(ValidationError):
+        ShardJobCost.model_validate_json(stated)
