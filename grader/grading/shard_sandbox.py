@@ -10,7 +10,7 @@ limits (the time limit and the output cap apply per job), staged under the copy'
   vectors packed in the canonical order of the query ids (the order a compact run lists them);
 * a *shard job* (:func:`rank_shard`) stages its shard's documents only
   (:func:`grader.grading.shard_input.read_shard`; ``"encode": "documents"``), then reads the
-  container's ``corpus.npy`` block by block into one reused buffer bounded by
+  container's ``corpus.npy`` (once the query vectors are in: the job may start before them) block by block into one reused buffer bounded by
   ``search_memory`` (header checked first, a non-finite value the model's fault), searches
   each block exactly against the query vectors and merges the blocks' lists: the shard's
   top ``depth`` and boundary ties (:func:`grader.retrieval.shard_exchange.dense_run`) as a
@@ -26,8 +26,9 @@ A container's failure is the task's failure with its code (``TIMEOUT``, ``OOM``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from grader.data.benchmark import Benchmark
 from grader.data.task import Task
 from grader.errors import DimensionMismatch, SuspectQueries, TaskFailure
 from grader.failures import FailureCode
+from grader.grading.cost import RankCost
 from grader.grading.interfaces import RunOptions
 from grader.grading.ranking import judged_queries
 from grader.grading.sandboxed import DockerTaskGrader
@@ -51,6 +53,7 @@ from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import owned_tempdir
 from grader.sandbox.staging import StagedTask, stage_task
 from grader.sandbox.task_run import FinishedContainer, run_task_container
+from grader.sandbox.usage import ResourceUsage
 from grader.submissions.manifest import OnnxManifest
 
 
@@ -120,9 +123,17 @@ def _succeeded(finished: FinishedContainer) -> FinishedContainer:
     return finished
 
 
-def encode_queries(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> bytes:
-    """The query job: the judged queries' vectors from the runner container, rows in canonical query order, packed."""
-    return pack_vectors(query_vectors(runner, task, judged, log_path=log_path))
+def encode_queries(
+    runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None, spent: list[RankCost] | None = None
+) -> bytes:
+    """The query job: the judged queries' vectors from the runner container, rows in canonical query order, packed
+    (``spent``: what its container used is appended there)."""
+    return pack_vectors(query_vectors(runner, task, judged, log_path=log_path, spent=spent))
+
+
+def _container_cost(finished: FinishedContainer) -> RankCost:
+    """What a job's container used, also when it failed (as an unsharded grade's: :meth:`DockerTaskGrader._note_outcome`)."""
+    return RankCost(finished.outcome.elapsed_s, finished.outcome.usage or ResourceUsage.unmeasured("the engine gave no figures"))
 
 
 def judge_mismatch(runner: ShardRunner, task: Task, judged: Sequence[str], mismatch: DimensionMismatch, *, received: str) -> TaskFailure:
@@ -146,12 +157,16 @@ def judge_mismatch(runner: ShardRunner, task: Task, judged: Sequence[str], misma
     )
 
 
-def query_vectors(runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None) -> np.ndarray:
+def query_vectors(
+    runner: ShardRunner, task: Task, judged: Sequence[str], *, log_path: Path | None = None, spent: list[RankCost] | None = None
+) -> np.ndarray:
     """The judged queries' vectors from the runner container, rows in canonical query order (float32)."""
     queries = judged_queries(task, judged)  # the corpus is not read: a query job's memory does not grow with it
     with owned_tempdir("grader-stage-") as scratch:
         staged = runner.stage(scratch, task, queries=queries, documents=[], encode="queries")
         with runner.container(staged, log_path) as finished:
+            if spent is not None:
+                spent.append(_container_cost(finished))
             output = _succeeded(finished).output
             vectors = read_embeddings_output(output, "queries.npy", rows=len(staged.query_ids), max_bytes=runner.limits.output_bytes)
     if vectors.shape[1] > MAX_DIMENSION:
@@ -165,13 +180,19 @@ def rank_shard(
     runner: ShardRunner,
     task: Task,
     number: int,
-    query_vectors: np.ndarray,
+    query_vectors: Callable[[], np.ndarray],
     *,
     shard_documents: int | None,
     search_memory: int,
     log_path: Path | None = None,
+    spent: list[RankCost] | None = None,
 ) -> bytes:
-    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores."""
+    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores.
+
+    ``query_vectors`` is called once the documents are encoded: a shard job claimed while its query job ran waits there
+    for the vectors (its encoding done meanwhile). ``spent``: what its container used, and the search's wall seconds
+    (the wait for the vectors counts in neither), is appended there.
+    """
     shard = read_shard(task, number, chunk_size=BatchPolicy().chunk_size, shard_documents=shard_documents)
     rank_of = dict(zip((document.id for document in shard.documents), shard.ranks.tolist()))
     width = search_width(runner.depth)
@@ -180,8 +201,12 @@ def rank_shard(
         # Row i of corpus.npy is staged document i; its canonical index in the whole corpus names it in the run.
         ranks = np.asarray([rank_of[doc_id] for doc_id in staged.doc_ids], dtype=np.int64)
         with runner.container(staged, log_path) as finished:
+            used = _container_cost(finished)
+            output = _succeeded(finished).output
+            queries = query_vectors()
+            searching = time.monotonic()
             blocks = embedding_blocks(
-                _succeeded(finished).output,
+                output,
                 "corpus.npy",
                 rows=len(ranks),
                 max_bytes=runner.limits.output_bytes,
@@ -189,5 +214,7 @@ def rank_shard(
                 block_rows=lambda dimension: block_rows_for(search_memory, dimension),
                 fault=FailureCode.MODEL_ERROR,
             )
-            scores, docs = search_blocks(query_vectors, blocks, ranks, width)
+            scores, docs = search_blocks(queries, blocks, ranks, width)
+            if spent is not None:
+                spent.append(replace(used, search_s=time.monotonic() - searching))
     return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)

@@ -8,7 +8,7 @@ does (:func:`checked_worker_cost`) is:
   and to the label ``"source": "worker"``;
 * hold it to what the server knows: exactly the job's tasks (a worker never resumes one), each
   task's texts and judged queries as the server counts them, wall seconds within the sandbox's time
-  limit, CPU seconds within what the sandbox's CPUs could do in that wall time, peak memory within
+  limit (a sharded grade's per job, at each job's put: :func:`check_figures`; its task's figures sum its jobs'), CPU seconds within what the sandbox's CPUs could do in that wall time, peak memory within
   the sandbox's memory (its ``/tmp`` included);
 * recompute what follows from the figures (rates and totals) rather than take them, and name the
   machine by the digest of the fingerprint the server bound to the worker.
@@ -58,25 +58,34 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-def _check_task(name: str, entry: dict[str, Any], counts: tuple[int, int], limits: Mapping[str, Any], machine_cpus: int) -> None:
+def _check_task(name: str, entry: dict[str, Any], counts: tuple[int, int], limits: Mapping[str, Any], machine_cpus: int, *, per_job: bool) -> None:
     texts, queries = counts
     if entry.get("resumed"):
         raise _refuse(f"says task {name} was resumed: a worker grades every task of its job")
     if (entry["texts"], entry["queries"]) != (texts, queries):
         raise _refuse(f"counts {entry['texts']} texts and {entry['queries']} queries for task {name}, not {texts} and {queries}")
+    # A sharded task's figures sum its jobs': each job's wall time was held to the limit at its put, not their sum.
     wall = entry["wall_s"]["encode"]
+    check_figures(f"task {name}", None if per_job else wall, wall, entry["cpu_s"], entry["peak_memory_bytes"], limits, machine_cpus)
+
+
+def check_figures(
+    what: str, timed: float | None, wall: float | None, cpu: float | None, peak: float | None, limits: Mapping[str, Any], machine_cpus: int
+) -> None:
+    """Hold one grade's or shard job's figures to its sandbox's ``limits``: ``timed`` (wall seconds under the time
+    limit; None: not held to it) within the limit, CPU seconds within what its CPUs could do in ``wall`` seconds, the
+    peak within its memory (``/tmp`` included); :class:`TaskFailure` (``INFRA``) naming the first figure past them."""
     limit = _number(limits.get("time_limit_s"))
-    if wall is not None and limit is not None and wall > limit + _WALL_SLACK_S:
-        raise _refuse(f"states {wall:g} s of encoding for task {name}, past the {limit:g} s time limit")
+    if timed is not None and limit is not None and timed > limit + _WALL_SLACK_S:
+        raise _refuse(f"states {timed:g} s of encoding for {what}, past the {limit:g} s time limit")
     cpus = _number(limits.get("cpus")) or float(machine_cpus)
-    cpu = entry["cpu_s"]
     if cpu is not None and wall is not None and cpu > wall * cpus * _CPU_FACTOR + _CPU_SLACK_S:
-        raise _refuse(f"states {cpu:g} CPU seconds for task {name}: more than {cpus:g} CPU(s) can do in {wall:g} s")
+        raise _refuse(f"states {cpu:g} CPU seconds for {what}: more than {cpus:g} CPU(s) can do in {wall:g} s")
     memory = _number(limits.get("memory_bytes"))
-    if memory is not None and entry["peak_memory_bytes"] is not None:
+    if memory is not None and peak is not None:
         ceiling = memory + (_number(limits.get("tmp_bytes")) or 0.0)
-        if entry["peak_memory_bytes"] > ceiling:
-            raise _refuse(f"states a peak of {entry['peak_memory_bytes']} bytes for task {name}, past the sandbox's {ceiling:g}")
+        if peak > ceiling:
+            raise _refuse(f"states a peak of {peak} bytes for {what}, past the sandbox's {ceiling:g}")
 
 
 def _recomputed(entry: dict[str, Any]) -> dict[str, Any]:
@@ -111,10 +120,11 @@ def checked_worker_cost(
     if sorted(stated["tasks"]) != sorted(tasks):
         raise _refuse("does not name the job's tasks")
     limits = _limits(sandbox)
+    per_job = isinstance(sandbox, dict) and sandbox.get("sharded") is True
     entries: dict[str, Any] = {}
     for name in tasks:
         entry = stated["tasks"][name]
-        _check_task(name, entry, counts[name], limits, stated["machine"]["cpus"])
+        _check_task(name, entry, counts[name], limits, stated["machine"]["cpus"], per_job=per_job)
         entries[name] = _recomputed(entry)
     block = cost_block(entries, source="worker", fingerprint=fingerprint)
     block["machine"]["cpus"] = stated["machine"]["cpus"]  # the worker's machine, not the server's

@@ -25,7 +25,7 @@ from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_publ
 from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.messages import Phase, QueueView, TaskProgress
 from grader.hosting.protocol.progress import queue_words, task_words
-from grader.hosting.protocol.version import HEADER
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.queue import lifecycle, shard_jobs
 from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.results.grade_progress import GradeProgress
@@ -199,12 +199,12 @@ def test_a_participant_follows_a_grade_through_a_real_server(tmp_path: Path) -> 
         command = [sys.executable, "-m", "grader", "status", first, "--server", server.url, "--watch", "--every", "0.2"]
         watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(log, "wb"), env=env, cwd=REPO)  # noqa: SIM115
         wait_for(lambda: "waiting: no worker of this competition is connected" in log.read_text(), 60, what="the waiting line")
-        # a remote worker of protocol 4 claims and reports; one of protocol 3 is refused before anything
+        # a remote worker of this protocol claims and reports; one of protocol 3 is refused before anything
         key = tmp_path / "key"
         ensure_worker_key(key)
         token = admin(server.state, "add-worker", "w1", "--public-key", str(worker_public_key_path(key))).strip()
         old = httpx.post(f"{server.url}/api/v1/worker/jobs/{first}/heartbeat", json={"attempt": 1}, headers=worker_headers(token) | {HEADER: "3"})
-        assert old.status_code == 426 and "worker protocol 3 is not this server's 4" in old.json()["detail"]
+        assert old.status_code == 426 and f"worker protocol 3 is not this server's {WORKER_PROTOCOL}" in old.json()["detail"]
         fingerprint = stated_fingerprint(server.url, token, ensure_worker_key(key))
         job = httpx.post(f"{server.url}/api/v1/worker/claim", json=claim_body(fingerprint, 5), headers=worker_headers(token)).json()
         assert job["submission_id"] == first

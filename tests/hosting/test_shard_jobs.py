@@ -38,19 +38,46 @@ def _expire(world: World, job_id: int) -> None:
         session.execute(update(ShardJob).where(ShardJob.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
 
 
-def test_shards_wait_for_their_query_vectors_then_each_is_taken_once(world: World) -> None:
+def test_shards_wait_for_their_query_job_to_run_then_each_is_taken_once(world: World) -> None:
     submission_id = _planned(world, {"t": 2})
     w1, w2 = world.workers
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
     assert query is not None and query.number == -1 and query.submission_id == submission_id and query.tries == 1
-    assert shard_jobs.claim(world.db, w2, FP_A, 60) is None  # the shards need the query vectors first
+    # The query job runs: the shards may start (they encode their documents meanwhile), each taken once.
+    got = [shard_jobs.claim(world.db, (w2, w1)[i % 2], FP_A, 60) for i in range(3)]
+    assert [c.number for c in got if c is not None] == [0, 1] and got[2] is None
+    assert _states(world, submission_id)[-1] == ("running", 1, 0)  # shard work started before the query job ended
     assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
-    got = [shard_jobs.claim(world.db, (w1, w2)[i % 2], FP_A, 60) for i in range(3)]
-    assert [c.number for c in got if c is not None] == [0, 1] and got[2] is None  # every job taken once
     for index, held in enumerate(got[:2]):
-        assert held is not None and shard_jobs.complete(world.db, held.job_id, 1, (w1, w2)[index % 2], f"{index + 2:064x}")
+        assert held is not None and shard_jobs.complete(world.db, held.job_id, 1, (w2, w1)[index % 2], f"{index + 2:064x}")
     status = shard_jobs.progress(world.db, submission_id, 1)["t"]
     assert status.complete and sorted(status.done) == [-1, 0, 1]
+
+
+def test_a_shard_waiting_on_a_query_job_that_went_back_to_the_queue_is_released_uncharged(world: World) -> None:
+    """No deadlock on a pool of one: a queued query job is never waited on, and a waiter whose query job lost its
+    holder is released (its try uncharged), so the one worker left takes the query job, then the shard again."""
+    submission_id = _planned(world, {"t": 1})
+    w1, w2 = world.workers
+    assert shard_jobs.claim(world.db, w2, FP_A, 60) is not None  # w2 takes the query job
+    shard = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert shard is not None and shard.number == 0 and shard_jobs.mark_used(world.db, shard.job_id, 1, w1)
+    assert not shard_jobs.release_waiting(world.db, shard.job_id, 1, w1)  # its query job runs: it waits
+    query_id = _job_id(world, submission_id, -1)
+    _expire(world, query_id)  # w2 vanished with the query job
+    assert shard_jobs.reap(world.db, max_tries=3) == 1
+    assert _states(world, submission_id) == {-1: ("queued", 1, 1), 0: ("running", 1, 0)}  # it lapsed unused: uncharged
+    assert shard_jobs.release_waiting(world.db, shard.job_id, 1, w1)
+    assert _states(world, submission_id) == {-1: ("queued", 1, 1), 0: ("queued", 1, 1)}  # back, uncharged
+    again = shard_jobs.claim(world.db, w1, FP_A, 60)
+    assert again is not None and again.number == -1  # the only worker left takes the query job
+    assert shard_jobs.claim(world.db, w1, FP_A, 60) is not None  # and may take the shard while it runs
+
+
+def _job_id(world: World, submission_id: str, number: int) -> int:
+    with world.db.session() as session:
+        job = session.query(ShardJob).filter(ShardJob.submission_id == submission_id, ShardJob.number == number).one()
+        return job.id
 
 
 def test_a_task_runs_on_workers_of_one_fingerprint(world: World) -> None:
@@ -272,9 +299,10 @@ def test_any_claimable_says_when_a_shard_job_is_free_for_a_fingerprint(world: Wo
     w1 = world.workers[0]
     assert shard_jobs.any_claimable(world.db, w1, FP_A) and shard_jobs.any_claimable(world.db, w1, FP_B)  # the query job, any fingerprint
     query = shard_jobs.claim(world.db, w1, FP_A, 60)
-    assert query is not None and not shard_jobs.any_claimable(world.db, w1, FP_A)  # the shard waits for the query vectors
+    assert query is not None and shard_jobs.any_claimable(world.db, w1, FP_A)  # the shard, while its query job runs
+    assert not shard_jobs.any_claimable(world.db, w1, FP_B)  # the task is FP_A's now
     assert shard_jobs.complete(world.db, query.job_id, 1, w1, "1" * 64)
-    assert shard_jobs.any_claimable(world.db, w1, FP_A) and not shard_jobs.any_claimable(world.db, w1, FP_B)  # the task is FP_A's now
+    assert shard_jobs.any_claimable(world.db, w1, FP_A) and not shard_jobs.any_claimable(world.db, w1, FP_B)
 
 
 def test_the_worker_and_the_server_digest_a_fingerprint_alike() -> None:

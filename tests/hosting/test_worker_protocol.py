@@ -34,14 +34,14 @@ REMEDY = "upgrade the worker or the server"
 
 def test_each_side_names_both_versions_in_one_line() -> None:
     assert server_refusal(str(WORKER_PROTOCOL)) is None
-    assert WORKER_PROTOCOL == 4  # issue 34: heartbeats carry progress; a worker of 3 is refused
-    assert server_refusal("3") == f"worker protocol 3 is not this server's {WORKER_PROTOCOL}: {REMEDY}"
+    assert WORKER_PROTOCOL == 5  # issue 38: shard jobs claimed while their query job runs; a worker of 4 is refused
+    assert server_refusal("4") == f"worker protocol 4 is not this server's {WORKER_PROTOCOL}: {REMEDY}"
     assert server_refusal(None) == f"worker protocol none (a grader before 0.3.0) is not this server's {WORKER_PROTOCOL}: {REMEDY}"
     assert server_refusal("1, 1") == f"worker protocol '1, 1' is not this server's {WORKER_PROTOCOL}: {REMEDY}"  # two headers: no number
     assert server_refusal("x" * 100) == f"worker protocol '{'x' * 20}' is not this server's {WORKER_PROTOCOL}: {REMEDY}"  # bounded
     # the worker: another version stops it, whatever the status; none stops it on a success or a 404 (a server before 0.3.0)
     assert answer_refusal(426, "3", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 3 ({URL}): {REMEDY}"
-    assert answer_refusal(200, "5", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 5 ({URL}): {REMEDY}"
+    assert answer_refusal(200, "6", URL) == f"worker protocol {WORKER_PROTOCOL} is not the server's 6 ({URL}): {REMEDY}"
     for status in (200, 204, 404):
         assert (
             answer_refusal(status, None, URL)
@@ -123,7 +123,7 @@ def test_a_claim_of_another_protocol_is_refused_with_the_line_and_takes_no_lease
         token = _remote_worker(server, tmp_path / "key", "w1")
         sid = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
         bearer = {"Authorization": f"Bearer {token}"}
-        for sent, named in ((None, "none (a grader before 0.3.0)"), ("1", "1"), ("3", "3"), ("5", "5"), ("0", "0")):
+        for sent, named in ((None, "none (a grader before 0.3.0)"), ("1", "1"), ("4", "4"), ("6", "6"), ("0", "0")):
             answer = httpx.post(f"{server.url}/api/v1/worker/claim", json={"wait_s": 0}, headers=bearer | ({} if sent is None else {HEADER: sent}))
             assert answer.status_code == 426, answer.text
             assert answer.json() == {"detail": f"worker protocol {named} is not this server's {WORKER_PROTOCOL}: {REMEDY}"}
@@ -140,19 +140,19 @@ def test_a_claim_of_another_protocol_is_refused_with_the_line_and_takes_no_lease
 
 
 class NextProtocolServer(Server):
-    """`grader serve` of the next worker protocol: this grader, its WORKER_PROTOCOL set to 5 before anything reads it."""
+    """`grader serve` of the next worker protocol: this grader, its WORKER_PROTOCOL set to 6 before anything reads it."""
 
-    PROGRAM = "import grader.hosting.protocol.version as v; v.WORKER_PROTOCOL = 5; from grader.cli.main import main; main()"
+    PROGRAM = "import grader.hosting.protocol.version as v; v.WORKER_PROTOCOL = 6; from grader.cli.main import main; main()"
 
 
 @pytest.mark.slow
 def test_a_worker_facing_a_server_of_another_protocol_stops_with_the_line(tmp_path: Path) -> None:
     server = NextProtocolServer(write_competition(tmp_path / "c.toml"), tmp_path / "state", workers=0).start()
     try:
-        assert httpx.get(f"{server.url}/healthz").headers[HEADER] == "5"
+        assert httpx.get(f"{server.url}/healthz").headers[HEADER] == "6"
         participant = admin(server.state, "add-participant", "kim").strip()
         sid = HostingClient(server.url, participant).submit(EXAMPLE)["id"]
-        line = f"error: worker protocol {WORKER_PROTOCOL} is not the server's 5 ({server.url}): {REMEDY}\n"
+        line = f"error: worker protocol {WORKER_PROTOCOL} is not the server's 6 ({server.url}): {REMEDY}\n"
         # a remote worker (its first request records its key) and the long-poll loop (a worker of the grader's own
         # kind, whose first request asks what to sign its fingerprint over): each stops at its first answer
         remote = grader_cli(

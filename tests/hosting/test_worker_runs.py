@@ -7,6 +7,8 @@ are put through the worker route and whose result is posted through it.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import struct
 from collections.abc import Iterator
@@ -172,6 +174,11 @@ def test_a_workers_cost_is_carried_labelled_as_its_word_and_shown_on_the_board(t
     assert rows[seeded.id]["cpu_s_per_1000_queries"] == round(cost["total"]["cpu_s_per_1000_queries"], 4)
     assert all("cpu_s_per_1000_queries" not in row for key, row in rows.items() if key != seeded.id)  # no cost block: absent
     assert "CPU s / 1k queries" in client.get("/").text
+    exported = list(csv.DictReader(io.StringIO(client.get("/leaderboard.csv").text)))
+    assert list(exported[0])[-1] == "cpu_s_per_1000_queries"  # last: the columns before it keep their places
+    by_submission = {row["submission"]: row["cpu_s_per_1000_queries"] for row in exported}
+    assert by_submission[seeded.id] == str(rows[seeded.id]["cpu_s_per_1000_queries"])  # the board's figure, as the JSON shows it
+    assert all(figure == "" for key, figure in by_submission.items() if key != seeded.id)  # no cost block: an empty cell
     _check_cpu_quota(world, seeded.id, cost["total"]["cpu_s"])
     world.ctx.db.dispose()
 

@@ -249,8 +249,10 @@ def board_csv(ctx: ServerContext, part: Part | str | None, phase: str | None = N
             "ci_high",
             *tasks,
             "date",
-            # last, so that the columns before it keep their places for readers of older exports
+            # last, so that the columns before them keep their places for readers of older exports
             "contamination",
+            # CPU seconds per 1,000 queries: the grading worker's word (its signed report's cost block), empty without one
+            "cpu_s_per_1000_queries",
         ]
     )
     for board in data.boards:
@@ -273,6 +275,7 @@ def board_csv(ctx: ServerContext, part: Part | str | None, phase: str | None = N
                 *[e.tasks.get(t) for t in tasks],
                 e.date,
                 e.contamination,
+                e.cpu_s_per_1000_queries,
             ]
             writer.writerow([csv_cell(v) for v in row])
     return out.getvalue()

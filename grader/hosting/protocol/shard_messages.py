@@ -16,6 +16,9 @@ from grader.hosting.config import DEFAULT_UNPACKED_BYTES
 from grader.hosting.protocol.messages import FingerprintDigest, TaskProgress, TryNumber, _Request
 from grader.hosting.protocol.version import WORKER_PROTOCOL
 
+#: The header of the query vectors' answer naming their sha256 (the digest their query job returned; the worker checks it).
+QUERIES_SHA256 = "Grader-Queries-Sha256"
+
 
 class ShardClaimRequest(_Request):
     """A worker asks for a shard job, naming the digest of the fingerprint bound to it (a task's jobs run on one fingerprint).
@@ -49,13 +52,35 @@ class ShardJobMessage(BaseModel):
     shard_documents: int | None
     search_memory: int
     depth: int
-    #: the sha256 of the task's query vectors (a shard job fetches and checks them); None for the query job
+    #: the sha256 of the task's query vectors when they were in at the claim; None for the query job, and for a shard
+    #: claimed while its query job ran (protocol 5: it fetches them later, their sha256 in the answer's QUERIES_SHA256 header)
     queries_sha256: str | None
     max_query_bytes: int
     #: the competition's sandbox limits (grader.sandbox.limits.SandboxLimits.as_report): time and memory apply per shard job
     limits: dict[str, Any]
     max_unpack_ratio: float = 20.0
     max_unpacked_bytes: int = DEFAULT_UNPACKED_BYTES
+
+
+#: The header of a shard job's output put that states what the job cost (a :class:`ShardJobCost`'s JSON; optional).
+SHARD_COST = "Grader-Shard-Cost"
+#: The most bytes of that header read.
+SHARD_COST_BYTES = 1024
+#: Seconds and CPU seconds above this are no job's (a week): refused.
+_MAX_SECONDS = 7 * 24 * 3600.0
+
+
+class ShardJobCost(_Request):
+    """What one shard job's container used, as its worker states it with the output (worker protocol 5): its word,
+    bounded here and held to the job's sandbox limits by the server (:func:`grader.grading.worker_cost.check_figures`)."""
+
+    #: wall seconds of the job's container (model load included); the wait for query vectors is not in it
+    encode_s: float | None = Field(ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    #: wall seconds of a shard's search (None for the query job)
+    search_s: float | None = Field(default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    cpu_s: float | None = Field(default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False)
+    peak_memory_bytes: int | None = Field(default=None, ge=0, le=1 << 50)
+    measured_by: str = Field(default="", max_length=300)
 
 
 class ShardTry(_Request):
@@ -92,3 +117,6 @@ class ShardGradeStatus(BaseModel):
     failures: dict[str, list[str]] = Field(default_factory=dict)
     #: while it runs, per task: shards ranked of shards planned (worker protocol 4; the coordinator logs them)
     progress: list[TaskProgress] = Field(default_factory=list)
+    #: once done: the ``grader-cost/v1`` block of its jobs' figures merged per task (worker protocol 5: the coordinator
+    #: states it as its facts' ``cost``; the server checks it as any worker's)
+    cost: dict[str, Any] | None = None

@@ -22,6 +22,10 @@ shards ranked; bounded in size, validated, stored at most once a second per atte
 refused (426) at its first request. The same version also carries a result's cost (issue 38): the facts a worker signs
 may hold ``cost``, its ``grader-cost/v1`` block labelled ``"source": "worker"``, checked by the server
 (:mod:`grader.grading.worker_cost`).
+5 (issue 38): a shard job may be claimed while its task's query job runs (it encodes its documents meanwhile):
+its message's ``queries_sha256`` is then null, and ``GET /api/v1/worker/shards/{id}/queries`` answers 202 until the
+vectors are in, then the vectors with their sha256 in the ``Grader-Queries-Sha256`` header; a shard job whose query
+job went back to the queue meanwhile is released (409, its try uncharged). A worker of protocol 4 is refused (426).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from grader import jsonio
 from grader.hosting.errors import WorkerProtocolMismatch
 
 #: The version of the worker protocol this grader speaks. Bump it with every change to what workers and server exchange.
-WORKER_PROTOCOL = 4
+WORKER_PROTOCOL = 5
 #: The header that carries it, on every worker request and every answer of the server.
 HEADER = "Grader-Worker-Protocol"
 #: What a worker of a grader before 0.3.0, which sends no version, is called in a refusal.

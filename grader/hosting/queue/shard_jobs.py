@@ -3,6 +3,10 @@
 A sharded ONNX grade of one submission attempt is planned as, per task, a query job (number
 :data:`QUERY_JOB`) and one job per shard (:func:`plan`). Workers take them one at a time
 (:func:`claim`), renew their lease (:func:`renew`) and end them (:func:`complete`, :func:`fail`).
+A shard may be claimed while its task's query job is running (:func:`_claimable`): it encodes its documents meanwhile
+and searches once the vectors are in; should the query job go back to the queue first, the waiting shard job is
+released, uncharged (:func:`release_waiting`), so that no worker holds a job it cannot finish while the job it
+waits on has no holder (a pool of one worker included).
 A job whose lease expired goes back to the queue alone (:func:`reap`): the other shards of
 the task keep what they returned, so a lost shard is re-run alone. Every job of a task runs on
 workers of one fingerprint, since ONNX vectors may differ between CPU families and the shards'
@@ -149,17 +153,26 @@ def _due() -> ColumnElement[bool]:
     return or_(ShardJob.retry_at.is_(None), ShardJob.retry_at <= utcnow())
 
 
-def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) -> Select[ShardJob]:
-    """Queued jobs of running attempts, due (:func:`_due`) and before their deadline, whose task no other fingerprint
-    pins, open to ``worker_id`` (:func:`_open_to`); a shard once its query vectors are in."""
+def _query_job_in(*states: str) -> ColumnElement[bool]:
+    """The job's task's query job (of the same attempt) is in one of ``states``."""
     query = aliased(ShardJob)
-    vectors_in = exists().where(
+    return exists().where(
         query.submission_id == ShardJob.submission_id,
         query.attempt == ShardJob.attempt,
         query.task == ShardJob.task,
         query.number == QUERY_JOB,
-        query.state == DONE,
+        query.state.in_(states),
     )
+
+
+def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) -> Select[ShardJob]:
+    """Queued jobs of running attempts, due (:func:`_due`) and before their deadline, whose task no other fingerprint
+    pins, open to ``worker_id`` (:func:`_open_to`); a shard once its query job is running or done (:func:`_query_job_in`).
+
+    Why a shard waits for its query job to be *running*: a shard job claimed early encodes its documents, then waits
+    for the vectors; it must only ever wait on a job some worker is computing (a query job waits on nothing), never on
+    a queued one that the waiting worker itself might be the only one left to take.
+    """
     return (
         select(ShardJob)
         .join(Submission, Submission.id == ShardJob.submission_id)
@@ -171,7 +184,7 @@ def _claimable(fingerprint: str, worker_id: int, replica_workers: int | None) ->
             _due(),
             _before_deadline(),
             _open_to(worker_id, replica_workers),
-            or_(ShardJob.number == QUERY_JOB, vectors_in),
+            or_(ShardJob.number == QUERY_JOB, _query_job_in(RUNNING, DONE)),
             ~_task_failed(),
         )
         .order_by(ShardJob.submission_id, ShardJob.attempt, ShardJob.task, ShardJob.number)
@@ -264,6 +277,17 @@ def mark_used(db: Database, job_id: int, tries: int, worker_id: int) -> bool:
             .execution_options(synchronize_session=False)
         )
         return moved.rowcount == 1  # type: ignore[attr-defined]
+
+
+def release_waiting(db: Database, job_id: int, tries: int, worker_id: int) -> bool:
+    """A held shard job waiting for query vectors whose query job went back to the queue (its holder lost its lease, or
+    failed ``INFRA``, or its vectors were suspect): back to the queue, its try uncharged, so its worker is free to take
+    the query job (with a pool of one worker, no one else would). False when not held or the query job is not queued."""
+    with db.session() as session:
+        waiting = _holding(job_id, tries, worker_id) & (ShardJob.number != QUERY_JOB) & _query_job_in(QUEUED)
+        values = {"worker_id": None, "lease_expires_at": None, "unused": ShardJob.unused + 1}
+        why = "released while waiting: its query job went back to the queue (no try charged)"
+        return move_shard(session, waiting, ShardState.RUNNING, ShardState.QUEUED, **values, message=why) == 1
 
 
 def _charged() -> ColumnElement[int]:

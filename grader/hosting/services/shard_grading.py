@@ -4,8 +4,9 @@ An ONNX submission of a competition with ``[sharding] shard_documents`` is claim
 other (the claiming worker holds the submission's lease and coordinates); at that claim the
 attempt's shard jobs are planned (:func:`plan_claimed`): per task a query job and one job per
 shard of whole encoding chunks (:func:`grader.grading.shard_input.shard_total`, from the worker copy's manifest). Any worker then
-takes them (:func:`claim`; shards only once their task's query vectors are in), fetches the upload
-and the query vectors (:func:`upload_of`, :func:`query_vectors_of`), and puts its output
+takes them (:func:`claim`; shards once their task's query job is running: a shard encodes its documents
+while the query job runs), fetches the upload and, once they are in, the query vectors (:func:`upload_of`,
+:func:`query_vectors_of`), and puts its output
 (:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
 merges each task's shard runs into the one compact run the coordinator names in its result
 (:func:`grader.retrieval.shard_exchange.merge_compact_runs`), and the server scores it as it
@@ -20,23 +21,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grader import jsonio
 from grader.data.benchmark import load_benchmark_folder
 from grader.data.registry import resolve_benchmark
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.files import atomic_write_bytes
+from grader.grading.cost import cost_block
+from grader.grading.shard_cost import task_entry
 from grader.grading.shard_input import corpus_size, shard_total
+from grader.grading.worker_cost import check_figures
 from grader.hosting.allocator import release_free_memory
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.errors import ShardOutputRefused
+from grader.hosting.protocol.shard_messages import ShardJobCost
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.lifecycle import Claim, holds_lease
-from grader.hosting.results.grading_adapter import DEPTH
+from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
 from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import (
@@ -82,6 +89,10 @@ def plan_claimed(ctx: ServerContext, claimed: Claim) -> bool:
         return True
 
 
+#: The CPUs a job's CPU seconds are held to when the competition sets no CPU limit (its worker's machine is not known here).
+MAX_CPUS = 1024
+
+
 @dataclass(frozen=True)
 class ShardWork:
     """A claimed shard job and what its worker needs besides the data it holds."""
@@ -101,18 +112,19 @@ def claim(ctx: ServerContext, worker_id: int, fingerprint: str) -> ShardWork | N
     with ctx.db.session() as session:
         submission = session.get(Submission, claimed.submission_id)
         assert submission is not None
-        query = _query_job(session, claimed)
-        return ShardWork(claimed, submission.upload_sha256, submission.split, None if query is None else query.sha256)
+        query = _query_job(session, claimed.submission_id, claimed.attempt, claimed.task)
+        done = query is not None and query.state == shard_jobs.DONE and claimed.number != shard_jobs.QUERY_JOB
+        return ShardWork(claimed, submission.upload_sha256, submission.split, query.sha256 if done and query is not None else None)
 
 
-def _query_job(session: Session, claimed: shard_jobs.ShardClaim) -> ShardJob | None:
+def _query_job(session: Session, submission_id: str, attempt: int, task: str) -> ShardJob | None:
+    """The task's query job of the attempt (any state)."""
     return session.scalar(
         select(ShardJob).where(
-            ShardJob.submission_id == claimed.submission_id,
-            ShardJob.attempt == claimed.attempt,
-            ShardJob.task == claimed.task,
+            ShardJob.submission_id == submission_id,
+            ShardJob.attempt == attempt,
+            ShardJob.task == task,
             ShardJob.number == shard_jobs.QUERY_JOB,
-            ShardJob.state == shard_jobs.DONE,
         )
     )
 
@@ -145,13 +157,37 @@ def upload_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Pa
         return ctx.state.uploads / submission.upload_path
 
 
-def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> Path | None:
-    """The query vectors a held shard job searches with (its task's query job's output); None when not held or not there."""
+@dataclass(frozen=True)
+class QueryVectors:
+    """A task's query vectors as a shard job fetches them: the stored file and the sha256 its query job returned."""
+
+    path: Path
+    sha256: str
+
+
+#: The query vectors are not in yet: their query job is running (the shard job asks again).
+PENDING = "pending"
+
+
+def query_vectors_of(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> QueryVectors | str | None:
+    """The query vectors a held shard job searches with (its task's query job's output); :data:`PENDING` while the
+    query job runs; None when the job is not held (stale), its query job failed, or went back to the queue: the shard
+    job is then released, uncharged (:func:`grader.hosting.queue.shard_jobs.release_waiting`), so that it never holds
+    its worker while the job it waits on has no holder."""
     job = _held(ctx, worker_id, job_id, tries)
     if job is None or job.number == shard_jobs.QUERY_JOB:
         return None
+    with ctx.db.session() as session:
+        query = _query_job(session, job.submission_id, job.attempt, job.task)
+        state, sha256 = (None, None) if query is None else (query.state, query.sha256)
+    if state == shard_jobs.RUNNING:
+        return PENDING
     path = _folder(ctx, job.submission_id, job.attempt) / f"{job.task}.{shard_jobs.QUERY_JOB}"
-    return path if path.is_file() else None
+    if state == shard_jobs.DONE and sha256 is not None and path.is_file():
+        return QueryVectors(path, sha256)
+    if state == shard_jobs.QUEUED:
+        shard_jobs.release_waiting(ctx.db, job_id, tries, worker_id)
+    return None
 
 
 def body_cap(queries: int) -> int:
@@ -178,8 +214,9 @@ def output_slot(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> 
     return folder / f"{job.task}.{job.number}", body_cap(_judged_count(ctx.benchmark_target, job.task, split))
 
 
-def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Path, sha256: str) -> bool:
-    """Mark a held job done with the digest of what was stored at ``path``, once it holds (:func:`_check_output`);
+def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Path, sha256: str, cost: ShardJobCost | None = None) -> bool:
+    """Mark a held job done with the digest of what was stored at ``path``, once it holds (:func:`_check_output`), with
+    what it cost as its worker states it (``cost``: held to the job's limits, kept beside the output, :func:`_keep_cost`);
     False when the try is stale (the file is then ignored).
 
     Raises :class:`~grader.hosting.errors.ShardOutputRefused` when it does not hold: the file is removed and the try
@@ -190,6 +227,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Pa
         return False
     try:
         _check_output(ctx, job, path)
+        _keep_cost(ctx, job, path, cost)
     except TaskFailure as refusal:
         path.unlink(missing_ok=True)
         if not failed(ctx, worker_id, job_id, tries, FailureCode.INFRA, f"its output was refused at put: {refusal.detail}"):
@@ -214,6 +252,46 @@ def _check_output(ctx: ServerContext, job: ShardJob, path: Path) -> None:
         return
     documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(job.task))
     check_shard_run(path.read_bytes(), documents=documents, queries=queries, depth=DEPTH)  # bounded by the route's cap
+
+
+def _cost_path(output: Path) -> Path:
+    return output.with_name(f"{output.name}.cost.json")
+
+
+def _keep_cost(ctx: ServerContext, job: ShardJob, output: Path, cost: ShardJobCost | None) -> None:
+    """Keep a job's stated figures beside its output once they hold to its sandbox's limits (:class:`TaskFailure`
+    ``INFRA`` when not, as a worker's unsharded cost block is refused); none stated: none kept (the merge says so)."""
+    kept = _cost_path(output)
+    kept.unlink(missing_ok=True)  # an earlier try's figures are not this one's
+    if cost is None:
+        return
+    limits = limits_to_json(ctx.competition.limits)
+    check_figures(f"shard job {job.number} of task {job.task}", cost.encode_s, cost.encode_s, cost.cpu_s, cost.peak_memory_bytes, limits, MAX_CPUS)
+    atomic_write_bytes(kept, jsonio.dumps(cost.model_dump(), sort_keys=True).encode("utf-8"))
+
+
+def _job_figures(path: Path) -> dict[str, Any] | None:
+    """The figures kept beside a job's output (written by this server, checked then); None when none were stated."""
+    try:
+        figures = jsonio.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return figures if isinstance(figures, dict) else None
+
+
+def _cost(
+    ctx: ServerContext, submission_id: str, attempt: int, split: str, tasks: dict[str, shard_jobs.TaskShards], failed: set[str]
+) -> dict[str, Any]:
+    """The attempt's ``cost`` block: per task, its jobs' kept figures merged (:func:`grader.grading.shard_cost.task_entry`)
+    with the task's texts and judged queries as this server counts them; the workers' word, labelled so."""
+    folder = _folder(ctx, submission_id, attempt)
+    copy = load_benchmark_folder(worker_copy(ctx))
+    entries: dict[str, Any] = {}
+    for name, entry in sorted(tasks.items()):
+        queries = _judged_count(ctx.benchmark_target, name, split)
+        jobs = {number: _job_figures(_cost_path(folder / f"{name}.{number}")) for number in entry.done}
+        entries[name] = task_entry(jobs, texts=corpus_size(copy.task(name)) + queries, queries=queries, failed=name in failed)
+    return cost_block(entries, source="worker")
 
 
 def _split_of(ctx: ServerContext, submission_id: str) -> str:
@@ -242,6 +320,8 @@ class GradeStatus:
     state: str
     runs: dict[str, str] = field(default_factory=dict)
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: once done: the attempt's cost block (:func:`_cost`)
+    cost: dict[str, Any] | None = None
 
 
 def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int) -> GradeStatus:
@@ -266,6 +346,7 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
                 result.runs[name] = _merged(ctx, submission_id, attempt, name, split, entry, runs / f"{name}.run")
             except TaskFailure as error:  # a shard run refused by the merge: the platform's failure, the attempt is re-run
                 result.failures[name] = (FailureCode.INFRA.value, error.detail)
+    result.cost = _cost(ctx, submission_id, attempt, split, tasks, set(result.failures))
     release_free_memory()  # the merges' many freed blocks: their pages go back now, not at the next grade's peak
     return result
 

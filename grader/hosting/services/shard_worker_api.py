@@ -48,4 +48,5 @@ def grade_status(ctx: ServerContext, worker: Principal, submission_id: str, atte
     """Where the coordinator's sharded attempt stands (:func:`grader.hosting.services.shard_grading.status`)."""
     found = shard_grading.status(ctx, worker.id, submission_id, attempt)
     shards = progress.shard_progress(ctx.db, submission_id, attempt) if found.state == "running" else []
-    return ShardGradeStatus(state=found.state, runs=found.runs, failures={name: list(why) for name, why in found.failures.items()}, progress=shards)
+    failures = {name: list(why) for name, why in found.failures.items()}
+    return ShardGradeStatus(state=found.state, runs=found.runs, failures=failures, progress=shards, cost=found.cost)

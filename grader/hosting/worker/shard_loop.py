@@ -2,7 +2,8 @@
 
 :func:`work_one` claims one shard job (any submission's; a task's jobs go to workers of one
 fingerprint), fetches the upload (and, for a shard, the task's query vectors, checked by their
-sha256 and a size cap), runs it in a stoppable forked child (:func:`_in_child`,
+sha256 and a size cap: fetched while the child encodes the documents, since a shard may be claimed
+while its query job still runs, and handed to the child once in, :class:`_VectorsInbox`), runs it in a stoppable forked child (:func:`_in_child`,
 :func:`grader.hosting.worker.child.run_in_child`) in which the submitted model runs in the
 runner image's sandbox over this worker's pseudonymous data copy, under the competition's
 limits per job (:mod:`grader.grading.shard_sandbox`), and puts its output: the query vectors,
@@ -36,12 +37,22 @@ import httpx
 from grader import jsonio
 from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFailure, failure_code
 from grader.failures import FailureCode, code_or_infra
+from grader.files import atomic_write_bytes
+from grader.grading.cost import RankCost
 from grader.hosting.allocator import release_free_memory
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
 from grader.hosting.protocol.progress import task_words
-from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.shard_messages import (
+    QUERIES_SHA256,
+    SHARD_COST,
+    ShardClaimRequest,
+    ShardFailure,
+    ShardGradeStatus,
+    ShardJobMessage,
+    ShardTry,
+)
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import copy_key
 from grader.hosting.results.grading_adapter import DEPTH, limits_from_json
@@ -55,10 +66,17 @@ from grader.submissions.archive import open_submission, unpack_limits
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
 log = logging.getLogger("grader.worker")
-#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found suspect.
-Outcome = tuple[bytes | None, str, str, str | None]
+#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found
+#: suspect; and what its container used (:func:`grader.grading.shard_cost.job_figures`), or None.
+Outcome = tuple[bytes | None, str, str, str | None, dict[str, Any] | None]
 #: Seconds between looks at a sharded attempt's progress while no shard job is free.
 POLL_S = 0.5
+#: Seconds between a shard job's asks for its query vectors while their query job runs.
+VECTORS_POLL_S = 1.0
+#: Seconds between the child's looks for the query vectors once its documents are encoded.
+INBOX_POLL_S = 0.1
+#: What :meth:`ShardApi.query_vectors` answers while the query job runs.
+PENDING = "pending"
 
 
 def fingerprint_digest() -> str:
@@ -122,8 +140,27 @@ class ShardApi:
                     raise TaskFailure(FailureCode.INFRA, f"the job's {what} is larger than {cap} bytes")
         return bytes(data)
 
-    def put_output(self, job: ShardJobMessage, data: bytes) -> str | None:
-        response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data)
+    def query_vectors(self, job: ShardJobMessage) -> tuple[bytes, str] | str | None:
+        """A held shard job's query vectors and the sha256 the server names; :data:`PENDING` while its query job runs;
+        None when the try is stale (or was released: its query job went back to the queue)."""
+        data = bytearray()
+        with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/queries", params={"tries": job.tries}) as response:
+            if response.status_code == 202:
+                return PENDING
+            if response.status_code == 409:
+                return None
+            response.raise_for_status()
+            named = response.headers.get(QUERIES_SHA256, "")
+            for chunk in response.iter_bytes(1 << 20):
+                data += chunk
+                if len(data) > job.max_query_bytes:
+                    raise TaskFailure(FailureCode.INFRA, f"the job's query vectors are larger than {job.max_query_bytes} bytes")
+        return bytes(data), named[:64]
+
+    def put_output(self, job: ShardJobMessage, data: bytes, cost: dict[str, Any] | None = None) -> str | None:
+        """Put the job's output (and what it cost, in the :data:`SHARD_COST` header); its sha256, or None when stale."""
+        headers = {} if cost is None else {SHARD_COST: jsonio.dumps(cost, sort_keys=True)}
+        response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data, headers=headers)
         if response.status_code == 409:
             return None
         response.raise_for_status()
@@ -155,8 +192,21 @@ def _runner(folder: Path, job: ShardJobMessage | Job, copy: Path, *, depth: int)
     )
 
 
-def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> bytes:
-    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container."""
+def _compute(
+    job: ShardJobMessage,
+    upload: Path,
+    queries: bytes | None,
+    copy: Path,
+    *,
+    waited: Callable[[], tuple[bytes, str]] | None = None,
+    spent: list[RankCost] | None = None,
+) -> bytes:
+    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container.
+
+    A shard searches with ``queries`` (checked by ``job.queries_sha256``), or, without them, with what ``waited``
+    returns once its documents are encoded (the vectors and their sha256: :class:`_VectorsInbox`). What its container
+    used is appended to ``spent``.
+    """
     from grader.data.registry import resolve_benchmark
     from grader.grading.shard_sandbox import encode_queries, judge_mismatch, rank_shard
     from grader.retrieval.shard_exchange import unpack_vectors
@@ -166,40 +216,109 @@ def _compute(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Pa
     if task.ranking_digest(job.judged) != job.ranking_digest:
         raise TaskFailure(FailureCode.INFRA, f"task {job.task}: this worker's data does not match the pin")
     bounds = unpack_limits(upload.stat().st_size, ratio=job.max_unpack_ratio, cap=job.max_unpacked_bytes)
+    received: list[str] = []
+
+    def vectors() -> Any:
+        if queries is not None and job.queries_sha256 is not None:
+            data, sha256 = queries, job.queries_sha256
+        elif waited is not None:
+            data, sha256 = waited()
+        else:
+            raise TaskFailure(FailureCode.INFRA, f"shard job {job.job_id}: no query vectors to search with")
+        received.append(sha256)
+        return unpack_vectors(data, sha256=sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
+
     with open_submission(upload, bounds) as folder:
         runner = _runner(folder, job, copy, depth=job.depth)
         if job.number < 0:
-            return encode_queries(runner, task, job.judged)
-        assert queries is not None and job.queries_sha256 is not None
-        vectors = unpack_vectors(queries, sha256=job.queries_sha256, rows=len(job.judged), max_bytes=job.max_query_bytes)
+            return encode_queries(runner, task, job.judged, spent=spent)
         try:
-            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory)
+            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory, spent=spent)
         except DimensionMismatch as mismatch:  # another worker's vectors: the model's fault only if it happens here too
-            raise judge_mismatch(runner, task, job.judged, mismatch, received=job.queries_sha256) from None
+            raise judge_mismatch(runner, task, job.judged, mismatch, received=received[-1]) from None
 
 
-def _child_work(job: ShardJobMessage, upload: Path, queries: bytes | None, copy: Path) -> Outcome:
+def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, copy: Path) -> Outcome:
     """In the child: (output, "", "", None) or (None, failure code, message, suspect query vectors' sha256 or None); a
-    participant's fault keeps its code, anything of ours is INFRA."""
+    participant's fault keeps its code, anything of ours is INFRA; with what the job's container used, when it ran."""
+    from grader.grading.shard_cost import job_figures
+
+    spent: list[RankCost] = []
     try:
-        return _compute(job, upload, queries, copy), "", "", None
+        output = _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait, spent=spent)
+        return output, "", "", None, job_figures(spent[-1]) if spent else None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
-        return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None
+        return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None, None
 
 
-def _in_child(job: ShardJobMessage, upload: Path, queries: bytes | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
+def _in_child(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
     """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
     folder = environment().worker_data
     if not folder:
-        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None
+        return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None, None
     return run_in_child(
-        partial(_child_work, job, upload, queries, Path(folder)),
+        partial(_child_work, job, upload, inbox, Path(folder)),
         abandon=lost,
-        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None),
+        ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None, None),
         on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
         name="grader-shard",
     )
+
+
+class _VectorsInbox:
+    """Where a shard job's query vectors arrive, in its scratch folder: the worker fetches them (:class:`_VectorsFetch`)
+    while the child encodes the documents, and the child, once they are encoded, waits for them (:meth:`wait`).
+
+    One file named by the vectors' sha256, written whole (an atomic rename), so the child never reads half of it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir()
+
+    def put(self, data: bytes, sha256: str) -> None:
+        atomic_write_bytes(self.folder / "vectors", data)
+        atomic_write_bytes(self.folder / "sha256", sha256.encode("ascii", "replace"))
+
+    def wait(self) -> tuple[bytes, str]:
+        """The vectors and their sha256, once in (the worker stops the child if the job goes stale meanwhile)."""
+        named = self.folder / "sha256"
+        while not named.is_file():
+            time.sleep(INBOX_POLL_S)
+        return (self.folder / "vectors").read_bytes(), named.read_text("ascii")
+
+
+class _VectorsFetch(threading.Thread):
+    """Fetches a shard job's query vectors into its inbox, asking again while its query job runs; sets ``lost`` when the
+    server calls the try stale or released (the child is then stopped: the job goes on elsewhere or later)."""
+
+    def __init__(self, api: ShardApi, job: ShardJobMessage, inbox: _VectorsInbox) -> None:
+        super().__init__(daemon=True)
+        self.api, self.job, self.inbox = api, job, inbox
+        self.done, self.lost = threading.Event(), threading.Event()
+        self.failure: TaskFailure | None = None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                found = self.api.query_vectors(self.job)
+            except httpx.HTTPError as error:  # the server's hiccup: ask again (the heartbeat tells when the try is lost)
+                log.warning("shard job %s try %s: query vectors: %s", self.job.job_id, self.job.tries, error)
+                found = PENDING
+            except TaskFailure as failure:  # vectors over their cap: the job stops here, its lease lapses (as a failed fetch's)
+                self.failure = failure
+                found = None
+            except WorkerProtocolMismatch as error:
+                log.error("%s", error)
+                found = None
+            if found is None:
+                self.lost.set()
+                return
+            if not isinstance(found, str):
+                self.inbox.put(*found)
+                return
+            self.done.wait(VECTORS_POLL_S)
 
 
 class _Beat(threading.Thread):
@@ -236,16 +355,27 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             if hashlib.sha256(upload.read_bytes()).hexdigest() != job.upload_sha256:
                 api.fail(job, FailureCode.INFRA, "upload digest mismatch in transfer")
                 return "infra"
-            queries = None if job.number < 0 else api.fetch(job, "queries", job.max_query_bytes)
-            ran = _in_child(job, upload, queries, work, beat.lost.is_set)
+            inbox = fetcher = None
+            if job.number >= 0:  # the vectors come while the documents are encoded (the query job may still run)
+                inbox = _VectorsInbox(work / "queries")
+                fetcher = _VectorsFetch(api, job, inbox)
+                fetcher.start()
+            lost = beat.lost.is_set if fetcher is None else (lambda: beat.lost.is_set() or fetcher.lost.is_set())
+            try:
+                ran = _in_child(job, upload, inbox, work, lost)
+            finally:
+                if fetcher is not None:
+                    fetcher.done.set()
+        if fetcher is not None and fetcher.failure is not None:
+            raise fetcher.failure
         if ran is None:
             return "stale"  # stopped, its container removed; the server handed the job on
-        output, code, message, suspect = ran
+        output, code, message, suspect, cost = ran
         if output is None:
             failed = code_or_infra(code)  # what the child process handed back is read, not trusted
             api.fail(job, failed, message, suspect_queries=suspect if failed is FailureCode.INFRA else None)
             return "suspect query vectors" if suspect and failed is FailureCode.INFRA else failed.value
-        return "done" if api.put_output(job, output) is not None else "stale"
+        return "done" if api.put_output(job, output, cost) is not None else "stale"
     except (httpx.HTTPError, TaskFailure) as error:
         log.warning("shard job %s try %s: %s", job.job_id, job.tries, error)
         return "infra"  # its lease lapses and the reaper re-queues it alone
@@ -354,6 +484,8 @@ def coordinate(
         )
     try:
         facts = {**_facts(upload, job, status, started), "fingerprint": worker_fingerprint()}
+        if status.cost is not None:  # the shard jobs' figures the server merged: the workers' word, checked again at scoring
+            facts["cost"] = status.cost
     except GraderError as error:  # no data copy, or the runner image unusable here: the platform's, the attempt is re-run
         return WorkerResult(attempt=job.attempt, failure_code=FailureCode.INFRA, message=f"the sharded grade's facts: {error}")
     return WorkerResult(attempt=job.attempt, facts=facts, runs=status.runs)

@@ -12,6 +12,7 @@ from functools import partial
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
+from pydantic import ValidationError
 
 from grader.hosting.api.auth import CurrentWorker
 from grader.hosting.api.body import parse, receive_to_file
@@ -22,7 +23,17 @@ from grader.hosting.api.routes.workers import bound_fingerprint
 from grader.hosting.clock import iso
 from grader.hosting.errors import ShardOutputRefused
 from grader.hosting.protocol.messages import AttemptRef, Lease, RunStored
-from grader.hosting.protocol.shard_messages import ShardClaimRequest, ShardFailure, ShardGradeStatus, ShardJobMessage, ShardTry
+from grader.hosting.protocol.shard_messages import (
+    QUERIES_SHA256,
+    SHARD_COST,
+    SHARD_COST_BYTES,
+    ShardClaimRequest,
+    ShardFailure,
+    ShardGradeStatus,
+    ShardJobCost,
+    ShardJobMessage,
+    ShardTry,
+)
 from grader.hosting.services import jobs, shard_grading, shard_worker_api
 
 router = APIRouter(prefix="/api/v1/worker", tags=["workers"])
@@ -66,12 +77,17 @@ def upload(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) 
     return FileResponse(path, media_type="application/gzip")
 
 
-@router.get("/shards/{job_id}/queries", summary="The query vectors of the task of a shard job this worker holds")
-def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> FileResponse:
-    path = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
-    if path is None:
+@router.get(
+    "/shards/{job_id}/queries",
+    summary="The query vectors of the task of a shard job this worker holds (their sha256 in a header); 202 while its query job runs: ask again",
+)
+def queries(job_id: ShardJobId, tries: TriesQuery, ctx: Ctx, who: CurrentWorker) -> Response:
+    found = shard_grading.query_vectors_of(ctx, who.id, job_id, tries)
+    if found == shard_grading.PENDING:
+        return Response(status_code=202)
+    if not isinstance(found, shard_grading.QueryVectors):
         raise HTTPException(409, STALE)
-    return FileResponse(path, media_type="application/octet-stream")
+    return FileResponse(found.path, media_type="application/octet-stream", headers={QUERIES_SHA256: found.sha256})
 
 
 @router.put(
@@ -84,14 +100,28 @@ async def output(job_id: ShardJobId, tries: TriesQuery, request: Request, ctx: C
     if slot is None:
         raise HTTPException(409, STALE)
     path, cap = slot
+    cost = _stated_cost(request)  # before the body: a malformed header costs no upload
     sha256, size = await receive_to_file(request, path, cap, "a shard job's output")
     try:
-        done = await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, path, sha256)
+        done = await run_in_threadpool(shard_grading.stored, ctx, who.id, job_id, tries, path, sha256, cost)
     except ShardOutputRefused as refusal:  # the try has failed INFRA: the job runs again
         raise HTTPException(422, f"shard job output refused: {refusal}") from None
     if not done:
         raise HTTPException(409, STALE)
     return RunStored(sha256=sha256, bytes=size)
+
+
+def _stated_cost(request: Request) -> ShardJobCost | None:
+    """The job's figures its worker states in the :data:`SHARD_COST` header (None without it); 422 when malformed."""
+    stated = request.headers.get(SHARD_COST)
+    if stated is None:
+        return None
+    if len(stated) > SHARD_COST_BYTES:
+        raise HTTPException(422, f"the {SHARD_COST} header is longer than {SHARD_COST_BYTES} bytes")
+    try:
+        return ShardJobCost.model_validate_json(stated)
+    except ValidationError as error:
+        raise HTTPException(422, f"the {SHARD_COST} header: {error.errors()[0]['msg'][:200]}") from None
 
 
 @router.post("/shards/{job_id}/failure", summary="Report a shard job's failure (INFRA: re-run alone; a participant's code: the task fails)")
