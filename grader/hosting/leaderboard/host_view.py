@@ -9,8 +9,11 @@ first start, so the host sees the partition the board publishes.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
+
+import rfc8785
 
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.config import Competition, Phase
@@ -93,3 +96,12 @@ def board_text(data: dict[str, Any]) -> str:
     if not data["boards"]:
         lines.append("no scored hidden-split submission yet")
     return "\n".join(lines)
+
+
+def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str, *, phase: Phase | None = None) -> str:
+    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end
+    (with ``phase``: that phase's board, as ``...&phase=NAME`` serves it after the end): what the log's reveal and
+    ``phase_board`` entries commit to."""
+    data = host_board(state_dir, db, competition, part, phase=phase)
+    published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
+    return hashlib.sha256(rfc8785.dumps(published)).hexdigest()

@@ -16,12 +16,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import rfc8785
 from sqlalchemy import func, select
 
 from grader import __version__
 from grader.hosting.clock import iso, utcnow
-from grader.hosting.config import Competition, Phase
+from grader.hosting.config import Competition
 from grader.hosting.db.models import Participant, Result, Setting, State, Submission, Transition, Worker
 from grader.hosting.db.session import Database
 from grader.hosting.errors import HostingError
@@ -334,16 +333,6 @@ def rewind(db: Database, host_log: HostLog | None, note: bytes, *, admin: str, r
     return log_rewind(db, host_log, note, admin=admin, reason=reason)
 
 
-def board_sha256(state_dir: Path, db: Database, competition: Competition, part: Part | str, *, phase: Phase | None = None) -> str:
-    """SHA-256 of the RFC 8785 JSON of ``part``'s board as ``/api/v1/leaderboard?part=...`` serves it after the end
-    (with ``phase``: that phase's board, as ``...&phase=NAME`` serves it after the end)."""
-    from grader.hosting.leaderboard.host_view import host_board  # the boards' statistics (numpy, scipy): only this command pays for them
-
-    data = host_board(state_dir, db, competition, part, phase=phase)
-    published = {key: value for key, value in data.items() if key not in ("ends_at", "host_only")}
-    return hashlib.sha256(rfc8785.dumps(published)).hexdigest()
-
-
 def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition: Competition) -> int:
     """Log the reveal once grading after the end is done: every key entry 0 committed to, and the final boards' digests."""
     if host_log is None:
@@ -352,6 +341,7 @@ def reveal(db: Database, host_log: HostLog | None, state_dir: Path, competition:
         raise HostingError("the competition has not ended: the reveal comes after `grader admin end` (or the file's end)")
     from grader.hosting.keyring.blinding_key import ensure_competition_blinding_key
     from grader.hosting.keyring.partition_secret import load_partition_secret
+    from grader.hosting.leaderboard.host_view import board_sha256  # the boards' statistics (numpy, scipy): only the reveal pays for them
 
     keys = key_files(state_dir).folder
     secret = load_partition_secret(keys)

@@ -110,7 +110,7 @@ def log_phase_boards_when_due(ctx: ServerContext) -> list[str]:
 
 
 def _log_phase_board(ctx: ServerContext, host_log: HostLog, phase: Phase) -> bool:
-    from grader.hosting.services.admin import board_sha256  # the boards' statistics: only this pass pays for them
+    from grader.hosting.leaderboard.host_view import board_sha256  # the boards' statistics: only this pass pays for them
 
     digests = {part: board_sha256(ctx.state.root, ctx.db, ctx.competition, part, phase=phase) for part in ("public", "private")}
     with ctx.db.session() as session:
