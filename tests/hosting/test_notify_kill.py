@@ -9,10 +9,8 @@ none lost, one row in the outbox.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,53 +20,15 @@ from grader import jsonio
 from grader.hosting.notify.signing import HEADER, verify
 from tests.cli_support import invoke
 from tests.hosting.support import Server, admin, wait_for, write_competition
+from tests.hosting.webhook_receiver import Receiver, receiving
 
 pytestmark = [pytest.mark.slow]
 
 
-class HoldingReceiver(ThreadingHTTPServer):
-    """Records every request; answers none of the first until :attr:`release` is set, every later one at once."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[dict[str, str], bytes]] = []
-        self.release = threading.Event()
-        super().__init__(("127.0.0.1", 0), _Holding)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # the held request's client was killed: writing its answer fails, as it should
-
-
-class _Holding(BaseHTTPRequestHandler):
-    server: HoldingReceiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(min(int(self.headers.get("Content-Length", "0")), 1 << 16))
-        self.server.seen.append((dict(self.headers.items()), body))
-        if len(self.server.seen) == 1:
-            self.server.release.wait(120)
-        self.send_response(204)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def receiver() -> Iterator[HoldingReceiver]:
-    server = HoldingReceiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
+def receiver() -> Iterator[Receiver]:
+    with receiving(hold_first=True) as server:
+        yield server
 
 
 def _deliveries(server: Server, token: str) -> list[dict[str, Any]]:
@@ -76,7 +36,7 @@ def _deliveries(server: Server, token: str) -> list[dict[str, Any]]:
     return list(shown["deliveries"])
 
 
-def test_a_delivery_cut_by_kill_9_is_tried_again_after_the_restart_with_the_same_body(tmp_path: Path, receiver: HoldingReceiver) -> None:
+def test_a_delivery_cut_by_kill_9_is_tried_again_after_the_restart_with_the_same_body(tmp_path: Path, receiver: Receiver) -> None:
     # timeout_s 3: a held try ends on its own after 6 s, long enough to kill the server first on a loaded machine.
     notify = {"allow_networks": ["127.0.0.1/32"], "attempts": 3, "backoff_s": 0.2, "timeout_s": 3}
     competition = write_competition(tmp_path / "c.toml", tables={"notify": notify})
@@ -84,7 +44,7 @@ def test_a_delivery_cut_by_kill_9_is_tried_again_after_the_restart_with_the_same
     server = Server(competition, state, workers=0).start()
     try:
         token = admin(state, "add-participant", "ada").strip()
-        set_line = invoke("notify", "set", receiver.url, "--server", server.url, "--token", token).stdout
+        set_line = invoke("notify", "set", f"{receiver.url}/hook", "--server", server.url, "--token", token).stdout
         secret = set_line.split("signing secret (shown once; keep it where your receiver reads it): ")[1].strip()
         assert "1 deliveries" in invoke("notify", "test", "--server", server.url, "--token", token).stdout
         wait_for(lambda: receiver.seen, timeout=60, what="the webhook's first request, held")
@@ -98,9 +58,9 @@ def test_a_delivery_cut_by_kill_9_is_tried_again_after_the_restart_with_the_same
         assert (row["type"], row["outcome"], row["tries"]) == ("ping", "delivered", 2), row
         assert len(_deliveries(server, token)) == 1  # one event, one row: nothing added by the restart
         assert len(receiver.seen) == 2
-        (_, first), (_, second) = receiver.seen
+        (_, _, first), (_, _, second) = receiver.seen
         assert first == second and jsonio.loads(first)["id"] == row["id"]  # the receiver tells the repeat by its id
-        for headers, body in receiver.seen:
+        for _, headers, body in receiver.seen:
             assert verify(secret, headers[HEADER], body, now=int(time.time()))
     finally:
         server.stop()
