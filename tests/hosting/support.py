@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -204,6 +205,7 @@ class Server:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=REPO,
+                    preexec_fn=self.in_child,
                 )
             if not expect_ok:
                 return self
@@ -221,6 +223,9 @@ class Server:
             self._started = True
             return self
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def in_child(self) -> None:
+        """Run in the server's process before it starts (a limit of its own, say); nothing by default."""
 
     def wait_ready(self, timeout: float = 180) -> None:
         """Wait until this server's own process answers /healthz (a generous bound: migrations and imports on a loaded machine)."""
@@ -320,3 +325,16 @@ def gzip_bomb(unpacked: int = 64 << 20) -> bytes:
     out.write(packer.compress(b"\0" * 1024))  # the end-of-archive blocks
     out.write(packer.flush())
     return out.getvalue()
+
+
+def log_audit(server: Server, vkey: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``grader log audit`` of ``server``'s one-competition log with the host checks, its checkpoints kept under ``home``."""
+    return grader_cli("log", "audit", f"{server.url}/log", "--log-key", vkey, "--host", env={"XDG_STATE_HOME": str(home)}, timeout=120)
+
+
+def served_entries(server: Server) -> list[bytes]:
+    """The log entries ``server`` serves now (read from its SQLite database)."""
+    with sqlite3.connect(server.state / "grader.sqlite3") as connection:
+        rows = connection.execute("SELECT entry FROM log_entries ORDER BY idx").fetchall()
+    connection.close()
+    return [bytes(row[0]) for row in rows]

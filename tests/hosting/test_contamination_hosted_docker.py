@@ -129,9 +129,9 @@ def test_planted_copies_get_the_released_figure_in_the_signed_report_and_on_the_
     assert "text2code (test): at least 20 of 881 test queries touched" in row["contamination"]
     page = httpx.get(f"{served.url}/", timeout=30).text
     assert "Contamination" in page and "at least 20 of 881 test queries touched" in page
-    # the CSV export carries the same figure, in its last column
+    # the CSV export carries the same figure, in its column before the cost one (the last)
     exported = list(csv.DictReader(io.StringIO(httpx.get(f"{served.url}/leaderboard.csv", timeout=30).text)))
-    assert list(exported[0])[-1] == "contamination"
+    assert list(exported[0])[-2:] == ["contamination", "cpu_s_per_1000_queries"]
     assert {r["participant"]: r["contamination"] for r in exported}["planted"] == row["contamination"]
     # the sketch was kept on the server, apart from the upload the worker reads
     assert (served.state / "uploads" / f"{graded['planted']}.sketch").read_bytes() == (root / "planted" / SUBMISSION_SKETCH).read_bytes()

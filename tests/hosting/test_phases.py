@@ -40,8 +40,7 @@ from grader.hosting.states import Track
 from grader.reports.verify import verify_envelope
 from grader.transparency import entries
 from tests.hosting.leaderboard_world import XSS_NAME, seed
-from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
-from tests.hosting.test_the_end_stays import _audit, _served
+from tests.hosting.support import REPO, Server, admin, grader_cli, log_audit, served_entries, wait_for, write_competition
 from tests.hosting.world import World, new_submission, state_of
 
 ONNX = REPO / "submissions_example" / "onnx-lsa"
@@ -125,7 +124,7 @@ def test_uploads_go_to_the_open_phase_under_its_rules_and_a_named_phase_must_be_
 
 
 def _kinds(server: Server) -> list[str]:
-    return [entries.decode_entry(entry)["kind"] for entry in _served(server)]
+    return [entries.decode_entry(entry)["kind"] for entry in served_entries(server)]
 
 
 @pytest.mark.slow
@@ -149,9 +148,9 @@ def test_a_closed_phase_is_logged_its_boards_wait_for_its_grades_and_it_stays_cl
         assert "phase_board" not in _kinds(server) and "end" not in _kinds(server)  # its upload is in flight: its board is not final
         admin(server.state, "cancel", held)
         wait_for(lambda: "phase_board" in _kinds(server), what="phase one's final boards logged once nothing of it is in flight")
-        closed = [entries.decode_entry(entry) for entry in _served(server) if entries.decode_entry(entry)["kind"] == "phase_end"]
+        closed = [entries.decode_entry(entry) for entry in served_entries(server) if entries.decode_entry(entry)["kind"] == "phase_end"]
         assert [(e["phase"], e["time"]) for e in closed] == [("one", closing)]
-        audit = _audit(server, httpx.get(f"{server.url}/log/key").text.strip(), tmp_path / "auditor")
+        audit = log_audit(server, httpx.get(f"{server.url}/log/key").text.strip(), tmp_path / "auditor")
         assert audit.returncode == 0, audit.stdout + audit.stderr
         server.stop()
         # phase one reopened (its end moved later): refused at start, in one line naming the logged end

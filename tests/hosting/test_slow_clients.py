@@ -36,6 +36,11 @@ class PacedServer(Server):
     def serve_args(self) -> list[str]:
         return [*super().serve_args(), "--trusted-proxy", "127.0.0.1", "--min-body-rate", "4096", "--body-grace", "1"]
 
+    def in_child(self) -> None:
+        # The server's own descriptor limit, set in its process only: lowering the test process's limit instead
+        # failed at once when the long suite had left that process holding more than SERVER_FILES descriptors.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (SERVER_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
 
 def raise_own_file_limit(wanted: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -48,12 +53,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ng
     root = tmp_path_factory.mktemp("slow")
     competition = write_competition(root / "c.toml", tables={"upload": {"max_bytes": str(1 << 20)}})
     server = PacedServer(competition, root / "state", workers=0)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (SERVER_FILES, hard))  # the server inherits it
-    try:
-        server.start()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    server.start()
     server.participant = admin(server.state, "add-participant", "alice").strip()  # type: ignore[attr-defined]
     proxy = Nginx(root / "nginx", f"127.0.0.1:{server.port}", header_timeout=f"{HEADER_TIMEOUT_S}s", body_timeout=f"{HEADER_TIMEOUT_S}s")
     proxy.start()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import sqlite3
-import subprocess
 import tarfile
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -39,7 +38,7 @@ from grader.hosting.transparency.log_store import LogClosedError, append_entry
 from grader.transparency import entries
 from grader.transparency.commitments import EntryCommitter
 from grader.transparency.note import NoteSigner
-from tests.hosting.support import REPO, Server, admin, grader_cli, wait_for, write_competition
+from tests.hosting.support import REPO, Server, admin, log_audit, served_entries, wait_for, write_competition
 from tests.hosting.world import World, new_submission, state_of
 
 FILE_END = datetime(2020, 1, 2, tzinfo=UTC)
@@ -206,10 +205,6 @@ def _forge(state: Path, entry: bytes) -> int:
     return int(index)
 
 
-def _audit(server: Server, vkey: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return grader_cli("log", "audit", f"{server.url}/log", "--log-key", vkey, "--host", env={"XDG_STATE_HOME": str(home)}, timeout=120)
-
-
 def _copy(source: Path, target: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{target}{suffix}").unlink(missing_ok=True)
@@ -220,7 +215,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_the_audit(tmp_path: Path) -> None:
+def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_thelog_audit(tmp_path: Path) -> None:
     file = write_competition(tmp_path / "c.toml", name="ended-comp")
     server = Server(file, tmp_path / "state", workers=0).start()
     try:
@@ -231,10 +226,12 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         end = (utcnow() + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")  # after the upload's receipt
         _end_line(file, end)
         server.start()
-        wait_for(lambda: "end" in [entries.decode_entry(entry)["kind"] for entry in _served(server)], what="the file's end logged by the reaper")
+        wait_for(
+            lambda: "end" in [entries.decode_entry(entry)["kind"] for entry in served_entries(server)], what="the file's end logged by the reaper"
+        )
         vkey = httpx.get(f"{server.url}/log/key").text.strip()
         server.stop()
-        assert "reveal" not in [entries.decode_entry(entry)["kind"] for entry in _served(server)]  # the upload is in flight
+        assert "reveal" not in [entries.decode_entry(entry)["kind"] for entry in served_entries(server)]  # the upload is in flight
         # A receipt forged after the end (no reveal yet): the audit names it.
         database, checkpoint = server.state / "grader.sqlite3", server.state / "log" / "checkpoint"
         _copy(database, tmp_path / "honest.sqlite3")
@@ -242,7 +239,7 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         receipt = entries.receipt_entry(EntryCommitter.fresh(b"k" * 32), time=utcnow(), participant="mallory", submission="s", upload_sha256="0" * 64)
         forged = _forge(server.state, receipt)
         server.start()
-        audit = _audit(server, vkey, tmp_path / "auditor-1")
+        audit = log_audit(server, vkey, tmp_path / "auditor-1")
         assert audit.returncode == 1, audit.stdout + audit.stderr
         assert f"entry {forged}: a receipt after the end" in audit.stderr
         server.stop()
@@ -250,7 +247,9 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         checkpoint.write_bytes(honest_checkpoint)
         server.start()
         admin(server.state, "cancel", held)  # nothing in flight now: the server logs the reveal by itself
-        wait_for(lambda: "reveal" in [entries.decode_entry(entry)["kind"] for entry in _served(server)], what="the reveal logged by the server")
+        wait_for(
+            lambda: "reveal" in [entries.decode_entry(entry)["kind"] for entry in served_entries(server)], what="the reveal logged by the server"
+        )
         server.stop()
         # The attack: the file's end moved later, the server restarted.
         _end_line(file, "2099-01-01T00:00:00Z")
@@ -266,16 +265,8 @@ def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_t
         )
         forged = _forge(server.state, rejudge)
         server.start()
-        audit = _audit(server, vkey, tmp_path / "auditor-2")
+        audit = log_audit(server, vkey, tmp_path / "auditor-2")
         assert audit.returncode == 1, audit.stdout + audit.stderr
         assert f"entry {forged}: a rejudge after the reveal (entry {forged - 1})" in audit.stderr
     finally:
         server.stop()
-
-
-def _served(server: Server) -> list[bytes]:
-    """The entries the server serves now (read from its database: the audit above reads them through the tiles)."""
-    with sqlite3.connect(server.state / "grader.sqlite3") as connection:
-        rows = connection.execute("SELECT entry FROM log_entries ORDER BY idx").fetchall()
-    connection.close()
-    return [bytes(row[0]) for row in rows]
