@@ -49,7 +49,8 @@ COIR = REPO / "grader" / "bundled" / "coir" / "benchmark.json"
 LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
 SIGMA = 0.614  # bench/synthetic_corpus.py: solved from APPS's mean and maximum
 
-sys.path.insert(0, str(REPO / "bench"))  # bench/ is not a package: its scripts import each other by name
+if str(REPO / "bench") not in sys.path:  # bench/ is not a package: its scripts import each other by name (last: never shadowing)
+    sys.path.append(str(REPO / "bench"))
 from synthetic_corpus import vocabulary, write_jsonl_gz  # noqa: E402
 
 # Seed snippets: (header, body lines, closing line) per language; {f} a function name, {a}-{d} identifiers, {n} a number.
@@ -199,6 +200,11 @@ def write_text(rng: random.Random, style: Style, names: list[str], target: int) 
     return (" " if kind == "text" else "\n").join(parts)
 
 
+def code_language(*styles: Style) -> str:
+    """The language of a task's code: its first side's that holds code, else ``sql`` (text-to-SQL)."""
+    return next((style.language for style in styles if style.kind in ("code", "mixed")), "sql")
+
+
 def generate_task(folder: Path, task: str, documents: int, queries: int, seed: int, words: list[str]) -> dict:
     """Write one task's folder (corpus streamed) and return its task_info entry."""
     kind, doc_style, query_style = MEANS[task]
@@ -228,7 +234,7 @@ def generate_task(folder: Path, task: str, documents: int, queries: int, seed: i
         (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
     return {
         "kind": kind,
-        "language": doc_style.language if doc_style.kind in ("code", "mixed") else query_style.language,
+        "language": code_language(doc_style, query_style),
         "corpus_size": documents,
         "queries": queries,
         "mean_chars": {"documents": round(total / documents, 1), "queries": round(query_total / queries, 1)},
