@@ -72,7 +72,7 @@ def compare(served: dict[str, Any], direct: dict[str, Any], task: str) -> tuple[
         return False, "missing from a report"
     equal = left["status"] == right["status"] == "scored" and left["measures"] == right["measures"]
     value = left["measures"].get("NDCG@10")
-    note = f"NDCG@10 {float(value):.6f}" if isinstance(value, int | float) else str(left["status"])
+    note = f"NDCG@10 {float(value):.6f}, {len(left['measures'])} measures" if isinstance(value, int | float) else str(left["status"])
     if not equal:
         differing = sorted(k for k in set(left["measures"]) | set(right["measures"]) if left["measures"].get(k) != right["measures"].get(k))
         note += f"; differs: {', '.join(differing[:6]) or left['status'] + ' vs ' + right['status']}"
