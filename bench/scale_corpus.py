@@ -60,6 +60,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from sqlalchemy import text  # noqa: E402
+
+from grader.hosting.db.session import open_database  # noqa: E402
 from grader.hosting.participant.client import HostingClient  # noqa: E402
 from tests.hosting.support import Server, admin, write_competition  # noqa: E402
 
@@ -223,6 +226,20 @@ def pin_workers(serve_pid: int) -> None:
         subprocess.run(["taskset", "-a", "-p", "-c", str(number % (os.cpu_count() or 1)), str(pid)], check=True, capture_output=True)
 
 
+def stored_envelope(state: Path, submission_id: str) -> bytes:
+    """The signed full report of a scored submission, read from the server's state as its operator can (a participant
+    gets a hidden grade's full report only after the competition's end); for callers that compare it (bench/coir_shape.py)."""
+    db = open_database(state)
+    try:
+        with db.session() as session:
+            path = session.execute(
+                text("SELECT r.envelope_path FROM results r JOIN submissions s ON s.result_id = r.id WHERE s.id = :id"), {"id": submission_id}
+            ).scalar_one()
+    finally:
+        db.dispose()
+    return Path(path).read_bytes()
+
+
 def grade(
     bench_root: Path,
     workers: int,
@@ -268,9 +285,10 @@ def grade(
         if heap is not None:
             for role, path in heap_dumps(server.process.pid, heap).items():
                 heaps.setdefault(role, []).append(path)
+        report = stored_envelope(server.state, submission_id)
     finally:
         server.stop()
-    return {"wall_s": wall, "processes": sampler.processes, "containers": sampler.containers, "view": view, "heaps": heaps}
+    return {"wall_s": wall, "processes": sampler.processes, "containers": sampler.containers, "view": view, "heaps": heaps, "report": report}
 
 
 HEAP_SITE = REPO / "bench" / "heaptrace"
