@@ -40,7 +40,7 @@ from grader.hosting.allocator import release_free_memory
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import ShardJob, Submission
 from grader.hosting.errors import ShardOutputRefused
-from grader.hosting.protocol.shard_messages import ShardJobCost
+from grader.hosting.protocol.shard_messages import SHARD_COST_BYTES, ShardJobCost
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.lifecycle import Claim, holds_lease
 from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
@@ -271,12 +271,16 @@ def _keep_cost(ctx: ServerContext, job: ShardJob, output: Path, cost: ShardJobCo
 
 
 def _job_figures(path: Path) -> dict[str, Any] | None:
-    """The figures kept beside a job's output (written by this server, checked then); None when none were stated."""
+    """The figures kept beside a job's output; None when none were stated. Read back as what they are, a worker's word
+    from disk: bounded and validated again (the report's cost block is checked once more when it is scored)."""
     try:
-        figures = jsonio.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as kept:
+            data = kept.read(SHARD_COST_BYTES + 1)
+        if len(data) > SHARD_COST_BYTES:
+            return None
+        return ShardJobCost.model_validate_json(data).model_dump()
     except (OSError, ValueError):
         return None
-    return figures if isinstance(figures, dict) else None
 
 
 def _cost(

@@ -109,6 +109,16 @@ def check_claim(response: httpx.Response) -> None:
     raise SystemExit(f"the server refused this worker's claim: {detail}")
 
 
+def _capped(response: httpx.Response, what: str, cap: int) -> bytes:
+    """A streamed answer's body, read in 1 MiB chunks and refused (INFRA) past ``cap`` bytes: a server's word is bounded."""
+    data = bytearray()
+    for chunk in response.iter_bytes(1 << 20):
+        data += chunk
+        if len(data) > cap:
+            raise TaskFailure(FailureCode.INFRA, f"the job's {what} is larger than {cap} bytes")
+    return bytes(data)
+
+
 class ShardApi:
     """The shard routes of one server, over a worker's authenticated client."""
 
@@ -131,31 +141,20 @@ class ShardApi:
 
     def fetch(self, job: ShardJobMessage, what: str, cap: int) -> bytes:
         """``upload`` or ``queries`` of a held job, at most ``cap`` bytes."""
-        data = bytearray()
         with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/{what}", params={"tries": job.tries}) as response:
             response.raise_for_status()
-            for chunk in response.iter_bytes(1 << 20):
-                data += chunk
-                if len(data) > cap:
-                    raise TaskFailure(FailureCode.INFRA, f"the job's {what} is larger than {cap} bytes")
-        return bytes(data)
+            return _capped(response, what, cap)
 
     def query_vectors(self, job: ShardJobMessage) -> tuple[bytes, str] | str | None:
         """A held shard job's query vectors and the sha256 the server names; :data:`PENDING` while its query job runs;
         None when the try is stale (or was released: its query job went back to the queue)."""
-        data = bytearray()
         with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/queries", params={"tries": job.tries}) as response:
             if response.status_code == 202:
                 return PENDING
             if response.status_code == 409:
                 return None
             response.raise_for_status()
-            named = response.headers.get(QUERIES_SHA256, "")
-            for chunk in response.iter_bytes(1 << 20):
-                data += chunk
-                if len(data) > job.max_query_bytes:
-                    raise TaskFailure(FailureCode.INFRA, f"the job's query vectors are larger than {job.max_query_bytes} bytes")
-        return bytes(data), named[:64]
+            return _capped(response, "query vectors", job.max_query_bytes), response.headers.get(QUERIES_SHA256, "")[:64]
 
     def put_output(self, job: ShardJobMessage, data: bytes, cost: dict[str, Any] | None = None) -> str | None:
         """Put the job's output (and what it cost, in the :data:`SHARD_COST` header); its sha256, or None when stale."""

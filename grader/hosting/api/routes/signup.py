@@ -11,8 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from grader.hosting.api.auth import person_session, signup_address, verify
 from grader.hosting.api.deps import Ctx
-from grader.hosting.api.routes.web import _form as checked_form
-from grader.hosting.api.routes.web import _page as page
+from grader.hosting.api.routes.web import checked_form, page
 from grader.hosting.errors import HostingError
 from grader.hosting.identity.principal import Role
 from grader.hosting.services import signup as service

@@ -45,7 +45,7 @@ TEMPLATES = Environment(
 TEMPLATES.filters.update(FILTERS)
 
 
-def _page(name: str, request: Request, status: int = 200, *, end: End | None = None, scripts: bool = False, **values: Any) -> HTMLResponse:
+def page(name: str, request: Request, status: int = 200, *, end: End | None = None, scripts: bool = False, **values: Any) -> HTMLResponse:
     """Page ``name``; ``end``: the competition's end as the request already read it (None: read here).
 
     ``scripts``: the page runs the server's own script files (``script-src 'self'``: never inline, never another origin).
@@ -85,7 +85,7 @@ def _csrf(request: Request) -> str:
     return token
 
 
-async def _form(request: Request) -> dict[str, list[str]]:
+async def checked_form(request: Request) -> dict[str, list[str]]:
     """The urlencoded form of a POST, after its CSRF token was checked against the session's (403 otherwise)."""
     body = await read_bounded(request, FORM_BYTES)
     form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
@@ -138,7 +138,7 @@ def board_page(request: Request, ctx: Ctx, part: str | None = None, phase: str |
     except HostingError as error:  # NotPublished (the private board before the end, no such phase), or no such part
         raise HTTPException(404, str(error)) from None
     partition = service.partition_info(ctx, ended=end.ended)
-    return _page(
+    return page(
         "board.html",
         request,
         end=end,
@@ -152,12 +152,12 @@ def board_page(request: Request, ctx: Ctx, part: str | None = None, phase: str |
 
 @router.get("/signin", response_class=HTMLResponse)
 def signin_page(request: Request) -> HTMLResponse:
-    return _page("signin.html", request, error=None)
+    return page("signin.html", request, error=None)
 
 
 @router.post("/signin")
 async def signin(request: Request, ctx: Ctx) -> Response:
-    form = await _form(request)
+    form = await checked_form(request)
     token = (form.get("token") or [""])[0].strip()
     try:
         await run_in_threadpool(sign_in, request, token)
@@ -167,13 +167,13 @@ async def signin(request: Request, ctx: Ctx) -> Response:
             404: "this token is not registered in this competition"
             + (" (or its sign-up here waits for the host's approval)" if ctx.competition.registration == "approval" else ""),
         }.get(refused.status_code, "unknown or revoked token")
-        return _page("signin.html", request, status=refused.status_code, error=error)
+        return page("signin.html", request, status=refused.status_code, error=error)
     return RedirectResponse(base_path(request.scope) + "/me", status_code=303)
 
 
 @router.post("/signout")
 async def signout(request: Request) -> Response:
-    await _form(request)
+    await checked_form(request)
     await run_in_threadpool(sign_out, request)
     return RedirectResponse(base_path(request.scope) + "/", status_code=303)
 
@@ -183,8 +183,8 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     if who is None:
         return RedirectResponse(base_path(request.scope) + "/signin", status_code=303)
     end = competition_end(ctx)
-    page = progress.own_progress(ctx, who)
-    lines = {row.id: row.lines for row in page.rows}
+    followed = progress.own_progress(ctx, who)
+    lines = {row.id: row.lines for row in followed.rows}
     rows = [
         {**view.model_dump(exclude_unset=True), "progress": lines.get(view.id, [])}
         for view in submissions_service.own_views(ctx, who, ended=end.disclosed)
@@ -192,13 +192,13 @@ def own_page(request: Request, ctx: Ctx, who: MaybeSignedIn) -> Response:
     finals, chosen = service.own_finals(ctx, who)
     message = request.session.pop("flash", None)
     code = request.session.pop("team_code", None)  # an invitation code, shown on this one page
-    return _page(
+    return page(
         "me.html",
         request,
         end=end,
-        scripts=not end.ended or page.live,  # the upload form's script until the end; the progress one while a grade waits or runs
-        live=page.live,
-        tag=page.tag,
+        scripts=not end.ended or followed.live,  # the upload form's script until the end; the progress one while a grade waits or runs
+        live=followed.live,
+        tag=followed.tag,
         who=who,
         rows=rows,
         finals=finals,
@@ -231,7 +231,7 @@ async def own_progress(request: Request, ctx: Ctx, seen: str = Query("", pattern
 
 @router.post("/me/finals")
 async def choose_finals(request: Request, ctx: Ctx) -> Response:
-    form = await _form(request)  # the CSRF check first, then who is signed in
+    form = await checked_form(request)  # the CSRF check first, then who is signed in
     who = await run_in_threadpool(require_signed_in, request)
     try:
         saved = await run_in_threadpool(service.set_finals, ctx, who, form.get("final", []))
@@ -252,7 +252,7 @@ async def choose_finals(request: Request, ctx: Ctx) -> Response:
 @router.post("/me/team/{action}")
 async def team_action(action: str, request: Request, ctx: Ctx) -> Response:
     """The /me page's team forms: create, invite, join, leave (docs/hosting.md, "Teams"); each says what happened."""
-    form = await _form(request)  # the CSRF check first, then who is signed in
+    form = await checked_form(request)  # the CSRF check first, then who is signed in
     who = await run_in_threadpool(require_signed_in, request)
     field = (form.get("name") or form.get("code") or [""])[0]
     try:

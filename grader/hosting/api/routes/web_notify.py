@@ -14,8 +14,7 @@ from fastapi.responses import RedirectResponse, Response
 from grader.hosting.api.auth import require_signed_in
 from grader.hosting.api.deps import Ctx
 from grader.hosting.api.paths import base_path
-from grader.hosting.api.routes.web import _form as checked_form
-from grader.hosting.api.routes.web import _page as page
+from grader.hosting.api.routes.web import checked_form, page
 from grader.hosting.errors import NotifySettingRefused
 from grader.hosting.services import notify as service
 
