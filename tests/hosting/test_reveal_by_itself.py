@@ -63,7 +63,8 @@ def test_the_end_leads_to_the_reveal_once_the_grade_in_flight_at_the_end_finishe
         wait_for(lambda: "reveal" in _kinds(server), timeout=30, what="the reveal logged by the server's pass")
         kinds = _kinds(server)
         assert kinds.count("reveal") == 1 and kinds[-1] == "reveal" and kinds.index("end") < kinds.index("reveal")
-        assert "transparency log: the reveal logged as entry" in server.log.read_text()
+        # the server says so once its append committed: the line may follow the entry by a moment
+        wait_for(lambda: "transparency log: the reveal logged as entry" in server.log.read_text(), timeout=30, what="the reveal's log line")
         # the host's command is for a reveal that failed: here it is refused, the log holding one
         refused = CliRunner().invoke(cli, ["admin", "--state", str(server.state), "log-reveal", "--competition", str(server.competition)])
         assert refused.exit_code != 0 and "already holds the reveal" in refused.output

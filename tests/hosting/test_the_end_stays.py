@@ -215,7 +215,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_thelog_audit(tmp_path: Path) -> None:
+def test_a_moved_end_is_refused_at_start_and_a_forged_receipt_or_rejudge_fails_the_audit(tmp_path: Path) -> None:
     file = write_competition(tmp_path / "c.toml", name="ended-comp")
     server = Server(file, tmp_path / "state", workers=0).start()
     try:
