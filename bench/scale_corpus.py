@@ -48,6 +48,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -358,6 +359,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="grade each (N, workers) this many times, alternating; report the median speedup of the walls"
+    )
+    parser.add_argument(
         "--heap",
         type=Path,
         default=None,
@@ -383,11 +387,12 @@ def main() -> None:
     print("\n".join(lines), flush=True)
     speedups = []
     for documents in args.documents:
-        walls: dict[int, float] = {}
+        walls: dict[int, list[float]] = {}
         root, made = benchmark_folder(args.workdir, documents, args.queries, args.seed)
         if made:
             print(f"# generated {root} in {made:.1f} s", flush=True)
-        for workers in args.workers:
+        for round_, workers in ((r, w) for r in range(args.repeat) for w in args.workers):  # alternating: a drift hits both alike
+            load = os.getloadavg()[0]
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
                 result = grade(
                     root,
@@ -399,8 +404,10 @@ def main() -> None:
                     pin=args.pin,
                     heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
                 )
-            walls[workers] = result["wall_s"]
+            walls.setdefault(workers, []).append(result["wall_s"])
             row = table_row(documents, workers, result)
+            if args.repeat > 1:
+                row += f" <!-- round {round_ + 1} of {args.repeat}, load {load:.1f} before -->"
             lines.append(row)
             print(row, flush=True)
             detail = {
@@ -414,7 +421,12 @@ def main() -> None:
                 detail["heaps"] = {role: [str(path) for path in paths] for role, paths in result["heaps"].items()}
             print("# " + json.dumps(detail), flush=True)
         if 1 in walls:
-            speedups += [f"# N = {documents:,}: {w} workers {walls[1] / walls[w]:.2f}x one worker" for w in sorted(walls) if w != 1]
+            for w in sorted(walls):
+                if w == 1:
+                    continue
+                ratios = sorted(one / many for one, many in zip(walls[1], walls[w], strict=True))
+                each = "" if len(ratios) == 1 else f" (median of {len(ratios)}: {', '.join(f'{r:.2f}' for r in ratios)})"
+                speedups.append(f"# N = {documents:,}: {w} workers {statistics.median(ratios):.2f}x one worker{each}")
     lines += speedups
     print("\n".join(speedups), flush=True)
     if args.markdown:
