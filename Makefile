@@ -18,7 +18,7 @@ demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 # ranx alone, not the whole bench extra: bench/metrics.py needs no torch.
 bench: setup
