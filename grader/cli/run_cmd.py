@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     type=click.Path(path_type=Path),
     default=None,
     help="A sketch of the training data (`grader sketch-training`): print its overlap with the graded split, as the release rule "
-    "allows, beside the report (not in it: the report's schema has no field for it yet).",
+    "allows, beside the report (not in it: the report's contamination block holds a host's audit of a submitted sketch).",
 )
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
