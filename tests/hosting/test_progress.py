@@ -21,15 +21,17 @@ from sqlalchemy import select
 from grader.grading.interfaces import SEARCHING
 from grader.hosting.clock import utcnow
 from grader.hosting.db.models import Attempt, Submission
+from grader.hosting.identity.principal import Principal, Role
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
 from grader.hosting.participant.client import HostingClient
-from grader.hosting.protocol.messages import Phase, QueueView, TaskProgress
+from grader.hosting.protocol.messages import HeartbeatRequest, Phase, QueueView, TaskProgress, WorkerResult
 from grader.hosting.protocol.progress import queue_words, task_words
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.queue import lifecycle, shard_jobs
 from grader.hosting.queue.dispatch import LocalDispatcher
 from grader.hosting.results.grade_progress import GradeProgress
-from grader.hosting.services import progress
+from grader.hosting.results.recording import AuthenticResult, Grading
+from grader.hosting.services import jobs, progress
 from grader.hosting.states import Track
 from grader.hosting.worker.loop import Heartbeat, WorkerApi
 from tests.hosting.support import REPO, Server, admin, claim_body, stated_fingerprint, wait_for, worker_headers, write_competition
@@ -180,6 +182,34 @@ def test_a_sharded_grade_shows_its_shards_from_the_servers_own_jobs(world: World
         if job.task == "t" and job.number == 0:
             assert shown()["t"] == "t: encoding, shard 2 of 3"  # the query job (-1) is no shard
     assert done == 6 and shown() == {"t": "t: ranked, 3 of 3 shards ranked", "u": "u: ranked, 1 of 1 shards ranked"}
+
+
+@pytest.mark.board
+def test_scoring_is_the_servers_own_step_shown_over_the_shards_and_never_a_workers_word(world: World) -> None:
+    ctx = world.ctx
+    task = ctx.tasks[0]
+    submission_id = new_submission(world)
+    taken = lifecycle.claim(ctx.db, world.workers[0], 600)
+    assert taken is not None and taken.submission_id == submission_id
+    with ctx.db.session() as session:
+        shard_jobs.plan(session, submission_id, taken.attempt, {task: 2}, 3600)
+
+    def shown() -> list[str]:
+        return progress.progress_lines(progress.queue_view(ctx, submission_id))[1:]  # the task lines, after the queue line
+
+    assert shown() == [f"{task}: encoding, shard 1 of 2"]
+    # a worker that states the server's step: its lease is renewed, its report dropped whole (it would hide the shards)
+    worker = Principal(Role.WORKER, world.workers[0], "w1")
+    said = HeartbeatRequest(attempt=taken.attempt, progress=[TaskProgress(task=task, phase=Phase.SCORING)])
+    assert jobs.renew(ctx, worker, submission_id, said) is not None
+    assert shown() == [f"{task}: encoding, shard 1 of 2"]
+    # the server's own word, as it scores a posted result's runs (what post_result records before scoring): over the shards
+    grading = Grading(submission_id, taken.attempt, worker.id, worker.name, False, Track.HIDDEN, "test", "onnx", "0" * 64, world.pin_id, {})
+    posted = WorkerResult(attempt=taken.attempt, facts={}, runs={task: "0" * 64})
+    jobs._scoring(ctx, AuthenticResult(grading, posted))
+    assert shown() == [f"{task}: scoring"]
+    view = progress.queue_view(ctx, submission_id)
+    assert view is not None and [entry.model_dump(exclude_none=True) for entry in view.progress] == [{"task": task, "phase": Phase.SCORING}]
 
 
 @pytest.mark.slow

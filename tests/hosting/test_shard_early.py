@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
-from grader.hosting.db.models import Result, Submission
+from grader.hosting.db.models import Attempt, Result, Submission
 from grader.hosting.db.session import open_database
 from grader.hosting.environment import WORKER_DATA
 from grader.hosting.keyring.worker_signing import ensure_worker_key, worker_public_key_path
@@ -102,6 +103,16 @@ def _stored_report(server: Server, submission_id: str) -> dict[str, Any]:
         db.dispose()
 
 
+def _kept_progress(server: Server, submission_id: str) -> dict[str, Any] | None:
+    """The progress the server kept on ``submission_id``'s first attempt."""
+    db = open_database(server.state, None)
+    try:
+        with db.session() as session:
+            return session.scalars(select(Attempt.progress).where(Attempt.submission_id == submission_id, Attempt.number == 1)).one()
+    finally:
+        db.dispose()
+
+
 def _job_id(server: Server, submission_id: str, number: int) -> int:
     _submission, jobs = submission_and_shard_jobs(server.state, submission_id)
     return next(job.id for job in jobs if job.number == number)
@@ -125,9 +136,19 @@ def test_a_pool_of_one_worker_finishes_a_sharded_grade(tmp_path: Path) -> None:
         assert client.wait(submission_id, poll_s=0.2, timeout_s=300)["state"] == "scored", server.log.read_text()[-3000:]
         submission, rows = submission_and_shard_jobs(server.state, submission_id)
         report = _stored_report(server, submission_id)
+        kept = _kept_progress(server, submission_id)
+        logged = (server.state / "run" / "local-1.log").read_text(encoding="utf-8")
     finally:
         server.stop()
     assert submission.attempt == 1
+    # The coordinator's log: a line per change of the task's shards, in a participant's words, up to the last shard ranked.
+    prefix = f"{submission_id} attempt 1: task "
+    assert [line.partition(prefix)[2] for line in logged.splitlines() if prefix in line] == [
+        "text2code: encoding, shard 1 of 1",
+        "text2code: ranked, 1 of 1 shards ranked",
+    ]
+    # The attempt's last progress is the server's own step, recorded as it scored the posted run (no worker states it).
+    assert kept == {"tasks": [{"task": "text2code", "phase": "scoring"}]}
     assert sorted((row.number, row.state) for row in rows) == [(-1, "done"), (0, "done")]
     assert len({row.worker_id for row in rows}) == 1  # the one worker did both
     # The sharded grade's cost block: its two jobs' figures merged, the workers' word, within the sandbox's bounds.

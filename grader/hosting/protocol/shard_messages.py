@@ -115,7 +115,7 @@ class ShardGradeStatus(BaseModel):
     state: str
     runs: dict[str, str] = Field(default_factory=dict)
     failures: dict[str, list[str]] = Field(default_factory=dict)
-    #: while it runs, per task: shards ranked of shards planned (worker protocol 4; the coordinator logs them)
+    #: while it runs and once done, per task: shards ranked of shards planned (worker protocol 4; the coordinator logs them)
     progress: list[TaskProgress] = Field(default_factory=list)
     #: once done: the ``grader-cost/v1`` block of its jobs' figures merged per task (worker protocol 5: the coordinator
     #: states it as its facts' ``cost``; the server checks it as any worker's)

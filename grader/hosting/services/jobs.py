@@ -102,12 +102,14 @@ def renew(ctx: ServerContext, worker: Principal, submission_id: str, beat: Heart
     """Renew ``worker``'s lease of the attempt and keep its progress; None when it is stale or cancelled (the worker stops grading).
 
     A report naming a task this competition does not grade is dropped whole (a worker's words are shown to a
-    participant: only the competition's own task names ever are); the lease is renewed all the same.
+    participant: only the competition's own task names ever are), and so is one claiming ``scoring``: the server's
+    own step, which would hide a sharded grade's shards; the lease is renewed all the same.
     """
     ctx.presence.seen(worker.id)
     named = {entry.task for entry in beat.progress}
+    own = all(entry.phase is not Phase.SCORING for entry in beat.progress)
     progress = None
-    if beat.progress and named <= set(ctx.tasks) and len(named) == len(beat.progress):
+    if beat.progress and own and named <= set(ctx.tasks) and len(named) == len(beat.progress):
         progress = {"tasks": [entry.model_dump(mode="json", exclude_none=True) for entry in beat.progress]}
     return lifecycle.heartbeat(ctx.db, submission_id, beat.attempt, worker.id, ctx.competition.queue.lease_s, progress)
 

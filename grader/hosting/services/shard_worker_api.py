@@ -47,6 +47,7 @@ def claim(ctx: ServerContext, worker: Principal, fingerprint: str) -> ShardJobMe
 def grade_status(ctx: ServerContext, worker: Principal, submission_id: str, attempt: int) -> ShardGradeStatus:
     """Where the coordinator's sharded attempt stands (:func:`grader.hosting.services.shard_grading.status`)."""
     found = shard_grading.status(ctx, worker.id, submission_id, attempt)
-    shards = progress.shard_progress(ctx.db, submission_id, attempt) if found.state == "running" else []
+    # Done too: the coordinator's line of the last shard ranked (`ranked, K of K shards ranked`) comes from this answer.
+    shards = progress.shard_progress(ctx.db, submission_id, attempt) if found.state != "stale" else []
     failures = {name: list(why) for name, why in found.failures.items()}
     return ShardGradeStatus(state=found.state, runs=found.runs, failures=failures, progress=shards, cost=found.cost)
