@@ -600,8 +600,10 @@ def competition_export(ctx: click.Context, name: str, out: Path) -> None:
 def competition_import(ctx: click.Context, bundle: Path, competition_file: Path) -> None:
     """Add the competition of BUNDLE (from `competition export`), checked first; a running server serves it within seconds."""
     from grader.hosting.directory.bundle_import import import_competition
+    from grader.hosting.services.startup import hold_the_end
 
-    done = import_competition(ctx.obj["server_state"], bundle, competition_file, ctx.obj["server_database"])
+    # the end its log holds stays: a file that moves it later is refused here, as a server refuses it at start
+    done = import_competition(ctx.obj["server_state"], bundle, competition_file, ctx.obj["server_database"], hold=hold_the_end)
     for worker in done.revoked_workers:
         click.echo(f"worker {worker!r}: this server registers that name under another token; kept for its reports, revoked here", err=True)
     name = done.entry.name

@@ -10,8 +10,10 @@ link to the copy in the competition's folder). A watcher re-reads ``server.json`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import GraderError
 from grader.hosting.allocator import return_large_buffers
 from grader.hosting.api.app import create_app
 from grader.hosting.api.server_app import COMPETITION_PAGES, Competitions, create_server_app
 from grader.hosting.config import load_competition
 from grader.hosting.context import SIGNUPS_PER_HOUR, ServerContext
 from grader.hosting.db.session import Database, PoolSize
-from grader.hosting.directory.databases import competition_database
+from grader.hosting.directory.databases import competition_database, drop_schema, schema_exists
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.people import People, open_people
 from grader.hosting.directory.upgrade import is_legacy
@@ -39,6 +42,7 @@ from grader.hosting.server import LocalWorkers, Reaper, ServeOptions, export_qui
 from grader.hosting.services import shared_workers
 from grader.hosting.services.worker_copy import worker_copy
 from grader.hosting.storage import PRIVATE_UMASK
+from grader.text import MAX_ERROR_LINE, bounded
 
 log = logging.getLogger("grader.hosting")
 
@@ -228,7 +232,11 @@ class ManyServer:
     def prepare_all(self) -> None:
         """Prepare every active competition (before serving: a competition that cannot start stops the server)."""
         for entry in self.layout.active():
-            self._serve(entry, start=False)
+            try:
+                self._serve(entry, start=False)
+            except GraderError as error:  # the line names which of the server's competitions stops it
+                _naming(error, Path(entry.file), f"competition {entry.name!r} cannot start")
+                raise
 
     def _serve(self, entry: Entry, *, start: bool) -> None:
         ctx = prepare_entry(self.layout, entry, self.options, self.people, signups=self.signups, served_databases=self.served_databases)
@@ -349,7 +357,8 @@ __all__ = ["ManyOptions", "ManyServer", "competition_pool", "open_layout", "prep
 
 def add_competition(state_dir: Path, competition_file: Path, database: str | None) -> Entry:
     """``grader admin competition add``: record the competition and apply its start checks now (database, pins, keys,
-    log entry 0, the end held): a competition that could not start is not added. A running server serves it within
+    log entry 0, the end held): a competition that could not start is not added, and nothing of it is left (its folder
+    and, on PostgreSQL, its schema are removed when this command made them). A running server serves it within
     :data:`WATCH_S` seconds."""
     if is_legacy(state_dir):
         raise HostingError(
@@ -362,12 +371,38 @@ def add_competition(state_dir: Path, competition_file: Path, database: str | Non
         raise HostingError(f"competition {competition.name!r} is already on this server ({state}); a name is never reused")
     entry = layout.add(competition.name, competition_file, postgres=database is not None)
     # The checks first, on a copy of the directory that names the new competition: a failure leaves server.json as it was.
-    # (The folder made meanwhile holds nothing served; adding the same file again reuses it.)
-    ctx = prepare_entry(layout, entry, ManyOptions(state_dir, database=database))
+    # A folder or schema there already (left by an earlier grader's failed add) is reused, and kept on failure.
+    folder = layout.folder(entry.name)
+    # the folders above it go too when this add made them: a competitions/ folder without server.json reads as an upgrade stopped
+    made = [each for each in (layout.root, folder.parent) if not each.exists()]
+    made_folder = not folder.exists()
+    made_schema = database is not None and entry.schema is not None and not schema_exists(database, entry.schema)
+    try:
+        ctx = prepare_entry(layout, entry, ManyOptions(state_dir, database=database))
+    except BaseException as error:
+        # Its keys (a partition secret, a blinding key) and tables belong to no competition: a later add makes fresh ones.
+        if made_folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        for each in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: something not ours is there, and stays
+                each.rmdir()
+        if made_schema and database is not None and entry.schema is not None:
+            with contextlib.suppress(HostingError):  # the refusal's line matters more; a schema left is reused by the next add
+                drop_schema(database, entry.schema)
+        if isinstance(error, GraderError):
+            _naming(error, competition_file, f"competition {entry.name!r} not added")
+        raise
     ctx.dispatcher.close()
     ctx.db.dispose()
     layout.save()
     return entry
+
+
+def _naming(error: GraderError, competition_file: Path, what: str) -> None:
+    """Begin ``error``'s line with the competition's file and ``what`` befell it (its class, hence its exit status, unchanged)."""
+    said = error.message.removeprefix(f"{competition_file}: ")  # a line that names the file already names it once
+    error.message = bounded(f"{competition_file}: {what}: {said}", MAX_ERROR_LINE)
+    error.args = (error.message,)
 
 
 def retire_competition(state_dir: Path, name: str) -> Entry:

@@ -1,9 +1,9 @@
 """Workers of a server of many competitions, through a real `grader serve --competitions` over real sockets.
 
 The server's claim (``POST /api/v1/worker/claim``) names the competitions a worker serves and hands out their jobs
-in a round robin over competitions: a flood of submissions to one does not hold back another's. A worker is
-registered in each competition it serves with the same token; the job names its competition, whose own routes
-take everything else about it. A real `grader worker` serves only competitions whose data copy it holds. (A real
+in a round robin over competitions: a flood of submissions to one does not hold back another's (on SQLite and on
+PostgreSQL). A worker is registered in each competition it serves with the same token; the job names its
+competition, whose own routes take everything else about it. A real `grader worker` serves only competitions whose data copy it holds. (A real
 grade by a worker of many competitions, the server's local pool: tests/hosting/test_many_competitions.py.)
 """
 
@@ -48,11 +48,11 @@ def worker_of(server: ManyServer, name: str, competitions: list[str], keys: Path
     """Register remote worker ``name`` in each of ``competitions`` under one token (the first prints it), with its key."""
     ensure_worker_key(keys)
     public = str(keys / "grader.pub")
-    token = admin(server.state, "--in", competitions[0], "add-worker", name, "--public-key", public).strip()
+    token = admin(server.state, "--in", competitions[0], "add-worker", name, "--public-key", public, database=server.database).strip()
     for other in competitions[1:]:
         os.environ["GRADER_WORKER_TOKEN"] = token
         try:
-            assert admin(server.state, "--in", other, "add-worker", name, "--public-key", public, "--same-token") == ""
+            assert admin(server.state, "--in", other, "add-worker", name, "--public-key", public, "--same-token", database=server.database) == ""
         finally:
             del os.environ["GRADER_WORKER_TOKEN"]
     return token
@@ -77,13 +77,16 @@ def submit(server: ManyServer, competition: str, token: str) -> str:
     return str(HostingClient(server.base(competition), token).submit(EXAMPLE)["id"])
 
 
-def test_a_flood_to_one_competition_does_not_hold_back_another(server: ManyServer, tmp_path: Path) -> None:
-    token = worker_of(server, "w", ["alpha", "beta"], tmp_path / "keys")
-    key = ensure_worker_key(tmp_path / "keys")
+def flood_then_claim(server: ManyServer, keys: Path) -> tuple[str, str]:
+    """Six submissions to alpha, then one to beta; a worker of both claims seven jobs: its token and beta's submission,
+    the the claims' order checked (round robin over competitions: beta's one job is handed out right after the first
+    of alpha's six, not after all six; alpha's own order is its queue's, oldest first); nothing is left to claim."""
+    token = worker_of(server, "w", ["alpha", "beta"], keys)
+    key = ensure_worker_key(keys)
     fingerprint = stated_fingerprint(server.base("alpha"), token, key)
     assert stated_fingerprint(server.base("beta"), token, key) == fingerprint  # one machine: one fingerprint, bound in each
-    ann = admin(server.state, "--in", "alpha", "add-participant", "ann").strip()
-    bo = admin(server.state, "--in", "beta", "add-participant", "bo").strip()
+    ann = admin(server.state, "--in", "alpha", "add-participant", "ann", database=server.database).strip()
+    bo = admin(server.state, "--in", "beta", "add-participant", "bo", database=server.database).strip()
     flood = [submit(server, "alpha", ann) for _ in range(6)]
     late = submit(server, "beta", bo)  # queued after the whole flood
 
@@ -93,11 +96,14 @@ def test_a_flood_to_one_competition_does_not_hold_back_another(server: ManyServe
         assert answer.status_code == 200, answer.text
         job = answer.json()
         claimed.append((job["competition"], job["submission_id"]))
-    # Round robin over competitions: beta's one job is handed out right after the first of alpha's six, not after all
-    # six; alpha's own order is its queue's (oldest first).
     assert claimed[1] == ("beta", late)
     assert [sid for name, sid in claimed if name == "alpha"] == flood
     assert claim(server, token, fingerprint, ["alpha", "beta"], wait_s=0).status_code == 204
+    return token, late
+
+
+def test_a_flood_to_one_competition_does_not_hold_back_another(server: ManyServer, tmp_path: Path) -> None:
+    token, late = flood_then_claim(server, tmp_path / "keys")
 
     # Everything else about a job goes to its competition's routes: beta knows the lease, alpha does not.
     beat = {"attempt": 1}
@@ -105,6 +111,19 @@ def test_a_flood_to_one_competition_does_not_hold_back_another(server: ManyServe
     assert to_beta.status_code == 200
     to_alpha = httpx.post(f"{server.base('alpha')}/api/v1/worker/jobs/{late}/heartbeat", json=beat, headers=worker_headers(token), timeout=30)
     assert to_alpha.status_code == 409
+
+
+def test_on_postgresql_a_flood_to_one_competition_does_not_hold_back_another(tmp_path: Path, postgres_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The same claims on PostgreSQL (each competition in its own schema, its own connection pool): the same order."""
+    files = tmp_path / "competitions"
+    files.mkdir()
+    write_competition(files / "alpha.toml", name="alpha", tables=LONG_LEASES)
+    write_competition(files / "beta.toml", name="beta", tables=LONG_LEASES)
+    server = ManyServer(files, tmp_path / "state", workers=0, database=postgres_cluster.new_database()).start()
+    try:
+        flood_then_claim(server, tmp_path / "keys")
+    finally:
+        server.stop()
 
 
 def test_a_job_goes_only_to_a_worker_that_names_its_competition(server: ManyServer, tmp_path: Path) -> None:

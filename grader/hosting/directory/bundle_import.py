@@ -11,7 +11,9 @@ The order, so that a refusal leaves nothing and a failure part-way leaves nothin
    enough disk;
 3. copy the files into ``competitions/<name>.importing`` (new, 0700), insert the rows into a new database (SQLite
    in that folder, or a new PostgreSQL schema) in one transaction, and check the log and every report
-   (:mod:`grader.hosting.directory.bundle_verify`); on any failure the folder and the schema are removed;
+   (:mod:`grader.hosting.directory.bundle_verify`) and the caller's ``hold`` (``grader admin competition import``:
+   an ended competition whose file now moves its end later stays ended, refused as at start); on any failure the
+   folder and the schema are removed;
 4. rename the folder ``competitions/<name>``, add the participants the server does not know as people (their token
    digests as they were: their tokens keep working), and write ``server.json`` last: only now is it served.
 
@@ -25,20 +27,21 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, insert, select, text
+from sqlalchemy import insert, select, text
 
 from grader.hosting.clock import utcnow
-from grader.hosting.config import load_competition
+from grader.hosting.config import Competition, load_competition
 from grader.hosting.db.models import Worker
 from grader.hosting.db.session import DB_FILE, Database, database_url, head_revision, migrate
 from grader.hosting.directory.bundle_format import BundleError, bundle_tables, decode_value, encode_value
 from grader.hosting.directory.bundle_read import Bundle, extract_files, read_bundle
 from grader.hosting.directory.bundle_verify import Verified, verify_imported
-from grader.hosting.directory.databases import competition_database, existing_database
+from grader.hosting.directory.databases import competition_database, drop_schema, existing_database, schema_exists
 from grader.hosting.directory.layout import Entry, ServerLayout, is_server_layout
 from grader.hosting.directory.models import Person
 from grader.hosting.directory.people import free_forms, open_people
@@ -63,24 +66,30 @@ class Imported:
     revoked_workers: list[str] = field(default_factory=list)
 
 
-def import_competition(state_dir: Path, bundle_path: Path, competition_file: Path, database: str | None) -> Imported:
+#: A check of the imported rows against the competition file, before anything is recorded (the caller's: the refusal to
+#: reopen an ended competition lives in the services, above this layer); it raises to refuse.
+Hold = Callable[[Database, Competition], None]
+
+
+def import_competition(state_dir: Path, bundle_path: Path, competition_file: Path, database: str | None, *, hold: Hold | None = None) -> Imported:
     """Import the bundle at ``bundle_path`` into the server state folder ``state_dir`` (see the module's docstring);
-    under the server's umask (077): the competition's keys, rows and folders are the host's alone from the start."""
+    under the server's umask (077): the competition's keys, rows and folders are the host's alone from the start.
+    ``hold`` runs on the imported rows once they check out; what it raises refuses the import, leaving nothing."""
     before = os.umask(PRIVATE_UMASK)
     try:
-        return _import(state_dir, bundle_path, competition_file, database)
+        return _import(state_dir, bundle_path, competition_file, database, hold)
     finally:
         os.umask(before)
 
 
-def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database: str | None) -> Imported:
+def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database: str | None, hold: Hold | None) -> Imported:
     if is_legacy(state_dir):
         raise HostingError(
             f"{state_dir}: the state folder of a one-competition server", hint=f"upgrade it first: grader admin --state {state_dir} upgrade-state"
         )
     bundle = read_bundle(bundle_path)
     layout = ServerLayout(state_dir).load() if is_server_layout(state_dir) else ServerLayout(state_dir)
-    _check(bundle, layout, competition_file)
+    competition = _check(bundle, layout, competition_file)
     entry = layout.add(bundle.name, competition_file, postgres=database is not None)  # refused if the name is taken
     people = _people(layout, database)
     _check_people(bundle, people)
@@ -106,6 +115,11 @@ def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database
             migrate(db.engine, bundle.schema_revision)
             rows = _insert(db, bundle, str(final))
             verified = verify_imported(db, staging, bundle.name, str(final))
+            if hold is not None:
+                try:
+                    hold(db, competition)
+                except HostingError as error:  # its line names no file: the host's command gave two
+                    raise HostingError(f"{competition_file}: competition {bundle.name!r} not imported: {error}", hint=error.hint) from None
         finally:
             db.dispose()
         staging.rename(final)
@@ -114,22 +128,23 @@ def _import(state_dir: Path, bundle_path: Path, competition_file: Path, database
         for folder in reversed(made):
             with contextlib.suppress(OSError):  # not empty: something not ours is there, and stays
                 folder.rmdir()
-        if schema_made is not None:
-            _drop_schema(database, schema_made)
+        if schema_made is not None and database is not None:
+            drop_schema(database, schema_made)
         raise
     new_people = _add_people(bundle, people or open_people(layout.root, database))
     layout.save()  # last: only now does the server serve it
     return Imported(layout.entries[bundle.name], rows, len(bundle.files), verified, new_people, revoked)
 
 
-def _check(bundle: Bundle, layout: ServerLayout, competition_file: Path) -> None:
-    """The refusals that need no database: the schema revision, the competition file, the name, the pins."""
+def _check(bundle: Bundle, layout: ServerLayout, competition_file: Path) -> Competition:
+    """The refusals that need no database: the schema revision, the competition file, the name, the pins; the competition."""
     if bundle.schema_revision != head_revision():
         raise HostingError(
             f"{bundle.path}: exported at schema revision {bundle.schema_revision} (grader {bundle.grader}); this grader's is {head_revision()}",
             hint="run the same grader version on both servers (upgrade the older one, start it once, export again)",
         )
-    named = load_competition(competition_file).name
+    competition = load_competition(competition_file)
+    named = competition.name
     if named != bundle.name:
         raise HostingError(f"{competition_file}: names competition {named!r}; the bundle holds {bundle.name!r}")
     if bundle.name in layout.entries:
@@ -138,6 +153,7 @@ def _check(bundle: Bundle, layout: ServerLayout, competition_file: Path) -> None
     others = sorted({str(pin["competition"]) for pin in bundle.rows["pins"]} - {bundle.name})
     if others:
         raise BundleError(f"{bundle.path}: it holds rows of competition {others[0]!r}, not only of {bundle.name!r}; refused")
+    return competition
 
 
 def _people(layout: ServerLayout, database: str | None) -> Database | None:
@@ -202,25 +218,10 @@ def _new_schema(entry: Entry, database: str | None) -> str | None:
     """On PostgreSQL, the competition's schema, created now; refused when it exists (it would hold another's rows)."""
     if database is None or entry.schema is None:
         return None
-    engine = create_engine(database_url(Path(), database))
-    try:
-        with engine.connect() as connection:
-            exists = connection.execute(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": entry.schema}).first()
-    finally:
-        engine.dispose()
-    if exists is not None:
+    if schema_exists(database, entry.schema):
         raise HostingError(f"database: schema {entry.schema} exists already; it is not this server's competition {entry.name!r}")
     competition_database(entry, database)  # creates it
     return entry.schema
-
-
-def _drop_schema(database: str | None, schema: str) -> None:
-    engine = create_engine(database_url(Path(), database))
-    try:
-        with engine.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    finally:
-        engine.dispose()
 
 
 def _insert(db: Database, bundle: Bundle, folder: str) -> int:

@@ -44,6 +44,30 @@ def ensure_schema(database: str, schema: str, *, what: str) -> None:
         engine.dispose()
 
 
+def schema_exists(database: str, schema: str) -> bool:
+    """Whether PostgreSQL schema ``schema`` is in ``database`` now (one line on a database that cannot be reached)."""
+    engine = create_engine(database_url(Path(), database))
+    try:
+        with engine.connect() as connection:
+            return connection.scalar(text("SELECT count(*) FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}) == 1
+    except SQLAlchemyError as error:
+        raise HostingError(f"database: cannot look for schema {schema}: {str(error).splitlines()[0]}") from None
+    finally:
+        engine.dispose()
+
+
+def drop_schema(database: str, schema: str) -> None:
+    """Drop PostgreSQL schema ``schema`` and every table in it (a competition's that never started: nothing served is lost)."""
+    engine = create_engine(database_url(Path(), database))
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    except SQLAlchemyError as error:
+        raise HostingError(f"database: cannot drop schema {schema}: {str(error).splitlines()[0]}") from None
+    finally:
+        engine.dispose()
+
+
 def existing_database(entry: Entry, folder: Path, database: str | None) -> str | None:
     """The database URL of ``entry``'s competition (in ``folder``), refused in one line where it is not: a competition
     kept in PostgreSQL named without ``--database`` (an empty SQLite file must not stand in for it), or a SQLite file
