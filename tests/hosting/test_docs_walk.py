@@ -223,7 +223,9 @@ def test_the_participant_signs_up_teams_up_and_hears_of_the_grade(walk: Walk) ->
     assert bob.startswith("gp_")  # the sign-up page showed a token, and it opens the competition
     team = httpx.get(walk.server + "/c/mini-open/api/v1/team", headers={"Authorization": f"Bearer {bob}"}, timeout=30).json()
     assert team["name"] == "lsa-duo" and sorted(team["members"]) == ["alice", "bob"]
-    uploaded = walk.output('grader submit submissions_example/onnx-lsa --server "${OPEN}"').splitlines()[-1].split()[0]
+    # the submission's line, wherever the receiver's own line (printed in the background) fell among the output's lines
+    submitted = walk.output('grader submit submissions_example/onnx-lsa --server "${OPEN}"')
+    uploaded = re.findall(r"^(s[0-9a-f]{16})  scored", submitted, re.M)[-1]
     # the receiver verified the server's signature over the delivery of bob's grade, under the secret written 0600
     assert (walk.home / "hook.secret").stat().st_mode & 0o777 == 0o600
     log = walk.session.log.read_text(encoding="utf-8", errors="replace")
