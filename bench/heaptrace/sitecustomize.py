@@ -6,7 +6,7 @@ workers (their argv names ``serve`` or ``worker``; not the spawned scoring and e
 children, which stop tracing at the fork). Tracing starts at the first SIGUSR1 (after start-up: tracing the imports
 would take minutes), so a snapshot holds what was allocated since then and is still alive. On each SIGUSR1 a process
 writes ``DIR/PID-K.snap`` (the snapshot) and ``DIR/PID-K.json`` (its argv, tracemalloc's current and peak bytes since
-the last signal, its RssAnon), then resets the peak; ``DIR/PID.ready`` says the handler is in place. Tracing costs time (every allocation records its stack): the
+the last signal, the traces' own memory, its RssAnon), then resets the peak; ``DIR/PID.ready`` says the handler is in place. Tracing costs time (every allocation records its stack): the
 wall times of such a run mean nothing.
 """
 
@@ -39,7 +39,9 @@ def _install(folder: str) -> None:
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.take_snapshot().dump(base + ".snap")
         with open(base + ".json.part", "w", encoding="utf-8") as out:
-            json.dump({"argv": sys.argv, "current": current, "peak": peak, "rss_anon_kib": _rss_anon_kib()}, out)
+            facts = {"argv": sys.argv, "current": current, "peak": peak, "rss_anon_kib": _rss_anon_kib()}
+            facts["tracemalloc_memory"] = tracemalloc.get_tracemalloc_memory()  # the traces' own bytes: RssAnon counts them
+            json.dump(facts, out)
         os.replace(base + ".json.part", base + ".json")  # the bench waits for this name: the snapshot is complete then
         tracemalloc.reset_peak()
 

@@ -15,6 +15,13 @@ A worker (``grader worker``, local or remote) does the same at its start and tri
 handed back by its child and put, a grade's runs posted, an upload and query vectors fetched), and kept them in its
 heaps job after job. Its forked children inherit the setting; they live for one job.
 
+After each job a worker also collects Python's reference cycles (:func:`release_job_memory`): every httpx response
+is one (it and its stream refer to each other) and holds its request, whose body is the bytes the worker put (a shard's
+run, 5 MiB at 8,192 documents; a grade's runs). A cycle that outlives a young collection waits for a full one, which
+CPython runs only once the objects promoted since the last exceed a quarter of the old ones: a worker holds about
+110,000 after its imports, so a full collection waits for some 27,000 more, and the bodies put meanwhile stayed:
+they piled up job after job (bench/worker_growth.py, docs/scale.md).
+
 glibc only (most Linux distributions, the Debian-based images); elsewhere (musl, macOS) both are no-ops and the
 platform's allocator decides (musl maps large blocks apart and unmaps them when freed anyway). The server reads
 its variables (:mod:`grader.hosting.environment`) and passes them here: an operator's own
@@ -25,6 +32,7 @@ settings alone (what ``bench/server_memory.py`` compares with).
 from __future__ import annotations
 
 import ctypes
+import gc
 from functools import cache
 
 #: glibc's ``mallopt`` parameter number of ``M_MMAP_THRESHOLD`` (malloc.h).
@@ -81,3 +89,13 @@ def release_free_memory() -> None:
     libc = _glibc()
     if _returning and libc is not None:
         libc.malloc_trim(0)
+
+
+def release_job_memory() -> None:
+    """After a worker's job: free the reference cycles it left (``gc.collect``: the httpx responses that hold the bodies
+    it put, see the module), then hand the free pages back (:func:`release_free_memory`).
+
+    A full collection of a worker's objects takes about 0.1 s, against a job of seconds or more.
+    """
+    gc.collect()
+    release_free_memory()

@@ -8,17 +8,25 @@ time, nor as a bound that depends on the machine). ``grader serve`` applies the 
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
 import os
 import platform
 import subprocess
 import sys
+import threading
+import tracemalloc
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
-from grader.hosting.allocator import DEFAULT, return_large_buffers
+from grader.hosting.allocator import DEFAULT, release_job_memory, return_large_buffers
 from grader.hosting.environment import ALLOCATOR, GLIBC_MMAP_THRESHOLD
+from grader.hosting.protocol.shard_messages import ShardJobMessage
+from grader.hosting.worker.shard_loop import ShardApi
 from tests.hosting.support import REPO, Server, wait_for, write_competition
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's (elsewhere it is a no-op)")
@@ -83,3 +91,61 @@ def test_a_local_worker_sets_the_allocator_when_it_starts(tmp_path: Path, monkey
         wait_for(lambda: worker_log.exists() and line in worker_log.read_text(encoding="utf-8", errors="replace"), what="the worker's allocator line")
     finally:
         server.stop()
+
+
+class _Store(BaseHTTPRequestHandler):
+    """Takes a shard's output as a server does (the whole body, read in chunks and hashed) and answers its sha256."""
+
+    def do_PUT(self) -> None:
+        digest, left = hashlib.sha256(), int(self.headers["Content-Length"])
+        while left:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            digest.update(chunk)
+            left -= len(chunk)
+        answer = json.dumps({"sha256": digest.hexdigest()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _put_output(api: ShardApi, size: int) -> str:
+    """Put ``size`` bytes as a shard job's output; nothing of it stays referenced here once this returns."""
+    job = ShardJobMessage(
+        job_id=1, tries=1, submission_id="s", attempt=1, task="t", number=0, lease_s=60, heartbeat_s=10, upload_sha256="0" * 64,
+        benchmark="b", split="test", judged=[], ranking_digest="", shard_documents=8192, search_memory=1 << 30, depth=10,
+        queries_sha256=None, max_query_bytes=1 << 20, limits={},
+    )  # fmt: skip
+    sha = api.put_output(job, os.urandom(size))
+    assert sha is not None
+    return sha
+
+
+@pytest.mark.slow
+def test_a_worker_keeps_no_output_it_put_once_the_job_is_released() -> None:
+    """The bytes a worker puts stay referenced by httpx's response (a reference cycle) until a full collection, which a
+    long-lived worker reached only after many jobs; :func:`release_job_memory` after each job frees them."""
+    size = 8 << 20
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    gc.disable()  # no collection but the one under test: the held bytes are then exactly what the cycle keeps
+    tracemalloc.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_port}") as http:
+            before = tracemalloc.get_traced_memory()[0]
+            _put_output(ShardApi(http), size)
+            held = tracemalloc.get_traced_memory()[0] - before
+            release_job_memory()
+            kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+        server.shutdown()
+        server.server_close()
+    # Without a collection the output is still held: what made a worker grow (and what this test would miss if httpx changed).
+    assert held >= size, f"only {held} bytes held after putting {size}: the put no longer leaves a cycle to collect"
+    assert kept < size // 8, f"{kept} bytes still held after the job's release (the output was {size})"

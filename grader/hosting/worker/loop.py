@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
 from grader.failures import FailureCode
-from grader.hosting.allocator import release_free_memory, return_large_buffers
+from grader.hosting.allocator import release_job_memory, return_large_buffers
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.keyring.worker_signing import sign_fingerprint, sign_result
@@ -373,7 +373,7 @@ def grade_job(api: WorkerApi, job: Job, *, key: Ed25519PrivateKey | None = None,
         return _post_with_retry(api, submission_id, payload, give_up_after=3 * job.lease_s)
     finally:
         beat.done.set()
-        release_free_memory()  # the job's runs, results and upload: their freed pages go back now, not kept job after job
+        release_job_memory()  # the job's runs, results and upload (and the posts' cycles): freed now, not kept job after job
 
 
 def settle_allocator() -> None:

@@ -39,7 +39,7 @@ from grader.errors import DimensionMismatch, GraderError, SuspectQueries, TaskFa
 from grader.failures import FailureCode, code_or_infra
 from grader.files import atomic_write_bytes
 from grader.grading.cost import RankCost
-from grader.hosting.allocator import release_free_memory
+from grader.hosting.allocator import release_job_memory
 from grader.hosting.environment import environment
 from grader.hosting.errors import WorkerProtocolMismatch
 from grader.hosting.protocol.messages import UNBOUND, Job, WorkerResult
@@ -409,7 +409,7 @@ def work_one(api: ShardApi, fingerprint: str, wait_s: float = 0.0) -> bool:
     if job is None:
         return False
     log.info("shard job %s (%s %s shard %s) try %s: %s", job.job_id, job.submission_id, job.task, job.number, job.tries, run_job(api, job))
-    release_free_memory()  # the job's upload, query vectors and output: freed pages go back now, not kept job after job
+    release_job_memory()  # the job's upload, query vectors and output (and the put's cycle): freed now, not kept job after job
     return True
 
 
