@@ -26,12 +26,13 @@ MERGE_ENTRIES = 1 << 20
 
 
 def merge_top_k(
-    scores: np.ndarray, docs: np.ndarray, more_scores: np.ndarray, more_docs: np.ndarray, doc_ranks: np.ndarray, k: int
+    scores: np.ndarray, docs: np.ndarray, more_scores: np.ndarray, more_docs: np.ndarray, doc_ranks: np.ndarray | None, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two (queries, width) lists merged and cut at ``k``: score descending, then ``doc_ranks[doc]`` descending.
 
     ``docs`` index ``doc_ranks``; ``-1`` marks an empty slot (its score is
-    ``-inf``), which sorts last. Returns float64 scores and int64 docs of width
+    ``-inf``), which sorts last. ``doc_ranks`` None: a document's index is its
+    rank (canonical indexes), with no array of the corpus's size. Returns float64 scores and int64 docs of width
     ``min(k, filled width)``.
     """
     n_queries = len(scores)
@@ -44,7 +45,7 @@ def merge_top_k(
         part = slice(begin, begin + step)
         all_scores = np.concatenate([np.asarray(scores[part], dtype=np.float64), np.asarray(more_scores[part], dtype=np.float64)], axis=1)
         all_docs = np.concatenate([np.asarray(docs[part], dtype=np.int64), np.asarray(more_docs[part], dtype=np.int64)], axis=1)
-        ranks = np.where(all_docs >= 0, doc_ranks[np.maximum(all_docs, 0)], -1)
+        ranks = all_docs if doc_ranks is None else np.where(all_docs >= 0, doc_ranks[np.maximum(all_docs, 0)], -1)
         # lexsort: the last key is primary. -score ascending = score descending; -0.0 and 0.0 tie, as in exact.py.
         order = np.lexsort((-ranks, -all_scores), axis=1)[:, :width]
         out_scores[part] = np.take_along_axis(all_scores, order, axis=1)

@@ -49,11 +49,24 @@ def dense_run(scores: np.ndarray, docs: np.ndarray, *, documents: int, depth: in
 
     ``docs`` are canonical indexes of the whole corpus of ``documents``.
     """
+    lengths, hits, hit_scores = boundary_lists(scores, docs, depth=depth)
+    header = struct.pack("<4sBBHIIIIQ", MAGIC, VERSION, WITH_SCORES, 0, documents, len(docs), depth, 0, len(hits))
+    assert len(header) == HEADER_BYTES
+    return b"".join(
+        [header, np.arange(len(docs), dtype="<u4").tobytes(), lengths.tobytes(), hits.astype("<u4").tobytes(), hit_scores.astype("<f8").tobytes()]
+    )
+
+
+def boundary_lists(scores: np.ndarray, docs: np.ndarray, *, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense (queries, width) lists in trec order (``-1``: empty) cut to each query's first ``depth`` hits and its
+    boundary ties: each query's hit count (u4), then the hits and their scores, query by query (a compact run's sections).
+    """
     docs = docs.copy()
     if docs.shape[1] > depth:
         tied = scores[:, depth:] == scores[:, depth - 1 : depth]  # trec order: the tied hits follow the depth-th
         docs[:, depth:][~tied] = -1
-    return _encode(scores, docs, documents=documents, depth=depth)
+    valid = docs >= 0
+    return valid.sum(axis=1).astype("<u4"), docs[valid], scores[valid]
 
 
 def pack_vectors(vectors: np.ndarray) -> bytes:
@@ -122,24 +135,6 @@ def shard_compact_run(ranking: ShardRanking, corpus: Sequence[str], depth: int) 
     return dense_run(ranking.scores, to_global[ranking.docs], documents=len(corpus), depth=depth)
 
 
-def _encode(scores: np.ndarray, docs: np.ndarray, *, documents: int, depth: int) -> bytes:
-    """Dense (queries, width) lists (``-1``: empty slot, sorting last) as a compact run with scores; every query listed."""
-    valid = docs >= 0
-    lengths = valid.sum(axis=1).astype("<u4")
-    n_queries = len(docs)
-    header = struct.pack("<4sBBHIIIIQ", MAGIC, VERSION, WITH_SCORES, 0, documents, n_queries, depth, 0, int(lengths.sum()))
-    assert len(header) == HEADER_BYTES
-    return b"".join(
-        [
-            header,
-            np.arange(n_queries, dtype="<u4").tobytes(),
-            lengths.tobytes(),
-            docs[valid].astype("<u4").tobytes(),
-            scores[valid].astype("<f8").tobytes(),
-        ]
-    )
-
-
 def _dense(run: CompactRun, n_queries: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """A decoded run as dense (queries, width) float64 scores and int64 docs (``-1`` and ``-inf`` where empty)."""
     scores = np.full((n_queries, width), -np.inf, dtype=np.float64)
@@ -157,8 +152,9 @@ def check_shard_run(data: bytes, *, documents: int, queries: int, depth: int) ->
     """A shard job's output holds as a shard run: a compact run with scores over ``documents`` that lists all ``queries``
     (what :func:`dense_run` writes), each validated as the merge validates it; refused with :class:`TaskFailure` ``INFRA``.
 
-    What the server checks when a shard's output is put, so that a bad one re-runs that job alone rather than failing
-    its task at the merge.
+    The whole run in memory: the server checks a shard's output when it is put (so that a bad one re-runs that job
+    alone rather than failing its task at the merge) with :func:`grader.retrieval.shard_stream.check_shard_file`, the
+    same refusals a block of queries at a time.
     """
     run = decode_run(data, documents=documents, queries=queries, depth=depth)
     if run.scores is None:
@@ -172,6 +168,8 @@ def merge_compact_runs(parts: Iterable[bytes], *, documents: int, queries: int, 
 
     A shard run without scores, or two shards naming one document, is refused (INFRA: a worker's or our fault).
     ``parts`` is consumed one at a time (a generator that reads each from disk holds one shard's run at a time).
+    Every run is decoded whole into dense (queries x width) arrays: the server merges with
+    :func:`grader.retrieval.shard_stream.merge_shard_files` instead, the same bytes a block of queries at a time.
     """
     ranks = np.arange(documents, dtype=np.int64)  # canonical indexes are byte order: an index is its rank
     scores = np.full((queries, 0), -np.inf, dtype=np.float64)

@@ -176,25 +176,8 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
     def refuse(what: str) -> TaskFailure:
         return TaskFailure(fault, f"compact run refused: {what}")
 
-    if len(data) < HEADER_BYTES:
-        raise refuse(f"truncated: {len(data)} bytes, shorter than the {HEADER_BYTES}-byte header")
-    magic, version, flags, reserved, n_docs, n_queries, run_depth, reserved2, hits = _HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION:
-        raise refuse(f"not a compact run of version {VERSION} (magic {magic!r}, version {version})")
-    if flags & ~WITH_SCORES or reserved or reserved2:
-        raise refuse(f"unknown flags {flags:#x} or non-zero reserved fields")
-    if n_docs != documents:
-        raise refuse(f"made over {n_docs} documents; the pinned corpus has {documents}")
-    if run_depth != depth:
-        raise refuse(f"depth {run_depth}; the job's depth is {depth}")
-    if n_queries > queries:
-        raise refuse(f"ranks {n_queries} queries; {queries} were staged")
-    if hits > n_queries * (depth + tie_slack(depth)):
-        raise refuse(f"{hits} hits for {n_queries} queries at depth {depth}")
-    per_hit = HIT_BYTES + (SCORE_BYTES if flags & WITH_SCORES else 0)
-    expected = HEADER_BYTES + QUERY_BYTES * n_queries + per_hit * hits
-    if len(data) != expected:
-        raise refuse(f"{'truncated' if len(data) < expected else 'oversized'}: {len(data)} bytes where the header announces {expected}")
+    header = check_header(data[:HEADER_BYTES], len(data), documents=documents, queries=queries, depth=depth, fault=fault)
+    n_queries, hits, flags = header.queries, header.hits, header.flags
     at = HEADER_BYTES
     query_ids = np.frombuffer(data, dtype="<u4", count=n_queries, offset=at).astype(np.int64)
     at += 4 * n_queries
@@ -221,6 +204,53 @@ def decode_run(data: bytes, *, documents: int, queries: int, depth: int, fault: 
     if not only_boundary_ties(offsets, scores, depth):
         raise refuse(f"a query has hits beyond the depth {depth} that do not tie with its {depth}-th (or no scores to show it)")
     return CompactRun(query_ids, offsets, docs, scores, depth)
+
+
+@dataclass(frozen=True)
+class Header:
+    """A compact run's header once it holds for its file: what it announces."""
+
+    flags: int
+    queries: int
+    hits: int
+
+    @property
+    def scores(self) -> bool:
+        """Whether a float64 score follows each hit."""
+        return bool(self.flags & WITH_SCORES)
+
+
+def check_header(header: bytes, size: int, *, documents: int, queries: int, depth: int, fault: FailureCode = FailureCode.INFRA) -> Header:
+    """The first :data:`HEADER_BYTES` of a compact run of ``size`` bytes, validated as :func:`decode_run` validates them
+    (magic, version, flags, the corpus size, the depth, the query count, the hit bound and the exact size).
+
+    What a reader that takes a run's sections a block at a time checks before it reads any (the refusals are
+    :func:`decode_run`'s, word for word).
+    """
+
+    def refuse(what: str) -> TaskFailure:
+        return TaskFailure(fault, f"compact run refused: {what}")
+
+    if len(header) < HEADER_BYTES:
+        raise refuse(f"truncated: {size} bytes, shorter than the {HEADER_BYTES}-byte header")
+    magic, version, flags, reserved, n_docs, n_queries, run_depth, reserved2, hits = _HEADER.unpack_from(header)
+    if magic != MAGIC or version != VERSION:
+        raise refuse(f"not a compact run of version {VERSION} (magic {magic!r}, version {version})")
+    if flags & ~WITH_SCORES or reserved or reserved2:
+        raise refuse(f"unknown flags {flags:#x} or non-zero reserved fields")
+    if n_docs != documents:
+        raise refuse(f"made over {n_docs} documents; the pinned corpus has {documents}")
+    if run_depth != depth:
+        raise refuse(f"depth {run_depth}; the job's depth is {depth}")
+    if n_queries > queries:
+        raise refuse(f"ranks {n_queries} queries; {queries} were staged")
+    if hits > n_queries * (depth + tie_slack(depth)):
+        raise refuse(f"{hits} hits for {n_queries} queries at depth {depth}")
+    per_hit = HIT_BYTES + (SCORE_BYTES if flags & WITH_SCORES else 0)
+    expected = HEADER_BYTES + QUERY_BYTES * n_queries + per_hit * hits
+    if size != expected:
+        raise refuse(f"{'truncated' if size < expected else 'oversized'}: {size} bytes where the header announces {expected}")
+    return Header(flags, n_queries, hits)
 
 
 def _check_scores(offsets: np.ndarray, docs: np.ndarray, scores: np.ndarray, refuse: Callable[[str], TaskFailure]) -> None:

@@ -9,14 +9,12 @@ while the query job runs), fetches the upload and, once they are in, the query v
 :func:`query_vectors_of`), and puts its output
 (:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
 merges each task's shard runs into the one compact run the coordinator names in its result
-(:func:`grader.retrieval.shard_exchange.merge_compact_runs`), and the server scores it as it
+(:func:`grader.retrieval.shard_stream.merge_shard_files`, a block of queries at a time), and the server scores it as it
 scores any run. The submission is charged once: shards are rows of its attempt, not submissions.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -48,12 +46,11 @@ from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import (
     MAX_DIMENSION,
-    check_shard_run,
     check_vectors_file,
-    merge_compact_runs,
     search_width,
     vectors_size,
 )
+from grader.retrieval.shard_stream import StoredShard, check_shard_file, merge_shard_files
 from grader.runs.compact import compact_size
 
 
@@ -239,7 +236,7 @@ def stored(ctx: ServerContext, worker_id: int, job_id: int, tries: int, path: Pa
 def _check_output(ctx: ServerContext, job: ShardJob, path: Path) -> None:
     """A job's stored output holds (:class:`TaskFailure` ``INFRA`` when not): query vectors of the task's judged queries
     (:func:`~grader.retrieval.shard_exchange.check_vectors_file`), or a shard's run over the copy's corpus listing them
-    all (:func:`~grader.retrieval.shard_exchange.check_shard_run`), so that no shard searches with bad vectors and a
+    all (:func:`~grader.retrieval.shard_stream.check_shard_file`), so that no shard searches with bad vectors and a
     bad run re-runs its job alone instead of failing its task at the merge.
 
     The dimension a manifest declares (``model_card.dimension``) is not checked here: nothing holds a model to it, so an
@@ -251,7 +248,7 @@ def _check_output(ctx: ServerContext, job: ShardJob, path: Path) -> None:
         check_vectors_file(path, rows=queries)
         return
     documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(job.task))
-    check_shard_run(path.read_bytes(), documents=documents, queries=queries, depth=DEPTH)  # bounded by the route's cap
+    check_shard_file(path, documents=documents, queries=queries, depth=DEPTH)  # a block of queries at a time
 
 
 def _cost_path(output: Path) -> Path:
@@ -356,22 +353,19 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
 
 
 def _merged(ctx: ServerContext, submission_id: str, attempt: int, task: str, split: str, entry: shard_jobs.TaskShards, target: Path) -> str:
-    """Merge a task's shard runs (each checked against the digest its job returned) into ``target``; the merge's sha256."""
+    """Merge a task's shard runs (each checked against the digest its job returned) into ``target``; the merge's sha256.
+
+    Read and merged from disk a block of queries at a time (:func:`~grader.retrieval.shard_stream.merge_shard_files`):
+    the server's memory does not grow with the task's query count.
+    """
     folder = _folder(ctx, submission_id, attempt)
-
-    def parts() -> Iterator[bytes]:  # one shard's run in memory at a time, however many shards the task has
-        for number, digest in sorted(entry.done.items()):
-            if number == shard_jobs.QUERY_JOB:
-                continue
-            data = (folder / f"{task}.{number}").read_bytes()
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise TaskFailure(FailureCode.INFRA, f"shard {number} of {task} changed on disk after it was stored")
-            yield data
-
+    shards = [
+        StoredShard(folder / f"{task}.{number}", digest, f"shard {number} of {task}")
+        for number, digest in sorted(entry.done.items())
+        if number != shard_jobs.QUERY_JOB
+    ]
     documents = corpus_size(load_benchmark_folder(worker_copy(ctx)).task(task))  # the copy's count: the runs index it
-    merged = merge_compact_runs(parts(), documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
-    atomic_write_bytes(target, merged)
-    return hashlib.sha256(merged).hexdigest()
+    return merge_shard_files(shards, target, documents=documents, queries=_judged_count(ctx.benchmark_target, task, split), depth=DEPTH)
 
 
 def renew(ctx: ServerContext, worker_id: int, job_id: int, tries: int) -> datetime | None:
