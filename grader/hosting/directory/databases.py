@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from grader.hosting.db.session import DB_FILE, database_url
@@ -32,40 +34,34 @@ def competition_database(entry: Entry, database: str | None) -> str | None:
     return with_schema(database, entry.schema)
 
 
-def ensure_schema(database: str, schema: str, *, what: str) -> None:
-    """Create PostgreSQL schema ``schema`` in ``database`` if it is missing (``what`` it holds, for the error line)."""
+@contextmanager
+def _server_engine(database: str, doing: str) -> Iterator[Engine]:
+    """A short-lived engine on ``database``; an error of the database becomes one line saying what it was ``doing``."""
     engine = create_engine(database_url(Path(), database))
     try:
-        with engine.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        yield engine
     except SQLAlchemyError as error:
-        raise HostingError(f"database: cannot create schema {schema} for {what}: {str(error).splitlines()[0]}") from None
+        raise HostingError(f"database: cannot {doing}: {str(error).splitlines()[0]}") from None
     finally:
         engine.dispose()
+
+
+def ensure_schema(database: str, schema: str, *, what: str) -> None:
+    """Create PostgreSQL schema ``schema`` in ``database`` if it is missing (``what`` it holds, for the error line)."""
+    with _server_engine(database, f"create schema {schema} for {what}") as engine, engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
 
 
 def schema_exists(database: str, schema: str) -> bool:
     """Whether PostgreSQL schema ``schema`` is in ``database`` now (one line on a database that cannot be reached)."""
-    engine = create_engine(database_url(Path(), database))
-    try:
-        with engine.connect() as connection:
-            return connection.scalar(text("SELECT count(*) FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}) == 1
-    except SQLAlchemyError as error:
-        raise HostingError(f"database: cannot look for schema {schema}: {str(error).splitlines()[0]}") from None
-    finally:
-        engine.dispose()
+    with _server_engine(database, f"look for schema {schema}") as engine, engine.connect() as connection:
+        return connection.scalar(text("SELECT count(*) FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}) == 1
 
 
 def drop_schema(database: str, schema: str) -> None:
     """Drop PostgreSQL schema ``schema`` and every table in it (a competition's that never started: nothing served is lost)."""
-    engine = create_engine(database_url(Path(), database))
-    try:
-        with engine.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    except SQLAlchemyError as error:
-        raise HostingError(f"database: cannot drop schema {schema}: {str(error).splitlines()[0]}") from None
-    finally:
-        engine.dispose()
+    with _server_engine(database, f"drop schema {schema}") as engine, engine.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
 
 
 def existing_database(entry: Entry, folder: Path, database: str | None) -> str | None:
