@@ -52,6 +52,14 @@ def new_driver(width: int = 1400, height: int = 900):  # type: ignore[no-untyped
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+def page_wait(driver, seconds: float, poll_frequency: float = 0.5):  # type: ignore[no-untyped-def]
+    """A wait that polls through page changes: an element found on the page being left goes stale, and is looked up again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds, poll_frequency=poll_frequency, ignored_exceptions=(StaleElementReferenceException,))
+
+
 #: Below this width, :func:`sized_driver` emulates a phone rather than a narrow desktop window.
 PHONE_WIDTH = 500
 

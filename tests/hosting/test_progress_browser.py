@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from grader.hosting.services import progress
-from tests.hosting.browser import require_chromium, sized_driver
+from tests.hosting.browser import page_wait, require_chromium, sized_driver
 from tests.hosting.progress_scene import encoding, sign_in, start_scene
 from tests.hosting.support import admin, wait_for
 
@@ -33,9 +33,7 @@ def _cell(driver: Any, submission: str, name: str) -> str:
 
 
 def _until(driver: Any, what: str, check: Any) -> None:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 90, poll_frequency=0.2).until(lambda d: check(d), message=what)
+    page_wait(driver, 90, poll_frequency=0.2).until(lambda d: check(d), message=what)
 
 
 @pytest.mark.slow

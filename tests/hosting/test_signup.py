@@ -23,7 +23,7 @@ from grader.transparency.checkpoint import open_checkpoint
 from grader.transparency.entries import decode_entry
 from grader.transparency.note import NoteVerifier
 from grader.transparency.tiles import Tile, bundles_for_size, split_entry_bundle
-from tests.hosting.browser import new_driver, require_chromium
+from tests.hosting.browser import new_driver, page_wait, require_chromium
 from tests.hosting.support import ManyServer, admin, write_competition
 
 pytestmark = pytest.mark.slow
@@ -232,10 +232,9 @@ def test_the_host_reissues_a_lost_token_which_ends_the_old_one_and_its_web_sessi
 def test_sign_up_in_chromium_shows_the_token_once_and_it_signs_in(server: ManyServer) -> None:
     require_chromium()
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     driver = new_driver()
-    wait = WebDriverWait(driver, 30)
+    wait = page_wait(driver, 30)
     try:
         driver.get(f"{server.base('open')}/")
         driver.find_element(By.ID, "signup-link").click()

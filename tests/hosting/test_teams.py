@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from grader.hosting.participant.client import packed
-from tests.hosting.browser import new_driver, require_chromium
+from tests.hosting.browser import new_driver, page_wait, require_chromium
 from tests.hosting.support import REPO, ManyServer, admin, grader_cli, write_competition
 
 pytestmark = pytest.mark.slow
@@ -157,14 +157,12 @@ def test_the_team_commands(server: ManyServer) -> None:
 
 def test_a_team_is_created_and_joined_on_the_me_page_in_chromium(server: ManyServer) -> None:
     require_chromium()
-    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     tokens = {name: admin(server.state, "--in", "teams", "add-participant", name).strip() for name in ("wren", "yara")}
     base = server.base("teams")
     driver = new_driver()
-    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))  # an element of the page just left
+    wait = page_wait(driver, 30)
 
     def sign_in(name: str) -> None:
         driver.delete_all_cookies()
