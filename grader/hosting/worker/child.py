@@ -6,8 +6,9 @@ the grade produces will be refused. Grading on would hold the machine, its
 containers and the staged hidden data for nothing, up to the time limit. The
 grading core cannot be interrupted from another thread, so each grade runs in
 a forked child (fork, not spawn: the grading code is already imported, so a
-grade starts in milliseconds) and the worker waits on it while it watches
-the heartbeat. To stop it, the worker sends SIGTERM: inside the child that
+grade starts in milliseconds; spawned only in a process that has run numba's
+parallel kernels itself, see :func:`start_method`) and the worker waits on it
+while it watches the heartbeat. To stop it, the worker sends SIGTERM: inside the child that
 raises :class:`~grader.errors.Interrupted` (:func:`grader.grading.signals.stop_on_signals`),
 which unwinds the grading core's clean-up (container removed, ``/output``
 unmounted, staged data deleted), as for ``grader run``. A child that has not
@@ -31,6 +32,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -121,6 +123,18 @@ def grade_in_child(upload: Path, request: GradeRequest, work_dir: Path, *, aband
     )
 
 
+def start_method() -> str:
+    """How :func:`run_in_child` starts its child: ``fork``, unless this process has started numba's parallel threads.
+
+    Numba's OpenMP threading layer (GNU libgomp, the one installed here) is not fork-safe: a forked child's first
+    parallel kernel (the exact search's) prints "fork() called from a process already using GNU OpenMP" and sends
+    itself SIGTERM. A worker never runs a kernel itself, so its children are forked (milliseconds); a process that
+    has (a test, an embedding program) gets a spawned child instead: a second's imports, and a correct grade.
+    """
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return "spawn" if parallel is not None and getattr(parallel, "_is_initialized", False) else "fork"
+
+
 def run_in_child(
     work: Callable[[], T], *, abandon: Callable[[], bool], ended: Callable[[int | None], T], on_orphan: Callable[[], None], name: str
 ) -> T | None:
@@ -129,7 +143,7 @@ def run_in_child(
     ``work`` must leave nothing behind when interrupted (SIGTERM raises :class:`~grader.errors.Interrupted` in it);
     ``on_orphan`` removes, in the child, what the worker would have, when the worker is gone.
     """
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn") if start_method() == "spawn" else multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_child_main, args=(send, work, on_orphan, os.getpid()), name=name, daemon=False)
     child.start()
