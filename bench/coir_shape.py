@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))  # bench/ is not a package: its scripts import each other by name
 
 import coir_shape_data  # noqa: E402
+import machine  # noqa: E402
 import scale_corpus  # noqa: E402
 
 from grader.reports.dsse import b64decode, parse_envelope  # noqa: E402
@@ -139,8 +139,7 @@ def main() -> None:
     queries = sum(entry["queries"] for entry in spec["task_info"].values())
     lines = [
         f"$ nice -n 10 .venv/bin/python bench/coir_shape.py {' '.join(sys.argv[1:])}",
-        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, "
-        f"load {' '.join(f'{v:.1f}' for v in os.getloadavg())} at the start",
+        machine.machine_line(3) + " at the start",
     ]
     print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory(prefix="grader-bench-coir-shape-") as scratch:

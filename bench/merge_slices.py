@@ -25,18 +25,18 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import struct
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import machine  # noqa: E402
 
 from grader.runs.compact import HEADER_BYTES, MAGIC, VERSION, WITH_SCORES  # noqa: E402
 
@@ -127,7 +127,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.paths, args.target, queries=args.queries[0], documents=args.documents, depth=args.depth)))
         return
     lines = [
-        f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
+        machine.machine_line(),
         f"# {args.shards} shards, depth {args.depth}, {args.documents:,} documents; peak: VmHWM less the process after its imports",
         "| queries | shard runs (MiB) | whole wall (s) | whole peak (MiB) | sliced wall (s) | sliced peak (MiB) | peak whole / sliced | wall sliced / whole | same bytes |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---|",

@@ -46,7 +46,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -61,6 +60,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import machine  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from grader.hosting.db.session import open_database  # noqa: E402
@@ -377,7 +377,7 @@ def main() -> None:
     )
     lines = [
         f"$ {command}",
-        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
+        machine.machine_line(),
     ]
     lines.append(
         "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) "

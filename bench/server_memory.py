@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -37,6 +36,8 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import machine  # noqa: E402
 
 from grader.hosting.environment import ALLOCATOR  # noqa: E402
 from grader.hosting.participant.client import HostingClient  # noqa: E402
@@ -220,8 +221,7 @@ def main() -> None:
     )
     lines = [
         f"$ {command}",
-        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}"
-        + (f"; generated {root.name} in {made:.0f} s" if made else ""),
+        machine.machine_line() + (f"; generated {root.name} in {made:.0f} s" if made else ""),
         f"# {args.documents:,} documents, {args.workers} local workers, {args.shard_documents} documents a shard, {args.grades} grades per server",
         "| mode | grade | wall (s) | serve peak RssAnon (MiB) | serve VmHWM (MiB) | serve idle RssAnon (MiB) | workers idle RssAnon (MiB) |",
         "|---|---:|---:|---:|---:|---:|---:|",

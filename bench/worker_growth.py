@@ -31,7 +31,6 @@ import importlib.util
 import itertools
 import json
 import os
-import platform
 import re
 import signal
 import sys
@@ -43,6 +42,8 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import machine  # noqa: E402
 
 from grader.hosting.participant.client import HostingClient  # noqa: E402
 from tests.hosting.support import Server, admin, write_competition  # noqa: E402
@@ -242,8 +243,7 @@ def main() -> None:
     )
     lines = [
         f"$ {command}",
-        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f}"
-        + (f"; generated {root.name} in {made:.0f} s" if made else ""),
+        machine.machine_line() + (f"; generated {root.name} in {made:.0f} s" if made else ""),
         f"# {args.documents:,} documents, {args.queries} queries, {args.shard_documents} documents a shard, one local worker, {args.grades} grades;"
         " MiB of the worker process",
         *HEADER,
