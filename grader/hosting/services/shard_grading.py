@@ -8,7 +8,7 @@ takes them (:func:`claim`; shards once their task's query job is running: a shar
 while the query job runs), fetches the upload and, once they are in, the query vectors (:func:`upload_of`,
 :func:`query_vectors_of`), and puts its output
 (:func:`output_slot`, :func:`stored`). When every job of every task is done, :func:`status`
-merges each task's shard runs into the one compact run the coordinator names in its result
+merges (in the background: :mod:`grader.hosting.services.shard_merges`) each task's shard runs into the one compact run the coordinator names in its result
 (:func:`grader.retrieval.shard_stream.merge_shard_files`, a block of queries at a time), and the server scores it as it
 scores any run. The submission is charged once: shards are rows of its attempt, not submissions.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from grader.hosting.protocol.shard_messages import SHARD_COST_BYTES, ShardJobCos
 from grader.hosting.queue import shard_jobs
 from grader.hosting.queue.lifecycle import Claim, holds_lease
 from grader.hosting.results.grading_adapter import DEPTH, limits_to_json
+from grader.hosting.services import shard_merges
 from grader.hosting.services.worker_copy import worker_copy
 from grader.retrieval.encoder import BatchPolicy
 from grader.retrieval.shard_exchange import (
@@ -327,9 +328,11 @@ class GradeStatus:
 
 def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int) -> GradeStatus:
     """The attempt's progress; once every task is done or failed, each done task's merged run is in the attempt's runs folder."""
+    key = (str(ctx.state.root), submission_id, attempt)
     with ctx.db.session() as session:
         submission = session.get(Submission, submission_id) if len(submission_id) <= 40 else None
         if not holds_lease(submission, attempt, worker_id):
+            shard_merges.forget(key)
             return GradeStatus("stale")
         assert submission is not None
         split = submission.split
@@ -338,6 +341,13 @@ def status(ctx: ServerContext, worker_id: int, submission_id: str, attempt: int)
     tasks = shard_jobs.progress(ctx.db, submission_id, attempt)
     if any(not entry.complete and entry.failure is None for entry in tasks.values()):
         return GradeStatus("running")
+    # Minutes at CoIR's scale: merged in the background (shard_merges), "running" until done, never inside one request.
+    done = shard_merges.merged(key, partial(_merge_all, ctx, submission_id, attempt, split, tasks))
+    return GradeStatus("running") if done is None else done
+
+
+def _merge_all(ctx: ServerContext, submission_id: str, attempt: int, split: str, tasks: dict[str, shard_jobs.TaskShards]) -> GradeStatus:
+    """The done status of an attempt whose every task is done or failed: each done task's shard runs merged, and the cost block."""
     result = GradeStatus("done", failures={name: entry.failure for name, entry in tasks.items() if entry.failure is not None})
     runs = ctx.state.runs_dir(submission_id, attempt)
     runs.mkdir(parents=True, exist_ok=True)

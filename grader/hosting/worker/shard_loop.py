@@ -460,7 +460,12 @@ def coordinate(
     while True:
         if lost():
             return None
-        status = api.status(job.submission_id, job.attempt)
+        try:
+            status = api.status(job.submission_id, job.attempt)
+        except httpx.HTTPError as error:  # the server's hiccup or a slow answer: ask again (the heartbeat tells when the attempt is lost)
+            log.warning("%s attempt %s: shard status: %s: %s", job.submission_id, job.attempt, type(error).__name__, error)
+            time.sleep(POLL_S)
+            continue
         for entry in status.progress:  # a line per task each time one of its shards is ranked, in a participant's words
             if shown.get(entry.task) != (words := task_words(entry)):
                 shown[entry.task] = words
