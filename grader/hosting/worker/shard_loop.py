@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -66,9 +67,11 @@ from grader.submissions.archive import open_submission, unpack_limits
 from grader.submissions.manifest import OnnxManifest, load_manifest
 
 log = logging.getLogger("grader.worker")
-#: What a shard job's child hands back: its output, or a failure code, message and the sha256 of query vectors it found
-#: suspect; and what its container used (:func:`grader.grading.shard_cost.job_figures`), or None.
-Outcome = tuple[bytes | None, str, str, str | None, dict[str, Any] | None]
+#: What a shard job's child hands back: the file it wrote its output to, or a failure code, message and the sha256 of
+#: query vectors it found suspect; and what its container used (:func:`grader.grading.shard_cost.job_figures`), or None.
+#: The output goes by file, not through the pipe: a shard's run at CoIR's scale is hundreds of MB (31k queries at depth
+#: 1,000), which the pipe made the worker hold twice (its pickle and its bytes) before the put: a worker past 1 GiB.
+Outcome = tuple[Path | None, str, str, str | None, dict[str, Any] | None]
 #: Seconds between looks at a sharded attempt's progress while no shard job is free.
 POLL_S = 0.5
 #: Seconds between a shard job's asks for its query vectors while their query job runs.
@@ -156,10 +159,18 @@ class ShardApi:
             response.raise_for_status()
             return _capped(response, "query vectors", job.max_query_bytes), response.headers.get(QUERIES_SHA256, "")[:64]
 
-    def put_output(self, job: ShardJobMessage, data: bytes, cost: dict[str, Any] | None = None) -> str | None:
-        """Put the job's output (and what it cost, in the :data:`SHARD_COST` header); its sha256, or None when stale."""
+    def put_output(self, job: ShardJobMessage, data: bytes | Path, cost: dict[str, Any] | None = None) -> str | None:
+        """Put the job's output, bytes or a file streamed 1 MiB at a time (and what it cost, in the :data:`SHARD_COST`
+        header); its sha256, or None when stale."""
         headers = {} if cost is None else {SHARD_COST: jsonio.dumps(cost, sort_keys=True)}
-        response = self.http.put(f"/api/v1/worker/shards/{job.job_id}/output", params={"tries": job.tries}, content=data, headers=headers)
+        url, tries = f"/api/v1/worker/shards/{job.job_id}/output", {"tries": job.tries}
+        if isinstance(data, bytes):
+            response = self.http.put(url, params=tries, content=data, headers=headers)
+        else:
+            with data.open("rb") as handle:  # a stated length: streamed, not chunked (the server's body cap reads it first)
+                size = os.fstat(handle.fileno()).st_size
+                chunks = iter(partial(handle.read, 1 << 20), b"")
+                response = self.http.put(url, params=tries, content=chunks, headers={**headers, "Content-Length": str(size)})
         if response.status_code == 409:
             return None
         response.raise_for_status()
@@ -237,14 +248,15 @@ def _compute(
             raise judge_mismatch(runner, task, job.judged, mismatch, received=received[-1]) from None
 
 
-def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, copy: Path) -> Outcome:
-    """In the child: (output, "", "", None) or (None, failure code, message, suspect query vectors' sha256 or None); a
-    participant's fault keeps its code, anything of ours is INFRA; with what the job's container used, when it ran."""
+def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, copy: Path, output: Path) -> Outcome:
+    """In the child: (``output``, "", "", None) once the job's output is written whole there, or (None, failure code,
+    message, suspect query vectors' sha256 or None); a participant's fault keeps its code, anything of ours is INFRA;
+    with what the job's container used, when it ran."""
     from grader.grading.shard_cost import job_figures
 
     spent: list[RankCost] = []
     try:
-        output = _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait, spent=spent)
+        atomic_write_bytes(output, _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait, spent=spent))
         return output, "", "", None, job_figures(spent[-1]) if spent else None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
@@ -257,7 +269,7 @@ def _in_child(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, w
     if not folder:
         return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None, None
     return run_in_child(
-        partial(_child_work, job, upload, inbox, Path(folder)),
+        partial(_child_work, job, upload, inbox, Path(folder), work / "output"),
         abandon=lost,
         ended=lambda status: (None, FailureCode.INFRA.value, f"the shard process ended without an output (exit status {status})", None, None),
         on_orphan=partial(shutil.rmtree, work, ignore_errors=True),
@@ -365,16 +377,17 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
             finally:
                 if fetcher is not None:
                     fetcher.done.set()
-        if fetcher is not None and fetcher.failure is not None:
-            raise fetcher.failure
-        if ran is None:
-            return "stale"  # stopped, its container removed; the server handed the job on
-        output, code, message, suspect, cost = ran
-        if output is None:
-            failed = code_or_infra(code)  # what the child process handed back is read, not trusted
-            api.fail(job, failed, message, suspect_queries=suspect if failed is FailureCode.INFRA else None)
-            return "suspect query vectors" if suspect and failed is FailureCode.INFRA else failed.value
-        return "done" if api.put_output(job, output, cost) is not None else "stale"
+            if fetcher is not None and fetcher.failure is not None:
+                raise fetcher.failure
+            if ran is None:
+                return "stale"  # stopped, its container removed; the server handed the job on
+            output, code, message, suspect, cost = ran
+            if output is None:
+                failed = code_or_infra(code)  # what the child process handed back is read, not trusted
+                api.fail(job, failed, message, suspect_queries=suspect if failed is FailureCode.INFRA else None)
+                return "suspect query vectors" if suspect and failed is FailureCode.INFRA else failed.value
+            # Only this worker's own output file, in its own scratch folder: the child's path is not followed elsewhere.
+            return "done" if api.put_output(job, work / "output", cost) is not None else "stale"
     except (httpx.HTTPError, TaskFailure) as error:
         log.warning("shard job %s try %s: %s", job.job_id, job.tries, error)
         return "infra"  # its lease lapses and the reaper re-queues it alone
