@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import tracemalloc
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +24,7 @@ from grader.hosting.protocol.shard_messages import ShardJobMessage
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi
+from tests.hosting.stub_http import serving
 
 OUTPUT_BYTES = 64 << 20
 
@@ -62,11 +62,8 @@ class _Stub(ThreadingHTTPServer):
 
 @pytest.fixture
 def stub() -> Iterator[_Stub]:
-    server = _Stub()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Stub()) as server:
+        yield server
 
 
 @pytest.mark.slow  # a stub server on a socket

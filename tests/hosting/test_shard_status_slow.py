@@ -27,6 +27,7 @@ from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.services import shard_merges
 from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi, coordinate
+from tests.hosting.stub_http import serving
 
 STATUS = "/api/v1/worker/jobs/s1/shards"
 
@@ -66,11 +67,8 @@ class _Stub(ThreadingHTTPServer):
 
 @pytest.fixture
 def stub() -> Iterator[_Stub]:
-    server = _Stub()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Stub()) as server:
+        yield server
 
 
 @pytest.mark.slow  # a stub server on a socket
