@@ -83,8 +83,11 @@ def test_a_status_answer_that_times_out_is_asked_again_not_the_attempts_failure(
 def test_a_merge_answers_none_while_it_runs_then_its_result_once_and_runs_once() -> None:
     release, calls = threading.Event(), []
 
+    daemon: list[bool] = []
+
     def merge() -> str:
         calls.append(1)
+        daemon.append(threading.current_thread().daemon)  # a server stopped mid-merge does not wait for it at exit
         release.wait(30)
         return "merged"
 
@@ -93,7 +96,7 @@ def test_a_merge_answers_none_while_it_runs_then_its_result_once_and_runs_once()
     assert shard_merges.merged(key, merge, wait_s=0.05) is None  # asked again: the same merge, not a second one
     release.set()
     assert shard_merges.merged(key, merge, wait_s=5) == "merged"
-    assert calls == [1] and shard_merges.running() == 0  # read once, then forgotten
+    assert calls == [1] and daemon == [True] and shard_merges.running() == 0  # read once, then forgotten
 
 
 def test_merges_run_one_at_a_time_and_a_failed_one_raises_once() -> None:

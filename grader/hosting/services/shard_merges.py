@@ -13,10 +13,12 @@ merged run is written whole, an atomic rename, so a merge begun twice writes the
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,8 +27,32 @@ T = TypeVar("T")
 WAIT_S = 10.0
 
 _lock = threading.Lock()
-_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-merge")
 _merges: dict[tuple[str, str, int], Future[object]] = {}
+_queued: queue.SimpleQueue[tuple[Future[object], Callable[[], object]]] = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+
+
+def _run_merges() -> None:
+    """The merge thread: one merge at a time, in order. A daemon (a pool's thread would be joined at exit, so a server
+    stopped mid-merge would wait minutes for a result nobody reads; its next start merges again)."""
+    while True:
+        future, merge = _queued.get()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(merge())
+            except BaseException as error:  # handed to the request that reads it, as an executor does
+                future.set_exception(error)
+
+
+def _submit(merge: Callable[[], object]) -> Future[object]:
+    """Queue ``merge`` on the merge thread (started at the first merge); its future. Called holding ``_lock``."""
+    global _thread
+    if _thread is None or not _thread.is_alive():
+        _thread = threading.Thread(target=_run_merges, name="grader-merge", daemon=True)
+        _thread.start()
+    future: Future[object] = Future()
+    _queued.put((future, merge))
+    return future
 
 
 def merged(key: tuple[str, str, int], merge: Callable[[], T], wait_s: float = WAIT_S) -> T | None:
@@ -37,7 +63,7 @@ def merged(key: tuple[str, str, int], merge: Callable[[], T], wait_s: float = WA
     with _lock:
         future = _merges.get(key)
         if future is None:
-            future = _merges[key] = _pool.submit(merge)
+            future = _merges[key] = _submit(merge)
     try:
         result = future.result(timeout=wait_s)
     except FutureTimeout:
@@ -53,10 +79,8 @@ def forget(key: tuple[str, str, int]) -> None:
     """Drop what is kept for ``key`` (a finished merge's result, or a merge whose attempt went stale: it finishes, unread)."""
     with _lock:
         future = _merges.get(key)
-        if future is not None and future.done():
-            del _merges[key]
-        elif future is not None:
-            future.add_done_callback(lambda _done: _drop(key, future))
+    if future is not None:  # outside the lock: a done future runs the callback at once, and _drop takes the lock
+        future.add_done_callback(partial(_drop, key))
 
 
 def _drop(key: tuple[str, str, int], future: Future[object]) -> None:
