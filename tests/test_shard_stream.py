@@ -22,7 +22,8 @@ import pytest
 
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
-from grader.retrieval.shard_stream import StoredShard, check_shard_file, merge_shard_files
+from grader.retrieval.merge import merge_top_k, select_top_k
+from grader.retrieval.shard_stream import MERGE_GROUP, StoredShard, check_shard_file, merge_shard_files
 from grader.runs.compact import HEADER_BYTES, MAGIC, VERSION, WITH_SCORES
 from tests.shard_merge_reference import reference_check_shard_run, reference_merge_compact_runs, search_width
 
@@ -117,12 +118,41 @@ def _reference(runs: list[bytes], *, documents: int, queries: int) -> bytes | Fa
 def test_the_streamed_merge_writes_the_whole_run_merges_bytes_whatever_the_block(tmp_path: Path, seed: int) -> None:
     rng = np.random.default_rng(seed)
     documents, queries = int(rng.integers(1, 60)), int(rng.integers(0, 25))
-    shards = int(rng.integers(1, 5))
+    shards = int(rng.integers(1, 5 if seed % 2 else 3 * MERGE_GROUP))  # odd seeds: more shards than one selection takes
     runs = _shard_runs(rng, documents=documents, queries=queries, shards=shards, sparse=seed % 3 == 0)
     expected = _reference(runs, documents=documents, queries=queries)
     assert isinstance(expected, bytes)
     for block in sorted({1, 2, 3, 7, max(1, queries), queries + 5}):
         assert _streamed(tmp_path, runs, documents=documents, queries=queries, block=block) == expected, block
+
+
+def _sorted_part(rng: np.random.Generator, pool: np.ndarray, rows: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A part as a shard's dense block holds it: each row's hits in trec order, then empty slots (-1 at -inf)."""
+    scores = np.full((rows, width), -np.inf)
+    docs = np.full((rows, width), -1, dtype=np.int64)
+    for row in range(rows):
+        count = int(rng.integers(0, min(width, len(pool)) + 1))
+        hit_docs = rng.choice(pool, size=count, replace=False)
+        hit_scores = rng.choice(np.array([1.5, 0.0, -0.0, -2.0]), size=count)  # ties everywhere, 0.0 and -0.0 among them
+        order = np.lexsort((-hit_docs, -hit_scores))
+        scores[row, :count], docs[row, :count] = hit_scores[order], hit_docs[order]
+    return scores, docs
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_one_selection_over_many_parts_equals_merging_them_two_at_a_time(seed: int) -> None:
+    """select_top_k against the chained two-way merge it replaces in the streamed merge: equal arrays, bit for bit
+    (0.0 and -0.0 kept as they were), whatever the number of parts, k against their widths, and empty slots."""
+    rng = np.random.default_rng(seed)
+    parts_count, rows, k = int(rng.integers(1, 12)), int(rng.integers(1, 9)), int(rng.integers(1, 12))
+    owner = rng.integers(0, parts_count, size=int(rng.integers(1, 80)))
+    parts = [_sorted_part(rng, np.flatnonzero(owner == part), rows, int(rng.integers(0, 8))) for part in range(parts_count)]
+    scores, docs = np.full((rows, 0), -np.inf), np.full((rows, 0), -1, dtype=np.int64)
+    for part_scores, part_docs in parts:
+        scores, docs = merge_top_k(scores, docs, part_scores, part_docs, None, k)
+    chosen_scores, chosen_docs = select_top_k(parts, k)
+    assert np.array_equal(chosen_docs, docs)
+    assert chosen_scores.tobytes() == scores.tobytes()  # the sign of a zero score included
 
 
 def test_no_shards_merge_to_every_query_empty_and_a_task_without_queries_to_a_header(tmp_path: Path) -> None:

@@ -53,6 +53,39 @@ def merge_top_k(
     return out_scores, out_docs
 
 
+def select_top_k(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Many (queries, width) lists over disjoint documents merged at once and cut at ``k``: what chaining
+    :func:`merge_top_k` (``doc_ranks`` None) over ``parts`` returns, bit for bit, without re-sorting the kept top ``k``
+    once per part.
+
+    The order is strict (score descending, then the document's canonical index descending; empty slots, ``-1`` at
+    ``-inf``, last), so the top ``k`` of a union is the same however the union is grouped. Per row, only the entries
+    scoring at least the row's ``k``-th best score can be kept (every other entry has ``k`` strictly better): those
+    are found by a partition (linear), brought to the front by a stable radix sort of a boolean, and only they are
+    sorted. Temporaries are bounded by :data:`MERGE_ENTRIES` per slice of queries.
+    """
+    n_queries = len(parts[0][0])
+    total = sum(scores.shape[1] for scores, _docs in parts)
+    width = min(k, total)
+    out_scores = np.empty((n_queries, width), dtype=np.float64)
+    out_docs = np.empty((n_queries, width), dtype=np.int64)
+    step = max(1, MERGE_ENTRIES // max(1, total))
+    for begin in range(0, n_queries, step):
+        rows = slice(begin, begin + step)
+        all_scores = np.concatenate([np.asarray(scores[rows], dtype=np.float64) for scores, _docs in parts], axis=1)
+        all_docs = np.concatenate([np.asarray(docs[rows], dtype=np.int64) for _scores, docs in parts], axis=1)
+        if 0 < width < total:
+            kth = -np.partition(-all_scores, width - 1, axis=1)[:, width - 1 : width]  # each row's k-th best score
+            kept = all_scores >= kth  # -0.0 and 0.0 compare equal, as they tie in the sort below
+            front = np.argsort(~kept, axis=1, kind="stable")[:, : int(kept.sum(axis=1).max())]
+            all_scores = np.take_along_axis(all_scores, front, axis=1)
+            all_docs = np.take_along_axis(all_docs, front, axis=1)
+        order = np.lexsort((-all_docs, -all_scores), axis=1)[:, :width]
+        out_scores[rows] = np.take_along_axis(all_scores, order, axis=1)
+        out_docs[rows] = np.take_along_axis(all_docs, order, axis=1)
+    return out_scores, out_docs
+
+
 @dataclass(frozen=True)
 class ShardRanking:
     """One shard's (or block's) top-k: row ``q`` lists ``doc_ids[docs[q, j]]`` with float64 ``scores[q, j]``, best first.

@@ -6,7 +6,7 @@
 consecutive query indexes is read from every shard (:class:`ShardFileReader`: that block's slice of the query
 indexes, counts, hits and scores, ``os.pread`` at their offsets), validated as :func:`~grader.runs.compact.decode_run`
 validates a whole run (it *is* ``decode_run``, on a compact run of the block), merged with the blocks of the other
-shards (:func:`~grader.retrieval.merge.merge_top_k`) and appended to the output. A query's merge reads only its own
+shards (:func:`~grader.retrieval.merge.select_top_k`, :data:`MERGE_GROUP` shards at a time) and appended to the output. A query's merge reads only its own
 rows, so the bytes written are those of the whole-run merge whatever the block size (tests/test_shard_stream.py
 holds them equal).
 
@@ -30,11 +30,14 @@ import numpy as np
 
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
-from grader.retrieval.merge import MERGE_ENTRIES, merge_top_k
+from grader.retrieval.merge import MERGE_ENTRIES, select_top_k
 from grader.retrieval.shard_exchange import boundary_lists, search_width
 from grader.runs.compact import HEADER_BYTES, MAGIC, VERSION, WITH_SCORES, CompactRun, check_header, decode_run
 
 _HEADER = struct.Struct("<4sBBHIIIIQ")
+#: Shards' blocks held before they are merged with the top so far (one selection: :func:`select_top_k`); each block is
+#: at most 16 bytes x :func:`default_block`'s queries x the search width (8 MB at depth 1,000).
+MERGE_GROUP = 8
 #: Bytes read or copied per system call when a file is hashed or assembled.
 _CHUNK = 1 << 20
 
@@ -232,17 +235,19 @@ def merge_shard_files(
         output = _RunWriter(target, stack, documents=documents, queries=queries, depth=depth)
         for begin in range(0, queries, block):
             end = min(queries, begin + block)
-            scores = np.full((end - begin, 0), -np.inf, dtype=np.float64)
-            docs = np.full((end - begin, 0), -1, dtype=np.int64)
+            kept: list[tuple[np.ndarray, np.ndarray]] = [
+                (np.full((end - begin, 0), -np.inf, dtype=np.float64), np.full((end - begin, 0), -1, dtype=np.int64))
+            ]
             for number, reader in enumerate(readers, start=1):
                 part = reader.take(end)
-                named = np.unique(part.docs)
-                if np.any((owner[named] != 0) & (owner[named] != number)):
+                named = owner[part.docs]
+                if np.any((named != 0) & (named != number)):
                     raise TaskFailure(FailureCode.INFRA, "two shards name one document: they must partition the corpus")
-                owner[named] = number
-                part_scores, part_docs = _dense_block(part, begin, end - begin, width)
-                scores, docs = merge_top_k(scores, docs, part_scores, part_docs, None, width)
-            output.write(begin, *boundary_lists(scores, docs, depth=depth))
+                owner[part.docs] = number
+                kept.append(_dense_block(part, begin, end - begin, width))
+                if len(kept) > MERGE_GROUP:  # the top so far and MERGE_GROUP shards' blocks: one selection
+                    kept = [select_top_k(kept, width)]
+            output.write(begin, *boundary_lists(*select_top_k(kept, width), depth=depth))
         for reader in readers:
             reader.finish()
         for shard, (fd, before) in zip(shards, opened):
