@@ -137,7 +137,16 @@ def report_labels(facts: dict[str, Any]) -> dict[str, Any] | None:
     return {**(labels if isinstance(labels, dict) else {}), "fingerprint": fingerprint}
 
 
-def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key: BlindingKey | None, overflow: dict[str, int] | None = None) -> Run:
+def real_run(
+    task: Task,
+    data: bytes,
+    judged: Sequence[str],
+    *,
+    depth: int,
+    key: BlindingKey | None,
+    overflow: dict[str, int] | None = None,
+    corpus_ids: Sequence[str] | None = None,
+) -> Run:
     """A worker's compact run of ``task`` (validated: :func:`grader.runs.compact.decode_run`) as a :class:`Run` under the real ids.
 
     Without ``key`` it indexes the canonical order of the real ids. With it, the canonical order
@@ -146,9 +155,11 @@ def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key:
     the real ids, as a direct ``grader run`` does; a run with ties carries its scores for that).
     Either way it is then cut at ``depth`` (:func:`grader.runs.ties.cut_at_depth`): a worker sends
     the boundary tie group beyond it, so the cut falls where a direct search under the real ids
-    cuts. A tie group the worker had to cut is counted in ``overflow`` under the task's name.
+    cuts. A tie group the worker had to cut is counted in ``overflow`` under the task's name. ``corpus_ids``: the
+    task's corpus ids in file order, when the caller read them already (else they are read here).
     """
-    corpus_ids = [document.id for document in task.iter_corpus()]
+    if corpus_ids is None:
+        corpus_ids = [document.id for document in task.iter_corpus()]
     if key is None:
         corpus, queries = canonical_order(corpus_ids), canonical_order(list(judged))
         decoded = _decoded(data, corpus, queries, depth)
@@ -163,8 +174,14 @@ def real_run(task: Task, data: bytes, judged: Sequence[str], *, depth: int, key:
     return cut_at_depth(run, depth)
 
 
-def _worker_cost(benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence[str], split: str) -> dict[str, Any] | None:
-    """The worker's cost block, checked against this server's own counts and the sandbox's limits; None when it stated none."""
+def _worker_cost(
+    benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence[str], split: str, documents: Mapping[str, int]
+) -> dict[str, Any] | None:
+    """The worker's cost block, checked against this server's own counts and the sandbox's limits; None when it stated none.
+
+    ``documents``: the corpus sizes already counted (the scored tasks': their corpus was read for the runs); the
+    others' corpora are counted here.
+    """
     stated = facts.get("cost")
     if stated is None:
         return None
@@ -173,7 +190,8 @@ def _worker_cost(benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence
         task = benchmark.task(name)
         qrels = task.qrels(split)
         judged = sum(1 for query in task.iter_queries() if query.id in qrels)
-        counts[name] = (sum(1 for _ in task.iter_corpus()) + judged, judged)
+        size = documents[name] if name in documents else sum(1 for _ in task.iter_corpus())
+        counts[name] = (size + judged, judged)
     fingerprint = facts.get("fingerprint")
     return checked_worker_cost(
         stated,
@@ -217,6 +235,7 @@ def report_from_runs(
         raise TaskFailure(FailureCode.INFRA, "the worker sent runs of tasks the job does not grade")
     entries: list[dict[str, Any]] = []
     overflow: dict[str, int] = {}
+    documents: dict[str, int] = {}  # each scored task's corpus size: its corpus is read once (300k documents: seconds)
     for name in tasks:
         task = benchmark.task(name)
         qrels = task.qrels(split)
@@ -239,9 +258,11 @@ def report_from_runs(
             raise TaskFailure(FailureCode.INFRA, f"task {name}: no run was sent")
         else:
             extra = {field: fact[field] for field in TASK_FACTS if field in fact}
-            run = real_run(
-                task, runs[name], [query.id for query in task.iter_queries() if query.id in qrels], depth=top_k, key=key, overflow=overflow
-            )
+            corpus_ids = [document.id for document in task.iter_corpus()]
+            documents[name] = len(corpus_ids)
+            judged = [query.id for query in task.iter_queries() if query.id in qrels]
+            run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids)
+            del corpus_ids  # one task's ids at a time
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
     labels = report_labels(facts)  # checks the stated fingerprint, which the cost block names by its digest
@@ -257,7 +278,7 @@ def report_from_runs(
         started_at=_timestamp(facts.get("started_at")),
         finished_at=_timestamp(facts.get("finished_at")),
         top_k=top_k,
-        cost=_worker_cost(benchmark, facts, tasks=tasks, split=split),
+        cost=_worker_cost(benchmark, facts, tasks=tasks, split=split, documents=documents),
     )
     if overflow:  # a tie group wider than the slack: which tied documents made the depth followed the pseudonyms
         report["ranking"]["cut_by_pseudonym"] = overflow
