@@ -35,8 +35,8 @@ from grader.retrieval.shard_exchange import boundary_lists, search_width
 from grader.runs.compact import HEADER_BYTES, MAGIC, VERSION, WITH_SCORES, CompactRun, check_header, decode_run
 
 _HEADER = struct.Struct("<4sBBHIIIIQ")
-#: Shards' blocks held before they are merged with the top so far (one selection: :func:`select_top_k`); each block is
-#: at most 16 bytes x :func:`default_block`'s queries x the search width (8 MB at depth 1,000).
+#: Shards' blocks held before they are merged with the top so far (one selection: :func:`select_top_k`); the merge's
+#: blocks are smaller to match (:func:`merge_block`).
 MERGE_GROUP = 8
 #: Bytes read or copied per system call when a file is hashed or assembled.
 _CHUNK = 1 << 20
@@ -45,6 +45,12 @@ _CHUNK = 1 << 20
 def default_block(depth: int) -> int:
     """Queries per block: the merge of two shards' blocks is at most :data:`MERGE_ENTRIES` slots (about 100 MB of temporaries)."""
     return max(1, MERGE_ENTRIES // (2 * search_width(depth)))
+
+
+def merge_block(depth: int) -> int:
+    """Queries per block of the merge: the blocks of :data:`MERGE_GROUP` shards and the top so far held at once are as
+    many slots as two shards' blocks of :func:`default_block` (the server's memory as with a merge two at a time)."""
+    return max(1, 2 * default_block(depth) // (MERGE_GROUP + 1))
 
 
 def _refuse(what: str) -> TaskFailure:
@@ -224,7 +230,7 @@ def merge_shard_files(
     is refused (:class:`TaskFailure` ``INFRA``), as is a shard file whose bytes are not its digest (checked before any is
     decoded) or that changes while it is merged (checked before the rename): ``target`` is then left as it was.
     """
-    block = block_queries or default_block(depth)
+    block = block_queries or merge_block(depth)
     width = search_width(depth)
     with ExitStack() as stack:
         opened = [_open_checked(shard, stack) for shard in shards]
