@@ -13,8 +13,9 @@ limits (the time limit and the output cap apply per job), staged under the copy'
   container's ``corpus.npy`` (once the query vectors are in: the job may start before them) block by block into one reused buffer bounded by
   ``search_memory`` (header checked first, a non-finite value the model's fault), searches
   each block exactly against the query vectors and merges the blocks' lists: the shard's
-  top ``depth`` and boundary ties (:func:`grader.retrieval.shard_exchange.dense_run`) as a
-  compact run with float64 scores over the whole corpus's canonical indexes.
+  top ``depth`` and boundary ties as a compact run with float64 scores over the whole corpus's
+  canonical indexes, searched and written to the job's output file a block of queries at a time
+  (:func:`grader.retrieval.shard_output.search_to_file`: the lists held do not grow with the query count).
 
 A shard job whose query vectors (another worker's output) do not fit its document vectors encodes
 the queries itself (:func:`judge_mismatch`): only a mismatch it reproduces is ``MODEL_ERROR``.
@@ -27,7 +28,7 @@ A container's failure is the task's failure with its code (``TIMEOUT``, ``OOM``,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,9 @@ from grader.grading.ranking import judged_queries
 from grader.grading.sandboxed import DockerTaskGrader
 from grader.grading.shard_input import read_shard
 from grader.retrieval.encoder import BatchPolicy
-from grader.retrieval.shard_exchange import MAX_DIMENSION, dense_run, pack_vectors, search_width
-from grader.retrieval.shard_run import block_rows_for, search_blocks
+from grader.retrieval.shard_exchange import MAX_DIMENSION, pack_vectors, search_width
+from grader.retrieval.shard_output import query_block_for, search_to_file
+from grader.retrieval.shard_run import block_rows_for
 from grader.runs.ordering import byte_order_ranks
 from grader.sandbox.blinding import Preblinded
 from grader.sandbox.limits import SandboxLimits
@@ -184,10 +186,13 @@ def rank_shard(
     *,
     shard_documents: int | None,
     search_memory: int,
+    target: Path,
     log_path: Path | None = None,
     spent: list[RankCost] | None = None,
-) -> bytes:
-    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with scores.
+) -> str:
+    """Shard ``number`` of the task encoded in the runner container and searched in bounded blocks: its compact run with
+    scores, written to ``target`` a block of queries at a time (:func:`~grader.retrieval.shard_output.search_to_file`);
+    the run's sha256.
 
     ``query_vectors`` is called once the documents are encoded: a shard job claimed while its query job ran waits there
     for the vectors (its encoding done meanwhile). ``spent``: what its container used, and the search's wall seconds
@@ -195,7 +200,6 @@ def rank_shard(
     """
     shard = read_shard(task, number, chunk_size=BatchPolicy().chunk_size, shard_documents=shard_documents)
     rank_of = dict(zip((document.id for document in shard.documents), shard.ranks.tolist()))
-    width = search_width(runner.depth)
     with owned_tempdir("grader-stage-") as scratch:
         staged = runner.stage(scratch, task, queries=[], documents=shard.documents, encode="documents")
         # Row i of corpus.npy is staged document i; its canonical index in the whole corpus names it in the run.
@@ -205,16 +209,20 @@ def rank_shard(
             output = _succeeded(finished).output
             queries = query_vectors()
             searching = time.monotonic()
-            blocks = embedding_blocks(
-                output,
-                "corpus.npy",
-                rows=len(ranks),
-                max_bytes=runner.limits.output_bytes,
-                max_dimension=MAX_DIMENSION,
-                block_rows=lambda dimension: block_rows_for(search_memory, dimension),
-                fault=FailureCode.MODEL_ERROR,
-            )
-            scores, docs = search_blocks(queries, blocks, ranks, width)
+
+            def blocks() -> Iterable[tuple[int, np.ndarray]]:
+                return embedding_blocks(
+                    output,
+                    "corpus.npy",
+                    rows=len(ranks),
+                    max_bytes=runner.limits.output_bytes,
+                    max_dimension=MAX_DIMENSION,
+                    block_rows=lambda dimension: block_rows_for(search_memory, dimension),
+                    fault=FailureCode.MODEL_ERROR,
+                )
+
+            block_queries = query_block_for(search_memory, search_width(runner.depth))
+            digest = search_to_file(queries, blocks, ranks, target, documents=shard.corpus_size, depth=runner.depth, block_queries=block_queries)
             if spent is not None:
                 spent.append(replace(used, search_s=time.monotonic() - searching))
-    return dense_run(scores, np.where(docs >= 0, ranks[np.maximum(docs, 0)], -1), documents=shard.corpus_size, depth=runner.depth)
+    return digest

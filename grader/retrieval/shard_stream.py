@@ -149,8 +149,9 @@ def _dense_block(run: CompactRun, begin: int, rows: int, width: int) -> tuple[np
     return scores, docs
 
 
-class _RunWriter:
-    """The merged run, written a block at a time into a temporary file beside ``target`` and renamed over it at the end.
+class RunWriter:
+    """A compact run with scores (the bytes :func:`~grader.retrieval.shard_exchange.dense_run` makes of the whole), written
+    a block of queries at a time into a temporary file beside ``target`` and renamed over it at the end.
 
     Each section's place is known from the query count but for the scores', which follows the hits: the scores go to a
     second temporary file, appended once the hits are all written, before the header (which counts them).
@@ -238,7 +239,7 @@ def merge_shard_files(
         if any(not reader.header.scores for reader in readers):
             raise TaskFailure(FailureCode.INFRA, "a shard's run carries no scores: shards cannot be merged without them")
         owner = np.zeros(documents, dtype=np.min_scalar_type(len(shards)))  # 1 + the shard that named a document; 0: none
-        output = _RunWriter(target, stack, documents=documents, queries=queries, depth=depth)
+        output = RunWriter(target, stack, documents=documents, queries=queries, depth=depth)
         for begin in range(0, queries, block):
             end = min(queries, begin + block)
             kept: list[tuple[np.ndarray, np.ndarray]] = [

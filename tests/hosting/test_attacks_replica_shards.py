@@ -57,8 +57,10 @@ def _honest(message: ShardJobMessage, upload: Path, queries: bytes | None, copy:
     if key not in HONEST:
         # In a spawned process, as a worker computes in a child of its own: the search's OpenMP threads must not start in
         # this process, whose later tests fork workers' children (GNU OpenMP aborts a child forked after it started).
+        output = upload.with_name(f"honest-{len(HONEST)}.out")  # the job's output file, as a worker's child writes it
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            HONEST[key] = pool.submit(_compute, message, upload, queries, copy).result()
+            pool.submit(_compute, message, upload, queries, copy, output).result()
+        HONEST[key] = output.read_bytes()
     return HONEST[key]
 
 

@@ -125,8 +125,10 @@ def _honest_vectors(query: ShardJobMessage, api: ShardApi, folder: Path, server:
     upload = folder / "query-upload.tar.gz"
     upload.write_bytes(api.fetch(query, "upload", query.max_unpacked_bytes))
     assert hashlib.sha256(upload.read_bytes()).hexdigest() == query.upload_sha256
+    output = folder / "query-vectors.out"  # the job's output file, as a worker's child writes it
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_compute, query, upload, None, server.state / "worker-data").result()
+        pool.submit(_compute, query, upload, None, server.state / "worker-data", output).result()
+    return output.read_bytes()
 
 
 def test_a_pool_of_one_worker_finishes_a_sharded_grade(tmp_path: Path) -> None:

@@ -207,11 +207,13 @@ def _compute(
     upload: Path,
     queries: bytes | None,
     copy: Path,
+    output: Path,
     *,
     waited: Callable[[], tuple[bytes, str]] | None = None,
     spent: list[RankCost] | None = None,
-) -> bytes:
-    """The job's output (in the child): query vectors, or the shard's compact run with scores, both from the runner container.
+) -> None:
+    """The job's output (in the child), written whole to ``output``: query vectors, or the shard's compact run with
+    scores (written a block of queries at a time), both from the runner container.
 
     A shard searches with ``queries`` (checked by ``job.queries_sha256``), or, without them, with what ``waited``
     returns once its documents are encoded (the vectors and their sha256: :class:`_VectorsInbox`). What its container
@@ -241,9 +243,12 @@ def _compute(
     with open_submission(upload, bounds) as folder:
         runner = _runner(folder, job, copy, depth=job.depth)
         if job.number < 0:
-            return encode_queries(runner, task, job.judged, spent=spent)
+            atomic_write_bytes(output, encode_queries(runner, task, job.judged, spent=spent))
+            return
         try:
-            return rank_shard(runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory, spent=spent)
+            rank_shard(
+                runner, task, job.number, vectors, shard_documents=job.shard_documents, search_memory=job.search_memory, target=output, spent=spent
+            )
         except DimensionMismatch as mismatch:  # another worker's vectors: the model's fault only if it happens here too
             raise judge_mismatch(runner, task, job.judged, mismatch, received=received[-1]) from None
 
@@ -256,7 +261,7 @@ def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None,
 
     spent: list[RankCost] = []
     try:
-        atomic_write_bytes(output, _compute(job, upload, None, copy, waited=None if inbox is None else inbox.wait, spent=spent))
+        _compute(job, upload, None, copy, output, waited=None if inbox is None else inbox.wait, spent=spent)
         return output, "", "", None, job_figures(spent[-1]) if spent else None
     except GraderError as error:
         message = error.detail if isinstance(error, TaskFailure) else str(error)
