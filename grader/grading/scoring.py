@@ -175,23 +175,24 @@ def real_run(
 
 
 def _worker_cost(
-    benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence[str], split: str, documents: Mapping[str, int]
+    benchmark: Benchmark, facts: dict[str, Any], *, tasks: Sequence[str], split: str, counted: Mapping[str, tuple[int, int]]
 ) -> dict[str, Any] | None:
     """The worker's cost block, checked against this server's own counts and the sandbox's limits; None when it stated none.
 
-    ``documents``: the corpus sizes already counted (the scored tasks': their corpus was read for the runs); the
-    others' corpora are counted here.
+    ``counted``: the (texts, judged queries) already counted (the scored tasks': their corpus and queries were read
+    for the runs); the other tasks are counted here.
     """
     stated = facts.get("cost")
     if stated is None:
         return None
-    counts: dict[str, tuple[int, int]] = {}
+    counts: dict[str, tuple[int, int]] = dict(counted)
     for name in tasks:
+        if name in counts:
+            continue
         task = benchmark.task(name)
         qrels = task.qrels(split)
         judged = sum(1 for query in task.iter_queries() if query.id in qrels)
-        size = documents[name] if name in documents else sum(1 for _ in task.iter_corpus())
-        counts[name] = (size + judged, judged)
+        counts[name] = (sum(1 for _ in task.iter_corpus()) + judged, judged)
     fingerprint = facts.get("fingerprint")
     return checked_worker_cost(
         stated,
@@ -235,7 +236,7 @@ def report_from_runs(
         raise TaskFailure(FailureCode.INFRA, "the worker sent runs of tasks the job does not grade")
     entries: list[dict[str, Any]] = []
     overflow: dict[str, int] = {}
-    documents: dict[str, int] = {}  # each scored task's corpus size: its corpus is read once (300k documents: seconds)
+    counted: dict[str, tuple[int, int]] = {}  # each scored task's texts and judged queries: its corpus is read once
     for name in tasks:
         task = benchmark.task(name)
         qrels = task.qrels(split)
@@ -259,8 +260,8 @@ def report_from_runs(
         else:
             extra = {field: fact[field] for field in TASK_FACTS if field in fact}
             corpus_ids = [document.id for document in task.iter_corpus()]
-            documents[name] = len(corpus_ids)
             judged = [query.id for query in task.iter_queries() if query.id in qrels]
+            counted[name] = (len(corpus_ids) + len(judged), len(judged))
             run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids)
             del corpus_ids  # one task's ids at a time
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
@@ -278,7 +279,7 @@ def report_from_runs(
         started_at=_timestamp(facts.get("started_at")),
         finished_at=_timestamp(facts.get("finished_at")),
         top_k=top_k,
-        cost=_worker_cost(benchmark, facts, tasks=tasks, split=split, documents=documents),
+        cost=_worker_cost(benchmark, facts, tasks=tasks, split=split, counted=counted),
     )
     if overflow:  # a tie group wider than the slack: which tied documents made the depth followed the pseudonyms
         report["ranking"]["cut_by_pseudonym"] = overflow
