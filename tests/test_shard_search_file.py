@@ -18,6 +18,8 @@ import pytest
 
 from grader.errors import DimensionMismatch, TaskFailure
 from grader.failures import FailureCode
+from grader.retrieval.merge import merge_top_k
+from grader.retrieval.search import exact_top_k
 from grader.retrieval.shard_exchange import dense_run, search_width
 from grader.retrieval.shard_output import LIST_COPIES, query_block_for, search_to_file
 from grader.retrieval.shard_run import search_blocks
@@ -113,3 +115,19 @@ def test_the_query_block_fits_the_search_memory() -> None:
     block = query_block_for(256 << 20, width)
     assert block * width * 16 * LIST_COPIES <= 256 << 20 < (block + 1) * width * 16 * LIST_COPIES
     assert query_block_for(1, width) == 1
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_one_blocks_lists_are_what_merging_them_with_nothing_gives(seed: int) -> None:
+    # search_blocks takes the first block's lists as they come (no merge): they must already be in the merged order.
+    query_vectors, doc_vectors, ranks, _documents, depth = _case(seed)
+    doc_vectors[::3] *= -0.0  # signed zeros tie with zeros
+    scores, docs = search_blocks(query_vectors, _blocks(doc_vectors, len(doc_vectors)), ranks, depth)
+    found_scores, found = exact_top_k(query_vectors, doc_vectors, depth, doc_ranks=ranks)
+    empty = np.zeros((len(query_vectors), 0))
+    merged_scores, merged_docs = merge_top_k(empty, empty.astype(np.int64), found_scores, found, ranks, depth)
+    assert scores.dtype == np.float64 and docs.dtype == np.int64
+    assert scores.tobytes() == merged_scores.tobytes() and docs.tobytes() == merged_docs.tobytes()
+    # and the lists of blocks of 5 rows, merged, are the same
+    blocked_scores, blocked_docs = search_blocks(query_vectors, _blocks(doc_vectors, 5), ranks, depth)
+    assert blocked_scores.tobytes() == scores.tobytes() and blocked_docs.tobytes() == docs.tobytes()
