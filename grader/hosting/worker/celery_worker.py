@@ -25,7 +25,7 @@ from grader.hosting.queue.celery_app import QUEUE, WAKE_TASK, make_celery
 from grader.hosting.worker.claim_throttle import ClaimThrottled
 from grader.hosting.worker.engine_gate import engine_up
 from grader.hosting.worker.hygiene import free_bytes
-from grader.hosting.worker.loop import WorkerApi, grade_job, settle_allocator
+from grader.hosting.worker.loop import WorkerApi, grade_job, preload_search, settle_allocator
 from grader.hosting.worker.shard_loop import FingerprintUnbound
 
 log = logging.getLogger("grader.worker")
@@ -65,6 +65,7 @@ def run_celery_worker(broker: str, server: str, token: str, *, name: str, key_di
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     settle_allocator()
+    preload_search()
     key = ensure_worker_key(key_dir)
     api = WorkerApi(server, token, key)
     register_key(api, key_dir)

@@ -36,7 +36,17 @@ from grader.hosting.protocol.messages import SERVER_CLAIM_PATH, CompetitionName,
 from grader.hosting.protocol.version import checked_job
 from grader.hosting.protocol.worker_data import MANIFEST
 from grader.hosting.worker.claim_throttle import raise_if_throttled
-from grader.hosting.worker.loop import Backoff, ParentWatch, WorkerApi, claimed, grade_job, ready_to_claim, settle_allocator, worker_client
+from grader.hosting.worker.loop import (
+    Backoff,
+    ParentWatch,
+    WorkerApi,
+    claimed,
+    grade_job,
+    preload_search,
+    ready_to_claim,
+    settle_allocator,
+    worker_client,
+)
 from grader.hosting.worker.shard_loop import ShardApi, check_claim, fingerprint_digest, work_one
 
 log = logging.getLogger("grader.worker")
@@ -221,6 +231,7 @@ def run_many_worker(
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     settle_allocator()
+    preload_search()
     if names is not None:
         check_named(data, names)
     stopping = threading.Event()
