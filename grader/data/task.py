@@ -16,7 +16,7 @@ from grader.data.ids import id_problem
 from grader.data.qrels import Qrels, read_beir_qrels
 from grader.data.textfiles import find_data_file, iter_jsonl, require_string
 from grader.errors import DataError
-from grader.files import listing_digest, sha256_file
+from grader.files import listing_digest, sha256_file_remembered
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,8 @@ class Task:
     def file_digests(self) -> dict[str, str]:
         """sha256 of every data file, keyed by its path relative to the task folder."""
         files = [self.corpus_path, self.queries_path] + [self.qrels_path(split) for split in self.splits()]
-        return {path.relative_to(self.root).as_posix(): sha256_file(path) for path in files}
+        # Remembered per version of each file: a server or worker names the same files in every grade it serves.
+        return {path.relative_to(self.root).as_posix(): sha256_file_remembered(path) for path in files}
 
     def ranking_digest(self, judged: Iterable[str]) -> str:
         """One sha256 naming the data a worker ranks on: the corpus, the queries and which of them are judged (never the judgements).
