@@ -151,6 +151,34 @@ def container_cgroup(container_id: str) -> Path | None:
     return None
 
 
+def running_containers() -> list[tuple[str, Path]]:
+    """(id, memory cgroup folder) of each running container, read from the cgroup file system (no engine call)."""
+    found = []
+    v1 = Path("/sys/fs/cgroup/memory/docker")
+    if v1.is_dir():
+        found += [(folder.name, folder) for folder in v1.iterdir() if folder.is_dir() and len(folder.name) == 64]
+    v2 = Path("/sys/fs/cgroup/system.slice")
+    if v2.is_dir():
+        found += [(folder.name[7:-6], folder) for folder in v2.glob("docker-*.scope")]
+    return found
+
+
+def sandbox_owner(container_id: str) -> int | None:
+    """The pid a sandbox container's owner label names; None for another container (or one gone)."""
+    labels = subprocess.run(
+        [
+            "docker",
+            "inspect",
+            "--format",
+            '{{index .Config.Labels "' + SANDBOX_LABEL + '"}} {{index .Config.Labels "' + OWNER_PID_LABEL + '"}}',
+            container_id,
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return int(labels[1]) if len(labels) == 2 and labels[1].isdigit() else None
+
+
 def cgroup_figures(folder: Path) -> tuple[int | None, int | None]:
     """(peak bytes, anonymous bytes now) of a memory cgroup."""
     peak = None
@@ -179,6 +207,7 @@ class Sampler:
     interval: float = 0.5
     processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid -> (name, peak RssAnon KiB)
     containers: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (peak bytes, peak anon bytes)
+    owners: dict[str, int | None] = field(default_factory=dict)  # id -> the pid its owner label names (None: not a sandbox)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def sample(self) -> None:
@@ -188,17 +217,11 @@ class Sampler:
             if value is not None:
                 old = self.processes.get(pid, (name, 0))
                 self.processes[pid] = (old[0] if old[1] else name, max(old[1], value))
-        listing = subprocess.run(
-            ["docker", "ps", "--no-trunc", "--filter", f"label={SANDBOX_LABEL}", "--format", '{{.ID}} {{.Label "' + OWNER_PID_LABEL + '"}}'],
-            capture_output=True,
-            text=True,
-        ).stdout
-        for row in listing.splitlines():
-            container_id, _, owner = row.partition(" ")
-            if not owner.isdigit() or int(owner) not in tree:
-                continue
-            folder = container_cgroup(container_id)
-            if folder is None:
+        for container_id, folder in running_containers():
+            if container_id not in self.owners:  # asked once a container: a `docker ps` each tick cost 3-4 CPU-seconds a grade
+                self.owners[container_id] = sandbox_owner(container_id)
+            owner = self.owners[container_id]
+            if owner is None or owner not in tree:
                 continue
             peak, anon = cgroup_figures(folder)
             old = self.containers.get(container_id, (0, 0))
@@ -230,6 +253,28 @@ def pin_workers(serve_pid: int) -> None:
         subprocess.run(["taskset", "-a", "-p", "-c", str(number % (os.cpu_count() or 1)), str(pid)], check=True, capture_output=True)
 
 
+@contextlib.contextmanager
+def confined(cpus: int) -> Iterator[None]:
+    """Within it, this process (and all it starts: the server, its workers, their children) and the Docker engine (and
+    the containers it starts, which inherit its affinity) run on the first ``cpus`` CPUs only: a machine of ``cpus``
+    CPUs for W workers. The affinities are put back after."""
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = ",".join(str(cpu) for cpu in allowed[:cpus])
+    every = ",".join(str(cpu) for cpu in allowed)
+    engine = [
+        int(pid) for name in ("dockerd", "containerd") for pid in subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
+    ]
+    os.sched_setaffinity(0, allowed[:cpus])
+    for pid in engine:
+        subprocess.run(["taskset", "-a", "-p", "-c", chosen, str(pid)], check=True, capture_output=True)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for pid in engine:
+            subprocess.run(["taskset", "-a", "-p", "-c", every, str(pid)], check=False, capture_output=True)
+
+
 def stored_envelope(state: Path, submission_id: str) -> bytes:
     """The signed full report of a scored submission, read from the server's state as its operator can (a participant
     gets a hidden grade's full report only after the competition's end); for callers that compare it (bench/coir_shape.py)."""
@@ -253,6 +298,7 @@ def grade(
     shard_documents: int | None = None,
     *,
     pin: bool = False,
+    confine: bool = False,
     heap: Path | None = None,
 ) -> dict:
     """One fresh server with ``workers`` local workers grading ``submission`` once (in shard jobs with ``shard_documents``); the figures.
@@ -268,6 +314,12 @@ def grade(
     if shard_documents is not None:
         tables["sharding"] = {"shard_documents": shard_documents}
     competition = write_competition(scratch / "c.toml", benchmark=str(bench_root), tables=tables)
+    with confined(workers) if confine else contextlib.nullcontext():
+        return _grade(competition, workers, scratch, sample_s, submission, pin=pin, heap=heap)
+
+
+def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, submission: Path, *, pin: bool, heap: Path | None) -> dict:
+    """:func:`grade` once its competition file is written."""
     with trace_heaps(heap):
         started_server = time.perf_counter()
         server = Server(competition, scratch / "state", workers=workers).start()
@@ -382,6 +434,11 @@ def main() -> None:
     parser.add_argument("--sharded", action="store_true", help="grade in shard jobs across the workers ([sharding] shard_documents)")
     parser.add_argument("--shard-documents", type=int, default=16384, help="documents per shard with --sharded (rounded up to chunks of 8,192)")
     parser.add_argument("--pin", action="store_true", help="pin each local worker to a CPU of its own (taskset)")
+    parser.add_argument(
+        "--confine",
+        action="store_true",
+        help="run each grade of W workers on the first W CPUs only: server, workers, engine, containers and this script (a W-CPU machine)",
+    )
     parser.add_argument("--sample-s", type=float, default=0.5)
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
@@ -429,6 +486,7 @@ def main() -> None:
                     args.submission,
                     args.shard_documents if args.sharded else None,
                     pin=args.pin,
+                    confine=args.confine,
                     heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
                 )
             walls.setdefault(workers, []).append(result["wall_s"])
