@@ -26,7 +26,15 @@ sets [sharding] shard_documents: the grade runs as shard jobs (a query job, then
 encoding chunks) which every local worker takes, each in a forked child of the worker (the "grade child" column,
 one value per job) that stages the shard and runs it in a runner container of its own (the container column).
 With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset); each container is held
-to 1 CPU by its limit. After each N the speedup of W workers over one is printed.
+to 1 CPU by its limit. With --confine a grade of W workers runs on the first W CPUs only: this script, the server and
+all it starts, and the Docker engine (whose containers inherit its affinity): a W-CPU machine, the server's work
+charged in every row (on a machine of two CPUs, one worker's grade otherwise leaves the server the second CPU). After
+each N the speedup of W workers over one is printed.
+
+The last column splits the grade's CPU time (from the clock's start to its end): the containers' (the report's cost
+block: their cgroups' CPU, a lower bound), the local workers' (with the job children and watchdogs they reaped), the
+server's (with its scoring processes), the engine's (dockerd, containerd) and this script's (its sampler), read from
+/proc/PID/stat. Their sum over the wall time is how busy the machine's CPUs were.
 
 What each column is bounded by (docs/scale.md, "Measured: sharded"): ``serve`` by what one grade's puts and merge
 hold at once (flat in N: its allocator hands large buffers back, grader/hosting/allocator.py); ``worker`` by one
@@ -45,6 +53,7 @@ times of such a run mean nothing (tracing slows every allocation), nor does RssA
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import importlib.util
 import json
@@ -127,6 +136,47 @@ def descendants(root: int) -> dict[int, str]:
                 roles[child] = "other:" + Path(argv[0].decode("utf-8", "replace")).name
             frontier.append(child)
     return roles
+
+
+#: The parts of a grade's CPU time, in the table's order (:func:`cpu_spent`; containers from the report's cost block).
+CPU_PARTS = ("containers", "workers", "server", "engine", "script")
+#: /proc/PID/stat's unit of CPU time.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _ticks(pid: int) -> tuple[int, int] | None:
+    """(start time, CPU ticks of ``pid`` and of the children it reaped) from /proc/PID/stat; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[19]), sum(int(fields[i]) for i in (11, 12, 13, 14))
+
+
+def cpu_ticks(serve_pid: int) -> dict[tuple[int, int], tuple[str, int]]:
+    """CPU ticks so far of each process a grade runs in, by (pid, start time), each with its part: ``workers`` (the
+    local workers, with the job children and watchdogs they reaped), ``server`` (with its scoring processes), ``engine``
+    (dockerd, containerd) and ``script`` (this one, with the engine calls it made). A process that ended counts in
+    the one that reaped it; the containers' processes are reaped outside (the report's cost block counts them)."""
+    parts = {pid: "workers" if role in ("worker", "grade child") else "server" for pid, role in descendants(serve_pid).items()}
+    for name in ("dockerd", "containerd"):
+        for pid in subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split():
+            parts[int(pid)] = "engine"
+    parts[os.getpid()] = "script"
+    found = {}
+    for pid, part in parts.items():
+        ticks = _ticks(pid)
+        if ticks is not None:
+            found[(pid, ticks[0])] = (part, ticks[1])
+    return found
+
+
+def cpu_spent(before: dict[tuple[int, int], tuple[str, int]], after: dict[tuple[int, int], tuple[str, int]]) -> dict[str, float]:
+    """CPU-seconds each part spent between two :func:`cpu_ticks` (a process born between them counts whole)."""
+    spent: dict[str, float] = {"workers": 0.0, "server": 0.0, "engine": 0.0, "script": 0.0}
+    for key, (part, ticks) in after.items():
+        spent[part] += (ticks - before.get(key, (part, 0))[1]) / CLOCK_TICKS
+    return spent
 
 
 def rss_anon_kib(pid: int) -> int | None:
@@ -334,10 +384,12 @@ def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, subm
         if heap is not None:
             heaps = {role: [path] for role, path in heap_dumps(server.process.pid, heap).items()}
         with Sampler(server.process.pid, sample_s) as sampler:
+            ticks = cpu_ticks(server.process.pid)
             started = time.perf_counter()
             submission_id = client.submit(submission)["id"]
             view = client.wait(submission_id, poll_s=0.2)
             wall = time.perf_counter() - started
+            spent = cpu_spent(ticks, cpu_ticks(server.process.pid))
         if view["state"] != "scored":
             raise SystemExit(f"grade ended {view['state']}: {json.dumps(view)[:600]}; server log {server.log}")
         if heap is not None:
@@ -346,8 +398,11 @@ def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, subm
         report = stored_envelope(server.state, submission_id)
     finally:
         server.stop()
+    cost = json.loads(base64.b64decode(json.loads(report)["payload"]))["predicate"].get("cost") or {}
+    spent["containers"] = float((cost.get("total") or {}).get("cpu_s") or 0.0)
     return {
         "wall_s": wall,
+        "cpu_s": spent,
         "copy_s": copy_s,
         "processes": sampler.processes,
         "containers": sampler.containers,
@@ -465,9 +520,10 @@ def main() -> None:
     ]
     lines.append(
         "| N docs | workers | wall (s) | ms/doc | public NDCG@10 | serve RssAnon (MiB) | worker RssAnon (MiB) | grade child RssAnon (MiB) "
-        "| container peak / anon (MiB) | server helpers RssAnon (MiB) | workers' copy (s, before the clock) |"
+        "| container peak / anon (MiB) | server helpers RssAnon (MiB) | workers' copy (s, before the clock) "
+        "| CPU-s: containers / workers / server / engine / script |"
     )
-    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines), flush=True)
     speedups = []
     for documents in args.documents:
@@ -500,6 +556,7 @@ def main() -> None:
                 "workers": workers,
                 "wall_s": round(result["wall_s"], 2),
                 "copy_s": round(result["copy_s"], 2),
+                "cpu_s": {part: round(seconds, 1) for part, seconds in result["cpu_s"].items()},
                 "rss_anon_kib": [[role, peak] for _pid, (role, peak) in sorted(result["processes"].items())],
                 "containers_bytes": list(result["containers"].values()),
             }
@@ -528,11 +585,12 @@ def table_row(documents: int, workers: int, result: dict) -> str:
     serve, worker, child, helpers = by_role["serve"], by_role["worker"], by_role["grade child"], by_role["helper"]
     containers = [f"{mib(p, bytes_=True)} / {mib(a, bytes_=True)}" for p, a in result["containers"].values()]
     score = result["view"].get("score")
+    cpu = " / ".join(f"{result['cpu_s'][part]:.1f}" for part in CPU_PARTS)
     return (
         f"| {documents:,} | {workers} | {result['wall_s']:.1f} | {1000 * result['wall_s'] / documents:.3f} | "
         f"{score if score is None else f'{float(score):.4f}'} | {', '.join(mib(v) for v in serve)} | {', '.join(mib(v) for v in worker)} | "
         f"{', '.join(mib(v) for v in child) or '-'} | {'; '.join(containers) or '-'} | {', '.join(mib(v) for v in helpers) or '-'} | "
-        f"{result['copy_s']:.1f} |"
+        f"{result['copy_s']:.1f} | {cpu} |"
     )
 
 
