@@ -172,10 +172,14 @@ def cpu_ticks(serve_pid: int) -> dict[tuple[int, int], tuple[str, int]]:
 
 
 def cpu_spent(before: dict[tuple[int, int], tuple[str, int]], after: dict[tuple[int, int], tuple[str, int]]) -> dict[str, float]:
-    """CPU-seconds each part spent between two :func:`cpu_ticks` (a process born between them counts whole)."""
+    """CPU-seconds each part spent between two :func:`cpu_ticks`: what its processes hold after less what they held
+    before, those gone since included (a process that ended holds nothing; the one that reaped it holds its whole time,
+    what it had used before the first count too). A process born between them counts whole."""
     spent: dict[str, float] = {"workers": 0.0, "server": 0.0, "engine": 0.0, "script": 0.0}
-    for key, (part, ticks) in after.items():
-        spent[part] += (ticks - before.get(key, (part, 0))[1]) / CLOCK_TICKS
+    for part, ticks in after.values():
+        spent[part] += ticks / CLOCK_TICKS
+    for part, ticks in before.values():
+        spent[part] -= ticks / CLOCK_TICKS
     return spent
 
 
