@@ -153,15 +153,20 @@ def _ticks(pid: int) -> tuple[int, int] | None:
     return int(fields[19]), sum(int(fields[i]) for i in (11, 12, 13, 14))
 
 
+def engine_pids() -> list[int]:
+    """The Docker engine's processes: dockerd's and containerd's."""
+    return [
+        int(pid) for name in ("dockerd", "containerd") for pid in subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
+    ]
+
+
 def cpu_ticks(serve_pid: int) -> dict[tuple[int, int], tuple[str, int]]:
     """CPU ticks so far of each process a grade runs in, by (pid, start time), each with its part: ``workers`` (the
     local workers, with the job children and watchdogs they reaped), ``server`` (with its scoring processes), ``engine``
     (dockerd, containerd) and ``script`` (this one, with the engine calls it made). A process that ended counts in
     the one that reaped it; the containers' processes are reaped outside (the report's cost block counts them)."""
     parts = {pid: "workers" if role in ("worker", "grade child") else "server" for pid, role in descendants(serve_pid).items()}
-    for name in ("dockerd", "containerd"):
-        for pid in subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split():
-            parts[int(pid)] = "engine"
+    parts.update(dict.fromkeys(engine_pids(), "engine"))
     parts[os.getpid()] = "script"
     found = {}
     for pid, part in parts.items():
@@ -175,7 +180,7 @@ def cpu_spent(before: dict[tuple[int, int], tuple[str, int]], after: dict[tuple[
     """CPU-seconds each part spent between two :func:`cpu_ticks`: what its processes hold after less what they held
     before, those gone since included (a process that ended holds nothing; the one that reaped it holds its whole time,
     what it had used before the first count too). A process born between them counts whole."""
-    spent: dict[str, float] = {"workers": 0.0, "server": 0.0, "engine": 0.0, "script": 0.0}
+    spent = dict.fromkeys(CPU_PARTS[1:], 0.0)  # the containers' come from the report
     for part, ticks in after.values():
         spent[part] += ticks / CLOCK_TICKS
     for part, ticks in before.values():
@@ -190,18 +195,6 @@ def rss_anon_kib(pid: int) -> int | None:
                 return int(line.split()[1])
     except OSError:
         return None
-    return None
-
-
-def container_cgroup(container_id: str) -> Path | None:
-    """The memory cgroup folder of a container (cgroup v1 cgroupfs or v2), if readable."""
-    for candidate in (
-        Path("/sys/fs/cgroup/memory/docker") / container_id,
-        Path("/sys/fs/cgroup/system.slice") / f"docker-{container_id}.scope",
-        Path("/sys/fs/cgroup/docker") / container_id,
-    ):
-        if candidate.is_dir():
-            return candidate
     return None
 
 
@@ -315,9 +308,7 @@ def confined(cpus: int) -> Iterator[None]:
     allowed = sorted(os.sched_getaffinity(0))
     chosen = ",".join(str(cpu) for cpu in allowed[:cpus])
     every = ",".join(str(cpu) for cpu in allowed)
-    engine = [
-        int(pid) for name in ("dockerd", "containerd") for pid in subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
-    ]
+    engine = engine_pids()
     os.sched_setaffinity(0, allowed[:cpus])
     for pid in engine:
         subprocess.run(["taskset", "-a", "-p", "-c", chosen, str(pid)], check=True, capture_output=True)
