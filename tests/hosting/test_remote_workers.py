@@ -120,6 +120,39 @@ def test_data_digest_check_before_grading(tmp_path: Path) -> None:
     assert "refuses" in str(data_mismatch(pinned, copy))
 
 
+def test_a_shard_jobs_copy_check_sees_a_corpus_changed_after_its_digest_was_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker checks a shard job's copy before forking its child, with each file's sha256 remembered per version:
+    a corpus rewritten since (same size, its mtime put back) is a mismatch, not the remembered digest."""
+    import os
+    import time
+
+    import grader.files
+    from grader.data.benchmark import load_benchmark_folder
+    from grader.data.registry import resolve_benchmark
+    from grader.hosting.protocol.worker_data import export_worker_data, pseudonymous_judged
+    from grader.hosting.worker.hygiene import copy_mismatch
+    from grader.sandbox.blinding import BlindingKey
+
+    monkeypatch.setattr(grader.files, "_SETTLED_NS", 0)  # the copy is seconds old: remember its digests at once
+    benchmark = resolve_benchmark("mini")
+    key = BlindingKey(bytes(range(32)))
+    copy = tmp_path / "copy"
+    export_worker_data(benchmark, ["text2code"], ["test"], key, copy)
+    judged = pseudonymous_judged(key, "text2code", benchmark.task("text2code").qrels("test"))
+    copied = load_benchmark_folder(copy).task("text2code")
+    pinned = {"text2code": (judged, copied.ranking_digest(judged))}
+    assert copy_mismatch(copy, pinned, split="test") is None
+    assert copy_mismatch(copy, pinned, split="test") is None  # remembered: the same answer
+    corpus = copied.corpus_path
+    before, data = os.stat(corpus), bytearray(corpus.read_bytes())
+    data[-2] ^= 1
+    time.sleep(0.05)  # past the file system's clock tick
+    corpus.write_bytes(bytes(data))
+    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "text2code split test: pinned" in str(copy_mismatch(copy, pinned, split="test"))
+    assert "not a worker data copy" in str(copy_mismatch(benchmark.root, pinned, split="test"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("token", ["", "Bearer wrong"])
 def test_metrics_need_the_metrics_token(tmp_path: Path, token: str) -> None:

@@ -18,6 +18,7 @@ import logging
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from grader import jsonio
@@ -31,24 +32,32 @@ _MAX_MANIFEST = 1 << 20
 
 def data_mismatch(job: Job, data: Path | None) -> str | None:
     """None when the copy in ``data`` (corpus, queries, the job's judged ids) has the job's digests; else what differs (no judgements needed)."""
-    from grader.data.registry import resolve_benchmark
-
     if any(job.data_digests.values()):
         # A pin of the whole split asks this worker to hold the judgements: workers rank without them.
         return "the job pins the judgements (qrels): this worker ranks without them and refuses such a job"
     if data is None:
         return "this worker has no data copy (set GRADER_WORKER_DATA to the folder `grader admin export-worker-data` wrote)"
-    try:
-        from grader.hosting.protocol.worker_data import copy_key
+    for name in job.tasks:
+        if name not in job.judged or name not in job.ranking_digests:
+            return f"task {name}: the job names no judged queries or no digest of them"
+    return copy_mismatch(data, {name: (job.judged[name], job.ranking_digests[name]) for name in job.tasks}, split=job.split)
 
+
+def copy_mismatch(data: Path, pinned: Mapping[str, tuple[Sequence[str], str]], *, split: str) -> str | None:
+    """None when the copy in ``data`` has, for each task named in ``pinned``, the pinned ranking digest of its judged
+    ids (:meth:`grader.data.task.Task.ranking_digest`; each file's sha256 is remembered per version of the file, so a
+    worker hashes its copy once, not every job); else what differs. A grade job's check and a shard job's (made in the
+    worker, before its child is forked)."""
+    from grader.data.registry import resolve_benchmark
+    from grader.hosting.protocol.worker_data import copy_key
+
+    try:
         copy_key(data)  # a folder with the benchmark's own data has no manifest: refused before anything is staged
         benchmark = resolve_benchmark(str(data))
-        for name in job.tasks:
-            if name not in job.judged or name not in job.ranking_digests:
-                return f"task {name}: the job names no judged queries or no digest of them"
-            have = benchmark.task(name).ranking_digest(job.judged[name])
-            if job.ranking_digests[name] != have:
-                return f"task {name} split {job.split}: pinned {job.ranking_digests[name]}, here {have}"
+        for name, (judged, digest) in pinned.items():
+            have = benchmark.task(name).ranking_digest(judged)
+            if digest != have:
+                return f"task {name} split {split}: pinned {digest}, here {have}"
     except Exception as error:  # missing or unreadable data is a mismatch too, never a grade
         return f"the data copy {str(data)!r} is unusable here: {type(error).__name__}: {error}"
     return None

@@ -61,6 +61,7 @@ from grader.hosting.worker.child import run_in_child
 from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_throttled, wait_out
 from grader.hosting.worker.engine_gate import engine_up
 from grader.hosting.worker.fingerprint import worker_fingerprint
+from grader.hosting.worker.hygiene import copy_mismatch
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
 from grader.submissions.archive import open_submission, unpack_limits
@@ -224,7 +225,7 @@ def _compute(
     from grader.retrieval.shard_exchange import unpack_vectors
 
     # The pseudonymous copy the server exported: the ids the server decodes the runs against (checked against the pin
-    # by the worker before the fork: _copy_mismatch).
+    # by the worker before the fork: _in_child).
     task = resolve_benchmark(str(copy)).task(job.task)
     bounds = unpack_limits(upload.stat().st_size, ratio=job.max_unpack_ratio, cap=job.max_unpacked_bytes)
     received: list[str] = []
@@ -267,27 +268,13 @@ def _child_work(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None,
         return None, failure_code(error).value, message, error.sha256 if isinstance(error, SuspectQueries) else None, None
 
 
-def _copy_mismatch(job: ShardJobMessage, copy: Path) -> str | None:
-    """None when this worker's copy of the job's task (corpus, queries, judged ids) has the pinned ranking digest; else
-    why not. Checked in the worker, not in each job's child: the worker remembers each file's sha256 per version of
-    the file (:func:`grader.files.sha256_file_remembered`), where a child hashed the whole corpus again for every job
-    (0.26 s a job at 300k documents)."""
-    from grader.data.registry import resolve_benchmark
-
-    try:
-        if resolve_benchmark(str(copy)).task(job.task).ranking_digest(job.judged) == job.ranking_digest:
-            return None
-    except (GraderError, OSError) as error:
-        return f"task {job.task}: this worker's data copy is unusable: {error}"
-    return f"task {job.task}: this worker's data does not match the pin"
-
-
 def _in_child(job: ShardJobMessage, upload: Path, inbox: _VectorsInbox | None, work: Path, lost: Callable[[], bool]) -> Outcome | None:
     """Run the job in a stoppable forked child (:func:`grader.hosting.worker.child.run_in_child`); None when it went stale."""
     folder = environment().worker_data
     if not folder:
         return None, FailureCode.INFRA.value, "this worker has no data copy (set GRADER_WORKER_DATA)", None, None
-    mismatch = _copy_mismatch(job, Path(folder))
+    # Checked here, not in the child: the worker remembers its copy's digests; a child hashed the corpus every job.
+    mismatch = copy_mismatch(Path(folder), {job.task: (job.judged, job.ranking_digest)}, split=job.split)
     if mismatch is not None:
         return None, FailureCode.INFRA.value, mismatch, None, None
     return run_in_child(
