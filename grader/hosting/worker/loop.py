@@ -175,8 +175,10 @@ class WorkerApi:
         return RunStored.model_validate_json(response.content).sha256
 
     def post_result(self, submission_id: str, result: WorkerResult) -> str:
-        # The server scores the runs before it answers (grader.grading.score_process: at most 600 s).
-        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump(), timeout=httpx.Timeout(900.0, connect=5.0))
+        # The server scores the runs before it answers (grader.grading.score_process: at most 600 s). The timeout is the
+        # plain (connect, read, write, pool) tuple, not an httpx.Timeout: a client of another httpx build (starlette's
+        # TestClient is an httpx2.Client) refuses a foreign Timeout object.
+        response = self.http.post(f"/api/v1/worker/jobs/{submission_id}/result", json=result.model_dump(), timeout=RESULT_TIMEOUT)
         if response.status_code == 409:
             return "stale"
         if response.status_code == 403:
@@ -184,6 +186,9 @@ class WorkerApi:
         response.raise_for_status()
         return Verdict.model_validate_json(response.content).status
 
+
+#: A result post's timeouts, (connect, read, write, pool) in seconds: the server answers once it has scored the runs.
+RESULT_TIMEOUT = (5.0, 900.0, 900.0, 900.0)
 
 #: The least time between two heartbeats: one comes sooner than the lease's period only to report new progress.
 PROGRESS_BEAT_S = 2.0
