@@ -58,6 +58,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -407,6 +408,14 @@ def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, subm
     }
 
 
+def keep_logs(scratch: Path, into: Path) -> None:
+    """Copy a grade's server log and its local workers' logs (``state/run/*.log``) into the folder ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(scratch / "state-server.log", into / "server.log")
+    for log in sorted((scratch / "state" / "run").glob("*.log")):
+        shutil.copyfile(log, into / log.name)
+
+
 def copy_exported(state: Path, since: float, timeout_s: float = 1800.0) -> float:
     """Seconds from ``since`` until the server has exported the workers' pseudonymous copy (its manifest written last).
 
@@ -493,6 +502,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--markdown", type=Path, default=None, help="append the results as Markdown to this file")
     parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        help="copy each grade's server log and its local workers' logs (each shard job's end and seconds) into a folder of this one",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=1, help="grade each (N, workers) this many times, alternating; report the median speedup of the walls"
     )
     parser.add_argument(
@@ -540,6 +555,8 @@ def main() -> None:
                     confine=args.confine,
                     heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
                 )
+                if args.keep_logs is not None:
+                    keep_logs(Path(scratch), args.keep_logs / f"{documents}-w{workers}-r{round_ + 1}")
             walls.setdefault(workers, []).append(result["wall_s"])
             row = table_row(documents, workers, result)
             if args.repeat > 1:

@@ -13,6 +13,7 @@ limit, or at once if the grader dies, even by SIGKILL.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,10 +24,13 @@ from typing import Any
 from grader.errors import SandboxUnavailable
 from grader.files import atomic_write_bytes
 from grader.sandbox import watchdog
+from grader.sandbox.cpus import container_cpuset
 from grader.sandbox.engine import docker_client, engine_lost
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.owner import Owner
 from grader.sandbox.usage import CgroupSampler, ResourceUsage
+
+log = logging.getLogger(__name__)
 
 #: Working user files may not exceed this in /tmp, and nothing may exec from it.
 _TMPFS_OPTIONS = "rw,nosuid,nodev,noexec,size={size}"
@@ -63,6 +67,25 @@ def _last_line(text: str) -> str:
 
 
 @engine_lost("while a container ran")
+def _create(client: Any, config: dict[str, Any], cpuset: str | None) -> Any:
+    """Create the container, on the CPUs ``cpuset`` when one is given (:mod:`grader.sandbox.cpus`).
+
+    An engine that cannot place it there (its own cgroup leaves those CPUs out, no cpuset controller) gets it
+    without one, and the worker's log says so: pinning is where a grade runs, never whether it runs.
+    """
+    import docker.errors
+
+    if cpuset is not None:
+        try:
+            return client.containers.create(**config, cpuset_cpus=cpuset)
+        except docker.errors.APIError as exc:
+            log.warning("the engine cannot run the container on CPUs %s (%s): running it on any CPU", cpuset, exc.explanation or exc)
+    try:
+        return client.containers.create(**config)
+    except docker.errors.APIError as exc:
+        raise SandboxUnavailable(f"the engine refused to create the container: {exc.explanation or exc}") from None
+
+
 def run_container(
     image_id: str,
     *,
@@ -124,10 +147,7 @@ def run_container(
         config["user"] = user
     if limits.runtime:
         config["runtime"] = limits.runtime
-    try:
-        container = client.containers.create(**config)
-    except docker.errors.APIError as exc:
-        raise SandboxUnavailable(f"the engine refused to create the container: {exc.explanation or exc}") from None
+    container = _create(client, config, container_cpuset())
     guard = None
     try:
         # The watchdog exists before the container runs: no moment where a killed grader leaves it unwatched.

@@ -430,7 +430,18 @@ def work_one(api: ShardApi, fingerprint: str, wait_s: float = 0.0) -> bool:
     job = api.claim(fingerprint, wait_s)
     if job is None:
         return False
-    log.info("shard job %s (%s %s shard %s) try %s: %s", job.job_id, job.submission_id, job.task, job.number, job.tries, run_job(api, job))
+    started = time.monotonic()
+    outcome = run_job(api, job)
+    log.info(
+        "shard job %s (%s %s shard %s) try %s: %s in %.1f s",
+        job.job_id,
+        job.submission_id,
+        job.task,
+        job.number,
+        job.tries,
+        outcome,
+        time.monotonic() - started,
+    )
     release_job_memory()  # the job's upload, query vectors and output (and the put's cycle): freed now, not kept job after job
     return True
 
