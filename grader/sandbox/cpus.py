@@ -2,10 +2,9 @@
 
 A host that pins a worker to CPUs (``taskset``, systemd's ``CPUAffinity=``, a cgroup's cpuset) means its grades
 to run there. Its containers, though, are the engine's children, not the worker's: they inherit nothing from it,
-and without a cpuset of their own they run on any CPU, beside another worker's jobs. Measured on two CPUs with
-two workers pinned one to each (``bench/results/scale_corpus.md``), unpinned containers used 5 % more CPU time for
-the same encoding (267.6 against 255.3 CPU-seconds: each moved between the CPUs and crowded the other worker's),
-and a shard job took 71-72 s where one alone took 64-66.
+and without a cpuset of their own they run on any CPU, beside another worker's jobs. (On a machine of two CPUs,
+two workers pinned one to each graded no faster with their containers pinned too: 1.83x one worker, against
+1.85x unpinned, medians of 3 in ``bench/results/scale_corpus.md``. Pinning is for keeping workers apart.)
 
 So a container gets the grading thread's CPU affinity as its cpuset (``docker run --cpuset-cpus``) when that
 affinity is narrower than the machine's CPUs and the engine runs on this machine (a CPU number means nothing to a
