@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 
 from sqlalchemy import ColumnElement, Select, exists, false, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
@@ -109,9 +110,19 @@ def plan(session: Session, submission_id: str, attempt: int, shards: Mapping[str
             )
 
 
+# The aliases of the correlated subqueries below, made once. SQLAlchemy adapts an alias's columns on first use and
+# remembers them per alias object: an alias made per call cost a claim look about 2 ms of Python to build its
+# statement, and an idle server with two waiting workers about 45 ms of CPU a second (bench/results/scale_corpus.md).
+# Constructs are immutable, so one alias serves every statement; each subquery has its own.
+_FAILED_SIBLING = aliased(ShardJob, name="failed_sibling")
+_PINNING_SIBLING = aliased(ShardJob, name="pinning_sibling")
+_QUERY_SIBLING = aliased(ShardJob, name="query_sibling")
+
+
+@cache
 def _task_failed() -> ColumnElement[bool]:
     """Another job of the same task and attempt failed: the task has failed, so this job's work would be thrown away."""
-    other = aliased(ShardJob)
+    other = _FAILED_SIBLING
     return exists().where(
         other.submission_id == ShardJob.submission_id, other.attempt == ShardJob.attempt, other.task == ShardJob.task, other.state == FAILED
     )
@@ -119,7 +130,7 @@ def _task_failed() -> ColumnElement[bool]:
 
 def _pinned_elsewhere(fingerprint: str) -> ColumnElement[bool]:
     """A job of the same task and attempt is running or done under another fingerprint (the pin lapses with the task's last lease)."""
-    other = aliased(ShardJob)
+    other = _PINNING_SIBLING
     return exists().where(
         other.submission_id == ShardJob.submission_id,
         other.attempt == ShardJob.attempt,
@@ -153,9 +164,10 @@ def _due() -> ColumnElement[bool]:
     return or_(ShardJob.retry_at.is_(None), ShardJob.retry_at <= utcnow())
 
 
+@cache
 def _query_job_in(*states: str) -> ColumnElement[bool]:
     """The job's task's query job (of the same attempt) is in one of ``states``."""
-    query = aliased(ShardJob)
+    query = _QUERY_SIBLING
     return exists().where(
         query.submission_id == ShardJob.submission_id,
         query.attempt == ShardJob.attempt,
