@@ -66,7 +66,6 @@ def _last_line(text: str) -> str:
     return ""
 
 
-@engine_lost("while a container ran")
 def _create(client: Any, config: dict[str, Any], cpuset: str | None) -> Any:
     """Create the container, on the CPUs ``cpuset`` when one is given (:mod:`grader.sandbox.cpus`).
 
@@ -86,6 +85,7 @@ def _create(client: Any, config: dict[str, Any], cpuset: str | None) -> Any:
         raise SandboxUnavailable(f"the engine refused to create the container: {exc.explanation or exc}") from None
 
 
+@engine_lost("while a container ran")
 def run_container(
     image_id: str,
     *,
