@@ -411,9 +411,9 @@ def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, subm
 def keep_logs(scratch: Path, into: Path) -> None:
     """Copy a grade's server log and its local workers' logs (``state/run/*.log``) into the folder ``into``."""
     into.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(scratch / "state-server.log", into / "server.log")
-    for log in sorted((scratch / "state" / "run").glob("*.log")):
-        shutil.copyfile(log, into / log.name)
+    for log in [scratch / "state-server.log", *sorted((scratch / "state" / "run").glob("*.log"))]:
+        if log.is_file():  # a server that failed to start wrote no worker logs
+            shutil.copyfile(log, into / ("server.log" if log.parent == scratch else log.name))
 
 
 def copy_exported(state: Path, since: float, timeout_s: float = 1800.0) -> float:
@@ -544,19 +544,21 @@ def main() -> None:
         for round_, workers in ((r, w) for r in range(args.repeat) for w in args.workers):  # alternating: a drift hits both alike
             load = os.getloadavg()[0]
             with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as scratch:
-                result = grade(
-                    root,
-                    workers,
-                    Path(scratch),
-                    args.sample_s,
-                    args.submission,
-                    args.shard_documents if args.sharded else None,
-                    pin=args.pin,
-                    confine=args.confine,
-                    heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
-                )
-                if args.keep_logs is not None:
-                    keep_logs(Path(scratch), args.keep_logs / f"{documents}-w{workers}-r{round_ + 1}")
+                try:
+                    result = grade(
+                        root,
+                        workers,
+                        Path(scratch),
+                        args.sample_s,
+                        args.submission,
+                        args.shard_documents if args.sharded else None,
+                        pin=args.pin,
+                        confine=args.confine,
+                        heap=None if args.heap is None else args.heap / f"{documents}-w{workers}",
+                    )
+                finally:  # a grade that did not end scored is the one whose logs are wanted most
+                    if args.keep_logs is not None:
+                        keep_logs(Path(scratch), args.keep_logs / f"{documents}-w{workers}-r{round_ + 1}")
             walls.setdefault(workers, []).append(result["wall_s"])
             row = table_row(documents, workers, result)
             if args.repeat > 1:
