@@ -63,6 +63,7 @@ from grader.hosting.worker.engine_gate import DOWN_WAIT_S, engine_up
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import data_mismatch, free_bytes, remove_submission_image
 from grader.hosting.worker.shard_loop import FingerprintUnbound, ShardApi, check_claim, coordinate, fingerprint_digest, unexpected, work_one
+from grader.hosting.worker.upload_cache import UPLOADS
 
 log = logging.getLogger("grader.worker")
 
@@ -309,7 +310,9 @@ def _graded(api: WorkerApi, job: Job, beat: Heartbeat, on_data_mismatch: Callabl
                 message="upload not fetched" if fetched is None else "upload digest mismatch in transfer",
             )
         if job.sharded:
-            # A sharded ONNX grade: run shard jobs until all are in; the server merged their runs.
+            # A sharded ONNX grade: run shard jobs until all are in; the server merged their runs. Its jobs take
+            # the upload from this worker's kept copy rather than fetching it again each.
+            UPLOADS.keep(job.upload_sha256, upload)
             coordinated = coordinate(ShardApi(api.http), job, upload, lost)
             if coordinated is None:
                 log.warning("%s attempt %s is stale or cancelled: coordination stopped, no result posted", submission_id, attempt)

@@ -62,6 +62,7 @@ from grader.hosting.worker.claim_throttle import ClaimThrottled, raise_if_thrott
 from grader.hosting.worker.engine_gate import engine_up
 from grader.hosting.worker.fingerprint import worker_fingerprint
 from grader.hosting.worker.hygiene import copy_mismatch
+from grader.hosting.worker.upload_cache import UPLOADS
 from grader.reports.model import format_timestamp
 from grader.reports.pieces import Failure
 from grader.submissions.archive import open_submission, unpack_limits
@@ -143,11 +144,20 @@ class ShardApi:
         response = self.http.post(f"/api/v1/worker/shards/{job.job_id}/heartbeat", json=ShardTry(tries=job.tries).model_dump())
         return response.status_code != 409
 
-    def fetch(self, job: ShardJobMessage, what: str, cap: int) -> bytes:
-        """``upload`` or ``queries`` of a held job, at most ``cap`` bytes."""
-        with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/{what}", params={"tries": job.tries}) as response:
+    def fetch_upload(self, job: ShardJobMessage, target: Path) -> str:
+        """Write a held job's upload to ``target`` as it arrives, 1 MiB at a time (refused INFRA past the job's
+        ``max_unpacked_bytes``: a server's word is bounded); its sha256."""
+        digest, size = hashlib.sha256(), 0
+        with self.http.stream("GET", f"/api/v1/worker/shards/{job.job_id}/upload", params={"tries": job.tries}) as response:
             response.raise_for_status()
-            return _capped(response, what, cap)
+            with target.open("wb") as handle:
+                for chunk in response.iter_bytes(1 << 20):
+                    size += len(chunk)
+                    if size > job.max_unpacked_bytes:
+                        raise TaskFailure(FailureCode.INFRA, f"the job's upload is larger than {job.max_unpacked_bytes} bytes")
+                    digest.update(chunk)
+                    handle.write(chunk)
+        return digest.hexdigest()
 
     def query_vectors(self, job: ShardJobMessage) -> tuple[bytes, str] | str | None:
         """A held shard job's query vectors and the sha256 the server names; :data:`PENDING` while its query job runs;
@@ -363,6 +373,24 @@ class _Beat(threading.Thread):
                 return
 
 
+def upload_for(api: ShardApi, job: ShardJobMessage, target: Path) -> bool | None:
+    """The job's upload at ``target``: this worker's kept copy (:data:`~grader.hosting.worker.upload_cache.UPLOADS`)
+    when it holds one that hashes to the job's sha256, else fetched and kept. True once it is there; False when what
+    came does not hash to the job's sha256; None when the try is no longer this worker's."""
+    if UPLOADS.place(job.upload_sha256, target):
+        # The server counts a try used (a lapse of its lease then costs a try) once its holder fetches the upload or
+        # renews the lease: with no fetch, a renewal says so before the submission runs, or a job whose container
+        # took its worker down within the first heartbeat would run again and again uncharged.
+        if not api.heartbeat(job):
+            return None
+        log.debug("shard job %s: upload %s from this worker's kept copy", job.job_id, job.upload_sha256[:12])
+        return True
+    if api.fetch_upload(job, target) != job.upload_sha256:
+        return False
+    UPLOADS.keep(job.upload_sha256, target)
+    return True
+
+
 def run_job(api: ShardApi, job: ShardJobMessage) -> str:
     """Run one claimed shard job and put its output or its failure; what happened, in a word."""
     beat = _Beat(api, job)
@@ -371,8 +399,10 @@ def run_job(api: ShardApi, job: ShardJobMessage) -> str:
         with tempfile.TemporaryDirectory(prefix="grader-shard-") as scratch:
             work = Path(scratch)
             upload = work / "upload.tar.gz"
-            upload.write_bytes(api.fetch(job, "upload", job.max_unpacked_bytes))
-            if hashlib.sha256(upload.read_bytes()).hexdigest() != job.upload_sha256:
+            got = upload_for(api, job, upload)
+            if got is None:
+                return "stale"
+            if not got:
                 api.fail(job, FailureCode.INFRA, "upload digest mismatch in transfer")
                 return "infra"
             inbox = fetcher = None
