@@ -110,8 +110,12 @@ class Worker:
         """Fetch the job's inputs and put its honest output; ``lie``: the liar's, a valid output of the wrong ranking (query
         vectors negated; a shard searched with negated query vectors)."""
         upload = self.folder / f"{self.name}-shard-{message.job_id}.tar.gz"
-        upload.write_bytes(self.shards.fetch(message, "upload", message.max_unpacked_bytes))
-        queries = None if message.number < 0 else self.shards.fetch(message, "queries", message.max_query_bytes)
+        self.shards.fetch_upload(message, upload)
+        queries = None
+        if message.number >= 0:
+            fetched = self.shards.query_vectors(message)
+            assert isinstance(fetched, tuple), fetched  # the query job ran first: the vectors are in
+            queries = fetched[0]
         copy = self.server.state / "worker-data"
         if lie and queries is None:
             output = _negated(_honest(message, upload, None, copy), len(message.judged))

@@ -123,7 +123,7 @@ def _job_id(server: Server, submission_id: str, number: int) -> int:
 def _honest_vectors(query: ShardJobMessage, api: ShardApi, folder: Path, server: Server) -> bytes:
     """The query job's honest output, computed by the real worker code (in a spawned process: no OpenMP in this one)."""
     upload = folder / "query-upload.tar.gz"
-    upload.write_bytes(api.fetch(query, "upload", query.max_unpacked_bytes))
+    api.fetch_upload(query, upload)
     assert hashlib.sha256(upload.read_bytes()).hexdigest() == query.upload_sha256
     output = folder / "query-vectors.out"  # the job's output file, as a worker's child writes it
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:

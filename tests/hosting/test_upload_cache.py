@@ -172,6 +172,7 @@ def test_only_the_last_two_uploads_are_kept_least_recently_used_dropped(cache: U
     assert not cache.place(names[1], tmp_path / "gone") and not (tmp_path / "gone").exists()
 
 
+@pytest.mark.slow  # forks a process
 def test_the_folder_is_private_and_removed_by_its_process_not_by_a_forked_child(cache: UploadCache, tmp_path: Path) -> None:
     source = tmp_path / "upload"
     source.write_bytes(b"x")
