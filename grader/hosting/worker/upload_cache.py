@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -25,6 +24,8 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+
+from grader.files import sha256_file
 
 log = logging.getLogger("grader.worker")
 
@@ -42,12 +43,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
         if error.errno != errno.EXDEV:
             raise
         shutil.copyfile(source, target)
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in pieces."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class UploadCache:
@@ -79,7 +74,7 @@ class UploadCache:
             entry = self._folder / sha256
             try:
                 _link_or_copy(entry, target)
-                intact = file_sha256(target) == sha256
+                intact = sha256_file(target) == sha256
             except OSError as error:
                 log.warning("the kept upload %s could not be used (%s): fetching it", sha256[:12], type(error).__name__)
                 intact = False
