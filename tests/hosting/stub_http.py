@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
+
+from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 
 S = TypeVar("S", bound=ThreadingHTTPServer)
 
@@ -20,3 +22,12 @@ def serving(server: S) -> Iterator[S]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str = "application/json") -> None:
+    """Answer ``handler``'s request as the server's worker routes do: ``status``, the worker protocol's header, ``body``."""
+    handler.send_response(status)
+    for name, value in {HEADER: str(WORKER_PROTOCOL), "Content-Type": content_type, "Content-Length": str(len(body))}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 from grader.hosting.protocol.shard_messages import ShardJobMessage
-from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi
-from tests.hosting.stub_http import serving
+from tests.hosting.stub_http import answer, serving
 
 OUTPUT_BYTES = 64 << 20
 
@@ -46,12 +45,7 @@ class _Receiver(BaseHTTPRequestHandler):
                 break
             digest.update(piece)
             left -= len(piece)
-        body = json.dumps({"sha256": digest.hexdigest()}).encode()
-        self.send_response(200)
-        for name, value in {HEADER: str(WORKER_PROTOCOL), "Content-Type": "application/json", "Content-Length": str(len(body))}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, 200, json.dumps({"sha256": digest.hexdigest()}).encode())
 
 
 class _Stub(ThreadingHTTPServer):

@@ -19,12 +19,11 @@ import pytest
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
 from grader.hosting.protocol.shard_messages import ShardJobMessage
-from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 from grader.hosting.worker import shard_loop
 from grader.hosting.worker.loop import worker_client
 from grader.hosting.worker.shard_loop import ShardApi, upload_for
 from grader.hosting.worker.upload_cache import UploadCache
-from tests.hosting.stub_http import serving
+from tests.hosting.stub_http import answer, serving
 
 #: 3 MiB of varied bytes: more than one 1 MiB piece of the stream
 BODY = b"".join(hashlib.sha256(n.to_bytes(4, "big")).digest() for n in range(3 << 15))
@@ -39,25 +38,12 @@ class _Uploads(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.asked.append(self.path)
-        self.send_response(200)
-        for name, value in {
-            HEADER: str(WORKER_PROTOCOL),
-            "Content-Type": "application/octet-stream",
-            "Content-Length": str(len(self.server.body)),
-        }.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(self.server.body)
+        answer(self, 200, self.server.body, "application/octet-stream")
 
     def do_POST(self) -> None:  # a heartbeat: 409 once the try is not this worker's
         self.server.asked.append(self.path)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b"{}"
-        self.send_response(self.server.heartbeat_status)
-        for name, value in {HEADER: str(WORKER_PROTOCOL), "Content-Type": "application/json", "Content-Length": str(len(body))}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, self.server.heartbeat_status, b"{}")
 
 
 class _Stub(ThreadingHTTPServer):
