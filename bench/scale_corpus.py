@@ -337,7 +337,7 @@ def wait_ended(state: Path, submission_id: str, poll_s: float = 0.2, timeout_s: 
         while True:
             with db.session() as session:
                 row = session.execute(text("SELECT state FROM submissions WHERE id = :id"), {"id": submission_id}).scalar_one()
-            if str(row).lower() in TERMINAL:
+            if row in TERMINAL:
                 return
             if time.monotonic() > deadline:
                 raise SystemExit(f"{submission_id} still {row} after {timeout_s:.0f} s")

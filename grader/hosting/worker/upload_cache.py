@@ -48,9 +48,8 @@ def _link_or_copy(source: Path, target: Path) -> None:
 class UploadCache:
     """The last :data:`KEEP` uploads this worker process fetched, each under its sha256 (least recently used dropped first)."""
 
-    def __init__(self, keep: int = KEEP, parent: Path | None = None) -> None:
-        self.keep_count = keep
-        self.parent = parent
+    def __init__(self, parent: Path | None = None) -> None:
+        self.parent = parent  # where its folder is made (None: the temporary folder)
         self._folder: Path | None = None
         self._owner = 0  # the process that made the folder: only it removes it
         self._recent: list[str] = []  # least recently used first
@@ -89,7 +88,7 @@ class UploadCache:
     def keep(self, sha256: str, source: Path) -> None:
         """Keep ``source``, an upload the caller checked hashes to ``sha256``, under that name (a name that is not a
         sha256 is not kept); the least recently used beyond :data:`KEEP` are dropped."""
-        if not _SHA256.fullmatch(sha256) or self.keep_count < 1:
+        if not _SHA256.fullmatch(sha256):
             return
         with self._lock:
             folder = self._made()
@@ -105,7 +104,7 @@ class UploadCache:
                     entry.unlink(missing_ok=True)
                     return
             self._recent.append(sha256)
-            while len(self._recent) > self.keep_count:
+            while len(self._recent) > KEEP:
                 self._drop(self._recent[0])
 
     def _drop(self, sha256: str) -> None:
