@@ -118,6 +118,7 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
     # The competition's blinding key, read here from its 0600 file: the key itself never travels in a job.
     key_file = job.get("blinding_key_file")
     key = None if key_file is None else load_blinding_key(Path(key_file))
+    kept = job.get("kept_documents")
     report = report_from_runs(
         benchmark,
         split=options.split,
@@ -128,6 +129,7 @@ def _score(job: dict[str, Any]) -> dict[str, Any]:
         policy=options.policy,
         top_k=int(job["top_k"]),
         key=key,
+        kept_documents=None if kept is None else Path(kept),
     )
     sketch_file = job.get("training_sketch")
     if sketch_file is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from grader.collect.unblind import unblind_run
@@ -21,6 +22,7 @@ from grader.data.qrels import Qrels
 from grader.data.task import Task
 from grader.errors import TaskFailure
 from grader.failures import FailureCode
+from grader.grading.blinded_documents import blinded_documents
 from grader.grading.cost import fingerprint_digest
 from grader.grading.worker_cost import checked_worker_cost
 from grader.metrics.measures import Measure
@@ -30,7 +32,7 @@ from grader.reports.model import build_report
 from grader.runs.compact import CompactRun, canonical_order, decode_run
 from grader.runs.run import Run
 from grader.runs.ties import cut_at_depth, overflowing
-from grader.sandbox.blinding import DOCUMENT, QUERY, BlindingKey, blind
+from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, blind
 
 #: The fields of a task's report entry a worker may state (the rest are scores, counts and digests: the server's).
 TASK_FACTS = ("encoding",)
@@ -146,6 +148,7 @@ def real_run(
     key: BlindingKey | None,
     overflow: dict[str, int] | None = None,
     corpus_ids: Sequence[str] | None = None,
+    documents: BlindedIds | None = None,
 ) -> Run:
     """A worker's compact run of ``task`` (validated: :func:`grader.runs.compact.decode_run`) as a :class:`Run` under the real ids.
 
@@ -156,16 +159,18 @@ def real_run(
     Either way it is then cut at ``depth`` (:func:`grader.runs.ties.cut_at_depth`): a worker sends
     the boundary tie group beyond it, so the cut falls where a direct search under the real ids
     cuts. A tie group the worker had to cut is counted in ``overflow`` under the task's name. ``corpus_ids``: the
-    task's corpus ids in file order, when the caller read them already (else they are read here).
+    task's corpus ids in file order, when the caller read them already (else they are read here); with ``key``,
+    ``documents``: those ids blinded under it, when the caller has them (:mod:`grader.grading.blinded_documents`).
     """
-    if corpus_ids is None:
-        corpus_ids = [document.id for document in task.iter_corpus()]
     if key is None:
+        corpus_ids = [document.id for document in task.iter_corpus()] if corpus_ids is None else corpus_ids
         corpus, queries = canonical_order(corpus_ids), canonical_order(list(judged))
         decoded = _decoded(data, corpus, queries, depth)
         run = decoded.to_run(corpus, queries)
     else:
-        documents, judged_ids = blind(key, task.name, DOCUMENT, corpus_ids), blind(key, task.name, QUERY, list(judged))
+        if documents is None:
+            documents = blind(key, task.name, DOCUMENT, [document.id for document in task.iter_corpus()] if corpus_ids is None else corpus_ids)
+        judged_ids = blind(key, task.name, QUERY, list(judged))
         decoded = _decoded(data, documents.staged, judged_ids.staged, depth)
         run = unblind_run(decoded.to_run(documents.staged, judged_ids.staged), queries=judged_ids, documents=documents)
     cut = overflowing(decoded.offsets, decoded.scores, depth)
@@ -218,11 +223,14 @@ def report_from_runs(
     policy: Policy,
     top_k: int,
     key: BlindingKey | None = None,
+    kept_documents: Path | None = None,
 ) -> dict[str, Any]:
     """The report of a worker's grade: its ``facts`` plus each scored task's compact run scored here.
 
     With ``key`` (a hosted competition's blinding key), each run indexes the canonical order of the
-    worker's pseudonymous copy and is mapped back to the real ids here (:func:`real_run`).
+    worker's pseudonymous copy and is mapped back to the real ids here (:func:`real_run`); each task's
+    documents under the key are read from ``kept_documents`` when kept there, else blinded and kept there
+    (:func:`grader.grading.blinded_documents.blinded_documents`).
 
     A task the facts call failed keeps its failure (the judged count is the server's); every
     other task must come with a run, which is decoded against the pinned corpus and the
@@ -259,11 +267,17 @@ def report_from_runs(
             raise TaskFailure(FailureCode.INFRA, f"task {name}: no run was sent")
         else:
             extra = {field: fact[field] for field in TASK_FACTS if field in fact}
-            corpus_ids = [document.id for document in task.iter_corpus()]
             judged = [query.id for query in task.iter_queries() if query.id in qrels]
-            counted[name] = (len(corpus_ids) + len(judged), len(judged))
-            run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids)
-            del corpus_ids  # one task's ids at a time
+            if key is None:
+                corpus_ids = [document.id for document in task.iter_corpus()]
+                counted[name] = (len(corpus_ids) + len(judged), len(judged))
+                run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids)
+                del corpus_ids  # one task's ids at a time
+            else:
+                documents = blinded_documents(task, key, kept_documents)
+                counted[name] = (len(documents.staged) + len(judged), len(judged))
+                run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, documents=documents)
+                del documents  # one task's ids at a time
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
     labels = report_labels(facts)  # checks the stated fingerprint, which the cost block names by its digest

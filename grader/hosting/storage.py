@@ -125,6 +125,11 @@ class StateDir:
         """The local workers' copy of the benchmark data, under pseudonymous ids (:mod:`grader.hosting.protocol.worker_data`)."""
         return self.root / "worker-data"
 
+    @property
+    def blinded_documents(self) -> Path:
+        """Each task's documents under the competition's blinding key, kept for scoring (:mod:`grader.grading.blinded_documents`)."""
+        return self.root / "scoring" / "blinded-documents"
+
     def runs_dir(self, submission_id: str, attempt: int) -> Path:
         """Where the compact runs a worker put for an attempt wait to be scored (and are kept for re-scoring)."""
         return self.root / "runs" / submission_id / str(attempt)

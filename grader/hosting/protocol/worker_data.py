@@ -37,6 +37,7 @@ from grader.data.benchmark import Benchmark
 from grader.data.registry import resolve_benchmark
 from grader.data.task import Document, document_text
 from grader.errors import GraderError, UsageError
+from grader.grading.blinded_documents import keep_blinded_documents
 from grader.retrieval import corpus_order
 from grader.retrieval.shards import canonical_order
 from grader.sandbox.blinding import DOCUMENT, QUERY, BlindedIds, BlindingKey, Preblinded, blind
@@ -116,8 +117,14 @@ def _write_order(folder: Path, ids: BlindedIds, documents: list[Document]) -> st
     return corpus_order.write_order(folder / corpus_order.FILE, order, lines.offsets, lines.lengths, lines.digests)
 
 
-def export_task(benchmark: Benchmark, name: str, splits: Sequence[str], key: BlindingKey, folder: Path) -> ExportedTask:
-    """Write task ``name``'s corpus and the queries judged in ``splits`` under pseudonyms into ``folder`` (no judgements)."""
+def export_task(
+    benchmark: Benchmark, name: str, splits: Sequence[str], key: BlindingKey, folder: Path, kept_documents: Path | None = None
+) -> ExportedTask:
+    """Write task ``name``'s corpus and the queries judged in ``splits`` under pseudonyms into ``folder`` (no judgements).
+
+    ``kept_documents``: the server's folder where scoring finds each task's documents under the key (they are blinded
+    here anyway; :mod:`grader.grading.blinded_documents`). It never goes to a worker: it maps pseudonyms to real ids.
+    """
     task = benchmark.task(name)
     judged: set[str] = set()
     for split in splits:
@@ -126,6 +133,8 @@ def export_task(benchmark: Benchmark, name: str, splits: Sequence[str], key: Bli
     queries = [query for query in task.iter_queries() if query.id in judged]
     doc_ids = blind(key, name, DOCUMENT, [document.id for document in documents])
     query_ids = blind(key, name, QUERY, [query.id for query in queries])
+    if kept_documents is not None:
+        keep_blinded_documents(task, key, kept_documents, doc_ids)
     folder.mkdir(parents=True, exist_ok=True)
     order_sha256 = _write_order(folder, doc_ids, documents)
     _write_sorted(folder / "queries.jsonl", query_ids, ({"text": q.text} for q in queries))
@@ -138,17 +147,24 @@ def _manifest(benchmark: Benchmark, tasks: Sequence[str], splits: Sequence[str],
     return {"format": FORMAT, "blinding": key.report(), "splits": list(splits), "tasks": list(tasks), "sources": sources}
 
 
-def export_worker_data(benchmark: Benchmark, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey, out: Path) -> dict[str, ExportedTask]:
+def export_worker_data(
+    benchmark: Benchmark, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey, out: Path, kept_documents: Path | None = None
+) -> dict[str, ExportedTask]:
     """Export the worker copy of ``tasks`` (queries judged in ``splits``) into ``out``, a new or empty folder; refuse anything else.
 
-    Written into ``out.tmp-export`` first and renamed: a half-written copy is never left under ``out``.
+    Written into ``out.tmp-export`` first and renamed: a half-written copy is never left under ``out``. With
+    ``kept_documents`` (the server's own export), each task's documents under the key are kept there for scoring, in
+    place of what was kept for other data or another key.
     """
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder; choose a new one (an export never overwrites)")
     staging = out.with_name(out.name + ".tmp-export")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)  # modes from the umask: private inside the state folder (the server runs under 077)
-    written = {name: export_task(benchmark, name, splits, key, staging / name) for name in tasks}
+    if kept_documents is not None:
+        shutil.rmtree(kept_documents, ignore_errors=True)  # kept for the data or key the copy being replaced was of
+        kept_documents.mkdir(mode=0o700, parents=True)
+    written = {name: export_task(benchmark, name, splits, key, staging / name, kept_documents) for name in tasks}
     jsonio.write_json(staging / "benchmark.json", _spec_json(benchmark, tasks), ensure_ascii=True)
     orders = {name: {"file": corpus_order.FILE, "sha256": task.order_sha256, "documents": task.documents} for name, task in written.items()}
     jsonio.write_json(staging / MANIFEST, {**_manifest(benchmark, tasks, splits, key), "orders": orders}, ensure_ascii=True)
@@ -166,8 +182,11 @@ def _current(manifest: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(orders, dict) and set(orders) == set(wanted["tasks"])
 
 
-def ensure_worker_data(target: str, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey, out: Path) -> Path:
-    """``out`` as a current worker copy of benchmark ``target``: kept when its manifest matches, else exported afresh."""
+def ensure_worker_data(
+    target: str, tasks: Sequence[str], splits: Sequence[str], key: BlindingKey, out: Path, kept_documents: Path | None = None
+) -> Path:
+    """``out`` as a current worker copy of benchmark ``target``: kept when its manifest matches, else exported afresh
+    (and with it, in ``kept_documents``, each task's documents under the key: :func:`export_worker_data`)."""
     benchmark = resolve_benchmark(target)
     wanted = _manifest(benchmark, tasks, splits, key)
     try:
@@ -178,7 +197,7 @@ def ensure_worker_data(target: str, tasks: Sequence[str], splits: Sequence[str],
         return out
     if out.exists():
         shutil.rmtree(out)
-    export_worker_data(benchmark, tasks, splits, key, out)
+    export_worker_data(benchmark, tasks, splits, key, out, kept_documents)
     return out
 
 

@@ -155,6 +155,7 @@ def _scored_report(rescorer: Rescorer, source: _Source) -> Report:
             facts,
             runs,
             blinding_key_file=key_file if key_file.is_file() else None,
+            kept_documents=rescorer.state.blinded_documents,
             training_sketch=training_sketch(rescorer.state, source.grading),
         )
         return Report.from_json(score_in_child(job))

@@ -71,11 +71,14 @@ def scoring_job(
     runs: dict[str, str],
     *,
     blinding_key_file: Path | None,
+    kept_documents: Path | None = None,
     training_sketch: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     """The job a scoring process takes (:func:`grader.grading.score_process.score_in_child`): acceptance and ``--rescore`` alike.
 
-    ``blinding_key_file``: the competition's key, whose pseudonyms the runs index (the key itself never travels in a job).
+    ``blinding_key_file``: the competition's key, whose pseudonyms the runs index (the key itself never travels in a job);
+    ``kept_documents``: the state's folder where each task's documents under that key are kept, so that a grade does
+    not read and blind the whole corpus again (:mod:`grader.grading.blinded_documents`).
     ``training_sketch``: the sketch a hidden-track submission carried and the SHA-256 intake recorded of it; its
     released audit joins the report (a file with another digest fails the scoring: ``INFRA``).
     """
@@ -90,6 +93,7 @@ def scoring_job(
         "top_k": DEPTH,
         "policy": HOSTED_POLICY.value,
         "blinding_key_file": None if blinding_key_file is None else str(blinding_key_file),
+        "kept_documents": None if kept_documents is None else str(kept_documents),
     }
 
 
@@ -130,6 +134,7 @@ def score(ctx: ServerContext, authentic: AuthenticResult) -> ScoredResult:
         posted.facts,
         runs,
         blinding_key_file=key_file,
+        kept_documents=ctx.state.blinded_documents,
         training_sketch=training_sketch(ctx.state, grading),
     )
     try:

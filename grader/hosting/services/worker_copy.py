@@ -41,7 +41,9 @@ def worker_copy(ctx: ServerContext) -> Path:
     ident = (str(ctx.state.root), key.key_id, ctx.benchmark_target, tuple(ctx.tasks), splits)
     with _lock:
         if ident not in _ready:
-            _ready[ident] = _in_child(ensure_worker_data, ctx.benchmark_target, ctx.tasks, splits, key, ctx.state.worker_data)
+            _ready[ident] = _in_child(
+                ensure_worker_data, ctx.benchmark_target, ctx.tasks, splits, key, ctx.state.worker_data, ctx.state.blinded_documents
+            )
         return _ready[ident]
 
 
