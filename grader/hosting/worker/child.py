@@ -64,11 +64,14 @@ def _child_main(send: Connection, work: Callable[[], object], on_orphan: Callabl
     """The child's whole life: work, send the outcome back, exit."""
     from grader.errors import Interrupted
     from grader.grading.signals import stop_on_signals
+    from grader.retrieval.threads import fit_threads_to_cpus
     from grader.sandbox.engine import docker_client
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's "finish the job first" handler, until the guard below
     # The worker's Docker client (and its pooled socket) was copied by fork; never share a connection with it.
     docker_client.cache_clear()
+    # The worker may have been pinned to fewer CPUs since it loaded faiss and numba: this job's search runs on its CPUs.
+    fit_threads_to_cpus()
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
     try:
         with stop_on_signals():
