@@ -58,3 +58,20 @@ def test_scores_refuses_and_recovers_after_an_overrun(tmp_path: Path) -> None:
     with pytest.raises(TaskFailure, match="took longer"):
         score_in_child(job, timeout_s=0.001)
     assert score_in_child(job)["aggregate"]["score"] == 1.0  # a new pool after the overrun
+
+
+def test_a_claimed_grade_warms_a_scoring_process_with_the_scorer_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.grading import score_process
+    from tests.score_probe import loaded
+
+    monkeypatch.setattr(score_process, "_pool", None)  # a pool of its own: no process another test warmed
+    warmed = score_process.warm()
+    assert warmed is not None
+    warmed.result(timeout=120)
+    pool = score_process._current_pool()
+    try:
+        # The warm job is done, so its process is idle and takes this job too (no second process is started).
+        assert pool.submit(loaded, "grader.grading.scoring").result(timeout=120)
+        assert len(pool._processes) == 1  # type: ignore[attr-defined]
+    finally:
+        score_process._discard(pool)

@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import resource
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -90,6 +90,23 @@ def score_in_child(job: dict[str, Any], *, timeout_s: float = TIMEOUT_S) -> dict
         raise TaskFailure(FailureCode.INFRA, str(outcome["error"]))
     report: dict[str, Any] = outcome["report"]
     return report
+
+
+def warm() -> Future[None] | None:
+    """Have a scoring process start now, off the caller's path: called when a grade is claimed, whose scoring will
+    need one, so that the scoring does not first wait for an interpreter to start and import the scorer (0.3 s here,
+    on the grade's serial tail: only a server's first grades pay it, the processes stay). The caller need not wait
+    (the future is for tests); None when the pool is shutting down with the server."""
+    try:
+        return _current_pool().submit(_warm_job)
+    except RuntimeError:
+        return None
+
+
+def _warm_job() -> None:
+    """In a scoring process: import what :func:`_score` imports."""
+    from grader.data.registry import resolve_benchmark  # noqa: F401 - imported for its cost, now
+    from grader.grading.scoring import report_from_runs  # noqa: F401
 
 
 def _score_job(job: dict[str, Any]) -> dict[str, Any]:

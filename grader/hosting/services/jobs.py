@@ -10,6 +10,7 @@ from datetime import datetime
 from enum import Enum
 from pathlib import Path
 
+from grader.grading import score_process
 from grader.hosting.clock import iso, utcnow
 from grader.hosting.context import ServerContext
 from grader.hosting.db.models import Submission, Worker
@@ -89,6 +90,7 @@ def claim_once(ctx: ServerContext, worker: Principal, digest: str | None) -> Job
     ctx.presence.seen(worker.id)  # a worker that looks is connected and free: a waiting grade's estimate counts it
     claimed = replication.claim(ctx, worker.id, digest) or lifecycle.claim(ctx.db, worker.id, ctx.competition.queue.lease_s)
     if claimed is not None:
+        score_process.warm()  # its scoring will need a scoring process: started now, not on the grade's last step
         # A sharded ONNX grade: its shard jobs are queued now; the claiming worker coordinates.
         return _job(ctx, claimed, sharded=shard_grading.plan_claimed(ctx, claimed))
     sharding = ctx.competition.sharding.shard_documents is not None
