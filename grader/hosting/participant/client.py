@@ -48,6 +48,8 @@ from grader.submissions.manifest import DockerManifest, load_manifest
 from grader.transparency.proof import MAX_PROOF_BYTES
 
 TERMINAL = ("scored", "failed", "error", "cancelled")
+#: How much longer each look of :meth:`HostingClient.wait` waits when the state did not change (up to its ``max_poll_s``).
+POLL_GROWTH = 1.5
 #: What the participant routes answer (404) for an id that is not one of yours (grader/hosting/api/routes/participants.py).
 UNKNOWN_DETAIL = "no such submission"
 CHUNK = 1 << 20
@@ -456,22 +458,30 @@ class HostingClient:
         timeout_s: float | None = None,
         on_change: Callable[[dict[str, Any]], None] | None = None,
         on_poll: Callable[[dict[str, Any]], None] | None = None,
+        max_poll_s: float | None = None,
     ) -> dict[str, Any]:
-        """Follow the submission until it ends; report each state change (``on_change``) and each view read (``on_poll``)."""
+        """Follow the submission until it ends; report each state change (``on_change``) and each view read (``on_poll``).
+
+        It looks every ``poll_s`` seconds; with ``max_poll_s``, each look that finds the state unchanged waits
+        :data:`POLL_GROWTH` times longer, up to ``max_poll_s``, and a changed state starts again at ``poll_s``: a view
+        costs the server a few ms of CPU, and a grade may wait in the queue for hours.
+        """
         last = None
         started = time.monotonic()
+        delay = poll_s
         while True:
             view = self.status(submission_id)
             if on_poll is not None:
                 on_poll(view)
             if view["state"] != last and on_change is not None:
                 on_change(view)
+            delay = poll_s if view["state"] != last or max_poll_s is None else min(max_poll_s, delay * POLL_GROWTH)
             last = view["state"]
             if view["state"] in TERMINAL:
                 return view
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise ClientError(f"{submission_id} still {view['state']} after {timeout_s:.0f} s")
-            time.sleep(poll_s)
+            time.sleep(delay)
 
 
 def _track_params(sample: bool, phase: str | None) -> dict[str, str]:
