@@ -26,8 +26,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from grader.hosting.participant.client import HostingClient
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, queue_only_server, queued_participants
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 
@@ -67,16 +66,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--participants", type=int, default=25)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="bench-progress-"))
-    quotas = {"quotas": {"per_day": 50, "total": 100, "concurrent": 50}}
-    server = Server(write_competition(root / "c.toml", tables=quotas), root / "state", workers=0).start()
+    server = queue_only_server(Path(tempfile.mkdtemp(prefix="bench-progress-")))
     assert server.process is not None
     try:
-        sessions = []
-        for index in range(args.participants):
-            token = admin(server.state, "add-participant", f"p{index}").strip()
-            HostingClient(server.url, token).submit(EXAMPLE)
-            sessions.append(signed_in(server.url, token))
+        sessions = [signed_in(server.url, token) for token, _client, _id in queued_participants(server, args.participants, EXAMPLE)]
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; {args.participants} participants, {4 * args.participants} watches")
         idle = (threads(server.process.pid), *timed(f"{server.url}/healthz"), *timed(f"{server.url}/"))
         print(f"no watch:    {line(*idle)}")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grader.cli.submit_cmd import FIRST_LOOK_S, MAX_LOOK_S
 from grader.hosting.errors import ClientError
 from grader.hosting.participant.client import HostingClient
-from tests.hosting.support import REPO, Server, admin, write_competition
+from tests.hosting.support import REPO, queue_only_server, queued_participants
 
 EXAMPLE = REPO / "submissions_example" / "onnx-lsa"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -72,15 +72,10 @@ def main() -> None:
     parser.add_argument("--participants", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="bench-wait-"))
-    quotas = {"quotas": {"per_day": 50, "total": 100, "concurrent": 50}}
-    server = Server(write_competition(root / "c.toml", tables=quotas), root / "state", workers=0).start()
+    server = queue_only_server(Path(tempfile.mkdtemp(prefix="bench-wait-")))
     assert server.process is not None
     try:
-        follow = []
-        for index in range(args.participants):
-            client = HostingClient(server.url, admin(server.state, "add-participant", f"p{index}").strip())
-            follow.append((client, client.submit(EXAMPLE)["id"]))
+        follow = [(client, submission_id) for _token, client, submission_id in queued_participants(server, args.participants, EXAMPLE)]
         time.sleep(5)  # the start's and the uploads' work done
         print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, nproc {os.cpu_count()}")
         print(f"# {args.participants} queued submissions, each followed by its participant; {args.seconds:.0f} s each")

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from grader.cli.main import cli
+from grader.hosting.participant.client import HostingClient
 from grader.hosting.protocol.version import HEADER, WORKER_PROTOCOL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -338,3 +339,21 @@ def served_entries(server: Server) -> list[bytes]:
         rows = connection.execute("SELECT entry FROM log_entries ORDER BY idx").fetchall()
     connection.close()
     return [bytes(row[0]) for row in rows]
+
+
+def queue_only_server(root: Path) -> Server:
+    """A started ``grader serve --workers 0`` on mini in ``root``, whose quotas let participants queue many submissions:
+    for the benchmarks of what waiting grades cost (``bench/progress_watches.py``, ``bench/wait_cost.py``)."""
+    quotas = {"quotas": {"per_day": 50, "total": 100, "concurrent": 50}}
+    return Server(write_competition(root / "c.toml", tables=quotas), root / "state", workers=0).start()
+
+
+def queued_participants(server: Server, count: int, submission: Path) -> list[tuple[str, HostingClient, str]]:
+    """``count`` new participants of ``server`` (``p0``, ``p1``, ...), each with ``submission`` uploaded and queued:
+    (token, client, submission id) each."""
+    queued = []
+    for index in range(count):
+        token = admin(server.state, "add-participant", f"p{index}").strip()
+        client = HostingClient(server.url, token)
+        queued.append((token, client, str(client.submit(submission)["id"])))
+    return queued
