@@ -2,7 +2,7 @@
 
 A fresh ``grader serve --workers 0`` on mini (SQLite); ``--participants`` participants (20) each upload one
 submission, which waits (no worker), as in a long queue. Then, for ``--seconds`` (60) each, the server's CPU time
-(``/proc/PID/stat``, its scoring processes included) with nobody looking, with each participant following theirs as
+(``/proc/PID/stat``: the server process's own; nothing is scored here) with nobody looking, with each participant following theirs as
 ``grader submit --wait`` did before (a look every 0.5 s) and as it does now (0.5 s, x1.5 while the state stays, 2 s
 at most: ``grader/cli/submit_cmd.py``), each participant in a thread of this script through
 :meth:`HostingClient.wait`. The script's own CPU is not counted.
@@ -32,9 +32,9 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """CPU seconds of process ``pid`` and its waited-for children (utime, stime, cutime, cstime)."""
+    """CPU seconds of process ``pid`` (utime and stime)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / TICKS
+    return sum(int(value) for value in fields[11:13]) / TICKS
 
 
 def measured(pid: int, seconds: float, follow: list[tuple[HostingClient, str]], max_poll_s: float | None) -> tuple[float, int]:

@@ -71,7 +71,7 @@ def test_kept_documents_equal_blinding_afresh_and_spare_the_corpus_read(tmp_path
 
 
 @pytest.mark.parametrize("where", ["mac", "meta", "arrays", "end"])
-def test_a_changed_kept_file_is_ignored_and_blinded_again(tmp_path: Path, where: str) -> None:
+def test_a_changed_kept_file_is_ignored_and_blinded_again(tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root, folder = _bench(tmp_path / "bench"), tmp_path / "kept"
     blinded_documents(_task(root), KEY, folder)
     path = _kept_file(folder)
@@ -82,16 +82,8 @@ def test_a_changed_kept_file_is_ignored_and_blinded_again(tmp_path: Path, where:
     path.write_bytes(bytes(data))
     reads: list[int] = []
     original = Task.iter_corpus
-
-    def counted(self: Task):  # type: ignore[no-untyped-def]
-        reads.append(1)
-        return original(self)
-
-    Task.iter_corpus = counted  # type: ignore[method-assign]
-    try:
-        again = blinded_documents(_task(root), KEY, folder)
-    finally:
-        Task.iter_corpus = original  # type: ignore[method-assign]
+    monkeypatch.setattr(Task, "iter_corpus", lambda self: reads.append(1) or original(self))
+    again = blinded_documents(_task(root), KEY, folder)
     assert reads == [1]  # not trusted: read and blinded again
     assert _same(again, blind(KEY, "t", DOCUMENT, IDS))
     assert path.read_bytes() != bytes(data)  # and kept again, whole

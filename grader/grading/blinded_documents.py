@@ -60,7 +60,8 @@ def blinded_documents(task: Task, key: BlindingKey, folder: Path | None) -> Blin
 def keep_blinded_documents(task: Task, key: BlindingKey, folder: Path, documents: BlindedIds) -> None:
     """Keep ``documents`` (``task``'s corpus ids blinded under ``key``, as :func:`blinded_documents` returns them) in
     ``folder``: what the export of the workers' copy, which blinds them anyway, leaves for scoring."""
-    _write(folder / _file_name(_meta(task, key)), _meta(task, key), key, documents)
+    meta = _meta(task, key)
+    _write(folder / _file_name(meta), meta, key, documents)
 
 
 def _meta(task: Task, key: BlindingKey) -> dict[str, str]:

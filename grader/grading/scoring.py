@@ -268,16 +268,13 @@ def report_from_runs(
         else:
             extra = {field: fact[field] for field in TASK_FACTS if field in fact}
             judged = [query.id for query in task.iter_queries() if query.id in qrels]
-            if key is None:
-                corpus_ids = [document.id for document in task.iter_corpus()]
-                counted[name] = (len(corpus_ids) + len(judged), len(judged))
-                run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids)
-                del corpus_ids  # one task's ids at a time
-            else:
-                documents = blinded_documents(task, key, kept_documents)
-                counted[name] = (len(documents.staged) + len(judged), len(judged))
-                run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, documents=documents)
-                del documents  # one task's ids at a time
+            # The corpus's ids: under the key, blinded as kept; without one, read from the corpus in file order.
+            documents = None if key is None else blinded_documents(task, key, kept_documents)
+            corpus_ids = None if documents is not None else [document.id for document in task.iter_corpus()]
+            size = len(documents.real) if documents is not None else len(corpus_ids or ())
+            counted[name] = (size + len(judged), len(judged))
+            run = real_run(task, runs[name], judged, depth=top_k, key=key, overflow=overflow, corpus_ids=corpus_ids, documents=documents)
+            del corpus_ids, documents  # one task's ids at a time
             entry = score_task(name, split=split, data_digest=digest, qrels=qrels, run=run, measures=measures, policy=policy, extra=extra)
         entries.append({"name": name, **entry})
     labels = report_labels(facts)  # checks the stated fingerprint, which the cost block names by its digest
