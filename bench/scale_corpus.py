@@ -13,7 +13,10 @@ scoring, signing): read from the database every 0.2 s, not asked of the API, who
 4.5 ms of CPU a look (since 2026-12-05; before, the server's CPU column included about 22 ms a second of answering it). It starts once the
 server has exported the workers' pseudonymous copy, which a competition does once at its first start and keeps (its
 seconds are the last column: about 10 s at 300k documents; rows measured before 2026-12-04 17:00 UTC have no such
-column and include it, less the 2 s the script waited for the workers).
+column and include it, less the 2 s the script waited for the workers), and its local workers, which it starts after
+the copy, are up (each has bound its fingerprint). Rows measured before 2026-12-05 10:00 UTC started the clock when
+the copy was written: they count the workers' start-up (about 1.5 s), and with --pin a worker not yet started then
+was left unpinned (at 300k, no worker was pinned in 2 of 3 tries: those rows' "pinned" grades often were not).
 
 While it runs, a sampler (every --sample-s seconds) reads, for `grader serve` and every process below it (its
 local workers and the children they fork for a grade), the peak of RssAnon in /proc/PID/status (anonymous
@@ -27,8 +30,8 @@ Unsharded, one grade runs on one worker whatever W is: the second worker idles. 
 sets [sharding] shard_documents: the grade runs as shard jobs (a query job, then one job per shard of whole
 encoding chunks) which every local worker takes, each in a forked child of the worker (the "grade child" column,
 one value per job) that stages the shard and runs it in a runner container of its own (the container column).
-With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset); each container is held
-to 1 CPU by its limit. With --confine a grade of W workers runs on the first W CPUs only: this script, the server and
+With --pin each local worker (and what it forks) is pinned to a CPU of its own (taskset), and its containers with it
+(grader/sandbox/cpus.py); each container is also held to 1 CPU by its limit. With --confine a grade of W workers runs on the first W CPUs only: this script, the server and
 all it starts, and the Docker engine (whose containers inherit its affinity): a W-CPU machine, the server's work
 charged in every row (on a machine of two CPUs, one worker's grade otherwise leaves the server the second CPU). After
 each N the speedup of W workers over one is printed.
@@ -292,15 +295,36 @@ class Sampler:
         self._thread.join()
 
 
-def pin_workers(serve_pid: int) -> None:
-    """Pin each local worker (and what it forks later) to a CPU of its own: worker i to CPU i mod nproc (``taskset``).
-
-    A worker's sandbox containers are dockerd's children, not the worker's: each is held to one CPU by its
-    ``cpus = 1`` limit (a CFS quota), not pinned.
+def pin_workers(serve_pid: int, count: int) -> None:
+    """Pin each of the ``count`` local workers (and what it forks later) to a CPU of its own: worker i to CPU i mod
+    nproc (``taskset``), and each worker's sandbox containers with it (a pinned worker gives its containers its CPUs
+    as their cpuset: grader/sandbox/cpus.py). Refused unless exactly ``count`` workers are found: a worker missed
+    would run, with its containers, on any CPU.
     """
     workers = sorted(pid for pid, role in descendants(serve_pid).items() if role == "worker")
+    if len(workers) != count:
+        raise SystemExit(f"found {len(workers)} local worker(s) of `grader serve` to pin, not {count}")
     for number, pid in enumerate(workers):
         subprocess.run(["taskset", "-a", "-p", "-c", str(number % (os.cpu_count() or 1)), str(pid)], check=True, capture_output=True)
+
+
+def wait_workers_bound(server_log: Path, count: int, timeout_s: float = 300.0) -> None:
+    """Until the server's log says that ``count`` local workers bound their fingerprints: each has started, loaded
+    what it searches with and is about to claim.
+
+    The server starts its local workers only once it has exported their copy of the data, so a clock started when the
+    copy is written would count their start-up (about 1.5 s of imports here), and a worker not yet started could not
+    be pinned. The server's log is this grade's own (a fresh state folder for each grade).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = server_log.read_text(encoding="utf-8", errors="replace") if server_log.is_file() else ""
+        bound = sum(1 for line in text.splitlines() if "fingerprint" in line and line.endswith(" bound"))
+        if bound >= count:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{bound} of {count} local workers bound their fingerprints within {timeout_s:.0f} s ({server_log})")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -398,10 +422,10 @@ def _grade(competition: Path, workers: int, scratch: Path, sample_s: float, subm
     try:
         client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
         assert server.process is not None
-        time.sleep(2)  # the local workers' start-up is not the grade's
         copy_s = copy_exported(server.state, started_server)
+        wait_workers_bound(server.log, workers)  # the local workers' start-up is not the grade's
         if pin:
-            pin_workers(server.process.pid)
+            pin_workers(server.process.pid, workers)
         if heap is not None:
             heaps = {role: [path] for role, path in heap_dumps(server.process.pid, heap).items()}
         with Sampler(server.process.pid, sample_s) as sampler:
