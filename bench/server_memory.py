@@ -109,16 +109,6 @@ class Grade:
     workers_idle: list[int]
 
 
-def wait_started(server: Server, workers: int, timeout_s: float = 300) -> None:
-    """Until the server's ``workers`` local workers run (they start once the workers' copy is exported)."""
-    assert server.process is not None
-    deadline = time.monotonic() + timeout_s
-    while sum(1 for role in scale_corpus.descendants(server.process.pid).values() if role == "worker") < workers:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the local workers did not start; server log {server.log}")
-        time.sleep(0.5)
-
-
 def workers_idle(serve_pid: int) -> list[int]:
     """Each local worker's RssAnon now (KiB)."""
     roles = scale_corpus.descendants(serve_pid)
@@ -148,7 +138,7 @@ def run_mode(mode: str, bench_root: Path, scratch: Path, args: argparse.Namespac
         assert server.process is not None
         pid = server.process.pid
         client = HostingClient(server.url, admin(server.state, "add-participant", "bench").strip())
-        wait_started(server, args.workers)
+        scale_corpus.wait_workers_bound(server.log, args.workers)  # started after the workers' copy; up once bound
         time.sleep(args.settle_s)
         fresh = status_kib(pid, "RssAnon")
         print(f"# {mode}: fresh server {fresh / 1024:.1f} MiB RssAnon", flush=True)
